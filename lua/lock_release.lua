@@ -1,0 +1,27 @@
+-- Release one hold of a reentrant lock, idempotently.
+-- KEYS[1]  the lock hash
+-- KEYS[2]  the lock's channel, redisson_lock__channel:{name}
+-- KEYS[3]  this request's unlock latch, redisson_unlock_latch:{name}:<request id>
+-- ARGV[1]  the unlock message (0)
+-- ARGV[2]  lease in milliseconds (the TTL a still-held lock gets)
+-- ARGV[3]  holder id
+-- ARGV[4]  how long the latch remembers this outcome, in ms
+-- Returns  nil = the holder does not hold it; 0 = one hold released, still held;
+--          1 = released and the unlock message published. A retry with the same
+--          latch key returns the first outcome without releasing again.
+local done = redis.call('get', KEYS[3])
+if done then
+    return tonumber(done)
+end
+if redis.call('hexists', KEYS[1], ARGV[3]) == 0 then
+    return nil
+end
+if redis.call('hincrby', KEYS[1], ARGV[3], -1) > 0 then
+    redis.call('pexpire', KEYS[1], ARGV[2])
+    redis.call('set', KEYS[3], 0, 'px', ARGV[4])
+    return 0
+end
+redis.call('del', KEYS[1])
+redis.call('publish', KEYS[2], ARGV[1])
+redis.call('set', KEYS[3], 1, 'px', ARGV[4])
+return 1

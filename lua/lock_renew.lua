@@ -1,0 +1,10 @@
+-- Renew a held lock's lease (the watchdog's call).
+-- KEYS[1]  the lock hash
+-- ARGV[1]  lease in milliseconds
+-- ARGV[2]  holder id
+-- Returns  1 when renewed; 0 when the holder no longer holds it.
+if redis.call('hexists', KEYS[1], ARGV[2]) == 1 then
+    redis.call('pexpire', KEYS[1], ARGV[1])
+    return 1
+end
+return 0

@@ -1,0 +1,469 @@
+//! [`RedisBackend`]: the [`LockBackend`] on a real Redis server.
+//!
+//! Commands go through an r2d2 pool of plain connections; every operation is
+//! exactly one Lua script (EVALSHA, reloaded on NOSCRIPT). Pub/sub gets a
+//! dedicated connection per session, outside the pool, because a subscribed
+//! connection cannot run other commands.
+
+use std::fmt;
+use std::time::Duration;
+
+use redis::{ConnectionLike, RedisError};
+
+use super::{Acquire, LockBackend, LockState, Message, PubSubConnection, Release, scripts};
+use crate::{Error, Result};
+
+/// Tunables of a [`RedisBackend`].
+///
+/// ```
+/// use std::time::Duration;
+/// let options = redisync::backend::RedisOptions::default()
+///     .pool_size(8)
+///     .connection_timeout(Duration::from_secs(2));
+/// assert_eq!(options.get_pool_size(), 8);
+/// ```
+#[derive(Debug, Clone)]
+pub struct RedisOptions {
+    pool_size: u32,
+    connection_timeout: Duration,
+    response_timeout: Duration,
+}
+
+impl Default for RedisOptions {
+    fn default() -> Self {
+        RedisOptions {
+            pool_size: 16,
+            connection_timeout: Duration::from_secs(10),
+            response_timeout: Duration::from_secs(3),
+        }
+    }
+}
+
+impl RedisOptions {
+    /// The most pooled command connections. Defaults to 16; must be at least 1.
+    ///
+    /// ```
+    /// let options = redisync::backend::RedisOptions::default().pool_size(4);
+    /// assert_eq!(options.get_pool_size(), 4);
+    /// ```
+    pub fn pool_size(mut self, size: u32) -> Self {
+        self.pool_size = size;
+        self
+    }
+
+    /// How long to wait for a connection (to connect, or for a free pooled
+    /// one). Defaults to 10 seconds; must be positive.
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// let options = redisync::backend::RedisOptions::default().connection_timeout(Duration::from_secs(1));
+    /// assert_eq!(options.get_connection_timeout(), Duration::from_secs(1));
+    /// ```
+    pub fn connection_timeout(mut self, timeout: Duration) -> Self {
+        self.connection_timeout = timeout;
+        self
+    }
+
+    /// How long to wait for a reply before the call fails (Redisson's
+    /// `timeout`). Defaults to 3 seconds; must be positive.
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// let options = redisync::backend::RedisOptions::default().response_timeout(Duration::from_secs(1));
+    /// assert_eq!(options.get_response_timeout(), Duration::from_secs(1));
+    /// ```
+    pub fn response_timeout(mut self, timeout: Duration) -> Self {
+        self.response_timeout = timeout;
+        self
+    }
+
+    /// The pool size.
+    ///
+    /// ```
+    /// assert_eq!(redisync::backend::RedisOptions::default().get_pool_size(), 16);
+    /// ```
+    pub fn get_pool_size(&self) -> u32 {
+        self.pool_size
+    }
+
+    /// The connection timeout.
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// assert_eq!(redisync::backend::RedisOptions::default().get_connection_timeout(), Duration::from_secs(10));
+    /// ```
+    pub fn get_connection_timeout(&self) -> Duration {
+        self.connection_timeout
+    }
+
+    /// The response timeout.
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// assert_eq!(redisync::backend::RedisOptions::default().get_response_timeout(), Duration::from_secs(3));
+    /// ```
+    pub fn get_response_timeout(&self) -> Duration {
+        self.response_timeout
+    }
+
+    fn validate(&self) -> Result<()> {
+        if self.pool_size == 0 {
+            return Err(Error::invalid("pool_size", "must be at least 1, got 0"));
+        }
+        for (what, value) in [
+            ("connection_timeout", self.connection_timeout),
+            ("response_timeout", self.response_timeout),
+        ] {
+            if value.is_zero() {
+                return Err(Error::invalid(what, "must be positive, got 0s"));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Opens connections with a bound and sets read/write timeouts on each, so a
+/// hung server fails a call instead of blocking it forever.
+struct Manager {
+    client: redis::Client,
+    options: RedisOptions,
+}
+
+impl Manager {
+    fn connect(&self) -> std::result::Result<redis::Connection, RedisError> {
+        let conn = self
+            .client
+            .get_connection_with_timeout(self.options.connection_timeout)?;
+        conn.set_read_timeout(Some(self.options.response_timeout))?;
+        conn.set_write_timeout(Some(self.options.response_timeout))?;
+        Ok(conn)
+    }
+}
+
+impl r2d2::ManageConnection for Manager {
+    type Connection = redis::Connection;
+    type Error = RedisError;
+
+    fn connect(&self) -> std::result::Result<redis::Connection, RedisError> {
+        Manager::connect(self)
+    }
+
+    fn is_valid(&self, conn: &mut redis::Connection) -> std::result::Result<(), RedisError> {
+        redis::cmd("PING").query::<()>(conn)
+    }
+
+    fn has_broken(&self, conn: &mut redis::Connection) -> bool {
+        !conn.is_open()
+    }
+}
+
+/// The [`LockBackend`] on a Redis server, reached through a connection pool.
+///
+/// Created by [`RedisBackend::open`] (or [`Client::open`](crate::Client::open),
+/// which uses it). Cheap to share: [`Client`](crate::Client) holds it behind
+/// an `Arc`.
+///
+/// ```no_run
+/// let backend = redisync::RedisBackend::open("redis://127.0.0.1:6379/")?;
+/// let client = redisync::Client::builder().backend(backend).build()?;
+/// # Ok::<(), redisync::Error>(())
+/// ```
+pub struct RedisBackend {
+    pool: r2d2::Pool<Manager>,
+    manager_client: redis::Client,
+    options: RedisOptions,
+    /// The URL without credentials, for messages.
+    address: String,
+}
+
+impl fmt::Debug for RedisBackend {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RedisBackend")
+            .field("address", &self.address)
+            .field("options", &self.options)
+            .finish_non_exhaustive()
+    }
+}
+
+impl RedisBackend {
+    /// Connects to the Redis server at `url` (`redis://[user:password@]host:port/db`)
+    /// with default [`RedisOptions`].
+    ///
+    /// # Errors
+    /// `InvalidArgument` for a malformed URL; `Backend` if the server cannot
+    /// be reached within the connection timeout.
+    ///
+    /// ```no_run
+    /// let backend = redisync::RedisBackend::open("redis://127.0.0.1:6379/0")?;
+    /// # Ok::<(), redisync::Error>(())
+    /// ```
+    pub fn open(url: &str) -> Result<Self> {
+        Self::open_with(url, RedisOptions::default())
+    }
+
+    /// Connects to `url` with the given options.
+    ///
+    /// # Errors
+    /// `InvalidArgument` for a malformed URL or invalid options; `Backend` if
+    /// the server cannot be reached within the connection timeout.
+    ///
+    /// ```no_run
+    /// let options = redisync::backend::RedisOptions::default().pool_size(4);
+    /// let backend = redisync::RedisBackend::open_with("redis://127.0.0.1:6379/", options)?;
+    /// # Ok::<(), redisync::Error>(())
+    /// ```
+    pub fn open_with(url: &str, options: RedisOptions) -> Result<Self> {
+        options.validate()?;
+        let client = redis::Client::open(url).map_err(|err| {
+            // The crate's message may echo the URL, which may hold a password.
+            Error::invalid("url", format!("not a valid Redis URL ({:?})", err.kind()))
+        })?;
+        let address = redacted_address(client.get_connection_info());
+        let manager = Manager {
+            client: client.clone(),
+            options: options.clone(),
+        };
+        let pool = r2d2::Pool::builder()
+            .max_size(options.pool_size)
+            .min_idle(Some(1))
+            .connection_timeout(options.connection_timeout)
+            // A PING on every checkout would double the round trips; broken
+            // connections are dropped on return instead (`has_broken`).
+            .test_on_check_out(false)
+            .build_unchecked(manager);
+        let backend = RedisBackend {
+            pool,
+            manager_client: client,
+            options,
+            address,
+        };
+        // Fail now, with a clear message, if the server is unreachable.
+        let mut conn = backend.connection()?;
+        redis::cmd("PING")
+            .query::<()>(&mut *conn)
+            .map_err(|err| backend.redis_error("PING", err))?;
+        Ok(backend)
+    }
+
+    /// The server's address, without credentials.
+    ///
+    /// ```no_run
+    /// let backend = redisync::RedisBackend::open("redis://:secret@127.0.0.1:6379/")?;
+    /// assert_eq!(backend.address(), "127.0.0.1:6379/0");
+    /// # Ok::<(), redisync::Error>(())
+    /// ```
+    pub fn address(&self) -> &str {
+        &self.address
+    }
+
+    fn connection(&self) -> Result<r2d2::PooledConnection<Manager>> {
+        self.pool.get().map_err(|err| Error::Backend {
+            context: format!(
+                "no Redis connection to {} within {:?} (server unreachable, or all {} pooled connections busy)",
+                self.address, self.options.connection_timeout, self.options.pool_size
+            ),
+            source: Some(Box::new(err)),
+            connection: true,
+        })
+    }
+
+    fn redis_error(&self, op: &str, err: RedisError) -> Error {
+        let text = err.to_string();
+        if text.contains("WRONGTYPE") {
+            return Error::protocol(format!(
+                "{op}: the key holds another Redis type than this primitive uses (WRONGTYPE)"
+            ));
+        }
+        let connection = err.is_io_error()
+            || err.is_connection_dropped()
+            || err.is_connection_refusal()
+            || err.is_timeout();
+        Error::Backend {
+            context: format!("{op} on Redis at {}", self.address),
+            source: Some(Box::new(err)),
+            connection,
+        }
+    }
+
+    /// Runs one script invocation on a pooled connection.
+    fn run<T: redis::FromRedisValue>(
+        &self,
+        op: &str,
+        invocation: &redis::ScriptInvocation<'_>,
+    ) -> Result<T> {
+        let mut conn = self.connection()?;
+        invocation
+            .invoke(&mut *conn as &mut dyn ConnectionLike)
+            .map_err(|err| self.redis_error(op, err))
+    }
+}
+
+fn redacted_address(info: &redis::ConnectionInfo) -> String {
+    format!("{}/{}", info.addr(), info.redis_settings().db())
+}
+
+fn ttl_from_pttl(pttl: i64) -> Option<Duration> {
+    u64::try_from(pttl).ok().map(Duration::from_millis)
+}
+
+impl LockBackend for RedisBackend {
+    fn lock_acquire(&self, name: &str, holder: &str, lease_ms: i64) -> Result<Acquire> {
+        let pttl: Option<i64> = self.run(
+            "lock acquire",
+            scripts::LOCK_ACQUIRE.key(name).arg(lease_ms).arg(holder),
+        )?;
+        Ok(match pttl {
+            None => Acquire::Acquired,
+            // -2 (vanished between the two reads) cannot happen inside one
+            // script; treat any negative as "no expiry known".
+            Some(pttl) => Acquire::Held {
+                ttl: ttl_from_pttl(pttl),
+            },
+        })
+    }
+
+    fn lock_renew(&self, name: &str, holder: &str, lease_ms: i64) -> Result<bool> {
+        let renewed: i64 = self.run(
+            "lock renew",
+            scripts::LOCK_RENEW.key(name).arg(lease_ms).arg(holder),
+        )?;
+        Ok(renewed == 1)
+    }
+
+    fn lock_release(
+        &self,
+        name: &str,
+        channel: &str,
+        holder: &str,
+        lease_ms: i64,
+        latch_key: &str,
+        latch_ms: i64,
+    ) -> Result<Release> {
+        let outcome: Option<i64> = self.run(
+            "lock release",
+            scripts::LOCK_RELEASE
+                .key(name)
+                .key(channel)
+                .key(latch_key)
+                .arg(crate::keys::UNLOCK_MESSAGE)
+                .arg(lease_ms)
+                .arg(holder)
+                .arg(latch_ms),
+        )?;
+        match outcome {
+            None => Ok(Release::NotHeld),
+            Some(0) => Ok(Release::StillHeld),
+            Some(1) => Ok(Release::Released),
+            Some(other) => Err(Error::protocol(format!(
+                "lock release script returned {other}, expected nil, 0 or 1"
+            ))),
+        }
+    }
+
+    fn lock_force_release(&self, name: &str, channel: &str) -> Result<bool> {
+        let existed: i64 = self.run(
+            "lock force release",
+            scripts::LOCK_FORCE_RELEASE
+                .key(name)
+                .key(channel)
+                .arg(crate::keys::UNLOCK_MESSAGE),
+        )?;
+        Ok(existed == 1)
+    }
+
+    fn lock_state(&self, name: &str, holder: &str) -> Result<LockState> {
+        let (exists, hold_count, pttl): (i64, i64, i64) =
+            self.run("lock state", scripts::LOCK_STATE.key(name).arg(holder))?;
+        Ok(LockState {
+            locked: exists == 1,
+            hold_count: u64::try_from(hold_count).unwrap_or(0),
+            ttl: ttl_from_pttl(pttl),
+        })
+    }
+
+    fn publish(&self, channel: &str, payload: &str) -> Result<()> {
+        let mut conn = self.connection()?;
+        redis::cmd("PUBLISH")
+            .arg(channel)
+            .arg(payload)
+            .query::<i64>(&mut *conn)
+            .map(drop)
+            .map_err(|err| self.redis_error("PUBLISH", err))
+    }
+
+    fn with_pubsub(
+        &self,
+        session: &mut dyn FnMut(&mut dyn PubSubConnection) -> Result<()>,
+    ) -> Result<()> {
+        let mut conn = self
+            .manager_client
+            .get_connection_with_timeout(self.options.connection_timeout)
+            .map_err(|err| self.redis_error("opening the pub/sub connection", err))?;
+        conn.set_write_timeout(Some(self.options.response_timeout))
+            .map_err(|err| self.redis_error("configuring the pub/sub connection", err))?;
+        let mut pubsub = RedisPubSub {
+            backend: self,
+            pubsub: conn.as_pubsub(),
+            read_timeout: None,
+        };
+        session(&mut pubsub)
+    }
+}
+
+/// A subscribed connection; lives only inside [`RedisBackend::with_pubsub`].
+struct RedisPubSub<'a> {
+    backend: &'a RedisBackend,
+    pubsub: redis::PubSub<'a>,
+    /// The read timeout currently set on the socket (a syscall to change).
+    read_timeout: Option<Duration>,
+}
+
+impl RedisPubSub<'_> {
+    fn set_read_timeout(&mut self, timeout: Duration) -> Result<()> {
+        let timeout = timeout.max(Duration::from_millis(1));
+        if self.read_timeout != Some(timeout) {
+            self.pubsub
+                .set_read_timeout(Some(timeout))
+                .map_err(|err| self.backend.redis_error("configuring pub/sub", err))?;
+            self.read_timeout = Some(timeout);
+        }
+        Ok(())
+    }
+}
+
+impl PubSubConnection for RedisPubSub<'_> {
+    fn subscribe(&mut self, channels: &[String]) -> Result<()> {
+        if channels.is_empty() {
+            return Ok(());
+        }
+        // A timed-out confirmation would desynchronise the reply stream, so
+        // give it the full response timeout and treat a timeout as a broken
+        // connection (the subscriber then reconnects).
+        self.set_read_timeout(self.backend.options.response_timeout)?;
+        self.pubsub
+            .subscribe(channels)
+            .map_err(|err| self.backend.redis_error("SUBSCRIBE", err))
+    }
+
+    fn unsubscribe(&mut self, channels: &[String]) -> Result<()> {
+        if channels.is_empty() {
+            return Ok(());
+        }
+        self.set_read_timeout(self.backend.options.response_timeout)?;
+        self.pubsub
+            .unsubscribe(channels)
+            .map_err(|err| self.backend.redis_error("UNSUBSCRIBE", err))
+    }
+
+    fn next_message(&mut self, timeout: Duration) -> Result<Option<Message>> {
+        self.set_read_timeout(timeout)?;
+        match self.pubsub.get_message() {
+            Ok(msg) => {
+                let payload = String::from_utf8_lossy(msg.get_payload_bytes()).into_owned();
+                Ok(Some(Message::new(msg.get_channel_name(), payload)))
+            }
+            Err(err) if err.is_timeout() => Ok(None),
+            Err(err) => Err(self.backend.redis_error("reading pub/sub", err)),
+        }
+    }
+}

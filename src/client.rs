@@ -1,0 +1,180 @@
+//! [`Client`]: one backend, one subscriber thread, one watchdog registry and
+//! one holder identity, shared by every handle created from it.
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::backend::LockBackend;
+use crate::config::ClientBuilder;
+use crate::event::EventHandler;
+use crate::pubsub::Subscriber;
+use crate::watchdog::Watchdog;
+use crate::{Lock, Result};
+
+pub(crate) struct Inner {
+    /// This client's uuid: the first half of every holder id.
+    pub(crate) id: String,
+    pub(crate) backend: Arc<dyn LockBackend>,
+    pub(crate) subscriber: Subscriber,
+    pub(crate) watchdog: Watchdog,
+    pub(crate) events: Arc<dyn EventHandler>,
+    pub(crate) watchdog_timeout: Duration,
+    pub(crate) watchdog_ms: i64,
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        // Guards hold a clone of the client, so nothing is held any more:
+        // stop renewing and stop the subscriber thread.
+        self.watchdog.shutdown();
+        self.subscriber.shutdown();
+    }
+}
+
+/// The entry point: a connection to one backend from which lock handles are
+/// made. Cheap to clone (an `Arc`); clones share the same holder identity,
+/// pub/sub connection and watchdog. Separate `Client`s are separate holders,
+/// like two processes.
+///
+/// Created by [`Client::open`] or [`Client::builder`]. When the last clone
+/// (and the last guard) is dropped, its background threads stop.
+///
+/// ```
+/// let client = redisync::Client::builder()
+///     .backend(redisync::MemoryBackend::new())
+///     .build()?;
+/// let guard = client.lock("orders:42").lock()?;
+/// // ... critical section ...
+/// guard.unlock()?;
+/// # Ok::<(), redisync::Error>(())
+/// ```
+#[derive(Clone)]
+pub struct Client {
+    pub(crate) inner: Arc<Inner>,
+}
+
+impl fmt::Debug for Client {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Client")
+            .field("id", &self.inner.id)
+            .field("watchdog_timeout", &self.inner.watchdog_timeout)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Client {
+    /// Connects to the Redis server at `url`
+    /// (`redis://[user:password@]host:port/db`) with default settings.
+    ///
+    /// # Errors
+    /// `InvalidArgument` for a malformed URL, `Backend` if Redis is unreachable.
+    ///
+    /// ```no_run
+    /// let client = redisync::Client::open("redis://127.0.0.1:6379/")?;
+    /// # Ok::<(), redisync::Error>(())
+    /// ```
+    pub fn open(url: &str) -> Result<Client> {
+        Client::builder().redis_url(url).build()
+    }
+
+    /// A builder for any backend and the tunables.
+    ///
+    /// ```
+    /// let client = redisync::Client::builder()
+    ///     .backend(redisync::MemoryBackend::new())
+    ///     .build()?;
+    /// # Ok::<(), redisync::Error>(())
+    /// ```
+    pub fn builder() -> ClientBuilder {
+        ClientBuilder::default()
+    }
+
+    pub(crate) fn from_parts(
+        backend: Arc<dyn LockBackend>,
+        watchdog_timeout: Duration,
+        watchdog_ms: i64,
+        events: Arc<dyn EventHandler>,
+    ) -> Client {
+        let id = uuid::Uuid::new_v4().to_string();
+        let subscriber = Subscriber::new(Arc::clone(&backend), &id, Arc::clone(&events));
+        let watchdog = Watchdog::new(
+            Arc::clone(&backend),
+            watchdog_timeout,
+            watchdog_ms,
+            Arc::clone(&events),
+        );
+        Client {
+            inner: Arc::new(Inner {
+                id,
+                backend,
+                subscriber,
+                watchdog,
+                events,
+                watchdog_timeout,
+                watchdog_ms,
+            }),
+        }
+    }
+
+    /// A handle on the reentrant lock `name` (Redisson's `RLock`). Cheap; no
+    /// round trip. An empty name is reported by the first operation.
+    ///
+    /// ```
+    /// # let client = redisync::Client::builder().backend(redisync::MemoryBackend::new()).build()?;
+    /// let lock = client.lock("orders:42");
+    /// assert_eq!(lock.name(), "orders:42");
+    /// # Ok::<(), redisync::Error>(())
+    /// ```
+    #[doc(alias = "RLock")]
+    #[doc(alias = "get_lock")]
+    pub fn lock(&self, name: impl Into<String>) -> Lock {
+        Lock::new(self.clone(), name.into())
+    }
+
+    /// This client's id: the `<uuid>` part of its holder ids
+    /// (`<uuid>:<thread number>`).
+    ///
+    /// ```
+    /// # let client = redisync::Client::builder().backend(redisync::MemoryBackend::new()).build()?;
+    /// assert_eq!(client.id().len(), 36);
+    /// # Ok::<(), redisync::Error>(())
+    /// ```
+    pub fn id(&self) -> &str {
+        &self.inner.id
+    }
+
+    /// The watchdog timeout: the lease of locks taken without one.
+    ///
+    /// ```
+    /// # let client = redisync::Client::builder().backend(redisync::MemoryBackend::new()).build()?;
+    /// assert_eq!(client.watchdog_timeout(), std::time::Duration::from_secs(30));
+    /// # Ok::<(), redisync::Error>(())
+    /// ```
+    pub fn watchdog_timeout(&self) -> Duration {
+        self.inner.watchdog_timeout
+    }
+
+    /// The backend this client uses.
+    ///
+    /// ```
+    /// # let client = redisync::Client::builder().backend(redisync::MemoryBackend::new()).build()?;
+    /// let backend = client.backend();
+    /// # Ok::<(), redisync::Error>(())
+    /// ```
+    pub fn backend(&self) -> &Arc<dyn LockBackend> {
+        &self.inner.backend
+    }
+
+    /// The holder id of the calling thread in this client,
+    /// `<client uuid>:<thread number>`: the hash field Redis stores.
+    ///
+    /// ```
+    /// # let client = redisync::Client::builder().backend(redisync::MemoryBackend::new()).build()?;
+    /// assert!(client.current_holder_id().starts_with(client.id()));
+    /// # Ok::<(), redisync::Error>(())
+    /// ```
+    pub fn current_holder_id(&self) -> String {
+        crate::holder::holder_id(&self.inner.id, crate::holder::current_thread_number())
+    }
+}

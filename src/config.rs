@@ -1,0 +1,211 @@
+//! [`ClientBuilder`]: the tunables, with Redisson's defaults, validated in
+//! [`build`](ClientBuilder::build).
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::backend::{LockBackend, RedisBackend, RedisOptions};
+use crate::event::{EventHandler, LoggingEventHandler};
+use crate::{Client, Error, Result};
+
+/// Where the builder gets its backend from.
+enum BackendChoice {
+    None,
+    Given(Arc<dyn LockBackend>),
+    Url(String),
+}
+
+/// Builds a [`Client`]; created by [`Client::builder`].
+///
+/// ```
+/// use std::time::Duration;
+/// let client = redisync::Client::builder()
+///     .backend(redisync::MemoryBackend::new())
+///     .watchdog_timeout(Duration::from_secs(10))
+///     .build()?;
+/// assert_eq!(client.watchdog_timeout(), Duration::from_secs(10));
+/// # Ok::<(), redisync::Error>(())
+/// ```
+pub struct ClientBuilder {
+    backend: BackendChoice,
+    watchdog_timeout: Duration,
+    redis: RedisOptions,
+    events: Arc<dyn EventHandler>,
+}
+
+impl fmt::Debug for ClientBuilder {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let backend = match &self.backend {
+            BackendChoice::None => "none",
+            BackendChoice::Given(_) => "given",
+            // Never print the URL: it may carry a password.
+            BackendChoice::Url(_) => "redis url",
+        };
+        f.debug_struct("ClientBuilder")
+            .field("backend", &backend)
+            .field("watchdog_timeout", &self.watchdog_timeout)
+            .field("redis", &self.redis)
+            .field("events", &self.events)
+            .finish()
+    }
+}
+
+impl Default for ClientBuilder {
+    fn default() -> Self {
+        ClientBuilder {
+            backend: BackendChoice::None,
+            watchdog_timeout: Duration::from_secs(30),
+            redis: RedisOptions::default(),
+            events: Arc::new(LoggingEventHandler),
+        }
+    }
+}
+
+impl ClientBuilder {
+    /// Uses `backend` (e.g. a [`MemoryBackend`](crate::MemoryBackend) in
+    /// tests, or a [`RedisBackend`] you opened yourself).
+    ///
+    /// ```
+    /// let client = redisync::Client::builder().backend(redisync::MemoryBackend::new()).build()?;
+    /// # Ok::<(), redisync::Error>(())
+    /// ```
+    pub fn backend(mut self, backend: impl LockBackend) -> Self {
+        self.backend = BackendChoice::Given(Arc::new(backend));
+        self
+    }
+
+    /// Uses an already shared backend.
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// let shared: Arc<dyn redisync::backend::LockBackend> = Arc::new(redisync::MemoryBackend::new());
+    /// let client = redisync::Client::builder().shared_backend(shared).build()?;
+    /// # Ok::<(), redisync::Error>(())
+    /// ```
+    pub fn shared_backend(mut self, backend: Arc<dyn LockBackend>) -> Self {
+        self.backend = BackendChoice::Given(backend);
+        self
+    }
+
+    /// Connects to Redis at `url` (`redis://[user:password@]host:port/db`)
+    /// when [`build`](Self::build) runs, with the pool settings below.
+    ///
+    /// ```no_run
+    /// let client = redisync::Client::builder()
+    ///     .redis_url("redis://127.0.0.1:6379/0")
+    ///     .pool_size(8)
+    ///     .build()?;
+    /// # Ok::<(), redisync::Error>(())
+    /// ```
+    pub fn redis_url(mut self, url: impl Into<String>) -> Self {
+        self.backend = BackendChoice::Url(url.into());
+        self
+    }
+
+    /// The lease of a lock taken without an explicit lease; the watchdog
+    /// renews it every third of this while the lock is held, so a crashed
+    /// holder's lock frees itself within this time.
+    ///
+    /// Defaults to 30 seconds (Redisson's `lockWatchdogTimeout`). `build()`
+    /// rejects less than 3 ms or more than `i64::MAX` milliseconds.
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// let client = redisync::Client::builder()
+    ///     .backend(redisync::MemoryBackend::new())
+    ///     .watchdog_timeout(Duration::from_millis(300))
+    ///     .build()?;
+    /// # Ok::<(), redisync::Error>(())
+    /// ```
+    pub fn watchdog_timeout(mut self, timeout: Duration) -> Self {
+        self.watchdog_timeout = timeout;
+        self
+    }
+
+    /// The most pooled Redis connections (with [`redis_url`](Self::redis_url)).
+    /// Defaults to 16; `build()` rejects 0.
+    ///
+    /// ```
+    /// let builder = redisync::Client::builder().pool_size(4);
+    /// ```
+    pub fn pool_size(mut self, size: u32) -> Self {
+        self.redis = self.redis.pool_size(size);
+        self
+    }
+
+    /// How long to wait for a Redis connection (to connect, or for a free
+    /// pooled one). Defaults to 10 seconds; `build()` rejects zero.
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// let builder = redisync::Client::builder().connection_timeout(Duration::from_secs(2));
+    /// ```
+    pub fn connection_timeout(mut self, timeout: Duration) -> Self {
+        self.redis = self.redis.connection_timeout(timeout);
+        self
+    }
+
+    /// How long to wait for a Redis reply. Defaults to 3 seconds; `build()`
+    /// rejects zero.
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// let builder = redisync::Client::builder().response_timeout(Duration::from_secs(1));
+    /// ```
+    pub fn response_timeout(mut self, timeout: Duration) -> Self {
+        self.redis = self.redis.response_timeout(timeout);
+        self
+    }
+
+    /// Where background failures are reported. Defaults to
+    /// [`LoggingEventHandler`].
+    ///
+    /// ```
+    /// let builder = redisync::Client::builder()
+    ///     .event_handler(std::sync::Arc::new(redisync::NopEventHandler));
+    /// ```
+    pub fn event_handler(mut self, handler: Arc<dyn EventHandler>) -> Self {
+        self.events = handler;
+        self
+    }
+
+    /// Validates the settings, connects (for a Redis URL) and builds the client.
+    ///
+    /// # Errors
+    /// `InvalidArgument` naming the setting when one is out of range or no
+    /// backend was given; `Backend` when Redis cannot be reached.
+    ///
+    /// ```
+    /// let err = redisync::Client::builder().build().unwrap_err();
+    /// assert!(err.is_invalid_argument());
+    /// ```
+    pub fn build(self) -> Result<Client> {
+        let watchdog_ms = crate::error::millis("watchdog_timeout", self.watchdog_timeout)?;
+        if watchdog_ms < 3 {
+            return Err(Error::invalid(
+                "watchdog_timeout",
+                format!(
+                    "must be at least 3ms (renewed every third), got {:?}",
+                    self.watchdog_timeout
+                ),
+            ));
+        }
+        let backend: Arc<dyn LockBackend> = match self.backend {
+            BackendChoice::None => {
+                return Err(Error::invalid(
+                    "backend",
+                    "none given: call .backend(..) or .redis_url(..)",
+                ));
+            }
+            BackendChoice::Given(backend) => backend,
+            BackendChoice::Url(url) => Arc::new(RedisBackend::open_with(&url, self.redis)?),
+        };
+        Ok(Client::from_parts(
+            backend,
+            self.watchdog_timeout,
+            watchdog_ms,
+            self.events,
+        ))
+    }
+}

@@ -1,0 +1,259 @@
+//! Hooks that report what background threads and guard drops cannot return:
+//! a renewal that failed, a lease that was lost, an unlock in `Drop` that
+//! failed, a pub/sub connection that broke (r2d2's `HandleEvent` shape).
+
+use std::fmt;
+
+use crate::Error;
+
+/// Receives events from redisync's background work. Every method has a
+/// no-op default; implement the ones you care about.
+///
+/// Set it with [`ClientBuilder::event_handler`](crate::ClientBuilder::event_handler).
+/// The default is [`LoggingEventHandler`].
+///
+/// ```
+/// use std::sync::atomic::{AtomicUsize, Ordering};
+/// use std::sync::Arc;
+///
+/// #[derive(Debug, Default)]
+/// struct CountLost(AtomicUsize);
+/// impl redisync::EventHandler for CountLost {
+///     fn on_lock_lost(&self, _event: &redisync::LockLostEvent) {
+///         self.0.fetch_add(1, Ordering::Relaxed);
+///     }
+/// }
+/// let client = redisync::Client::builder()
+///     .backend(redisync::MemoryBackend::new())
+///     .event_handler(Arc::new(CountLost::default()))
+///     .build()?;
+/// # Ok::<(), redisync::Error>(())
+/// ```
+pub trait EventHandler: fmt::Debug + Send + Sync + 'static {
+    /// A watchdog found its lock no longer held, or could not renew it before
+    /// the lease ran out. Guards of that lock now report `is_lost()`.
+    fn on_lock_lost(&self, event: &LockLostEvent) {
+        let _ = event;
+    }
+
+    /// A watchdog renewal failed; it will be retried until the lease runs out.
+    fn on_renew_failed(&self, event: &RenewFailedEvent) {
+        let _ = event;
+    }
+
+    /// Unlocking in a guard's `Drop` failed (use `unlock()` to get the error
+    /// instead). The lock frees itself when its lease runs out.
+    fn on_unlock_failed(&self, event: &UnlockFailedEvent) {
+        let _ = event;
+    }
+
+    /// The pub/sub connection failed or could not be opened; the subscriber
+    /// reconnects and wakes every waiter to retry.
+    fn on_subscriber_error(&self, event: &SubscriberEvent) {
+        let _ = event;
+    }
+
+    /// The pub/sub connection is (again) up and subscribed.
+    fn on_subscriber_connected(&self) {}
+}
+
+/// An [`EventHandler`] that ignores everything.
+///
+/// ```
+/// let client = redisync::Client::builder()
+///     .backend(redisync::MemoryBackend::new())
+///     .event_handler(std::sync::Arc::new(redisync::NopEventHandler))
+///     .build()?;
+/// # Ok::<(), redisync::Error>(())
+/// ```
+#[derive(Debug, Clone, Copy, Default)]
+pub struct NopEventHandler;
+
+impl EventHandler for NopEventHandler {}
+
+/// An [`EventHandler`] that writes every event to the `log` facade
+/// (lost locks and failures at `warn`, reconnects at `info`). The default.
+///
+/// ```
+/// let client = redisync::Client::builder()
+///     .backend(redisync::MemoryBackend::new())
+///     .event_handler(std::sync::Arc::new(redisync::LoggingEventHandler))
+///     .build()?;
+/// # Ok::<(), redisync::Error>(())
+/// ```
+#[derive(Debug, Clone, Copy, Default)]
+pub struct LoggingEventHandler;
+
+impl EventHandler for LoggingEventHandler {
+    fn on_lock_lost(&self, event: &LockLostEvent) {
+        log::warn!("redisync: {event}");
+    }
+    fn on_renew_failed(&self, event: &RenewFailedEvent) {
+        log::warn!("redisync: {event}");
+    }
+    fn on_unlock_failed(&self, event: &UnlockFailedEvent) {
+        log::warn!("redisync: {event}");
+    }
+    fn on_subscriber_error(&self, event: &SubscriberEvent) {
+        log::warn!("redisync: {event}");
+    }
+    fn on_subscriber_connected(&self) {
+        log::info!("redisync: pub/sub connection up");
+    }
+}
+
+/// A lock's lease was lost; see [`EventHandler::on_lock_lost`].
+///
+/// ```
+/// fn report(event: &redisync::LockLostEvent) -> String {
+///     format!("{} lost: {}", event.name(), event.reason())
+/// }
+/// ```
+#[derive(Debug)]
+pub struct LockLostEvent {
+    pub(crate) name: String,
+    pub(crate) reason: String,
+}
+
+impl LockLostEvent {
+    /// The lock's name.
+    ///
+    /// ```
+    /// fn name(event: &redisync::LockLostEvent) -> &str { event.name() }
+    /// ```
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+    /// Why it was lost.
+    ///
+    /// ```
+    /// fn reason(event: &redisync::LockLostEvent) -> &str { event.reason() }
+    /// ```
+    pub fn reason(&self) -> &str {
+        &self.reason
+    }
+}
+
+impl fmt::Display for LockLostEvent {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "lock {:?} lost: {}", self.name, self.reason)
+    }
+}
+
+/// A renewal failed and will be retried; see [`EventHandler::on_renew_failed`].
+///
+/// ```
+/// fn report(event: &redisync::RenewFailedEvent) -> String {
+///     format!("{}: {}", event.name(), event.error())
+/// }
+/// ```
+#[derive(Debug)]
+pub struct RenewFailedEvent {
+    pub(crate) name: String,
+    pub(crate) error: Error,
+}
+
+impl RenewFailedEvent {
+    /// The lock's name.
+    ///
+    /// ```
+    /// fn name(event: &redisync::RenewFailedEvent) -> &str { event.name() }
+    /// ```
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+    /// The failure.
+    ///
+    /// ```
+    /// fn error(event: &redisync::RenewFailedEvent) -> &redisync::Error { event.error() }
+    /// ```
+    pub fn error(&self) -> &Error {
+        &self.error
+    }
+}
+
+impl fmt::Display for RenewFailedEvent {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "renewing lock {:?} failed (will retry): {}",
+            self.name, self.error
+        )
+    }
+}
+
+/// An unlock in `Drop` failed; see [`EventHandler::on_unlock_failed`].
+///
+/// ```
+/// fn report(event: &redisync::UnlockFailedEvent) -> String {
+///     format!("{}: {}", event.name(), event.error())
+/// }
+/// ```
+#[derive(Debug)]
+pub struct UnlockFailedEvent {
+    pub(crate) name: String,
+    pub(crate) error: Error,
+}
+
+impl UnlockFailedEvent {
+    /// The lock's name.
+    ///
+    /// ```
+    /// fn name(event: &redisync::UnlockFailedEvent) -> &str { event.name() }
+    /// ```
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+    /// The failure.
+    ///
+    /// ```
+    /// fn error(event: &redisync::UnlockFailedEvent) -> &redisync::Error { event.error() }
+    /// ```
+    pub fn error(&self) -> &Error {
+        &self.error
+    }
+}
+
+impl fmt::Display for UnlockFailedEvent {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "unlocking {:?} on drop failed: {}",
+            self.name, self.error
+        )
+    }
+}
+
+/// The pub/sub connection failed; see [`EventHandler::on_subscriber_error`].
+///
+/// ```
+/// fn report(event: &redisync::SubscriberEvent) -> String { event.error().to_string() }
+/// ```
+#[derive(Debug)]
+pub struct SubscriberEvent {
+    pub(crate) error: Error,
+}
+
+impl SubscriberEvent {
+    pub(crate) fn new(error: Error) -> Self {
+        SubscriberEvent { error }
+    }
+    /// The failure.
+    ///
+    /// ```
+    /// fn error(event: &redisync::SubscriberEvent) -> &redisync::Error { event.error() }
+    /// ```
+    pub fn error(&self) -> &Error {
+        &self.error
+    }
+}
+
+impl fmt::Display for SubscriberEvent {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "pub/sub connection failed (reconnecting, waiters retry): {}",
+            self.error
+        )
+    }
+}

@@ -1,0 +1,105 @@
+//! Distributed locks and synchronizers on Redis for threaded (non-async)
+//! Rust, wire-compatible with Java's [Redisson](https://redisson.org): a Rust
+//! service and a Java service on the same Redis exclude each other on the same
+//! lock name and wake each other's waiters.
+//!
+//! # Quick start
+//!
+//! ```
+//! use std::time::Duration;
+//!
+//! // In production: redisync::Client::open("redis://127.0.0.1:6379/")?
+//! let client = redisync::Client::builder()
+//!     .backend(redisync::MemoryBackend::new())
+//!     .build()?;
+//!
+//! let lock = client.lock("orders:42");
+//! {
+//!     let _guard = lock.lock()?; // one thread in the whole fleet gets past here
+//!     // ... critical section; the watchdog keeps the lease alive ...
+//! } // guard dropped: unlocked, waiters woken by pub/sub
+//!
+//! match lock.try_lock_for(Duration::from_millis(200))? {
+//!     Some(guard) => guard.unlock()?,
+//!     None => println!("busy"),
+//! }
+//! # Ok::<(), redisync::Error>(())
+//! ```
+//!
+//! # Primitives
+//!
+//! - [`Lock`] ([`Client::lock`]): Redisson's `RLock`, reentrant per (client,
+//!   thread), non-fair, with a lease watchdog.
+//!
+//! Fair lock, read-write lock, semaphore, count-down latch, MultiLock and
+//! RedLock follow on the same backend, subscriber and watchdog.
+//!
+//! # Backends
+//!
+//! A [`Client`] talks to its store through the [`LockBackend`] trait: one
+//! method per atomic operation.
+//! - [`RedisBackend`]: an r2d2 pool of `redis` connections; each operation is
+//!   one Lua script (EVALSHA, reloaded on NOSCRIPT).
+//! - [`MemoryBackend`]: in-process, same semantics (TTLs, reentrancy, pub/sub).
+//!   Two clients on one `MemoryBackend` behave like two processes on one Redis.
+//!
+//! # Leases and the watchdog
+//!
+//! A lock taken without a lease ([`Lock::lock`], [`Lock::try_lock_for`]) gets
+//! the watchdog timeout as its lease (30 s by default) and the client renews
+//! it every third of that while the guard lives: if the process dies, the
+//! lock frees itself within the watchdog timeout. A lock taken with a lease
+//! ([`Lock::lock_with_lease`]) is never renewed. If a renewal finds the lock
+//! gone, or cannot reach Redis before the lease runs out,
+//! [`LockGuard::is_lost`] turns true and the [`EventHandler`] hears of it.
+//!
+//! # Waking and fairness
+//!
+//! Waiters park, they do not poll. Each client has one pub/sub connection and
+//! one subscriber thread. A waiter subscribes to the lock's channel, waits for
+//! the subscription to be confirmed, retries, and then parks until an unlock
+//! message gives it a permit or the holder's TTL runs out. An unlock wakes
+//! one waiter per client, not all of them. A message that arrives between a
+//! failed attempt and the park is kept as a permit, so it is not lost. A
+//! message that is lost anyway costs one retry when the TTL runs out, never a
+//! hang. If the pub/sub connection drops, every waiter retries and the
+//! subscriber reconnects and resubscribes. Within one client, a thread
+//! arriving just after an unlock lets the waiter the unlock woke go first.
+//! Across clients the lock is not fair.
+//!
+//! # Failure model
+//!
+//! A lock lives on one Redis master. If that master loses the key (failover
+//! to a replica that had not received it, restart without persistence), two
+//! holders can coexist: check [`LockGuard::is_lost`] and use fencing where
+//! that matters. A holder paused longer than its lease (GC-like stall, SIGSTOP)
+//! loses the lock without knowing until its next check. Calls fail with
+//! [`Error::Backend`] while Redis is unreachable, and work again once it is
+//! back. An unlock whose reply is lost is retried idempotently (Redisson's
+//! unlock latch).
+//!
+//! # Testing your code
+//!
+//! Build your client on [`MemoryBackend`] in unit tests: no server needed.
+#![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used, clippy::panic))]
+
+pub mod backend;
+mod client;
+mod config;
+mod error;
+mod event;
+mod holder;
+mod keys;
+mod lock;
+mod pubsub;
+mod watchdog;
+
+pub use backend::{LockBackend, MemoryBackend, RedisBackend};
+pub use client::Client;
+pub use config::ClientBuilder;
+pub use error::{Error, Result};
+pub use event::{
+    EventHandler, LockLostEvent, LoggingEventHandler, NopEventHandler, RenewFailedEvent,
+    SubscriberEvent, UnlockFailedEvent,
+};
+pub use lock::{Lock, LockGuard};

@@ -1,0 +1,557 @@
+//! [`Lock`]: Redisson's `RLock`, a reentrant, non-fair distributed lock, and
+//! its RAII [`LockGuard`].
+//!
+//! Acquire loop (the data flow of DESIGN.md): one script attempt; if another
+//! holder has it, register on the lock's channel with the subscriber, then
+//! alternate "park until an unlock permit or the holder's TTL" and "retry".
+//! Leases given explicitly are fixed; without one the lease is the watchdog
+//! timeout and the client's watchdog renews it while the guard lives.
+
+use std::fmt;
+use std::marker::PhantomData;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use crate::backend::{Acquire, Release};
+use crate::event::UnlockFailedEvent;
+use crate::pubsub::Wake;
+use crate::{Client, Error, Result, holder, keys};
+
+/// How long an unlock latch remembers its outcome, so a retried release
+/// whose first reply was lost is not applied twice.
+const UNLOCK_LATCH_MS: i64 = 10_000;
+/// Retries of a release whose reply was lost (each is idempotent).
+const RELEASE_RETRIES: [Duration; 3] = [
+    Duration::from_millis(10),
+    Duration::from_millis(100),
+    Duration::from_millis(500),
+];
+
+/// A handle on one reentrant distributed lock; created by
+/// [`Client::lock`]. Cheap to clone, `Send + Sync`; no round trip until you
+/// call a method.
+///
+/// Reentrant per (client, thread): a thread that holds it may take it again,
+/// and must release it as many times. Non-fair: a waiter woken by an unlock
+/// competes with new arrivals from other clients (within one client, new
+/// arrivals let a woken waiter go first).
+///
+/// ```
+/// use std::time::Duration;
+/// # let client = redisync::Client::builder().backend(redisync::MemoryBackend::new()).build()?;
+/// let lock = client.lock("orders:42");
+/// {
+///     let _guard = lock.lock()?;               // blocks; the watchdog renews the lease
+///     assert!(lock.is_held_by_current_thread()?);
+/// }                                            // dropped: unlocked
+/// if let Some(guard) = lock.try_lock_for(Duration::from_millis(100))? {
+///     guard.unlock()?;                         // explicit unlock returns the error, if any
+/// }
+/// # Ok::<(), redisync::Error>(())
+/// ```
+#[doc(alias = "RLock")]
+#[derive(Clone)]
+pub struct Lock {
+    client: Client,
+    name: Arc<str>,
+    channel: Arc<str>,
+}
+
+impl fmt::Debug for Lock {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Lock").field("name", &self.name).finish()
+    }
+}
+
+/// How long an acquire may wait.
+#[derive(Clone, Copy)]
+enum Wait {
+    Forever,
+    Until(Instant),
+}
+
+impl Wait {
+    fn for_duration(wait: Duration) -> Wait {
+        // A wait too long to represent is a wait forever.
+        Instant::now()
+            .checked_add(wait)
+            .map_or(Wait::Forever, Wait::Until)
+    }
+
+    fn passed(self) -> bool {
+        matches!(self, Wait::Until(t) if Instant::now() >= t)
+    }
+
+    /// The park deadline: the holder's TTL from now, capped by this wait.
+    fn park_until(self, ttl: Option<Duration>, fallback: Duration) -> Option<Instant> {
+        let ttl_end = Instant::now().checked_add(ttl.unwrap_or(fallback));
+        match (self, ttl_end) {
+            (Wait::Until(t), Some(e)) => Some(t.min(e)),
+            (Wait::Until(t), None) => Some(t),
+            (Wait::Forever, e) => e,
+        }
+    }
+}
+
+impl Lock {
+    pub(crate) fn new(client: Client, name: String) -> Lock {
+        let channel = keys::lock_channel(&name);
+        Lock {
+            client,
+            name: name.into(),
+            channel: channel.into(),
+        }
+    }
+
+    /// The lock's name: the Redis key of its hash.
+    ///
+    /// ```
+    /// # let client = redisync::Client::builder().backend(redisync::MemoryBackend::new()).build()?;
+    /// assert_eq!(client.lock("a").name(), "a");
+    /// # Ok::<(), redisync::Error>(())
+    /// ```
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The client this handle belongs to.
+    ///
+    /// ```
+    /// # let client = redisync::Client::builder().backend(redisync::MemoryBackend::new()).build()?;
+    /// assert_eq!(client.lock("a").client().id(), client.id());
+    /// # Ok::<(), redisync::Error>(())
+    /// ```
+    pub fn client(&self) -> &Client {
+        &self.client
+    }
+
+    /// Blocks until the lock is acquired; the watchdog keeps the lease alive
+    /// until the guard is dropped or unlocked.
+    ///
+    /// # Errors
+    /// `InvalidArgument` for an empty name; `Backend` if Redis fails;
+    /// `Protocol` if the key holds another type.
+    ///
+    /// ```
+    /// # let client = redisync::Client::builder().backend(redisync::MemoryBackend::new()).build()?;
+    /// let guard = client.lock("jobs").lock()?;
+    /// # Ok::<(), redisync::Error>(())
+    /// ```
+    pub fn lock(&self) -> Result<LockGuard> {
+        self.acquire(Wait::Forever, None)?
+            .ok_or_else(|| Error::protocol("an unbounded wait ended without the lock"))
+    }
+
+    /// Blocks until the lock is acquired with a fixed `lease`: no watchdog;
+    /// the lock frees itself after `lease` even if the guard still lives.
+    ///
+    /// # Errors
+    /// As [`lock`](Self::lock), and `InvalidArgument` for a lease under 1 ms.
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # let client = redisync::Client::builder().backend(redisync::MemoryBackend::new()).build()?;
+    /// let guard = client.lock("jobs").lock_with_lease(Duration::from_secs(10))?;
+    /// # Ok::<(), redisync::Error>(())
+    /// ```
+    pub fn lock_with_lease(&self, lease: Duration) -> Result<LockGuard> {
+        self.acquire(Wait::Forever, Some(lease))?
+            .ok_or_else(|| Error::protocol("an unbounded wait ended without the lock"))
+    }
+
+    /// Takes the lock if it is free (or already held by this thread); never
+    /// waits. `Ok(None)` when another holder has it.
+    ///
+    /// # Errors
+    /// As [`lock`](Self::lock).
+    ///
+    /// ```
+    /// # let client = redisync::Client::builder().backend(redisync::MemoryBackend::new()).build()?;
+    /// let lock = client.lock("jobs");
+    /// let first = lock.try_lock()?;
+    /// assert!(first.is_some());
+    /// # Ok::<(), redisync::Error>(())
+    /// ```
+    pub fn try_lock(&self) -> Result<Option<LockGuard>> {
+        self.acquire(Wait::Until(Instant::now()), None)
+    }
+
+    /// Waits up to `wait` for the lock. `Ok(None)` on timeout.
+    ///
+    /// # Errors
+    /// As [`lock`](Self::lock).
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # let client = redisync::Client::builder().backend(redisync::MemoryBackend::new()).build()?;
+    /// if let Some(guard) = client.lock("jobs").try_lock_for(Duration::from_secs(1))? {
+    ///     // ...
+    /// }
+    /// # Ok::<(), redisync::Error>(())
+    /// ```
+    pub fn try_lock_for(&self, wait: Duration) -> Result<Option<LockGuard>> {
+        self.acquire(Wait::for_duration(wait), None)
+    }
+
+    /// Waits up to `wait` for the lock and takes it with a fixed `lease`
+    /// (no watchdog). `Ok(None)` on timeout.
+    ///
+    /// # Errors
+    /// As [`lock_with_lease`](Self::lock_with_lease).
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # let client = redisync::Client::builder().backend(redisync::MemoryBackend::new()).build()?;
+    /// let guard = client.lock("jobs").try_lock_for_with_lease(Duration::from_secs(1), Duration::from_secs(5))?;
+    /// # Ok::<(), redisync::Error>(())
+    /// ```
+    pub fn try_lock_for_with_lease(
+        &self,
+        wait: Duration,
+        lease: Duration,
+    ) -> Result<Option<LockGuard>> {
+        self.acquire(Wait::for_duration(wait), Some(lease))
+    }
+
+    /// Whether anyone, in any client, holds the lock.
+    ///
+    /// # Errors
+    /// As [`lock`](Self::lock).
+    ///
+    /// ```
+    /// # let client = redisync::Client::builder().backend(redisync::MemoryBackend::new()).build()?;
+    /// let lock = client.lock("jobs");
+    /// assert!(!lock.is_locked()?);
+    /// let _guard = lock.lock()?;
+    /// assert!(lock.is_locked()?);
+    /// # Ok::<(), redisync::Error>(())
+    /// ```
+    pub fn is_locked(&self) -> Result<bool> {
+        Ok(self.state()?.locked)
+    }
+
+    /// Whether the calling thread (of this client) holds the lock.
+    ///
+    /// # Errors
+    /// As [`lock`](Self::lock).
+    ///
+    /// ```
+    /// # let client = redisync::Client::builder().backend(redisync::MemoryBackend::new()).build()?;
+    /// let lock = client.lock("jobs");
+    /// let _guard = lock.lock()?;
+    /// assert!(lock.is_held_by_current_thread()?);
+    /// let other = lock.clone();
+    /// assert!(!std::thread::spawn(move || other.is_held_by_current_thread().unwrap()).join().unwrap());
+    /// # Ok::<(), redisync::Error>(())
+    /// ```
+    pub fn is_held_by_current_thread(&self) -> Result<bool> {
+        Ok(self.state()?.hold_count > 0)
+    }
+
+    /// How many times the calling thread holds the lock (0 if not at all).
+    ///
+    /// # Errors
+    /// As [`lock`](Self::lock).
+    ///
+    /// ```
+    /// # let client = redisync::Client::builder().backend(redisync::MemoryBackend::new()).build()?;
+    /// let lock = client.lock("jobs");
+    /// let outer = lock.lock()?;
+    /// let inner = lock.lock()?;
+    /// assert_eq!(lock.hold_count()?, 2);
+    /// # Ok::<(), redisync::Error>(())
+    /// ```
+    pub fn hold_count(&self) -> Result<u64> {
+        Ok(self.state()?.hold_count)
+    }
+
+    /// The lock's remaining time to live: `None` when it is free (or has no
+    /// expiry).
+    ///
+    /// # Errors
+    /// As [`lock`](Self::lock).
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # let client = redisync::Client::builder().backend(redisync::MemoryBackend::new()).build()?;
+    /// let lock = client.lock("jobs");
+    /// let _guard = lock.lock_with_lease(Duration::from_secs(10))?;
+    /// assert!(lock.remaining_ttl()?.unwrap() <= Duration::from_secs(10));
+    /// # Ok::<(), redisync::Error>(())
+    /// ```
+    pub fn remaining_ttl(&self) -> Result<Option<Duration>> {
+        Ok(self.state()?.ttl)
+    }
+
+    /// Releases the lock whoever holds it and wakes its waiters. Returns
+    /// whether it was held. The holder's guard will then report `NotHeld` on
+    /// `unlock()`.
+    ///
+    /// # Errors
+    /// As [`lock`](Self::lock).
+    ///
+    /// ```
+    /// # let client = redisync::Client::builder().backend(redisync::MemoryBackend::new()).build()?;
+    /// let lock = client.lock("jobs");
+    /// let guard = lock.lock()?;
+    /// assert!(lock.force_unlock()?);
+    /// assert!(guard.unlock().unwrap_err().is_not_held());
+    /// # Ok::<(), redisync::Error>(())
+    /// ```
+    pub fn force_unlock(&self) -> Result<bool> {
+        self.check_name()?;
+        self.client
+            .inner
+            .backend
+            .lock_force_release(&self.name, &self.channel)
+    }
+
+    fn check_name(&self) -> Result<()> {
+        if self.name.is_empty() {
+            return Err(Error::invalid("name", "a lock name must not be empty"));
+        }
+        Ok(())
+    }
+
+    fn state(&self) -> Result<crate::backend::LockState> {
+        self.check_name()?;
+        self.client
+            .inner
+            .backend
+            .lock_state(&self.name, &self.client.current_holder_id())
+    }
+
+    fn acquire(&self, wait: Wait, lease: Option<Duration>) -> Result<Option<LockGuard>> {
+        self.check_name()?;
+        let lease_ms = match lease {
+            Some(lease) => crate::error::millis("lease", lease)?,
+            None => self.client.inner.watchdog_ms,
+        };
+        let inner = &self.client.inner;
+        let thread = holder::current_thread_number();
+        let holder = holder::holder_id(&inner.id, thread);
+        let attempt = || inner.backend.lock_acquire(&self.name, &holder, lease_ms);
+        let acquired = || self.guard(thread, &holder, lease, lease_ms);
+
+        // A new local attempt defers to a local waiter an unlock just woke.
+        let mut ttl = if inner.subscriber.handoff_pending(&self.channel) {
+            Some(crate::pubsub::HANDOFF_WINDOW)
+        } else {
+            match attempt()? {
+                Acquire::Acquired => return acquired().map(Some),
+                Acquire::Held { ttl } => ttl,
+            }
+        };
+        if wait.passed() {
+            return Ok(None);
+        }
+        let subscription = inner.subscriber.subscribe(&self.channel, Wake::One)?;
+        loop {
+            let woken = subscription.wait_permit(wait.park_until(ttl, inner.watchdog_timeout));
+            let outcome = attempt();
+            if woken {
+                subscription.handoff_done();
+            }
+            match outcome? {
+                Acquire::Acquired => {
+                    drop(subscription);
+                    return acquired().map(Some);
+                }
+                Acquire::Held { ttl: held } => ttl = held,
+            }
+            if wait.passed() {
+                return Ok(None);
+            }
+        }
+    }
+
+    /// Builds the guard of a successful acquisition, registering the hold
+    /// with the watchdog when no lease was given.
+    fn guard(
+        &self,
+        thread: u64,
+        holder: &str,
+        lease: Option<Duration>,
+        lease_ms: i64,
+    ) -> Result<LockGuard> {
+        let expiry = match lease {
+            None => Expiry::Watchdog(self.client.inner.watchdog.start(&self.name, holder)?),
+            Some(lease) => Expiry::Lease(Instant::now().checked_add(lease)),
+        };
+        Ok(LockGuard {
+            lock: self.clone(),
+            thread,
+            lease_ms,
+            expiry,
+            released: false,
+            _not_send: PhantomData,
+        })
+    }
+
+    fn release(&self, thread: u64, lease_ms: i64) -> Result<()> {
+        let inner = &self.client.inner;
+        let holder = holder::holder_id(&inner.id, thread);
+        let latch = format!(
+            "{}:{}",
+            keys::unlock_latch_prefix(&self.name),
+            uuid::Uuid::new_v4().simple()
+        );
+        let mut retries = RELEASE_RETRIES.iter();
+        let outcome = loop {
+            match inner.backend.lock_release(
+                &self.name,
+                &self.channel,
+                &holder,
+                lease_ms,
+                &latch,
+                UNLOCK_LATCH_MS,
+            ) {
+                Err(err) if err.is_connection_error() => match retries.next() {
+                    // The reply may be lost after the release happened: the
+                    // latch makes the retry return that outcome, not release twice.
+                    Some(pause) => std::thread::sleep(*pause),
+                    None => return Err(err),
+                },
+                other => break other?,
+            }
+        };
+        match outcome {
+            Release::NotHeld => Err(Error::NotHeld {
+                name: self.name.to_string(),
+            }),
+            Release::StillHeld => Ok(()),
+            Release::Released => {
+                inner.subscriber.note_release(&self.channel);
+                Ok(())
+            }
+        }
+    }
+}
+
+/// How a guard's hold expires.
+enum Expiry {
+    /// Renewed by the watchdog; the flag is set if the lease was lost.
+    Watchdog(Arc<AtomicBool>),
+    /// A fixed lease, ending at this instant (by the local clock).
+    Lease(Option<Instant>),
+}
+
+/// Proof that the current thread holds a [`Lock`]; created by
+/// [`Lock::lock`], [`Lock::try_lock`] and their variants.
+///
+/// Dropping it unlocks (errors go to the client's
+/// [`EventHandler`](crate::EventHandler)); [`unlock`](Self::unlock) is the
+/// explicit form that returns the error. It owns a clone of the handle, so it
+/// can be stored and returned. It is `!Send`: the holder is the thread.
+///
+/// ```
+/// # let client = redisync::Client::builder().backend(redisync::MemoryBackend::new()).build()?;
+/// let guard = client.lock("jobs").lock()?;
+/// assert!(!guard.is_lost());
+/// guard.unlock()?;
+/// # Ok::<(), redisync::Error>(())
+/// ```
+#[must_use = "if unused the lock will immediately unlock"]
+#[clippy::has_significant_drop]
+pub struct LockGuard {
+    lock: Lock,
+    thread: u64,
+    lease_ms: i64,
+    expiry: Expiry,
+    released: bool,
+    /// The holder identity is the thread: a guard must not move to another.
+    _not_send: PhantomData<*const ()>,
+}
+
+impl fmt::Debug for LockGuard {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("LockGuard")
+            .field("name", &self.lock.name)
+            .field("watchdog", &matches!(self.expiry, Expiry::Watchdog(_)))
+            .field("lost", &self.is_lost())
+            .finish()
+    }
+}
+
+impl LockGuard {
+    /// The lock this guard holds.
+    ///
+    /// ```
+    /// # let client = redisync::Client::builder().backend(redisync::MemoryBackend::new()).build()?;
+    /// let guard = client.lock("jobs").lock()?;
+    /// assert_eq!(guard.lock().name(), "jobs");
+    /// # Ok::<(), redisync::Error>(())
+    /// ```
+    pub fn lock(&self) -> &Lock {
+        &self.lock
+    }
+
+    /// True when this hold can no longer be trusted: the watchdog found the
+    /// lock gone or could not renew it in time, or a fixed lease has run out
+    /// by the local clock. Check it before acting on the protected resource.
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # let client = redisync::Client::builder().backend(redisync::MemoryBackend::new()).build()?;
+    /// let guard = client.lock("jobs").lock_with_lease(Duration::from_millis(20))?;
+    /// std::thread::sleep(Duration::from_millis(40));
+    /// assert!(guard.is_lost());
+    /// # Ok::<(), redisync::Error>(())
+    /// ```
+    pub fn is_lost(&self) -> bool {
+        match &self.expiry {
+            Expiry::Watchdog(lost) => lost.load(Ordering::SeqCst),
+            Expiry::Lease(Some(end)) => Instant::now() >= *end,
+            Expiry::Lease(None) => false,
+        }
+    }
+
+    /// Releases this hold and returns any error.
+    ///
+    /// # Errors
+    /// `NotHeld` when the lock was no longer this thread's (lease expired,
+    /// force-unlocked); `Backend` if Redis failed after retries (the lock then
+    /// frees itself when its lease runs out).
+    ///
+    /// ```
+    /// # let client = redisync::Client::builder().backend(redisync::MemoryBackend::new()).build()?;
+    /// client.lock("jobs").lock()?.unlock()?;
+    /// # Ok::<(), redisync::Error>(())
+    /// ```
+    pub fn unlock(mut self) -> Result<()> {
+        self.release()
+    }
+
+    fn release(&mut self) -> Result<()> {
+        self.released = true;
+        let result = self.lock.release(self.thread, self.lease_ms);
+        if let Expiry::Watchdog(_) = self.expiry {
+            let holder = holder::holder_id(&self.lock.client.inner.id, self.thread);
+            self.lock
+                .client
+                .inner
+                .watchdog
+                .stop(&self.lock.name, &holder);
+        }
+        result
+    }
+}
+
+impl Drop for LockGuard {
+    fn drop(&mut self) {
+        if self.released {
+            return;
+        }
+        if let Err(error) = self.release() {
+            self.lock
+                .client
+                .inner
+                .events
+                .on_unlock_failed(&UnlockFailedEvent {
+                    name: self.lock.name.to_string(),
+                    error,
+                });
+        }
+    }
+}
