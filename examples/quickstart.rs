@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use redisync::{Client, MemoryBackend};
 
-fn main() -> redisync::Result<()> {
+fn main() -> Result<(), Box<dyn std::error::Error>> {
     // Two clients stand for two processes: they exclude each other.
     let (a, b, backend_name) = match std::env::var("REDIS_URL") {
         Ok(url) => (
@@ -55,7 +55,7 @@ fn main() -> redisync::Result<()> {
         })
         .collect();
     for thread in threads {
-        thread.join().expect("worker thread panicked")?;
+        thread.join().map_err(|_| "a worker thread panicked")??;
     }
     let total = counter.load(Ordering::Relaxed);
     println!(

@@ -21,12 +21,16 @@ use crate::{Client, Error, Result, holder, keys};
 /// How long an unlock latch remembers its outcome, so a retried release
 /// whose first reply was lost is not applied twice.
 const UNLOCK_LATCH_MS: i64 = 10_000;
-/// Retries of a release whose reply was lost (each is idempotent).
+/// Pauses between retries of a release whose reply was lost (each retry is
+/// idempotent); no retry starts after [`RELEASE_RETRY_BUDGET`].
 const RELEASE_RETRIES: [Duration; 3] = [
     Duration::from_millis(10),
     Duration::from_millis(100),
     Duration::from_millis(500),
 ];
+/// Retrying stops after this long: each attempt may itself wait up to the
+/// connection timeout, and a guard's `Drop` must not hang.
+const RELEASE_RETRY_BUDGET: Duration = Duration::from_secs(2);
 
 /// A handle on one reentrant distributed lock; created by
 /// [`Client::lock`]. Cheap to clone, `Send + Sync`; no round trip until you
@@ -397,6 +401,7 @@ impl Lock {
             keys::unlock_latch_prefix(&self.name),
             uuid::Uuid::new_v4().simple()
         );
+        let started = Instant::now();
         let mut retries = RELEASE_RETRIES.iter();
         let outcome = loop {
             match inner.backend.lock_release(
@@ -410,8 +415,10 @@ impl Lock {
                 Err(err) if err.is_connection_error() => match retries.next() {
                     // The reply may be lost after the release happened: the
                     // latch makes the retry return that outcome, not release twice.
-                    Some(pause) => std::thread::sleep(*pause),
-                    None => return Err(err),
+                    Some(pause) if started.elapsed() < RELEASE_RETRY_BUDGET => {
+                        std::thread::sleep(*pause)
+                    }
+                    _ => return Err(err),
                 },
                 other => break other?,
             }

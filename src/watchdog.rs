@@ -2,7 +2,9 @@
 //! renew it every `watchdog_timeout / 3`.
 //!
 //! One renewal thread per held key per client, shared by that key's reentrant
-//! holds. When the last hold is released the thread is cancelled at once (its
+//! holds. Watches are keyed by (key, holder): a thread that takes a lock
+//! another thread of the client lost (lease expired, force-unlocked) while
+//! that thread's guard still lives gets a fresh watch, not the lost one. When the last hold is released the thread is cancelled at once (its
 //! crossbeam channel disconnects; it never sleeps out the interval). Finished
 //! threads wait a short while for the next key before they exit, so a lock
 //! taken and released in a loop does not spawn a thread per acquisition.
@@ -13,7 +15,7 @@
 //! event handler hears about both.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
@@ -28,19 +30,19 @@ const RETRY: Duration = Duration::from_millis(500);
 /// How long a finished renewal thread waits for another key before exiting.
 const IDLE_LINGER: Duration = Duration::from_secs(5);
 
-/// A key being renewed: its holders and the cancel handle of its thread.
+/// A (key, holder) being renewed: its hold count and the cancel handle of
+/// its thread.
 struct KeyWatch {
-    id: u64,
-    /// Holder id -> number of watchdog holds.
-    holders: Vec<(String, u32)>,
+    /// Number of watchdog holds (reentrant acquisitions) still alive.
+    holds: u32,
     lost: Arc<AtomicBool>,
     /// Dropping it cancels the renewal thread at once.
     _cancel: Sender<()>,
 }
 
 struct Job {
-    id: u64,
     name: String,
+    holder: String,
     cancel: Receiver<()>,
     lost: Arc<AtomicBool>,
 }
@@ -50,8 +52,7 @@ struct Shared {
     timeout: Duration,
     timeout_ms: i64,
     events: Arc<dyn EventHandler>,
-    keys: Mutex<HashMap<String, KeyWatch>>,
-    next_id: AtomicU64,
+    keys: Mutex<HashMap<(String, String), KeyWatch>>,
     /// Rendezvous channel: a send succeeds only if an idle thread waits.
     idle_tx: Sender<Job>,
     idle_rx: Receiver<Job>,
@@ -88,7 +89,6 @@ impl Watchdog {
                 timeout_ms,
                 events,
                 keys: Mutex::new(HashMap::new()),
-                next_id: AtomicU64::new(1),
                 idle_tx,
                 idle_rx,
             }),
@@ -101,20 +101,17 @@ impl Watchdog {
     /// # Errors
     /// Only if no thread could be started; the hold is then not registered.
     pub(crate) fn start(&self, name: &str, holder: &str) -> crate::Result<Arc<AtomicBool>> {
+        let key = (name.to_owned(), holder.to_owned());
         let mut keys = self.shared.keys.lock();
-        if let Some(watch) = keys.get_mut(name) {
-            match watch.holders.iter_mut().find(|(h, _)| h == holder) {
-                Some((_, count)) => *count = count.saturating_add(1),
-                None => watch.holders.push((holder.to_owned(), 1)),
-            }
+        if let Some(watch) = keys.get_mut(&key) {
+            watch.holds = watch.holds.saturating_add(1);
             return Ok(Arc::clone(&watch.lost));
         }
         let (cancel_tx, cancel_rx) = crossbeam_channel::bounded(0);
         let lost = Arc::new(AtomicBool::new(false));
-        let id = self.shared.next_id.fetch_add(1, Ordering::Relaxed);
         let job = Job {
-            id,
             name: name.to_owned(),
+            holder: holder.to_owned(),
             cancel: cancel_rx,
             lost: Arc::clone(&lost),
         };
@@ -135,10 +132,9 @@ impl Watchdog {
                 })?;
         }
         keys.insert(
-            name.to_owned(),
+            key,
             KeyWatch {
-                id,
-                holders: vec![(holder.to_owned(), 1)],
+                holds: 1,
                 lost: Arc::clone(&lost),
                 _cancel: cancel_tx,
             },
@@ -149,20 +145,15 @@ impl Watchdog {
     /// Forgets one watchdog hold of `holder` on `name`; cancels the key's
     /// renewal when no hold is left.
     pub(crate) fn stop(&self, name: &str, holder: &str) {
+        let key = (name.to_owned(), holder.to_owned());
         let removed = {
             let mut keys = self.shared.keys.lock();
-            let Some(watch) = keys.get_mut(name) else {
+            let Some(watch) = keys.get_mut(&key) else {
                 return;
             };
-            if let Some(pos) = watch.holders.iter().position(|(h, _)| h == holder) {
-                let count = &mut watch.holders[pos].1;
-                *count = count.saturating_sub(1);
-                if *count == 0 {
-                    watch.holders.swap_remove(pos);
-                }
-            }
-            if watch.holders.is_empty() {
-                keys.remove(name)
+            watch.holds = watch.holds.saturating_sub(1);
+            if watch.holds == 0 {
+                keys.remove(&key)
             } else {
                 None
             }
@@ -205,17 +196,9 @@ fn renew_until_cancelled(weak: &Weak<Shared>, job: &Job) {
             _ => return,
         }
         let Some(shared) = weak.upgrade() else { return };
-        let holder = {
-            let keys = shared.keys.lock();
-            match keys.get(&job.name) {
-                Some(watch) if watch.id == job.id => watch.holders.first().map(|(h, _)| h.clone()),
-                _ => None,
-            }
-        };
-        let Some(holder) = holder else { return };
         match shared
             .backend
-            .lock_renew(&job.name, &holder, shared.timeout_ms)
+            .lock_renew(&job.name, &job.holder, shared.timeout_ms)
         {
             Ok(true) => {
                 last_renewed = Instant::now();

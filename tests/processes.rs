@@ -1,0 +1,510 @@
+//! Locks held by real child processes on a real `redis-server`.
+//!
+//! The children are this very test binary, re-executed with
+//! `--exact child_role_entrypoint` and a role in the environment
+//! ([`ROLE_ENV`]); see [`child_role_entrypoint`]. Every child is owned by a
+//! [`ChildProcess`] whose `Drop` kills and reaps it, so a failing assertion
+//! never leaves one behind, and every child also exits on its own when its
+//! stdin closes (the parent died) or after [`CHILD_MAX_LIFETIME`].
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::print_stdout
+)]
+
+mod common;
+
+use std::collections::HashMap;
+use std::io::{BufRead as _, BufReader, Read as _, Write as _};
+use std::os::unix::process::ExitStatusExt as _;
+use std::process::{Child, ChildStdin, Command, ExitStatus, Stdio};
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
+use std::sync::{Arc, Mutex};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use common::{TestServer, unique_name};
+use redisync::Client;
+
+/// Selects what a re-executed child does; absent in a normal test run.
+const ROLE_ENV: &str = "REDISYNC_CHILD_ROLE";
+/// The Redis URL the child connects to.
+const URL_ENV: &str = "REDISYNC_URL";
+/// The lock name the child uses.
+const LOCK_ENV: &str = "REDISYNC_LOCK";
+/// The holder child's watchdog timeout, in milliseconds.
+const WATCHDOG_MS_ENV: &str = "REDISYNC_WATCHDOG_MS";
+/// The incrementer child's counter key.
+const COUNTER_ENV: &str = "REDISYNC_COUNTER";
+/// The incrementer child's "someone is inside the critical section" key.
+const INSIDE_ENV: &str = "REDISYNC_INSIDE";
+/// How many increments an incrementer child makes.
+const ITERATIONS_ENV: &str = "REDISYNC_ITERATIONS";
+
+/// Printed by a child once it is ready (followed by its holder id for the
+/// holder role).
+const READY: &str = "REDISYNC-CHILD-READY";
+/// Printed by an incrementer child after its last increment.
+const DONE: &str = "REDISYNC-CHILD-DONE";
+/// Sent by the parent on a child's stdin to start the incrementers together.
+const GO: &str = "go";
+
+/// A child never outlives this, even if its parent forgets it.
+const CHILD_MAX_LIFETIME: Duration = Duration::from_secs(120);
+/// How long the parent waits for a child's ready line (includes connecting).
+const READY_TIMEOUT: Duration = Duration::from_secs(30);
+
+// ---------------------------------------------------------------------------
+// Child side
+// ---------------------------------------------------------------------------
+
+/// NOT A TEST OF ITS OWN: the entry point of the child processes spawned by
+/// the other tests in this file (they re-execute this binary with
+/// `--exact child_role_entrypoint` and `REDISYNC_CHILD_ROLE` set). In a
+/// normal test run the variable is absent and this returns at once, doing
+/// nothing.
+#[test]
+fn child_role_entrypoint() {
+    let Ok(role) = std::env::var(ROLE_ENV) else {
+        return;
+    };
+    match role.as_str() {
+        "holder" => child_holder(),
+        "incrementer" => child_incrementer(),
+        other => panic!("unknown {ROLE_ENV}={other:?}"),
+    }
+}
+
+fn env(name: &str) -> String {
+    std::env::var(name).unwrap_or_else(|_| panic!("child: {name} is not set"))
+}
+
+/// Prints one protocol line for the parent. A leading newline keeps it off
+/// libtest's `test child_role_entrypoint ... ` line.
+fn announce(line: &str) {
+    let mut out = std::io::stdout().lock();
+    writeln!(out, "\n{line}").expect("child: stdout");
+    out.flush().expect("child: flush stdout");
+}
+
+/// Lines from the parent on stdin; the channel disconnects at EOF (the
+/// parent closed the pipe or died).
+fn parent_lines() -> Receiver<String> {
+    let (tx, rx) = mpsc::channel();
+    thread::spawn(move || {
+        for line in std::io::stdin().lock().lines() {
+            let Ok(line) = line else { return };
+            if tx.send(line).is_err() {
+                return;
+            }
+        }
+    });
+    rx
+}
+
+/// Takes the lock with the watchdog (short timeout), says so with its holder
+/// id, then holds it until the parent kills it (or closes stdin).
+fn child_holder() {
+    let watchdog = Duration::from_millis(env(WATCHDOG_MS_ENV).parse().expect("watchdog ms"));
+    let client = Client::builder()
+        .redis_url(env(URL_ENV))
+        .watchdog_timeout(watchdog)
+        .build()
+        .expect("child: connect");
+    let lock = client.lock(env(LOCK_ENV));
+    let guard = lock.lock().expect("child: lock");
+    let from_parent = parent_lines();
+    announce(&format!("{READY} {}", client.current_holder_id()));
+    // Hold (the watchdog renews) until killed; a closed stdin or the lifetime
+    // cap ends the child cleanly instead.
+    let deadline = Instant::now() + CHILD_MAX_LIFETIME;
+    while let Some(left) = deadline.checked_duration_since(Instant::now()) {
+        if from_parent.recv_timeout(left).is_err() {
+            break;
+        }
+    }
+    drop(guard);
+}
+
+/// Waits for "go", then increments a plain Redis string non-atomically (GET,
+/// pause, SET) inside the lock, `ITERATIONS` times.
+fn child_incrementer() {
+    let url = env(URL_ENV);
+    let counter = env(COUNTER_ENV);
+    let inside = env(INSIDE_ENV);
+    let iterations: u64 = env(ITERATIONS_ENV).parse().expect("iterations");
+    let client = Client::builder()
+        .redis_url(url.as_str())
+        .build()
+        .expect("child: connect");
+    let lock = client.lock(env(LOCK_ENV));
+    let mut raw = redis::Client::open(url.as_str())
+        .expect("child: url")
+        .get_connection_with_timeout(Duration::from_secs(5))
+        .expect("child: raw connection");
+    let me = format!("pid {}", std::process::id());
+
+    let from_parent = parent_lines();
+    announce(READY);
+    match from_parent.recv_timeout(READY_TIMEOUT) {
+        Ok(line) if line.trim() == GO => {}
+        other => panic!("child: expected {GO:?} from the parent, got {other:?}"),
+    }
+
+    for i in 0..iterations {
+        let guard = lock.lock().expect("child: lock");
+        // Nobody else may be inside: SET NX of the marker must succeed.
+        let entered: Option<String> = redis::cmd("SET")
+            .arg(&inside)
+            .arg(&me)
+            .arg("NX")
+            .query(&mut raw)
+            .expect("child: SET NX");
+        if entered.is_none() {
+            let other: Option<String> = redis::cmd("GET").arg(&inside).query(&mut raw).ok();
+            panic!("child {me}: iteration {i}: {other:?} is inside the critical section too");
+        }
+        let value: Option<u64> = redis::cmd("GET")
+            .arg(&counter)
+            .query(&mut raw)
+            .expect("child: GET");
+        // Widen the window a lost update would need.
+        thread::sleep(Duration::from_millis(1));
+        redis::cmd("SET")
+            .arg(&counter)
+            .arg(value.unwrap_or(0) + 1)
+            .query::<()>(&mut raw)
+            .expect("child: SET");
+        redis::cmd("DEL")
+            .arg(&inside)
+            .query::<()>(&mut raw)
+            .expect("child: DEL");
+        assert!(!guard.is_lost(), "child {me}: lock lost in iteration {i}");
+        guard.unlock().expect("child: unlock");
+    }
+    announce(DONE);
+}
+
+// ---------------------------------------------------------------------------
+// Parent side
+// ---------------------------------------------------------------------------
+
+/// A child process (this binary re-executed in a role). Dropping it kills
+/// (SIGKILL) and reaps it, so no test leaves a child behind.
+struct ChildProcess {
+    role: String,
+    child: Child,
+    stdin: Option<ChildStdin>,
+    lines: Receiver<String>,
+    /// Everything the child wrote, for failure messages.
+    transcript: Arc<Mutex<String>>,
+}
+
+impl ChildProcess {
+    fn spawn(role: &str, envs: &[(&str, String)]) -> ChildProcess {
+        let exe = std::env::current_exe().expect("current_exe");
+        let mut command = Command::new(exe);
+        command
+            .args([
+                "--exact",
+                "child_role_entrypoint",
+                "--nocapture",
+                "--test-threads=1",
+            ])
+            .env(ROLE_ENV, role)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        for (key, value) in envs {
+            command.env(key, value);
+        }
+        let mut child = command
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot spawn the {role} child: {e}"));
+        let stdin = child.stdin.take();
+        let stdout = child.stdout.take().expect("child stdout");
+        let stderr = child.stderr.take().expect("child stderr");
+        let transcript = Arc::new(Mutex::new(String::new()));
+        let (tx, lines) = mpsc::channel();
+        let log = Arc::clone(&transcript);
+        thread::spawn(move || {
+            for line in BufReader::new(stdout).lines() {
+                let Ok(line) = line else { return };
+                log.lock().unwrap().push_str(&format!("[stdout] {line}\n"));
+                // The receiver may be gone (test over): keep draining.
+                let _ = tx.send(line);
+            }
+        });
+        let log = Arc::clone(&transcript);
+        thread::spawn(move || {
+            let mut text = String::new();
+            let _ = BufReader::new(stderr).read_to_string(&mut text);
+            log.lock().unwrap().push_str(&format!("[stderr] {text}\n"));
+        });
+        ChildProcess {
+            role: role.to_owned(),
+            child,
+            stdin,
+            lines,
+            transcript,
+        }
+    }
+
+    fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    fn transcript(&self) -> String {
+        self.transcript.lock().unwrap().clone()
+    }
+
+    /// Waits for a line containing `marker`; returns what follows it.
+    fn expect_line(&self, marker: &str, timeout: Duration) -> String {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match self.lines.recv_timeout(left) {
+                Ok(line) => {
+                    if let Some(at) = line.find(marker) {
+                        return line[at + marker.len()..].trim().to_owned();
+                    }
+                }
+                Err(RecvTimeoutError::Timeout) => panic!(
+                    "{} child (pid {}) printed no {marker:?} within {timeout:?}; output:\n{}",
+                    self.role,
+                    self.pid(),
+                    self.transcript()
+                ),
+                Err(RecvTimeoutError::Disconnected) => {
+                    // Let the stderr reader finish before reporting.
+                    thread::sleep(Duration::from_millis(200));
+                    panic!(
+                        "{} child (pid {}) exited before printing {marker:?}; output:\n{}",
+                        self.role,
+                        self.pid(),
+                        self.transcript()
+                    )
+                }
+            }
+        }
+    }
+
+    fn send(&mut self, line: &str) {
+        let stdin = self.stdin.as_mut().expect("child stdin");
+        writeln!(stdin, "{line}").expect("write to child stdin");
+        stdin.flush().expect("flush child stdin");
+    }
+
+    fn is_running(&mut self) -> bool {
+        matches!(self.child.try_wait(), Ok(None))
+    }
+
+    /// SIGKILL through the child's own handle, then reap it.
+    fn kill(&mut self) -> ExitStatus {
+        self.child.kill().expect("kill the child");
+        self.child.wait().expect("reap the child")
+    }
+
+    /// Waits (bounded) for the child to exit by itself.
+    fn wait_exit(&mut self, timeout: Duration) -> ExitStatus {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if let Some(status) = self.child.try_wait().expect("poll the child") {
+                return status;
+            }
+            if Instant::now() >= deadline {
+                panic!(
+                    "{} child (pid {}) still running after {timeout:?}; output:\n{}",
+                    self.role,
+                    self.pid(),
+                    self.transcript()
+                );
+            }
+            thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+impl Drop for ChildProcess {
+    fn drop(&mut self) {
+        drop(self.stdin.take());
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn hgetall(conn: &mut redis::Connection, key: &str) -> HashMap<String, String> {
+    redis::cmd("HGETALL").arg(key).query(conn).unwrap()
+}
+
+fn pttl(conn: &mut redis::Connection, key: &str) -> i64 {
+    redis::cmd("PTTL").arg(key).query(conn).unwrap()
+}
+
+#[test]
+fn holder_killed_with_sigkill_frees_the_lock_within_the_watchdog_timeout() {
+    const WATCHDOG: Duration = Duration::from_millis(1500);
+    let server = TestServer::start();
+    let name = unique_name("processes:sigkill");
+    let mut raw = server.connection();
+    let parent = Client::builder()
+        .redis_url(server.url())
+        .build()
+        .expect("parent client");
+    let lock = parent.lock(name.as_str());
+
+    let mut child = ChildProcess::spawn(
+        "holder",
+        &[
+            (URL_ENV, server.url()),
+            (LOCK_ENV, name.clone()),
+            (WATCHDOG_MS_ENV, WATCHDOG.as_millis().to_string()),
+        ],
+    );
+    let holder = child.expect_line(READY, READY_TIMEOUT);
+
+    // The child holds it: its field, count 1, and we cannot take it.
+    assert!(
+        !holder.starts_with(parent.id()),
+        "child holder id {holder:?} must not be the parent's"
+    );
+    assert_eq!(
+        hgetall(&mut raw, &name),
+        HashMap::from([(holder.clone(), "1".to_owned())]),
+        "the lock hash must hold exactly the child's field"
+    );
+    assert!(lock.try_lock().unwrap().is_none(), "the child holds it");
+
+    // It stays held well past 2x the watchdog timeout: the child renews.
+    let watch_until = Instant::now() + WATCHDOG * 5 / 2;
+    let mut renewals = 0;
+    let mut last = pttl(&mut raw, &name);
+    while Instant::now() < watch_until {
+        thread::sleep(Duration::from_millis(50));
+        let field: Option<String> = redis::cmd("HGET")
+            .arg(&name)
+            .arg(&holder)
+            .query(&mut raw)
+            .unwrap();
+        let now = pttl(&mut raw, &name);
+        assert_eq!(
+            field.as_deref(),
+            Some("1"),
+            "the child's hold vanished while it was alive (PTTL {now}); child output:\n{}",
+            child.transcript()
+        );
+        assert!(now > 0, "lock without a TTL or gone: PTTL {now}");
+        if now > last {
+            renewals += 1;
+        }
+        last = now;
+    }
+    assert!(
+        renewals >= 2,
+        "expected the child's watchdog to renew at least twice in {:?}, saw {renewals}",
+        WATCHDOG * 5 / 2
+    );
+    assert!(child.is_running(), "the holder child exited early");
+
+    // SIGKILL: no unlock runs, the lock must expire by its TTL.
+    let before_kill = Instant::now();
+    let ttl_at_kill = pttl(&mut raw, &name);
+    let status = child.kill();
+    assert_eq!(
+        status.signal(),
+        Some(9),
+        "child was not SIGKILLed: {status}"
+    );
+    assert!(
+        ttl_at_kill > 0,
+        "lock must still be held when the child is killed (PTTL {ttl_at_kill})"
+    );
+
+    let wait = WATCHDOG + Duration::from_secs(10);
+    let guard = lock
+        .try_lock_for(wait)
+        .unwrap()
+        .unwrap_or_else(|| panic!("lock not freed within {wait:?} of the SIGKILL"));
+    let freed_after = before_kill.elapsed();
+    let ttl_at_kill = Duration::from_millis(u64::try_from(ttl_at_kill).unwrap());
+    eprintln!(
+        "sigkill: {renewals} renewals observed; TTL at kill {ttl_at_kill:?}; freed {freed_after:?} after the kill"
+    );
+    // Upper bound: the child's last lease (at most the watchdog timeout) plus
+    // slack for a loaded VM.
+    assert!(
+        freed_after < WATCHDOG + Duration::from_secs(2),
+        "lock freed only {freed_after:?} after SIGKILL (watchdog timeout {WATCHDOG:?})"
+    );
+    // Lower bound: the TTL left when the child died can only have been
+    // extended (by a last renewal), never shortened, so the lock cannot be
+    // free before it ran out: it was freed by expiry, not by anything the
+    // dying process did.
+    assert!(
+        freed_after + Duration::from_millis(50) >= ttl_at_kill,
+        "lock taken {freed_after:?} after SIGKILL, before the {ttl_at_kill:?} TTL it had ran out"
+    );
+    assert_eq!(
+        hgetall(&mut raw, &name),
+        HashMap::from([(parent.current_holder_id(), "1".to_owned())]),
+        "only the parent's field after it took the lock"
+    );
+    guard.unlock().unwrap();
+}
+
+#[test]
+fn mutual_exclusion_across_processes() {
+    const CHILDREN: u64 = 3;
+    const ITERATIONS: u64 = 100;
+    let server = TestServer::start();
+    let name = unique_name("processes:mutex");
+    let counter = format!("{name}:counter");
+    let inside = format!("{name}:inside");
+    let mut raw = server.connection();
+
+    let envs = [
+        (URL_ENV, server.url()),
+        (LOCK_ENV, name.clone()),
+        (COUNTER_ENV, counter.clone()),
+        (INSIDE_ENV, inside.clone()),
+        (ITERATIONS_ENV, ITERATIONS.to_string()),
+    ];
+    let mut children: Vec<ChildProcess> = (0..CHILDREN)
+        .map(|_| ChildProcess::spawn("incrementer", &envs))
+        .collect();
+    for child in &children {
+        child.expect_line(READY, READY_TIMEOUT);
+    }
+    // All connected: start them together for maximum contention.
+    for child in &mut children {
+        child.send(GO);
+    }
+    let started = Instant::now();
+    for child in &mut children {
+        child.expect_line(DONE, Duration::from_secs(90));
+        let status = child.wait_exit(Duration::from_secs(30));
+        assert!(
+            status.success(),
+            "{} child (pid {}) failed: {status}; output:\n{}",
+            child.role,
+            child.pid(),
+            child.transcript()
+        );
+    }
+    let elapsed = started.elapsed();
+    eprintln!("mutex: {CHILDREN} processes x {ITERATIONS} increments in {elapsed:?}");
+
+    let total: u64 = redis::cmd("GET").arg(&counter).query(&mut raw).unwrap();
+    assert_eq!(
+        total,
+        CHILDREN * ITERATIONS,
+        "lost updates: {CHILDREN} processes x {ITERATIONS} increments in {elapsed:?}"
+    );
+    let exists: i64 = redis::cmd("EXISTS")
+        .arg(&name)
+        .arg(&inside)
+        .query(&mut raw)
+        .unwrap();
+    assert_eq!(exists, 0, "lock or marker left behind");
+}
