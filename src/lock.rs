@@ -10,12 +10,12 @@
 use std::fmt;
 use std::marker::PhantomData;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use crate::backend::{Acquire, Release};
 use crate::event::UnlockFailedEvent;
 use crate::pubsub::Wake;
+use crate::watchdog::Lease;
 use crate::{Client, Error, Result, holder, keys};
 
 /// How long an unlock latch remembers its outcome, so a retried release
@@ -335,8 +335,13 @@ impl Lock {
         let inner = &self.client.inner;
         let thread = holder::current_thread_number();
         let holder = holder::holder_id(&inner.id, thread);
-        let attempt = || inner.backend.lock_acquire(&self.name, &holder, lease_ms);
-        let acquired = || self.guard(thread, &holder, lease, lease_ms);
+        // When the latest attempt was sent: the store's lease starts after it.
+        let sent = std::cell::Cell::new(Instant::now());
+        let attempt = || {
+            sent.set(Instant::now());
+            inner.backend.lock_acquire(&self.name, &holder, lease_ms)
+        };
+        let acquired = || self.guard(thread, &holder, lease, lease_ms, sent.get());
 
         // A new local attempt defers to a local waiter an unlock just woke.
         let mut ttl = if inner.subscriber.handoff_pending(&self.channel) {
@@ -378,16 +383,21 @@ impl Lock {
         holder: &str,
         lease: Option<Duration>,
         lease_ms: i64,
+        sent: Instant,
     ) -> Result<LockGuard> {
-        let expiry = match lease {
-            None => Expiry::Watchdog(self.client.inner.watchdog.start(&self.name, holder)?),
-            Some(lease) => Expiry::Lease(Instant::now().checked_add(lease)),
+        let (lease, watchdog) = match lease {
+            None => (
+                self.client.inner.watchdog.start(&self.name, holder, sent)?,
+                true,
+            ),
+            Some(length) => (Lease::new(sent, length), false),
         };
         Ok(LockGuard {
             lock: self.clone(),
             thread,
             lease_ms,
-            expiry,
+            lease,
+            watchdog,
             released: false,
             _not_send: PhantomData,
         })
@@ -436,14 +446,6 @@ impl Lock {
     }
 }
 
-/// How a guard's hold expires.
-enum Expiry {
-    /// Renewed by the watchdog; the flag is set if the lease was lost.
-    Watchdog(Arc<AtomicBool>),
-    /// A fixed lease, ending at this instant (by the local clock).
-    Lease(Option<Instant>),
-}
-
 /// Proof that the current thread holds a [`Lock`]; created by
 /// [`Lock::lock`], [`Lock::try_lock`] and their variants.
 ///
@@ -465,7 +467,10 @@ pub struct LockGuard {
     lock: Lock,
     thread: u64,
     lease_ms: i64,
-    expiry: Expiry,
+    /// The hold's lease by the local clock (shared with the watchdog).
+    lease: Arc<Lease>,
+    /// Whether the watchdog renews it.
+    watchdog: bool,
     released: bool,
     /// The holder identity is the thread: a guard must not move to another.
     _not_send: PhantomData<*const ()>,
@@ -475,7 +480,7 @@ impl fmt::Debug for LockGuard {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("LockGuard")
             .field("name", &self.lock.name)
-            .field("watchdog", &matches!(self.expiry, Expiry::Watchdog(_)))
+            .field("watchdog", &self.watchdog)
             .field("lost", &self.is_lost())
             .finish()
     }
@@ -507,11 +512,7 @@ impl LockGuard {
     /// # Ok::<(), redisync::Error>(())
     /// ```
     pub fn is_lost(&self) -> bool {
-        match &self.expiry {
-            Expiry::Watchdog(lost) => lost.load(Ordering::SeqCst),
-            Expiry::Lease(Some(end)) => Instant::now() >= *end,
-            Expiry::Lease(None) => false,
-        }
+        self.lease.is_lost()
     }
 
     /// Releases this hold and returns any error.
@@ -533,7 +534,7 @@ impl LockGuard {
     fn release(&mut self) -> Result<()> {
         self.released = true;
         let result = self.lock.release(self.thread, self.lease_ms);
-        if let Expiry::Watchdog(_) = self.expiry {
+        if self.watchdog {
             let holder = holder::holder_id(&self.lock.client.inner.id, self.thread);
             self.lock
                 .client

@@ -1,64 +1,106 @@
 //! The lease watchdog: while a lock taken without an explicit lease is held,
 //! renew it every `watchdog_timeout / 3`.
 //!
-//! One renewal thread per held key per client, shared by that key's reentrant
-//! holds. Watches are keyed by (key, holder): a thread that takes a lock
-//! another thread of the client lost (lease expired, force-unlocked) while
-//! that thread's guard still lives gets a fresh watch, not the lost one. When the last hold is released the thread is cancelled at once (its
-//! crossbeam channel disconnects; it never sleeps out the interval). Finished
-//! threads wait a short while for the next key before they exit, so a lock
-//! taken and released in a loop does not spawn a thread per acquisition.
+//! One watch per held (key, holder) per client, shared by that holder's
+//! reentrant holds, and one scheduler thread per client that renews every
+//! watch when it falls due (Redisson's design: one timer, not a thread per
+//! lock). Keying watches by holder means a thread that takes a lock another
+//! thread of the client lost (lease expired, force-unlocked) while that
+//! thread's guard still lives gets a fresh watch, not the lost one.
 //!
-//! A renewal that finds the lock no longer ours marks it lost. A renewal that
-//! fails is retried every [`RETRY`] until the lease would have run out; then
-//! the lock is marked lost too. Guards read the flag (`is_lost()`), and the
-//! event handler hears about both.
+//! The hot path wakes no thread. A new watch is first due one interval after
+//! it is registered, and the scheduler never sleeps longer than one interval,
+//! so it is always awake in time without being told. The last release removes
+//! the watch under the mutex: the renewal is cancelled at once, and the
+//! scheduler finds nothing to renew. A renewal answered after its watch was
+//! removed is ignored (and harmless: the script only renews a holder that
+//! still holds the lock).
+//!
+//! Each hold's [`Lease`] records, by the local clock, when the lease ends:
+//! the send time of the acquisition or of the last successful renewal plus
+//! the lease (the server's TTL starts after the request left). A renewal
+//! that finds the lock no longer ours marks it lost; a renewal that fails is
+//! retried every [`RETRY`], and the lease counts as lost once its end has
+//! passed, even while a retry is still blocked on the network. Guards read it
+//! (`is_lost()`), and the event handler hears of every loss and failure.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
-use crossbeam_channel::{Receiver, RecvTimeoutError, Sender, TrySendError};
-use parking_lot::Mutex;
+use parking_lot::{Condvar, Mutex};
 
 use crate::backend::LockBackend;
 use crate::event::{EventHandler, LockLostEvent, RenewFailedEvent};
 
 /// How often a failed renewal is retried (capped by the renewal interval).
 const RETRY: Duration = Duration::from_millis(500);
-/// How long a finished renewal thread waits for another key before exiting.
-const IDLE_LINGER: Duration = Duration::from_secs(5);
 
-/// A (key, holder) being renewed: its hold count and the cancel handle of
-/// its thread.
-struct KeyWatch {
-    /// Number of watchdog holds (reentrant acquisitions) still alive.
-    holds: u32,
-    lost: Arc<AtomicBool>,
-    /// Dropping it cancels the renewal thread at once.
-    _cancel: Sender<()>,
+/// What a guard knows of its hold's lease, by the local clock.
+#[derive(Debug)]
+pub(crate) struct Lease {
+    lost: AtomicBool,
+    /// When the lease ends if not renewed; `None` = unknown (too far away).
+    ends: Mutex<Option<Instant>>,
 }
 
-struct Job {
-    name: String,
-    holder: String,
-    cancel: Receiver<()>,
-    lost: Arc<AtomicBool>,
+impl Lease {
+    /// A lease that ends `length` after `sent` (when its request was sent).
+    pub(crate) fn new(sent: Instant, length: Duration) -> Arc<Lease> {
+        Arc::new(Lease {
+            lost: AtomicBool::new(false),
+            ends: Mutex::new(sent.checked_add(length)),
+        })
+    }
+
+    /// True once the lock was found gone or the lease's end has passed.
+    pub(crate) fn is_lost(&self) -> bool {
+        self.lost.load(Ordering::SeqCst) || self.ends.lock().is_some_and(|e| Instant::now() >= e)
+    }
+
+    fn mark_lost(&self) {
+        self.lost.store(true, Ordering::SeqCst);
+    }
+
+    fn renewed(&self, sent: Instant, length: Duration) {
+        *self.ends.lock() = sent.checked_add(length);
+    }
+}
+
+/// One (key, holder) being renewed.
+struct Watch {
+    /// Distinguishes a watch from a later one for the same (key, holder).
+    id: u64,
+    /// Number of watchdog holds (reentrant acquisitions) still alive.
+    holds: u32,
+    lease: Arc<Lease>,
+    /// When the next renewal is due; `None` once lost (never renewed again).
+    due: Option<Instant>,
+}
+
+#[derive(Default)]
+struct State {
+    watches: HashMap<(String, String), Watch>,
+    next_id: u64,
+    /// When the sleeping scheduler will wake on its own; `None` while it is
+    /// renewing (it recomputes its next wake afterwards) or not started.
+    sleeping_until: Option<Instant>,
+    started: bool,
+    shutdown: bool,
 }
 
 struct Shared {
     backend: Arc<dyn LockBackend>,
     timeout: Duration,
     timeout_ms: i64,
+    interval: Duration,
     events: Arc<dyn EventHandler>,
-    keys: Mutex<HashMap<(String, String), KeyWatch>>,
-    /// Rendezvous channel: a send succeeds only if an idle thread waits.
-    idle_tx: Sender<Job>,
-    idle_rx: Receiver<Job>,
+    state: Mutex<State>,
+    wake: Condvar,
 }
 
-/// A client's watchdog registry.
+/// A client's watchdog: its watches and its scheduler thread.
 #[derive(Clone)]
 pub(crate) struct Watchdog {
     shared: Arc<Shared>,
@@ -68,173 +110,196 @@ impl std::fmt::Debug for Watchdog {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Watchdog")
             .field("timeout", &self.shared.timeout)
-            .field("keys", &self.shared.keys.lock().len())
+            .field("watches", &self.shared.state.lock().watches.len())
             .finish()
     }
 }
 
 impl Watchdog {
-    /// `timeout_ms` must be positive (validated by the config).
+    /// `timeout_ms` must be at least 3 (validated by the config).
     pub(crate) fn new(
         backend: Arc<dyn LockBackend>,
         timeout: Duration,
         timeout_ms: i64,
         events: Arc<dyn EventHandler>,
     ) -> Self {
-        let (idle_tx, idle_rx) = crossbeam_channel::bounded(0);
         Watchdog {
             shared: Arc::new(Shared {
                 backend,
                 timeout,
                 timeout_ms,
+                interval: timeout / 3,
                 events,
-                keys: Mutex::new(HashMap::new()),
-                idle_tx,
-                idle_rx,
+                state: Mutex::new(State::default()),
+                wake: Condvar::new(),
             }),
         }
     }
 
-    /// Registers one watchdog hold of `holder` on `name`, starting the key's
-    /// renewal thread if it is the first. Returns the key's lost flag.
+    /// Registers one watchdog hold of `holder` on `name`, acquired by a
+    /// request sent at `sent`. Returns the hold's lease.
     ///
     /// # Errors
-    /// Only if no thread could be started; the hold is then not registered.
-    pub(crate) fn start(&self, name: &str, holder: &str) -> crate::Result<Arc<AtomicBool>> {
-        let key = (name.to_owned(), holder.to_owned());
-        let mut keys = self.shared.keys.lock();
-        if let Some(watch) = keys.get_mut(&key) {
-            watch.holds = watch.holds.saturating_add(1);
-            return Ok(Arc::clone(&watch.lost));
-        }
-        let (cancel_tx, cancel_rx) = crossbeam_channel::bounded(0);
-        let lost = Arc::new(AtomicBool::new(false));
-        let job = Job {
-            name: name.to_owned(),
-            holder: holder.to_owned(),
-            cancel: cancel_rx,
-            lost: Arc::clone(&lost),
-        };
-        let job = match self.shared.idle_tx.try_send(job) {
-            Ok(()) => None,
-            Err(TrySendError::Full(job) | TrySendError::Disconnected(job)) => Some(job),
-        };
-        if let Some(job) = job {
-            let weak = Arc::downgrade(&self.shared);
-            let idle = self.shared.idle_rx.clone();
+    /// Only if the scheduler thread could not be started; the hold is then
+    /// not registered.
+    pub(crate) fn start(
+        &self,
+        name: &str,
+        holder: &str,
+        sent: Instant,
+    ) -> crate::Result<Arc<Lease>> {
+        let mut state = self.shared.state.lock();
+        if !state.started {
+            let shared = Arc::clone(&self.shared);
             std::thread::Builder::new()
                 .name("redisync-watchdog".into())
-                .spawn(move || worker(weak, idle, job))
+                .spawn(move || run(&shared))
                 .map_err(|err| crate::Error::Backend {
-                    context: "cannot start a watchdog thread".into(),
+                    context: "cannot start the watchdog thread".into(),
                     source: Some(Box::new(err)),
                     connection: false,
                 })?;
+            state.started = true;
         }
-        keys.insert(
+        let key = (name.to_owned(), holder.to_owned());
+        let mut holds = 1;
+        if let Some(watch) = state.watches.get_mut(&key) {
+            if !watch.lease.is_lost() {
+                // A reentrant hold: the acquisition reset the TTL too.
+                watch.holds = watch.holds.saturating_add(1);
+                watch.lease.renewed(sent, self.shared.timeout);
+                return Ok(Arc::clone(&watch.lease));
+            }
+            // The thread lost the lock and took it again while an old guard
+            // lives: a fresh watch, keeping the old guards' holds counted.
+            holds = watch.holds.saturating_add(1);
+        }
+        let due = sent.checked_add(self.shared.interval);
+        // Only if the scheduler sleeps past this watch's first renewal (it
+        // never does once it has slept a full interval) must it be woken.
+        if let (Some(sleeping), Some(due)) = (state.sleeping_until, due)
+            && sleeping > due
+        {
+            self.shared.wake.notify_one();
+        }
+        let lease = Lease::new(sent, self.shared.timeout);
+        let id = state.next_id;
+        state.next_id = state.next_id.wrapping_add(1);
+        state.watches.insert(
             key,
-            KeyWatch {
-                holds: 1,
-                lost: Arc::clone(&lost),
-                _cancel: cancel_tx,
+            Watch {
+                id,
+                holds,
+                lease: Arc::clone(&lease),
+                due,
             },
         );
-        Ok(lost)
+        Ok(lease)
     }
 
-    /// Forgets one watchdog hold of `holder` on `name`; cancels the key's
-    /// renewal when no hold is left.
+    /// Forgets one watchdog hold of `holder` on `name`; the last one cancels
+    /// the renewal at once.
     pub(crate) fn stop(&self, name: &str, holder: &str) {
         let key = (name.to_owned(), holder.to_owned());
-        let removed = {
-            let mut keys = self.shared.keys.lock();
-            let Some(watch) = keys.get_mut(&key) else {
-                return;
-            };
+        let mut state = self.shared.state.lock();
+        if let Some(watch) = state.watches.get_mut(&key) {
             watch.holds = watch.holds.saturating_sub(1);
             if watch.holds == 0 {
-                keys.remove(&key)
-            } else {
-                None
+                state.watches.remove(&key);
             }
-        };
-        // Dropped outside the mutex: disconnecting wakes the thread.
-        drop(removed);
+        }
     }
 
-    /// Cancels every renewal (client shutdown).
+    /// Cancels every renewal and stops the scheduler (client shutdown).
     pub(crate) fn shutdown(&self) {
-        let all: Vec<KeyWatch> = self.shared.keys.lock().drain().map(|(_, w)| w).collect();
-        drop(all);
+        let mut state = self.shared.state.lock();
+        state.shutdown = true;
+        state.watches.clear();
+        self.shared.wake.notify_all();
     }
 }
 
-/// A renewal thread: renews one key until cancelled, then idles for the next.
-fn worker(weak: Weak<Shared>, idle: Receiver<Job>, first: Job) {
-    let mut job = first;
+/// The scheduler thread: sleep until the earliest due renewal (at most one
+/// interval), renew what is due, repeat until shutdown.
+fn run(shared: &Shared) {
     loop {
-        renew_until_cancelled(&weak, &job);
-        drop(job);
-        match idle.recv_timeout(IDLE_LINGER) {
-            Ok(next) => job = next,
-            Err(_) => return,
-        }
-    }
-}
-
-fn renew_until_cancelled(weak: &Weak<Shared>, job: &Job) {
-    let Some(shared) = weak.upgrade() else { return };
-    let interval = shared.timeout / 3;
-    let retry = RETRY.min(interval);
-    let mut last_renewed = Instant::now();
-    let mut wait = interval;
-    drop(shared);
-    loop {
-        match job.cancel.recv_timeout(wait) {
-            Err(RecvTimeoutError::Timeout) => {}
-            // Cancelled (sender dropped) or told to stop.
-            _ => return,
-        }
-        let Some(shared) = weak.upgrade() else { return };
-        match shared
-            .backend
-            .lock_renew(&job.name, &job.holder, shared.timeout_ms)
-        {
-            Ok(true) => {
-                last_renewed = Instant::now();
-                wait = interval;
-            }
-            Ok(false) => {
-                mark_lost(
-                    &shared,
-                    job,
-                    "the lock is no longer held by this client (its lease expired or it was force-unlocked)",
-                );
-                return;
-            }
-            Err(error) => {
-                if last_renewed.elapsed() >= shared.timeout {
-                    mark_lost(
-                        &shared,
-                        job,
-                        &format!("could not renew before the lease ran out: {error}"),
-                    );
+        let due_now = {
+            let mut state = shared.state.lock();
+            loop {
+                if state.shutdown {
                     return;
                 }
-                shared.events.on_renew_failed(&RenewFailedEvent {
-                    name: job.name.clone(),
-                    error,
-                });
-                wait = retry;
+                let now = Instant::now();
+                let due_now: Vec<_> = state
+                    .watches
+                    .iter()
+                    .filter(|(_, w)| w.due.is_some_and(|d| d <= now))
+                    .map(|((name, holder), w)| (name.clone(), holder.clone(), w.id))
+                    .collect();
+                if !due_now.is_empty() {
+                    state.sleeping_until = None;
+                    break due_now;
+                }
+                let earliest = state.watches.values().filter_map(|w| w.due).min();
+                let cap = now.checked_add(shared.interval);
+                let until = match (earliest, cap) {
+                    (Some(e), Some(c)) => e.min(c),
+                    (e, c) => e.or(c).unwrap_or(now),
+                };
+                state.sleeping_until = Some(until);
+                shared.wake.wait_until(&mut state, until);
+                state.sleeping_until = None;
             }
+        };
+        // Round trips happen outside the mutex, so holders never wait on them.
+        for (name, holder, id) in due_now {
+            let sent = Instant::now();
+            let result = shared.backend.lock_renew(&name, &holder, shared.timeout_ms);
+            record(shared, name, holder, id, sent, result);
         }
     }
 }
 
-fn mark_lost(shared: &Shared, job: &Job, reason: &str) {
-    job.lost.store(true, Ordering::SeqCst);
-    shared.events.on_lock_lost(&LockLostEvent {
-        name: job.name.clone(),
-        reason: reason.to_owned(),
-    });
+/// Applies one renewal's outcome to its watch, if the watch still exists,
+/// and reports losses and failures (outside the mutex).
+fn record(
+    shared: &Shared,
+    name: String,
+    holder: String,
+    id: u64,
+    sent: Instant,
+    result: crate::Result<bool>,
+) {
+    let key = (name, holder);
+    let lost_reason = {
+        let mut state = shared.state.lock();
+        let Some(watch) = state.watches.get_mut(&key).filter(|w| w.id == id) else {
+            return; // released meanwhile: the outcome does not matter
+        };
+        match &result {
+            Ok(true) => {
+                watch.lease.renewed(sent, shared.timeout);
+                watch.due = sent.checked_add(shared.interval);
+                None
+            }
+            Ok(false) => Some("the lock is no longer held by this holder (its lease expired or it was force-unlocked)".to_owned()),
+            Err(err) if watch.lease.is_lost() => Some(format!("could not renew before the lease ran out: {err}")),
+            Err(_) => {
+                watch.due = Instant::now().checked_add(RETRY.min(shared.interval));
+                None
+            }
+        }
+        .inspect(|_| {
+            watch.due = None;
+            watch.lease.mark_lost();
+        })
+    };
+    let (name, _) = key;
+    match (lost_reason, result) {
+        (Some(reason), _) => shared.events.on_lock_lost(&LockLostEvent { name, reason }),
+        (None, Err(error)) => shared
+            .events
+            .on_renew_failed(&RenewFailedEvent { name, error }),
+        (None, Ok(_)) => {}
+    }
 }
