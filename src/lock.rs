@@ -343,8 +343,11 @@ impl Lock {
         };
         let acquired = || self.guard(thread, &holder, lease, lease_ms, sent.get());
 
+        // Seen before the first attempt, so an unlock between that attempt
+        // and the subscription is not lost (see the pubsub module).
+        let seen = inner.subscriber.snapshot(&self.channel);
         // A new local attempt defers to a local waiter an unlock just woke.
-        let mut ttl = if inner.subscriber.handoff_pending(&self.channel) {
+        let mut ttl = if seen.handoff_pending() {
             Some(crate::pubsub::HANDOFF_WINDOW)
         } else {
             match attempt()? {
@@ -355,7 +358,7 @@ impl Lock {
         if wait.passed() {
             return Ok(None);
         }
-        let subscription = inner.subscriber.subscribe(&self.channel, Wake::One)?;
+        let subscription = inner.subscriber.subscribe(&self.channel, Wake::One, seen)?;
         loop {
             let woken = subscription.wait_permit(wait.park_until(ttl, inner.watchdog_timeout));
             let outcome = attempt();

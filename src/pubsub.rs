@@ -20,8 +20,12 @@
 //!    A reconnect wakes everyone: messages may have been lost meanwhile.
 //! 4. Permits are stored, capped at the number of waiters, so a message that
 //!    arrives between a failed attempt and the park is not lost (tokio's
-//!    `Notify` idea). The TTL bound means a lost message costs one retry,
-//!    never a hang.
+//!    `Notify` idea). A message that arrives between a waiter's first failed
+//!    attempt and its registration, when no other waiter could keep it, is
+//!    caught by the channel's delivered-message count: the waiter compares
+//!    the count it saw before the attempt ([`Subscriber::snapshot`]) and takes
+//!    a permit if it moved. The TTL bound means a message lost anyway costs
+//!    one retry, never a hang.
 //!
 //! A channel whose last waiter left stays subscribed for a short linger, so a
 //! lock contended again and again does not pay SUBSCRIBE every time; the
@@ -30,7 +34,7 @@
 //! To stop one client's threads from barging past its own parked waiters, a
 //! release that wakes a local waiter marks the channel for a short handoff
 //! window; during it, a new local attempt queues instead of racing the woken
-//! waiter ([`Subscriber::handoff_pending`]).
+//! waiter ([`Snapshot::handoff_pending`]).
 
 use std::collections::HashMap;
 use std::sync::{Arc, Weak};
@@ -73,6 +77,24 @@ struct Entry {
     idle_since: Option<Instant>,
     /// Until when new local attempts defer to a woken waiter.
     handoff_until: Option<Instant>,
+    /// Messages delivered on this channel so far (see [`Snapshot`]).
+    delivered: u64,
+}
+
+/// A channel's state seen before a waiter's first attempt; see
+/// [`Subscriber::snapshot`].
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Snapshot {
+    handoff: bool,
+    delivered: Option<u64>,
+}
+
+impl Snapshot {
+    /// True while a woken local waiter is retrying: a new local attempt
+    /// should queue behind it rather than barge.
+    pub(crate) fn handoff_pending(&self) -> bool {
+        self.handoff
+    }
 }
 
 #[derive(Debug, Default)]
@@ -123,38 +145,69 @@ impl Subscriber {
         }
     }
 
+    /// What `channel` looks like now, taken before a waiter's first attempt
+    /// and handed to [`subscribe`](Self::subscribe) afterwards.
+    pub(crate) fn snapshot(&self, channel: &str) -> Snapshot {
+        let state = self.shared.state.lock();
+        match state.channels.get(channel) {
+            Some(entry) => Snapshot {
+                handoff: entry.waiters > 0
+                    && entry.handoff_until.is_some_and(|t| t > Instant::now()),
+                delivered: Some(entry.delivered),
+            },
+            None => Snapshot {
+                handoff: false,
+                delivered: None,
+            },
+        }
+    }
+
     /// Registers a waiter on `channel`, starting the thread and asking for a
-    /// SUBSCRIBE if it is the first.
-    pub(crate) fn subscribe(&self, channel: &str, wake: Wake) -> Result<Subscription> {
-        let (cond, nudge) = {
-            let mut state = self.shared.state.lock();
-            if state.shutdown {
-                return Err(Error::backend("the client is shutting down", false));
-            }
-            let start = !state.thread_started;
-            state.thread_started = true;
-            let entry = state
-                .channels
-                .entry(channel.to_owned())
-                .or_insert_with(|| Entry {
-                    waiters: 0,
-                    permits: 0,
-                    confirmed: false,
-                    wake,
-                    cond: Arc::new(Condvar::new()),
-                    idle_since: None,
-                    handoff_until: None,
-                });
-            entry.waiters += 1;
-            entry.idle_since = None;
-            let nudge = !entry.confirmed && entry.waiters == 1 && !start;
-            let cond = Arc::clone(&entry.cond);
-            drop(state);
-            if start {
-                self.start_thread()?;
-            }
-            (cond, nudge)
+    /// SUBSCRIBE if it is the first. `seen` is the snapshot taken before the
+    /// waiter's failed attempt: if the channel was already subscribed and a
+    /// message arrived since (or `seen` cannot tell), the waiter gets a permit,
+    /// because that message found no waiter to keep it for.
+    pub(crate) fn subscribe(
+        &self,
+        channel: &str,
+        wake: Wake,
+        seen: Snapshot,
+    ) -> Result<Subscription> {
+        let mut state = self.shared.state.lock();
+        if state.shutdown {
+            return Err(Error::backend("the client is shutting down", false));
+        }
+        let start = !state.thread_started;
+        state.thread_started = true;
+        let entry = state
+            .channels
+            .entry(channel.to_owned())
+            .or_insert_with(|| Entry {
+                waiters: 0,
+                permits: 0,
+                confirmed: false,
+                wake,
+                cond: Arc::new(Condvar::new()),
+                idle_since: None,
+                handoff_until: None,
+                delivered: 0,
+            });
+        entry.waiters += 1;
+        entry.idle_since = None;
+        if entry.confirmed && seen.delivered != Some(entry.delivered) {
+            entry.permits = (entry.permits + 1).min(entry.waiters);
+        }
+        let nudge = !entry.confirmed && entry.waiters == 1 && !start;
+        // From here on, dropping the subscription undoes the registration.
+        let subscription = Subscription {
+            shared: Arc::clone(&self.shared),
+            channel: channel.to_owned(),
+            cond: Arc::clone(&entry.cond),
         };
+        drop(state);
+        if start {
+            self.start_thread()?;
+        }
         if nudge {
             // Best effort: if the nudge is lost, the next tick notices the wish.
             let _ = self
@@ -162,20 +215,7 @@ impl Subscriber {
                 .backend
                 .publish(&self.shared.control_channel, "");
         }
-        Ok(Subscription {
-            shared: Arc::clone(&self.shared),
-            channel: channel.to_owned(),
-            cond,
-        })
-    }
-
-    /// True while a woken local waiter is retrying `channel`'s lock: a new
-    /// local attempt should queue behind it rather than barge.
-    pub(crate) fn handoff_pending(&self, channel: &str) -> bool {
-        let state = self.shared.state.lock();
-        state.channels.get(channel).is_some_and(|entry| {
-            entry.waiters > 0 && entry.handoff_until.is_some_and(|t| t > Instant::now())
-        })
+        Ok(subscription)
     }
 
     /// Called after this client released `channel`'s lock: if local waiters
@@ -406,6 +446,7 @@ fn session(shared: &Shared, conn: &mut dyn PubSubConnection, connected: &mut boo
             }
             let mut state = shared.state.lock();
             if let Some(entry) = state.channels.get_mut(&message.channel) {
+                entry.delivered = entry.delivered.wrapping_add(1);
                 match entry.wake {
                     Wake::One => {
                         entry.permits = (entry.permits + 1).min(entry.waiters);
