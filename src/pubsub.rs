@@ -38,7 +38,6 @@
 
 use std::collections::HashMap;
 use std::sync::{Arc, Weak};
-use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use parking_lot::{Condvar, Mutex};
@@ -109,7 +108,6 @@ struct Shared {
     control_channel: String,
     events: Arc<dyn EventHandler>,
     state: Mutex<State>,
-    thread: Mutex<Option<JoinHandle<()>>>,
 }
 
 /// A client's subscriber; see the module doc for the wake contract.
@@ -140,7 +138,6 @@ impl Subscriber {
                 control_channel: format!("redisync__control:{{{client_id}}}"),
                 events,
                 state: Mutex::new(State::default()),
-                thread: Mutex::new(None),
             }),
         }
     }
@@ -205,8 +202,10 @@ impl Subscriber {
             cond: Arc::clone(&entry.cond),
         };
         drop(state);
-        if start {
-            self.start_thread()?;
+        if start && let Err(err) = self.start_thread() {
+            // Let the next waiter try again.
+            self.shared.state.lock().thread_started = false;
+            return Err(err);
         }
         if nudge {
             // Best effort: if the nudge is lost, the next tick notices the wish.
@@ -231,7 +230,7 @@ impl Subscriber {
 
     fn start_thread(&self) -> Result<()> {
         let weak = Arc::downgrade(&self.shared);
-        let handle = std::thread::Builder::new()
+        std::thread::Builder::new()
             .name("redisync-subscriber".into())
             .spawn(move || run(weak))
             .map_err(|err| Error::Backend {
@@ -239,28 +238,17 @@ impl Subscriber {
                 source: Some(Box::new(err)),
                 connection: false,
             })?;
-        *self.shared.thread.lock() = Some(handle);
         Ok(())
     }
 
-    /// Stops the thread (bounded by one tick plus one reconnect attempt) and
-    /// wakes every waiter so none sleeps out its TTL.
+    /// Tells the thread to stop and wakes every waiter so none sleeps out
+    /// its TTL. Does not wait: the thread notices within one tick (or when
+    /// its current connection attempt ends), and a nudge or a join here could
+    /// block the dropping thread for a connection timeout while Redis is down.
     pub(crate) fn shutdown(&self) {
-        {
-            let mut state = self.shared.state.lock();
-            state.shutdown = true;
-            wake_all(&mut state);
-        }
-        let _ = self
-            .shared
-            .backend
-            .publish(&self.shared.control_channel, "");
-        let handle = self.shared.thread.lock().take();
-        if let Some(handle) = handle
-            && handle.thread().id() != std::thread::current().id()
-        {
-            let _ = handle.join();
-        }
+        let mut state = self.shared.state.lock();
+        state.shutdown = true;
+        wake_all(&mut state);
     }
 }
 
