@@ -181,7 +181,8 @@ impl Lock {
         self.acquire(Wait::Until(Instant::now()), None)
     }
 
-    /// Waits up to `wait` for the lock. `Ok(None)` on timeout.
+    /// Waits up to `wait` for the lock. `Ok(None)` on timeout. A `wait` too
+    /// long to represent as a deadline (e.g. `Duration::MAX`) waits forever.
     ///
     /// # Errors
     /// As [`lock`](Self::lock).

@@ -129,6 +129,22 @@ impl Message {
 /// [`LockBackend::with_pubsub`].
 ///
 /// It is used by one thread only, so it need not be `Send`.
+///
+/// ```
+/// use std::time::Duration;
+/// use redisync::backend::{LockBackend, Message};
+///
+/// let backend = redisync::MemoryBackend::new();
+/// let publisher = backend.clone();
+/// backend.with_pubsub(&mut |conn| {
+///     conn.subscribe(&["news".to_owned()])?;
+///     publisher.publish("news", "0")?;
+///     assert_eq!(conn.next_message(Duration::from_secs(1))?, Some(Message::new("news", "0")));
+///     assert_eq!(conn.next_message(Duration::from_millis(10))?, None);
+///     Ok(())
+/// })?;
+/// # Ok::<(), redisync::Error>(())
+/// ```
 pub trait PubSubConnection {
     /// Subscribes to `channels`; returns once the server confirmed every one,
     /// so a message published after this returns is delivered.

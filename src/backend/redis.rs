@@ -223,6 +223,14 @@ impl RedisBackend {
             client: client.clone(),
             options: options.clone(),
         };
+        // Fail now, with the server's own answer (refused, wrong password),
+        // rather than after the pool's connection timeout.
+        let mut probe = manager
+            .connect()
+            .map_err(|err| redis_error(&address, "connecting", err))?;
+        redis::cmd("PING")
+            .query::<()>(&mut probe)
+            .map_err(|err| redis_error(&address, "PING", err))?;
         let pool = r2d2::Pool::builder()
             .max_size(options.pool_size)
             .min_idle(Some(1))
@@ -231,18 +239,12 @@ impl RedisBackend {
             // connections are dropped on return instead (`has_broken`).
             .test_on_check_out(false)
             .build_unchecked(manager);
-        let backend = RedisBackend {
+        Ok(RedisBackend {
             pool,
             manager_client: client,
             options,
             address,
-        };
-        // Fail now, with a clear message, if the server is unreachable.
-        let mut conn = backend.connection()?;
-        redis::cmd("PING")
-            .query::<()>(&mut *conn)
-            .map_err(|err| backend.redis_error("PING", err))?;
-        Ok(backend)
+        })
     }
 
     /// The server's address, without credentials.
@@ -268,21 +270,7 @@ impl RedisBackend {
     }
 
     fn redis_error(&self, op: &str, err: RedisError) -> Error {
-        let text = err.to_string();
-        if text.contains("WRONGTYPE") {
-            return Error::protocol(format!(
-                "{op}: the key holds another Redis type than this primitive uses (WRONGTYPE)"
-            ));
-        }
-        let connection = err.is_io_error()
-            || err.is_connection_dropped()
-            || err.is_connection_refusal()
-            || err.is_timeout();
-        Error::Backend {
-            context: format!("{op} on Redis at {}", self.address),
-            source: Some(Box::new(err)),
-            connection,
-        }
+        redis_error(&self.address, op, err)
     }
 
     /// Runs one script invocation on a pooled connection.
@@ -295,6 +283,26 @@ impl RedisBackend {
         invocation
             .invoke(&mut *conn as &mut dyn ConnectionLike)
             .map_err(|err| self.redis_error(op, err))
+    }
+}
+
+/// Converts a `redis` error: WRONGTYPE is a protocol error; I/O, refusal
+/// and timeouts are connection errors.
+fn redis_error(address: &str, op: &str, err: RedisError) -> Error {
+    let text = err.to_string();
+    if text.contains("WRONGTYPE") {
+        return Error::protocol(format!(
+            "{op}: the key holds another Redis type than this primitive uses (WRONGTYPE)"
+        ));
+    }
+    let connection = err.is_io_error()
+        || err.is_connection_dropped()
+        || err.is_connection_refusal()
+        || err.is_timeout();
+    Error::Backend {
+        context: format!("{op} on Redis at {address}"),
+        source: Some(Box::new(err)),
+        connection,
     }
 }
 
