@@ -1,6 +1,9 @@
 //! Connecting: credentials and database index in the URL, a wrong password,
 //! an exhausted pool. Each test starts its own redis-server.
 
+// Helpers outside #[test] fns unwrap too: a failed setup should fail the test.
+#![allow(clippy::unwrap_used)]
+
 mod common;
 
 use std::time::{Duration, Instant};
