@@ -78,18 +78,52 @@ impl Error {
         }
     }
 
-    /// Builds an [`Error::Protocol`].
-    pub(crate) fn protocol(detail: impl Into<String>) -> Self {
+    /// An [`Error::Protocol`]: the store answered something the protocol
+    /// does not allow. For [`LockBackend`](crate::LockBackend) implementations.
+    ///
+    /// ```
+    /// let err = redisync::Error::protocol("script returned 7, expected 0 or 1");
+    /// assert!(err.is_protocol_error());
+    /// ```
+    pub fn protocol(detail: impl Into<String>) -> Self {
         Error::Protocol {
             detail: detail.into(),
         }
     }
 
-    /// Builds an [`Error::Backend`] with no underlying error.
-    pub(crate) fn backend(context: impl Into<String>, connection: bool) -> Self {
+    /// An [`Error::Backend`] with no underlying error; `connection` says
+    /// whether it is a lost or refused connection (which makes redisync
+    /// retry idempotent calls such as a release). For
+    /// [`LockBackend`](crate::LockBackend) implementations.
+    ///
+    /// ```
+    /// let err = redisync::Error::backend("reply lost", true);
+    /// assert!(err.is_connection_error());
+    /// ```
+    pub fn backend(context: impl Into<String>, connection: bool) -> Self {
         Error::Backend {
             context: context.into(),
             source: None,
+            connection,
+        }
+    }
+
+    /// An [`Error::Backend`] caused by `source`. For
+    /// [`LockBackend`](crate::LockBackend) implementations.
+    ///
+    /// ```
+    /// let io = std::io::Error::new(std::io::ErrorKind::ConnectionReset, "reset");
+    /// let err = redisync::Error::backend_caused_by("lock acquire", io, true);
+    /// assert!(std::error::Error::source(&err).is_some());
+    /// ```
+    pub fn backend_caused_by(
+        context: impl Into<String>,
+        source: impl std::error::Error + Send + Sync + 'static,
+        connection: bool,
+    ) -> Self {
+        Error::Backend {
+            context: context.into(),
+            source: Some(Box::new(source)),
             connection,
         }
     }

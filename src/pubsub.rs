@@ -233,10 +233,8 @@ impl Subscriber {
         std::thread::Builder::new()
             .name("redisync-subscriber".into())
             .spawn(move || run(weak))
-            .map_err(|err| Error::Backend {
-                context: "cannot start the subscriber thread".into(),
-                source: Some(Box::new(err)),
-                connection: false,
+            .map_err(|err| {
+                Error::backend_caused_by("cannot start the subscriber thread", err, false)
             })?;
         Ok(())
     }

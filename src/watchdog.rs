@@ -154,10 +154,8 @@ impl Watchdog {
             std::thread::Builder::new()
                 .name("redisync-watchdog".into())
                 .spawn(move || run(&shared))
-                .map_err(|err| crate::Error::Backend {
-                    context: "cannot start the watchdog thread".into(),
-                    source: Some(Box::new(err)),
-                    connection: false,
+                .map_err(|err| {
+                    crate::Error::backend_caused_by("cannot start the watchdog thread", err, false)
                 })?;
             state.started = true;
         }

@@ -259,13 +259,15 @@ impl RedisBackend {
     }
 
     fn connection(&self) -> Result<r2d2::PooledConnection<Manager>> {
-        self.pool.get().map_err(|err| Error::Backend {
-            context: format!(
-                "no Redis connection to {} within {:?} (server unreachable, or all {} pooled connections busy)",
-                self.address, self.options.connection_timeout, self.options.pool_size
-            ),
-            source: Some(Box::new(err)),
-            connection: true,
+        self.pool.get().map_err(|err| {
+            Error::backend_caused_by(
+                format!(
+                    "no Redis connection to {} within {:?} (server unreachable, or all {} pooled connections busy)",
+                    self.address, self.options.connection_timeout, self.options.pool_size
+                ),
+                err,
+                true,
+            )
         })
     }
 
@@ -299,11 +301,7 @@ fn redis_error(address: &str, op: &str, err: RedisError) -> Error {
         || err.is_connection_dropped()
         || err.is_connection_refusal()
         || err.is_timeout();
-    Error::Backend {
-        context: format!("{op} on Redis at {address}"),
-        source: Some(Box::new(err)),
-        connection,
-    }
+    Error::backend_caused_by(format!("{op} on Redis at {address}"), err, connection)
 }
 
 fn redacted_address(info: &redis::ConnectionInfo) -> String {
