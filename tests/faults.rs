@@ -11,7 +11,7 @@ use std::sync::mpsc;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use common::{TestServer, unique_name};
+use common::{TestServer, numsub, pttl, unique_name, wait_until};
 use redisync::{Client, Error, NopEventHandler};
 
 const LUA_DIR: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/lua");
@@ -36,31 +36,6 @@ fn cached(conn: &mut redis::Connection, sha: &str) -> bool {
         .query(conn)
         .unwrap();
     found == [1]
-}
-
-fn pttl(conn: &mut redis::Connection, key: &str) -> i64 {
-    redis::cmd("PTTL").arg(key).query(conn).unwrap()
-}
-
-fn numsub(conn: &mut redis::Connection, channel: &str) -> i64 {
-    let reply: (String, i64) = redis::cmd("PUBSUB")
-        .arg("NUMSUB")
-        .arg(channel)
-        .query(conn)
-        .unwrap();
-    reply.1
-}
-
-/// Polls `check` every 10 ms until it is true; panics after `timeout`.
-fn wait_until(what: &str, timeout: Duration, mut check: impl FnMut() -> bool) {
-    let deadline = Instant::now() + timeout;
-    while !check() {
-        assert!(
-            Instant::now() < deadline,
-            "timed out after {timeout:?}: {what}"
-        );
-        thread::sleep(Duration::from_millis(10));
-    }
 }
 
 #[test]

@@ -24,7 +24,7 @@ use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use common::{TestServer, unique_name};
+use common::{TestServer, hgetall, pttl, unique_name};
 use redisync::Client;
 
 /// Selects what a re-executed child does; absent in a normal test run.
@@ -332,14 +332,6 @@ impl Drop for ChildProcess {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
-}
-
-fn hgetall(conn: &mut redis::Connection, key: &str) -> HashMap<String, String> {
-    redis::cmd("HGETALL").arg(key).query(conn).unwrap()
-}
-
-fn pttl(conn: &mut redis::Connection, key: &str) -> i64 {
-    redis::cmd("PTTL").arg(key).query(conn).unwrap()
 }
 
 #[test]

@@ -14,7 +14,7 @@ use std::sync::mpsc;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use common::{TestServer, unique_name};
+use common::{TestServer, hgetall, numsub, pttl, unique_name, wait_until};
 use redisync::Client;
 
 /// A lock name and the names Redisson derives from it.
@@ -53,37 +53,12 @@ fn query<T: redis::FromRedisValue>(conn: &mut redis::Connection, args: &[&str]) 
         .unwrap_or_else(|e| panic!("{}: {e}", args.join(" ")))
 }
 
-fn hgetall(conn: &mut redis::Connection, key: &str) -> HashMap<String, String> {
-    query(conn, &["HGETALL", key])
-}
-
-fn pttl(conn: &mut redis::Connection, key: &str) -> i64 {
-    query(conn, &["PTTL", key])
-}
-
 fn exists(conn: &mut redis::Connection, key: &str) -> bool {
     query::<i64>(conn, &["EXISTS", key]) == 1
 }
 
-fn numsub(conn: &mut redis::Connection, channel: &str) -> i64 {
-    let reply: (String, i64) = query(conn, &["PUBSUB", "NUMSUB", channel]);
-    reply.1
-}
-
 fn one_field(field: &str, count: &str) -> HashMap<String, String> {
     HashMap::from([(field.to_owned(), count.to_owned())])
-}
-
-/// Polls `check` every 10 ms until it is true; panics after `timeout`.
-fn wait_until(what: &str, timeout: Duration, mut check: impl FnMut() -> bool) {
-    let deadline = Instant::now() + timeout;
-    while !check() {
-        assert!(
-            Instant::now() < deadline,
-            "timed out after {timeout:?}: {what}"
-        );
-        thread::sleep(Duration::from_millis(10));
-    }
 }
 
 /// Asserts `ttl_ms` is a live TTL no larger than `lease` and no more than

@@ -544,3 +544,38 @@ fn is_executable(path: &Path) -> bool {
         .map(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
         .unwrap_or(false)
 }
+
+/// Polls `check` every 10 ms until it is true; panics after `timeout`.
+pub fn wait_until(what: &str, timeout: Duration, mut check: impl FnMut() -> bool) {
+    let deadline = Instant::now() + timeout;
+    while !check() {
+        assert!(
+            Instant::now() < deadline,
+            "timed out after {timeout:?}: {what}"
+        );
+        thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// `PTTL key` on a raw connection.
+pub fn pttl(conn: &mut redis::Connection, key: &str) -> i64 {
+    redis::cmd("PTTL").arg(key).query(conn).unwrap()
+}
+
+/// `HGETALL key` on a raw connection.
+pub fn hgetall(
+    conn: &mut redis::Connection,
+    key: &str,
+) -> std::collections::HashMap<String, String> {
+    redis::cmd("HGETALL").arg(key).query(conn).unwrap()
+}
+
+/// How many connections are subscribed to `channel` (`PUBSUB NUMSUB`).
+pub fn numsub(conn: &mut redis::Connection, channel: &str) -> i64 {
+    let reply: (String, i64) = redis::cmd("PUBSUB")
+        .arg("NUMSUB")
+        .arg(channel)
+        .query(conn)
+        .unwrap();
+    reply.1
+}
