@@ -8,9 +8,10 @@ use std::time::Duration;
 use crate::backend::LockBackend;
 use crate::config::ClientBuilder;
 use crate::event::EventHandler;
+use crate::flavor::Flavor;
 use crate::pubsub::Subscriber;
 use crate::watchdog::Watchdog;
-use crate::{Lock, Result};
+use crate::{Lock, ReadWriteLock, Result};
 
 pub(crate) struct Inner {
     /// This client's uuid: the first half of every holder id.
@@ -21,6 +22,9 @@ pub(crate) struct Inner {
     pub(crate) events: Arc<dyn EventHandler>,
     pub(crate) watchdog_timeout: Duration,
     pub(crate) watchdog_ms: i64,
+    /// A fair waiter's queue slot when it waits without a bound.
+    pub(crate) fair_wait_timeout: Duration,
+    pub(crate) fair_wait_ms: i64,
 }
 
 impl Drop for Inner {
@@ -92,8 +96,8 @@ impl Client {
 
     pub(crate) fn from_parts(
         backend: Arc<dyn LockBackend>,
-        watchdog_timeout: Duration,
-        watchdog_ms: i64,
+        (watchdog_timeout, watchdog_ms): (Duration, i64),
+        (fair_wait_timeout, fair_wait_ms): (Duration, i64),
         events: Arc<dyn EventHandler>,
     ) -> Client {
         let id = uuid::Uuid::new_v4().to_string();
@@ -113,6 +117,8 @@ impl Client {
                 events,
                 watchdog_timeout,
                 watchdog_ms,
+                fair_wait_timeout,
+                fair_wait_ms,
             }),
         }
     }
@@ -129,7 +135,43 @@ impl Client {
     #[doc(alias = "RLock")]
     #[doc(alias = "get_lock")]
     pub fn lock(&self, name: impl Into<String>) -> Lock {
-        Lock::new(self.clone(), name.into())
+        Lock::new(self.clone(), Flavor::Reentrant, name.into())
+    }
+
+    /// A handle on the fair lock `name` (Redisson's `RFairLock`): the same
+    /// API as [`lock`](Self::lock), but granted first come, first served
+    /// across all clients. Waiters queue in Redis; an unlock wakes only the
+    /// head of the queue, on its own channel. A waiter that dies or gives up
+    /// leaves the queue: at once when `try_lock_for` times out, otherwise
+    /// when its queue slot (the
+    /// [fair-lock wait timeout](crate::ClientBuilder::fair_lock_wait_timeout),
+    /// or the `try_lock_for` wait) runs out.
+    ///
+    /// ```
+    /// # let client = redisync::Client::builder().backend(redisync::MemoryBackend::new()).build()?;
+    /// let lock = client.fair_lock("tickets");
+    /// let guard = lock.lock()?;
+    /// # Ok::<(), redisync::Error>(())
+    /// ```
+    #[doc(alias = "RFairLock")]
+    #[doc(alias = "get_fair_lock")]
+    pub fn fair_lock(&self, name: impl Into<String>) -> Lock {
+        Lock::new(self.clone(), Flavor::Fair, name.into())
+    }
+
+    /// A handle on the read-write lock `name` (Redisson's
+    /// `RReadWriteLock`): take `.read()` or `.write()`.
+    ///
+    /// ```
+    /// # let client = redisync::Client::builder().backend(redisync::MemoryBackend::new()).build()?;
+    /// let rw = client.read_write_lock("config");
+    /// let reading = rw.read().lock()?;
+    /// # Ok::<(), redisync::Error>(())
+    /// ```
+    #[doc(alias = "RReadWriteLock")]
+    #[doc(alias = "get_read_write_lock")]
+    pub fn read_write_lock(&self, name: impl Into<String>) -> ReadWriteLock {
+        ReadWriteLock::new(self, name.into())
     }
 
     /// This client's id: the `<uuid>` part of its holder ids
@@ -153,6 +195,18 @@ impl Client {
     /// ```
     pub fn watchdog_timeout(&self) -> Duration {
         self.inner.watchdog_timeout
+    }
+
+    /// The fair-lock wait timeout: a fair waiter's queue slot when it waits
+    /// without a bound.
+    ///
+    /// ```
+    /// # let client = redisync::Client::builder().backend(redisync::MemoryBackend::new()).build()?;
+    /// assert_eq!(client.fair_lock_wait_timeout(), std::time::Duration::from_secs(300));
+    /// # Ok::<(), redisync::Error>(())
+    /// ```
+    pub fn fair_lock_wait_timeout(&self) -> Duration {
+        self.inner.fair_wait_timeout
     }
 
     /// The backend this client uses.

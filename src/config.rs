@@ -30,6 +30,7 @@ enum BackendChoice {
 pub struct ClientBuilder {
     backend: BackendChoice,
     watchdog_timeout: Duration,
+    fair_lock_wait_timeout: Duration,
     redis: RedisOptions,
     events: Arc<dyn EventHandler>,
 }
@@ -45,6 +46,7 @@ impl fmt::Debug for ClientBuilder {
         f.debug_struct("ClientBuilder")
             .field("backend", &backend)
             .field("watchdog_timeout", &self.watchdog_timeout)
+            .field("fair_lock_wait_timeout", &self.fair_lock_wait_timeout)
             .field("redis", &self.redis)
             .field("events", &self.events)
             .finish()
@@ -56,6 +58,7 @@ impl Default for ClientBuilder {
         ClientBuilder {
             backend: BackendChoice::None,
             watchdog_timeout: Duration::from_secs(30),
+            fair_lock_wait_timeout: Duration::from_secs(300),
             redis: RedisOptions::default(),
             events: Arc::new(LoggingEventHandler),
         }
@@ -120,6 +123,27 @@ impl ClientBuilder {
     /// ```
     pub fn watchdog_timeout(mut self, timeout: Duration) -> Self {
         self.watchdog_timeout = timeout;
+        self
+    }
+
+    /// How long a fair-lock waiter keeps its place in the queue when it
+    /// waits without a bound (`lock()`): a waiter that dies is skipped once
+    /// its slot, this long past the slot ahead, runs out. `try_lock_for(wait)`
+    /// uses `wait` instead.
+    ///
+    /// Defaults to 300 seconds (Redisson's current `fairLockWaitTimeout`;
+    /// 5 s before mid-2020). `build()` rejects less than 1 ms.
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// let client = redisync::Client::builder()
+    ///     .backend(redisync::MemoryBackend::new())
+    ///     .fair_lock_wait_timeout(Duration::from_secs(5))
+    ///     .build()?;
+    /// # Ok::<(), redisync::Error>(())
+    /// ```
+    pub fn fair_lock_wait_timeout(mut self, timeout: Duration) -> Self {
+        self.fair_lock_wait_timeout = timeout;
         self
     }
 
@@ -191,6 +215,8 @@ impl ClientBuilder {
                 ),
             ));
         }
+        let fair_wait_ms =
+            crate::error::millis("fair_lock_wait_timeout", self.fair_lock_wait_timeout)?;
         let backend: Arc<dyn LockBackend> = match self.backend {
             BackendChoice::None => {
                 return Err(Error::invalid(
@@ -203,8 +229,8 @@ impl ClientBuilder {
         };
         Ok(Client::from_parts(
             backend,
-            self.watchdog_timeout,
-            watchdog_ms,
+            (self.watchdog_timeout, watchdog_ms),
+            (self.fair_lock_wait_timeout, fair_wait_ms),
             self.events,
         ))
     }

@@ -207,6 +207,18 @@ impl std::error::Error for Error {
     }
 }
 
+/// The error for asking a write lock while holding the read lock: Redisson
+/// would wait for itself forever; we refuse at once.
+pub(crate) fn read_to_write_upgrade(name: &str) -> Error {
+    Error::invalid(
+        "write lock",
+        format!(
+            "this thread holds the read lock of {name:?}; a read lock cannot be upgraded \
+             to a write lock (it would wait for itself): release the read lock first"
+        ),
+    )
+}
+
 /// Checks a duration the user passed and converts it to whole milliseconds
 /// for Redis (which takes `i64`).
 pub(crate) fn millis(what: &'static str, value: std::time::Duration) -> Result<i64> {

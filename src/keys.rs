@@ -29,6 +29,39 @@ pub(crate) fn unlock_latch_prefix(name: &str) -> String {
 /// The unlock message value Redisson publishes on a lock's channel.
 pub(crate) const UNLOCK_MESSAGE: &str = "0";
 
+/// The read-unlock message: a write lock's final release (wakes every waiter).
+pub(crate) const READ_UNLOCK_MESSAGE: &str = "1";
+
+/// A fair lock's waiter queue: `redisson_lock_queue:{name}`.
+pub(crate) fn fair_queue(name: &str) -> String {
+    prefix("redisson_lock_queue", name)
+}
+
+/// A fair lock's slot deadlines: `redisson_lock_timeout:{name}`.
+pub(crate) fn fair_timeouts(name: &str) -> String {
+    prefix("redisson_lock_timeout", name)
+}
+
+/// A read-write lock's channel: `redisson_rwlock:{name}`.
+pub(crate) fn rw_channel(name: &str) -> String {
+    prefix("redisson_rwlock", name)
+}
+
+/// The prefix of every holder's read-hold keys: `{name}` (or `name` when it
+/// has a hash tag).
+pub(crate) fn rw_key_prefix(name: &str) -> String {
+    if name.contains('{') {
+        name.to_owned()
+    } else {
+        format!("{{{name}}}")
+    }
+}
+
+/// One holder's read-hold key prefix: `{name}:<holder>:rwlock_timeout`.
+pub(crate) fn rw_timeout_prefix(name: &str, holder: &str) -> String {
+    format!("{}:{holder}:rwlock_timeout", rw_key_prefix(name))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -44,5 +77,10 @@ mod tests {
             "redisson_lock__channel:{orders}:42"
         );
         assert_eq!(unlock_latch_prefix("a"), "redisson_unlock_latch:{a}");
+        assert_eq!(fair_queue("a"), "redisson_lock_queue:{a}");
+        assert_eq!(fair_timeouts("a"), "redisson_lock_timeout:{a}");
+        assert_eq!(rw_channel("a"), "redisson_rwlock:{a}");
+        assert_eq!(rw_timeout_prefix("a", "u:1"), "{a}:u:1:rwlock_timeout");
+        assert_eq!(rw_timeout_prefix("{a}b", "u:1"), "{a}b:u:1:rwlock_timeout");
     }
 }

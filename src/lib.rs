@@ -30,9 +30,14 @@
 //!
 //! - [`Lock`] ([`Client::lock`]): Redisson's `RLock`, reentrant per (client,
 //!   thread), non-fair, with a lease watchdog.
+//! - Fair lock ([`Client::fair_lock`], a [`Lock`] too): Redisson's
+//!   `RFairLock`, first come first served across all clients; an unlock wakes
+//!   only the head of the queue.
+//! - [`ReadWriteLock`] ([`Client::read_write_lock`]): Redisson's
+//!   `RReadWriteLock`, many readers or one writer, both halves [`Lock`]s.
 //!
-//! Fair lock, read-write lock, semaphore, count-down latch, MultiLock and
-//! RedLock follow on the same backend, subscriber and watchdog.
+//! Semaphore, count-down latch, MultiLock and RedLock follow on the same
+//! backend, subscriber and watchdog.
 //!
 //! # Backends
 //!
@@ -88,10 +93,12 @@ mod client;
 mod config;
 mod error;
 mod event;
+mod flavor;
 mod holder;
 mod keys;
 mod lock;
 mod pubsub;
+mod rw_lock;
 mod watchdog;
 
 pub use backend::{LockBackend, MemoryBackend, RedisBackend};
@@ -103,3 +110,4 @@ pub use event::{
     SubscriberEvent, UnlockFailedEvent,
 };
 pub use lock::{Lock, LockGuard};
+pub use rw_lock::ReadWriteLock;

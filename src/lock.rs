@@ -1,5 +1,6 @@
 //! [`Lock`]: Redisson's `RLock`, a reentrant, non-fair distributed lock, and
-//! its RAII [`LockGuard`].
+//! its RAII [`LockGuard`]; the same handle also drives the fair lock and both
+//! halves of the read-write lock (see `flavor.rs` for what differs).
 //!
 //! Acquire loop (the data flow of DESIGN.md): one script attempt; if another
 //! holder has it, register on the lock's channel with the subscriber, then
@@ -14,6 +15,7 @@ use std::time::{Duration, Instant};
 
 use crate::backend::{Acquire, Release};
 use crate::event::UnlockFailedEvent;
+use crate::flavor::{Flavor, Holder, LockKeys, Renewal};
 use crate::pubsub::Wake;
 use crate::watchdog::Lease;
 use crate::{Client, Error, Result, holder, keys};
@@ -55,24 +57,31 @@ const RELEASE_RETRY_BUDGET: Duration = Duration::from_secs(2);
 /// # Ok::<(), redisync::Error>(())
 /// ```
 #[doc(alias = "RLock")]
+#[doc(alias = "RFairLock")]
 #[derive(Clone)]
 pub struct Lock {
     client: Client,
-    name: Arc<str>,
-    channel: Arc<str>,
+    keys: Arc<LockKeys>,
 }
 
 impl fmt::Debug for Lock {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Lock").field("name", &self.name).finish()
+        f.debug_struct("Lock")
+            .field("name", &self.keys.name)
+            .field("flavor", &self.keys.flavor)
+            .finish()
     }
 }
 
 /// How long an acquire may wait.
 #[derive(Clone, Copy)]
 enum Wait {
+    /// Never give up (`lock`).
     Forever,
-    Until(Instant),
+    /// Try once (`try_lock`).
+    Never,
+    /// Give up at the deadline; the duration is a fair waiter's allowance.
+    Until(Instant, Duration),
 }
 
 impl Wait {
@@ -80,31 +89,34 @@ impl Wait {
         // A wait too long to represent is a wait forever.
         Instant::now()
             .checked_add(wait)
-            .map_or(Wait::Forever, Wait::Until)
+            .map_or(Wait::Forever, |deadline| Wait::Until(deadline, wait))
     }
 
     fn passed(self) -> bool {
-        matches!(self, Wait::Until(t) if Instant::now() >= t)
+        match self {
+            Wait::Forever => false,
+            Wait::Never => true,
+            Wait::Until(deadline, _) => Instant::now() >= deadline,
+        }
     }
 
     /// The park deadline: the holder's TTL from now, capped by this wait.
     fn park_until(self, ttl: Option<Duration>, fallback: Duration) -> Option<Instant> {
         let ttl_end = Instant::now().checked_add(ttl.unwrap_or(fallback));
         match (self, ttl_end) {
-            (Wait::Until(t), Some(e)) => Some(t.min(e)),
-            (Wait::Until(t), None) => Some(t),
+            (Wait::Never, _) => Some(Instant::now()),
+            (Wait::Until(t, _), Some(e)) => Some(t.min(e)),
+            (Wait::Until(t, _), None) => Some(t),
             (Wait::Forever, e) => e,
         }
     }
 }
 
 impl Lock {
-    pub(crate) fn new(client: Client, name: String) -> Lock {
-        let channel = keys::lock_channel(&name);
+    pub(crate) fn new(client: Client, flavor: Flavor, name: String) -> Lock {
         Lock {
             client,
-            name: name.into(),
-            channel: channel.into(),
+            keys: Arc::new(LockKeys::new(flavor, name)),
         }
     }
 
@@ -116,7 +128,7 @@ impl Lock {
     /// # Ok::<(), redisync::Error>(())
     /// ```
     pub fn name(&self) -> &str {
-        &self.name
+        &self.keys.name
     }
 
     /// The client this handle belongs to.
@@ -178,7 +190,7 @@ impl Lock {
     /// # Ok::<(), redisync::Error>(())
     /// ```
     pub fn try_lock(&self) -> Result<Option<LockGuard>> {
-        self.acquire(Wait::Until(Instant::now()), None)
+        self.acquire(Wait::Never, None)
     }
 
     /// Waits up to `wait` for the lock. `Ok(None)` on timeout. A `wait` too
@@ -306,25 +318,25 @@ impl Lock {
     /// ```
     pub fn force_unlock(&self) -> Result<bool> {
         self.check_name()?;
-        self.client
-            .inner
-            .backend
-            .lock_force_release(&self.name, &self.channel)
+        self.keys.force_release(self.client.inner.backend.as_ref())
     }
 
     fn check_name(&self) -> Result<()> {
-        if self.name.is_empty() {
+        if self.keys.name.is_empty() {
             return Err(Error::invalid("name", "a lock name must not be empty"));
         }
         Ok(())
     }
 
+    fn holder(&self, thread: u64) -> Holder {
+        self.keys
+            .holder(holder::holder_id(&self.client.inner.id, thread))
+    }
+
     fn state(&self) -> Result<crate::backend::LockState> {
         self.check_name()?;
-        self.client
-            .inner
-            .backend
-            .lock_state(&self.name, &self.client.current_holder_id())
+        let holder = self.holder(holder::current_thread_number());
+        self.keys.state(self.client.inner.backend.as_ref(), &holder)
     }
 
     fn acquire(&self, wait: Wait, lease: Option<Duration>) -> Result<Option<LockGuard>> {
@@ -334,21 +346,29 @@ impl Lock {
             None => self.client.inner.watchdog_ms,
         };
         let inner = &self.client.inner;
-        let thread = holder::current_thread_number();
-        let holder = holder::holder_id(&inner.id, thread);
+        let backend = inner.backend.as_ref();
+        let keys = &self.keys;
+        let holder = self.holder(holder::current_thread_number());
+        // A fair waiter's queue slot: the wait it asked for, or the default.
+        let (allowance_ms, enqueue) = match wait {
+            Wait::Forever => (inner.fair_wait_ms, true),
+            Wait::Never => (inner.fair_wait_ms, false),
+            Wait::Until(_, wait) => (crate::flavor::saturating_ms(wait).max(1), true),
+        };
         // When the latest attempt was sent: the store's lease starts after it.
         let sent = std::cell::Cell::new(Instant::now());
         let attempt = || {
             sent.set(Instant::now());
-            inner.backend.lock_acquire(&self.name, &holder, lease_ms)
+            keys.attempt(backend, &holder, lease_ms, allowance_ms, enqueue)
         };
-        let acquired = || self.guard(thread, &holder, lease, lease_ms, sent.get());
+        let acquired = || self.guard(&holder, lease, lease_ms, sent.get());
 
+        let channel = keys.wait_channel(&holder);
         // Seen before the first attempt, so an unlock between that attempt
         // and the subscription is not lost (see the pubsub module).
-        let seen = inner.subscriber.snapshot(&self.channel);
+        let seen = inner.subscriber.snapshot(&channel);
         // A new local attempt defers to a local waiter an unlock just woke.
-        let mut ttl = if seen.handoff_pending() {
+        let mut ttl = if keys.defers_to_woken_waiter() && seen.handoff_pending() {
             Some(crate::pubsub::HANDOFF_WINDOW)
         } else {
             match attempt()? {
@@ -357,24 +377,37 @@ impl Lock {
             }
         };
         if wait.passed() {
+            // A fair try_lock_for that ran out at once may have queued.
+            keys.give_up(backend, &holder, allowance_ms)?;
             return Ok(None);
         }
-        let subscription = inner.subscriber.subscribe(&self.channel, Wake::One, seen)?;
-        loop {
-            let woken = subscription.wait_permit(wait.park_until(ttl, inner.watchdog_timeout));
-            let outcome = attempt();
-            if woken {
-                subscription.handoff_done();
-            }
-            match outcome? {
-                Acquire::Acquired => {
-                    drop(subscription);
-                    return acquired().map(Some);
+        let waited = (|| {
+            let subscription = inner.subscriber.subscribe(&channel, Wake::Lock, seen)?;
+            loop {
+                let woken = subscription.wait_permit(wait.park_until(ttl, inner.watchdog_timeout));
+                let outcome = attempt();
+                if woken {
+                    subscription.handoff_done();
                 }
-                Acquire::Held { ttl: held } => ttl = held,
+                match outcome? {
+                    Acquire::Acquired => return Ok(true),
+                    Acquire::Held { ttl: held } => ttl = held,
+                }
+                if wait.passed() {
+                    return Ok(false);
+                }
             }
-            if wait.passed() {
-                return Ok(None);
+        })();
+        match waited {
+            Ok(true) => acquired().map(Some),
+            Ok(false) => {
+                keys.give_up(backend, &holder, allowance_ms)?;
+                Ok(None)
+            }
+            Err(err) => {
+                // Best effort: do not leave a fair waiter queued after an error.
+                let _ = keys.give_up(backend, &holder, allowance_ms);
+                Err(err)
             }
         }
     }
@@ -383,22 +416,22 @@ impl Lock {
     /// with the watchdog when no lease was given.
     fn guard(
         &self,
-        thread: u64,
-        holder: &str,
+        holder: &Holder,
         lease: Option<Duration>,
         lease_ms: i64,
         sent: Instant,
     ) -> Result<LockGuard> {
+        let renewal = Renewal {
+            keys: Arc::clone(&self.keys),
+            holder: holder.clone(),
+        };
         let (lease, watchdog) = match lease {
-            None => (
-                self.client.inner.watchdog.start(&self.name, holder, sent)?,
-                true,
-            ),
+            None => (self.client.inner.watchdog.start(&renewal, sent)?, true),
             Some(length) => (Lease::new(sent, length), false),
         };
         Ok(LockGuard {
             lock: self.clone(),
-            thread,
+            renewal,
             lease_ms,
             lease,
             watchdog,
@@ -407,21 +440,19 @@ impl Lock {
         })
     }
 
-    fn release(&self, thread: u64, lease_ms: i64) -> Result<()> {
+    fn release(&self, holder: &Holder, lease_ms: i64) -> Result<()> {
         let inner = &self.client.inner;
-        let holder = holder::holder_id(&inner.id, thread);
         let latch = format!(
             "{}:{}",
-            keys::unlock_latch_prefix(&self.name),
+            keys::unlock_latch_prefix(&self.keys.name),
             uuid::Uuid::new_v4().simple()
         );
         let started = Instant::now();
         let mut retries = RELEASE_RETRIES.iter();
         let outcome = loop {
-            match inner.backend.lock_release(
-                &self.name,
-                &self.channel,
-                &holder,
+            match self.keys.release(
+                inner.backend.as_ref(),
+                holder,
                 lease_ms,
                 &latch,
                 UNLOCK_LATCH_MS,
@@ -439,11 +470,15 @@ impl Lock {
         };
         match outcome {
             Release::NotHeld => Err(Error::NotHeld {
-                name: self.name.to_string(),
+                name: self.keys.name.clone(),
             }),
             Release::StillHeld => Ok(()),
             Release::Released => {
-                inner.subscriber.note_release(&self.channel);
+                if self.keys.defers_to_woken_waiter() {
+                    inner
+                        .subscriber
+                        .note_release(&self.keys.wait_channel(holder));
+                }
                 Ok(())
             }
         }
@@ -469,7 +504,8 @@ impl Lock {
 #[clippy::has_significant_drop]
 pub struct LockGuard {
     lock: Lock,
-    thread: u64,
+    /// The holder and how the watchdog renews it.
+    renewal: Renewal,
     lease_ms: i64,
     /// The hold's lease by the local clock (shared with the watchdog).
     lease: Arc<Lease>,
@@ -483,7 +519,7 @@ pub struct LockGuard {
 impl fmt::Debug for LockGuard {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("LockGuard")
-            .field("name", &self.lock.name)
+            .field("name", &self.lock.keys.name)
             .field("watchdog", &self.watchdog)
             .field("lost", &self.is_lost())
             .finish()
@@ -537,14 +573,9 @@ impl LockGuard {
 
     fn release(&mut self) -> Result<()> {
         self.released = true;
-        let result = self.lock.release(self.thread, self.lease_ms);
+        let result = self.lock.release(&self.renewal.holder, self.lease_ms);
         if self.watchdog {
-            let holder = holder::holder_id(&self.lock.client.inner.id, self.thread);
-            self.lock
-                .client
-                .inner
-                .watchdog
-                .stop(&self.lock.name, &holder);
+            self.lock.client.inner.watchdog.stop(&self.renewal);
         }
         result
     }
@@ -561,7 +592,7 @@ impl Drop for LockGuard {
                 .inner
                 .events
                 .on_unlock_failed(&UnlockFailedEvent {
-                    name: self.lock.name.to_string(),
+                    name: self.lock.keys.name.clone(),
                     error,
                 });
         }

@@ -60,8 +60,9 @@ const RECONNECT_MAX: Duration = Duration::from_secs(1);
 /// How a message on a channel wakes that channel's waiters.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Wake {
-    /// One permit per message: the next waiter retries (an unlock).
-    One,
+    /// A lock channel (Redisson's `LockPubSub`): `1` (read-unlock) wakes
+    /// every waiter, anything else (`0`, unlock) one.
+    Lock,
 }
 
 #[derive(Debug)]
@@ -434,7 +435,11 @@ fn session(shared: &Shared, conn: &mut dyn PubSubConnection, connected: &mut boo
             if let Some(entry) = state.channels.get_mut(&message.channel) {
                 entry.delivered = entry.delivered.wrapping_add(1);
                 match entry.wake {
-                    Wake::One => {
+                    Wake::Lock if message.payload == crate::keys::READ_UNLOCK_MESSAGE => {
+                        entry.permits = entry.waiters;
+                        entry.cond.notify_all();
+                    }
+                    Wake::Lock => {
                         entry.permits = (entry.permits + 1).min(entry.waiters);
                         entry.cond.notify_one();
                     }

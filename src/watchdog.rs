@@ -33,6 +33,7 @@ use parking_lot::{Condvar, Mutex};
 
 use crate::backend::LockBackend;
 use crate::event::{EventHandler, LockLostEvent, RenewFailedEvent};
+use crate::flavor::Renewal;
 
 /// How often a failed renewal is retried (capped by the renewal interval).
 const RETRY: Duration = Duration::from_millis(500);
@@ -75,6 +76,8 @@ struct Watch {
     /// Number of watchdog holds (reentrant acquisitions) still alive.
     holds: u32,
     lease: Arc<Lease>,
+    /// How to renew it (which script, which keys).
+    renewal: Renewal,
     /// When the next renewal is due; `None` once lost (never renewed again).
     due: Option<Instant>,
 }
@@ -136,18 +139,13 @@ impl Watchdog {
         }
     }
 
-    /// Registers one watchdog hold of `holder` on `name`, acquired by a
-    /// request sent at `sent`. Returns the hold's lease.
+    /// Registers one watchdog hold, acquired by a request sent at `sent`.
+    /// Returns the hold's lease.
     ///
     /// # Errors
     /// Only if the scheduler thread could not be started; the hold is then
     /// not registered.
-    pub(crate) fn start(
-        &self,
-        name: &str,
-        holder: &str,
-        sent: Instant,
-    ) -> crate::Result<Arc<Lease>> {
+    pub(crate) fn start(&self, renewal: &Renewal, sent: Instant) -> crate::Result<Arc<Lease>> {
         let mut state = self.shared.state.lock();
         if !state.started {
             let shared = Arc::clone(&self.shared);
@@ -159,7 +157,7 @@ impl Watchdog {
                 })?;
             state.started = true;
         }
-        let key = (name.to_owned(), holder.to_owned());
+        let key = watch_key(renewal);
         let mut holds = 1;
         if let Some(watch) = state.watches.get_mut(&key) {
             if !watch.lease.is_lost() {
@@ -189,16 +187,16 @@ impl Watchdog {
                 id,
                 holds,
                 lease: Arc::clone(&lease),
+                renewal: renewal.clone(),
                 due,
             },
         );
         Ok(lease)
     }
 
-    /// Forgets one watchdog hold of `holder` on `name`; the last one cancels
-    /// the renewal at once.
-    pub(crate) fn stop(&self, name: &str, holder: &str) {
-        let key = (name.to_owned(), holder.to_owned());
+    /// Forgets one watchdog hold; the last one cancels the renewal at once.
+    pub(crate) fn stop(&self, renewal: &Renewal) {
+        let key = watch_key(renewal);
         let mut state = self.shared.state.lock();
         if let Some(watch) = state.watches.get_mut(&key) {
             watch.holds = watch.holds.saturating_sub(1);
@@ -232,7 +230,7 @@ fn run(shared: &Shared) {
                     .watches
                     .iter()
                     .filter(|(_, w)| w.due.is_some_and(|d| d <= now))
-                    .map(|((name, holder), w)| (name.clone(), holder.clone(), w.id))
+                    .map(|(key, w)| (key.clone(), w.id, w.renewal.clone()))
                     .collect();
                 if !due_now.is_empty() {
                     state.sleeping_until = None;
@@ -250,10 +248,10 @@ fn run(shared: &Shared) {
             }
         };
         // Round trips happen outside the mutex, so holders never wait on them.
-        for (name, holder, id) in due_now {
+        for (key, id, renewal) in due_now {
             let sent = Instant::now();
-            let result = shared.backend.lock_renew(&name, &holder, shared.timeout_ms);
-            record(shared, name, holder, id, sent, result);
+            let result = renewal.renew(shared.backend.as_ref(), shared.timeout_ms);
+            record(shared, key, id, sent, result);
         }
     }
 }
@@ -262,13 +260,11 @@ fn run(shared: &Shared) {
 /// and reports losses and failures (outside the mutex).
 fn record(
     shared: &Shared,
-    name: String,
-    holder: String,
+    key: (String, String),
     id: u64,
     sent: Instant,
     result: crate::Result<bool>,
 ) {
-    let key = (name, holder);
     let lost_reason = {
         let mut state = shared.state.lock();
         let Some(watch) = state.watches.get_mut(&key).filter(|w| w.id == id) else {
@@ -300,4 +296,10 @@ fn record(
             .on_renew_failed(&RenewFailedEvent { name, error }),
         (None, Ok(_)) => {}
     }
+}
+
+/// Watches are per (lock name, holder field): the read and write halves of
+/// one thread on one read-write lock are separate holds.
+fn watch_key(renewal: &Renewal) -> (String, String) {
+    (renewal.keys.name.clone(), renewal.holder.field.clone())
 }

@@ -13,7 +13,10 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use common::{TestServer, unique_name};
-use redisync::backend::{Acquire, LockBackend, LockState, PubSubConnection, Release};
+use redisync::backend::{
+    Acquire, FairLockKeys, LockBackend, LockState, PubSubConnection, Release, RwLockKeys,
+    RwLockState, RwMode,
+};
 use redisync::{Client, Error, MemoryBackend, RedisBackend, Result};
 
 /// Delegates everything; loses the reply of the next `lose` releases after
@@ -58,6 +61,69 @@ impl LockBackend for LosingReplies {
     }
     fn lock_state(&self, name: &str, holder: &str) -> Result<LockState> {
         self.inner.lock_state(name, holder)
+    }
+    fn fair_lock_acquire(
+        &self,
+        keys: &FairLockKeys<'_>,
+        holder: &str,
+        lease_ms: i64,
+        wait_ms: i64,
+        now_ms: i64,
+        enqueue: bool,
+    ) -> Result<Acquire> {
+        self.inner
+            .fair_lock_acquire(keys, holder, lease_ms, wait_ms, now_ms, enqueue)
+    }
+    fn fair_lock_release(
+        &self,
+        keys: &FairLockKeys<'_>,
+        holder: &str,
+        lease_ms: i64,
+        now_ms: i64,
+        latch_key: &str,
+        latch_ms: i64,
+    ) -> Result<Release> {
+        self.inner
+            .fair_lock_release(keys, holder, lease_ms, now_ms, latch_key, latch_ms)
+    }
+    fn fair_lock_cancel(&self, keys: &FairLockKeys<'_>, holder: &str, wait_ms: i64) -> Result<()> {
+        self.inner.fair_lock_cancel(keys, holder, wait_ms)
+    }
+    fn fair_lock_force_release(&self, keys: &FairLockKeys<'_>, now_ms: i64) -> Result<bool> {
+        self.inner.fair_lock_force_release(keys, now_ms)
+    }
+    fn read_lock_acquire(&self, keys: &RwLockKeys<'_>, lease_ms: i64) -> Result<Acquire> {
+        self.inner.read_lock_acquire(keys, lease_ms)
+    }
+    fn write_lock_acquire(&self, keys: &RwLockKeys<'_>, lease_ms: i64) -> Result<Acquire> {
+        self.inner.write_lock_acquire(keys, lease_ms)
+    }
+    fn read_lock_release(
+        &self,
+        keys: &RwLockKeys<'_>,
+        latch_key: &str,
+        latch_ms: i64,
+    ) -> Result<Release> {
+        self.inner.read_lock_release(keys, latch_key, latch_ms)
+    }
+    fn write_lock_release(
+        &self,
+        keys: &RwLockKeys<'_>,
+        lease_ms: i64,
+        latch_key: &str,
+        latch_ms: i64,
+    ) -> Result<Release> {
+        self.inner
+            .write_lock_release(keys, lease_ms, latch_key, latch_ms)
+    }
+    fn read_lock_renew(&self, keys: &RwLockKeys<'_>, lease_ms: i64) -> Result<bool> {
+        self.inner.read_lock_renew(keys, lease_ms)
+    }
+    fn rw_lock_force_release(&self, keys: &RwLockKeys<'_>, mode: RwMode) -> Result<bool> {
+        self.inner.rw_lock_force_release(keys, mode)
+    }
+    fn rw_lock_state(&self, name: &str, field: &str) -> Result<RwLockState> {
+        self.inner.rw_lock_state(name, field)
     }
     fn publish(&self, channel: &str, payload: &str) -> Result<()> {
         self.inner.publish(channel, payload)

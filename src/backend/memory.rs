@@ -2,9 +2,10 @@
 //! Redis scripts.
 //!
 //! Every method does, atomically under one mutex, exactly what the matching
-//! Lua script does on Redis (Redisson's `RLock` scripts): the same hash of
-//! hold counts per holder, the same TTL resets, the same unlock latch and the
-//! same unlock message. Two `Client`s sharing one `MemoryBackend` (clones share
+//! Lua script in `lua/` does on Redis (Redisson's `RLock`, `RFairLock` and
+//! `RReadWriteLock` scripts), ported statement by statement over a small set
+//! of Redis commands (`Db`): the same hashes, queues, slot sets and read-hold
+//! keys, the same TTL resets, the same unlock latch and the same messages. Two `Client`s sharing one `MemoryBackend` (clones share
 //! state) therefore behave like two processes sharing one Redis server, which
 //! makes it the backend for tests, examples and single-process use.
 //!
@@ -41,7 +42,7 @@
 //! # Ok::<(), redisync::Error>(())
 //! ```
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::fmt;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -50,11 +51,12 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
 use parking_lot::Mutex;
 
-use super::{Acquire, LockBackend, LockState, Message, PubSubConnection, Release};
+use super::{
+    Acquire, FairLockKeys, LockBackend, LockState, Message, PubSubConnection, Release, RwLockKeys,
+    RwLockState, RwMode,
+};
+use crate::keys::{READ_UNLOCK_MESSAGE, UNLOCK_MESSAGE};
 use crate::{Error, Result};
-
-/// The unlock message published when a lock is deleted.
-const UNLOCK_MESSAGE: &str = "0";
 
 /// An in-process [`LockBackend`] with exactly the semantics of the Redis
 /// scripts, so two `Client`s sharing one `MemoryBackend` behave like two
@@ -104,9 +106,16 @@ struct Entry {
 
 /// The Redis types the scripts use.
 enum Value {
-    /// A hash of integer fields (a lock: holder -> hold count).
-    Hash(HashMap<String, i64>),
-    /// A plain string (an unlock latch, or a test's [`MemoryBackend::set_string`]).
+    /// A hash (a lock: holder -> hold count; a read-write lock also has
+    /// `mode`). Values are strings, as in Redis.
+    Hash(HashMap<String, String>),
+    /// A list (a fair lock's waiter queue).
+    List(VecDeque<String>),
+    /// A sorted set (a fair lock's slot deadlines). Redis scores are
+    /// doubles; the scripts only store integer milliseconds.
+    ZSet(HashMap<String, i64>),
+    /// A plain string (an unlock latch, a read hold, or a test's
+    /// [`MemoryBackend::set_string`]).
     Str(String),
 }
 
@@ -135,6 +144,18 @@ impl Entry {
     }
 }
 
+impl Value {
+    /// An empty hash, list or sorted set, which Redis never keeps.
+    fn is_empty_container(&self) -> bool {
+        match self {
+            Value::Hash(fields) => fields.is_empty(),
+            Value::List(items) => items.is_empty(),
+            Value::ZSet(members) => members.is_empty(),
+            Value::Str(_) => false,
+        }
+    }
+}
+
 /// `now + ms`; `None` (no expiry) if the instant would overflow.
 fn deadline(now: Instant, ms: i64) -> Option<Instant> {
     now.checked_add(Duration::from_millis(u64::try_from(ms).unwrap_or(0)))
@@ -147,6 +168,12 @@ fn wrong_type(key: &str) -> Error {
     ))
 }
 
+/// A script's runtime error (Redis: `ERR user_script:...`), reachable only
+/// when the keys were changed behind the scripts' back.
+fn script_error(detail: String) -> Error {
+    Error::protocol(format!("script error: {detail}"))
+}
+
 /// Removes `key` if it has expired, so that afterwards a present key is live.
 fn purge(keys: &mut HashMap<String, Entry>, key: &str, now: Instant) {
     if keys.get(key).is_some_and(|entry| entry.is_expired(now)) {
@@ -154,40 +181,403 @@ fn purge(keys: &mut HashMap<String, Entry>, key: &str, now: Instant) {
     }
 }
 
-/// The live lock hash at `name`: `Ok(None)` if absent, `WRONGTYPE` if `name`
-/// holds a string.
-fn lock_hash<'a>(
-    keys: &'a mut HashMap<String, Entry>,
-    name: &str,
-    now: Instant,
-) -> Result<Option<&'a mut Entry>> {
-    purge(keys, name, now);
-    match keys.get_mut(name) {
-        None => Ok(None),
-        Some(entry) => match entry.value {
-            Value::Hash(_) => Ok(Some(entry)),
-            Value::Str(_) => Err(wrong_type(name)),
-        },
-    }
-}
-
-/// The holder's field in a lock entry (which [`lock_hash`] checked is a hash).
-fn field<'a>(entry: &'a mut Entry, holder: &str) -> Option<&'a mut i64> {
-    match &mut entry.value {
-        Value::Hash(fields) => fields.get_mut(holder),
-        Value::Str(_) => None,
-    }
-}
-
-/// `SET key value PX ms`.
-fn set_latch(keys: &mut HashMap<String, Entry>, key: &str, value: &str, now: Instant, ms: i64) {
+/// `SET key value` (`expires_at` `None`) or `SET key value PX ms`: replaces
+/// whatever `key` held, and its expiry.
+fn store_string(
+    keys: &mut HashMap<String, Entry>,
+    key: &str,
+    value: &str,
+    expires_at: Option<Instant>,
+) {
     keys.insert(
         key.to_owned(),
         Entry {
             value: Value::Str(value.to_owned()),
-            expires_at: deadline(now, ms),
+            expires_at,
         },
     );
+}
+
+/// Lua's `tonumber` on a stored integer (hold counts); `None` for anything else.
+fn lua_integer(value: &str) -> Option<i64> {
+    value.parse().ok()
+}
+
+/// An acquire script's "wait this long" reply: a negative PTTL (no expiry,
+/// or no key) means no known wait, as in `RedisBackend`.
+fn held(pttl: i64) -> Acquire {
+    Acquire::Held {
+        ttl: ttl_from_pttl(pttl),
+    }
+}
+
+/// A PTTL reply as a TTL: `None` for -1 (no expiry) and -2 (no key).
+fn ttl_from_pttl(pttl: i64) -> Option<Duration> {
+    u64::try_from(pttl).ok().map(Duration::from_millis)
+}
+
+/// A hold-count field as a state reply: `tonumber(count) or 0`.
+fn hold_count(name: &str, count: Option<&str>) -> Result<u64> {
+    match count.and_then(lua_integer) {
+        None => Ok(0),
+        Some(count) => u64::try_from(count).map_err(|_| {
+            Error::protocol(format!("lock {name:?} has a negative hold count {count}"))
+        }),
+    }
+}
+
+/// Read hold `n` of the holder whose hold keys start with `prefix`
+/// (`<timeout_prefix>:<n>`).
+fn read_hold_key(prefix: &str, n: i64) -> String {
+    format!("{prefix}:{n}")
+}
+
+/// Selects one Redis type out of a [`Value`].
+type Pick<T> = fn(&mut Value) -> Option<&mut T>;
+
+fn as_hash(value: &mut Value) -> Option<&mut HashMap<String, String>> {
+    match value {
+        Value::Hash(fields) => Some(fields),
+        _ => None,
+    }
+}
+
+fn as_list(value: &mut Value) -> Option<&mut VecDeque<String>> {
+    match value {
+        Value::List(items) => Some(items),
+        _ => None,
+    }
+}
+
+fn as_zset(value: &mut Value) -> Option<&mut HashMap<String, i64>> {
+    match value {
+        Value::ZSet(members) => Some(members),
+        _ => None,
+    }
+}
+
+/// `HINCRBY` on a hash that exists.
+fn increment(fields: &mut HashMap<String, String>, key: &str, field: &str, by: i64) -> Result<i64> {
+    let current = match fields.get(field) {
+        None => 0,
+        Some(value) => lua_integer(value).ok_or_else(|| {
+            Error::protocol(format!(
+                "HINCRBY {key:?} {field:?}: hash value is not an integer"
+            ))
+        })?,
+    };
+    let next = current.checked_add(by).ok_or_else(|| {
+        Error::protocol(format!(
+            "HINCRBY {key:?} {field:?}: hold count would overflow"
+        ))
+    })?;
+    fields.insert(field.to_owned(), next.to_string());
+    Ok(next)
+}
+
+/// The position of Redis list index `index` (negative: from the tail) in a
+/// list of `len` items; `None` when out of range.
+fn list_position(len: usize, index: i64) -> Option<usize> {
+    let position = if index >= 0 {
+        usize::try_from(index).ok()?
+    } else {
+        len.checked_sub(usize::try_from(index.checked_neg()?).ok()?)?
+    };
+    (position < len).then_some(position)
+}
+
+/// One script's view of the keyspace, under the keyspace mutex: the Redis
+/// commands the scripts call, with Redis' semantics. An expired key is
+/// absent; a command on a key of another type fails with `WRONGTYPE` (`DEL`,
+/// `EXISTS`, `PTTL`, `PEXPIRE` and `SET` take any type); a hash, list or
+/// sorted set that becomes empty ceases to exist.
+struct Db<'a> {
+    keys: &'a mut HashMap<String, Entry>,
+    now: Instant,
+}
+
+impl<'a> Db<'a> {
+    fn new(keys: &'a mut HashMap<String, Entry>) -> Self {
+        Db {
+            keys,
+            now: Instant::now(),
+        }
+    }
+
+    /// The live entry at `key`.
+    fn entry(&mut self, key: &str) -> Option<&mut Entry> {
+        purge(self.keys, key, self.now);
+        self.keys.get_mut(key)
+    }
+
+    /// The live value at `key` if it has the type `pick` selects: `Ok(None)`
+    /// when absent, `WRONGTYPE` when of another type.
+    fn typed<T>(&mut self, key: &str, pick: Pick<T>) -> Result<Option<&mut T>> {
+        match self.entry(key) {
+            None => Ok(None),
+            Some(entry) => pick(&mut entry.value)
+                .map(Some)
+                .ok_or_else(|| wrong_type(key)),
+        }
+    }
+
+    /// As [`typed`](Self::typed), creating `empty` (without expiry) when
+    /// absent: a write command. Callers end with
+    /// [`drop_if_empty`](Self::drop_if_empty).
+    fn typed_or_insert<T>(
+        &mut self,
+        key: &str,
+        pick: Pick<T>,
+        empty: fn() -> Value,
+    ) -> Result<&mut T> {
+        purge(self.keys, key, self.now);
+        let entry = self.keys.entry(key.to_owned()).or_insert_with(|| Entry {
+            value: empty(),
+            expires_at: None,
+        });
+        pick(&mut entry.value).ok_or_else(|| wrong_type(key))
+    }
+
+    /// Deletes `key` if it is an empty hash, list or sorted set.
+    fn drop_if_empty(&mut self, key: &str) {
+        if self
+            .keys
+            .get(key)
+            .is_some_and(|entry| entry.value.is_empty_container())
+        {
+            self.keys.remove(key);
+        }
+    }
+
+    /// `EXISTS key`.
+    fn exists(&mut self, key: &str) -> bool {
+        self.entry(key).is_some()
+    }
+
+    /// `DEL key`: whether it existed.
+    fn del(&mut self, key: &str) -> bool {
+        purge(self.keys, key, self.now);
+        self.keys.remove(key).is_some()
+    }
+
+    /// `PTTL key`: -2 when absent, -1 without expiry.
+    fn pttl(&mut self, key: &str) -> i64 {
+        let now = self.now;
+        match self.entry(key).map(|entry| entry.ttl(now)) {
+            None => -2,
+            Some(None) => -1,
+            Some(Some(ttl)) => i64::try_from(ttl.as_millis()).unwrap_or(i64::MAX),
+        }
+    }
+
+    /// `PEXPIRE key ms`: nothing when absent; a non-positive `ms` expires
+    /// the key at once (Redis deletes it).
+    fn pexpire(&mut self, key: &str, ms: i64) {
+        let now = self.now;
+        if let Some(entry) = self.entry(key) {
+            entry.expires_at = deadline(now, ms);
+        }
+    }
+
+    /// `GET key`.
+    fn get(&mut self, key: &str) -> Result<Option<String>> {
+        match self.entry(key) {
+            None => Ok(None),
+            Some(Entry {
+                value: Value::Str(value),
+                ..
+            }) => Ok(Some(value.clone())),
+            Some(_) => Err(wrong_type(key)),
+        }
+    }
+
+    /// `SET key value`: replaces any type and clears the expiry.
+    fn set(&mut self, key: &str, value: &str) {
+        store_string(self.keys, key, value, None);
+    }
+
+    /// `SET key value PX ms`.
+    fn set_px(&mut self, key: &str, value: &str, ms: i64) {
+        store_string(self.keys, key, value, deadline(self.now, ms));
+    }
+
+    /// `HGET key field`.
+    fn hget(&mut self, key: &str, field: &str) -> Result<Option<String>> {
+        Ok(self
+            .typed(key, as_hash)?
+            .and_then(|fields| fields.get(field).cloned()))
+    }
+
+    /// `HEXISTS key field`.
+    fn hexists(&mut self, key: &str, field: &str) -> Result<bool> {
+        Ok(self
+            .typed(key, as_hash)?
+            .is_some_and(|fields| fields.contains_key(field)))
+    }
+
+    /// `HSET key field value`.
+    fn hset(&mut self, key: &str, field: &str, value: &str) -> Result<()> {
+        self.typed_or_insert(key, as_hash, || Value::Hash(HashMap::new()))?
+            .insert(field.to_owned(), value.to_owned());
+        Ok(())
+    }
+
+    /// `HINCRBY key field by`: the new value.
+    fn hincrby(&mut self, key: &str, field: &str, by: i64) -> Result<i64> {
+        let fields = self.typed_or_insert(key, as_hash, || Value::Hash(HashMap::new()))?;
+        let outcome = increment(fields, key, field, by);
+        self.drop_if_empty(key);
+        outcome
+    }
+
+    /// `HDEL key field`.
+    fn hdel(&mut self, key: &str, field: &str) -> Result<bool> {
+        let removed = self
+            .typed(key, as_hash)?
+            .is_some_and(|fields| fields.remove(field).is_some());
+        self.drop_if_empty(key);
+        Ok(removed)
+    }
+
+    /// `HLEN key`.
+    fn hlen(&mut self, key: &str) -> Result<usize> {
+        Ok(self.typed(key, as_hash)?.map_or(0, |fields| fields.len()))
+    }
+
+    /// `HKEYS key`.
+    fn hkeys(&mut self, key: &str) -> Result<Vec<String>> {
+        Ok(self
+            .typed(key, as_hash)?
+            .map(|fields| fields.keys().cloned().collect())
+            .unwrap_or_default())
+    }
+
+    /// `LINDEX key index`.
+    fn lindex(&mut self, key: &str, index: i64) -> Result<Option<String>> {
+        Ok(self.typed(key, as_list)?.and_then(|items| {
+            list_position(items.len(), index).and_then(|position| items.get(position).cloned())
+        }))
+    }
+
+    /// `LPOP key`.
+    fn lpop(&mut self, key: &str) -> Result<Option<String>> {
+        let popped = self.typed(key, as_list)?.and_then(VecDeque::pop_front);
+        self.drop_if_empty(key);
+        Ok(popped)
+    }
+
+    /// `RPUSH key value`: the new length.
+    fn rpush(&mut self, key: &str, value: &str) -> Result<usize> {
+        let items = self.typed_or_insert(key, as_list, || Value::List(VecDeque::new()))?;
+        items.push_back(value.to_owned());
+        Ok(items.len())
+    }
+
+    /// `LRANGE key 0 -1`.
+    fn lrange_all(&mut self, key: &str) -> Result<Vec<String>> {
+        Ok(self
+            .typed(key, as_list)?
+            .map(|items| items.iter().cloned().collect())
+            .unwrap_or_default())
+    }
+
+    /// `LREM key 0 value`: how many were removed.
+    fn lrem_all(&mut self, key: &str, value: &str) -> Result<usize> {
+        let removed = self.typed(key, as_list)?.map_or(0, |items| {
+            let before = items.len();
+            items.retain(|item| item != value);
+            before.saturating_sub(items.len())
+        });
+        self.drop_if_empty(key);
+        Ok(removed)
+    }
+
+    /// `ZSCORE key member`.
+    fn zscore(&mut self, key: &str, member: &str) -> Result<Option<i64>> {
+        Ok(self
+            .typed(key, as_zset)?
+            .and_then(|members| members.get(member).copied()))
+    }
+
+    /// `ZADD key score member`: whether `member` is new.
+    fn zadd(&mut self, key: &str, score: i64, member: &str) -> Result<bool> {
+        let members = self.typed_or_insert(key, as_zset, || Value::ZSet(HashMap::new()))?;
+        Ok(members.insert(member.to_owned(), score).is_none())
+    }
+
+    /// `ZREM key member`.
+    fn zrem(&mut self, key: &str, member: &str) -> Result<bool> {
+        let removed = self
+            .typed(key, as_zset)?
+            .is_some_and(|members| members.remove(member).is_some());
+        self.drop_if_empty(key);
+        Ok(removed)
+    }
+
+    /// `ZINCRBY key by member`: creates `member` (score `by`) if absent.
+    /// Saturates where Redis' double scores would not overflow.
+    fn zincrby(&mut self, key: &str, by: i64, member: &str) -> Result<i64> {
+        let members = self.typed_or_insert(key, as_zset, || Value::ZSet(HashMap::new()))?;
+        let score = members.entry(member.to_owned()).or_insert(0);
+        *score = score.saturating_add(by);
+        Ok(*score)
+    }
+
+    /// `ZRANGE key 0 -1`: members by score, then by member.
+    fn zrange_all(&mut self, key: &str) -> Result<Vec<String>> {
+        let mut members: Vec<(i64, String)> = self
+            .typed(key, as_zset)?
+            .map(|members| {
+                members
+                    .iter()
+                    .map(|(member, score)| (*score, member.clone()))
+                    .collect()
+            })
+            .unwrap_or_default();
+        members.sort();
+        Ok(members.into_iter().map(|(_, member)| member).collect())
+    }
+}
+
+/// The release scripts' prologue: `local done = redis.call('get', latch); if
+/// done then return tonumber(done) end`. `Some` is the stored outcome of a
+/// release that already ran.
+fn replay_latch(db: &mut Db<'_>, latch_key: &str) -> Result<Option<Release>> {
+    match db.get(latch_key)?.as_deref() {
+        None => Ok(None),
+        Some("0") => Ok(Some(Release::StillHeld)),
+        Some("1") => Ok(Some(Release::Released)),
+        Some(outcome) => Err(Error::protocol(format!(
+            "unlock latch {latch_key:?} holds {outcome:?}, expected \"0\" or \"1\""
+        ))),
+    }
+}
+
+/// `SET latch 0|1 PX latch_ms; return 0|1`: `Released` if `released`, else
+/// `StillHeld`.
+fn record_release(db: &mut Db<'_>, latch_key: &str, latch_ms: i64, released: bool) -> Release {
+    let (value, outcome) = if released {
+        ("1", Release::Released)
+    } else {
+        ("0", Release::StillHeld)
+    };
+    db.set_px(latch_key, value, latch_ms);
+    outcome
+}
+
+/// The fair-lock scripts' prologue: evicts head waiters whose slot deadline
+/// is at or before `now_ms` (or that have no slot), until the head is live.
+fn evict_stale_waiters(db: &mut Db<'_>, keys: &FairLockKeys<'_>, now_ms: i64) -> Result<()> {
+    while let Some(first) = db.lindex(keys.queue, 0)? {
+        match db.zscore(keys.timeouts, &first)? {
+            Some(slot_deadline) if slot_deadline > now_ms => break,
+            _ => {
+                db.zrem(keys.timeouts, &first)?;
+                db.lpop(keys.queue)?;
+            }
+        }
+    }
+    Ok(())
 }
 
 impl Subscribers {
@@ -223,7 +613,8 @@ impl MemoryBackend {
         Self::default()
     }
 
-    /// The number of live (unexpired) keys: locks and unlock latches alike.
+    /// The number of live (unexpired) keys: locks, fair-lock queues and slot
+    /// sets, read holds and unlock latches alike.
     ///
     /// ```
     /// use redisync::backend::LockBackend;
@@ -296,19 +687,29 @@ impl MemoryBackend {
     /// assert!(err.to_string().contains("WRONGTYPE"));
     /// ```
     pub fn set_string(&self, key: &str, value: &str) {
-        self.inner.keys.lock().insert(
-            key.to_owned(),
-            Entry {
-                value: Value::Str(value.to_owned()),
-                expires_at: None,
-            },
-        );
+        store_string(&mut self.inner.keys.lock(), key, value, None);
+    }
+
+    /// Runs one script: `script` sees the keyspace under the keyspace mutex,
+    /// so it is atomic like a Lua script on Redis.
+    fn run<T>(&self, script: impl FnOnce(&mut Db<'_>) -> Result<T>) -> Result<T> {
+        let mut keys = self.inner.keys.lock();
+        script(&mut Db::new(&mut keys))
     }
 
     /// Publishes while the caller holds the keyspace lock, so the message is
     /// atomic with the script's writes, as on Redis.
     fn publish_locked(&self, channel: &str, payload: &str) {
         self.inner.subscribers.lock().publish(channel, payload);
+    }
+
+    /// Tells a fair lock's head waiter, if any, that it is its turn: publishes
+    /// the unlock message on `<channel_prefix>:<head>`.
+    fn notify_head(&self, db: &mut Db<'_>, keys: &FairLockKeys<'_>) -> Result<()> {
+        if let Some(head) = db.lindex(keys.queue, 0)? {
+            self.publish_locked(&format!("{}:{}", keys.channel_prefix, head), UNLOCK_MESSAGE);
+        }
+        Ok(())
     }
 }
 
@@ -331,50 +732,27 @@ impl fmt::Debug for MemoryBackend {
 }
 
 impl LockBackend for MemoryBackend {
+    // Each method ports its script in `lua/` statement by statement.
+
     fn lock_acquire(&self, name: &str, holder: &str, lease_ms: i64) -> Result<Acquire> {
-        let now = Instant::now();
-        let mut keys = self.inner.keys.lock();
-        if lock_hash(&mut keys, name, now)?.is_none() {
-            keys.insert(
-                name.to_owned(),
-                Entry {
-                    value: Value::Hash(HashMap::new()),
-                    expires_at: None,
-                },
-            );
-        }
-        let Some(entry) = keys.get_mut(name) else {
-            return Err(Error::protocol(format!("lock {name:?} vanished")));
-        };
-        let Value::Hash(fields) = &mut entry.value else {
-            return Err(wrong_type(name));
-        };
-        // A new key is an empty hash here; Redis never keeps one, so an empty
-        // hash means "absent".
-        if !fields.is_empty() && !fields.contains_key(holder) {
-            return Ok(Acquire::Held {
-                ttl: entry.ttl(now),
-            });
-        }
-        let count = fields.entry(holder.to_owned()).or_insert(0);
-        *count = count.checked_add(1).ok_or_else(|| {
-            Error::protocol(format!("hold count of lock {name:?} would overflow"))
-        })?;
-        entry.expires_at = deadline(now, lease_ms);
-        Ok(Acquire::Acquired)
+        self.run(|db| {
+            if !db.exists(name) || db.hexists(name, holder)? {
+                db.hincrby(name, holder, 1)?;
+                db.pexpire(name, lease_ms);
+                return Ok(Acquire::Acquired);
+            }
+            Ok(held(db.pttl(name)))
+        })
     }
 
     fn lock_renew(&self, name: &str, holder: &str, lease_ms: i64) -> Result<bool> {
-        let now = Instant::now();
-        let mut keys = self.inner.keys.lock();
-        let Some(entry) = lock_hash(&mut keys, name, now)? else {
-            return Ok(false);
-        };
-        if field(entry, holder).is_none() {
-            return Ok(false);
-        }
-        entry.expires_at = deadline(now, lease_ms);
-        Ok(true)
+        self.run(|db| {
+            if db.hexists(name, holder)? {
+                db.pexpire(name, lease_ms);
+                return Ok(true);
+            }
+            Ok(false)
+        })
     }
 
     fn lock_release(
@@ -386,73 +764,356 @@ impl LockBackend for MemoryBackend {
         latch_key: &str,
         latch_ms: i64,
     ) -> Result<Release> {
-        let now = Instant::now();
-        let mut keys = self.inner.keys.lock();
-
-        // A retry of a release that already ran returns the stored outcome.
-        purge(&mut keys, latch_key, now);
-        if let Some(latch) = keys.get(latch_key) {
-            return match &latch.value {
-                Value::Str(outcome) if outcome == "0" => Ok(Release::StillHeld),
-                Value::Str(outcome) if outcome == "1" => Ok(Release::Released),
-                Value::Str(outcome) => Err(Error::protocol(format!(
-                    "unlock latch {latch_key:?} holds {outcome:?}, expected \"0\" or \"1\""
-                ))),
-                Value::Hash(_) => Err(wrong_type(latch_key)),
-            };
-        }
-
-        let Some(entry) = lock_hash(&mut keys, name, now)? else {
-            return Ok(Release::NotHeld);
-        };
-        let Some(count) = field(entry, holder) else {
-            return Ok(Release::NotHeld);
-        };
-        *count = count.checked_sub(1).ok_or_else(|| {
-            Error::protocol(format!("hold count of lock {name:?} would overflow"))
-        })?;
-        if *count > 0 {
-            entry.expires_at = deadline(now, lease_ms);
-            set_latch(&mut keys, latch_key, "0", now, latch_ms);
-            Ok(Release::StillHeld)
-        } else {
-            keys.remove(name);
+        self.run(|db| {
+            if let Some(outcome) = replay_latch(db, latch_key)? {
+                return Ok(outcome);
+            }
+            if !db.hexists(name, holder)? {
+                return Ok(Release::NotHeld);
+            }
+            if db.hincrby(name, holder, -1)? > 0 {
+                db.pexpire(name, lease_ms);
+                return Ok(record_release(db, latch_key, latch_ms, false));
+            }
+            db.del(name);
             self.publish_locked(channel, UNLOCK_MESSAGE);
-            set_latch(&mut keys, latch_key, "1", now, latch_ms);
-            Ok(Release::Released)
-        }
+            Ok(record_release(db, latch_key, latch_ms, true))
+        })
     }
 
     fn lock_force_release(&self, name: &str, channel: &str) -> Result<bool> {
-        let now = Instant::now();
-        let mut keys = self.inner.keys.lock();
-        purge(&mut keys, name, now);
-        // `DEL` deletes whatever the key holds.
-        if keys.remove(name).is_some() {
-            self.publish_locked(channel, UNLOCK_MESSAGE);
-            Ok(true)
-        } else {
+        self.run(|db| {
+            // `DEL` deletes whatever the key holds.
+            if db.del(name) {
+                self.publish_locked(channel, UNLOCK_MESSAGE);
+                return Ok(true);
+            }
             Ok(false)
-        }
+        })
     }
 
     fn lock_state(&self, name: &str, holder: &str) -> Result<LockState> {
-        let now = Instant::now();
-        let mut keys = self.inner.keys.lock();
-        let Some(entry) = lock_hash(&mut keys, name, now)? else {
-            return Ok(LockState::default());
+        self.run(|db| {
+            let count = db.hget(name, holder)?;
+            Ok(LockState::new(
+                db.exists(name),
+                hold_count(name, count.as_deref())?,
+                ttl_from_pttl(db.pttl(name)),
+            ))
+        })
+    }
+
+    fn fair_lock_acquire(
+        &self,
+        keys: &FairLockKeys<'_>,
+        holder: &str,
+        lease_ms: i64,
+        wait_ms: i64,
+        now_ms: i64,
+        enqueue: bool,
+    ) -> Result<Acquire> {
+        self.run(|db| {
+            evict_stale_waiters(db, keys, now_ms)?;
+            // Free, and nobody queued or the caller is first: take it.
+            if !db.exists(keys.name)
+                && (!db.exists(keys.queue) || db.lindex(keys.queue, 0)?.as_deref() == Some(holder))
+            {
+                db.lpop(keys.queue)?;
+                db.zrem(keys.timeouts, holder)?;
+                // Everyone behind moves up one slot.
+                let move_up = 0_i64.saturating_sub(wait_ms);
+                for waiter in db.zrange_all(keys.timeouts)? {
+                    db.zincrby(keys.timeouts, move_up, &waiter)?;
+                }
+                db.hset(keys.name, holder, "1")?;
+                db.pexpire(keys.name, lease_ms);
+                return Ok(Acquire::Acquired);
+            }
+            // Re-entry.
+            if db.hexists(keys.name, holder)? {
+                db.hincrby(keys.name, holder, 1)?;
+                db.pexpire(keys.name, lease_ms);
+                return Ok(Acquire::Acquired);
+            }
+            if !enqueue {
+                return Ok(held(db.pttl(keys.name).max(1)));
+            }
+            // Already queued: wait until the slot ahead runs out.
+            if let Some(mine) = db.zscore(keys.timeouts, holder)? {
+                return Ok(held(
+                    mine.saturating_sub(wait_ms).saturating_sub(now_ms).max(1),
+                ));
+            }
+            // Join the tail; the slot lasts the allowance past the slot ahead
+            // (or the lock's TTL).
+            let ttl = match db.lindex(keys.queue, -1)? {
+                Some(last) if last != holder => {
+                    let Some(slot) = db.zscore(keys.timeouts, &last)? else {
+                        return Err(script_error(format!(
+                            "fair lock {:?}: queued waiter {last:?} has no slot in {:?}",
+                            keys.name, keys.timeouts
+                        )));
+                    };
+                    slot.saturating_sub(now_ms)
+                }
+                _ => db.pttl(keys.name),
+            };
+            let slot = ttl.saturating_add(wait_ms).saturating_add(now_ms);
+            if db.zadd(keys.timeouts, slot, holder)? {
+                db.rpush(keys.queue, holder)?;
+            }
+            Ok(held(ttl.max(1)))
+        })
+    }
+
+    fn fair_lock_release(
+        &self,
+        keys: &FairLockKeys<'_>,
+        holder: &str,
+        lease_ms: i64,
+        now_ms: i64,
+        latch_key: &str,
+        latch_ms: i64,
+    ) -> Result<Release> {
+        self.run(|db| {
+            if let Some(outcome) = replay_latch(db, latch_key)? {
+                return Ok(outcome);
+            }
+            evict_stale_waiters(db, keys, now_ms)?;
+            // A lock that no longer exists counts as released.
+            if db.exists(keys.name) {
+                if !db.hexists(keys.name, holder)? {
+                    return Ok(Release::NotHeld);
+                }
+                if db.hincrby(keys.name, holder, -1)? > 0 {
+                    db.pexpire(keys.name, lease_ms);
+                    return Ok(record_release(db, latch_key, latch_ms, false));
+                }
+                db.del(keys.name);
+            }
+            self.notify_head(db, keys)?;
+            Ok(record_release(db, latch_key, latch_ms, true))
+        })
+    }
+
+    fn fair_lock_cancel(&self, keys: &FairLockKeys<'_>, holder: &str, wait_ms: i64) -> Result<()> {
+        self.run(|db| {
+            let queue = db.lrange_all(keys.queue)?;
+            let Some(position) = queue.iter().position(|waiter| waiter == holder) else {
+                db.zrem(keys.timeouts, holder)?;
+                return Ok(());
+            };
+            // Later waiters' slots move up by the leaver's allowance.
+            let move_up = 0_i64.saturating_sub(wait_ms);
+            for waiter in queue.iter().skip(position.saturating_add(1)) {
+                db.zincrby(keys.timeouts, move_up, waiter)?;
+            }
+            db.zrem(keys.timeouts, holder)?;
+            db.lrem_all(keys.queue, holder)?;
+            Ok(())
+        })
+    }
+
+    fn fair_lock_force_release(&self, keys: &FairLockKeys<'_>, now_ms: i64) -> Result<bool> {
+        self.run(|db| {
+            evict_stale_waiters(db, keys, now_ms)?;
+            if db.del(keys.name) {
+                self.notify_head(db, keys)?;
+                return Ok(true);
+            }
+            Ok(false)
+        })
+    }
+
+    fn read_lock_acquire(&self, keys: &RwLockKeys<'_>, lease_ms: i64) -> Result<Acquire> {
+        self.run(|db| {
+            let Some(mode) = db.hget(keys.name, "mode")? else {
+                db.hset(keys.name, "mode", RwMode::Read.as_str())?;
+                db.hset(keys.name, keys.holder, "1")?;
+                let first = read_hold_key(keys.timeout_prefix, 1);
+                db.set(&first, "1");
+                db.pexpire(&first, lease_ms);
+                db.pexpire(keys.name, lease_ms);
+                return Ok(Acquire::Acquired);
+            };
+            if mode == RwMode::Read.as_str()
+                || (mode == RwMode::Write.as_str() && db.hexists(keys.name, keys.write_field)?)
+            {
+                let n = db.hincrby(keys.name, keys.holder, 1)?;
+                let hold = read_hold_key(keys.timeout_prefix, n);
+                db.set(&hold, "1");
+                db.pexpire(&hold, lease_ms);
+                let pttl = db.pttl(keys.name);
+                db.pexpire(keys.name, pttl.max(lease_ms));
+                return Ok(Acquire::Acquired);
+            }
+            Ok(held(db.pttl(keys.name)))
+        })
+    }
+
+    fn write_lock_acquire(&self, keys: &RwLockKeys<'_>, lease_ms: i64) -> Result<Acquire> {
+        self.run(|db| {
+            let Some(mode) = db.hget(keys.name, "mode")? else {
+                db.hset(keys.name, "mode", RwMode::Write.as_str())?;
+                db.hset(keys.name, keys.write_field, "1")?;
+                db.pexpire(keys.name, lease_ms);
+                return Ok(Acquire::Acquired);
+            };
+            if mode == RwMode::Write.as_str() && db.hexists(keys.name, keys.write_field)? {
+                db.hincrby(keys.name, keys.write_field, 1)?;
+                // Re-entry adds the lease to the remaining TTL, as Redisson does.
+                let pttl = db.pttl(keys.name);
+                db.pexpire(keys.name, pttl.saturating_add(lease_ms));
+                return Ok(Acquire::Acquired);
+            }
+            if mode == RwMode::Read.as_str() && db.hexists(keys.name, keys.holder)? {
+                // The script's -3.
+                return Err(crate::error::read_to_write_upgrade(keys.name));
+            }
+            Ok(held(db.pttl(keys.name)))
+        })
+    }
+
+    fn read_lock_release(
+        &self,
+        keys: &RwLockKeys<'_>,
+        latch_key: &str,
+        latch_ms: i64,
+    ) -> Result<Release> {
+        self.run(|db| {
+            if let Some(outcome) = replay_latch(db, latch_key)? {
+                return Ok(outcome);
+            }
+            let Some(mode) = db.hget(keys.name, "mode")? else {
+                return Ok(Release::NotHeld);
+            };
+            if !db.hexists(keys.name, keys.holder)? {
+                return Ok(Release::NotHeld);
+            }
+            let counter = db.hincrby(keys.name, keys.holder, -1)?;
+            if counter == 0 {
+                db.hdel(keys.name, keys.holder)?;
+            }
+            db.del(&read_hold_key(
+                keys.timeout_prefix,
+                counter.saturating_add(1),
+            ));
+            if db.hlen(keys.name)? > 1 {
+                // The lock lives as long as its longest remaining hold.
+                let mut longest: i64 = -3;
+                for field in db.hkeys(keys.name)? {
+                    let holds = db.hget(keys.name, &field)?;
+                    let Some(holds) = holds.as_deref().and_then(lua_integer) else {
+                        continue;
+                    };
+                    let prefix = format!("{}:{field}:rwlock_timeout", keys.key_prefix);
+                    for i in (1..=holds).rev() {
+                        longest = longest.max(db.pttl(&read_hold_key(&prefix, i)));
+                    }
+                }
+                if longest > 0 {
+                    db.pexpire(keys.name, longest);
+                    return Ok(record_release(db, latch_key, latch_ms, false));
+                }
+                if mode == RwMode::Write.as_str() {
+                    return Ok(record_release(db, latch_key, latch_ms, false));
+                }
+            }
+            db.del(keys.name);
+            self.publish_locked(keys.channel, UNLOCK_MESSAGE);
+            Ok(record_release(db, latch_key, latch_ms, true))
+        })
+    }
+
+    fn write_lock_release(
+        &self,
+        keys: &RwLockKeys<'_>,
+        lease_ms: i64,
+        latch_key: &str,
+        latch_ms: i64,
+    ) -> Result<Release> {
+        self.run(|db| {
+            if let Some(outcome) = replay_latch(db, latch_key)? {
+                return Ok(outcome);
+            }
+            if db.hget(keys.name, "mode")?.as_deref() != Some(RwMode::Write.as_str())
+                || !db.hexists(keys.name, keys.write_field)?
+            {
+                return Ok(Release::NotHeld);
+            }
+            if db.hincrby(keys.name, keys.write_field, -1)? > 0 {
+                db.pexpire(keys.name, lease_ms);
+                return Ok(record_release(db, latch_key, latch_ms, false));
+            }
+            db.hdel(keys.name, keys.write_field)?;
+            if db.hlen(keys.name)? == 1 {
+                db.del(keys.name);
+            } else {
+                // Downgraded: the holder's read holds remain; other readers
+                // may join now.
+                db.hset(keys.name, "mode", RwMode::Read.as_str())?;
+            }
+            self.publish_locked(keys.channel, READ_UNLOCK_MESSAGE);
+            Ok(record_release(db, latch_key, latch_ms, true))
+        })
+    }
+
+    fn read_lock_renew(&self, keys: &RwLockKeys<'_>, lease_ms: i64) -> Result<bool> {
+        self.run(|db| {
+            let Some(holds) = db.hget(keys.name, keys.holder)? else {
+                return Ok(false);
+            };
+            let holds = lua_integer(&holds).ok_or_else(|| {
+                script_error(format!(
+                    "read-write lock {:?}: hold count {holds:?} of {:?} is not a number",
+                    keys.name, keys.holder
+                ))
+            })?;
+            // Only this holder's hold keys: a dead reader's holds still expire.
+            for i in (1..=holds).rev() {
+                db.pexpire(&read_hold_key(keys.timeout_prefix, i), lease_ms);
+            }
+            let pttl = db.pttl(keys.name);
+            db.pexpire(keys.name, pttl.max(lease_ms));
+            Ok(true)
+        })
+    }
+
+    fn rw_lock_force_release(&self, keys: &RwLockKeys<'_>, mode: RwMode) -> Result<bool> {
+        let message = match mode {
+            RwMode::Read => UNLOCK_MESSAGE,
+            RwMode::Write => READ_UNLOCK_MESSAGE,
         };
-        let ttl = entry.ttl(now);
-        let hold_count = match field(entry, holder) {
-            Some(count) => u64::try_from(*count).map_err(|_| {
-                Error::protocol(format!("lock {name:?} has a negative hold count {count}"))
-            })?,
-            None => 0,
-        };
-        Ok(LockState {
-            locked: true,
-            hold_count,
-            ttl,
+        self.run(|db| {
+            if db.hget(keys.name, "mode")?.as_deref() == Some(mode.as_str()) {
+                db.del(keys.name);
+                self.publish_locked(keys.channel, message);
+                return Ok(true);
+            }
+            Ok(false)
+        })
+    }
+
+    fn rw_lock_state(&self, name: &str, field: &str) -> Result<RwLockState> {
+        self.run(|db| {
+            let mode = db.hget(name, "mode")?;
+            let count = db.hget(name, field)?;
+            let pttl = db.pttl(name);
+            let mode = match mode.as_deref() {
+                None | Some("") => None,
+                Some("read") => Some(RwMode::Read),
+                Some("write") => Some(RwMode::Write),
+                Some(other) => {
+                    return Err(Error::protocol(format!(
+                        "read-write lock {name:?} has mode {other:?}, expected read or write"
+                    )));
+                }
+            };
+            Ok(RwLockState::new(
+                mode,
+                hold_count(name, count.as_deref())?,
+                ttl_from_pttl(pttl),
+            ))
         })
     }
 
@@ -885,7 +1546,7 @@ mod tests {
             ..
         }) = backend.inner.keys.lock().get_mut("l")
         {
-            fields.insert("a:1".to_owned(), i64::MAX);
+            fields.insert("a:1".to_owned(), i64::MAX.to_string());
         }
         assert!(
             backend
@@ -905,5 +1566,622 @@ mod tests {
                 .is_acquired()
         );
         assert!(backend.lock_state("l", "a:1").unwrap().locked);
+    }
+
+    // ---- Redis command semantics (`Db`) ----
+
+    #[test]
+    fn db_follows_redis_command_semantics() {
+        let backend = MemoryBackend::new();
+        backend
+            .run(|db| {
+                assert_eq!(db.pttl("k"), -2);
+                db.pexpire("k", 1_000); // a missing key: nothing
+                assert!(!db.exists("k"));
+                db.set_px("k", "v", 30_000);
+                assert!(db.pttl("k") > 29_000);
+                db.set("k", "w"); // SET clears the expiry
+                assert_eq!(db.pttl("k"), -1);
+                assert_eq!(db.get("k")?.as_deref(), Some("w"));
+
+                assert_eq!(db.rpush("q", "a")?, 1);
+                assert_eq!(db.rpush("q", "b")?, 2);
+                db.rpush("q", "a")?;
+                assert_eq!(db.lindex("q", -1)?.as_deref(), Some("a"));
+                assert_eq!(db.lindex("q", -3)?.as_deref(), Some("a"));
+                assert_eq!(db.lindex("q", -4)?, None);
+                assert_eq!(db.lindex("q", 3)?, None);
+                assert_eq!(db.lindex("q", i64::MIN)?, None);
+                assert_eq!(db.lrem_all("q", "a")?, 2);
+                assert_eq!(db.lpop("q")?.as_deref(), Some("b"));
+                assert!(!db.exists("q"), "an emptied list ceases to exist");
+                assert_eq!(db.lpop("q")?, None);
+
+                assert_eq!(db.zincrby("z", -5, "m")?, -5); // created if absent
+                assert!(db.zadd("z", 7, "n")?);
+                assert!(!db.zadd("z", 3, "n")?);
+                assert_eq!(db.zrange_all("z")?, ["m", "n"]);
+                assert!(db.zrem("z", "m")? && db.zrem("z", "n")?);
+                assert!(!db.exists("z"), "an emptied sorted set ceases to exist");
+
+                assert_eq!(db.hincrby("h", "f", 1)?, 1);
+                db.hset("h", "mode", "read")?;
+                assert!(db.hincrby("h", "mode", 1).unwrap_err().is_protocol_error());
+                assert_eq!(db.hlen("h")?, 2);
+                assert!(db.hdel("h", "f")? && db.hdel("h", "mode")?);
+                assert!(!db.exists("h"), "an emptied hash ceases to exist");
+                assert_eq!(db.hlen("h")?, 0);
+
+                // A fresh container left empty by a failed command is not kept.
+                db.set("s", "x");
+                assert!(db.hset("s", "f", "1").is_err());
+                assert_eq!(db.get("s")?.as_deref(), Some("x"));
+                Ok(())
+            })
+            .unwrap();
+        assert_eq!(backend.len(), 2); // "k" and "s"
+    }
+
+    // ---- Fair lock ----
+
+    const FAIR: FairLockKeys<'static> = FairLockKeys {
+        name: "f",
+        queue: "redisson_lock_queue:{f}",
+        timeouts: "redisson_lock_timeout:{f}",
+        channel_prefix: "redisson_lock__channel:{f}",
+    };
+    /// The callers' wall clock (any value: slots are relative to it).
+    const NOW: i64 = 1_000_000;
+    const WAIT: i64 = 5_000;
+
+    fn fair_acquire(backend: &MemoryBackend, holder: &str, now_ms: i64) -> Acquire {
+        backend
+            .fair_lock_acquire(&FAIR, holder, LEASE, WAIT, now_ms, true)
+            .unwrap()
+    }
+
+    fn fair_release(backend: &MemoryBackend, holder: &str, latch: &str) -> Release {
+        backend
+            .fair_lock_release(&FAIR, holder, LEASE, NOW, latch, 5_000)
+            .unwrap()
+    }
+
+    fn queue(backend: &MemoryBackend) -> Vec<String> {
+        backend.run(|db| db.lrange_all(FAIR.queue)).unwrap()
+    }
+
+    fn slot(backend: &MemoryBackend, waiter: &str) -> Option<i64> {
+        backend.run(|db| db.zscore(FAIR.timeouts, waiter)).unwrap()
+    }
+
+    fn live(backend: &MemoryBackend, key: &str) -> bool {
+        backend.run(|db| Ok(db.exists(key))).unwrap()
+    }
+
+    fn millis(ms: i64) -> Duration {
+        Duration::from_millis(u64::try_from(ms).unwrap())
+    }
+
+    fn three_waiters_behind_an_owner(backend: &MemoryBackend) -> [i64; 3] {
+        assert_eq!(fair_acquire(backend, "o:1", NOW), Acquire::Acquired);
+        for waiter in ["a:1", "b:1", "c:1"] {
+            match fair_acquire(backend, waiter, NOW) {
+                Acquire::Held { ttl: Some(ttl) } => assert!(ttl > Duration::from_millis(29_000)),
+                other => panic!("{waiter}: expected Held with a wait, got {other:?}"),
+            }
+        }
+        assert_eq!(queue(backend), ["a:1", "b:1", "c:1"]);
+        ["a:1", "b:1", "c:1"].map(|waiter| slot(backend, waiter).unwrap())
+    }
+
+    #[test]
+    fn fair_lock_grants_three_waiters_in_fifo_order() {
+        let backend = MemoryBackend::new();
+        let [a, b, c] = three_waiters_behind_an_owner(&backend);
+        // Each slot lasts the allowance past the slot ahead.
+        assert!(a > NOW + 29_000 && a <= NOW + LEASE + WAIT);
+        assert_eq!((b - a, c - b), (WAIT, WAIT));
+        // Polling again waits for the slot ahead, without joining twice.
+        assert_eq!(
+            fair_acquire(&backend, "b:1", NOW),
+            Acquire::Held {
+                ttl: Some(millis(b - WAIT - NOW))
+            }
+        );
+        assert_eq!(queue(&backend).len(), 3);
+        // The owner re-enters.
+        assert_eq!(fair_acquire(&backend, "o:1", NOW), Acquire::Acquired);
+        assert_eq!(fair_release(&backend, "o:1", "l1"), Release::StillHeld);
+        assert_eq!(fair_release(&backend, "o:1", "l2"), Release::Released);
+
+        // Free, but only the head may take it.
+        assert!(!fair_acquire(&backend, "c:1", NOW).is_acquired());
+        assert!(!fair_acquire(&backend, "b:1", NOW).is_acquired());
+        assert_eq!(fair_acquire(&backend, "a:1", NOW), Acquire::Acquired);
+        assert_eq!(queue(&backend), ["b:1", "c:1"]);
+        // Everyone behind moved up one slot.
+        assert_eq!(slot(&backend, "a:1"), None);
+        assert_eq!(slot(&backend, "b:1"), Some(b - WAIT));
+        assert_eq!(slot(&backend, "c:1"), Some(c - WAIT));
+        assert_eq!(backend.lock_state("f", "a:1").unwrap().hold_count, 1);
+
+        assert_eq!(fair_release(&backend, "a:1", "l3"), Release::Released);
+        assert!(!fair_acquire(&backend, "c:1", NOW).is_acquired());
+        assert_eq!(fair_acquire(&backend, "b:1", NOW), Acquire::Acquired);
+        assert_eq!(fair_release(&backend, "b:1", "l4"), Release::Released);
+        assert_eq!(fair_acquire(&backend, "c:1", NOW), Acquire::Acquired);
+        // The queue and the slots are gone with their last member.
+        assert!(!live(&backend, FAIR.queue));
+        assert!(!live(&backend, FAIR.timeouts));
+    }
+
+    #[test]
+    fn fair_lock_evicts_waiters_whose_slot_passed() {
+        let backend = MemoryBackend::new();
+        assert_eq!(fair_acquire(&backend, "o:1", NOW), Acquire::Acquired);
+        assert!(!fair_acquire(&backend, "a:1", NOW).is_acquired());
+        assert!(
+            !backend
+                .fair_lock_acquire(&FAIR, "b:1", LEASE, 60_000, NOW, true)
+                .unwrap()
+                .is_acquired()
+        );
+        let a = slot(&backend, "a:1").unwrap();
+        assert_eq!(slot(&backend, "b:1"), Some(a + 60_000));
+        assert_eq!(fair_release(&backend, "o:1", "l1"), Release::Released);
+        // Just before a's deadline, a is still the head.
+        assert!(!fair_acquire(&backend, "b:1", a - 1).is_acquired());
+        assert_eq!(queue(&backend), ["a:1", "b:1"]);
+        // At its deadline a is evicted (it never came back), and b is first.
+        assert_eq!(fair_acquire(&backend, "b:1", a), Acquire::Acquired);
+        assert_eq!(slot(&backend, "a:1"), None);
+        assert!(!live(&backend, FAIR.queue));
+        // The evicted waiter queues again at the tail when it returns.
+        assert!(!fair_acquire(&backend, "a:1", a).is_acquired());
+        assert_eq!(queue(&backend), ["a:1"]);
+        // Force release evicts too: a's new slot has passed far later.
+        assert!(backend.fair_lock_force_release(&FAIR, i64::MAX).unwrap());
+        assert!(!live(&backend, FAIR.queue));
+        assert_eq!(backend.len(), 1); // the latch
+    }
+
+    #[test]
+    fn fair_lock_cancel_moves_later_slots_up() {
+        let backend = MemoryBackend::new();
+        let [a, _, c] = three_waiters_behind_an_owner(&backend);
+        backend.fair_lock_cancel(&FAIR, "b:1", WAIT).unwrap();
+        assert_eq!(queue(&backend), ["a:1", "c:1"]);
+        assert_eq!(slot(&backend, "a:1"), Some(a));
+        assert_eq!(slot(&backend, "b:1"), None);
+        assert_eq!(slot(&backend, "c:1"), Some(c - WAIT));
+        // Someone not queued: nothing moves.
+        backend.fair_lock_cancel(&FAIR, "x:1", WAIT).unwrap();
+        assert_eq!(slot(&backend, "c:1"), Some(c - WAIT));
+        backend.fair_lock_cancel(&FAIR, "a:1", WAIT).unwrap();
+        backend.fair_lock_cancel(&FAIR, "c:1", WAIT).unwrap();
+        assert!(!live(&backend, FAIR.queue));
+        assert!(!live(&backend, FAIR.timeouts));
+        assert_eq!(backend.len(), 1); // the lock
+    }
+
+    #[test]
+    fn fair_try_lock_does_not_join_the_queue() {
+        let backend = MemoryBackend::new();
+        assert_eq!(fair_acquire(&backend, "o:1", NOW), Acquire::Acquired);
+        let tried = backend
+            .fair_lock_acquire(&FAIR, "x:1", LEASE, WAIT, NOW, false)
+            .unwrap();
+        match tried {
+            Acquire::Held { ttl: Some(ttl) } => assert!(ttl > Duration::from_millis(29_000)),
+            other => panic!("expected Held with the lock's TTL, got {other:?}"),
+        }
+        assert!(!live(&backend, FAIR.queue));
+        assert!(!live(&backend, FAIR.timeouts));
+        // Free, but someone else is first: refused, try again in 1 ms.
+        assert!(!fair_acquire(&backend, "a:1", NOW).is_acquired());
+        assert_eq!(fair_release(&backend, "o:1", "l1"), Release::Released);
+        let tried = backend
+            .fair_lock_acquire(&FAIR, "x:1", LEASE, WAIT, NOW, false)
+            .unwrap();
+        assert_eq!(
+            tried,
+            Acquire::Held {
+                ttl: Some(Duration::from_millis(1))
+            }
+        );
+        assert_eq!(queue(&backend), ["a:1"]);
+    }
+
+    #[test]
+    fn fair_release_tells_the_head_waiter() {
+        let backend = MemoryBackend::new();
+        let other = backend.clone();
+        let channel = |waiter: &str| format!("{}:{waiter}", FAIR.channel_prefix);
+        backend
+            .with_pubsub(&mut |conn| {
+                conn.subscribe(&[channel("a:1"), channel("b:1")])?;
+                three_waiters_behind_an_owner(&other);
+                assert_eq!(fair_acquire(&other, "o:1", NOW), Acquire::Acquired);
+                assert_eq!(fair_release(&other, "o:1", "l1"), Release::StillHeld);
+                assert_eq!(conn.next_message(Duration::from_millis(20))?, None);
+                assert_eq!(fair_release(&other, "o:1", "l2"), Release::Released);
+                assert_eq!(
+                    conn.next_message(Duration::from_secs(5))?,
+                    Some(Message::new(channel("a:1"), "0"))
+                );
+                // A replay is answered by the latch, without a second message.
+                assert_eq!(fair_release(&other, "o:1", "l2"), Release::Released);
+                assert_eq!(fair_release(&other, "x:1", "l3"), Release::Released);
+                assert_eq!(
+                    conn.next_message(Duration::from_secs(5))?,
+                    Some(Message::new(channel("a:1"), "0"))
+                );
+                assert_eq!(conn.next_message(Duration::from_millis(20))?, None);
+                // Force release tells the new head.
+                assert_eq!(fair_acquire(&other, "a:1", NOW), Acquire::Acquired);
+                assert!(other.fair_lock_force_release(&FAIR, NOW)?);
+                assert_eq!(
+                    conn.next_message(Duration::from_secs(5))?,
+                    Some(Message::new(channel("b:1"), "0"))
+                );
+                assert!(!other.fair_lock_force_release(&FAIR, NOW)?);
+                assert_eq!(conn.next_message(Duration::from_millis(20))?, None);
+                Ok(())
+            })
+            .unwrap();
+    }
+
+    #[test]
+    fn fair_release_of_an_absent_lock_is_released() {
+        let backend = MemoryBackend::new();
+        assert_eq!(fair_release(&backend, "x:1", "l1"), Release::Released);
+        assert_eq!(backend.len(), 1); // the latch
+        assert_eq!(fair_acquire(&backend, "o:1", NOW), Acquire::Acquired);
+        assert_eq!(fair_release(&backend, "x:1", "l2"), Release::NotHeld);
+        assert_eq!(fair_release(&backend, "o:1", "l3"), Release::Released);
+    }
+
+    // ---- Read-write lock ----
+
+    const RW_CHANNEL: &str = "redisson_rwlock:{rw}";
+
+    /// One holder's keys on the read-write lock `rw`.
+    struct Rw {
+        holder: String,
+        write_field: String,
+        timeout_prefix: String,
+    }
+
+    impl Rw {
+        fn new(holder: &str) -> Self {
+            Rw {
+                holder: holder.to_owned(),
+                write_field: format!("{holder}:write"),
+                timeout_prefix: format!("{{rw}}:{holder}:rwlock_timeout"),
+            }
+        }
+
+        fn keys(&self) -> RwLockKeys<'_> {
+            RwLockKeys {
+                name: "rw",
+                channel: RW_CHANNEL,
+                holder: &self.holder,
+                write_field: &self.write_field,
+                timeout_prefix: &self.timeout_prefix,
+                key_prefix: "{rw}",
+            }
+        }
+
+        fn hold_key(&self, n: i64) -> String {
+            read_hold_key(&self.timeout_prefix, n)
+        }
+
+        fn read(&self, backend: &MemoryBackend, lease_ms: i64) -> Acquire {
+            backend.read_lock_acquire(&self.keys(), lease_ms).unwrap()
+        }
+
+        fn write(&self, backend: &MemoryBackend, lease_ms: i64) -> Acquire {
+            backend.write_lock_acquire(&self.keys(), lease_ms).unwrap()
+        }
+
+        fn unread(&self, backend: &MemoryBackend, latch: &str) -> Release {
+            backend
+                .read_lock_release(&self.keys(), latch, 5_000)
+                .unwrap()
+        }
+
+        fn unwrite(&self, backend: &MemoryBackend, latch: &str) -> Release {
+            backend
+                .write_lock_release(&self.keys(), LEASE, latch, 5_000)
+                .unwrap()
+        }
+
+        fn state(&self, backend: &MemoryBackend, field: &str) -> RwLockState {
+            backend.rw_lock_state("rw", field).unwrap()
+        }
+    }
+
+    #[test]
+    fn read_holds_are_shared() {
+        let backend = MemoryBackend::new();
+        let (a, b) = (Rw::new("a:1"), Rw::new("b:1"));
+        assert_eq!(a.read(&backend, LEASE), Acquire::Acquired);
+        assert_eq!(b.read(&backend, LEASE), Acquire::Acquired);
+        assert_eq!(a.read(&backend, LEASE), Acquire::Acquired);
+        let state = a.state(&backend, &a.holder);
+        assert_eq!((state.mode, state.hold_count), (Some(RwMode::Read), 2));
+        assert!(state.ttl.unwrap() > Duration::from_millis(29_000));
+        assert_eq!(b.state(&backend, &b.holder).hold_count, 1);
+        // Each hold is its own key.
+        for key in [a.hold_key(1), a.hold_key(2), b.hold_key(1)] {
+            assert!(live(&backend, &key), "{key}");
+        }
+        assert_eq!(a.hold_key(2), "{rw}:a:1:rwlock_timeout:2");
+        assert_eq!(backend.len(), 4);
+        assert_eq!(
+            backend.rw_lock_state("free", "a:1").unwrap(),
+            RwLockState::default()
+        );
+    }
+
+    #[test]
+    fn writer_waits_for_readers_and_readers_for_a_writer() {
+        let backend = MemoryBackend::new();
+        let (a, b, w) = (Rw::new("a:1"), Rw::new("b:1"), Rw::new("w:1"));
+        assert_eq!(a.read(&backend, LEASE), Acquire::Acquired);
+        match w.write(&backend, LEASE) {
+            Acquire::Held { ttl: Some(ttl) } => assert!(ttl > Duration::from_millis(29_000)),
+            other => panic!("expected Held with the TTL, got {other:?}"),
+        }
+        assert_eq!(a.unread(&backend, "l1"), Release::Released);
+        assert_eq!(w.write(&backend, LEASE), Acquire::Acquired);
+        assert!(!b.read(&backend, LEASE).is_acquired());
+        assert!(!a.write(&backend, LEASE).is_acquired());
+        assert_eq!(b.unwrite(&backend, "l2"), Release::NotHeld);
+        assert_eq!(b.unread(&backend, "l3"), Release::NotHeld);
+    }
+
+    #[test]
+    fn write_reentry_adds_the_lease() {
+        let backend = MemoryBackend::new();
+        let w = Rw::new("w:1");
+        assert_eq!(w.write(&backend, 10_000), Acquire::Acquired);
+        let first = w.state(&backend, &w.write_field).ttl.unwrap();
+        assert!(first <= Duration::from_millis(10_000) && first > Duration::from_millis(9_000));
+        assert_eq!(w.write(&backend, 10_000), Acquire::Acquired);
+        let state = w.state(&backend, &w.write_field);
+        assert_eq!((state.mode, state.hold_count), (Some(RwMode::Write), 2));
+        assert!(state.ttl.unwrap() > Duration::from_millis(19_000));
+        assert!(state.ttl.unwrap() <= Duration::from_millis(20_000));
+        // One release resets the TTL to the lease.
+        assert_eq!(w.unwrite(&backend, "l1"), Release::StillHeld);
+        assert!(w.state(&backend, &w.write_field).ttl.unwrap() > Duration::from_millis(29_000));
+    }
+
+    #[test]
+    fn writer_may_read_and_write_release_downgrades() {
+        let backend = MemoryBackend::new();
+        let other = backend.clone();
+        let (w, b) = (Rw::new("w:1"), Rw::new("b:1"));
+        backend
+            .with_pubsub(&mut |conn| {
+                conn.subscribe(&subscribed_to(RW_CHANNEL))?;
+                assert_eq!(w.write(&other, LEASE), Acquire::Acquired);
+                assert_eq!(w.read(&other, LEASE), Acquire::Acquired);
+                assert_eq!(w.read(&other, LEASE), Acquire::Acquired);
+                assert_eq!(w.state(&other, &w.write_field).mode, Some(RwMode::Write));
+                assert_eq!(w.state(&other, &w.holder).hold_count, 2);
+                assert!(!b.read(&other, LEASE).is_acquired());
+                // A read release while the holder writes: still held.
+                assert_eq!(w.unread(&other, "l1"), Release::StillHeld);
+                assert_eq!(conn.next_message(Duration::from_millis(20))?, None);
+                assert_eq!(w.unwrite(&other, "l2"), Release::Released);
+                assert_eq!(
+                    conn.next_message(Duration::from_secs(5))?,
+                    Some(Message::new(RW_CHANNEL, "1"))
+                );
+                let state = w.state(&other, &w.holder);
+                assert_eq!((state.mode, state.hold_count), (Some(RwMode::Read), 1));
+                assert_eq!(w.state(&other, &w.write_field).hold_count, 0);
+                assert_eq!(b.read(&other, LEASE), Acquire::Acquired);
+                assert_eq!(w.unwrite(&other, "l3"), Release::NotHeld);
+                Ok(())
+            })
+            .unwrap();
+    }
+
+    #[test]
+    fn read_to_write_upgrade_is_an_invalid_argument() {
+        let backend = MemoryBackend::new();
+        let a = Rw::new("a:1");
+        assert_eq!(a.read(&backend, LEASE), Acquire::Acquired);
+        let err = backend.write_lock_acquire(&a.keys(), LEASE).unwrap_err();
+        assert!(err.is_invalid_argument(), "{err}");
+        let state = a.state(&backend, &a.holder);
+        assert_eq!((state.mode, state.hold_count), (Some(RwMode::Read), 1));
+    }
+
+    #[test]
+    fn last_read_release_publishes_and_deletes_the_hold_keys() {
+        let backend = MemoryBackend::new();
+        let other = backend.clone();
+        let a = Rw::new("a:1");
+        backend
+            .with_pubsub(&mut |conn| {
+                conn.subscribe(&subscribed_to(RW_CHANNEL))?;
+                assert_eq!(a.read(&other, LEASE), Acquire::Acquired);
+                assert_eq!(a.read(&other, LEASE), Acquire::Acquired);
+                assert_eq!(a.unread(&other, "l1"), Release::StillHeld);
+                assert!(live(&other, &a.hold_key(1)) && !live(&other, &a.hold_key(2)));
+                assert_eq!(conn.next_message(Duration::from_millis(20))?, None);
+                assert_eq!(a.unread(&other, "l2"), Release::Released);
+                assert_eq!(
+                    conn.next_message(Duration::from_secs(5))?,
+                    Some(Message::new(RW_CHANNEL, "0"))
+                );
+                assert!(!live(&other, &a.hold_key(1)) && !live(&other, "rw"));
+                assert_eq!(other.len(), 2); // the two latches
+                assert_eq!(a.unread(&other, "l2"), Release::Released);
+                assert_eq!(a.unread(&other, "l3"), Release::NotHeld);
+                assert_eq!(conn.next_message(Duration::from_millis(20))?, None);
+                Ok(())
+            })
+            .unwrap();
+    }
+
+    #[test]
+    fn a_dead_readers_hold_expires_while_another_renews() {
+        let backend = MemoryBackend::new();
+        let (dead, alive) = (Rw::new("dead:1"), Rw::new("alive:1"));
+        assert_eq!(dead.read(&backend, 40), Acquire::Acquired);
+        assert_eq!(alive.read(&backend, 40), Acquire::Acquired);
+        assert!(backend.read_lock_renew(&alive.keys(), LEASE).unwrap());
+        assert!(
+            !backend
+                .read_lock_renew(&Rw::new("x:1").keys(), LEASE)
+                .unwrap()
+        );
+        thread::sleep(Duration::from_millis(80));
+        assert!(!live(&backend, &dead.hold_key(1)));
+        assert!(live(&backend, &alive.hold_key(1)));
+        let state = alive.state(&backend, &alive.holder);
+        assert_eq!(state.mode, Some(RwMode::Read));
+        assert!(state.ttl.unwrap() > Duration::from_millis(29_000));
+        // The dead reader's field remains, but its expired hold does not keep
+        // the lock: the live reader's release frees it.
+        assert_eq!(dead.state(&backend, &dead.holder).hold_count, 1);
+        assert_eq!(alive.unread(&backend, "l1"), Release::Released);
+        assert!(!live(&backend, "rw"));
+    }
+
+    #[test]
+    fn rw_force_release_only_in_the_held_mode() {
+        let backend = MemoryBackend::new();
+        let other = backend.clone();
+        let (a, w) = (Rw::new("a:1"), Rw::new("w:1"));
+        backend
+            .with_pubsub(&mut |conn| {
+                conn.subscribe(&subscribed_to(RW_CHANNEL))?;
+                assert!(!other.rw_lock_force_release(&a.keys(), RwMode::Read)?);
+                assert_eq!(a.read(&other, LEASE), Acquire::Acquired);
+                assert!(!other.rw_lock_force_release(&a.keys(), RwMode::Write)?);
+                assert_eq!(conn.next_message(Duration::from_millis(20))?, None);
+                assert!(other.rw_lock_force_release(&a.keys(), RwMode::Read)?);
+                assert_eq!(
+                    conn.next_message(Duration::from_secs(5))?,
+                    Some(Message::new(RW_CHANNEL, "0"))
+                );
+                assert_eq!(a.state(&other, &a.holder).mode, None);
+                assert_eq!(w.write(&other, LEASE), Acquire::Acquired);
+                assert!(!other.rw_lock_force_release(&a.keys(), RwMode::Read)?);
+                assert!(other.rw_lock_force_release(&a.keys(), RwMode::Write)?);
+                assert_eq!(
+                    conn.next_message(Duration::from_secs(5))?,
+                    Some(Message::new(RW_CHANNEL, "1"))
+                );
+                assert_eq!(conn.next_message(Duration::from_millis(20))?, None);
+                Ok(())
+            })
+            .unwrap();
+    }
+
+    #[test]
+    fn wrongtype_on_every_type_mismatch() {
+        let backend = MemoryBackend::new();
+        three_waiters_behind_an_owner(&backend);
+        let reader = Rw::new("a:1");
+        assert_eq!(reader.read(&backend, LEASE), Acquire::Acquired);
+        let before = backend.len();
+        let queue_is_a_hash = FairLockKeys {
+            queue: FAIR.name,
+            ..FAIR
+        };
+        let slots_are_a_list = FairLockKeys {
+            timeouts: FAIR.queue,
+            ..FAIR
+        };
+        let hold_key = reader.hold_key(1);
+        let queue_is_a_string = FairLockKeys {
+            queue: &hold_key,
+            ..FAIR
+        };
+        let name_is_a_zset = RwLockKeys {
+            name: FAIR.timeouts,
+            ..reader.keys()
+        };
+        let errors = [
+            (
+                FAIR.queue,
+                backend.lock_acquire(FAIR.queue, "o:1", LEASE).unwrap_err(),
+            ),
+            (
+                FAIR.timeouts,
+                backend.lock_state(FAIR.timeouts, "o:1").unwrap_err(),
+            ),
+            (
+                FAIR.queue,
+                backend.rw_lock_state(FAIR.queue, "o:1").unwrap_err(),
+            ),
+            (
+                FAIR.timeouts,
+                backend
+                    .read_lock_acquire(&name_is_a_zset, LEASE)
+                    .unwrap_err(),
+            ),
+            (
+                FAIR.timeouts,
+                backend
+                    .write_lock_acquire(&name_is_a_zset, LEASE)
+                    .unwrap_err(),
+            ),
+            (
+                FAIR.name,
+                backend
+                    .fair_lock_acquire(&queue_is_a_hash, "x:1", LEASE, WAIT, NOW, true)
+                    .unwrap_err(),
+            ),
+            (
+                FAIR.queue,
+                backend
+                    .fair_lock_acquire(&slots_are_a_list, "x:1", LEASE, WAIT, NOW, true)
+                    .unwrap_err(),
+            ),
+            (
+                hold_key.as_str(),
+                backend
+                    .fair_lock_cancel(&queue_is_a_string, "a:1", WAIT)
+                    .unwrap_err(),
+            ),
+            (
+                hold_key.as_str(),
+                backend
+                    .fair_lock_release(
+                        &FairLockKeys {
+                            name: &hold_key,
+                            ..FAIR
+                        },
+                        "o:1",
+                        LEASE,
+                        NOW,
+                        "l",
+                        5_000,
+                    )
+                    .unwrap_err(),
+            ),
+            (
+                FAIR.queue,
+                backend
+                    .lock_release("x", CHANNEL, "a:1", LEASE, FAIR.queue, 5_000)
+                    .unwrap_err(),
+            ),
+        ];
+        for (key, err) in errors {
+            assert!(err.is_protocol_error(), "{err}");
+            assert!(err.to_string().contains("WRONGTYPE"), "{err}");
+            assert!(err.to_string().contains(&format!("{key:?}")), "{err}");
+        }
+        // Nothing was changed on the way.
+        assert_eq!(backend.len(), before);
+        assert_eq!(queue(&backend), ["a:1", "b:1", "c:1"]);
     }
 }

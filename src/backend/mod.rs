@@ -12,6 +12,11 @@
 //! |---|---|---|---|---|---|---|
 //! | reentrant lock | `name` | hash | field `<client uuid>:<thread>` = hold count | the lease; reset on every acquire and renewal | `redisson_lock__channel:{name}` | `0` = unlocked |
 //! | unlock latch | `redisson_unlock_latch:{name}:<request id>` | string | `0` still held, `1` released | a few seconds | | |
+//! | fair lock | `name` | hash | as the reentrant lock | the lease | per waiter: `redisson_lock__channel:{name}:<waiter id>` | `0` = your turn |
+//! | fair-lock queue | `redisson_lock_queue:{name}` | list | waiter ids, FIFO | none | | |
+//! | fair-lock slots | `redisson_lock_timeout:{name}` | zset | waiter id, score = slot deadline (ms, client clock) | none | | |
+//! | read-write lock | `name` | hash | `mode` = `read`/`write`; `<holder>` = read holds; `<holder>:write` = write holds | longest hold | `redisson_rwlock:{name}` | `0` = unlocked (wakes one), `1` = read-unlock (wakes all) |
+//! | read hold n | `{name}:<holder>:rwlock_timeout:<n>` | string | `1` | the hold's lease | | |
 //!
 //! Every auxiliary key and channel carries the `{name}` hash tag, so one
 //! primitive's keys share a Redis Cluster slot (see `keys.rs`).
@@ -93,6 +98,140 @@ pub struct LockState {
     pub hold_count: u64,
     /// The lock's remaining time to live; `None` when it is free or has no expiry.
     pub ttl: Option<Duration>,
+}
+
+/// The keys of one fair lock, in Redisson's format; built by the library.
+///
+/// ```
+/// let keys = redisync::backend::FairLockKeys {
+///     name: "jobs",
+///     queue: "redisson_lock_queue:{jobs}",
+///     timeouts: "redisson_lock_timeout:{jobs}",
+///     channel_prefix: "redisson_lock__channel:{jobs}",
+/// };
+/// assert_eq!(keys.name, "jobs");
+/// ```
+#[derive(Debug, Clone, Copy)]
+pub struct FairLockKeys<'a> {
+    /// The lock hash: `name`.
+    pub name: &'a str,
+    /// The waiter queue: `redisson_lock_queue:{name}`.
+    pub queue: &'a str,
+    /// The slot deadlines: `redisson_lock_timeout:{name}`.
+    pub timeouts: &'a str,
+    /// Waiter channels are `<channel_prefix>:<waiter id>`:
+    /// `redisson_lock__channel:{name}`.
+    pub channel_prefix: &'a str,
+}
+
+/// The keys and fields of one holder on one read-write lock, in Redisson's
+/// format; built by the library.
+///
+/// ```
+/// let keys = redisync::backend::RwLockKeys {
+///     name: "doc",
+///     channel: "redisson_rwlock:{doc}",
+///     holder: "c1:7",
+///     write_field: "c1:7:write",
+///     timeout_prefix: "{doc}:c1:7:rwlock_timeout",
+///     key_prefix: "{doc}",
+/// };
+/// assert_eq!(keys.write_field, "c1:7:write");
+/// ```
+#[derive(Debug, Clone, Copy)]
+pub struct RwLockKeys<'a> {
+    /// The lock hash: `name`.
+    pub name: &'a str,
+    /// The channel of both halves: `redisson_rwlock:{name}`.
+    pub channel: &'a str,
+    /// The holder's read field: `<client uuid>:<thread>`.
+    pub holder: &'a str,
+    /// The holder's write field: `<client uuid>:<thread>:write`.
+    pub write_field: &'a str,
+    /// This holder's read-hold keys are `<timeout_prefix>:<n>`:
+    /// `{name}:<holder>:rwlock_timeout`.
+    pub timeout_prefix: &'a str,
+    /// Any holder's read-hold keys are
+    /// `<key_prefix>:<field>:rwlock_timeout:<n>`: `{name}`.
+    pub key_prefix: &'a str,
+}
+
+/// Which half of a read-write lock.
+///
+/// ```
+/// assert_eq!(redisync::backend::RwMode::Read.as_str(), "read");
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum RwMode {
+    /// Shared: many holders.
+    Read,
+    /// Exclusive: one holder.
+    Write,
+}
+
+impl RwMode {
+    /// The value of the hash's `mode` field.
+    ///
+    /// ```
+    /// assert_eq!(redisync::backend::RwMode::Write.as_str(), "write");
+    /// ```
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RwMode::Read => "read",
+            RwMode::Write => "write",
+        }
+    }
+}
+
+/// A snapshot of a read-write lock, read in one round trip.
+///
+/// ```
+/// let state = redisync::backend::RwLockState::default();
+/// assert!(state.mode.is_none());
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub struct RwLockState {
+    /// The mode it is held in; `None` when free.
+    pub mode: Option<RwMode>,
+    /// The asked field's hold count (0 if none).
+    pub hold_count: u64,
+    /// The remaining time to live; `None` when free or without expiry.
+    pub ttl: Option<Duration>,
+}
+
+impl LockState {
+    /// A snapshot (for [`LockBackend`] implementations).
+    ///
+    /// ```
+    /// let state = redisync::backend::LockState::new(true, 2, None);
+    /// assert_eq!(state.hold_count, 2);
+    /// ```
+    pub fn new(locked: bool, hold_count: u64, ttl: Option<Duration>) -> Self {
+        LockState {
+            locked,
+            hold_count,
+            ttl,
+        }
+    }
+}
+
+impl RwLockState {
+    /// A snapshot (for [`LockBackend`] implementations).
+    ///
+    /// ```
+    /// use redisync::backend::{RwLockState, RwMode};
+    /// let state = RwLockState::new(Some(RwMode::Read), 1, None);
+    /// assert_eq!(state.mode, Some(RwMode::Read));
+    /// ```
+    pub fn new(mode: Option<RwMode>, hold_count: u64, ttl: Option<Duration>) -> Self {
+        RwLockState {
+            mode,
+            hold_count,
+            ttl,
+        }
+    }
 }
 
 /// One pub/sub message.
@@ -180,6 +319,24 @@ pub trait PubSubConnection {
 /// [`lock_force_release`](Self::lock_force_release),
 /// [`lock_state`](Self::lock_state).
 ///
+/// # Fair lock
+/// [`fair_lock_acquire`](Self::fair_lock_acquire),
+/// [`fair_lock_release`](Self::fair_lock_release),
+/// [`fair_lock_cancel`](Self::fair_lock_cancel),
+/// [`fair_lock_force_release`](Self::fair_lock_force_release); renewal and
+/// state are the reentrant lock's ([`lock_renew`](Self::lock_renew),
+/// [`lock_state`](Self::lock_state)): the hash is the same.
+///
+/// # Read-write lock
+/// [`read_lock_acquire`](Self::read_lock_acquire),
+/// [`write_lock_acquire`](Self::write_lock_acquire),
+/// [`read_lock_release`](Self::read_lock_release),
+/// [`write_lock_release`](Self::write_lock_release),
+/// [`read_lock_renew`](Self::read_lock_renew) (the write half renews with
+/// [`lock_renew`](Self::lock_renew) on its `:write` field),
+/// [`rw_lock_force_release`](Self::rw_lock_force_release),
+/// [`rw_lock_state`](Self::rw_lock_state).
+///
 /// # Pub/sub
 /// [`publish`](Self::publish), [`with_pubsub`](Self::with_pubsub).
 ///
@@ -237,6 +394,122 @@ pub trait LockBackend: Send + Sync + 'static {
     /// # Errors
     /// A backend failure, or `Protocol` if `name` holds another type.
     fn lock_state(&self, name: &str, holder: &str) -> Result<LockState>;
+
+    /// Acquires or re-enters fair lock `keys.name` for `holder`, in queue
+    /// order: the lock is granted only when it is free and the queue is empty
+    /// or `holder` is at its head. Waiters whose slot deadline is before
+    /// `now_ms` are evicted first. If it cannot be granted and `enqueue` is
+    /// true, `holder` joins the tail with a slot lasting `wait_ms` past the
+    /// slot ahead. `Held { ttl }` is how long to wait before trying again.
+    ///
+    /// # Errors
+    /// A backend failure, or `Protocol` if a key holds another type.
+    fn fair_lock_acquire(
+        &self,
+        keys: &FairLockKeys<'_>,
+        holder: &str,
+        lease_ms: i64,
+        wait_ms: i64,
+        now_ms: i64,
+        enqueue: bool,
+    ) -> Result<Acquire>;
+
+    /// Releases one hold of `holder`; on the last one deletes the lock and
+    /// publishes `0` on the head waiter's channel
+    /// (`<keys.channel_prefix>:<waiter id>`). A lock that no longer exists
+    /// counts as released (Redisson's behaviour). `latch_key`/`latch_ms` as in
+    /// [`lock_release`](Self::lock_release).
+    ///
+    /// # Errors
+    /// A backend failure, or `Protocol` if a key holds another type.
+    fn fair_lock_release(
+        &self,
+        keys: &FairLockKeys<'_>,
+        holder: &str,
+        lease_ms: i64,
+        now_ms: i64,
+        latch_key: &str,
+        latch_ms: i64,
+    ) -> Result<Release>;
+
+    /// Removes `holder` from the queue (a waiter that gave up); the slots of
+    /// the waiters behind it move up by `wait_ms`.
+    ///
+    /// # Errors
+    /// A backend failure, or `Protocol` if a key holds another type.
+    fn fair_lock_cancel(&self, keys: &FairLockKeys<'_>, holder: &str, wait_ms: i64) -> Result<()>;
+
+    /// Deletes the fair lock whoever holds it and tells the head waiter.
+    /// Returns whether it existed.
+    ///
+    /// # Errors
+    /// A backend failure.
+    fn fair_lock_force_release(&self, keys: &FairLockKeys<'_>, now_ms: i64) -> Result<bool>;
+
+    /// Acquires or re-enters the read half for `keys.holder`: granted when the
+    /// lock is free, in read mode, or write-held by the same holder. Each read
+    /// hold n gets its own key `<keys.timeout_prefix>:<n>` expiring after
+    /// `lease_ms`; the hash lives as long as its longest hold.
+    ///
+    /// # Errors
+    /// A backend failure, or `Protocol` if the key holds another type.
+    fn read_lock_acquire(&self, keys: &RwLockKeys<'_>, lease_ms: i64) -> Result<Acquire>;
+
+    /// Acquires or re-enters the write half for `keys.holder` (field
+    /// `keys.write_field`). Re-entry adds `lease_ms` to the remaining TTL.
+    ///
+    /// # Errors
+    /// `InvalidArgument` when the holder holds the read half (read to write
+    /// would wait for itself); a backend failure; `Protocol` on a wrong type.
+    fn write_lock_acquire(&self, keys: &RwLockKeys<'_>, lease_ms: i64) -> Result<Acquire>;
+
+    /// Releases one read hold of `keys.holder`. `Released` when the lock is
+    /// now free (and `0` was published on `keys.channel`), `StillHeld` when
+    /// other holds remain.
+    ///
+    /// # Errors
+    /// A backend failure, or `Protocol` if the key holds another type.
+    fn read_lock_release(
+        &self,
+        keys: &RwLockKeys<'_>,
+        latch_key: &str,
+        latch_ms: i64,
+    ) -> Result<Release>;
+
+    /// Releases one write hold of `keys.holder`. On the last one the lock is
+    /// deleted (or, if the holder also reads, left in read mode) and `1`
+    /// (read-unlock: wakes every waiter) is published on `keys.channel`.
+    ///
+    /// # Errors
+    /// A backend failure, or `Protocol` if the key holds another type.
+    fn write_lock_release(
+        &self,
+        keys: &RwLockKeys<'_>,
+        lease_ms: i64,
+        latch_key: &str,
+        latch_ms: i64,
+    ) -> Result<Release>;
+
+    /// Renews `keys.holder`'s read holds (its own timeout keys only, so a
+    /// dead reader's holds still expire) and the hash. `false` when the
+    /// holder holds no read hold any more.
+    ///
+    /// # Errors
+    /// A backend failure, or `Protocol` if the key holds another type.
+    fn read_lock_renew(&self, keys: &RwLockKeys<'_>, lease_ms: i64) -> Result<bool>;
+
+    /// Deletes the lock if it is held in `mode` and publishes that half's
+    /// message (`0` for read, `1` for write). Returns whether it was.
+    ///
+    /// # Errors
+    /// A backend failure, or `Protocol` if the key holds another type.
+    fn rw_lock_force_release(&self, keys: &RwLockKeys<'_>, mode: RwMode) -> Result<bool>;
+
+    /// Reads the lock's mode, the hold count of `field` and the TTL.
+    ///
+    /// # Errors
+    /// A backend failure, or `Protocol` if the key holds another type.
+    fn rw_lock_state(&self, name: &str, field: &str) -> Result<RwLockState>;
 
     /// Publishes `payload` on `channel` (used to nudge a subscriber).
     ///

@@ -10,7 +10,10 @@ use std::time::Duration;
 
 use redis::{ConnectionLike, RedisError};
 
-use super::{Acquire, LockBackend, LockState, Message, PubSubConnection, Release, scripts};
+use super::{
+    Acquire, FairLockKeys, LockBackend, LockState, Message, PubSubConnection, Release, RwLockKeys,
+    RwLockState, RwMode, scripts,
+};
 use crate::{Error, Result};
 
 /// Tunables of a [`RedisBackend`].
@@ -304,6 +307,29 @@ fn redis_error(address: &str, op: &str, err: RedisError) -> Error {
     Error::backend_caused_by(format!("{op} on Redis at {address}"), err, connection)
 }
 
+/// Maps a release script's reply: nil = not held, 0 = still held, 1 = released.
+fn release_outcome(op: &str, outcome: Option<i64>) -> Result<Release> {
+    match outcome {
+        None => Ok(Release::NotHeld),
+        Some(0) => Ok(Release::StillHeld),
+        Some(1) => Ok(Release::Released),
+        Some(other) => Err(Error::protocol(format!(
+            "{op} script returned {other}, expected nil, 0 or 1"
+        ))),
+    }
+}
+
+/// Maps an acquire script's reply: nil = acquired, else the time to wait.
+fn acquire_outcome(pttl: Option<i64>) -> Acquire {
+    match pttl {
+        None => Acquire::Acquired,
+        // A negative PTTL means no expiry is known.
+        Some(pttl) => Acquire::Held {
+            ttl: ttl_from_pttl(pttl),
+        },
+    }
+}
+
 fn redacted_address(info: &redis::ConnectionInfo) -> String {
     format!("{}/{}", info.addr(), info.redis_settings().db())
 }
@@ -318,14 +344,7 @@ impl LockBackend for RedisBackend {
             "lock acquire",
             scripts::LOCK_ACQUIRE.key(name).arg(lease_ms).arg(holder),
         )?;
-        Ok(match pttl {
-            None => Acquire::Acquired,
-            // -2 (vanished between the two reads) cannot happen inside one
-            // script; treat any negative as "no expiry known".
-            Some(pttl) => Acquire::Held {
-                ttl: ttl_from_pttl(pttl),
-            },
-        })
+        Ok(acquire_outcome(pttl))
     }
 
     fn lock_renew(&self, name: &str, holder: &str, lease_ms: i64) -> Result<bool> {
@@ -356,14 +375,7 @@ impl LockBackend for RedisBackend {
                 .arg(holder)
                 .arg(latch_ms),
         )?;
-        match outcome {
-            None => Ok(Release::NotHeld),
-            Some(0) => Ok(Release::StillHeld),
-            Some(1) => Ok(Release::Released),
-            Some(other) => Err(Error::protocol(format!(
-                "lock release script returned {other}, expected nil, 0 or 1"
-            ))),
-        }
+        release_outcome("lock release", outcome)
     }
 
     fn lock_force_release(&self, name: &str, channel: &str) -> Result<bool> {
@@ -380,11 +392,207 @@ impl LockBackend for RedisBackend {
     fn lock_state(&self, name: &str, holder: &str) -> Result<LockState> {
         let (exists, hold_count, pttl): (i64, i64, i64) =
             self.run("lock state", scripts::LOCK_STATE.key(name).arg(holder))?;
-        Ok(LockState {
-            locked: exists == 1,
-            hold_count: u64::try_from(hold_count).unwrap_or(0),
-            ttl: ttl_from_pttl(pttl),
-        })
+        Ok(LockState::new(
+            exists == 1,
+            u64::try_from(hold_count).unwrap_or(0),
+            ttl_from_pttl(pttl),
+        ))
+    }
+
+    fn fair_lock_acquire(
+        &self,
+        keys: &FairLockKeys<'_>,
+        holder: &str,
+        lease_ms: i64,
+        wait_ms: i64,
+        now_ms: i64,
+        enqueue: bool,
+    ) -> Result<Acquire> {
+        let wait: Option<i64> = self.run(
+            "fair lock acquire",
+            scripts::FAIR_LOCK_ACQUIRE
+                .key(keys.name)
+                .key(keys.queue)
+                .key(keys.timeouts)
+                .arg(lease_ms)
+                .arg(holder)
+                .arg(wait_ms)
+                .arg(now_ms)
+                .arg(u8::from(enqueue)),
+        )?;
+        Ok(acquire_outcome(wait))
+    }
+
+    fn fair_lock_release(
+        &self,
+        keys: &FairLockKeys<'_>,
+        holder: &str,
+        lease_ms: i64,
+        now_ms: i64,
+        latch_key: &str,
+        latch_ms: i64,
+    ) -> Result<Release> {
+        let outcome: Option<i64> = self.run(
+            "fair lock release",
+            scripts::FAIR_LOCK_RELEASE
+                .key(keys.name)
+                .key(keys.queue)
+                .key(keys.timeouts)
+                .key(keys.channel_prefix)
+                .key(latch_key)
+                .arg(crate::keys::UNLOCK_MESSAGE)
+                .arg(lease_ms)
+                .arg(holder)
+                .arg(now_ms)
+                .arg(latch_ms),
+        )?;
+        release_outcome("fair lock release", outcome)
+    }
+
+    fn fair_lock_cancel(&self, keys: &FairLockKeys<'_>, holder: &str, wait_ms: i64) -> Result<()> {
+        let _: i64 = self.run(
+            "fair lock cancel",
+            scripts::FAIR_LOCK_CANCEL
+                .key(keys.queue)
+                .key(keys.timeouts)
+                .arg(holder)
+                .arg(wait_ms),
+        )?;
+        Ok(())
+    }
+
+    fn fair_lock_force_release(&self, keys: &FairLockKeys<'_>, now_ms: i64) -> Result<bool> {
+        let existed: i64 = self.run(
+            "fair lock force release",
+            scripts::FAIR_LOCK_FORCE_RELEASE
+                .key(keys.name)
+                .key(keys.queue)
+                .key(keys.timeouts)
+                .key(keys.channel_prefix)
+                .arg(crate::keys::UNLOCK_MESSAGE)
+                .arg(now_ms),
+        )?;
+        Ok(existed == 1)
+    }
+
+    fn read_lock_acquire(&self, keys: &RwLockKeys<'_>, lease_ms: i64) -> Result<Acquire> {
+        let pttl: Option<i64> = self.run(
+            "read lock acquire",
+            scripts::READ_LOCK_ACQUIRE
+                .key(keys.name)
+                .key(keys.timeout_prefix)
+                .arg(lease_ms)
+                .arg(keys.holder)
+                .arg(keys.write_field),
+        )?;
+        Ok(acquire_outcome(pttl))
+    }
+
+    fn write_lock_acquire(&self, keys: &RwLockKeys<'_>, lease_ms: i64) -> Result<Acquire> {
+        let pttl: Option<i64> = self.run(
+            "write lock acquire",
+            scripts::WRITE_LOCK_ACQUIRE
+                .key(keys.name)
+                .arg(lease_ms)
+                .arg(keys.write_field)
+                .arg(keys.holder),
+        )?;
+        if pttl == Some(-3) {
+            return Err(crate::error::read_to_write_upgrade(keys.name));
+        }
+        Ok(acquire_outcome(pttl))
+    }
+
+    fn read_lock_release(
+        &self,
+        keys: &RwLockKeys<'_>,
+        latch_key: &str,
+        latch_ms: i64,
+    ) -> Result<Release> {
+        let outcome: Option<i64> = self.run(
+            "read lock release",
+            scripts::READ_LOCK_RELEASE
+                .key(keys.name)
+                .key(keys.channel)
+                .key(keys.timeout_prefix)
+                .key(keys.key_prefix)
+                .key(latch_key)
+                .arg(crate::keys::UNLOCK_MESSAGE)
+                .arg(keys.holder)
+                .arg(latch_ms),
+        )?;
+        release_outcome("read lock release", outcome)
+    }
+
+    fn write_lock_release(
+        &self,
+        keys: &RwLockKeys<'_>,
+        lease_ms: i64,
+        latch_key: &str,
+        latch_ms: i64,
+    ) -> Result<Release> {
+        let outcome: Option<i64> = self.run(
+            "write lock release",
+            scripts::WRITE_LOCK_RELEASE
+                .key(keys.name)
+                .key(keys.channel)
+                .key(latch_key)
+                .arg(crate::keys::READ_UNLOCK_MESSAGE)
+                .arg(lease_ms)
+                .arg(keys.write_field)
+                .arg(latch_ms),
+        )?;
+        release_outcome("write lock release", outcome)
+    }
+
+    fn read_lock_renew(&self, keys: &RwLockKeys<'_>, lease_ms: i64) -> Result<bool> {
+        let renewed: i64 = self.run(
+            "read lock renew",
+            scripts::READ_LOCK_RENEW
+                .key(keys.name)
+                .key(keys.timeout_prefix)
+                .arg(lease_ms)
+                .arg(keys.holder),
+        )?;
+        Ok(renewed == 1)
+    }
+
+    fn rw_lock_force_release(&self, keys: &RwLockKeys<'_>, mode: RwMode) -> Result<bool> {
+        let message = match mode {
+            RwMode::Read => crate::keys::UNLOCK_MESSAGE,
+            RwMode::Write => crate::keys::READ_UNLOCK_MESSAGE,
+        };
+        let deleted: i64 = self.run(
+            "read-write lock force release",
+            scripts::RW_LOCK_FORCE_RELEASE
+                .key(keys.name)
+                .key(keys.channel)
+                .arg(mode.as_str())
+                .arg(message),
+        )?;
+        Ok(deleted == 1)
+    }
+
+    fn rw_lock_state(&self, name: &str, field: &str) -> Result<RwLockState> {
+        let (mode, hold_count, pttl): (String, i64, i64) = self.run(
+            "read-write lock state",
+            scripts::RW_LOCK_STATE.key(name).arg(field),
+        )?;
+        let mode = match mode.as_str() {
+            "" => None,
+            "read" => Some(RwMode::Read),
+            "write" => Some(RwMode::Write),
+            other => {
+                return Err(Error::protocol(format!(
+                    "read-write lock {name:?} has mode {other:?}, expected read or write"
+                )));
+            }
+        };
+        Ok(RwLockState::new(
+            mode,
+            u64::try_from(hold_count).unwrap_or(0),
+            ttl_from_pttl(pttl),
+        ))
     }
 
     fn publish(&self, channel: &str, payload: &str) -> Result<()> {

@@ -1,0 +1,67 @@
+-- Acquire, re-enter or queue for a fair lock (Redisson's RFairLock).
+-- KEYS[1]  the lock: a hash of holder id -> hold count
+-- KEYS[2]  the queue of waiter ids, FIFO: redisson_lock_queue:{name}
+-- KEYS[3]  waiter id -> slot deadline in ms: redisson_lock_timeout:{name}
+-- ARGV[1]  lease in milliseconds
+-- ARGV[2]  holder id, <client uuid>:<thread number>
+-- ARGV[3]  the waiter's allowance in ms (fair-lock wait timeout, or the try_lock_for wait)
+-- ARGV[4]  the caller's wall clock in ms
+-- ARGV[5]  1 = join the queue if the lock cannot be had now; 0 = do not (try_lock)
+-- Returns  nil when acquired (hold count + 1, TTL reset to the lease);
+--          otherwise how long to wait in ms before trying again (the slot
+--          ahead's remaining time, or the lock's PTTL).
+local now = tonumber(ARGV[4])
+-- Evict waiters whose slot deadline has passed (dead or gone).
+while true do
+    local first = redis.call('lindex', KEYS[2], 0)
+    if first == false then
+        break
+    end
+    local deadline = tonumber(redis.call('zscore', KEYS[3], first))
+    if deadline == nil or deadline <= now then
+        redis.call('zrem', KEYS[3], first)
+        redis.call('lpop', KEYS[2])
+    else
+        break
+    end
+end
+-- Free, and nobody queued or the caller is first: take it.
+if redis.call('exists', KEYS[1]) == 0
+    and (redis.call('exists', KEYS[2]) == 0 or redis.call('lindex', KEYS[2], 0) == ARGV[2]) then
+    redis.call('lpop', KEYS[2])
+    redis.call('zrem', KEYS[3], ARGV[2])
+    -- Everyone behind moves up one slot.
+    local waiters = redis.call('zrange', KEYS[3], 0, -1)
+    for i = 1, #waiters do
+        redis.call('zincrby', KEYS[3], -tonumber(ARGV[3]), waiters[i])
+    end
+    redis.call('hset', KEYS[1], ARGV[2], 1)
+    redis.call('pexpire', KEYS[1], ARGV[1])
+    return nil
+end
+-- Re-entry.
+if redis.call('hexists', KEYS[1], ARGV[2]) == 1 then
+    redis.call('hincrby', KEYS[1], ARGV[2], 1)
+    redis.call('pexpire', KEYS[1], ARGV[1])
+    return nil
+end
+if ARGV[5] ~= '1' then
+    return math.max(redis.call('pttl', KEYS[1]), 1)
+end
+-- Already queued: wait until the slot ahead runs out.
+local mine = redis.call('zscore', KEYS[3], ARGV[2])
+if mine ~= false then
+    return math.max(tonumber(mine) - tonumber(ARGV[3]) - now, 1)
+end
+-- Join the tail; the slot lasts the allowance past the slot ahead (or the lock's TTL).
+local last = redis.call('lindex', KEYS[2], -1)
+local ttl
+if last ~= false and last ~= ARGV[2] then
+    ttl = tonumber(redis.call('zscore', KEYS[3], last)) - now
+else
+    ttl = redis.call('pttl', KEYS[1])
+end
+if redis.call('zadd', KEYS[3], ttl + tonumber(ARGV[3]) + now, ARGV[2]) == 1 then
+    redis.call('rpush', KEYS[2], ARGV[2])
+end
+return math.max(ttl, 1)

@@ -1,0 +1,22 @@
+-- Leave a fair lock's queue (a waiter that gave up): later waiters' slots
+-- move up by the leaver's allowance.
+-- KEYS[1]  the queue: redisson_lock_queue:{name}
+-- KEYS[2]  the slot deadlines: redisson_lock_timeout:{name}
+-- ARGV[1]  the leaving waiter's id
+-- ARGV[2]  its allowance in ms
+-- Returns  1 if it was queued, 0 otherwise.
+local queue = redis.call('lrange', KEYS[1], 0, -1)
+local i = 1
+while i <= #queue and queue[i] ~= ARGV[1] do
+    i = i + 1
+end
+if i > #queue then
+    redis.call('zrem', KEYS[2], ARGV[1])
+    return 0
+end
+for j = i + 1, #queue do
+    redis.call('zincrby', KEYS[2], -tonumber(ARGV[2]), queue[j])
+end
+redis.call('zrem', KEYS[2], ARGV[1])
+redis.call('lrem', KEYS[1], 0, ARGV[1])
+return 1

@@ -1,0 +1,52 @@
+-- Release one hold of a fair lock, idempotently, and wake the head waiter.
+-- KEYS[1]  the lock hash
+-- KEYS[2]  the queue: redisson_lock_queue:{name}
+-- KEYS[3]  the slot deadlines: redisson_lock_timeout:{name}
+-- KEYS[4]  the channel prefix, redisson_lock__channel:{name}; the head waiter
+--          listens on <prefix>:<its id>
+-- KEYS[5]  this request's unlock latch, redisson_unlock_latch:{name}:<request id>
+-- ARGV[1]  the unlock message (0)
+-- ARGV[2]  lease in milliseconds (the TTL a still-held lock gets)
+-- ARGV[3]  holder id
+-- ARGV[4]  the caller's wall clock in ms
+-- ARGV[5]  how long the latch remembers this outcome, in ms
+-- Returns  nil = the lock exists but the holder does not hold it; 0 = one hold
+--          released, still held; 1 = released (or already gone, as in Redisson)
+--          and the head waiter told.
+local done = redis.call('get', KEYS[5])
+if done then
+    return tonumber(done)
+end
+local now = tonumber(ARGV[4])
+while true do
+    local first = redis.call('lindex', KEYS[2], 0)
+    if first == false then
+        break
+    end
+    local deadline = tonumber(redis.call('zscore', KEYS[3], first))
+    if deadline == nil or deadline <= now then
+        redis.call('zrem', KEYS[3], first)
+        redis.call('lpop', KEYS[2])
+    else
+        break
+    end
+end
+local outcome
+if redis.call('exists', KEYS[1]) == 0 then
+    outcome = 1
+elseif redis.call('hexists', KEYS[1], ARGV[3]) == 0 then
+    return nil
+elseif redis.call('hincrby', KEYS[1], ARGV[3], -1) > 0 then
+    redis.call('pexpire', KEYS[1], ARGV[2])
+    redis.call('set', KEYS[5], 0, 'px', ARGV[5])
+    return 0
+else
+    redis.call('del', KEYS[1])
+    outcome = 1
+end
+local head = redis.call('lindex', KEYS[2], 0)
+if head ~= false then
+    redis.call('publish', KEYS[4] .. ':' .. head, ARGV[1])
+end
+redis.call('set', KEYS[5], outcome, 'px', ARGV[5])
+return outcome

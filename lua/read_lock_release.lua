@@ -1,0 +1,52 @@
+-- Release one read hold, idempotently.
+-- KEYS[1]  the lock hash
+-- KEYS[2]  the channel, redisson_rwlock:{name}
+-- KEYS[3]  this holder's timeout key prefix, {name}:<holder>:rwlock_timeout
+-- KEYS[4]  the key prefix of every holder's timeout keys, {name}
+-- KEYS[5]  this request's unlock latch, redisson_unlock_latch:{name}:<request id>
+-- ARGV[1]  the unlock message (0)
+-- ARGV[2]  holder id
+-- ARGV[3]  how long the latch remembers this outcome, in ms
+-- Returns  nil = the holder holds no read hold; 0 = released, the lock is still
+--          held (by other reads, or the holder's write); 1 = the lock is free
+--          and the unlock message published.
+local done = redis.call('get', KEYS[5])
+if done then
+    return tonumber(done)
+end
+local mode = redis.call('hget', KEYS[1], 'mode')
+if mode == false or redis.call('hexists', KEYS[1], ARGV[2]) == 0 then
+    return nil
+end
+local counter = redis.call('hincrby', KEYS[1], ARGV[2], -1)
+if counter == 0 then
+    redis.call('hdel', KEYS[1], ARGV[2])
+end
+redis.call('del', KEYS[3] .. ':' .. (counter + 1))
+if redis.call('hlen', KEYS[1]) > 1 then
+    -- The lock lives as long as its longest remaining hold.
+    local longest = -3
+    local fields = redis.call('hkeys', KEYS[1])
+    for _, field in ipairs(fields) do
+        local holds = tonumber(redis.call('hget', KEYS[1], field))
+        if type(holds) == 'number' then
+            for i = holds, 1, -1 do
+                local ttl = redis.call('pttl', KEYS[4] .. ':' .. field .. ':rwlock_timeout:' .. i)
+                longest = math.max(ttl, longest)
+            end
+        end
+    end
+    if longest > 0 then
+        redis.call('pexpire', KEYS[1], longest)
+        redis.call('set', KEYS[5], 0, 'px', ARGV[3])
+        return 0
+    end
+    if mode == 'write' then
+        redis.call('set', KEYS[5], 0, 'px', ARGV[3])
+        return 0
+    end
+end
+redis.call('del', KEYS[1])
+redis.call('publish', KEYS[2], ARGV[1])
+redis.call('set', KEYS[5], 1, 'px', ARGV[3])
+return 1

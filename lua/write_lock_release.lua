@@ -1,0 +1,34 @@
+-- Release one write hold, idempotently.
+-- KEYS[1]  the lock hash
+-- KEYS[2]  the channel, redisson_rwlock:{name}
+-- KEYS[3]  this request's unlock latch, redisson_unlock_latch:{name}:<request id>
+-- ARGV[1]  the read-unlock message (1: wakes every waiter)
+-- ARGV[2]  lease in milliseconds (the TTL a still-held lock gets)
+-- ARGV[3]  the holder's write field, <holder>:write
+-- ARGV[4]  how long the latch remembers this outcome, in ms
+-- Returns  nil = the holder does not hold the write lock; 0 = one hold released,
+--          still held; 1 = the write hold is gone: the lock is free (message
+--          published) or left in read mode to the holder's own read holds.
+local done = redis.call('get', KEYS[3])
+if done then
+    return tonumber(done)
+end
+local mode = redis.call('hget', KEYS[1], 'mode')
+if mode ~= 'write' or redis.call('hexists', KEYS[1], ARGV[3]) == 0 then
+    return nil
+end
+if redis.call('hincrby', KEYS[1], ARGV[3], -1) > 0 then
+    redis.call('pexpire', KEYS[1], ARGV[2])
+    redis.call('set', KEYS[3], 0, 'px', ARGV[4])
+    return 0
+end
+redis.call('hdel', KEYS[1], ARGV[3])
+if redis.call('hlen', KEYS[1]) == 1 then
+    redis.call('del', KEYS[1])
+else
+    -- Downgraded: the holder's read holds remain; other readers may join now.
+    redis.call('hset', KEYS[1], 'mode', 'read')
+end
+redis.call('publish', KEYS[2], ARGV[1])
+redis.call('set', KEYS[3], 1, 'px', ARGV[4])
+return 1

@@ -1,0 +1,287 @@
+//! What differs between the lock primitives that share [`Lock`](crate::Lock)'s
+//! acquire loop, guard, watchdog and subscriber: which scripts they run,
+//! which hash field names a holder, where their waiters listen, and how a
+//! hold is renewed and inspected.
+//!
+//! | flavor | Redisson | holder field | waiters listen on | renewal |
+//! |---|---|---|---|---|
+//! | reentrant | `RLock` | `<uuid>:<thread>` | `redisson_lock__channel:{name}` | hash TTL |
+//! | fair | `RFairLock` | `<uuid>:<thread>` | `redisson_lock__channel:{name}:<uuid>:<thread>` (own channel) | hash TTL |
+//! | read | `RReadWriteLock.readLock()` | `<uuid>:<thread>` | `redisson_rwlock:{name}` | own read-hold keys + hash |
+//! | write | `RReadWriteLock.writeLock()` | `<uuid>:<thread>:write` | `redisson_rwlock:{name}` | hash TTL |
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::backend::{Acquire, FairLockKeys, LockBackend, LockState, Release, RwLockKeys, RwMode};
+use crate::{Result, keys};
+
+/// Which primitive a lock handle drives.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Flavor {
+    Reentrant,
+    Fair,
+    Read,
+    Write,
+}
+
+/// A lock's keys, computed once per handle.
+pub(crate) struct LockKeys {
+    pub(crate) flavor: Flavor,
+    pub(crate) name: String,
+    /// Reentrant: the lock's channel; fair: the prefix of waiter channels;
+    /// read/write: the read-write lock's channel.
+    channel: String,
+    /// Fair: the queue and slot keys. Read/write: the read-hold key prefix.
+    extra: [String; 2],
+}
+
+impl fmt::Debug for LockKeys {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("LockKeys")
+            .field("flavor", &self.flavor)
+            .field("name", &self.name)
+            .finish()
+    }
+}
+
+/// One holder's names on one lock.
+#[derive(Debug, Clone)]
+pub(crate) struct Holder {
+    /// `<client uuid>:<thread>`.
+    pub(crate) id: String,
+    /// The hash field of this hold: the id, or `<id>:write` for the write half.
+    pub(crate) field: String,
+    /// `<id>:write`: a read attempt checks it (a writer may also read).
+    write_field: String,
+    /// Read/write halves: `{name}:<id>:rwlock_timeout`.
+    timeout_prefix: String,
+}
+
+impl LockKeys {
+    pub(crate) fn new(flavor: Flavor, name: String) -> LockKeys {
+        let (channel, extra) = match flavor {
+            Flavor::Reentrant => (keys::lock_channel(&name), [String::new(), String::new()]),
+            Flavor::Fair => (
+                keys::lock_channel(&name),
+                [keys::fair_queue(&name), keys::fair_timeouts(&name)],
+            ),
+            Flavor::Read | Flavor::Write => (
+                keys::rw_channel(&name),
+                [keys::rw_key_prefix(&name), String::new()],
+            ),
+        };
+        LockKeys {
+            flavor,
+            name,
+            channel,
+            extra,
+        }
+    }
+
+    pub(crate) fn holder(&self, id: String) -> Holder {
+        let (write_field, timeout_prefix) = match self.flavor {
+            Flavor::Reentrant | Flavor::Fair => (String::new(), String::new()),
+            Flavor::Read | Flavor::Write => (
+                format!("{id}:write"),
+                keys::rw_timeout_prefix(&self.name, &id),
+            ),
+        };
+        let field = if self.flavor == Flavor::Write {
+            write_field.clone()
+        } else {
+            id.clone()
+        };
+        Holder {
+            id,
+            field,
+            write_field,
+            timeout_prefix,
+        }
+    }
+
+    fn fair(&self) -> FairLockKeys<'_> {
+        FairLockKeys {
+            name: &self.name,
+            queue: &self.extra[0],
+            timeouts: &self.extra[1],
+            channel_prefix: &self.channel,
+        }
+    }
+
+    fn rw<'a>(&'a self, holder: &'a Holder) -> RwLockKeys<'a> {
+        RwLockKeys {
+            name: &self.name,
+            channel: &self.channel,
+            holder: &holder.id,
+            write_field: &holder.write_field,
+            timeout_prefix: &holder.timeout_prefix,
+            key_prefix: &self.extra[0],
+        }
+    }
+
+    /// The channel this holder's waiters listen on.
+    pub(crate) fn wait_channel(&self, holder: &Holder) -> String {
+        match self.flavor {
+            Flavor::Fair => format!("{}:{}", self.channel, holder.id),
+            _ => self.channel.clone(),
+        }
+    }
+
+    /// Whether a new local attempt should let a just-woken local waiter go
+    /// first (the fair lock's queue already orders everyone).
+    pub(crate) fn defers_to_woken_waiter(&self) -> bool {
+        self.flavor != Flavor::Fair
+    }
+
+    /// One acquire attempt. `allowance_ms` is a fair waiter's queue slot;
+    /// `enqueue` whether a fair attempt may join the queue.
+    pub(crate) fn attempt(
+        &self,
+        backend: &dyn LockBackend,
+        holder: &Holder,
+        lease_ms: i64,
+        allowance_ms: i64,
+        enqueue: bool,
+    ) -> Result<Acquire> {
+        match self.flavor {
+            Flavor::Reentrant => backend.lock_acquire(&self.name, &holder.id, lease_ms),
+            Flavor::Fair => backend.fair_lock_acquire(
+                &self.fair(),
+                &holder.id,
+                lease_ms,
+                allowance_ms,
+                wall_clock_ms(),
+                enqueue,
+            ),
+            Flavor::Read => backend.read_lock_acquire(&self.rw(holder), lease_ms),
+            Flavor::Write => backend.write_lock_acquire(&self.rw(holder), lease_ms),
+        }
+    }
+
+    /// A waiter gives up: leave the fair queue at once (no-op otherwise).
+    pub(crate) fn give_up(
+        &self,
+        backend: &dyn LockBackend,
+        holder: &Holder,
+        allowance_ms: i64,
+    ) -> Result<()> {
+        match self.flavor {
+            Flavor::Fair => backend.fair_lock_cancel(&self.fair(), &holder.id, allowance_ms),
+            _ => Ok(()),
+        }
+    }
+
+    pub(crate) fn release(
+        &self,
+        backend: &dyn LockBackend,
+        holder: &Holder,
+        lease_ms: i64,
+        latch_key: &str,
+        latch_ms: i64,
+    ) -> Result<Release> {
+        match self.flavor {
+            Flavor::Reentrant => backend.lock_release(
+                &self.name,
+                &self.channel,
+                &holder.id,
+                lease_ms,
+                latch_key,
+                latch_ms,
+            ),
+            Flavor::Fair => backend.fair_lock_release(
+                &self.fair(),
+                &holder.id,
+                lease_ms,
+                wall_clock_ms(),
+                latch_key,
+                latch_ms,
+            ),
+            Flavor::Read => backend.read_lock_release(&self.rw(holder), latch_key, latch_ms),
+            Flavor::Write => {
+                backend.write_lock_release(&self.rw(holder), lease_ms, latch_key, latch_ms)
+            }
+        }
+    }
+
+    /// Renews one holder's lease (the watchdog's call): `false` when the
+    /// hold is gone.
+    pub(crate) fn renew(
+        &self,
+        backend: &dyn LockBackend,
+        holder: &Holder,
+        lease_ms: i64,
+    ) -> Result<bool> {
+        match self.flavor {
+            Flavor::Reentrant | Flavor::Fair | Flavor::Write => {
+                backend.lock_renew(&self.name, &holder.field, lease_ms)
+            }
+            Flavor::Read => backend.read_lock_renew(&self.rw(holder), lease_ms),
+        }
+    }
+
+    pub(crate) fn force_release(&self, backend: &dyn LockBackend) -> Result<bool> {
+        match self.flavor {
+            Flavor::Reentrant => backend.lock_force_release(&self.name, &self.channel),
+            Flavor::Fair => backend.fair_lock_force_release(&self.fair(), wall_clock_ms()),
+            Flavor::Read | Flavor::Write => {
+                let mode = if self.flavor == Flavor::Read {
+                    RwMode::Read
+                } else {
+                    RwMode::Write
+                };
+                let nobody = self.holder(String::new());
+                backend.rw_lock_force_release(&self.rw(&nobody), mode)
+            }
+        }
+    }
+
+    /// The lock's state as this flavor sees it: a read or write half counts
+    /// as locked only when the lock is held in its own mode (Redisson's
+    /// `isLocked` on each half).
+    pub(crate) fn state(&self, backend: &dyn LockBackend, holder: &Holder) -> Result<LockState> {
+        match self.flavor {
+            Flavor::Reentrant | Flavor::Fair => backend.lock_state(&self.name, &holder.id),
+            Flavor::Read | Flavor::Write => {
+                let own = if self.flavor == Flavor::Read {
+                    RwMode::Read
+                } else {
+                    RwMode::Write
+                };
+                let state = backend.rw_lock_state(&self.name, &holder.field)?;
+                Ok(LockState::new(
+                    state.mode == Some(own),
+                    state.hold_count,
+                    state.ttl,
+                ))
+            }
+        }
+    }
+}
+
+/// A hold's renewal, handed to the watchdog: the lock's keys and the holder.
+#[derive(Debug, Clone)]
+pub(crate) struct Renewal {
+    pub(crate) keys: Arc<LockKeys>,
+    pub(crate) holder: Holder,
+}
+
+impl Renewal {
+    pub(crate) fn renew(&self, backend: &dyn LockBackend, lease_ms: i64) -> Result<bool> {
+        self.keys.renew(backend, &self.holder, lease_ms)
+    }
+}
+
+/// The caller's wall clock in ms since the Unix epoch: the fair lock's queue
+/// arithmetic (Redisson passes `System.currentTimeMillis()`).
+fn wall_clock_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+}
+
+/// Milliseconds of a validated duration, saturating (for allowances).
+pub(crate) fn saturating_ms(value: Duration) -> i64 {
+    i64::try_from(value.as_millis()).unwrap_or(i64::MAX)
+}
