@@ -130,9 +130,10 @@ impl LockKeys {
     }
 
     /// Whether a new local attempt should let a just-woken local waiter go
-    /// first (the fair lock's queue already orders everyone).
+    /// first: only for exclusive holds. The fair lock's queue already orders
+    /// everyone, and readers share.
     pub(crate) fn defers_to_woken_waiter(&self) -> bool {
-        self.flavor != Flavor::Fair
+        matches!(self.flavor, Flavor::Reentrant | Flavor::Write)
     }
 
     /// One acquire attempt. `allowance_ms` is a fair waiter's queue slot;

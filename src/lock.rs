@@ -378,7 +378,9 @@ impl Lock {
         };
         if wait.passed() {
             // A fair try_lock_for that ran out at once may have queued.
-            keys.give_up(backend, &holder, allowance_ms)?;
+            if enqueue {
+                keys.give_up(backend, &holder, allowance_ms)?;
+            }
             return Ok(None);
         }
         let waited = (|| {
