@@ -70,7 +70,13 @@
 //! hang. If the pub/sub connection drops, every waiter retries and the
 //! subscriber reconnects and resubscribes. Within one client, a thread
 //! arriving just after an unlock lets the waiter the unlock woke go first.
-//! Across clients the lock is not fair.
+//! Across clients [`Lock`] is not fair; the fair lock ([`Client::fair_lock`])
+//! is: waiters queue in Redis and each unlock wakes only the head of the
+//! queue, on its own channel. Its queue slots are computed from each client's
+//! wall clock (as in Redisson), so clients' clocks should agree to within a
+//! small fraction of the fair-lock wait timeout. A write unlock of a
+//! [`ReadWriteLock`] wakes every waiter, so all waiting readers get in
+//! together.
 //!
 //! # Failure model
 //!
