@@ -1,6 +1,6 @@
 //! Lock benchmarks against a private `redis-server` this bench starts itself.
 //!
-//! Run: `cargo bench --bench lock` (about a minute). Criterion's reports
+//! Run: `cargo bench --bench lock` (about 90 s). Criterion's reports
 //! go to `target/criterion/`; the lines that matter are printed to stderr:
 //! one per contended run, then a summary of medians timed by this file
 //! (interleaved, in the same run) with the ratios the issue asks for.
@@ -19,9 +19,15 @@
 //!   scripts, acquire then release, run by the `redis` crate alone on one
 //!   connection: the pair with zero library overhead).
 //! - `uncontended`: `lock()` + `unlock()` (watchdog) and `lock_with_lease()` +
-//!   `unlock()`, on Redis and on `MemoryBackend` (the library's own cost).
+//!   `unlock()`, on Redis and on `MemoryBackend` (the library's own cost);
+//!   the same `lock()` + `unlock()` pair on a fair lock (`fair_lock_unlock`)
+//!   and on each half of a read-write lock (`read_lock_unlock`,
+//!   `write_lock_unlock`). Every ratio is to the one floor above (the
+//!   reentrant lock's scripts), so it includes the heavier scripts' own cost.
 //! - `handoff`: from one thread's `unlock()` to another thread's return from
-//!   `lock()` on the same lock, with both threads on one client or on two.
+//!   `lock()` on the same lock, with both threads on one client or on two;
+//!   `fair_*`: the same on a fair lock, where the waiter is queued in Redis
+//!   and the unlock wakes it on its own channel.
 //!   The unlocking thread first waits until the other is parked in `lock()`:
 //!   it polls the waiter's `/proc/self/task/<tid>/wchan` for a futex wait,
 //!   yielding in between, rather than sleeping, because an idle vCPU makes
@@ -143,6 +149,25 @@ fn main() {
                 b.iter(|| lock_with_lease_unlock(&lock));
             });
         }
+        // The fair and read-write pairs: shorter runs (the settings apply to
+        // the benches added after them), to keep the whole bench near 90 s.
+        group
+            .warm_up_time(Duration::from_millis(500))
+            .measurement_time(Duration::from_secs(2));
+        for (backend, client) in [("redis", &redis_client), ("memory", &memory_client)] {
+            let fair = client.fair_lock(unique_name("bench:uncontended:fair"));
+            let rw = client.read_write_lock(unique_name("bench:uncontended:rw"));
+            let (read, write) = (rw.read(), rw.write());
+            group.bench_function(format!("{backend}/fair_lock_unlock"), |b| {
+                b.iter(|| lock_unlock(&fair));
+            });
+            group.bench_function(format!("{backend}/read_lock_unlock"), |b| {
+                b.iter(|| lock_unlock(&read));
+            });
+            group.bench_function(format!("{backend}/write_lock_unlock"), |b| {
+                b.iter(|| lock_unlock(&write));
+            });
+        }
         group.finish();
     }
 
@@ -168,6 +193,21 @@ fn main() {
             bencher.iter_custom(|iters| note_waits(&handoff(&a, &b, iters, None)));
         });
         report_slow_locks("handoff/redis/two_clients (criterion)");
+        let name = unique_name("bench:handoff:fair:same");
+        let (a, b) = (redis_client.fair_lock(&name), redis_client.fair_lock(&name));
+        group.bench_function("redis/fair_same_client", |bencher| {
+            bencher.iter_custom(|iters| note_waits(&handoff(&a, &b, iters, None)));
+        });
+        report_slow_locks("handoff/redis/fair_same_client (criterion)");
+        let name = unique_name("bench:handoff:fair:two");
+        let (a, b) = (
+            redis_client.fair_lock(&name),
+            redis_client_b.fair_lock(&name),
+        );
+        group.bench_function("redis/fair_two_clients", |bencher| {
+            bencher.iter_custom(|iters| note_waits(&handoff(&a, &b, iters, None)));
+        });
+        report_slow_locks("handoff/redis/fair_two_clients (criterion)");
         group.finish();
     }
 
@@ -753,13 +793,32 @@ fn own_measurements(
     let mut redis_lease = || lock_with_lease_unlock(&redis_lock);
     let mut mem_wd = || lock_unlock(&memory_lock);
     let mut mem_lease = || lock_with_lease_unlock(&memory_lock);
-    let mut cases: [(&'static str, &mut dyn FnMut()); 6] = [
+    // The fair and read-write pairs (`lock()` + `unlock()`, watchdog).
+    let redis_fair = redis_a.fair_lock(unique_name("bench:own:uncontended:fair"));
+    let redis_rw = redis_a.read_write_lock(unique_name("bench:own:uncontended:rw"));
+    let (redis_read, redis_write) = (redis_rw.read(), redis_rw.write());
+    let memory_fair = memory.fair_lock(unique_name("bench:own:uncontended:fair"));
+    let memory_rw = memory.read_write_lock(unique_name("bench:own:uncontended:rw"));
+    let (memory_read, memory_write) = (memory_rw.read(), memory_rw.write());
+    let mut redis_fair_pair = || lock_unlock(&redis_fair);
+    let mut redis_read_pair = || lock_unlock(&redis_read);
+    let mut redis_write_pair = || lock_unlock(&redis_write);
+    let mut mem_fair_pair = || lock_unlock(&memory_fair);
+    let mut mem_read_pair = || lock_unlock(&memory_read);
+    let mut mem_write_pair = || lock_unlock(&memory_write);
+    let mut cases: [(&'static str, &mut dyn FnMut()); 12] = [
         ("floor/ping", &mut ping),
         ("floor/evalsha_pair", &mut pair),
         ("uncontended/redis/lock_unlock", &mut redis_wd),
         ("uncontended/redis/lock_with_lease_unlock", &mut redis_lease),
         ("uncontended/memory/lock_unlock", &mut mem_wd),
         ("uncontended/memory/lock_with_lease_unlock", &mut mem_lease),
+        ("uncontended/redis/fair_lock_unlock", &mut redis_fair_pair),
+        ("uncontended/redis/read_lock_unlock", &mut redis_read_pair),
+        ("uncontended/redis/write_lock_unlock", &mut redis_write_pair),
+        ("uncontended/memory/fair_lock_unlock", &mut mem_fair_pair),
+        ("uncontended/memory/read_lock_unlock", &mut mem_read_pair),
+        ("uncontended/memory/write_lock_unlock", &mut mem_write_pair),
     ];
     let names: Vec<&'static str> = cases.iter().map(|(n, _)| *n).collect();
     let times = interleaved(&mut cases, per_block, blocks, per_block);
@@ -769,23 +828,26 @@ fn own_measurements(
 
     // Handoff.
     let mut handoff_stats = Vec::new();
-    for (label, two_clients, lease) in [
-        ("handoff/redis/same_client", false, None),
-        ("handoff/redis/two_clients", true, None),
+    for (label, two_clients, lease, fair) in [
+        ("handoff/redis/same_client", false, None, false),
+        ("handoff/redis/two_clients", true, None, false),
         (
             "handoff/redis/same_client_lease (own only)",
             false,
             Some(LEASE),
+            false,
         ),
+        ("handoff/redis/fair_same_client", false, None, true),
+        ("handoff/redis/fair_two_clients", true, None, true),
     ] {
         let name = unique_name("bench:own:handoff");
         let b = if two_clients { redis_b } else { redis_a };
-        let st = stats(&handoff(
-            &redis_a.lock(&name),
-            &b.lock(&name),
-            handoffs,
-            lease,
-        ));
+        let (a, b) = if fair {
+            (redis_a.fair_lock(&name), b.fair_lock(&name))
+        } else {
+            (redis_a.lock(&name), b.lock(&name))
+        };
+        let st = stats(&handoff(&a, &b, handoffs, lease));
         handoff_stats.push((label, st));
     }
 
@@ -881,6 +943,30 @@ fn own_measurements(
             format!("  = {:.3} × floor pair", ratio(st.median, pair.median)),
         );
     }
+    // The fair and read-write pairs, against the same floor and against the
+    // reentrant lock's pair on the same backend.
+    for (i, reentrant) in [(6, redis_wd), (7, redis_wd), (8, redis_wd)] {
+        line(
+            names[i],
+            s[i],
+            format!(
+                "  = {:.2} × floor pair, {:.2} × lock_unlock",
+                ratio(s[i].median, pair.median),
+                ratio(s[i].median, reentrant.median)
+            ),
+        );
+    }
+    for (i, reentrant) in [(9, mem_wd), (10, mem_wd), (11, mem_wd)] {
+        line(
+            names[i],
+            s[i],
+            format!(
+                "  = {:.3} × floor pair, {:.2} × lock_unlock",
+                ratio(s[i].median, pair.median),
+                ratio(s[i].median, reentrant.median)
+            ),
+        );
+    }
     eprintln!(
         "  watchdog pair vs lease pair: redis {:+.1} µs ({:.2}×), memory {:+.1} µs ({:.2}×; p90 {:.1} vs {:.1} µs)",
         us(redis_wd.median) - us(redis_lease.median),
@@ -899,14 +985,28 @@ fn own_measurements(
         } else {
             String::new()
         };
-        line(
-            label,
-            *st,
-            format!(
+        // The ≤ 4 × PING target is the reentrant lock's; a fair handoff is
+        // also shown against the reentrant one with the same clients.
+        let extra = match label.strip_prefix("handoff/redis/fair_") {
+            Some(rest) => {
+                let reentrant = handoff_stats
+                    .iter()
+                    .find(|(l, _)| l.strip_prefix("handoff/redis/") == Some(rest))
+                    .map_or(String::new(), |(_, r)| {
+                        format!(", {:.2} × reentrant {rest}", ratio(st.median, r.median))
+                    });
+                format!(
+                    "  = {:.2} × ping, {:.2} × floor pair{reentrant}{stalls}",
+                    ratio(st.median, ping.median),
+                    ratio(st.median, pair.median)
+                )
+            }
+            None => format!(
                 "  = {:.2} × ping (target ≤ 4){stalls}",
                 ratio(st.median, ping.median)
             ),
-        );
+        };
+        line(label, *st, extra);
     }
     for (label, r) in &contended {
         eprintln!(
