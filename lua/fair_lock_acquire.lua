@@ -1,4 +1,5 @@
 -- Acquire, re-enter or queue for a fair lock (Redisson's RFairLock).
+-- Loaded after fair_lock_prelude.lua (evict_stale_waiters).
 -- KEYS[1]  the lock: a hash of holder id -> hold count
 -- KEYS[2]  the queue of waiter ids, FIFO: redisson_lock_queue:{name}
 -- KEYS[3]  waiter id -> slot deadline in ms: redisson_lock_timeout:{name}
@@ -11,20 +12,7 @@
 --          otherwise how long to wait in ms before trying again (the slot
 --          ahead's remaining time, or the lock's PTTL).
 local now = tonumber(ARGV[4])
--- Evict waiters whose slot deadline has passed (dead or gone).
-while true do
-    local first = redis.call('lindex', KEYS[2], 0)
-    if first == false then
-        break
-    end
-    local deadline = tonumber(redis.call('zscore', KEYS[3], first))
-    if deadline == nil or deadline <= now then
-        redis.call('zrem', KEYS[3], first)
-        redis.call('lpop', KEYS[2])
-    else
-        break
-    end
-end
+evict_stale_waiters(KEYS[2], KEYS[3], now)
 -- Free, and nobody queued or the caller is first: take it.
 if redis.call('exists', KEYS[1]) == 0
     and (redis.call('exists', KEYS[2]) == 0 or redis.call('lindex', KEYS[2], 0) == ARGV[2]) then

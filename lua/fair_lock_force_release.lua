@@ -1,4 +1,5 @@
 -- Delete a fair lock whoever holds it and wake the head waiter.
+-- Loaded after fair_lock_prelude.lua (evict_stale_waiters).
 -- KEYS[1]  the lock hash
 -- KEYS[2]  the queue: redisson_lock_queue:{name}
 -- KEYS[3]  the slot deadlines: redisson_lock_timeout:{name}
@@ -7,19 +8,7 @@
 -- ARGV[2]  the caller's wall clock in ms
 -- Returns  1 when the lock existed; 0 otherwise.
 local now = tonumber(ARGV[2])
-while true do
-    local first = redis.call('lindex', KEYS[2], 0)
-    if first == false then
-        break
-    end
-    local deadline = tonumber(redis.call('zscore', KEYS[3], first))
-    if deadline == nil or deadline <= now then
-        redis.call('zrem', KEYS[3], first)
-        redis.call('lpop', KEYS[2])
-    else
-        break
-    end
-end
+evict_stale_waiters(KEYS[2], KEYS[3], now)
 if redis.call('del', KEYS[1]) == 1 then
     local head = redis.call('lindex', KEYS[2], 0)
     if head ~= false then

@@ -1,4 +1,5 @@
 -- Release one hold of a fair lock, idempotently, and wake the head waiter.
+-- Loaded after fair_lock_prelude.lua (evict_stale_waiters).
 -- KEYS[1]  the lock hash
 -- KEYS[2]  the queue: redisson_lock_queue:{name}
 -- KEYS[3]  the slot deadlines: redisson_lock_timeout:{name}
@@ -18,19 +19,7 @@ if done then
     return tonumber(done)
 end
 local now = tonumber(ARGV[4])
-while true do
-    local first = redis.call('lindex', KEYS[2], 0)
-    if first == false then
-        break
-    end
-    local deadline = tonumber(redis.call('zscore', KEYS[3], first))
-    if deadline == nil or deadline <= now then
-        redis.call('zrem', KEYS[3], first)
-        redis.call('lpop', KEYS[2])
-    else
-        break
-    end
-end
+evict_stale_waiters(KEYS[2], KEYS[3], now)
 local outcome
 if redis.call('exists', KEYS[1]) == 0 then
     outcome = 1

@@ -3,6 +3,8 @@
 //! Each is run with EVALSHA; `redis::Script::invoke` reloads it on NOSCRIPT,
 //! so a `SCRIPT FLUSH` or a server restart mid-run costs one extra round trip.
 //! The KEYS/ARGV/return contract of each is in its file's header comment.
+//! The fair-lock scripts share `lua/fair_lock_prelude.lua`, prepended at
+//! compile time: each operation is still one self-contained script.
 
 use std::sync::LazyLock;
 
@@ -30,20 +32,32 @@ pub(crate) static LOCK_STATE: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("../../lua/lock_state.lua")));
 
 /// `lua/fair_lock_acquire.lua`: KEYS lock, queue, slots; ARGV lease ms, holder, allowance ms, now ms, enqueue. nil = acquired, else ms to wait.
-pub(crate) static FAIR_LOCK_ACQUIRE: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("../../lua/fair_lock_acquire.lua")));
+pub(crate) static FAIR_LOCK_ACQUIRE: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(concat!(
+        include_str!("../../lua/fair_lock_prelude.lua"),
+        include_str!("../../lua/fair_lock_acquire.lua")
+    ))
+});
 
 /// `lua/fair_lock_release.lua`: KEYS lock, queue, slots, channel prefix, latch; ARGV message, lease ms, holder, now ms, latch ms. nil/0/1.
-pub(crate) static FAIR_LOCK_RELEASE: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("../../lua/fair_lock_release.lua")));
+pub(crate) static FAIR_LOCK_RELEASE: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(concat!(
+        include_str!("../../lua/fair_lock_prelude.lua"),
+        include_str!("../../lua/fair_lock_release.lua")
+    ))
+});
 
 /// `lua/fair_lock_cancel.lua`: KEYS queue, slots; ARGV waiter, allowance ms. 1 = was queued.
 pub(crate) static FAIR_LOCK_CANCEL: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("../../lua/fair_lock_cancel.lua")));
 
 /// `lua/fair_lock_force_release.lua`: KEYS lock, queue, slots, channel prefix; ARGV message, now ms. 1 = existed.
-pub(crate) static FAIR_LOCK_FORCE_RELEASE: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("../../lua/fair_lock_force_release.lua")));
+pub(crate) static FAIR_LOCK_FORCE_RELEASE: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(concat!(
+        include_str!("../../lua/fair_lock_prelude.lua"),
+        include_str!("../../lua/fair_lock_force_release.lua")
+    ))
+});
 
 /// `lua/read_lock_acquire.lua`: KEYS lock, timeout prefix; ARGV lease ms, holder, write field. nil = acquired, else PTTL.
 pub(crate) static READ_LOCK_ACQUIRE: LazyLock<Script> =
