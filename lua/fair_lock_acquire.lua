@@ -10,7 +10,7 @@
 -- ARGV[5]  1 = join the queue if the lock cannot be had now; 0 = do not (try_lock)
 -- Returns  nil when acquired (hold count + 1, TTL reset to the lease);
 --          otherwise how long to wait in ms before trying again (the slot
---          ahead's remaining time, or the lock's PTTL).
+--          ahead's remaining time, or the lock's PTTL; -1 = until a message).
 local now = tonumber(ARGV[4])
 evict_stale_waiters(KEYS[2], KEYS[3], now)
 -- Free, and nobody queued or the caller is first: take it.
@@ -39,7 +39,19 @@ end
 -- Already queued: wait until the slot ahead runs out.
 local mine = redis.call('zscore', KEYS[3], ARGV[2])
 if mine ~= false then
-    return math.max(tonumber(mine) - tonumber(ARGV[3]) - now, 1)
+    local ahead = tonumber(mine) - tonumber(ARGV[3]) - now
+    if ahead > 0 then
+        return ahead
+    end
+    -- The slot ahead ran out while its owner still holds the lock: wait for
+    -- the lock's TTL (-1 = none: wait for the unlock message), not 1 ms.
+    local ttl = redis.call('pttl', KEYS[1])
+    if ttl ~= -2 then
+        return ttl
+    end
+    -- Free, and a live head has not taken it yet: wait for the head's slot.
+    local head = redis.call('lindex', KEYS[2], 0)
+    return math.max(tonumber(redis.call('zscore', KEYS[3], head)) - now, 1)
 end
 -- Join the tail; the slot lasts the allowance past the slot ahead (or the lock's TTL).
 local last = redis.call('lindex', KEYS[2], -1)

@@ -161,6 +161,22 @@ impl LockKeys {
         }
     }
 
+    /// How long a waiter may park after a failed attempt that reported
+    /// `ttl`. A fair waiter also wakes once per allowance: when the head
+    /// takes the lock every slot moves up, and a waiter parked on the old
+    /// slot ahead would otherwise sleep one allowance past a dead waiter's
+    /// new deadline (one extra script call per allowance, 300 s by default).
+    pub(crate) fn park_for(&self, ttl: Option<Duration>, allowance_ms: i64) -> Option<Duration> {
+        match self.flavor {
+            Flavor::Fair => {
+                let allowance =
+                    Duration::from_millis(u64::try_from(allowance_ms).unwrap_or(u64::MAX));
+                Some(ttl.map_or(allowance, |ttl| ttl.min(allowance)))
+            }
+            _ => ttl,
+        }
+    }
+
     /// A waiter gives up: leave the fair queue at once (no-op otherwise).
     pub(crate) fn give_up(
         &self,

@@ -386,7 +386,8 @@ impl Lock {
         let waited = (|| {
             let subscription = inner.subscriber.subscribe(&channel, Wake::Lock, seen)?;
             loop {
-                let woken = subscription.wait_permit(wait.park_until(ttl, inner.watchdog_timeout));
+                let park = keys.park_for(ttl, allowance_ms);
+                let woken = subscription.wait_permit(wait.park_until(park, inner.watchdog_timeout));
                 let outcome = attempt();
                 if woken {
                     subscription.handoff_done();

@@ -19,11 +19,9 @@ use std::sync::{Arc, Barrier, mpsc};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use common::{TestServer, unique_name};
-use redisync::{Client, ClientBuilder, Error, Lock, LockGuard, MemoryBackend, NopEventHandler};
+use common::{Env, backend_tests, unique_name};
+use redisync::{Client, Error, Lock, LockGuard, MemoryBackend, NopEventHandler};
 
-/// The default watchdog timeout of the clients (Redisson's 30 s).
-const DEFAULT_WATCHDOG: Duration = Duration::from_secs(30);
 /// A lease long enough that only an unlock (never expiry) frees the lock
 /// within a test.
 const LONG_LEASE: Duration = Duration::from_secs(30);
@@ -33,103 +31,6 @@ const PROMPT: Duration = Duration::from_secs(1);
 const SETTLE: Duration = Duration::from_millis(200);
 /// How long a test waits for a report before it declares a thread stuck.
 const STUCK: Duration = Duration::from_secs(10);
-
-// ---------------------------------------------------------------------------
-// The environment: one store, any number of clients on it.
-// ---------------------------------------------------------------------------
-
-/// The store the clients of one test share.
-enum Store {
-    /// Clones of one `MemoryBackend` share one keyspace.
-    Memory(MemoryBackend),
-    /// A private redis-server, stopped when the test ends.
-    Redis(TestServer),
-}
-
-/// What each conformance case gets: a way to make clients (processes) on one
-/// store, and the store's test hooks.
-struct Env {
-    store: Store,
-}
-
-impl Env {
-    fn memory() -> Env {
-        Env {
-            store: Store::Memory(MemoryBackend::new()),
-        }
-    }
-
-    fn redis() -> Env {
-        Env {
-            store: Store::Redis(TestServer::start()),
-        }
-    }
-
-    /// A builder on this store, silent (no log noise from expected
-    /// failures); the caller adds tunables.
-    fn builder(&self) -> ClientBuilder {
-        let builder = Client::builder().event_handler(Arc::new(NopEventHandler));
-        match &self.store {
-            Store::Memory(backend) => builder.backend(backend.clone()),
-            Store::Redis(server) => builder.redis_url(server.url()),
-        }
-    }
-
-    /// A new client ("process") with the default watchdog timeout.
-    fn client(&self) -> Client {
-        self.client_with_watchdog(DEFAULT_WATCHDOG)
-    }
-
-    /// A new client ("process") with the given watchdog timeout.
-    fn client_with_watchdog(&self, timeout: Duration) -> Client {
-        self.builder()
-            .watchdog_timeout(timeout)
-            .build()
-            .expect("building a client on the test store")
-    }
-
-    /// Drops every open pub/sub connection (`CLIENT KILL TYPE pubsub`).
-    fn kill_pubsub(&self) {
-        match &self.store {
-            Store::Memory(backend) => backend.kill_pubsub_connections(),
-            Store::Redis(server) => {
-                let killed: i64 = ::redis::cmd("CLIENT")
-                    .arg("KILL")
-                    .arg("TYPE")
-                    .arg("pubsub")
-                    .query(&mut server.connection())
-                    .expect("CLIENT KILL TYPE pubsub");
-                assert!(killed >= 1, "no pub/sub connection was open to kill");
-            }
-        }
-    }
-
-    /// Stores a plain string at `key` (`SET key value`), so lock operations
-    /// on it meet `WRONGTYPE`.
-    fn set_string(&self, key: &str, value: &str) {
-        match &self.store {
-            Store::Memory(backend) => backend.set_string(key, value),
-            Store::Redis(server) => ::redis::cmd("SET")
-                .arg(key)
-                .arg(value)
-                .query::<()>(&mut server.connection())
-                .expect("SET"),
-        }
-    }
-}
-
-/// One `#[test]` per behaviour and backend: `memory::<name>` and
-/// `redis::<name>` both run `<name>(&Env)`.
-macro_rules! backend_tests {
-    ($($name:ident),* $(,)?) => {
-        mod memory {
-            $( #[test] fn $name() { super::$name(&super::Env::memory()); } )*
-        }
-        mod redis {
-            $( #[test] fn $name() { super::$name(&super::Env::redis()); } )*
-        }
-    };
-}
 
 backend_tests!(
     mutual_exclusion_across_threads_and_two_clients,

@@ -41,12 +41,16 @@ const COUNTER_ENV: &str = "REDISYNC_COUNTER";
 const INSIDE_ENV: &str = "REDISYNC_INSIDE";
 /// How many increments an incrementer child makes.
 const ITERATIONS_ENV: &str = "REDISYNC_ITERATIONS";
+/// The fair-waiter child's fair-lock wait timeout, in milliseconds.
+const FAIR_WAIT_MS_ENV: &str = "REDISYNC_FAIR_WAIT_MS";
 
 /// Printed by a child once it is ready (followed by its holder id for the
 /// holder role).
 const READY: &str = "REDISYNC-CHILD-READY";
 /// Printed by an incrementer child after its last increment.
 const DONE: &str = "REDISYNC-CHILD-DONE";
+/// Printed by a fair-waiter child if it ever gets the lock.
+const ACQUIRED: &str = "REDISYNC-CHILD-ACQUIRED";
 /// Sent by the parent on a child's stdin to start the incrementers together.
 const GO: &str = "go";
 
@@ -72,6 +76,8 @@ fn child_role_entrypoint() {
     match role.as_str() {
         "holder" => child_holder(),
         "incrementer" => child_incrementer(),
+        "fair_waiter" => child_fair_waiter(),
+        "reader" => child_reader(),
         other => panic!("unknown {ROLE_ENV}={other:?}"),
     }
 }
@@ -124,6 +130,71 @@ fn child_holder() {
             break;
         }
     }
+    drop(guard);
+}
+
+/// Blocks until the parent closes stdin (or dies), or the lifetime cap.
+fn until_parent_done(from_parent: &Receiver<String>) {
+    let deadline = Instant::now() + CHILD_MAX_LIFETIME;
+    while let Some(left) = deadline.checked_duration_since(Instant::now()) {
+        if from_parent.recv_timeout(left).is_err() {
+            break;
+        }
+    }
+}
+
+/// Connects and says the holder id of its waiting thread; on "go" that
+/// thread queues for the fair lock (`lock()`, with the given fair-lock wait
+/// timeout) and waits there until the parent kills the child. Should it ever
+/// get the lock, it says so and holds it.
+fn child_fair_waiter() {
+    let wait = Duration::from_millis(env(FAIR_WAIT_MS_ENV).parse().expect("fair wait ms"));
+    let client = Client::builder()
+        .redis_url(env(URL_ENV))
+        .fair_lock_wait_timeout(wait)
+        .build()
+        .expect("child: connect");
+    let lock = client.fair_lock(env(LOCK_ENV));
+    let from_parent = parent_lines();
+    let (go_tx, go_rx) = mpsc::channel::<()>();
+    // The holder id is per thread: the waiting thread announces its own.
+    let waiting = thread::spawn(move || {
+        announce(&format!("{READY} {}", lock.client().current_holder_id()));
+        if go_rx.recv().is_err() {
+            return;
+        }
+        let guard = lock.lock().expect("child: fair lock");
+        announce(ACQUIRED);
+        // Hold until the process ends.
+        thread::sleep(CHILD_MAX_LIFETIME);
+        drop(guard);
+    });
+    match from_parent.recv_timeout(READY_TIMEOUT) {
+        Ok(line) if line.trim() == GO => go_tx.send(()).expect("child: go"),
+        other => panic!("child: expected {GO:?} from the parent, got {other:?}"),
+    }
+    until_parent_done(&from_parent);
+    // The waiting thread, blocked in lock(), ends with the process.
+    drop(waiting);
+}
+
+/// Takes the read half of a read-write lock with the watchdog (short
+/// timeout), says so with its holder id, and holds it until killed.
+fn child_reader() {
+    let watchdog = Duration::from_millis(env(WATCHDOG_MS_ENV).parse().expect("watchdog ms"));
+    let client = Client::builder()
+        .redis_url(env(URL_ENV))
+        .watchdog_timeout(watchdog)
+        .build()
+        .expect("child: connect");
+    let guard = client
+        .read_write_lock(env(LOCK_ENV))
+        .read()
+        .lock()
+        .expect("child: read lock");
+    let from_parent = parent_lines();
+    announce(&format!("{READY} {}", client.current_holder_id()));
+    until_parent_done(&from_parent);
     drop(guard);
 }
 
@@ -499,4 +570,331 @@ fn mutual_exclusion_across_processes() {
         .query(&mut raw)
         .unwrap();
     assert_eq!(exists, 0, "lock or marker left behind");
+}
+
+/// The caller's wall clock in ms (the fair lock's slot deadlines use it).
+fn wall_ms() -> i64 {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap();
+    i64::try_from(now.as_millis()).unwrap()
+}
+
+fn lrange(conn: &mut redis::Connection, key: &str) -> Vec<String> {
+    redis::cmd("LRANGE")
+        .arg(key)
+        .arg(0)
+        .arg(-1)
+        .query(conn)
+        .unwrap()
+}
+
+/// A parent thread blocked in a fair `lock()`: it reports its holder id
+/// before the call, then when it got the lock (instant and wall-clock ms),
+/// and holds until released.
+struct ParentWaiter {
+    id: String,
+    acquired: Receiver<(Instant, i64)>,
+    release: Option<mpsc::Sender<()>>,
+    handle: Option<thread::JoinHandle<()>>,
+}
+
+impl ParentWaiter {
+    fn spawn(lock: redisync::Lock) -> ParentWaiter {
+        let (id_tx, id_rx) = mpsc::channel();
+        let (acquired_tx, acquired) = mpsc::channel();
+        let (release, release_rx) = mpsc::channel::<()>();
+        let handle = thread::spawn(move || {
+            id_tx.send(lock.client().current_holder_id()).unwrap();
+            let guard = lock.lock().expect("parent waiter: lock()");
+            let _ = acquired_tx.send((Instant::now(), wall_ms()));
+            let _ = release_rx.recv_timeout(Duration::from_secs(60));
+            guard.unlock().expect("parent waiter: unlock()");
+        });
+        ParentWaiter {
+            id: id_rx.recv_timeout(Duration::from_secs(10)).unwrap(),
+            acquired,
+            release: Some(release),
+            handle: Some(handle),
+        }
+    }
+
+    fn acquired(&self, what: &str, timeout: Duration) -> (Instant, i64) {
+        self.acquired
+            .recv_timeout(timeout)
+            .unwrap_or_else(|e| panic!("{what}: no lock within {timeout:?} ({e})"))
+    }
+
+    fn join(mut self) {
+        self.release.take();
+        self.handle
+            .take()
+            .unwrap()
+            .join()
+            .expect("parent waiter panicked");
+    }
+}
+
+/// A fair-lock waiter process SIGKILLed in the middle of the queue holds up
+/// the waiters behind it only until its queue slot runs out (slots are short
+/// here: a 1 s fair-lock wait timeout, and a 1 s watchdog for the holder so
+/// the lock's TTL, from which the first slot counts, stays under 1 s).
+///
+/// Mechanism: the first waiter's unlock publishes to the dead waiter's own
+/// channel, which nobody hears; the last waiter parks at most until the slot
+/// ahead of it runs out, retries, evicts the stale entry and is at the head.
+/// When the first waiter took the lock every slot moved up one wait timeout;
+/// a fair waiter re-reads its slot at least once per wait timeout, so it
+/// gets the lock as the dead slot ends, not one wait timeout later.
+#[test]
+fn dead_fair_waiter_delays_the_queue_at_most_its_slot() {
+    const WAIT: Duration = Duration::from_millis(1000);
+    const WATCHDOG: Duration = Duration::from_millis(1000);
+    const SLACK: Duration = Duration::from_secs(2);
+    let server = TestServer::start();
+    let name = unique_name("processes:fair-dead-waiter");
+    let queue = format!("redisson_lock_queue:{{{name}}}");
+    let timeouts = format!("redisson_lock_timeout:{{{name}}}");
+    let mut raw = server.connection();
+    let parent = Client::builder()
+        .redis_url(server.url())
+        .watchdog_timeout(WATCHDOG)
+        .fair_lock_wait_timeout(WAIT)
+        .build()
+        .expect("parent client");
+    let lock = parent.fair_lock(name.as_str());
+
+    // The child connects first and queues only on "go", so the whole queue
+    // forms within milliseconds, well inside the first slot.
+    let mut child = ChildProcess::spawn(
+        "fair_waiter",
+        &[
+            (URL_ENV, server.url()),
+            (LOCK_ENV, name.clone()),
+            (FAIR_WAIT_MS_ENV, WAIT.as_millis().to_string()),
+        ],
+    );
+    let child_id = child.expect_line(READY, READY_TIMEOUT);
+    assert!(!child_id.starts_with(parent.id()));
+
+    let holder = lock.lock().unwrap();
+    let first = ParentWaiter::spawn(lock.clone());
+    common::wait_until("the first waiter queued", READY_TIMEOUT, || {
+        lrange(&mut raw, &queue) == [first.id.clone()]
+    });
+    child.send(GO);
+    common::wait_until("the child queued", READY_TIMEOUT, || {
+        lrange(&mut raw, &queue).len() >= 2
+    });
+    let last = ParentWaiter::spawn(lock.clone());
+    common::wait_until("the last waiter queued", READY_TIMEOUT, || {
+        lrange(&mut raw, &queue).len() >= 3
+    });
+    assert_eq!(
+        lrange(&mut raw, &queue),
+        [first.id.clone(), child_id.clone(), last.id.clone()],
+        "queue order (a very slow setup lets the first slot run out); child output:\n{}",
+        child.transcript()
+    );
+    let status = child.kill();
+    assert_eq!(
+        status.signal(),
+        Some(9),
+        "child was not SIGKILLed: {status}"
+    );
+    assert!(
+        !child.transcript().contains(ACQUIRED),
+        "the child got the lock"
+    );
+
+    // The holder's unlock tells the first waiter, which takes the lock.
+    let unlocked = Instant::now();
+    holder.unlock().unwrap();
+    let (first_at, _) = first.acquired("the first waiter", Duration::from_secs(10));
+    assert!(
+        first_at.duration_since(unlocked) < SLACK,
+        "the first waiter got the lock {:?} after the unlock",
+        first_at.duration_since(unlocked)
+    );
+    // The dead child is the head now, with its slot's final deadline.
+    assert_eq!(
+        lrange(&mut raw, &queue),
+        [child_id.clone(), last.id.clone()]
+    );
+    let deadline: f64 = redis::cmd("ZSCORE")
+        .arg(&timeouts)
+        .arg(&child_id)
+        .query(&mut raw)
+        .unwrap();
+    #[allow(clippy::cast_possible_truncation)]
+    let deadline = deadline as i64;
+
+    // The first waiter's unlock goes to the dead child; the last waiter gets
+    // the lock once the child's slot has run out, not before, not much later.
+    let released = Instant::now();
+    first.join();
+    let bound = WAIT + WATCHDOG + SLACK;
+    let (last_at, last_wall) = last.acquired("the last waiter", bound + Duration::from_secs(10));
+    let delay = last_at.duration_since(released);
+    eprintln!(
+        "fair dead waiter: the last waiter got the lock {delay:?} after the first's unlock, \
+         {} ms after the dead waiter's slot deadline",
+        last_wall - deadline
+    );
+    assert!(
+        last_wall >= deadline,
+        "the last waiter got the lock {} ms before the dead waiter's slot ran out: \
+         the queue order was not kept",
+        deadline - last_wall
+    );
+    assert!(
+        delay < bound,
+        "a dead waiter held up the queue {delay:?} (wait timeout {WAIT:?}, bound {bound:?})"
+    );
+    let late = last_wall - deadline;
+    assert!(
+        late < 500,
+        "the last waiter got the lock {late} ms after the dead waiter's slot ran out \
+         (it should re-read its slot within one wait timeout, {WAIT:?})"
+    );
+    assert_eq!(
+        hgetall(&mut raw, &name),
+        HashMap::from([(last.id.clone(), "1".to_owned())])
+    );
+    let left: i64 = redis::cmd("EXISTS")
+        .arg(&queue)
+        .arg(&timeouts)
+        .query(&mut raw)
+        .unwrap();
+    assert_eq!(left, 0, "the dead waiter is still queued");
+    last.join();
+    assert!(!lock.is_locked().unwrap());
+}
+
+/// A reader process SIGKILLed while a reader of the parent holds the same
+/// read-write lock: the dead reader's hold key expires within the watchdog
+/// timeout (nobody renews it) while the parent's stays renewed, and when the
+/// parent releases, the lock is free at once although the hash still names
+/// the dead reader.
+#[test]
+fn dead_reader_frees_its_share_while_a_live_reader_keeps_the_lock() {
+    const WATCHDOG: Duration = Duration::from_millis(1000);
+    const SLACK: Duration = Duration::from_secs(2);
+    let server = TestServer::start();
+    let name = unique_name("processes:dead-reader");
+    let mut raw = server.connection();
+    let parent = Client::builder()
+        .redis_url(server.url())
+        .watchdog_timeout(WATCHDOG)
+        .build()
+        .expect("parent client");
+    let other = Client::builder()
+        .redis_url(server.url())
+        .build()
+        .expect("writer client");
+    let rw = parent.read_write_lock(name.as_str());
+    let writer = other.read_write_lock(name.as_str()).write();
+
+    let mut child = ChildProcess::spawn(
+        "reader",
+        &[
+            (URL_ENV, server.url()),
+            (LOCK_ENV, name.clone()),
+            (WATCHDOG_MS_ENV, WATCHDOG.as_millis().to_string()),
+        ],
+    );
+    let child_id = child.expect_line(READY, READY_TIMEOUT);
+    let child_key = format!("{{{name}}}:{child_id}:rwlock_timeout:1");
+    let reading = rw.read().lock().unwrap();
+    let me = parent.current_holder_id();
+    let my_key = format!("{{{name}}}:{me}:rwlock_timeout:1");
+    assert_eq!(
+        hgetall(&mut raw, &name),
+        HashMap::from([
+            ("mode".to_owned(), "read".to_owned()),
+            (child_id.clone(), "1".to_owned()),
+            (me, "1".to_owned()),
+        ])
+    );
+
+    // Both readers' watchdogs renew their own keys.
+    let watch_until = Instant::now() + WATCHDOG * 5 / 2;
+    let mut renewals = 0;
+    let mut last = pttl(&mut raw, &child_key);
+    while Instant::now() < watch_until {
+        thread::sleep(Duration::from_millis(50));
+        let now = pttl(&mut raw, &child_key);
+        assert!(
+            now > 0,
+            "the child's read hold key lapsed while it was alive (PTTL {now}); child output:\n{}",
+            child.transcript()
+        );
+        assert!(
+            pttl(&mut raw, &my_key) > 0,
+            "the parent's read hold key lapsed"
+        );
+        if now > last {
+            renewals += 1;
+        }
+        last = now;
+    }
+    assert!(
+        renewals >= 2,
+        "the child's watchdog renewed its read hold {renewals} times"
+    );
+    assert!(writer.try_lock().unwrap().is_none());
+
+    // SIGKILL: the child's key is not renewed any more and expires.
+    let ttl_at_kill = pttl(&mut raw, &child_key);
+    let killed = Instant::now();
+    let status = child.kill();
+    assert_eq!(
+        status.signal(),
+        Some(9),
+        "child was not SIGKILLed: {status}"
+    );
+    common::wait_until(
+        "the dead reader's hold key expired",
+        WATCHDOG + SLACK + Duration::from_secs(5),
+        || pttl(&mut raw, &child_key) == -2,
+    );
+    let gone_after = killed.elapsed();
+    let ttl_at_kill = Duration::from_millis(u64::try_from(ttl_at_kill).unwrap());
+    eprintln!(
+        "dead reader: hold key gone {gone_after:?} after the kill (TTL at kill {ttl_at_kill:?})"
+    );
+    assert!(
+        gone_after < WATCHDOG + SLACK,
+        "the dead reader's hold key lived {gone_after:?} after the kill (watchdog {WATCHDOG:?})"
+    );
+    assert!(
+        gone_after + Duration::from_millis(50) >= ttl_at_kill,
+        "the dead reader's key went after {gone_after:?}, before its {ttl_at_kill:?} TTL ran out"
+    );
+
+    // The parent still reads, past another watchdog timeout; writers wait.
+    thread::sleep(WATCHDOG + WATCHDOG / 2);
+    assert_eq!(rw.read().hold_count().unwrap(), 1);
+    assert!(!reading.is_lost(), "the live reader's hold was lost");
+    assert!(pttl(&mut raw, &my_key) > 0);
+    assert!(
+        writer.try_lock().unwrap().is_none(),
+        "a writer got in beside a live reader"
+    );
+    // The hash still names the dead reader...
+    assert_eq!(
+        hgetall(&mut raw, &name).get(&child_id).map(String::as_str),
+        Some("1")
+    );
+    // ...yet the parent's release frees the lock at once (its key is gone).
+    reading.unlock().unwrap();
+    let exists: i64 = redis::cmd("EXISTS").arg(&name).query(&mut raw).unwrap();
+    assert_eq!(exists, 0, "the lock outlived its last live reader");
+    let started = Instant::now();
+    let guard = writer
+        .try_lock()
+        .unwrap()
+        .expect("a writer right after the last live reader left");
+    assert!(started.elapsed() < SLACK);
+    guard.unlock().unwrap();
 }

@@ -1,7 +1,9 @@
-//! The Redisson 3.x wire layout of the reentrant lock, checked with raw Redis
-//! commands on a real `redis-server` (`../shared/WIRE.md`): the lock hash and
-//! its field, the TTL, the unlock channel and message, the unlock latch, and
-//! a simulated Redisson (Java) client excluding and waking ours and back.
+//! The Redisson 3.x wire layout of the reentrant lock, the fair lock and the
+//! read-write lock, checked with raw Redis commands on a real `redis-server`
+//! (`../shared/WIRE.md`): the lock hash and its fields, the TTLs, the fair
+//! lock's queue and slot set, the read holds' timeout keys, the channels and
+//! messages, the unlock latch, and a simulated Redisson (Java) client
+//! excluding and waking ours and back.
 //!
 //! Every expected key and channel name is spelled out here literally rather
 //! than built with the library's helpers, so a mistake there shows up here.
@@ -22,6 +24,27 @@ struct Case {
     name: String,
     channel: String,
     latch_prefix: String,
+    /// Fair lock: the waiter queue (list).
+    queue: String,
+    /// Fair lock: the waiters' slot deadlines (zset).
+    timeouts: String,
+    /// Read-write lock: the channel of both halves.
+    rw_channel: String,
+    /// Read-write lock: a read hold's timeout key is
+    /// `<rw_key_prefix>:<holder>:rwlock_timeout:<n>`.
+    rw_key_prefix: String,
+}
+
+impl Case {
+    /// A fair-lock waiter's own channel.
+    fn waiter_channel(&self, waiter: &str) -> String {
+        format!("{}:{waiter}", self.channel)
+    }
+
+    /// Read hold `n` of `holder`.
+    fn read_hold_key(&self, holder: &str, n: u32) -> String {
+        format!("{}:{holder}:rwlock_timeout:{n}", self.rw_key_prefix)
+    }
 }
 
 /// One name without a hash tag (braces added around it) and one with its
@@ -34,11 +57,19 @@ fn cases() -> [Case; 2] {
         Case {
             channel: format!("redisson_lock__channel:{{{plain}}}"),
             latch_prefix: format!("redisson_unlock_latch:{{{plain}}}:"),
+            queue: format!("redisson_lock_queue:{{{plain}}}"),
+            timeouts: format!("redisson_lock_timeout:{{{plain}}}"),
+            rw_channel: format!("redisson_rwlock:{{{plain}}}"),
+            rw_key_prefix: format!("{{{plain}}}"),
             name: plain,
         },
         Case {
             channel: format!("redisson_lock__channel:{{{tag}}}:42"),
             latch_prefix: format!("redisson_unlock_latch:{{{tag}}}:42:"),
+            queue: format!("redisson_lock_queue:{{{tag}}}:42"),
+            timeouts: format!("redisson_lock_timeout:{{{tag}}}:42"),
+            rw_channel: format!("redisson_rwlock:{{{tag}}}:42"),
+            rw_key_prefix: format!("{{{tag}}}:42"),
             name: braced,
         },
     ]
@@ -474,5 +505,627 @@ fn unlock_leaves_a_latch_key_with_a_short_ttl() {
             );
         }
         assert!(!exists(&mut raw, name));
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Fair lock
+// ---------------------------------------------------------------------------
+
+/// The caller's wall clock in ms (the fair lock's queue arithmetic uses it).
+fn wall_ms() -> i64 {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap();
+    i64::try_from(now.as_millis()).unwrap()
+}
+
+fn lrange(conn: &mut redis::Connection, key: &str) -> Vec<String> {
+    query(conn, &["LRANGE", key, "0", "-1"])
+}
+
+/// `ZSCORE`, as whole milliseconds.
+fn zscore(conn: &mut redis::Connection, key: &str, member: &str) -> Option<i64> {
+    let score: Option<f64> = query(conn, &["ZSCORE", key, member]);
+    score.map(|s| s as i64)
+}
+
+/// A thread blocked in `lock()`: it reports its holder id before calling it
+/// and the instant it got the lock, then holds until released.
+struct Waiter {
+    id: String,
+    acquired: mpsc::Receiver<Instant>,
+    release: Option<mpsc::Sender<()>>,
+    handle: Option<thread::JoinHandle<redisync::Result<()>>>,
+}
+
+impl Waiter {
+    fn spawn(lock: redisync::Lock) -> Waiter {
+        let (id_tx, id_rx) = mpsc::channel();
+        let (acquired_tx, acquired) = mpsc::channel();
+        let (release, release_rx) = mpsc::channel::<()>();
+        let handle = thread::spawn(move || {
+            id_tx.send(lock.client().current_holder_id()).unwrap();
+            let guard = lock.lock().expect("waiter: lock()");
+            let _ = acquired_tx.send(Instant::now());
+            let _ = release_rx.recv_timeout(Duration::from_secs(60));
+            guard.unlock()
+        });
+        let id = id_rx.recv_timeout(Duration::from_secs(10)).unwrap();
+        Waiter {
+            id,
+            acquired,
+            release: Some(release),
+            handle: Some(handle),
+        }
+    }
+
+    fn acquired_at(&self, what: &str) -> Instant {
+        self.acquired
+            .recv_timeout(Duration::from_secs(15))
+            .unwrap_or_else(|e| panic!("{what}: waiter {} got no lock ({e})", self.id))
+    }
+
+    /// Releases and joins; returns the waiter's unlock result.
+    fn join(mut self) -> redisync::Result<()> {
+        self.release.take();
+        self.handle.take().unwrap().join().expect("waiter panicked")
+    }
+}
+
+#[test]
+fn fair_lock_queues_waiter_ids_in_a_list_and_a_zset_and_tells_only_the_head() {
+    const LEASE: Duration = Duration::from_secs(30);
+    const WAIT: Duration = Duration::from_secs(60);
+    const SLACK_MS: i64 = 3_000;
+    let wait_ms = i64::try_from(WAIT.as_millis()).unwrap();
+    let lease_ms = i64::try_from(LEASE.as_millis()).unwrap();
+    let server = TestServer::start();
+    let mut raw = server.connection();
+    let mut listen_conn = server.connection();
+    let mut listener = Listener::new(&mut listen_conn);
+    let builder = || {
+        Client::builder()
+            .redis_url(server.url())
+            .fair_lock_wait_timeout(WAIT)
+    };
+    let a = builder().build().unwrap();
+    let b = builder().build().unwrap();
+    let c = builder().build().unwrap();
+    for case in cases() {
+        let name = case.name.as_str();
+        let (queue, timeouts) = (case.queue.as_str(), case.timeouts.as_str());
+
+        // The lock itself is the reentrant lock's hash.
+        let held = a.fair_lock(name).lock_with_lease(LEASE).unwrap();
+        assert_eq!(query::<String>(&mut raw, &["TYPE", name]), "hash");
+        assert_eq!(
+            hgetall(&mut raw, name),
+            one_field(&a.current_holder_id(), "1")
+        );
+        assert_ttl_near(name, pttl(&mut raw, name), LEASE, Duration::from_secs(3));
+        // try_lock does not queue.
+        assert!(b.fair_lock(name).try_lock().unwrap().is_none());
+        assert!(!exists(&mut raw, queue) && !exists(&mut raw, timeouts));
+
+        // First waiter: the list holds its id, the zset its slot deadline:
+        // the lock's TTL plus the wait timeout from now, in wall-clock ms.
+        let first = Waiter::spawn(b.fair_lock(name));
+        assert_holder_id(&first.id, &b);
+        wait_until("the first waiter queued", Duration::from_secs(10), || {
+            lrange(&mut raw, queue) == [first.id.clone()]
+        });
+        assert_eq!(query::<String>(&mut raw, &["TYPE", queue]), "list");
+        assert_eq!(query::<String>(&mut raw, &["TYPE", timeouts]), "zset");
+        let slot1 = zscore(&mut raw, timeouts, &first.id).expect("the first waiter's slot");
+        let ahead = slot1 - wait_ms - wall_ms();
+        assert!(
+            ahead <= lease_ms && ahead > lease_ms - SLACK_MS,
+            "{name}: slot deadline {slot1} is {ahead} ms + the wait timeout from now; \
+             expected the lock's TTL (~{lease_ms} ms)"
+        );
+
+        // Second waiter (another client): behind it, one wait timeout later.
+        let second = Waiter::spawn(c.fair_lock(name));
+        wait_until("the second waiter queued", Duration::from_secs(10), || {
+            lrange(&mut raw, queue).len() == 2
+        });
+        assert_eq!(
+            lrange(&mut raw, queue),
+            [first.id.clone(), second.id.clone()]
+        );
+        let slot2 = zscore(&mut raw, timeouts, &second.id).expect("the second waiter's slot");
+        assert_eq!(slot2, slot1 + wait_ms, "{name}: the second slot");
+        assert_eq!(query::<i64>(&mut raw, &["ZCARD", timeouts]), 2);
+        listener.expect_none("queued waiters");
+
+        // Unlock: "0" on the head waiter's own channel only.
+        held.unlock().unwrap();
+        listener.expect(
+            "the unlock with waiters queued",
+            &case.waiter_channel(&first.id),
+            "0",
+        );
+        listener.expect_none("only the head waiter is told");
+        first.acquired_at("the head waiter");
+        assert_eq!(hgetall(&mut raw, name), one_field(&first.id, "1"));
+        // The head left the queue; everyone behind moved up one wait timeout.
+        assert_eq!(lrange(&mut raw, queue), std::slice::from_ref(&second.id));
+        assert_eq!(zscore(&mut raw, timeouts, &first.id), None);
+        assert_eq!(
+            zscore(&mut raw, timeouts, &second.id),
+            Some(slot2 - wait_ms)
+        );
+
+        first.join().unwrap();
+        listener.expect(
+            "the first waiter's unlock",
+            &case.waiter_channel(&second.id),
+            "0",
+        );
+        listener.expect_none("only the next waiter is told");
+        second.acquired_at("the second waiter");
+        assert_eq!(hgetall(&mut raw, name), one_field(&second.id, "1"));
+        assert!(
+            !exists(&mut raw, queue) && !exists(&mut raw, timeouts),
+            "{name}: queue keys left with nobody queued"
+        );
+        second.join().unwrap();
+        listener.expect_none("an unlock with nobody queued");
+        assert!(
+            keys_besides_latches(&mut raw).is_empty(),
+            "{name}: keys left"
+        );
+
+        // A try_lock_for that times out takes its id out of both at once.
+        let held = a.fair_lock(name).lock_with_lease(LEASE).unwrap();
+        let (id_tx, id_rx) = mpsc::channel();
+        let giving_up = {
+            let lock = b.fair_lock(name);
+            thread::spawn(move || {
+                id_tx.send(lock.client().current_holder_id()).unwrap();
+                lock.try_lock_for(Duration::from_millis(1500))
+                    .unwrap()
+                    .is_none()
+            })
+        };
+        let id = id_rx.recv_timeout(Duration::from_secs(10)).unwrap();
+        wait_until(
+            "the try_lock_for waiter queued",
+            Duration::from_secs(10),
+            || lrange(&mut raw, queue) == [id.clone()],
+        );
+        let slot = zscore(&mut raw, timeouts, &id).expect("its slot");
+        let ahead = slot - 1500 - wall_ms();
+        assert!(
+            ahead <= lease_ms && ahead > lease_ms - SLACK_MS,
+            "{name}: a try_lock_for slot is the lock's TTL + its own wait, got {ahead} ms + 1500"
+        );
+        assert!(giving_up.join().unwrap(), "try_lock_for took a held lock");
+        assert!(
+            !exists(&mut raw, queue) && !exists(&mut raw, timeouts),
+            "{name}: a timed-out try_lock_for left {:?} / {:?}",
+            lrange(&mut raw, queue),
+            query::<Vec<String>>(&mut raw, &["ZRANGE", timeouts, "0", "-1"])
+        );
+
+        // force_unlock tells the head waiter too.
+        let waiter = Waiter::spawn(b.fair_lock(name));
+        wait_until("a waiter queued", Duration::from_secs(10), || {
+            lrange(&mut raw, queue).len() == 1
+        });
+        assert!(c.fair_lock(name).force_unlock().unwrap());
+        listener.expect("force_unlock", &case.waiter_channel(&waiter.id), "0");
+        waiter.acquired_at("after force_unlock");
+        let err = held.unlock().unwrap_err();
+        assert!(err.is_not_held(), "expected NotHeld, got {err:?}");
+        waiter.join().unwrap();
+        listener.expect_none("the last unlock and the NotHeld one");
+        assert!(
+            keys_besides_latches(&mut raw).is_empty(),
+            "{name}: keys left"
+        );
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Read-write lock
+// ---------------------------------------------------------------------------
+
+fn sorted(mut keys: Vec<String>) -> Vec<String> {
+    keys.sort();
+    keys
+}
+
+fn fields(pairs: &[(&str, &str)]) -> HashMap<String, String> {
+    pairs
+        .iter()
+        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+        .collect()
+}
+
+#[test]
+fn read_write_lock_is_a_hash_with_mode_and_holder_fields_and_a_key_per_read_hold() {
+    const WATCHDOG: Duration = Duration::from_secs(20);
+    const SLACK: Duration = Duration::from_secs(3);
+    let server = TestServer::start();
+    let mut raw = server.connection();
+    let mut listen_conn = server.connection();
+    let mut listener = Listener::new(&mut listen_conn);
+    let client = Client::builder()
+        .redis_url(server.url())
+        .watchdog_timeout(WATCHDOG)
+        .build()
+        .unwrap();
+    let other = Client::builder()
+        .redis_url(server.url())
+        .watchdog_timeout(WATCHDOG)
+        .build()
+        .unwrap();
+    for case in cases() {
+        let name = case.name.as_str();
+        let channel = case.rw_channel.as_str();
+        assert!(!channel.contains("{{"), "braces doubled in {channel}");
+        let rw = client.read_write_lock(name);
+        let me = client.current_holder_id();
+        let my_write = format!("{me}:write");
+        let them = other.current_holder_id();
+
+        // Read: mode=read, <holder>=count, one timeout key per hold.
+        let r1 = rw.read().lock().unwrap();
+        assert_eq!(query::<String>(&mut raw, &["TYPE", name]), "hash");
+        assert_eq!(
+            hgetall(&mut raw, name),
+            fields(&[("mode", "read"), (&me, "1")])
+        );
+        let hold1 = case.read_hold_key(&me, 1);
+        assert_eq!(query::<String>(&mut raw, &["TYPE", &hold1]), "string");
+        assert_eq!(query::<String>(&mut raw, &["GET", &hold1]), "1");
+        assert_ttl_near(&hold1, pttl(&mut raw, &hold1), WATCHDOG, SLACK);
+        assert_ttl_near(name, pttl(&mut raw, name), WATCHDOG, SLACK);
+        let r2 = rw.read().lock().unwrap();
+        let hold2 = case.read_hold_key(&me, 2);
+        assert_eq!(
+            hgetall(&mut raw, name),
+            fields(&[("mode", "read"), (&me, "2")])
+        );
+        assert_eq!(query::<String>(&mut raw, &["GET", &hold2]), "1");
+        assert_ttl_near(&hold2, pttl(&mut raw, &hold2), WATCHDOG, SLACK);
+        // Another client's reader: its own field and key.
+        let r3 = other.read_write_lock(name).read().lock().unwrap();
+        let their_hold = case.read_hold_key(&them, 1);
+        assert_eq!(
+            hgetall(&mut raw, name),
+            fields(&[("mode", "read"), (&me, "2"), (&them, "1")])
+        );
+        assert_eq!(
+            keys_besides_latches(&mut raw),
+            sorted(vec![
+                name.to_owned(),
+                hold1.clone(),
+                hold2.clone(),
+                their_hold.clone(),
+            ]),
+            "{name}: the hash and one key per read hold"
+        );
+        // Releases that leave readers publish nothing and drop their key.
+        r2.unlock().unwrap();
+        assert_eq!(
+            hgetall(&mut raw, name),
+            fields(&[("mode", "read"), (&me, "1"), (&them, "1")])
+        );
+        assert!(!exists(&mut raw, &hold2) && exists(&mut raw, &hold1));
+        r3.unlock().unwrap();
+        assert_eq!(
+            hgetall(&mut raw, name),
+            fields(&[("mode", "read"), (&me, "1")])
+        );
+        assert!(!exists(&mut raw, &their_hold));
+        listener.expect_none("read releases while the lock stays read-held");
+        // The last read release: "0" on redisson_rwlock:{name}.
+        r1.unlock().unwrap();
+        listener.expect("the last read unlock", channel, "0");
+        listener.expect_none("after the read unlock message");
+        assert!(
+            keys_besides_latches(&mut raw).is_empty(),
+            "{name}: keys left"
+        );
+
+        // Write: mode=write, <holder>:write=count, no timeout key.
+        let w1 = rw.write().lock().unwrap();
+        assert_eq!(
+            hgetall(&mut raw, name),
+            fields(&[("mode", "write"), (&my_write, "1")])
+        );
+        assert_ttl_near(name, pttl(&mut raw, name), WATCHDOG, SLACK);
+        assert_eq!(keys_besides_latches(&mut raw), [name.to_owned()]);
+        // Re-entry adds the lease to the remaining TTL (as Redisson does).
+        let w2 = rw.write().lock().unwrap();
+        assert_eq!(
+            hgetall(&mut raw, name),
+            fields(&[("mode", "write"), (&my_write, "2")])
+        );
+        let ttl = pttl(&mut raw, name);
+        let lease_ms = i64::try_from(WATCHDOG.as_millis()).unwrap();
+        assert!(
+            ttl > lease_ms && ttl <= 2 * lease_ms,
+            "{name}: PTTL {ttl} after write re-entry, expected the lease added"
+        );
+        // Downgrade: the writer reads too.
+        let r = rw.read().lock().unwrap();
+        assert_eq!(
+            hgetall(&mut raw, name),
+            fields(&[("mode", "write"), (&my_write, "2"), (&me, "1")])
+        );
+        assert_eq!(query::<String>(&mut raw, &["GET", &hold1]), "1");
+        w2.unlock().unwrap();
+        assert_eq!(
+            hgetall(&mut raw, name),
+            fields(&[("mode", "write"), (&my_write, "1"), (&me, "1")])
+        );
+        listener.expect_none("a reentrant write release");
+        // The last write hold goes: mode=read stays for the read hold, and
+        // "1" wakes waiting readers (Redisson publishes nothing here; the
+        // extra message only wakes waiters early).
+        w1.unlock().unwrap();
+        assert_eq!(
+            hgetall(&mut raw, name),
+            fields(&[("mode", "read"), (&me, "1")])
+        );
+        listener.expect("the write unlock of a downgrade", channel, "1");
+        r.unlock().unwrap();
+        listener.expect("the read unlock after a downgrade", channel, "0");
+        assert!(
+            keys_besides_latches(&mut raw).is_empty(),
+            "{name}: keys left"
+        );
+        // A plain final write release: "1" (read-unlock: wakes everyone).
+        rw.write().lock().unwrap().unlock().unwrap();
+        listener.expect("the last write unlock", channel, "1");
+        listener.expect_none("after the write unlock message");
+        assert!(!exists(&mut raw, name));
+
+        // force_unlock: each half only in its own mode, with its message.
+        let w = rw.write().lock().unwrap();
+        assert!(!other.read_write_lock(name).read().force_unlock().unwrap());
+        listener.expect_none("a read force_unlock of a write-held lock");
+        assert!(other.read_write_lock(name).write().force_unlock().unwrap());
+        listener.expect("write force_unlock", channel, "1");
+        assert!(w.unlock().unwrap_err().is_not_held());
+        let r = rw.read().lock().unwrap();
+        assert!(!other.read_write_lock(name).write().force_unlock().unwrap());
+        listener.expect_none("a write force_unlock of a read-held lock");
+        assert!(other.read_write_lock(name).read().force_unlock().unwrap());
+        listener.expect("read force_unlock", channel, "0");
+        assert!(r.unlock().unwrap_err().is_not_held());
+        listener.expect_none("NotHeld unlocks");
+        assert!(!exists(&mut raw, name));
+        // A forced read release leaves the holds' timeout keys to expire (as
+        // Redisson does); clear them for the next case's key checks.
+        query::<i64>(&mut raw, &["DEL", &hold1]);
+        assert!(
+            keys_besides_latches(&mut raw).is_empty(),
+            "{name}: keys left"
+        );
+    }
+}
+
+#[test]
+fn the_watchdog_renews_every_read_holds_timeout_key() {
+    const WATCHDOG: Duration = Duration::from_secs(1);
+    let server = TestServer::start();
+    let mut raw = server.connection();
+    let client = Client::builder()
+        .redis_url(server.url())
+        .watchdog_timeout(WATCHDOG)
+        .build()
+        .unwrap();
+    let case = &cases()[0];
+    let name = case.name.as_str();
+    let rw = client.read_write_lock(name);
+    let me = client.current_holder_id();
+    let r1 = rw.read().lock().unwrap();
+    let r2 = rw.read().lock().unwrap();
+    let keys = [case.read_hold_key(&me, 1), case.read_hold_key(&me, 2)];
+    let started = Instant::now();
+    while started.elapsed() < WATCHDOG * 5 / 2 {
+        thread::sleep(Duration::from_millis(100));
+        for key in keys.iter().map(String::as_str).chain([name]) {
+            let ttl = pttl(&mut raw, key);
+            assert!(
+                ttl > 0 && ttl <= 1_000,
+                "{key}: PTTL {ttl} {:?} into a watchdog hold (timeout {WATCHDOG:?})",
+                started.elapsed()
+            );
+        }
+    }
+    r2.unlock().unwrap();
+    assert!(!exists(&mut raw, &keys[1]));
+    r1.unlock().unwrap();
+    assert!(keys_besides_latches(&mut raw).is_empty());
+}
+
+#[test]
+fn a_simulated_redisson_read_write_lock_and_redisync_exclude_and_wake_each_other() {
+    const JAVA_LEASE_MS: u64 = 30_000;
+    let server = TestServer::start();
+    let mut raw = server.connection();
+    let client = Client::open(&server.url()).unwrap();
+    for case in cases() {
+        let name = case.name.as_str();
+        let channel = case.rw_channel.as_str();
+        let java = format!("{}:1", uuid::Uuid::new_v4());
+        let java_write = format!("{java}:write");
+        let rw = client.read_write_lock(name);
+
+        // A Redisson writer: HSET mode write, <id>:write 1, PEXPIRE.
+        let _: () = redis::pipe()
+            .atomic()
+            .cmd("HSET")
+            .arg(name)
+            .arg("mode")
+            .arg("write")
+            .arg(&java_write)
+            .arg(1)
+            .ignore()
+            .cmd("PEXPIRE")
+            .arg(name)
+            .arg(JAVA_LEASE_MS)
+            .ignore()
+            .query(&mut raw)
+            .unwrap();
+        assert!(
+            rw.read().try_lock().unwrap().is_none(),
+            "{name}: read beside a Redisson writer"
+        );
+        assert!(
+            rw.write().try_lock().unwrap().is_none(),
+            "{name}: write beside a Redisson writer"
+        );
+        assert!(rw.write().is_locked().unwrap());
+        assert!(!rw.read().is_locked().unwrap());
+        let ttl = rw.write().remaining_ttl().unwrap().expect("Redisson's TTL");
+        assert!(
+            ttl > Duration::from_secs(25),
+            "{name}: remaining_ttl {ttl:?}"
+        );
+
+        // Our reader waits and is woken by Redisson's write unlock.
+        let reader = Waiter::spawn(rw.read());
+        wait_until("our reader subscribed", Duration::from_secs(10), || {
+            numsub(&mut raw, channel) >= 1
+        });
+        thread::sleep(Duration::from_millis(100));
+        assert!(
+            reader.acquired.try_recv().is_err(),
+            "{name}: our reader got in"
+        );
+        assert_eq!(
+            hgetall(&mut raw, name),
+            fields(&[("mode", "write"), (&java_write, "1")])
+        );
+        let released = Instant::now();
+        let _: () = redis::pipe()
+            .atomic()
+            .cmd("DEL")
+            .arg(name)
+            .ignore()
+            .cmd("PUBLISH")
+            .arg(channel)
+            .arg("1")
+            .ignore()
+            .query(&mut raw)
+            .unwrap();
+        let woke = reader
+            .acquired_at("after Redisson's write unlock")
+            .duration_since(released);
+        assert!(
+            woke < Duration::from_secs(1),
+            "{name}: our reader got in {woke:?} after Redisson's write unlock (lease 30 s)"
+        );
+        assert_eq!(
+            hgetall(&mut raw, name),
+            fields(&[("mode", "read"), (&reader.id, "1")])
+        );
+
+        // Conversely: we read; Redisson's write condition (no mode, or write
+        // mode with its field) fails, and our last read unlock wakes its
+        // writer with "0".
+        let mut sub_conn = server.connection();
+        let mut java_waiter = sub_conn.as_pubsub();
+        java_waiter.subscribe(channel).unwrap();
+        let mode: Option<String> = query(&mut raw, &["HGET", name, "mode"]);
+        assert_eq!(mode.as_deref(), Some("read"));
+        reader.join().unwrap();
+        java_waiter
+            .set_read_timeout(Some(Duration::from_secs(5)))
+            .unwrap();
+        let msg = java_waiter.get_message().unwrap();
+        assert_eq!(msg.get_channel_name(), channel);
+        assert_eq!(msg.get_payload_bytes(), b"0");
+        drop(java_waiter);
+        assert!(!exists(&mut raw, name));
+
+        // A Redisson reader (its field and its own timeout key): our reader
+        // joins, our writer cannot; our read release keeps Redisson's hold
+        // (its timeout key is still live) and publishes nothing.
+        let java_hold = case.read_hold_key(&java, 1);
+        let _: () = redis::pipe()
+            .atomic()
+            .cmd("HSET")
+            .arg(name)
+            .arg("mode")
+            .arg("read")
+            .arg(&java)
+            .arg(1)
+            .ignore()
+            .cmd("SET")
+            .arg(&java_hold)
+            .arg(1)
+            .arg("PX")
+            .arg(JAVA_LEASE_MS)
+            .ignore()
+            .cmd("PEXPIRE")
+            .arg(name)
+            .arg(JAVA_LEASE_MS)
+            .ignore()
+            .query(&mut raw)
+            .unwrap();
+        assert!(
+            rw.write().try_lock().unwrap().is_none(),
+            "{name}: write beside Redisson's reader"
+        );
+        let ours = rw
+            .read()
+            .try_lock()
+            .unwrap()
+            .expect("a reader beside Redisson's reader");
+        let writer = Waiter::spawn(rw.write());
+        thread::sleep(Duration::from_millis(200));
+        ours.unlock().unwrap();
+        assert_eq!(
+            hgetall(&mut raw, name),
+            fields(&[("mode", "read"), (&java, "1")]),
+            "{name}: our read release must leave Redisson's read hold"
+        );
+        assert!(
+            pttl(&mut raw, name) > 20_000,
+            "{name}: the hash lost Redisson's TTL"
+        );
+        thread::sleep(Duration::from_millis(200));
+        assert!(
+            writer.acquired.try_recv().is_err(),
+            "{name}: our writer got in beside Redisson's reader"
+        );
+        // Redisson's last read unlock: DEL its key and the hash, PUBLISH 0.
+        let released = Instant::now();
+        let _: () = redis::pipe()
+            .atomic()
+            .cmd("DEL")
+            .arg(&java_hold)
+            .arg(name)
+            .ignore()
+            .cmd("PUBLISH")
+            .arg(channel)
+            .arg("0")
+            .ignore()
+            .query(&mut raw)
+            .unwrap();
+        let woke = writer
+            .acquired_at("after Redisson's read unlock")
+            .duration_since(released);
+        assert!(
+            woke < Duration::from_secs(1),
+            "{name}: our writer got in {woke:?} after Redisson's read unlock"
+        );
+        assert_eq!(
+            hgetall(&mut raw, name),
+            fields(&[("mode", "write"), (&format!("{}:write", writer.id), "1")])
+        );
+        writer.join().unwrap();
+        assert!(
+            keys_besides_latches(&mut raw).is_empty(),
+            "{name}: keys left"
+        );
     }
 }

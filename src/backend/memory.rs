@@ -840,9 +840,28 @@ impl LockBackend for MemoryBackend {
             }
             // Already queued: wait until the slot ahead runs out.
             if let Some(mine) = db.zscore(keys.timeouts, holder)? {
-                return Ok(held(
-                    mine.saturating_sub(wait_ms).saturating_sub(now_ms).max(1),
-                ));
+                let ahead = mine.saturating_sub(wait_ms).saturating_sub(now_ms);
+                if ahead > 0 {
+                    return Ok(held(ahead));
+                }
+                // The slot ahead ran out while its owner still holds the
+                // lock: wait for the lock's TTL (-1: for the message).
+                let ttl = db.pttl(keys.name);
+                if ttl != -2 {
+                    return Ok(held(ttl));
+                }
+                // Free, and a live head has not taken it yet: its slot.
+                let head_slot = match db.lindex(keys.queue, 0)? {
+                    Some(head) => db.zscore(keys.timeouts, &head)?,
+                    None => None,
+                };
+                let Some(head_slot) = head_slot else {
+                    return Err(script_error(format!(
+                        "fair lock {:?}: a queued waiter but no head slot in {:?}",
+                        keys.name, keys.timeouts
+                    )));
+                };
+                return Ok(held(head_slot.saturating_sub(now_ms).max(1)));
             }
             // Join the tail; the slot lasts the allowance past the slot ahead
             // (or the lock's TTL).

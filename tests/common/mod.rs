@@ -579,3 +579,326 @@ pub fn numsub(conn: &mut redis::Connection, channel: &str) -> i64 {
         .unwrap();
     reply.1
 }
+
+// ---------------------------------------------------------------------------
+// Env: one store, any number of clients on it (the conformance suites)
+// ---------------------------------------------------------------------------
+
+/// The default watchdog timeout of [`Env`]'s clients (Redisson's 30 s).
+pub const DEFAULT_WATCHDOG: Duration = Duration::from_secs(30);
+
+/// The store the clients of one test share.
+pub enum Store {
+    /// Clones of one `MemoryBackend` share one keyspace.
+    Memory(redisync::MemoryBackend),
+    /// A private redis-server, stopped when the test ends.
+    Redis(TestServer),
+}
+
+/// What each conformance case gets: a way to make clients (processes) on one
+/// store, and the store's test hooks. Every behaviour is written once as a
+/// function of an `Env` and run on both backends by [`backend_tests!`].
+pub struct Env {
+    pub store: Store,
+}
+
+impl Env {
+    pub fn memory() -> Env {
+        Env {
+            store: Store::Memory(redisync::MemoryBackend::new()),
+        }
+    }
+
+    pub fn redis() -> Env {
+        Env {
+            store: Store::Redis(TestServer::start()),
+        }
+    }
+
+    /// A builder on this store, silent (no log noise from expected
+    /// failures); the caller adds tunables.
+    pub fn builder(&self) -> redisync::ClientBuilder {
+        let builder = redisync::Client::builder()
+            .event_handler(std::sync::Arc::new(redisync::NopEventHandler));
+        match &self.store {
+            Store::Memory(backend) => builder.backend(backend.clone()),
+            Store::Redis(server) => builder.redis_url(server.url()),
+        }
+    }
+
+    /// A new client ("process") with the default watchdog timeout.
+    pub fn client(&self) -> redisync::Client {
+        self.client_with_watchdog(DEFAULT_WATCHDOG)
+    }
+
+    /// A new client ("process") with the given watchdog timeout.
+    pub fn client_with_watchdog(&self, timeout: Duration) -> redisync::Client {
+        self.builder()
+            .watchdog_timeout(timeout)
+            .build()
+            .expect("building a client on the test store")
+    }
+
+    /// A raw connection to the store when it is Redis (for checks that only
+    /// Redis can answer, such as a fair lock's queue length); `None` on
+    /// memory.
+    pub fn redis_connection(&self) -> Option<redis::Connection> {
+        match &self.store {
+            Store::Memory(_) => None,
+            Store::Redis(server) => Some(server.connection()),
+        }
+    }
+
+    /// Drops every open pub/sub connection (`CLIENT KILL TYPE pubsub`).
+    pub fn kill_pubsub(&self) {
+        match &self.store {
+            Store::Memory(backend) => backend.kill_pubsub_connections(),
+            Store::Redis(server) => {
+                let killed: i64 = redis::cmd("CLIENT")
+                    .arg("KILL")
+                    .arg("TYPE")
+                    .arg("pubsub")
+                    .query(&mut server.connection())
+                    .expect("CLIENT KILL TYPE pubsub");
+                assert!(killed >= 1, "no pub/sub connection was open to kill");
+            }
+        }
+    }
+
+    /// Stores a plain string at `key` (`SET key value`), so lock operations
+    /// on it meet `WRONGTYPE`.
+    pub fn set_string(&self, key: &str, value: &str) {
+        match &self.store {
+            Store::Memory(backend) => backend.set_string(key, value),
+            Store::Redis(server) => redis::cmd("SET")
+                .arg(key)
+                .arg(value)
+                .query::<()>(&mut server.connection())
+                .expect("SET"),
+        }
+    }
+}
+
+/// One `#[test]` per behaviour and backend: `memory::<name>` and
+/// `redis::<name>` both run `<name>(&Env)` (the caller imports `Env`).
+#[allow(unused_macros)]
+macro_rules! backend_tests {
+    ($($name:ident),* $(,)?) => {
+        mod memory {
+            $( #[test] fn $name() { super::$name(&super::Env::memory()); } )*
+        }
+        mod redis {
+            $( #[test] fn $name() { super::$name(&super::Env::redis()); } )*
+        }
+    };
+}
+#[allow(unused_imports)]
+pub(crate) use backend_tests;
+
+// ---------------------------------------------------------------------------
+// CountingBackend: counts the operations a client sends to its store
+// ---------------------------------------------------------------------------
+
+/// A [`redisync::backend::LockBackend`] that forwards every operation to
+/// another backend and counts the calls per method, so a test can tell a
+/// parked waiter from one that polls. Clones share the counts.
+#[derive(Clone)]
+pub struct CountingBackend {
+    inner: std::sync::Arc<dyn redisync::backend::LockBackend>,
+    calls: std::sync::Arc<Mutex<std::collections::HashMap<&'static str, u64>>>,
+}
+
+impl CountingBackend {
+    /// Wraps `inner` (e.g. `other_client.backend().clone()`: the same store).
+    pub fn new(inner: std::sync::Arc<dyn redisync::backend::LockBackend>) -> Self {
+        CountingBackend {
+            inner,
+            calls: std::sync::Arc::default(),
+        }
+    }
+
+    /// How many times `method` was called so far.
+    pub fn calls(&self, method: &str) -> u64 {
+        let calls = self.calls.lock().unwrap_or_else(|e| e.into_inner());
+        calls.get(method).copied().unwrap_or(0)
+    }
+
+    fn count(&self, method: &'static str) {
+        let mut calls = self.calls.lock().unwrap_or_else(|e| e.into_inner());
+        *calls.entry(method).or_insert(0) += 1;
+    }
+}
+
+impl redisync::backend::LockBackend for CountingBackend {
+    fn lock_acquire(
+        &self,
+        name: &str,
+        holder: &str,
+        lease_ms: i64,
+    ) -> redisync::Result<redisync::backend::Acquire> {
+        self.count("lock_acquire");
+        self.inner.lock_acquire(name, holder, lease_ms)
+    }
+
+    fn lock_renew(&self, name: &str, holder: &str, lease_ms: i64) -> redisync::Result<bool> {
+        self.count("lock_renew");
+        self.inner.lock_renew(name, holder, lease_ms)
+    }
+
+    fn lock_release(
+        &self,
+        name: &str,
+        channel: &str,
+        holder: &str,
+        lease_ms: i64,
+        latch_key: &str,
+        latch_ms: i64,
+    ) -> redisync::Result<redisync::backend::Release> {
+        self.count("lock_release");
+        self.inner
+            .lock_release(name, channel, holder, lease_ms, latch_key, latch_ms)
+    }
+
+    fn lock_force_release(&self, name: &str, channel: &str) -> redisync::Result<bool> {
+        self.count("lock_force_release");
+        self.inner.lock_force_release(name, channel)
+    }
+
+    fn lock_state(
+        &self,
+        name: &str,
+        holder: &str,
+    ) -> redisync::Result<redisync::backend::LockState> {
+        self.count("lock_state");
+        self.inner.lock_state(name, holder)
+    }
+
+    fn fair_lock_acquire(
+        &self,
+        keys: &redisync::backend::FairLockKeys<'_>,
+        holder: &str,
+        lease_ms: i64,
+        wait_ms: i64,
+        now_ms: i64,
+        enqueue: bool,
+    ) -> redisync::Result<redisync::backend::Acquire> {
+        self.count("fair_lock_acquire");
+        self.inner
+            .fair_lock_acquire(keys, holder, lease_ms, wait_ms, now_ms, enqueue)
+    }
+
+    fn fair_lock_release(
+        &self,
+        keys: &redisync::backend::FairLockKeys<'_>,
+        holder: &str,
+        lease_ms: i64,
+        now_ms: i64,
+        latch_key: &str,
+        latch_ms: i64,
+    ) -> redisync::Result<redisync::backend::Release> {
+        self.count("fair_lock_release");
+        self.inner
+            .fair_lock_release(keys, holder, lease_ms, now_ms, latch_key, latch_ms)
+    }
+
+    fn fair_lock_cancel(
+        &self,
+        keys: &redisync::backend::FairLockKeys<'_>,
+        holder: &str,
+        wait_ms: i64,
+    ) -> redisync::Result<()> {
+        self.count("fair_lock_cancel");
+        self.inner.fair_lock_cancel(keys, holder, wait_ms)
+    }
+
+    fn fair_lock_force_release(
+        &self,
+        keys: &redisync::backend::FairLockKeys<'_>,
+        now_ms: i64,
+    ) -> redisync::Result<bool> {
+        self.count("fair_lock_force_release");
+        self.inner.fair_lock_force_release(keys, now_ms)
+    }
+
+    fn read_lock_acquire(
+        &self,
+        keys: &redisync::backend::RwLockKeys<'_>,
+        lease_ms: i64,
+    ) -> redisync::Result<redisync::backend::Acquire> {
+        self.count("read_lock_acquire");
+        self.inner.read_lock_acquire(keys, lease_ms)
+    }
+
+    fn write_lock_acquire(
+        &self,
+        keys: &redisync::backend::RwLockKeys<'_>,
+        lease_ms: i64,
+    ) -> redisync::Result<redisync::backend::Acquire> {
+        self.count("write_lock_acquire");
+        self.inner.write_lock_acquire(keys, lease_ms)
+    }
+
+    fn read_lock_release(
+        &self,
+        keys: &redisync::backend::RwLockKeys<'_>,
+        latch_key: &str,
+        latch_ms: i64,
+    ) -> redisync::Result<redisync::backend::Release> {
+        self.count("read_lock_release");
+        self.inner.read_lock_release(keys, latch_key, latch_ms)
+    }
+
+    fn write_lock_release(
+        &self,
+        keys: &redisync::backend::RwLockKeys<'_>,
+        lease_ms: i64,
+        latch_key: &str,
+        latch_ms: i64,
+    ) -> redisync::Result<redisync::backend::Release> {
+        self.count("write_lock_release");
+        self.inner
+            .write_lock_release(keys, lease_ms, latch_key, latch_ms)
+    }
+
+    fn read_lock_renew(
+        &self,
+        keys: &redisync::backend::RwLockKeys<'_>,
+        lease_ms: i64,
+    ) -> redisync::Result<bool> {
+        self.count("read_lock_renew");
+        self.inner.read_lock_renew(keys, lease_ms)
+    }
+
+    fn rw_lock_force_release(
+        &self,
+        keys: &redisync::backend::RwLockKeys<'_>,
+        mode: redisync::backend::RwMode,
+    ) -> redisync::Result<bool> {
+        self.count("rw_lock_force_release");
+        self.inner.rw_lock_force_release(keys, mode)
+    }
+
+    fn rw_lock_state(
+        &self,
+        name: &str,
+        field: &str,
+    ) -> redisync::Result<redisync::backend::RwLockState> {
+        self.count("rw_lock_state");
+        self.inner.rw_lock_state(name, field)
+    }
+
+    fn publish(&self, channel: &str, payload: &str) -> redisync::Result<()> {
+        self.count("publish");
+        self.inner.publish(channel, payload)
+    }
+
+    fn with_pubsub(
+        &self,
+        session: &mut dyn FnMut(
+            &mut dyn redisync::backend::PubSubConnection,
+        ) -> redisync::Result<()>,
+    ) -> redisync::Result<()> {
+        self.count("with_pubsub");
+        self.inner.with_pubsub(session)
+    }
+}

@@ -1,0 +1,719 @@
+//! Conformance suite for the fair lock ([`Client::fair_lock`], Redisson's
+//! `RFairLock`): every behaviour is written once, as a function of an
+//! [`Env`], and run on both backends by `backend_tests!`.
+//!
+//! Two `Client`s on one store stand for two processes. Timings use generous
+//! upper bounds (the CI VM has two vCPUs and heavy steal). The queue's exact
+//! Redis layout is checked in `tests/wire.rs`; a waiter killed in the middle
+//! of the queue is in `tests/processes.rs`.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::print_stdout
+)]
+
+mod common;
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, mpsc};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use common::{CountingBackend, Env, backend_tests, unique_name, wait_until};
+use redisync::backend::{LockBackend, Message};
+use redisync::{Client, Error, Lock};
+
+/// A lease long enough that only an unlock (never expiry) frees the lock
+/// within a test.
+const LONG_LEASE: Duration = Duration::from_secs(30);
+/// Upper bound for anything expected to take a few milliseconds.
+const PROMPT: Duration = Duration::from_secs(2);
+/// How long a test lets a freshly spawned waiter reach its park.
+const SETTLE: Duration = Duration::from_millis(200);
+/// How long a test waits for a report before it declares a thread stuck.
+const STUCK: Duration = Duration::from_secs(15);
+
+backend_tests!(
+    acquire_in_arrival_order,
+    try_lock_for_timeout_leaves_the_queue,
+    reentrant_and_api_parity,
+    unlock_wakes_only_the_head,
+    watchdog_renews_a_fair_hold,
+    a_queued_waiter_parks_instead_of_polling,
+    bad_input_is_a_clear_error,
+);
+
+// ---------------------------------------------------------------------------
+// Helpers
+// ---------------------------------------------------------------------------
+
+/// A thread blocked in `lock()` on a fair lock.
+struct Waiter {
+    /// The waiter's holder id, `<client uuid>:<thread>`.
+    id: String,
+    acquired: mpsc::Receiver<Instant>,
+    /// Dropping it lets a holding waiter unlock.
+    release: Option<mpsc::Sender<()>>,
+    /// Returns the waiter's unlock result.
+    handle: Option<thread::JoinHandle<redisync::Result<()>>>,
+}
+
+impl Waiter {
+    /// Spawns a thread that calls `lock.lock()`, runs `on_acquired` while
+    /// holding, reports the instant it got the lock, then (if `hold`) keeps
+    /// holding until [`release`](Self::release) and unlocks. Returns once the
+    /// thread is about to call `lock()`.
+    fn spawn(lock: Lock, hold: bool, on_acquired: impl FnOnce() + Send + 'static) -> Waiter {
+        let (id_tx, id_rx) = mpsc::channel();
+        let (acquired_tx, acquired) = mpsc::channel();
+        let (release, release_rx) = mpsc::channel::<()>();
+        let handle = thread::spawn(move || {
+            id_tx
+                .send(lock.client().current_holder_id())
+                .expect("send id");
+            let guard = lock.lock().expect("waiter: lock()");
+            on_acquired();
+            let _ = acquired_tx.send(Instant::now());
+            if hold {
+                // Hold until released (or the test is over), bounded.
+                let _ = release_rx.recv_timeout(Duration::from_secs(60));
+            }
+            guard.unlock()
+        });
+        let id = id_rx
+            .recv_timeout(STUCK)
+            .expect("the waiter thread started");
+        Waiter {
+            id,
+            acquired,
+            release: Some(release),
+            handle: Some(handle),
+        }
+    }
+
+    /// The instant the waiter got the lock; panics if it does not within
+    /// [`STUCK`].
+    fn acquired_at(&self, what: &str) -> Instant {
+        self.acquired.recv_timeout(STUCK).unwrap_or_else(|e| {
+            panic!(
+                "{what}: waiter {} did not get the lock within {STUCK:?} ({e})",
+                self.id
+            )
+        })
+    }
+
+    /// Whether the waiter has got the lock, without waiting (consumes the
+    /// report: use it only where none is expected).
+    fn has_acquired(&self) -> bool {
+        !matches!(self.acquired.try_recv(), Err(mpsc::TryRecvError::Empty))
+    }
+
+    /// Lets a holding waiter unlock.
+    fn release(&mut self) {
+        self.release.take();
+    }
+
+    /// Releases and joins the waiter; returns its unlock result.
+    fn join(mut self) -> redisync::Result<()> {
+        self.release();
+        self.handle
+            .take()
+            .expect("joined once")
+            .join()
+            .expect("waiter thread panicked")
+    }
+}
+
+/// The lock's own channel, `redisson_lock__channel:{name}` (name without
+/// braces), and a waiter's channel below it.
+fn waiter_channel(name: &str, waiter: &str) -> String {
+    format!("redisson_lock__channel:{{{name}}}:{waiter}")
+}
+
+/// Waits until `count` waiters are queued on the fair lock `name`. On Redis
+/// it watches the queue's length; the memory backend has no way to look, so
+/// it pauses instead (a waiter thread that has started reaches its first,
+/// enqueueing attempt within microseconds there).
+fn wait_queued(env: &Env, name: &str, count: usize) {
+    match env.redis_connection() {
+        Some(mut conn) => {
+            let queue = format!("redisson_lock_queue:{{{name}}}");
+            wait_until(&format!("{count} waiters queued on {name}"), STUCK, || {
+                let len: usize = ::redis::cmd("LLEN").arg(&queue).query(&mut conn).unwrap();
+                len == count
+            });
+        }
+        None => thread::sleep(Duration::from_millis(150)),
+    }
+}
+
+/// The length of the fair lock's queue on Redis; `None` on memory.
+fn queue_len(env: &Env, name: &str) -> Option<usize> {
+    let mut conn = env.redis_connection()?;
+    let queue = format!("redisson_lock_queue:{{{name}}}");
+    let slots = format!("redisson_lock_timeout:{{{name}}}");
+    let len: usize = ::redis::cmd("LLEN").arg(&queue).query(&mut conn).unwrap();
+    let card: usize = ::redis::cmd("ZCARD").arg(&slots).query(&mut conn).unwrap();
+    assert_eq!(len, card, "queue list and slot zset disagree on {name}");
+    Some(len)
+}
+
+/// A pub/sub session on the store itself (through [`LockBackend`]), so the
+/// test can count the messages an unlock sends, on either backend.
+struct Listener {
+    messages: mpsc::Receiver<Message>,
+    stop: Arc<AtomicBool>,
+    handle: Option<thread::JoinHandle<()>>,
+}
+
+impl Listener {
+    /// Subscribes to `channels`; returns once the subscription is confirmed.
+    fn start(backend: Arc<dyn LockBackend>, channels: Vec<String>) -> Listener {
+        let (tx, messages) = mpsc::channel();
+        let (ready_tx, ready_rx) = mpsc::channel();
+        let stop = Arc::new(AtomicBool::new(false));
+        let stopped = Arc::clone(&stop);
+        let handle = thread::spawn(move || {
+            backend
+                .with_pubsub(&mut |conn| {
+                    conn.subscribe(&channels)?;
+                    let _ = ready_tx.send(());
+                    while !stopped.load(Ordering::SeqCst) {
+                        if let Some(message) = conn.next_message(Duration::from_millis(50))? {
+                            let _ = tx.send(message);
+                        }
+                    }
+                    Ok(())
+                })
+                .expect("listener session");
+        });
+        ready_rx
+            .recv_timeout(STUCK)
+            .expect("the listener subscribed");
+        Listener {
+            messages,
+            stop,
+            handle: Some(handle),
+        }
+    }
+
+    /// Every message received within `window`.
+    fn collect(&self, window: Duration) -> Vec<(String, String)> {
+        let deadline = Instant::now() + window;
+        let mut got = Vec::new();
+        while let Some(left) = deadline.checked_duration_since(Instant::now()) {
+            match self.messages.recv_timeout(left) {
+                Ok(message) => got.push((message.channel, message.payload)),
+                Err(_) => break,
+            }
+        }
+        got
+    }
+}
+
+impl Drop for Listener {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+        if let Some(handle) = self.handle.take() {
+            let _ = handle.join();
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------
+// The cases
+// ---------------------------------------------------------------------------
+
+/// Five waiters over two clients queue one after another behind a holder;
+/// they get the lock in exactly that order.
+fn acquire_in_arrival_order(env: &Env) {
+    const WAITERS: usize = 5;
+    let name = unique_name("fair:order");
+    let clients = [env.client(), env.client()];
+    let holder = clients[0].fair_lock(name.as_str()).lock().unwrap();
+    let order = Arc::new(Mutex::new(Vec::new()));
+    let mut waiters = Vec::new();
+    for i in 0..WAITERS {
+        let lock = clients[i % 2].fair_lock(name.as_str());
+        let order = Arc::clone(&order);
+        waiters.push(Waiter::spawn(lock, false, move || {
+            order.lock().unwrap().push(i);
+            // Hold briefly, so the next one really has to wait.
+            thread::sleep(Duration::from_millis(20));
+        }));
+        wait_queued(env, &name, i + 1);
+    }
+    thread::sleep(SETTLE);
+    assert!(order.lock().unwrap().is_empty(), "a waiter got a held lock");
+
+    holder.unlock().unwrap();
+    for waiter in &waiters {
+        waiter.acquired_at("after the holder's unlock");
+    }
+    for waiter in waiters {
+        waiter.join().unwrap();
+    }
+    assert_eq!(
+        *order.lock().unwrap(),
+        (0..WAITERS).collect::<Vec<_>>(),
+        "waiters did not get the lock in arrival order"
+    );
+    assert!(!clients[1].fair_lock(name.as_str()).is_locked().unwrap());
+    assert_eq!(queue_len(env, &name).unwrap_or(0), 0);
+}
+
+/// A `try_lock_for` that times out leaves the queue at once: alone in it, or
+/// in the middle of it, it delays nobody behind it.
+fn try_lock_for_timeout_leaves_the_queue(env: &Env) {
+    const SHORT: Duration = Duration::from_millis(200);
+    const MIDDLE: Duration = Duration::from_secs(2);
+    let name = unique_name("fair:give-up");
+    let a = env.client();
+    let b = env.client();
+    let c = env.client();
+    let held = a
+        .fair_lock(name.as_str())
+        .lock_with_lease(LONG_LEASE)
+        .unwrap();
+
+    // Alone in the queue.
+    let lock_b = b.fair_lock(name.as_str());
+    let started = Instant::now();
+    assert!(lock_b.try_lock_for(SHORT).unwrap().is_none());
+    let elapsed = started.elapsed();
+    assert!(
+        elapsed >= SHORT,
+        "try_lock_for({SHORT:?}) gave up after {elapsed:?}"
+    );
+    assert!(
+        elapsed < SHORT + PROMPT,
+        "try_lock_for({SHORT:?}) returned after {elapsed:?}"
+    );
+    assert_eq!(
+        queue_len(env, &name).unwrap_or(0),
+        0,
+        "the timed-out waiter is still queued"
+    );
+    // The next waiter is at the head: the unlock wakes it at once (had the
+    // timed-out waiter stayed, it would wait out that waiter's slot: the
+    // holder's 30 s lease plus 200 ms).
+    let next = Waiter::spawn(c.fair_lock(name.as_str()), false, || {});
+    wait_queued(env, &name, 1);
+    let unlocked = Instant::now();
+    held.unlock().unwrap();
+    let woke = next.acquired_at("alone").duration_since(unlocked);
+    assert!(
+        woke < PROMPT,
+        "the next waiter got the lock {woke:?} after the unlock"
+    );
+    next.join().unwrap();
+
+    // In the middle: first (lock), then B (try_lock_for, gives up), then last
+    // (lock). After the holder and the first are done, the last is not held
+    // up by B's slot.
+    let held = a
+        .fair_lock(name.as_str())
+        .lock_with_lease(LONG_LEASE)
+        .unwrap();
+    let mut first = Waiter::spawn(c.fair_lock(name.as_str()), true, || {});
+    wait_queued(env, &name, 1);
+    let (started_tx, started_rx) = mpsc::channel();
+    let b_done = Arc::new(AtomicBool::new(false));
+    let middle = {
+        let lock_b = lock_b.clone();
+        let b_done = Arc::clone(&b_done);
+        thread::spawn(move || {
+            started_tx.send(()).unwrap();
+            let started = Instant::now();
+            let got = lock_b.try_lock_for(MIDDLE).unwrap().is_some();
+            b_done.store(true, Ordering::SeqCst);
+            (got, started.elapsed())
+        })
+    };
+    started_rx.recv_timeout(STUCK).unwrap();
+    wait_queued(env, &name, 2);
+    let last = Waiter::spawn(b.fair_lock(name.as_str()), false, || {});
+    wait_queued(env, &name, 3);
+    assert!(
+        !b_done.load(Ordering::SeqCst),
+        "setup too slow: the middle waiter gave up before the last one queued"
+    );
+    let (got, elapsed) = middle.join().unwrap();
+    assert!(!got, "the middle waiter got a held lock");
+    assert!(
+        elapsed >= MIDDLE,
+        "try_lock_for({MIDDLE:?}) gave up after {elapsed:?}"
+    );
+    assert!(
+        elapsed < MIDDLE + PROMPT,
+        "try_lock_for({MIDDLE:?}) returned after {elapsed:?}"
+    );
+    if let Some(len) = queue_len(env, &name) {
+        assert_eq!(len, 2, "the timed-out middle waiter is still queued");
+    }
+
+    let unlocked = Instant::now();
+    held.unlock().unwrap();
+    let woke = first.acquired_at("first").duration_since(unlocked);
+    assert!(
+        woke < PROMPT,
+        "the first waiter got the lock {woke:?} after the unlock"
+    );
+    assert!(!last.has_acquired(), "the last waiter overtook the first");
+    first.release();
+    let released = Instant::now();
+    first.join().unwrap();
+    // Had B's entry stayed, the last waiter would wait out B's slot (30 s
+    // lease + 2 s); it is woken by the first waiter's unlock instead.
+    let woke = last.acquired_at("last").duration_since(released);
+    assert!(
+        woke < PROMPT,
+        "the waiter behind the timed-out one got the lock only {woke:?} after the unlock"
+    );
+    last.join().unwrap();
+    assert_eq!(queue_len(env, &name).unwrap_or(0), 0);
+    assert!(!lock_b.is_locked().unwrap());
+}
+
+/// The fair lock has the reentrant lock's API: reentry and hold counts,
+/// state queries, leases, `try_lock` (which never queues), `force_unlock`
+/// (which wakes the head waiter) and `NotHeld` for a foreign unlock.
+fn reentrant_and_api_parity(env: &Env) {
+    const LEASE: Duration = Duration::from_millis(300);
+    let name = unique_name("fair:api");
+    let a = env.client();
+    let b = env.client();
+    let c = env.client();
+    let lock = a.fair_lock(name.as_str());
+    let lock_b = b.fair_lock(name.as_str());
+    assert_eq!(lock.name(), name);
+    assert!(!lock.is_locked().unwrap());
+    assert_eq!(lock.hold_count().unwrap(), 0);
+    assert!(lock.remaining_ttl().unwrap().is_none());
+
+    // Reentry.
+    let outer = lock.lock().unwrap();
+    let inner = lock.lock().unwrap();
+    assert_eq!(lock.hold_count().unwrap(), 2);
+    assert!(lock.is_held_by_current_thread().unwrap());
+    assert!(lock.is_locked().unwrap());
+    let ttl = lock.remaining_ttl().unwrap().expect("a TTL");
+    assert!(
+        ttl <= common::DEFAULT_WATCHDOG && ttl > common::DEFAULT_WATCHDOG - PROMPT,
+        "remaining_ttl {ttl:?} of a watchdog hold"
+    );
+    assert!(lock_b.is_locked().unwrap());
+    assert_eq!(lock_b.hold_count().unwrap(), 0);
+    assert!(!lock_b.is_held_by_current_thread().unwrap());
+    let other = lock.clone();
+    assert!(
+        thread::spawn(move || other.try_lock().unwrap().is_none())
+            .join()
+            .unwrap(),
+        "another thread of the holder's client took the lock"
+    );
+
+    // try_lock by another client: None at once, and it does not queue.
+    let started = Instant::now();
+    assert!(lock_b.try_lock().unwrap().is_none());
+    assert!(
+        started.elapsed() < PROMPT,
+        "try_lock waited {:?}",
+        started.elapsed()
+    );
+    assert_eq!(queue_len(env, &name).unwrap_or(0), 0, "try_lock queued");
+    // A waiter that queues now is the head: had the try_lock queued, the
+    // unlock would go to it and this waiter would wait out its slot.
+    let mut waiter = Waiter::spawn(c.fair_lock(name.as_str()), true, || {});
+    wait_queued(env, &name, 1);
+    inner.unlock().unwrap();
+    assert_eq!(lock.hold_count().unwrap(), 1);
+    assert!(lock.is_locked().unwrap());
+    thread::sleep(SETTLE);
+    assert!(
+        !waiter.has_acquired(),
+        "the waiter got a lock still held once"
+    );
+    let unlocked = Instant::now();
+    outer.unlock().unwrap();
+    let woke = waiter
+        .acquired_at("after the unlock")
+        .duration_since(unlocked);
+    assert!(
+        woke < PROMPT,
+        "the head waiter got the lock {woke:?} after the unlock"
+    );
+    assert!(lock.is_locked().unwrap());
+    assert_eq!(lock.hold_count().unwrap(), 0);
+
+    // force_unlock wakes the head waiter; the old holder's unlock is NotHeld
+    // (the lock is the new holder's now) and leaves it alone.
+    let second = Waiter::spawn(lock_b.clone(), true, || {});
+    wait_queued(env, &name, 1);
+    thread::sleep(SETTLE);
+    assert!(!second.has_acquired());
+    let forced = Instant::now();
+    assert!(lock.force_unlock().unwrap(), "force_unlock of a held lock");
+    let woke = second
+        .acquired_at("after force_unlock")
+        .duration_since(forced);
+    assert!(
+        woke < PROMPT,
+        "force_unlock woke the head waiter only after {woke:?}"
+    );
+    waiter.release();
+    let err = waiter.join().unwrap_err();
+    assert!(err.is_not_held(), "expected NotHeld, got {err:?}");
+    assert!(err.to_string().contains(&name), "{err}");
+    assert!(
+        lock.is_locked().unwrap(),
+        "a foreign unlock released the new holder"
+    );
+    second.join().unwrap();
+    assert!(!lock.is_locked().unwrap());
+    assert!(!lock.force_unlock().unwrap(), "force_unlock of a free lock");
+    // Unlike the reentrant lock's, a fair guard whose lock is gone (forced
+    // out, and nobody took it since) unlocks without error: Redisson's
+    // RFairLock counts a lock that no longer exists as released (WIRE.md).
+    let guard = lock.lock().unwrap();
+    assert!(lock_b.force_unlock().unwrap());
+    guard
+        .unlock()
+        .expect("a fair lock that no longer exists counts as released");
+    assert!(!lock.is_locked().unwrap());
+
+    // A fixed lease frees the lock by itself; a waiter gets it then.
+    let started = Instant::now();
+    let leased = lock.lock_with_lease(LEASE).unwrap();
+    let ttl = lock.remaining_ttl().unwrap().expect("a TTL");
+    assert!(ttl <= LEASE, "TTL {ttl:?} exceeds the lease");
+    let next = Waiter::spawn(lock_b, true, || {});
+    let got = next.acquired_at("after the lease").duration_since(started);
+    assert!(
+        got >= LEASE - Duration::from_millis(10),
+        "a {LEASE:?} lease freed the fair lock after only {got:?}"
+    );
+    assert!(
+        got < LEASE + PROMPT,
+        "a {LEASE:?} lease freed it only after {got:?}"
+    );
+    assert!(leased.is_lost());
+    let err = leased.unlock().unwrap_err();
+    assert!(err.is_not_held(), "expected NotHeld, got {err:?}");
+    assert!(
+        lock.is_locked().unwrap(),
+        "the expired holder's unlock freed the lock"
+    );
+    next.join().unwrap();
+    assert!(!lock.is_locked().unwrap());
+
+    // try_lock_for_with_lease on a free lock.
+    let guard = lock
+        .try_lock_for_with_lease(Duration::from_millis(100), LONG_LEASE)
+        .unwrap()
+        .expect("a free fair lock");
+    assert!(lock.remaining_ttl().unwrap().expect("a TTL") > LONG_LEASE - PROMPT);
+    guard.unlock().unwrap();
+    assert_eq!(queue_len(env, &name).unwrap_or(0), 0);
+}
+
+/// With three waiters in three clients queued, an unlock sends exactly one
+/// message, on the head waiter's own channel, and only the head gets the
+/// lock; each later unlock wakes exactly the next one.
+fn unlock_wakes_only_the_head(env: &Env) {
+    const WAITERS: usize = 3;
+    let name = unique_name("fair:herd");
+    let holder_client = env.client();
+    let clients: Vec<Client> = (0..WAITERS).map(|_| env.client()).collect();
+    let held = holder_client
+        .fair_lock(name.as_str())
+        .lock_with_lease(LONG_LEASE)
+        .unwrap();
+    let mut waiters: Vec<Waiter> = Vec::new();
+    for (i, client) in clients.iter().enumerate() {
+        waiters.push(Waiter::spawn(client.fair_lock(name.as_str()), true, || {}));
+        wait_queued(env, &name, i + 1);
+    }
+    let mut channels: Vec<String> = waiters
+        .iter()
+        .map(|w| waiter_channel(&name, &w.id))
+        .collect();
+    // The non-fair lock's channel must stay silent too.
+    channels.push(format!("redisson_lock__channel:{{{name}}}"));
+    let listener = Listener::start(Arc::clone(holder_client.backend()), channels.clone());
+    thread::sleep(SETTLE);
+
+    let mut release_previous = Some(held);
+    let mut previous_waiter: Option<Waiter> = None;
+    for (i, channel) in channels.iter().take(WAITERS).enumerate() {
+        let unlocked = Instant::now();
+        if let Some(guard) = release_previous.take() {
+            guard.unlock().unwrap();
+        }
+        if let Some(previous) = previous_waiter.take() {
+            previous.join().unwrap();
+        }
+        let head = &waiters[0];
+        let woke = head.acquired_at("head").duration_since(unlocked);
+        assert!(
+            woke < PROMPT,
+            "round {i}: the head got the lock {woke:?} after the unlock"
+        );
+        // The new holder keeps holding: nobody else returns from lock().
+        thread::sleep(Duration::from_millis(300));
+        let also = waiters[1..].iter().filter(|w| w.has_acquired()).count();
+        assert_eq!(
+            also, 0,
+            "round {i}: {also} more waiters returned while the head holds"
+        );
+        let messages = listener.collect(Duration::from_millis(200));
+        assert_eq!(
+            messages,
+            [(channel.clone(), "0".to_owned())],
+            "round {i}: the unlock must send exactly one \"0\", to the head waiter's channel"
+        );
+        previous_waiter = Some(waiters.remove(0));
+    }
+    // The last waiter unlocks with nobody queued: no message at all.
+    previous_waiter.take().unwrap().join().unwrap();
+    assert_eq!(listener.collect(Duration::from_millis(300)), []);
+    assert!(!holder_client.fair_lock(name.as_str()).is_locked().unwrap());
+}
+
+/// The watchdog renews a fair hold like a reentrant one.
+fn watchdog_renews_a_fair_hold(env: &Env) {
+    const TIMEOUT: Duration = Duration::from_millis(600);
+    let name = unique_name("fair:watchdog");
+    let a = env.client_with_watchdog(TIMEOUT);
+    let b = env.client_with_watchdog(TIMEOUT);
+    let lock = a.fair_lock(name.as_str());
+    let lock_b = b.fair_lock(name.as_str());
+    let guard = lock.lock().unwrap();
+    let started = Instant::now();
+    while started.elapsed() < TIMEOUT * 3 + Duration::from_millis(200) {
+        thread::sleep(Duration::from_millis(100));
+        assert!(
+            lock_b.try_lock().unwrap().is_none(),
+            "another client took a watchdog-held fair lock {:?} in",
+            started.elapsed()
+        );
+    }
+    assert!(lock.is_held_by_current_thread().unwrap());
+    assert!(!guard.is_lost());
+    guard.unlock().unwrap();
+    assert!(lock_b.try_lock().unwrap().is_some());
+}
+
+/// A queued waiter parks until it is woken or the time the store gave it
+/// runs out; it does not poll. Here the holder keeps a watchdog hold (TTL
+/// 300 ms, renewed) for 2 s, far past the TTL the waiter saw when it queued;
+/// the waiter's slot (the default 300 s wait timeout) stays valid throughout.
+/// A parked waiter retries about once per lock TTL (~7 times); a polling one
+/// hundreds of times.
+fn a_queued_waiter_parks_instead_of_polling(env: &Env) {
+    const WATCHDOG: Duration = Duration::from_millis(300);
+    const HOLD: Duration = Duration::from_secs(2);
+    const MAX_ATTEMPTS: u64 = 40;
+    let name = unique_name("fair:no-poll");
+    let a = env.client_with_watchdog(WATCHDOG);
+    let counting = CountingBackend::new(Arc::clone(a.backend()));
+    let b = env
+        .builder()
+        .shared_backend(Arc::new(counting.clone()))
+        .build()
+        .unwrap();
+    let held = a.fair_lock(name.as_str()).lock().unwrap();
+    let waiter = Waiter::spawn(b.fair_lock(name.as_str()), false, || {});
+    wait_queued(env, &name, 1);
+    thread::sleep(HOLD);
+    let attempts = counting.calls("fair_lock_acquire");
+    assert!(!waiter.has_acquired(), "the waiter got a held lock");
+    let unlocked = Instant::now();
+    held.unlock().unwrap();
+    let woke = waiter
+        .acquired_at("after the unlock")
+        .duration_since(unlocked);
+    waiter.join().unwrap();
+    assert!(
+        woke < PROMPT,
+        "the waiter got the lock {woke:?} after the unlock"
+    );
+    assert!(
+        attempts <= MAX_ATTEMPTS,
+        "a waiter queued behind a {HOLD:?} watchdog hold (TTL {WATCHDOG:?}) made {attempts} \
+         acquire attempts: it polls instead of parking"
+    );
+}
+
+fn bad_input_is_a_clear_error(env: &Env) {
+    let client = env.client();
+    let empty = client.fair_lock("");
+    let errors = [
+        empty.lock().map(drop).unwrap_err(),
+        empty.try_lock().map(drop).unwrap_err(),
+        empty
+            .try_lock_for(Duration::from_millis(10))
+            .map(drop)
+            .unwrap_err(),
+        empty.lock_with_lease(LONG_LEASE).map(drop).unwrap_err(),
+        empty.is_locked().map(drop).unwrap_err(),
+        empty.hold_count().map(drop).unwrap_err(),
+        empty.remaining_ttl().map(drop).unwrap_err(),
+        empty.force_unlock().map(drop).unwrap_err(),
+    ];
+    for err in &errors {
+        assert!(
+            matches!(err, Error::InvalidArgument { what: "name", .. }),
+            "expected InvalidArgument(name), got {err:?}"
+        );
+    }
+    let lock = client.fair_lock(unique_name("fair:bad-lease"));
+    let err = lock.lock_with_lease(Duration::ZERO).map(drop).unwrap_err();
+    assert!(
+        matches!(err, Error::InvalidArgument { what: "lease", .. }),
+        "{err:?}"
+    );
+    assert!(!lock.is_locked().unwrap());
+    assert_eq!(queue_len(env, lock.name()).unwrap_or(0), 0);
+
+    // The builder's fair-lock wait timeout.
+    assert_eq!(client.fair_lock_wait_timeout(), Duration::from_secs(300));
+    let err = env
+        .builder()
+        .fair_lock_wait_timeout(Duration::ZERO)
+        .build()
+        .unwrap_err();
+    assert!(
+        matches!(
+            err,
+            Error::InvalidArgument {
+                what: "fair_lock_wait_timeout",
+                ..
+            }
+        ),
+        "{err:?}"
+    );
+    assert!(err.to_string().contains("fair_lock_wait_timeout"), "{err}");
+    let short = env
+        .builder()
+        .fair_lock_wait_timeout(Duration::from_millis(1500))
+        .build()
+        .unwrap();
+    assert_eq!(short.fair_lock_wait_timeout(), Duration::from_millis(1500));
+
+    // A key of another type: a protocol error, no panic.
+    let name = unique_name("fair:wrongtype");
+    env.set_string(&name, "x");
+    let lock = client.fair_lock(name.as_str());
+    for err in [
+        lock.lock().map(drop).unwrap_err(),
+        lock.try_lock().map(drop).unwrap_err(),
+        lock.is_locked().map(drop).unwrap_err(),
+    ] {
+        assert!(
+            err.is_protocol_error(),
+            "expected a protocol error, got {err:?}"
+        );
+    }
+}
