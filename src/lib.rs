@@ -105,6 +105,7 @@ mod keys;
 mod lock;
 mod pubsub;
 mod rw_lock;
+mod wait;
 mod watchdog;
 
 pub use backend::{LockBackend, MemoryBackend, RedisBackend};

@@ -17,6 +17,7 @@ use crate::backend::{Acquire, Release};
 use crate::event::UnlockFailedEvent;
 use crate::flavor::{Flavor, Holder, LockKeys, Renewal};
 use crate::pubsub::Wake;
+use crate::wait::{Attempt, Wait};
 use crate::watchdog::Lease;
 use crate::{Client, Error, Result, holder, keys};
 
@@ -70,45 +71,6 @@ impl fmt::Debug for Lock {
             .field("name", &self.keys.name)
             .field("flavor", &self.keys.flavor)
             .finish()
-    }
-}
-
-/// How long an acquire may wait.
-#[derive(Clone, Copy)]
-enum Wait {
-    /// Never give up (`lock`).
-    Forever,
-    /// Try once (`try_lock`).
-    Never,
-    /// Give up at the deadline; the duration is a fair waiter's allowance.
-    Until(Instant, Duration),
-}
-
-impl Wait {
-    fn for_duration(wait: Duration) -> Wait {
-        // A wait too long to represent is a wait forever.
-        Instant::now()
-            .checked_add(wait)
-            .map_or(Wait::Forever, |deadline| Wait::Until(deadline, wait))
-    }
-
-    fn passed(self) -> bool {
-        match self {
-            Wait::Forever => false,
-            Wait::Never => true,
-            Wait::Until(deadline, _) => Instant::now() >= deadline,
-        }
-    }
-
-    /// The park deadline: the holder's TTL from now, capped by this wait.
-    fn park_until(self, ttl: Option<Duration>, fallback: Duration) -> Option<Instant> {
-        let ttl_end = Instant::now().checked_add(ttl.unwrap_or(fallback));
-        match (self, ttl_end) {
-            (Wait::Never, _) => Some(Instant::now()),
-            (Wait::Until(t, _), Some(e)) => Some(t.min(e)),
-            (Wait::Until(t, _), None) => Some(t),
-            (Wait::Forever, e) => e,
-        }
     }
 }
 
@@ -364,52 +326,36 @@ impl Lock {
         let acquired = || self.guard(&holder, lease, lease_ms, sent.get());
 
         let channel = keys.wait_channel(&holder);
-        // Seen before the first attempt, so an unlock between that attempt
-        // and the subscription is not lost (see the pubsub module).
-        let seen = inner.subscriber.snapshot(&channel);
-        // A new local attempt defers to a local waiter an unlock just woke.
-        let mut ttl = if keys.defers_to_woken_waiter() && seen.handoff_pending() {
-            Some(crate::pubsub::HANDOFF_WINDOW)
-        } else {
-            match attempt()? {
-                Acquire::Acquired => return acquired().map(Some),
-                Acquire::Held { ttl } => ttl,
-            }
-        };
-        if wait.passed() {
-            // A fair try_lock_for that ran out at once may have queued.
-            if enqueue {
-                keys.give_up(backend, &holder, allowance_ms)?;
-            }
-            return Ok(None);
-        }
-        let waited = (|| {
-            let subscription = inner.subscriber.subscribe(&channel, Wake::Lock, seen)?;
-            loop {
-                let park = keys.park_for(ttl, allowance_ms);
-                let woken = subscription.wait_permit(wait.park_until(park, inner.watchdog_timeout));
-                let outcome = attempt();
-                if woken {
-                    subscription.handoff_done();
-                }
-                match outcome? {
-                    Acquire::Acquired => return Ok(true),
-                    Acquire::Held { ttl: held } => ttl = held,
-                }
-                if wait.passed() {
-                    return Ok(false);
-                }
-            }
-        })();
+        let waited = crate::wait::until_done(
+            &inner.subscriber,
+            crate::wait::Waiting {
+                channel: &channel,
+                wake: Wake::Lock,
+                wait,
+                fallback: inner.watchdog_timeout,
+                defer_to_woken: keys.defers_to_woken_waiter(),
+            },
+            || {
+                Ok(match attempt()? {
+                    Acquire::Acquired => Attempt::Done(()),
+                    Acquire::Held { ttl } => Attempt::Retry(keys.park_for(ttl, allowance_ms)),
+                })
+            },
+        );
         match waited {
-            Ok(true) => acquired().map(Some),
-            Ok(false) => {
-                keys.give_up(backend, &holder, allowance_ms)?;
+            Ok(Some(())) => acquired().map(Some),
+            Ok(None) => {
+                // try_lock never queued; a fair waiter that gave up leaves now.
+                if enqueue {
+                    keys.give_up(backend, &holder, allowance_ms)?;
+                }
                 Ok(None)
             }
             Err(err) => {
                 // Best effort: do not leave a fair waiter queued after an error.
-                let _ = keys.give_up(backend, &holder, allowance_ms);
+                if enqueue {
+                    let _ = keys.give_up(backend, &holder, allowance_ms);
+                }
                 Err(err)
             }
         }

@@ -1,0 +1,114 @@
+//! The blocking loop every primitive shares: try; if that fails, register
+//! on the primitive's channel with the subscriber, then alternate "park until
+//! a permit or the hint the failed attempt gave" and "try again", until the
+//! attempt succeeds or the wait runs out.
+//!
+//! The wake contract itself (permits, lost messages) lives in `pubsub`.
+//! A primitive supplies only its attempt, its channel and its wake policy.
+
+use std::time::{Duration, Instant};
+
+use crate::Result;
+use crate::pubsub::{HANDOFF_WINDOW, Subscriber, Wake};
+
+/// How long an acquire may wait.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Wait {
+    /// Never give up (`lock`).
+    Forever,
+    /// Try once (`try_lock`).
+    Never,
+    /// Give up at the deadline; the duration is a fair waiter's allowance.
+    Until(Instant, Duration),
+}
+
+impl Wait {
+    pub(crate) fn for_duration(wait: Duration) -> Wait {
+        // A wait too long to represent is a wait forever.
+        Instant::now()
+            .checked_add(wait)
+            .map_or(Wait::Forever, |deadline| Wait::Until(deadline, wait))
+    }
+
+    pub(crate) fn passed(self) -> bool {
+        match self {
+            Wait::Forever => false,
+            Wait::Never => true,
+            Wait::Until(deadline, _) => Instant::now() >= deadline,
+        }
+    }
+
+    /// The park deadline: the holder's TTL from now, capped by this wait.
+    pub(crate) fn park_until(self, ttl: Option<Duration>, fallback: Duration) -> Option<Instant> {
+        let ttl_end = Instant::now().checked_add(ttl.unwrap_or(fallback));
+        match (self, ttl_end) {
+            (Wait::Never, _) => Some(Instant::now()),
+            (Wait::Until(t, _), Some(e)) => Some(t.min(e)),
+            (Wait::Until(t, _), None) => Some(t),
+            (Wait::Forever, e) => e,
+        }
+    }
+}
+
+/// What one attempt found.
+pub(crate) enum Attempt<T> {
+    /// Done: stop waiting.
+    Done(T),
+    /// Not yet: park at most this long (`None`: until a message, or the
+    /// fallback) and try again.
+    Retry(Option<Duration>),
+}
+
+/// Where and how a waiter waits.
+pub(crate) struct Waiting<'a> {
+    /// The channel whose messages wake it.
+    pub(crate) channel: &'a str,
+    /// How those messages wake waiters.
+    pub(crate) wake: Wake,
+    /// How long it may wait in all.
+    pub(crate) wait: Wait,
+    /// The longest park when the attempt gave no hint (a safety net: a
+    /// message lost anyway costs one retry after this, never a hang).
+    pub(crate) fallback: Duration,
+    /// Whether a new attempt should let a waiter an unlock just woke in this
+    /// client go first (exclusive locks).
+    pub(crate) defer_to_woken: bool,
+}
+
+/// Runs `attempt` until it is done (`Ok(Some)`) or the wait runs out
+/// (`Ok(None)`). Errors from `attempt` or the subscriber end the wait.
+pub(crate) fn until_done<T>(
+    subscriber: &Subscriber,
+    waiting: Waiting<'_>,
+    mut attempt: impl FnMut() -> Result<Attempt<T>>,
+) -> Result<Option<T>> {
+    // Seen before the first attempt, so a message between that attempt and
+    // the subscription is not lost (see the pubsub module).
+    let seen = subscriber.snapshot(waiting.channel);
+    let mut hint = if waiting.defer_to_woken && seen.handoff_pending() {
+        Some(HANDOFF_WINDOW)
+    } else {
+        match attempt()? {
+            Attempt::Done(value) => return Ok(Some(value)),
+            Attempt::Retry(hint) => hint,
+        }
+    };
+    if waiting.wait.passed() {
+        return Ok(None);
+    }
+    let subscription = subscriber.subscribe(waiting.channel, waiting.wake, seen)?;
+    loop {
+        let woken = subscription.wait_permit(waiting.wait.park_until(hint, waiting.fallback));
+        let outcome = attempt();
+        if woken {
+            subscription.handoff_done();
+        }
+        match outcome? {
+            Attempt::Done(value) => return Ok(Some(value)),
+            Attempt::Retry(next) => hint = next,
+        }
+        if waiting.wait.passed() {
+            return Ok(None);
+        }
+    }
+}
