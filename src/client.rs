@@ -11,7 +11,9 @@ use crate::event::EventHandler;
 use crate::flavor::Flavor;
 use crate::pubsub::Subscriber;
 use crate::watchdog::Watchdog;
-use crate::{Lock, ReadWriteLock, Result};
+use crate::{
+    CountDownLatch, Lock, PermitExpirableSemaphore, ReadWriteLock, Result, Semaphore,
+};
 
 pub(crate) struct Inner {
     /// This client's uuid: the first half of every holder id.
@@ -172,6 +174,49 @@ impl Client {
     #[doc(alias = "get_read_write_lock")]
     pub fn read_write_lock(&self, name: impl Into<String>) -> ReadWriteLock {
         ReadWriteLock::new(self, name.into())
+    }
+
+    /// A handle on the counting semaphore `name` (Redisson's `RSemaphore`).
+    ///
+    /// ```
+    /// # let client = redisync::Client::builder().backend(redisync::MemoryBackend::new()).build()?;
+    /// let slots = client.semaphore("downloads");
+    /// slots.try_set_permits(4)?;
+    /// # Ok::<(), redisync::Error>(())
+    /// ```
+    #[doc(alias = "RSemaphore")]
+    #[doc(alias = "get_semaphore")]
+    pub fn semaphore(&self, name: impl Into<String>) -> Semaphore {
+        Semaphore::new(self.clone(), name.into())
+    }
+
+    /// A handle on the semaphore with leased permits `name` (Redisson's
+    /// `RPermitExpirableSemaphore`): a crashed holder's permit returns when
+    /// its lease runs out.
+    ///
+    /// ```
+    /// # let client = redisync::Client::builder().backend(redisync::MemoryBackend::new()).build()?;
+    /// let workers = client.permit_expirable_semaphore("workers");
+    /// workers.try_set_permits(2)?;
+    /// # Ok::<(), redisync::Error>(())
+    /// ```
+    #[doc(alias = "RPermitExpirableSemaphore")]
+    pub fn permit_expirable_semaphore(&self, name: impl Into<String>) -> PermitExpirableSemaphore {
+        PermitExpirableSemaphore::new(self.clone(), name.into())
+    }
+
+    /// A handle on the count-down latch `name` (Redisson's `RCountDownLatch`).
+    ///
+    /// ```
+    /// # let client = redisync::Client::builder().backend(redisync::MemoryBackend::new()).build()?;
+    /// let ready = client.count_down_latch("ready");
+    /// ready.try_set_count(3)?;
+    /// # Ok::<(), redisync::Error>(())
+    /// ```
+    #[doc(alias = "RCountDownLatch")]
+    #[doc(alias = "get_count_down_latch")]
+    pub fn count_down_latch(&self, name: impl Into<String>) -> CountDownLatch {
+        CountDownLatch::new(self.clone(), name.into())
     }
 
     /// This client's id: the `<uuid>` part of its holder ids

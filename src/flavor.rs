@@ -153,7 +153,7 @@ impl LockKeys {
                 &holder.id,
                 lease_ms,
                 allowance_ms,
-                wall_clock_ms(),
+                crate::clock::wall_clock_ms(),
                 enqueue,
             ),
             Flavor::Read => backend.read_lock_acquire(&self.rw(holder), lease_ms),
@@ -211,7 +211,7 @@ impl LockKeys {
                 &self.fair(),
                 &holder.id,
                 lease_ms,
-                wall_clock_ms(),
+                crate::clock::wall_clock_ms(),
                 latch_key,
                 latch_ms,
             ),
@@ -241,7 +241,7 @@ impl LockKeys {
     pub(crate) fn force_release(&self, backend: &dyn LockBackend) -> Result<bool> {
         match self.flavor {
             Flavor::Reentrant => backend.lock_force_release(&self.name, &self.channel),
-            Flavor::Fair => backend.fair_lock_force_release(&self.fair(), wall_clock_ms()),
+            Flavor::Fair => backend.fair_lock_force_release(&self.fair(), crate::clock::wall_clock_ms()),
             Flavor::Read | Flavor::Write => {
                 let mode = if self.flavor == Flavor::Read {
                     RwMode::Read
@@ -290,13 +290,6 @@ impl Renewal {
     }
 }
 
-/// The caller's wall clock in ms since the Unix epoch: the fair lock's queue
-/// arithmetic (Redisson passes `System.currentTimeMillis()`).
-fn wall_clock_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
-}
 
 /// Milliseconds of a validated duration, saturating (for allowances).
 pub(crate) fn saturating_ms(value: Duration) -> i64 {

@@ -42,6 +42,32 @@ pub(crate) fn fair_timeouts(name: &str) -> String {
     prefix("redisson_lock_timeout", name)
 }
 
+/// A semaphore's channel (both kinds): `redisson_sc:{name}`.
+pub(crate) fn semaphore_channel(name: &str) -> String {
+    prefix("redisson_sc", name)
+}
+
+/// A permit-expirable semaphore's leases: `{name}:timeout`.
+pub(crate) fn expirable_leases(name: &str) -> String {
+    if name.contains('{') {
+        format!("{name}:timeout")
+    } else {
+        format!("{{{name}}}:timeout")
+    }
+}
+
+/// A count-down latch's channel: `redisson_countdownlatch__channel__{name}`
+/// (braces always added, plain concatenation, as Redisson does).
+pub(crate) fn latch_channel(name: &str) -> String {
+    format!("redisson_countdownlatch__channel__{{{name}}}")
+}
+
+/// The latch's "opened" message: the count reached zero (wakes every waiter).
+pub(crate) const LATCH_ZERO_MESSAGE: &str = "0";
+
+/// The latch's "new count" message: set or deleted.
+pub(crate) const LATCH_NEW_COUNT_MESSAGE: &str = "1";
+
 /// A read-write lock's channel: `redisson_rwlock:{name}`.
 pub(crate) fn rw_channel(name: &str) -> String {
     prefix("redisson_rwlock", name)
@@ -80,6 +106,11 @@ mod tests {
         assert_eq!(fair_queue("a"), "redisson_lock_queue:{a}");
         assert_eq!(fair_timeouts("a"), "redisson_lock_timeout:{a}");
         assert_eq!(rw_channel("a"), "redisson_rwlock:{a}");
+        assert_eq!(semaphore_channel("s"), "redisson_sc:{s}");
+        assert_eq!(expirable_leases("s"), "{s}:timeout");
+        assert_eq!(expirable_leases("{s}x"), "{s}x:timeout");
+        assert_eq!(latch_channel("l"), "redisson_countdownlatch__channel__{l}");
+        assert_eq!(latch_channel("{l}"), "redisson_countdownlatch__channel__{{l}}");
         assert_eq!(rw_timeout_prefix("a", "u:1"), "{a}:u:1:rwlock_timeout");
         assert_eq!(rw_timeout_prefix("{a}b", "u:1"), "{a}b:u:1:rwlock_timeout");
     }

@@ -36,8 +36,15 @@
 //! - [`ReadWriteLock`] ([`Client::read_write_lock`]): Redisson's
 //!   `RReadWriteLock`, many readers or one writer, both halves [`Lock`]s.
 //!
-//! Semaphore, count-down latch, MultiLock and RedLock follow on the same
-//! backend, subscriber and watchdog.
+//! - [`Semaphore`] ([`Client::semaphore`]): Redisson's `RSemaphore`, counting
+//!   permits with no owner; a release wakes up to as many waiters as it frees.
+//! - [`PermitExpirableSemaphore`] ([`Client::permit_expirable_semaphore`]):
+//!   Redisson's `RPermitExpirableSemaphore`, permits with an id and a lease,
+//!   so a crashed holder's permit comes back.
+//! - [`CountDownLatch`] ([`Client::count_down_latch`]): Redisson's
+//!   `RCountDownLatch`; reaching zero wakes every waiter in every client.
+//!
+//! MultiLock and RedLock follow on the same backend, subscriber and watchdog.
 //!
 //! # Backends
 //!
@@ -96,15 +103,19 @@
 
 pub mod backend;
 mod client;
+mod clock;
 mod config;
 mod error;
 mod event;
 mod flavor;
 mod holder;
 mod keys;
+mod latch;
 mod lock;
+mod permit_semaphore;
 mod pubsub;
 mod rw_lock;
+mod semaphore;
 mod wait;
 mod watchdog;
 
@@ -116,5 +127,8 @@ pub use event::{
     EventHandler, LockLostEvent, LoggingEventHandler, NopEventHandler, RenewFailedEvent,
     SubscriberEvent, UnlockFailedEvent,
 };
+pub use latch::CountDownLatch;
 pub use lock::{Lock, LockGuard};
+pub use permit_semaphore::{PermitExpirableSemaphore, PermitId};
 pub use rw_lock::ReadWriteLock;
+pub use semaphore::{Semaphore, SemaphorePermit};

@@ -63,6 +63,12 @@ pub(crate) enum Wake {
     /// A lock channel (Redisson's `LockPubSub`): `1` (read-unlock) wakes
     /// every waiter, anything else (`0`, unlock) one.
     Lock,
+    /// A semaphore channel (`SemaphorePubSub`): the message is the new
+    /// permit count n, which wakes up to n waiters.
+    Semaphore,
+    /// A count-down latch channel (`CountDownLatchPubSub`): `0` (the count
+    /// reached zero) wakes every waiter; `1` (new count) wakes none.
+    Latch,
 }
 
 #[derive(Debug)]
@@ -434,13 +440,27 @@ fn session(shared: &Shared, conn: &mut dyn PubSubConnection, connected: &mut boo
             let mut state = shared.state.lock();
             if let Some(entry) = state.channels.get_mut(&message.channel) {
                 entry.delivered = entry.delivered.wrapping_add(1);
-                match entry.wake {
+                let woken = match entry.wake {
                     Wake::Lock if message.payload == crate::keys::READ_UNLOCK_MESSAGE => {
-                        entry.permits = entry.waiters;
-                        entry.cond.notify_all();
+                        entry.waiters
                     }
-                    Wake::Lock => {
-                        entry.permits = (entry.permits + 1).min(entry.waiters);
+                    Wake::Lock => 1,
+                    // A count of zero or less wakes nobody; an unreadable
+                    // one lets everyone look.
+                    Wake::Semaphore => match message.payload.parse::<i64>() {
+                        Ok(count) => usize::try_from(count).unwrap_or(0),
+                        Err(_) => entry.waiters,
+                    },
+                    Wake::Latch if message.payload == crate::keys::LATCH_ZERO_MESSAGE => {
+                        entry.waiters
+                    }
+                    Wake::Latch => 0,
+                };
+                entry.permits = entry.permits.saturating_add(woken).min(entry.waiters);
+                if woken >= entry.waiters {
+                    entry.cond.notify_all();
+                } else {
+                    for _ in 0..woken {
                         entry.cond.notify_one();
                     }
                 }

@@ -2,10 +2,12 @@
 //! Redis scripts.
 //!
 //! Every method does, atomically under one mutex, exactly what the matching
-//! Lua script in `lua/` does on Redis (Redisson's `RLock`, `RFairLock` and
-//! `RReadWriteLock` scripts), ported statement by statement over a small set
-//! of Redis commands (`Db`): the same hashes, queues, slot sets and read-hold
-//! keys, the same TTL resets, the same unlock latch and the same messages. Two `Client`s sharing one `MemoryBackend` (clones share
+//! Lua script in `lua/` does on Redis (Redisson's `RLock`, `RFairLock`,
+//! `RReadWriteLock`, `RSemaphore`, `RPermitExpirableSemaphore` and
+//! `RCountDownLatch` scripts), ported statement by statement over a small set
+//! of Redis commands (`Db`): the same hashes, queues, slot sets, read-hold
+//! keys, counters and lease sets, the same TTL resets, the same unlock latch
+//! and the same messages. Two `Client`s sharing one `MemoryBackend` (clones share
 //! state) therefore behave like two processes sharing one Redis server, which
 //! makes it the backend for tests, examples and single-process use.
 //!
@@ -52,10 +54,12 @@ use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
 use parking_lot::Mutex;
 
 use super::{
-    Acquire, FairLockKeys, LockBackend, LockState, Message, PubSubConnection, Release, RwLockKeys,
-    RwLockState, RwMode,
+    Acquire, ExpirableKeys, FairLockKeys, LockBackend, LockState, Message, PubSubConnection,
+    Release, RwLockKeys, RwLockState, RwMode,
 };
-use crate::keys::{READ_UNLOCK_MESSAGE, UNLOCK_MESSAGE};
+use crate::keys::{
+    LATCH_NEW_COUNT_MESSAGE, LATCH_ZERO_MESSAGE, READ_UNLOCK_MESSAGE, UNLOCK_MESSAGE,
+};
 use crate::{Error, Result};
 
 /// An in-process [`LockBackend`] with exactly the semantics of the Redis
@@ -111,10 +115,12 @@ enum Value {
     Hash(HashMap<String, String>),
     /// A list (a fair lock's waiter queue).
     List(VecDeque<String>),
-    /// A sorted set (a fair lock's slot deadlines). Redis scores are
+    /// A sorted set (a fair lock's slot deadlines, a permit-expirable
+    /// semaphore's lease ends). Redis scores are
     /// doubles; the scripts only store integer milliseconds.
     ZSet(HashMap<String, i64>),
-    /// A plain string (an unlock latch, a read hold, or a test's
+    /// A plain string (an unlock latch, a read hold, a semaphore's permits,
+    /// a latch's count, or a test's
     /// [`MemoryBackend::set_string`]).
     Str(String),
 }
@@ -201,6 +207,57 @@ fn store_string(
 /// Lua's `tonumber` on a stored integer (hold counts); `None` for anything else.
 fn lua_integer(value: &str) -> Option<i64> {
     value.parse().ok()
+}
+
+/// `tonumber(value)` on a counter read with `GET` (a semaphore's permits, a
+/// latch's count): a script error when it is not a number (the script would
+/// fail comparing `nil`, or reply `nil` where an integer is expected).
+fn counter_number(key: &str, value: &str) -> Result<i64> {
+    lua_integer(value)
+        .ok_or_else(|| script_error(format!("counter {key:?} holds {value:?}, not a number")))
+}
+
+/// Redis' strict parse of a string as a 64-bit integer (`string2ll`, used by
+/// `INCRBY`): an optional `-`, then digits without a leading zero (or a lone
+/// `0`); no sign `+`, no spaces, no `-0`.
+fn redis_integer(value: &str) -> Option<i64> {
+    if value == "0" {
+        return Some(0);
+    }
+    let digits = value.strip_prefix('-').unwrap_or(value);
+    let mut bytes = digits.bytes();
+    if !bytes
+        .next()
+        .is_some_and(|first| matches!(first, b'1'..=b'9'))
+        || !bytes.all(|byte| byte.is_ascii_digit())
+    {
+        return None;
+    }
+    value.parse().ok()
+}
+
+/// Redis' reply to `INCRBY` on a string that is not an integer.
+fn not_an_integer(key: &str) -> Error {
+    Error::protocol(format!(
+        "ERR value is not an integer or out of range (key {key:?})"
+    ))
+}
+
+/// Redis' reply to `INCRBY` or `DECRBY` past the 64-bit range.
+fn increment_overflow(key: &str) -> Error {
+    Error::protocol(format!(
+        "ERR increment or decrement would overflow (key {key:?})"
+    ))
+}
+
+/// A sorted set's members in `ZRANGE` order: by score, then by member.
+fn by_score(members: &HashMap<String, i64>) -> Vec<(i64, String)> {
+    let mut sorted: Vec<(i64, String)> = members
+        .iter()
+        .map(|(member, score)| (*score, member.clone()))
+        .collect();
+    sorted.sort();
+    sorted
 }
 
 /// An acquire script's "wait this long" reply: a negative PTTL (no expiry,
@@ -525,17 +582,98 @@ impl<'a> Db<'a> {
 
     /// `ZRANGE key 0 -1`: members by score, then by member.
     fn zrange_all(&mut self, key: &str) -> Result<Vec<String>> {
-        let mut members: Vec<(i64, String)> = self
+        Ok(self
+            .zrange_with_scores(key, 0, -1)?
+            .into_iter()
+            .map(|(member, _)| member)
+            .collect())
+    }
+
+    /// `ZRANGE key start stop WITHSCORES`: (member, score) pairs by score,
+    /// then by member; negative indices count from the end, out-of-range
+    /// indices are clamped.
+    fn zrange_with_scores(
+        &mut self,
+        key: &str,
+        start: i64,
+        stop: i64,
+    ) -> Result<Vec<(String, i64)>> {
+        let sorted = self.typed(key, as_zset)?.map(|members| by_score(members));
+        let Some(sorted) = sorted else {
+            return Ok(Vec::new());
+        };
+        let len = i64::try_from(sorted.len()).unwrap_or(i64::MAX);
+        let resolve = |index: i64| {
+            if index < 0 {
+                index.saturating_add(len)
+            } else {
+                index
+            }
+        };
+        let start = resolve(start).max(0);
+        let stop = resolve(stop).min(len.saturating_sub(1));
+        let (Ok(start), Ok(stop)) = (usize::try_from(start), usize::try_from(stop)) else {
+            return Ok(Vec::new());
+        };
+        Ok(sorted
+            .get(start..=stop)
+            .unwrap_or_default()
+            .iter()
+            .map(|(score, member)| (member.clone(), *score))
+            .collect())
+    }
+
+    /// `ZRANGEBYSCORE key -inf max`: the members scored at most `max`, by
+    /// score, then by member.
+    fn zrangebyscore(&mut self, key: &str, max: i64) -> Result<Vec<String>> {
+        Ok(self
             .typed(key, as_zset)?
-            .map(|members| {
-                members
-                    .iter()
-                    .map(|(member, score)| (*score, member.clone()))
-                    .collect()
-            })
-            .unwrap_or_default();
-        members.sort();
-        Ok(members.into_iter().map(|(_, member)| member).collect())
+            .map(|members| by_score(members))
+            .unwrap_or_default()
+            .into_iter()
+            .take_while(|(score, _)| *score <= max)
+            .map(|(_, member)| member)
+            .collect())
+    }
+
+    /// `INCRBY key by`: the new value. A missing key counts as 0 and is
+    /// created without expiry; an existing key keeps its expiry. Fails like
+    /// Redis on a non-integer string and on overflow.
+    fn incrby(&mut self, key: &str, by: i64) -> Result<i64> {
+        match self.entry(key) {
+            None => {
+                store_string(self.keys, key, &by.to_string(), None);
+                Ok(by)
+            }
+            Some(Entry {
+                value: Value::Str(value),
+                ..
+            }) => {
+                let current = redis_integer(value).ok_or_else(|| not_an_integer(key))?;
+                let next = current
+                    .checked_add(by)
+                    .ok_or_else(|| increment_overflow(key))?;
+                *value = next.to_string();
+                Ok(next)
+            }
+            Some(_) => Err(wrong_type(key)),
+        }
+    }
+
+    /// `INCR key`.
+    fn incr(&mut self, key: &str) -> Result<i64> {
+        self.incrby(key, 1)
+    }
+
+    /// `DECRBY key by`.
+    fn decrby(&mut self, key: &str, by: i64) -> Result<i64> {
+        let by = by.checked_neg().ok_or_else(|| increment_overflow(key))?;
+        self.incrby(key, by)
+    }
+
+    /// `DECR key`.
+    fn decr(&mut self, key: &str) -> Result<i64> {
+        self.decrby(key, 1)
     }
 }
 
@@ -708,6 +846,32 @@ impl MemoryBackend {
     fn notify_head(&self, db: &mut Db<'_>, keys: &FairLockKeys<'_>) -> Result<()> {
         if let Some(head) = db.lindex(keys.queue, 0)? {
             self.publish_locked(&format!("{}:{}", keys.channel_prefix, head), UNLOCK_MESSAGE);
+        }
+        Ok(())
+    }
+
+    /// The permit-expirable semaphore scripts' prelude (`reclaim_expired`):
+    /// returns every permit whose lease ended at or before `now_ms` to the
+    /// pool and, if the count is then positive, publishes it.
+    fn reclaim_expired(
+        &self,
+        db: &mut Db<'_>,
+        keys: &ExpirableKeys<'_>,
+        now_ms: i64,
+    ) -> Result<()> {
+        let expired = db.zrangebyscore(keys.leases, now_ms)?;
+        if expired.is_empty() {
+            return Ok(());
+        }
+        // The script removes them in batches only to stay within Lua's
+        // `unpack` limit; one `ZREM` each is the same.
+        for permit in &expired {
+            db.zrem(keys.leases, permit)?;
+        }
+        let reclaimed = i64::try_from(expired.len()).map_err(|_| increment_overflow(keys.name))?;
+        let value = db.incrby(keys.name, reclaimed)?;
+        if value > 0 {
+            self.publish_locked(keys.channel, &value.to_string());
         }
         Ok(())
     }
@@ -1133,6 +1297,139 @@ impl LockBackend for MemoryBackend {
                 hold_count(name, count.as_deref())?,
                 ttl_from_pttl(pttl),
             ))
+        })
+    }
+
+    fn counter_set_if_absent(
+        &self,
+        name: &str,
+        channel: &str,
+        value: i64,
+        message: &str,
+    ) -> Result<bool> {
+        self.run(|db| {
+            if db.get(name)?.is_none() {
+                db.set(name, &value.to_string());
+                self.publish_locked(channel, message);
+                return Ok(true);
+            }
+            Ok(false)
+        })
+    }
+
+    fn counter_get(&self, name: &str) -> Result<i64> {
+        self.run(|db| counter_number(name, db.get(name)?.as_deref().unwrap_or("0")))
+    }
+
+    fn semaphore_add(&self, name: &str, channel: &str, delta: i64) -> Result<i64> {
+        self.run(|db| {
+            let value = db.incrby(name, delta)?;
+            if delta > 0 {
+                self.publish_locked(channel, &value.to_string());
+            }
+            Ok(value)
+        })
+    }
+
+    fn semaphore_try_acquire(&self, name: &str, permits: i64) -> Result<bool> {
+        self.run(|db| {
+            let available = match db.get(name)? {
+                Some(value) => Some(counter_number(name, &value)?),
+                None => None,
+            };
+            if available.is_some_and(|available| available >= permits) {
+                db.decrby(name, permits)?;
+                return Ok(true);
+            }
+            Ok(false)
+        })
+    }
+
+    fn semaphore_drain(&self, name: &str) -> Result<i64> {
+        self.run(|db| {
+            let Some(value) = db.get(name)? else {
+                return Ok(0);
+            };
+            db.set(name, "0");
+            counter_number(name, &value)
+        })
+    }
+
+    fn expirable_acquire(
+        &self,
+        keys: &ExpirableKeys<'_>,
+        permit_id: &str,
+        lease_end_ms: i64,
+        now_ms: i64,
+    ) -> Result<Acquire> {
+        self.run(|db| {
+            self.reclaim_expired(db, keys, now_ms)?;
+            let available = match db.get(keys.name)? {
+                Some(value) => Some(counter_number(keys.name, &value)?),
+                None => None,
+            };
+            if available.is_some_and(|available| available >= 1) {
+                db.decr(keys.name)?;
+                db.zadd(keys.leases, lease_end_ms, permit_id)?;
+                return Ok(Acquire::Acquired);
+            }
+            // None available: wait until the earliest lease ends.
+            let first = db.zrange_with_scores(keys.leases, 0, 0)?;
+            let Some((_, lease_end)) = first.first() else {
+                return Ok(held(-1));
+            };
+            Ok(held(lease_end.saturating_sub(now_ms).max(1)))
+        })
+    }
+
+    fn expirable_release(
+        &self,
+        keys: &ExpirableKeys<'_>,
+        permit_id: &str,
+        now_ms: i64,
+    ) -> Result<bool> {
+        self.run(|db| {
+            let lease_end = db.zscore(keys.leases, permit_id)?;
+            if lease_end.is_none_or(|lease_end| lease_end <= now_ms) {
+                // Unknown, or expired: reclaimed, not released by its holder.
+                self.reclaim_expired(db, keys, now_ms)?;
+                return Ok(false);
+            }
+            db.zrem(keys.leases, permit_id)?;
+            let value = db.incr(keys.name)?;
+            self.publish_locked(keys.channel, &value.to_string());
+            Ok(true)
+        })
+    }
+
+    fn expirable_available(&self, keys: &ExpirableKeys<'_>, now_ms: i64) -> Result<i64> {
+        self.run(|db| {
+            self.reclaim_expired(db, keys, now_ms)?;
+            counter_number(keys.name, db.get(keys.name)?.as_deref().unwrap_or("0"))
+        })
+    }
+
+    fn latch_count_down(&self, name: &str, channel: &str) -> Result<i64> {
+        self.run(|db| {
+            let value = db.decr(name)?;
+            if value <= 0 {
+                db.del(name);
+            }
+            if value == 0 {
+                self.publish_locked(channel, LATCH_ZERO_MESSAGE);
+            }
+            Ok(value)
+        })
+    }
+
+    fn latch_delete(&self, name: &str, channel: &str) -> Result<bool> {
+        self.run(|db| {
+            // `DEL` deletes whatever the key holds.
+            if db.del(name) {
+                self.publish_locked(channel, LATCH_NEW_COUNT_MESSAGE);
+                return Ok(true);
+            }
+            Ok(false)
         })
     }
 
@@ -2202,5 +2499,472 @@ mod tests {
         // Nothing was changed on the way.
         assert_eq!(backend.len(), before);
         assert_eq!(queue(&backend), ["a:1", "b:1", "c:1"]);
+    }
+
+    // ---- Counters: semaphore and count-down latch ----
+
+    const SEMAPHORE_CHANNEL: &str = "redisson_sc:{s}";
+    const LATCH_CHANNEL: &str = "redisson_countdownlatch__channel__{l}";
+
+    /// The next message, or `None` after a short wait.
+    fn next(conn: &mut dyn PubSubConnection) -> Option<Message> {
+        conn.next_message(Duration::from_millis(20)).unwrap()
+    }
+
+    fn pttl(backend: &MemoryBackend, key: &str) -> i64 {
+        backend.run(|db| Ok(db.pttl(key))).unwrap()
+    }
+
+    #[test]
+    fn counter_set_if_absent_sets_once_and_publishes() {
+        let backend = MemoryBackend::new();
+        let other = backend.clone();
+        backend
+            .with_pubsub(&mut |conn| {
+                conn.subscribe(&subscribed_to(SEMAPHORE_CHANNEL))?;
+                assert_eq!(other.counter_get("s")?, 0);
+                assert!(!live(&other, "s"), "reading creates nothing");
+                assert!(other.counter_set_if_absent("s", SEMAPHORE_CHANNEL, 3, "3")?);
+                assert_eq!(next(conn), Some(Message::new(SEMAPHORE_CHANNEL, "3")));
+                assert!(!other.counter_set_if_absent("s", SEMAPHORE_CHANNEL, 5, "5")?);
+                assert_eq!(next(conn), None);
+                assert_eq!(other.counter_get("s")?, 3);
+                assert_eq!(pttl(&other, "s"), -1);
+                Ok(())
+            })
+            .unwrap();
+    }
+
+    #[test]
+    fn semaphore_add_publishes_the_new_count_only_when_positive() {
+        let backend = MemoryBackend::new();
+        let other = backend.clone();
+        backend
+            .with_pubsub(&mut |conn| {
+                conn.subscribe(&subscribed_to(SEMAPHORE_CHANNEL))?;
+                assert_eq!(other.semaphore_add("s", SEMAPHORE_CHANNEL, 2)?, 2);
+                assert_eq!(next(conn), Some(Message::new(SEMAPHORE_CHANNEL, "2")));
+                assert_eq!(other.semaphore_add("s", SEMAPHORE_CHANNEL, -5)?, -3);
+                assert_eq!(next(conn), None);
+                assert_eq!(other.counter_get("s")?, -3);
+                assert_eq!(other.semaphore_add("s", SEMAPHORE_CHANNEL, 14)?, 11);
+                assert_eq!(next(conn), Some(Message::new(SEMAPHORE_CHANNEL, "11")));
+                assert_eq!(other.semaphore_add("s", SEMAPHORE_CHANNEL, 0)?, 11);
+                assert_eq!(next(conn), None);
+                assert_eq!(pttl(&other, "s"), -1);
+                Ok(())
+            })
+            .unwrap();
+    }
+
+    #[test]
+    fn semaphore_add_fails_like_incrby_on_overflow_and_non_integers() {
+        let backend = MemoryBackend::new();
+        backend.set_string("s", &i64::MAX.to_string());
+        let err = backend
+            .semaphore_add("s", SEMAPHORE_CHANNEL, 1)
+            .unwrap_err();
+        assert!(err.is_protocol_error(), "{err}");
+        assert!(err.to_string().contains("overflow"), "{err}");
+        assert_eq!(backend.counter_get("s").unwrap(), i64::MAX);
+        backend.set_string("s", &i64::MIN.to_string());
+        assert!(backend.semaphore_add("s", SEMAPHORE_CHANNEL, -1).is_err());
+        for bad in ["x", "1.5", "+1", "01", " 1", "-0", ""] {
+            backend.set_string("s", bad);
+            let err = backend
+                .semaphore_add("s", SEMAPHORE_CHANNEL, 1)
+                .unwrap_err();
+            assert!(err.is_protocol_error(), "{bad:?}: {err}");
+            assert!(err.to_string().contains("not an integer"), "{bad:?}: {err}");
+        }
+        // Lua's `tonumber` of a non-number is a script error, not a panic.
+        backend.set_string("s", "x");
+        assert!(backend.counter_get("s").unwrap_err().is_protocol_error());
+        assert!(
+            backend
+                .semaphore_try_acquire("s", 1)
+                .unwrap_err()
+                .is_protocol_error()
+        );
+    }
+
+    #[test]
+    fn semaphore_try_acquire_takes_only_when_enough() {
+        let backend = MemoryBackend::new();
+        assert!(!backend.semaphore_try_acquire("s", 1).unwrap());
+        assert!(!live(&backend, "s"));
+        backend.semaphore_add("s", SEMAPHORE_CHANNEL, 3).unwrap();
+        assert!(backend.semaphore_try_acquire("s", 2).unwrap());
+        assert_eq!(backend.counter_get("s").unwrap(), 1);
+        assert!(!backend.semaphore_try_acquire("s", 2).unwrap());
+        assert_eq!(backend.counter_get("s").unwrap(), 1);
+        assert!(backend.semaphore_try_acquire("s", 1).unwrap());
+        assert!(!backend.semaphore_try_acquire("s", 1).unwrap());
+        assert_eq!(backend.counter_get("s").unwrap(), 0);
+        backend.semaphore_add("s", SEMAPHORE_CHANNEL, -2).unwrap();
+        assert!(!backend.semaphore_try_acquire("s", 1).unwrap());
+        assert_eq!(backend.counter_get("s").unwrap(), -2);
+    }
+
+    #[test]
+    fn semaphore_drain_returns_and_zeroes() {
+        let backend = MemoryBackend::new();
+        assert_eq!(backend.semaphore_drain("s").unwrap(), 0);
+        assert!(!live(&backend, "s"), "draining nothing creates nothing");
+        backend.semaphore_add("s", SEMAPHORE_CHANNEL, 5).unwrap();
+        assert_eq!(backend.semaphore_drain("s").unwrap(), 5);
+        assert_eq!(backend.counter_get("s").unwrap(), 0);
+        assert!(live(&backend, "s"), "the count stays, at 0");
+        assert_eq!(backend.semaphore_drain("s").unwrap(), 0);
+        backend.semaphore_add("s", SEMAPHORE_CHANNEL, -2).unwrap();
+        assert_eq!(backend.semaphore_drain("s").unwrap(), -2);
+        assert_eq!(backend.counter_get("s").unwrap(), 0);
+    }
+
+    // ---- Permit-expirable semaphore ----
+
+    const EXPIRABLE: ExpirableKeys<'static> = ExpirableKeys {
+        name: "e",
+        leases: "{e}:timeout",
+        channel: "redisson_sc:{e}",
+    };
+
+    fn lease_end(backend: &MemoryBackend, permit: &str) -> Option<i64> {
+        backend
+            .run(|db| db.zscore(EXPIRABLE.leases, permit))
+            .unwrap()
+    }
+
+    #[test]
+    fn expirable_acquire_records_the_lease_and_waits_for_the_earliest() {
+        let backend = MemoryBackend::new();
+        assert_eq!(
+            backend
+                .expirable_acquire(&EXPIRABLE, "p0", NOW + 100, NOW)
+                .unwrap(),
+            Acquire::Held { ttl: None },
+            "no permits and no leases: no known wait"
+        );
+        assert!(
+            backend
+                .counter_set_if_absent(EXPIRABLE.name, EXPIRABLE.channel, 2, "2")
+                .unwrap()
+        );
+        assert_eq!(
+            backend
+                .expirable_acquire(&EXPIRABLE, "p1", NOW + 1_000, NOW)
+                .unwrap(),
+            Acquire::Acquired
+        );
+        assert_eq!(
+            backend
+                .expirable_acquire(&EXPIRABLE, "p2", NOW + 500, NOW)
+                .unwrap(),
+            Acquire::Acquired
+        );
+        assert_eq!(lease_end(&backend, "p1"), Some(NOW + 1_000));
+        assert_eq!(lease_end(&backend, "p2"), Some(NOW + 500));
+        assert_eq!(backend.expirable_available(&EXPIRABLE, NOW).unwrap(), 0);
+        assert_eq!(
+            backend
+                .expirable_acquire(&EXPIRABLE, "p3", NOW + 1_000, NOW)
+                .unwrap(),
+            Acquire::Held {
+                ttl: Some(millis(500))
+            }
+        );
+        assert_eq!(lease_end(&backend, "p3"), None);
+        // Just before the earliest lease ends: at least 1 ms.
+        assert_eq!(
+            backend
+                .expirable_acquire(&EXPIRABLE, "p3", NOW + 1_000, NOW + 499)
+                .unwrap(),
+            Acquire::Held {
+                ttl: Some(millis(1))
+            }
+        );
+        assert_eq!(pttl(&backend, EXPIRABLE.leases), -1);
+    }
+
+    #[test]
+    fn expired_leases_are_reclaimed_and_announced() {
+        let backend = MemoryBackend::new();
+        let other = backend.clone();
+        backend
+            .with_pubsub(&mut |conn| {
+                conn.subscribe(&subscribed_to(EXPIRABLE.channel))?;
+                other.semaphore_add(EXPIRABLE.name, EXPIRABLE.channel, 2)?;
+                assert_eq!(next(conn), Some(Message::new(EXPIRABLE.channel, "2")));
+                assert!(
+                    other
+                        .expirable_acquire(&EXPIRABLE, "p1", NOW + 1_000, NOW)?
+                        .is_acquired()
+                );
+                assert!(
+                    other
+                        .expirable_acquire(&EXPIRABLE, "p2", NOW + 500, NOW)?
+                        .is_acquired()
+                );
+                // Nothing expired yet: nothing published.
+                assert_eq!(other.expirable_available(&EXPIRABLE, NOW + 499)?, 0);
+                assert_eq!(next(conn), None);
+                // A lease ending exactly now is over.
+                assert_eq!(other.expirable_available(&EXPIRABLE, NOW + 500)?, 1);
+                assert_eq!(next(conn), Some(Message::new(EXPIRABLE.channel, "1")));
+                assert_eq!(lease_end(&other, "p2"), None);
+                // The next acquire reclaims p1 (count 2, announced), then
+                // takes one.
+                assert!(
+                    other
+                        .expirable_acquire(&EXPIRABLE, "p3", NOW + 5_000, NOW + 1_000)?
+                        .is_acquired()
+                );
+                assert_eq!(next(conn), Some(Message::new(EXPIRABLE.channel, "2")));
+                assert_eq!(next(conn), None);
+                assert_eq!(lease_end(&other, "p1"), None);
+                assert_eq!(other.counter_get(EXPIRABLE.name)?, 1);
+                // Every lease reclaimed: the lease set ceases to exist.
+                assert_eq!(other.expirable_available(&EXPIRABLE, NOW + 5_000)?, 2);
+                assert_eq!(next(conn), Some(Message::new(EXPIRABLE.channel, "2")));
+                assert!(!live(&other, EXPIRABLE.leases));
+                Ok(())
+            })
+            .unwrap();
+    }
+
+    #[test]
+    fn reclaiming_into_a_negative_count_publishes_nothing() {
+        let backend = MemoryBackend::new();
+        let other = backend.clone();
+        backend
+            .with_pubsub(&mut |conn| {
+                conn.subscribe(&subscribed_to(EXPIRABLE.channel))?;
+                other.run(|db| db.zadd(EXPIRABLE.leases, NOW, "p1"))?;
+                other.semaphore_add(EXPIRABLE.name, EXPIRABLE.channel, -3)?;
+                assert_eq!(other.expirable_available(&EXPIRABLE, NOW)?, -2);
+                assert_eq!(next(conn), None);
+                Ok(())
+            })
+            .unwrap();
+    }
+
+    #[test]
+    fn expirable_release_returns_only_a_live_permit() {
+        let backend = MemoryBackend::new();
+        let other = backend.clone();
+        backend
+            .with_pubsub(&mut |conn| {
+                conn.subscribe(&subscribed_to(EXPIRABLE.channel))?;
+                other.semaphore_add(EXPIRABLE.name, EXPIRABLE.channel, 2)?;
+                assert_eq!(next(conn), Some(Message::new(EXPIRABLE.channel, "2")));
+                other.expirable_acquire(&EXPIRABLE, "p1", NOW + 1_000, NOW)?;
+                other.expirable_acquire(&EXPIRABLE, "p2", NOW + 2_000, NOW)?;
+                // A live permit: returned and announced.
+                assert!(other.expirable_release(&EXPIRABLE, "p1", NOW + 999)?);
+                assert_eq!(next(conn), Some(Message::new(EXPIRABLE.channel, "1")));
+                assert_eq!(lease_end(&other, "p1"), None);
+                // Unknown (or released already): false, nothing published.
+                assert!(!other.expirable_release(&EXPIRABLE, "p1", NOW + 999)?);
+                assert!(!other.expirable_release(&EXPIRABLE, "nobody", NOW + 999)?);
+                assert_eq!(next(conn), None);
+                assert_eq!(other.counter_get(EXPIRABLE.name)?, 1);
+                // Expired: false, but reclaimed (and announced) all the same.
+                assert!(!other.expirable_release(&EXPIRABLE, "p2", NOW + 2_000)?);
+                assert_eq!(next(conn), Some(Message::new(EXPIRABLE.channel, "2")));
+                assert_eq!(next(conn), None);
+                assert_eq!(other.counter_get(EXPIRABLE.name)?, 2);
+                assert!(!live(&other, EXPIRABLE.leases));
+                Ok(())
+            })
+            .unwrap();
+    }
+
+    // ---- Count-down latch ----
+
+    #[test]
+    fn latch_count_down_opens_at_zero_and_deletes() {
+        let backend = MemoryBackend::new();
+        let other = backend.clone();
+        backend
+            .with_pubsub(&mut |conn| {
+                conn.subscribe(&subscribed_to(LATCH_CHANNEL))?;
+                assert!(other.counter_set_if_absent(
+                    "l",
+                    LATCH_CHANNEL,
+                    2,
+                    LATCH_NEW_COUNT_MESSAGE
+                )?);
+                assert_eq!(next(conn), Some(Message::new(LATCH_CHANNEL, "1")));
+                assert_eq!(other.latch_count_down("l", LATCH_CHANNEL)?, 1);
+                assert_eq!(next(conn), None);
+                assert_eq!(other.counter_get("l")?, 1);
+                assert_eq!(other.latch_count_down("l", LATCH_CHANNEL)?, 0);
+                assert_eq!(next(conn), Some(Message::new(LATCH_CHANNEL, "0")));
+                assert!(!live(&other, "l"));
+                // An absent latch: -1, nothing kept, nothing published.
+                assert_eq!(other.latch_count_down("l", LATCH_CHANNEL)?, -1);
+                assert!(!live(&other, "l"));
+                assert_eq!(next(conn), None);
+                assert!(other.is_empty());
+                Ok(())
+            })
+            .unwrap();
+    }
+
+    #[test]
+    fn latch_delete_announces_a_new_count() {
+        let backend = MemoryBackend::new();
+        let other = backend.clone();
+        backend
+            .with_pubsub(&mut |conn| {
+                conn.subscribe(&subscribed_to(LATCH_CHANNEL))?;
+                assert!(!other.latch_delete("l", LATCH_CHANNEL)?);
+                assert_eq!(next(conn), None);
+                other.counter_set_if_absent("l", LATCH_CHANNEL, 3, LATCH_NEW_COUNT_MESSAGE)?;
+                assert_eq!(next(conn), Some(Message::new(LATCH_CHANNEL, "1")));
+                assert!(other.latch_delete("l", LATCH_CHANNEL)?);
+                assert_eq!(next(conn), Some(Message::new(LATCH_CHANNEL, "1")));
+                assert!(!live(&other, "l"));
+                assert!(!other.latch_delete("l", LATCH_CHANNEL)?);
+                assert_eq!(next(conn), None);
+                Ok(())
+            })
+            .unwrap();
+    }
+
+    #[test]
+    fn counters_fail_with_wrongtype_on_a_hash() {
+        let backend = MemoryBackend::new();
+        backend.lock_acquire("h", "a:1", LEASE).unwrap();
+        backend.run(|db| db.zadd("z", NOW, "p")).unwrap();
+        backend.set_string("str", "1");
+        let hash_named = ExpirableKeys {
+            name: "h",
+            leases: "{h}:timeout",
+            channel: "redisson_sc:{h}",
+        };
+        let leases_a_string = ExpirableKeys {
+            name: "e",
+            leases: "str",
+            channel: "redisson_sc:{e}",
+        };
+        let errors = [
+            ("h", backend.counter_get("h").unwrap_err()),
+            (
+                "h",
+                backend
+                    .counter_set_if_absent("h", SEMAPHORE_CHANNEL, 1, "1")
+                    .unwrap_err(),
+            ),
+            (
+                "h",
+                backend
+                    .semaphore_add("h", SEMAPHORE_CHANNEL, 1)
+                    .unwrap_err(),
+            ),
+            ("h", backend.semaphore_try_acquire("h", 1).unwrap_err()),
+            ("h", backend.semaphore_drain("h").unwrap_err()),
+            (
+                "h",
+                backend
+                    .expirable_acquire(&hash_named, "p", NOW + 1, NOW)
+                    .unwrap_err(),
+            ),
+            (
+                "h",
+                backend.expirable_available(&hash_named, NOW).unwrap_err(),
+            ),
+            (
+                "str",
+                backend
+                    .expirable_acquire(&leases_a_string, "p", NOW + 1, NOW)
+                    .unwrap_err(),
+            ),
+            (
+                "str",
+                backend
+                    .expirable_release(&leases_a_string, "p", NOW)
+                    .unwrap_err(),
+            ),
+            (
+                "str",
+                backend
+                    .expirable_available(&leases_a_string, NOW)
+                    .unwrap_err(),
+            ),
+            (
+                "h",
+                backend.latch_count_down("h", LATCH_CHANNEL).unwrap_err(),
+            ),
+            (
+                "z",
+                backend.latch_count_down("z", LATCH_CHANNEL).unwrap_err(),
+            ),
+        ];
+        for (key, err) in errors {
+            assert!(err.is_protocol_error(), "{err}");
+            assert!(err.to_string().contains("WRONGTYPE"), "{err}");
+            assert!(err.to_string().contains(&format!("{key:?}")), "{err}");
+        }
+        // Nothing was changed on the way.
+        assert_eq!(backend.len(), 3);
+        assert_eq!(backend.lock_state("h", "a:1").unwrap().hold_count, 1);
+        // `DEL` takes any type.
+        assert!(backend.latch_delete("h", LATCH_CHANNEL).unwrap());
+    }
+
+    #[test]
+    fn db_counter_and_sorted_set_commands() {
+        let backend = MemoryBackend::new();
+        backend
+            .run(|db| {
+                // INCRBY on a missing key starts from 0, without expiry.
+                assert_eq!(db.incrby("n", 5)?, 5);
+                assert_eq!(db.pttl("n"), -1);
+                // On an existing key it keeps the expiry.
+                db.set_px("n", "-7", 30_000);
+                assert_eq!(db.incr("n")?, -6);
+                assert!(db.pttl("n") > 29_000);
+                assert_eq!(db.decrby("n", 4)?, -10);
+                assert_eq!(db.decr("n")?, -11);
+                assert_eq!(db.get("n")?.as_deref(), Some("-11"));
+                assert!(db.decrby("n", i64::MIN).unwrap_err().is_protocol_error());
+                db.set("n", &i64::MIN.to_string());
+                assert!(db.decr("n").is_err());
+                assert_eq!(db.get("n")?.as_deref(), Some(i64::MIN.to_string().as_str()));
+                assert_eq!(db.incrby("n", i64::MAX)?, -1);
+                db.rpush("q", "a")?;
+                assert!(
+                    db.incrby("q", 1)
+                        .unwrap_err()
+                        .to_string()
+                        .contains("WRONGTYPE")
+                );
+
+                for (score, member) in [(30, "c"), (10, "b"), (10, "a"), (20, "d")] {
+                    db.zadd("z", score, member)?;
+                }
+                let pairs = |pairs: &[(&str, i64)]| -> Vec<(String, i64)> {
+                    pairs.iter().map(|(m, s)| ((*m).to_owned(), *s)).collect()
+                };
+                assert_eq!(db.zrange_with_scores("z", 0, 0)?, pairs(&[("a", 10)]));
+                assert_eq!(
+                    db.zrange_with_scores("z", -2, -1)?,
+                    pairs(&[("d", 20), ("c", 30)])
+                );
+                assert_eq!(db.zrange_with_scores("z", 1, 100)?.len(), 3);
+                assert_eq!(db.zrange_with_scores("z", -100, 0)?.len(), 1);
+                assert!(db.zrange_with_scores("z", 2, 1)?.is_empty());
+                assert!(db.zrange_with_scores("z", 4, 10)?.is_empty());
+                assert!(db.zrange_with_scores("z", i64::MIN, i64::MIN)?.is_empty());
+                assert_eq!(db.zrange_with_scores("z", 0, i64::MAX)?.len(), 4);
+                assert!(db.zrange_with_scores("none", 0, 0)?.is_empty());
+                assert_eq!(db.zrangebyscore("z", 20)?, ["a", "b", "d"]);
+                assert_eq!(db.zrangebyscore("z", 9)?, Vec::<String>::new());
+                assert_eq!(db.zrangebyscore("none", 9)?, Vec::<String>::new());
+                assert!(db.zrangebyscore("q", 9).is_err());
+                Ok(())
+            })
+            .unwrap();
     }
 }

@@ -17,6 +17,9 @@
 //! | fair-lock slots | `redisson_lock_timeout:{name}` | zset | waiter id, score = slot deadline (ms, client clock) | none | | |
 //! | read-write lock | `name` | hash | `mode` = `read`/`write`; `<holder>` = read holds; `<holder>:write` = write holds | longest hold | `redisson_rwlock:{name}` | `0` = unlocked (wakes one), `1` = read-unlock (wakes all) |
 //! | read hold n | `{name}:<holder>:rwlock_timeout:<n>` | string | `1` | the hold's lease | | |
+//! | semaphore | `name` | string | available permits (absent = 0, may go negative) | none | `redisson_sc:{name}` | the new permit count (wakes up to that many) |
+//! | permit-expirable semaphore | `name`; `{name}:timeout` | string; zset | available permits; permit id → lease end (ms, client clock) | none | `redisson_sc:{name}` | the new permit count |
+//! | count-down latch | `name` | string | the count (deleted at zero) | none | `redisson_countdownlatch__channel__{name}` | `0` = opened (wakes all), `1` = new count |
 //!
 //! Every auxiliary key and channel carries the `{name}` hash tag, so one
 //! primitive's keys share a Redis Cluster slot (see `keys.rs`).
@@ -154,6 +157,27 @@ pub struct RwLockKeys<'a> {
     /// Any holder's read-hold keys are
     /// `<key_prefix>:<field>:rwlock_timeout:<n>`: `{name}`.
     pub key_prefix: &'a str,
+}
+
+/// The keys of one permit-expirable semaphore, in Redisson's format; built by
+/// the library.
+///
+/// ```
+/// let keys = redisync::backend::ExpirableKeys {
+///     name: "slots",
+///     leases: "{slots}:timeout",
+///     channel: "redisson_sc:{slots}",
+/// };
+/// assert_eq!(keys.leases, "{slots}:timeout");
+/// ```
+#[derive(Debug, Clone, Copy)]
+pub struct ExpirableKeys<'a> {
+    /// The available permits: `name`.
+    pub name: &'a str,
+    /// Leased permits, id → lease end: `{name}:timeout`.
+    pub leases: &'a str,
+    /// The channel: `redisson_sc:{name}`.
+    pub channel: &'a str,
 }
 
 /// Which half of a read-write lock.
@@ -337,6 +361,22 @@ pub trait PubSubConnection {
 /// [`rw_lock_force_release`](Self::rw_lock_force_release),
 /// [`rw_lock_state`](Self::rw_lock_state).
 ///
+/// # Semaphore and count-down latch
+/// Both keep an integer in a string:
+/// [`counter_set_if_absent`](Self::counter_set_if_absent),
+/// [`counter_get`](Self::counter_get); the semaphore adds
+/// [`semaphore_add`](Self::semaphore_add),
+/// [`semaphore_try_acquire`](Self::semaphore_try_acquire),
+/// [`semaphore_drain`](Self::semaphore_drain); the latch adds
+/// [`latch_count_down`](Self::latch_count_down),
+/// [`latch_delete`](Self::latch_delete).
+///
+/// # Permit-expirable semaphore
+/// [`expirable_acquire`](Self::expirable_acquire),
+/// [`expirable_release`](Self::expirable_release),
+/// [`expirable_available`](Self::expirable_available); setting and adding
+/// permits use the semaphore's methods (the count is the same string).
+///
 /// # Pub/sub
 /// [`publish`](Self::publish), [`with_pubsub`](Self::with_pubsub).
 ///
@@ -510,6 +550,89 @@ pub trait LockBackend: Send + Sync + 'static {
     /// # Errors
     /// A backend failure, or `Protocol` if the key holds another type.
     fn rw_lock_state(&self, name: &str, field: &str) -> Result<RwLockState>;
+
+    /// Sets counter `name` to `value` only if it is absent, and then
+    /// publishes `message` on `channel`. Returns whether it was set.
+    ///
+    /// # Errors
+    /// A backend failure, or `Protocol` if the key holds another type.
+    fn counter_set_if_absent(
+        &self,
+        name: &str,
+        channel: &str,
+        value: i64,
+        message: &str,
+    ) -> Result<bool>;
+
+    /// Reads counter `name` (0 when absent).
+    ///
+    /// # Errors
+    /// A backend failure, or `Protocol` if the key holds another type or a
+    /// non-integer.
+    fn counter_get(&self, name: &str) -> Result<i64>;
+
+    /// Adds `delta` (may be negative) to semaphore `name`; when `delta` is
+    /// positive, publishes the new count on `channel`. Returns the new count.
+    ///
+    /// # Errors
+    /// A backend failure, or `Protocol` on a wrong type or an overflow.
+    fn semaphore_add(&self, name: &str, channel: &str, delta: i64) -> Result<i64>;
+
+    /// Takes `permits` (positive) from semaphore `name` if that many are
+    /// available. Returns whether it did.
+    ///
+    /// # Errors
+    /// A backend failure, or `Protocol` on a wrong type.
+    fn semaphore_try_acquire(&self, name: &str, permits: i64) -> Result<bool>;
+
+    /// Takes every available permit of semaphore `name`; returns how many.
+    ///
+    /// # Errors
+    /// A backend failure, or `Protocol` on a wrong type.
+    fn semaphore_drain(&self, name: &str) -> Result<i64>;
+
+    /// Reclaims expired leases, then takes one permit as `permit_id` with a
+    /// lease ending at `lease_end_ms`. `Held { ttl }`: none available; `ttl`
+    /// is the time until the earliest lease ends.
+    ///
+    /// # Errors
+    /// A backend failure, or `Protocol` on a wrong type.
+    fn expirable_acquire(
+        &self,
+        keys: &ExpirableKeys<'_>,
+        permit_id: &str,
+        lease_end_ms: i64,
+        now_ms: i64,
+    ) -> Result<Acquire>;
+
+    /// Returns permit `permit_id` to the pool and publishes the new count.
+    /// `false` when the permit is unknown or its lease had run out (it is
+    /// then reclaimed, not released).
+    ///
+    /// # Errors
+    /// A backend failure, or `Protocol` on a wrong type.
+    fn expirable_release(&self, keys: &ExpirableKeys<'_>, permit_id: &str, now_ms: i64)
+    -> Result<bool>;
+
+    /// Reclaims expired leases and returns the available permits.
+    ///
+    /// # Errors
+    /// A backend failure, or `Protocol` on a wrong type.
+    fn expirable_available(&self, keys: &ExpirableKeys<'_>, now_ms: i64) -> Result<i64>;
+
+    /// Counts latch `name` down by one; at zero or below deletes it, and at
+    /// exactly zero publishes `0` on `channel`. Returns the new count.
+    ///
+    /// # Errors
+    /// A backend failure, or `Protocol` on a wrong type.
+    fn latch_count_down(&self, name: &str, channel: &str) -> Result<i64>;
+
+    /// Deletes latch `name`; if it existed publishes `1` (new count) on
+    /// `channel` and returns `true`.
+    ///
+    /// # Errors
+    /// A backend failure.
+    fn latch_delete(&self, name: &str, channel: &str) -> Result<bool>;
 
     /// Publishes `payload` on `channel` (used to nudge a subscriber).
     ///

@@ -11,7 +11,7 @@ use std::time::Duration;
 use redis::{ConnectionLike, RedisError};
 
 use super::{
-    Acquire, FairLockKeys, LockBackend, LockState, Message, PubSubConnection, Release, RwLockKeys,
+    Acquire, ExpirableKeys, FairLockKeys, LockBackend, LockState, Message, PubSubConnection, Release, RwLockKeys,
     RwLockState, RwMode, scripts,
 };
 use crate::{Error, Result};
@@ -593,6 +593,117 @@ impl LockBackend for RedisBackend {
             u64::try_from(hold_count).unwrap_or(0),
             ttl_from_pttl(pttl),
         ))
+    }
+
+    fn counter_set_if_absent(
+        &self,
+        name: &str,
+        channel: &str,
+        value: i64,
+        message: &str,
+    ) -> Result<bool> {
+        let set: i64 = self.run(
+            "counter set",
+            scripts::COUNTER_SET_IF_ABSENT
+                .key(name)
+                .key(channel)
+                .arg(value)
+                .arg(message),
+        )?;
+        Ok(set == 1)
+    }
+
+    fn counter_get(&self, name: &str) -> Result<i64> {
+        self.run("counter get", &scripts::COUNTER_GET.key(name))
+    }
+
+    fn semaphore_add(&self, name: &str, channel: &str, delta: i64) -> Result<i64> {
+        self.run(
+            "semaphore add",
+            scripts::SEMAPHORE_ADD.key(name).key(channel).arg(delta),
+        )
+    }
+
+    fn semaphore_try_acquire(&self, name: &str, permits: i64) -> Result<bool> {
+        let taken: i64 = self.run(
+            "semaphore acquire",
+            scripts::SEMAPHORE_TRY_ACQUIRE.key(name).arg(permits),
+        )?;
+        Ok(taken == 1)
+    }
+
+    fn semaphore_drain(&self, name: &str) -> Result<i64> {
+        self.run("semaphore drain", &scripts::SEMAPHORE_DRAIN.key(name))
+    }
+
+    fn expirable_acquire(
+        &self,
+        keys: &ExpirableKeys<'_>,
+        permit_id: &str,
+        lease_end_ms: i64,
+        now_ms: i64,
+    ) -> Result<Acquire> {
+        let wait: Option<i64> = self.run(
+            "expirable semaphore acquire",
+            scripts::EXPIRABLE_ACQUIRE
+                .key(keys.name)
+                .key(keys.leases)
+                .key(keys.channel)
+                .arg(permit_id)
+                .arg(lease_end_ms)
+                .arg(now_ms),
+        )?;
+        Ok(acquire_outcome(wait))
+    }
+
+    fn expirable_release(
+        &self,
+        keys: &ExpirableKeys<'_>,
+        permit_id: &str,
+        now_ms: i64,
+    ) -> Result<bool> {
+        let released: i64 = self.run(
+            "expirable semaphore release",
+            scripts::EXPIRABLE_RELEASE
+                .key(keys.name)
+                .key(keys.leases)
+                .key(keys.channel)
+                .arg(permit_id)
+                .arg(now_ms),
+        )?;
+        Ok(released == 1)
+    }
+
+    fn expirable_available(&self, keys: &ExpirableKeys<'_>, now_ms: i64) -> Result<i64> {
+        self.run(
+            "expirable semaphore available",
+            scripts::EXPIRABLE_AVAILABLE
+                .key(keys.name)
+                .key(keys.leases)
+                .key(keys.channel)
+                .arg(now_ms),
+        )
+    }
+
+    fn latch_count_down(&self, name: &str, channel: &str) -> Result<i64> {
+        self.run(
+            "latch count down",
+            scripts::LATCH_COUNT_DOWN
+                .key(name)
+                .key(channel)
+                .arg(crate::keys::LATCH_ZERO_MESSAGE),
+        )
+    }
+
+    fn latch_delete(&self, name: &str, channel: &str) -> Result<bool> {
+        let existed: i64 = self.run(
+            "latch delete",
+            scripts::LATCH_DELETE
+                .key(name)
+                .key(channel)
+                .arg(crate::keys::LATCH_NEW_COUNT_MESSAGE),
+        )?;
+        Ok(existed == 1)
     }
 
     fn publish(&self, channel: &str, payload: &str) -> Result<()> {

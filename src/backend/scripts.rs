@@ -3,8 +3,9 @@
 //! Each is run with EVALSHA; `redis::Script::invoke` reloads it on NOSCRIPT,
 //! so a `SCRIPT FLUSH` or a server restart mid-run costs one extra round trip.
 //! The KEYS/ARGV/return contract of each is in its file's header comment.
-//! The fair-lock scripts share `lua/fair_lock_prelude.lua`, prepended at
-//! compile time: each operation is still one self-contained script.
+//! The fair-lock scripts share `lua/fair_lock_prelude.lua`, and the
+//! permit-expirable semaphore's share `lua/expirable_prelude.lua`, prepended
+//! at compile time: each operation is still one self-contained script.
 
 use std::sync::LazyLock;
 
@@ -87,9 +88,58 @@ pub(crate) static RW_LOCK_FORCE_RELEASE: LazyLock<Script> =
 pub(crate) static RW_LOCK_STATE: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("../../lua/rw_lock_state.lua")));
 
+/// `lua/counter_set_if_absent.lua`: KEYS counter, channel; ARGV value, message. 1 = set.
+pub(crate) static COUNTER_SET_IF_ABSENT: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("../../lua/counter_set_if_absent.lua")));
+
+/// `lua/counter_get.lua`: KEYS counter. Its value, 0 when absent.
+pub(crate) static COUNTER_GET: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("../../lua/counter_get.lua")));
+
+/// `lua/semaphore_add.lua`: KEYS semaphore, channel; ARGV delta. The new count.
+pub(crate) static SEMAPHORE_ADD: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("../../lua/semaphore_add.lua")));
+
+/// `lua/semaphore_try_acquire.lua`: KEYS semaphore; ARGV permits. 1 = taken.
+pub(crate) static SEMAPHORE_TRY_ACQUIRE: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("../../lua/semaphore_try_acquire.lua")));
+
+/// `lua/semaphore_drain.lua`: KEYS semaphore. How many were available.
+pub(crate) static SEMAPHORE_DRAIN: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("../../lua/semaphore_drain.lua")));
+
+/// `lua/expirable_acquire.lua`: KEYS available, leases, channel; ARGV id, lease end ms, now ms. nil = taken, else ms to wait.
+pub(crate) static EXPIRABLE_ACQUIRE: LazyLock<Script> =
+    LazyLock::new(|| Script::new(concat!(
+        include_str!("../../lua/expirable_prelude.lua"),
+        include_str!("../../lua/expirable_acquire.lua")
+    )));
+
+/// `lua/expirable_release.lua`: KEYS available, leases, channel; ARGV id, now ms. 1 = released.
+pub(crate) static EXPIRABLE_RELEASE: LazyLock<Script> =
+    LazyLock::new(|| Script::new(concat!(
+        include_str!("../../lua/expirable_prelude.lua"),
+        include_str!("../../lua/expirable_release.lua")
+    )));
+
+/// `lua/expirable_available.lua`: KEYS available, leases, channel; ARGV now ms. The available permits.
+pub(crate) static EXPIRABLE_AVAILABLE: LazyLock<Script> =
+    LazyLock::new(|| Script::new(concat!(
+        include_str!("../../lua/expirable_prelude.lua"),
+        include_str!("../../lua/expirable_available.lua")
+    )));
+
+/// `lua/latch_count_down.lua`: KEYS latch, channel; ARGV zero message. The new count.
+pub(crate) static LATCH_COUNT_DOWN: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("../../lua/latch_count_down.lua")));
+
+/// `lua/latch_delete.lua`: KEYS latch, channel; ARGV new-count message. 1 = existed.
+pub(crate) static LATCH_DELETE: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("../../lua/latch_delete.lua")));
+
 /// Every script, for tests that check their hashes.
 #[cfg(test)]
-pub(crate) fn all() -> [(&'static str, &'static Script); 16] {
+pub(crate) fn all() -> [(&'static str, &'static Script); 26] {
     [
         ("lock_acquire", &LOCK_ACQUIRE),
         ("lock_renew", &LOCK_RENEW),
@@ -107,6 +157,16 @@ pub(crate) fn all() -> [(&'static str, &'static Script); 16] {
         ("read_lock_renew", &READ_LOCK_RENEW),
         ("rw_lock_force_release", &RW_LOCK_FORCE_RELEASE),
         ("rw_lock_state", &RW_LOCK_STATE),
+        ("counter_set_if_absent", &COUNTER_SET_IF_ABSENT),
+        ("counter_get", &COUNTER_GET),
+        ("semaphore_add", &SEMAPHORE_ADD),
+        ("semaphore_try_acquire", &SEMAPHORE_TRY_ACQUIRE),
+        ("semaphore_drain", &SEMAPHORE_DRAIN),
+        ("expirable_acquire", &EXPIRABLE_ACQUIRE),
+        ("expirable_release", &EXPIRABLE_RELEASE),
+        ("expirable_available", &EXPIRABLE_AVAILABLE),
+        ("latch_count_down", &LATCH_COUNT_DOWN),
+        ("latch_delete", &LATCH_DELETE),
     ]
 }
 

@@ -701,11 +701,14 @@ pub(crate) use backend_tests;
 
 /// A [`redisync::backend::LockBackend`] that forwards every operation to
 /// another backend and counts the calls per method, so a test can tell a
-/// parked waiter from one that polls. Clones share the counts.
+/// parked waiter from one that polls. It can also lose the replies of the
+/// next releases after applying them, as a dropped connection would. Clones
+/// share the counts.
 #[derive(Clone)]
 pub struct CountingBackend {
     inner: std::sync::Arc<dyn redisync::backend::LockBackend>,
     calls: std::sync::Arc<Mutex<std::collections::HashMap<&'static str, u64>>>,
+    lost_release_replies: std::sync::Arc<AtomicU64>,
 }
 
 impl CountingBackend {
@@ -714,7 +717,14 @@ impl CountingBackend {
         CountingBackend {
             inner,
             calls: std::sync::Arc::default(),
+            lost_release_replies: std::sync::Arc::default(),
         }
+    }
+
+    /// The next `n` releases are applied, then answer with a connection
+    /// error (the reply was lost).
+    pub fn lose_release_replies(&self, n: u64) {
+        self.lost_release_replies.store(n, Ordering::SeqCst);
     }
 
     /// How many times `method` was called so far.
@@ -755,8 +765,20 @@ impl redisync::backend::LockBackend for CountingBackend {
         latch_ms: i64,
     ) -> redisync::Result<redisync::backend::Release> {
         self.count("lock_release");
-        self.inner
-            .lock_release(name, channel, holder, lease_ms, latch_key, latch_ms)
+        let outcome = self
+            .inner
+            .lock_release(name, channel, holder, lease_ms, latch_key, latch_ms)?;
+        let lost = self
+            .lost_release_replies
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+            .is_ok();
+        if lost {
+            return Err(redisync::Error::backend(
+                "connection reset before the reply",
+                true,
+            ));
+        }
+        Ok(outcome)
     }
 
     fn lock_force_release(&self, name: &str, channel: &str) -> redisync::Result<bool> {
@@ -885,6 +907,78 @@ impl redisync::backend::LockBackend for CountingBackend {
     ) -> redisync::Result<redisync::backend::RwLockState> {
         self.count("rw_lock_state");
         self.inner.rw_lock_state(name, field)
+    }
+
+    fn counter_set_if_absent(
+        &self,
+        name: &str,
+        channel: &str,
+        value: i64,
+        message: &str,
+    ) -> redisync::Result<bool> {
+        self.count("counter_set_if_absent");
+        self.inner.counter_set_if_absent(name, channel, value, message)
+    }
+
+    fn counter_get(&self, name: &str) -> redisync::Result<i64> {
+        self.count("counter_get");
+        self.inner.counter_get(name)
+    }
+
+    fn semaphore_add(&self, name: &str, channel: &str, delta: i64) -> redisync::Result<i64> {
+        self.count("semaphore_add");
+        self.inner.semaphore_add(name, channel, delta)
+    }
+
+    fn semaphore_try_acquire(&self, name: &str, permits: i64) -> redisync::Result<bool> {
+        self.count("semaphore_try_acquire");
+        self.inner.semaphore_try_acquire(name, permits)
+    }
+
+    fn semaphore_drain(&self, name: &str) -> redisync::Result<i64> {
+        self.count("semaphore_drain");
+        self.inner.semaphore_drain(name)
+    }
+
+    fn expirable_acquire(
+        &self,
+        keys: &redisync::backend::ExpirableKeys<'_>,
+        permit_id: &str,
+        lease_end_ms: i64,
+        now_ms: i64,
+    ) -> redisync::Result<redisync::backend::Acquire> {
+        self.count("expirable_acquire");
+        self.inner
+            .expirable_acquire(keys, permit_id, lease_end_ms, now_ms)
+    }
+
+    fn expirable_release(
+        &self,
+        keys: &redisync::backend::ExpirableKeys<'_>,
+        permit_id: &str,
+        now_ms: i64,
+    ) -> redisync::Result<bool> {
+        self.count("expirable_release");
+        self.inner.expirable_release(keys, permit_id, now_ms)
+    }
+
+    fn expirable_available(
+        &self,
+        keys: &redisync::backend::ExpirableKeys<'_>,
+        now_ms: i64,
+    ) -> redisync::Result<i64> {
+        self.count("expirable_available");
+        self.inner.expirable_available(keys, now_ms)
+    }
+
+    fn latch_count_down(&self, name: &str, channel: &str) -> redisync::Result<i64> {
+        self.count("latch_count_down");
+        self.inner.latch_count_down(name, channel)
+    }
+
+    fn latch_delete(&self, name: &str, channel: &str) -> redisync::Result<bool> {
+        self.count("latch_delete");
+        self.inner.latch_delete(name, channel)
     }
 
     fn publish(&self, channel: &str, payload: &str) -> redisync::Result<()> {

@@ -1,0 +1,10 @@
+-- Count a permit-expirable semaphore's available permits, reclaiming
+-- expired leases first.
+-- Loaded after expirable_prelude.lua (reclaim_expired).
+-- KEYS[1]  available permits
+-- KEYS[2]  leased permits, {name}:timeout
+-- KEYS[3]  the channel, redisson_sc:{name}
+-- ARGV[1]  the caller's wall clock in ms
+-- Returns  the available permits (0 when absent).
+reclaim_expired(KEYS[1], KEYS[2], KEYS[3], ARGV[1])
+return tonumber(redis.call('get', KEYS[1]) or '0')

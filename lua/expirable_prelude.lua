@@ -1,0 +1,16 @@
+-- Shared by the permit-expirable semaphore scripts, prepended to each when
+-- it is loaded. Returns every permit whose lease ran out to the pool and
+-- announces the new count.
+local function reclaim_expired(available, leases, channel, now)
+    local expired = redis.call('zrangebyscore', leases, '-inf', now)
+    if #expired == 0 then
+        return
+    end
+    for i = 1, #expired, 5000 do
+        redis.call('zrem', leases, unpack(expired, i, math.min(i + 4999, #expired)))
+    end
+    local value = redis.call('incrby', available, #expired)
+    if value > 0 then
+        redis.call('publish', channel, value)
+    end
+end

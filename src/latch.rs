@@ -1,0 +1,214 @@
+//! [`CountDownLatch`]: Redisson's `RCountDownLatch`, a count in one Redis
+//! string that waiters in any process wait on until it reaches zero.
+
+use std::fmt;
+use std::time::Duration;
+
+use crate::pubsub::Wake;
+use crate::semaphore::check_name;
+use crate::wait::{Attempt, Wait, Waiting};
+use crate::{Client, Error, Result, keys};
+
+/// A handle on one distributed count-down latch; created by
+/// [`Client::count_down_latch`]. Cheap to clone, `Send + Sync`.
+///
+/// The count is set once ([`try_set_count`](Self::try_set_count)); each
+/// [`count_down`](Self::count_down) lowers it, and when it reaches zero the
+/// key is deleted and every waiter, in every client, is woken together.
+/// [`delete`](Self::delete) resets it so it can be set again.
+///
+/// ```
+/// # let client = redisync::Client::builder().backend(redisync::MemoryBackend::new()).build()?;
+/// let ready = client.count_down_latch("workers-ready");
+/// ready.try_set_count(2)?;
+/// let waiter = {
+///     let ready = ready.clone();
+///     std::thread::spawn(move || ready.wait())
+/// };
+/// ready.count_down()?;
+/// ready.count_down()?;               // zero: the waiter wakes
+/// waiter.join().unwrap()?;
+/// assert_eq!(ready.count()?, 0);
+/// # Ok::<(), redisync::Error>(())
+/// ```
+#[doc(alias = "RCountDownLatch")]
+#[derive(Clone)]
+pub struct CountDownLatch {
+    client: Client,
+    name: String,
+    channel: String,
+}
+
+impl fmt::Debug for CountDownLatch {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("CountDownLatch")
+            .field("name", &self.name)
+            .finish()
+    }
+}
+
+impl CountDownLatch {
+    pub(crate) fn new(client: Client, name: String) -> CountDownLatch {
+        let channel = keys::latch_channel(&name);
+        CountDownLatch {
+            client,
+            name,
+            channel,
+        }
+    }
+
+    /// The latch's name: the Redis key of its count.
+    ///
+    /// ```
+    /// # let client = redisync::Client::builder().backend(redisync::MemoryBackend::new()).build()?;
+    /// assert_eq!(client.count_down_latch("l").name(), "l");
+    /// # Ok::<(), redisync::Error>(())
+    /// ```
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Sets the count if the latch is not set (or was opened or deleted);
+    /// returns whether this call set it.
+    ///
+    /// # Errors
+    /// `InvalidArgument` for an empty name, a count of 0 (it would be open
+    /// already) or over `i64::MAX`; `Backend` if Redis fails; `Protocol` on
+    /// a wrong type.
+    ///
+    /// ```
+    /// # let client = redisync::Client::builder().backend(redisync::MemoryBackend::new()).build()?;
+    /// let l = client.count_down_latch("l");
+    /// assert!(l.try_set_count(3)?);
+    /// assert!(!l.try_set_count(1)?);
+    /// # Ok::<(), redisync::Error>(())
+    /// ```
+    pub fn try_set_count(&self, count: u64) -> Result<bool> {
+        check_name(&self.name)?;
+        let count = crate::semaphore::permit_count("count", count)?;
+        self.client.inner.backend.counter_set_if_absent(
+            &self.name,
+            &self.channel,
+            count,
+            keys::LATCH_NEW_COUNT_MESSAGE,
+        )
+    }
+
+    /// Lowers the count by one; at zero the latch opens and every waiter is
+    /// woken. Counting down an open latch does nothing.
+    ///
+    /// # Errors
+    /// `InvalidArgument` for an empty name; `Backend` if Redis fails;
+    /// `Protocol` on a wrong type.
+    ///
+    /// ```
+    /// # let client = redisync::Client::builder().backend(redisync::MemoryBackend::new()).build()?;
+    /// let l = client.count_down_latch("l");
+    /// l.try_set_count(2)?;
+    /// l.count_down()?;
+    /// assert_eq!(l.count()?, 1);
+    /// # Ok::<(), redisync::Error>(())
+    /// ```
+    pub fn count_down(&self) -> Result<()> {
+        check_name(&self.name)?;
+        self.client
+            .inner
+            .backend
+            .latch_count_down(&self.name, &self.channel)
+            .map(drop)
+    }
+
+    /// The current count (0 when open or never set).
+    ///
+    /// # Errors
+    /// As [`count_down`](Self::count_down).
+    ///
+    /// ```
+    /// # let client = redisync::Client::builder().backend(redisync::MemoryBackend::new()).build()?;
+    /// assert_eq!(client.count_down_latch("l").count()?, 0);
+    /// # Ok::<(), redisync::Error>(())
+    /// ```
+    pub fn count(&self) -> Result<u64> {
+        check_name(&self.name)?;
+        let count = self.client.inner.backend.counter_get(&self.name)?;
+        Ok(u64::try_from(count).unwrap_or(0))
+    }
+
+    /// Blocks until the count reaches zero.
+    ///
+    /// # Errors
+    /// As [`count_down`](Self::count_down).
+    ///
+    /// ```
+    /// # let client = redisync::Client::builder().backend(redisync::MemoryBackend::new()).build()?;
+    /// client.count_down_latch("never-set").wait()?; // an unset latch is open
+    /// # Ok::<(), redisync::Error>(())
+    /// ```
+    #[doc(alias = "await")]
+    pub fn wait(&self) -> Result<()> {
+        self.wait_within(Wait::Forever)?
+            .ok_or_else(|| Error::protocol("an unbounded wait ended with the latch closed"))
+    }
+
+    /// Waits up to `timeout` for the count to reach zero; returns whether it
+    /// did.
+    ///
+    /// # Errors
+    /// As [`count_down`](Self::count_down).
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # let client = redisync::Client::builder().backend(redisync::MemoryBackend::new()).build()?;
+    /// let l = client.count_down_latch("l");
+    /// l.try_set_count(1)?;
+    /// assert!(!l.wait_for(Duration::from_millis(10))?);
+    /// # Ok::<(), redisync::Error>(())
+    /// ```
+    pub fn wait_for(&self, timeout: Duration) -> Result<bool> {
+        Ok(self.wait_within(Wait::for_duration(timeout))?.is_some())
+    }
+
+    /// Deletes the latch, so its count can be set again; returns whether it
+    /// existed. Waiters keep waiting for a new count to reach zero.
+    ///
+    /// # Errors
+    /// As [`count_down`](Self::count_down).
+    ///
+    /// ```
+    /// # let client = redisync::Client::builder().backend(redisync::MemoryBackend::new()).build()?;
+    /// let l = client.count_down_latch("l");
+    /// l.try_set_count(5)?;
+    /// assert!(l.delete()?);
+    /// assert!(l.try_set_count(1)?);
+    /// # Ok::<(), redisync::Error>(())
+    /// ```
+    pub fn delete(&self) -> Result<bool> {
+        check_name(&self.name)?;
+        self.client
+            .inner
+            .backend
+            .latch_delete(&self.name, &self.channel)
+    }
+
+    fn wait_within(&self, wait: Wait) -> Result<Option<()>> {
+        check_name(&self.name)?;
+        let inner = &self.client.inner;
+        crate::wait::until_done(
+            &inner.subscriber,
+            Waiting {
+                channel: &self.channel,
+                wake: Wake::Latch,
+                wait,
+                fallback: inner.watchdog_timeout,
+                defer_to_woken: false,
+            },
+            || {
+                Ok(if inner.backend.counter_get(&self.name)? <= 0 {
+                    Attempt::Done(())
+                } else {
+                    Attempt::Retry(None)
+                })
+            },
+        )
+    }
+}

@@ -1,0 +1,366 @@
+//! [`Semaphore`]: Redisson's `RSemaphore`, a counting semaphore in one Redis
+//! string, and its RAII [`SemaphorePermit`].
+//!
+//! Permits have no owner and no lease: any thread or process may release
+//! them, and the permits of a holder that crashes are not returned (use the
+//! [`PermitExpirableSemaphore`](crate::PermitExpirableSemaphore) when that
+//! matters). Waiters park until a release announces the new count, which
+//! wakes up to that many of them.
+
+use std::fmt;
+use std::time::Duration;
+
+use crate::event::UnlockFailedEvent;
+use crate::pubsub::Wake;
+use crate::wait::{Attempt, Wait, Waiting};
+use crate::{Client, Error, Result, keys};
+
+/// A handle on one distributed counting semaphore; created by
+/// [`Client::semaphore`]. Cheap to clone, `Send + Sync`.
+///
+/// ```
+/// # let client = redisync::Client::builder().backend(redisync::MemoryBackend::new()).build()?;
+/// let slots = client.semaphore("downloads");
+/// slots.try_set_permits(2)?;                 // only the first caller sets it
+/// let first = slots.acquire(1)?;             // blocks until a permit is free
+/// let second = slots.try_acquire(1)?;        // never waits
+/// assert!(second.is_some());
+/// assert!(slots.try_acquire(1)?.is_none());  // both taken
+/// drop(first);                               // released on drop
+/// assert_eq!(slots.available_permits()?, 1);
+/// # Ok::<(), redisync::Error>(())
+/// ```
+#[doc(alias = "RSemaphore")]
+#[derive(Clone)]
+pub struct Semaphore {
+    client: Client,
+    name: String,
+    channel: String,
+}
+
+impl fmt::Debug for Semaphore {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Semaphore")
+            .field("name", &self.name)
+            .finish()
+    }
+}
+
+/// Checks a permit count: at least 1, at most `i64::MAX`.
+pub(crate) fn permit_count(what: &'static str, permits: u64) -> Result<i64> {
+    if permits == 0 {
+        return Err(Error::invalid(what, "must be at least 1, got 0"));
+    }
+    i64::try_from(permits)
+        .map_err(|_| Error::invalid(what, format!("must be at most i64::MAX, got {permits}")))
+}
+
+/// Checks an object name.
+pub(crate) fn check_name(name: &str) -> Result<()> {
+    if name.is_empty() {
+        return Err(Error::invalid("name", "a name must not be empty"));
+    }
+    Ok(())
+}
+
+impl Semaphore {
+    pub(crate) fn new(client: Client, name: String) -> Semaphore {
+        let channel = keys::semaphore_channel(&name);
+        Semaphore {
+            client,
+            name,
+            channel,
+        }
+    }
+
+    /// The semaphore's name: the Redis key of its count.
+    ///
+    /// ```
+    /// # let client = redisync::Client::builder().backend(redisync::MemoryBackend::new()).build()?;
+    /// assert_eq!(client.semaphore("s").name(), "s");
+    /// # Ok::<(), redisync::Error>(())
+    /// ```
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Sets the number of permits if it has not been set yet; returns
+    /// whether this call set it. Zero is allowed.
+    ///
+    /// # Errors
+    /// `InvalidArgument` for an empty name or more than `i64::MAX` permits;
+    /// `Backend` if Redis fails; `Protocol` if the key holds another type.
+    ///
+    /// ```
+    /// # let client = redisync::Client::builder().backend(redisync::MemoryBackend::new()).build()?;
+    /// let s = client.semaphore("s");
+    /// assert!(s.try_set_permits(3)?);
+    /// assert!(!s.try_set_permits(5)?);
+    /// assert_eq!(s.available_permits()?, 3);
+    /// # Ok::<(), redisync::Error>(())
+    /// ```
+    pub fn try_set_permits(&self, permits: u64) -> Result<bool> {
+        check_name(&self.name)?;
+        let permits = i64::try_from(permits).map_err(|_| {
+            Error::invalid("permits", format!("must be at most i64::MAX, got {permits}"))
+        })?;
+        self.client.inner.backend.counter_set_if_absent(
+            &self.name,
+            &self.channel,
+            permits,
+            &permits.to_string(),
+        )
+    }
+
+    /// Adds `delta` permits (negative to remove some; the count may go
+    /// negative, as in Redisson). Adding wakes waiters.
+    ///
+    /// # Errors
+    /// As [`try_set_permits`](Self::try_set_permits), and `Protocol` if the
+    /// count would overflow.
+    ///
+    /// ```
+    /// # let client = redisync::Client::builder().backend(redisync::MemoryBackend::new()).build()?;
+    /// let s = client.semaphore("s");
+    /// s.add_permits(2)?;
+    /// s.add_permits(-5)?;
+    /// assert_eq!(s.available_permits()?, -3);
+    /// # Ok::<(), redisync::Error>(())
+    /// ```
+    pub fn add_permits(&self, delta: i64) -> Result<()> {
+        check_name(&self.name)?;
+        self.client
+            .inner
+            .backend
+            .semaphore_add(&self.name, &self.channel, delta)
+            .map(drop)
+    }
+
+    /// Blocks until `permits` permits are available and takes them.
+    ///
+    /// # Errors
+    /// `InvalidArgument` for an empty name, 0 permits or more than
+    /// `i64::MAX`; `Backend` if Redis fails; `Protocol` on a wrong type.
+    ///
+    /// ```
+    /// # let client = redisync::Client::builder().backend(redisync::MemoryBackend::new()).build()?;
+    /// let s = client.semaphore("s");
+    /// s.try_set_permits(1)?;
+    /// let permit = s.acquire(1)?;
+    /// # Ok::<(), redisync::Error>(())
+    /// ```
+    pub fn acquire(&self, permits: u64) -> Result<SemaphorePermit> {
+        self.acquire_within(permits, Wait::Forever)?
+            .ok_or_else(|| Error::protocol("an unbounded wait ended without the permits"))
+    }
+
+    /// Takes `permits` permits if they are available now; never waits.
+    ///
+    /// # Errors
+    /// As [`acquire`](Self::acquire).
+    ///
+    /// ```
+    /// # let client = redisync::Client::builder().backend(redisync::MemoryBackend::new()).build()?;
+    /// let s = client.semaphore("s");
+    /// assert!(s.try_acquire(1)?.is_none()); // no permits set yet
+    /// # Ok::<(), redisync::Error>(())
+    /// ```
+    pub fn try_acquire(&self, permits: u64) -> Result<Option<SemaphorePermit>> {
+        self.acquire_within(permits, Wait::Never)
+    }
+
+    /// Waits up to `wait` for `permits` permits. `Ok(None)` on timeout.
+    ///
+    /// # Errors
+    /// As [`acquire`](Self::acquire).
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # let client = redisync::Client::builder().backend(redisync::MemoryBackend::new()).build()?;
+    /// let s = client.semaphore("s");
+    /// assert!(s.try_acquire_for(2, Duration::from_millis(10))?.is_none());
+    /// # Ok::<(), redisync::Error>(())
+    /// ```
+    pub fn try_acquire_for(&self, permits: u64, wait: Duration) -> Result<Option<SemaphorePermit>> {
+        self.acquire_within(permits, Wait::for_duration(wait))
+    }
+
+    /// Returns `permits` permits (taken by anyone: permits have no owner)
+    /// and wakes waiters.
+    ///
+    /// # Errors
+    /// As [`acquire`](Self::acquire).
+    ///
+    /// ```
+    /// # let client = redisync::Client::builder().backend(redisync::MemoryBackend::new()).build()?;
+    /// let s = client.semaphore("s");
+    /// s.release(2)?;
+    /// assert_eq!(s.available_permits()?, 2);
+    /// # Ok::<(), redisync::Error>(())
+    /// ```
+    pub fn release(&self, permits: u64) -> Result<()> {
+        check_name(&self.name)?;
+        let permits = permit_count("permits", permits)?;
+        self.add_permits(permits)
+    }
+
+    /// The number of permits available now (negative after removing more
+    /// than there were).
+    ///
+    /// # Errors
+    /// As [`try_set_permits`](Self::try_set_permits).
+    ///
+    /// ```
+    /// # let client = redisync::Client::builder().backend(redisync::MemoryBackend::new()).build()?;
+    /// assert_eq!(client.semaphore("s").available_permits()?, 0);
+    /// # Ok::<(), redisync::Error>(())
+    /// ```
+    pub fn available_permits(&self) -> Result<i64> {
+        check_name(&self.name)?;
+        self.client.inner.backend.counter_get(&self.name)
+    }
+
+    /// Takes every available permit and returns how many there were. They
+    /// are not returned by any guard.
+    ///
+    /// # Errors
+    /// As [`try_set_permits`](Self::try_set_permits).
+    ///
+    /// ```
+    /// # let client = redisync::Client::builder().backend(redisync::MemoryBackend::new()).build()?;
+    /// let s = client.semaphore("s");
+    /// s.try_set_permits(4)?;
+    /// assert_eq!(s.drain_permits()?, 4);
+    /// assert_eq!(s.available_permits()?, 0);
+    /// # Ok::<(), redisync::Error>(())
+    /// ```
+    pub fn drain_permits(&self) -> Result<i64> {
+        check_name(&self.name)?;
+        self.client.inner.backend.semaphore_drain(&self.name)
+    }
+
+    fn acquire_within(&self, permits: u64, wait: Wait) -> Result<Option<SemaphorePermit>> {
+        check_name(&self.name)?;
+        let count = permit_count("permits", permits)?;
+        let inner = &self.client.inner;
+        let taken = crate::wait::until_done(
+            &inner.subscriber,
+            Waiting {
+                channel: &self.channel,
+                wake: Wake::Semaphore,
+                wait,
+                fallback: inner.watchdog_timeout,
+                defer_to_woken: false,
+            },
+            || {
+                Ok(if inner.backend.semaphore_try_acquire(&self.name, count)? {
+                    Attempt::Done(())
+                } else {
+                    Attempt::Retry(None)
+                })
+            },
+        )?;
+        Ok(taken.map(|()| SemaphorePermit {
+            semaphore: self.clone(),
+            permits: count,
+            released: false,
+        }))
+    }
+}
+
+/// Permits taken from a [`Semaphore`]; created by [`Semaphore::acquire`]
+/// and its `try_` variants. Dropping it releases them (errors go to the
+/// client's [`EventHandler`](crate::EventHandler)); [`release`](Self::release)
+/// returns the error instead, and [`forget`](Self::forget) keeps them taken.
+/// Permits have no owner, so the guard is `Send`.
+///
+/// ```
+/// # let client = redisync::Client::builder().backend(redisync::MemoryBackend::new()).build()?;
+/// let s = client.semaphore("s");
+/// s.try_set_permits(3)?;
+/// let permit = s.acquire(2)?;
+/// assert_eq!(permit.permits(), 2);
+/// permit.release()?;
+/// assert_eq!(s.available_permits()?, 3);
+/// # Ok::<(), redisync::Error>(())
+/// ```
+#[must_use = "if unused the permits are released at once"]
+#[clippy::has_significant_drop]
+pub struct SemaphorePermit {
+    semaphore: Semaphore,
+    permits: i64,
+    released: bool,
+}
+
+impl fmt::Debug for SemaphorePermit {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SemaphorePermit")
+            .field("semaphore", &self.semaphore.name)
+            .field("permits", &self.permits)
+            .finish()
+    }
+}
+
+impl SemaphorePermit {
+    /// How many permits this guard holds.
+    ///
+    /// ```
+    /// # let client = redisync::Client::builder().backend(redisync::MemoryBackend::new()).build()?;
+    /// # let s = client.semaphore("s"); s.try_set_permits(1)?;
+    /// assert_eq!(s.acquire(1)?.permits(), 1);
+    /// # Ok::<(), redisync::Error>(())
+    /// ```
+    pub fn permits(&self) -> u64 {
+        u64::try_from(self.permits).unwrap_or(0)
+    }
+
+    /// Releases the permits and returns any error.
+    ///
+    /// # Errors
+    /// `Backend` if Redis fails (the permits stay taken).
+    ///
+    /// ```
+    /// # let client = redisync::Client::builder().backend(redisync::MemoryBackend::new()).build()?;
+    /// # let s = client.semaphore("s"); s.try_set_permits(1)?;
+    /// s.acquire(1)?.release()?;
+    /// # Ok::<(), redisync::Error>(())
+    /// ```
+    pub fn release(mut self) -> Result<()> {
+        self.released = true;
+        self.semaphore.add_permits(self.permits)
+    }
+
+    /// Keeps the permits taken (nothing is released) and returns how many.
+    ///
+    /// ```
+    /// # let client = redisync::Client::builder().backend(redisync::MemoryBackend::new()).build()?;
+    /// let s = client.semaphore("s");
+    /// s.try_set_permits(1)?;
+    /// assert_eq!(s.acquire(1)?.forget(), 1);
+    /// assert_eq!(s.available_permits()?, 0);
+    /// # Ok::<(), redisync::Error>(())
+    /// ```
+    pub fn forget(mut self) -> u64 {
+        self.released = true;
+        self.permits()
+    }
+}
+
+impl Drop for SemaphorePermit {
+    fn drop(&mut self) {
+        if self.released {
+            return;
+        }
+        self.released = true;
+        if let Err(error) = self.semaphore.add_permits(self.permits) {
+            self.semaphore
+                .client
+                .inner
+                .events
+                .on_unlock_failed(&UnlockFailedEvent {
+                    name: self.semaphore.name.clone(),
+                    error,
+                });
+        }
+    }
+}
