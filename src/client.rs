@@ -11,9 +11,7 @@ use crate::event::EventHandler;
 use crate::flavor::Flavor;
 use crate::pubsub::Subscriber;
 use crate::watchdog::Watchdog;
-use crate::{
-    CountDownLatch, Lock, PermitExpirableSemaphore, ReadWriteLock, Result, Semaphore,
-};
+use crate::{CountDownLatch, Lock, PermitExpirableSemaphore, ReadWriteLock, Result, Semaphore};
 
 pub(crate) struct Inner {
     /// This client's uuid: the first half of every holder id.

@@ -241,7 +241,9 @@ impl LockKeys {
     pub(crate) fn force_release(&self, backend: &dyn LockBackend) -> Result<bool> {
         match self.flavor {
             Flavor::Reentrant => backend.lock_force_release(&self.name, &self.channel),
-            Flavor::Fair => backend.fair_lock_force_release(&self.fair(), crate::clock::wall_clock_ms()),
+            Flavor::Fair => {
+                backend.fair_lock_force_release(&self.fair(), crate::clock::wall_clock_ms())
+            }
             Flavor::Read | Flavor::Write => {
                 let mode = if self.flavor == Flavor::Read {
                     RwMode::Read
@@ -289,7 +291,6 @@ impl Renewal {
         self.keys.renew(backend, &self.holder, lease_ms)
     }
 }
-
 
 /// Milliseconds of a validated duration, saturating (for allowances).
 pub(crate) fn saturating_ms(value: Duration) -> i64 {

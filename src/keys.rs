@@ -110,7 +110,10 @@ mod tests {
         assert_eq!(expirable_leases("s"), "{s}:timeout");
         assert_eq!(expirable_leases("{s}x"), "{s}x:timeout");
         assert_eq!(latch_channel("l"), "redisson_countdownlatch__channel__{l}");
-        assert_eq!(latch_channel("{l}"), "redisson_countdownlatch__channel__{{l}}");
+        assert_eq!(
+            latch_channel("{l}"),
+            "redisson_countdownlatch__channel__{{l}}"
+        );
         assert_eq!(rw_timeout_prefix("a", "u:1"), "{a}:u:1:rwlock_timeout");
         assert_eq!(rw_timeout_prefix("{a}b", "u:1"), "{a}b:u:1:rwlock_timeout");
     }

@@ -236,10 +236,11 @@ impl PermitExpirableSemaphore {
     /// ```
     pub fn try_release(&self, id: &PermitId) -> Result<bool> {
         check_name(&self.name)?;
-        self.client
-            .inner
-            .backend
-            .expirable_release(&self.keys(), id.as_str(), crate::clock::wall_clock_ms())
+        self.client.inner.backend.expirable_release(
+            &self.keys(),
+            id.as_str(),
+            crate::clock::wall_clock_ms(),
+        )
     }
 
     /// Returns permit `id` to the pool.
@@ -296,10 +297,15 @@ impl PermitExpirableSemaphore {
                 let ends = now.checked_add(lease_ms).ok_or_else(|| {
                     Error::invalid("lease", format!("{lease:?} from now overflows the clock"))
                 })?;
-                Ok(match inner.backend.expirable_acquire(&keys, id.as_str(), ends, now)? {
-                    Acquire::Acquired => Attempt::Done(()),
-                    Acquire::Held { ttl } => Attempt::Retry(ttl),
-                })
+                Ok(
+                    match inner
+                        .backend
+                        .expirable_acquire(&keys, id.as_str(), ends, now)?
+                    {
+                        Acquire::Acquired => Attempt::Done(()),
+                        Acquire::Held { ttl } => Attempt::Retry(ttl),
+                    },
+                )
             },
         )
         .map(|taken| taken.map(|()| id.clone()))

@@ -102,7 +102,10 @@ impl Semaphore {
     pub fn try_set_permits(&self, permits: u64) -> Result<bool> {
         check_name(&self.name)?;
         let permits = i64::try_from(permits).map_err(|_| {
-            Error::invalid("permits", format!("must be at most i64::MAX, got {permits}"))
+            Error::invalid(
+                "permits",
+                format!("must be at most i64::MAX, got {permits}"),
+            )
         })?;
         self.client.inner.backend.counter_set_if_absent(
             &self.name,

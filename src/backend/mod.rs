@@ -611,8 +611,12 @@ pub trait LockBackend: Send + Sync + 'static {
     ///
     /// # Errors
     /// A backend failure, or `Protocol` on a wrong type.
-    fn expirable_release(&self, keys: &ExpirableKeys<'_>, permit_id: &str, now_ms: i64)
-    -> Result<bool>;
+    fn expirable_release(
+        &self,
+        keys: &ExpirableKeys<'_>,
+        permit_id: &str,
+        now_ms: i64,
+    ) -> Result<bool>;
 
     /// Reclaims expired leases and returns the available permits.
     ///

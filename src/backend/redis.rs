@@ -11,8 +11,8 @@ use std::time::Duration;
 use redis::{ConnectionLike, RedisError};
 
 use super::{
-    Acquire, ExpirableKeys, FairLockKeys, LockBackend, LockState, Message, PubSubConnection, Release, RwLockKeys,
-    RwLockState, RwMode, scripts,
+    Acquire, ExpirableKeys, FairLockKeys, LockBackend, LockState, Message, PubSubConnection,
+    Release, RwLockKeys, RwLockState, RwMode, scripts,
 };
 use crate::{Error, Result};
 

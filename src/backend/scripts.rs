@@ -109,25 +109,28 @@ pub(crate) static SEMAPHORE_DRAIN: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("../../lua/semaphore_drain.lua")));
 
 /// `lua/expirable_acquire.lua`: KEYS available, leases, channel; ARGV id, lease end ms, now ms. nil = taken, else ms to wait.
-pub(crate) static EXPIRABLE_ACQUIRE: LazyLock<Script> =
-    LazyLock::new(|| Script::new(concat!(
+pub(crate) static EXPIRABLE_ACQUIRE: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(concat!(
         include_str!("../../lua/expirable_prelude.lua"),
         include_str!("../../lua/expirable_acquire.lua")
-    )));
+    ))
+});
 
 /// `lua/expirable_release.lua`: KEYS available, leases, channel; ARGV id, now ms. 1 = released.
-pub(crate) static EXPIRABLE_RELEASE: LazyLock<Script> =
-    LazyLock::new(|| Script::new(concat!(
+pub(crate) static EXPIRABLE_RELEASE: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(concat!(
         include_str!("../../lua/expirable_prelude.lua"),
         include_str!("../../lua/expirable_release.lua")
-    )));
+    ))
+});
 
 /// `lua/expirable_available.lua`: KEYS available, leases, channel; ARGV now ms. The available permits.
-pub(crate) static EXPIRABLE_AVAILABLE: LazyLock<Script> =
-    LazyLock::new(|| Script::new(concat!(
+pub(crate) static EXPIRABLE_AVAILABLE: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(concat!(
         include_str!("../../lua/expirable_prelude.lua"),
         include_str!("../../lua/expirable_available.lua")
-    )));
+    ))
+});
 
 /// `lua/latch_count_down.lua`: KEYS latch, channel; ARGV zero message. The new count.
 pub(crate) static LATCH_COUNT_DOWN: LazyLock<Script> =

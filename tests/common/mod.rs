@@ -917,7 +917,8 @@ impl redisync::backend::LockBackend for CountingBackend {
         message: &str,
     ) -> redisync::Result<bool> {
         self.count("counter_set_if_absent");
-        self.inner.counter_set_if_absent(name, channel, value, message)
+        self.inner
+            .counter_set_if_absent(name, channel, value, message)
     }
 
     fn counter_get(&self, name: &str) -> redisync::Result<i64> {
