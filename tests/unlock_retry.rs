@@ -17,10 +17,7 @@ use redisync::{Client, MemoryBackend, RedisBackend};
 
 fn released_once_despite_lost_replies(inner: Arc<dyn LockBackend>) {
     let backend = CountingBackend::new(Arc::clone(&inner));
-    let client = Client::builder()
-        .backend(backend.clone())
-        .build()
-        .unwrap();
+    let client = Client::builder().backend(backend.clone()).build().unwrap();
     let other = Client::builder().shared_backend(inner).build().unwrap();
     let name = unique_name("unlock-retry");
     let lock = client.lock(name.as_str());
