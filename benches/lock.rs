@@ -1,6 +1,6 @@
 //! Lock benchmarks against a private `redis-server` this bench starts itself.
 //!
-//! Run: `cargo bench --bench lock` (about 90 s). Criterion's reports
+//! Run: `cargo bench --bench lock` (about 100 s). Criterion's reports
 //! go to `target/criterion/`; the lines that matter are printed to stderr:
 //! one per contended run, then a summary of medians timed by this file
 //! (interleaved, in the same run) with the ratios the issue asks for.
@@ -24,11 +24,20 @@
 //!   and on each half of a read-write lock (`read_lock_unlock`,
 //!   `write_lock_unlock`). Every ratio is to the one floor above (the
 //!   reentrant lock's scripts), so it includes the heavier scripts' own cost.
+//!   Semaphores: `semaphore_acquire_release` (`acquire(1)` + the permit
+//!   guard's `release()`, on a semaphore of 4 permits) and
+//!   `expirable_acquire_release` (a permit-expirable semaphore's
+//!   `acquire(lease)` + `release(&id)`), against the same floor.
 //! - `handoff`: from one thread's `unlock()` to another thread's return from
 //!   `lock()` on the same lock, with both threads on one client or on two;
 //!   `fair_*`: the same on a fair lock, where the waiter is queued in Redis
-//!   and the unlock wakes it on its own channel.
-//!   The unlocking thread first waits until the other is parked in `lock()`:
+//!   and the unlock wakes it on its own channel; `semaphore_*`: the same on
+//!   a semaphore of one permit (the holder's permit `release()` → the other
+//!   thread's `acquire(1)` returns); `latch_open_two_clients`: a latch set to
+//!   1, from `count_down()` to the return of a `wait()` on the other client
+//!   (own timing adds `latch_open_same_client`).
+//!   The releasing thread first waits until the other is parked in `lock()`
+//!   (`acquire(1)`, `wait()`):
 //!   it polls the waiter's `/proc/self/task/<tid>/wchan` for a futex wait,
 //!   yielding in between, rather than sleeping, because an idle vCPU makes
 //!   the next wake-ups 2-3× slower here; without procfs it sleeps 2 ms.
@@ -58,11 +67,16 @@ use std::time::{Duration, Instant};
 
 use common::{TestServer, unique_name};
 use criterion::{Criterion, SamplingMode};
-use redisync::{Client, Lock, MemoryBackend};
+use redisync::{
+    Client, CountDownLatch, Lock, MemoryBackend, PermitExpirableSemaphore, Semaphore,
+    SemaphorePermit,
+};
 
 /// The fixed lease of the `lock_with_lease` benches.
 const LEASE: Duration = Duration::from_secs(30);
 const LEASE_MS: i64 = 30_000;
+/// Permits of the uncontended semaphore benches (one `acquire(1)` at a time).
+const SEMAPHORE_PERMITS: u64 = 4;
 /// How long the latch of a floor release lives (as the library's).
 const LATCH_MS: i64 = 10_000;
 /// Fallback when a waiter's kernel wait channel cannot be read: how long a
@@ -149,8 +163,9 @@ fn main() {
                 b.iter(|| lock_with_lease_unlock(&lock));
             });
         }
-        // The fair and read-write pairs: shorter runs (the settings apply to
-        // the benches added after them), to keep the whole bench near 90 s.
+        // The fair, read-write and semaphore pairs: shorter runs (the
+        // settings apply to the benches added after them), to keep the
+        // whole bench near 100 s.
         group
             .warm_up_time(Duration::from_millis(500))
             .measurement_time(Duration::from_secs(2));
@@ -166,6 +181,16 @@ fn main() {
             });
             group.bench_function(format!("{backend}/write_lock_unlock"), |b| {
                 b.iter(|| lock_unlock(&write));
+            });
+        }
+        for (backend, client) in [("redis", &redis_client), ("memory", &memory_client)] {
+            let semaphore = permits(client, "bench:uncontended:semaphore");
+            let expirable = expirable_permits(client, "bench:uncontended:expirable");
+            group.bench_function(format!("{backend}/semaphore_acquire_release"), |b| {
+                b.iter(|| semaphore_acquire_release(&semaphore));
+            });
+            group.bench_function(format!("{backend}/expirable_acquire_release"), |b| {
+                b.iter(|| expirable_acquire_release(&expirable));
             });
         }
         group.finish();
@@ -184,19 +209,19 @@ fn main() {
         let (a, b) = (redis_client.lock(&name), redis_client.lock(&name));
         take_waits();
         group.bench_function("redis/same_client", |bencher| {
-            bencher.iter_custom(|iters| note_waits(&handoff(&a, &b, iters, None)));
+            bencher.iter_custom(|iters| note_waits(&handoff(&a, &b, iters)));
         });
         report_slow_locks("handoff/redis/same_client (criterion)");
         let name = unique_name("bench:handoff:two");
         let (a, b) = (redis_client.lock(&name), redis_client_b.lock(&name));
         group.bench_function("redis/two_clients", |bencher| {
-            bencher.iter_custom(|iters| note_waits(&handoff(&a, &b, iters, None)));
+            bencher.iter_custom(|iters| note_waits(&handoff(&a, &b, iters)));
         });
         report_slow_locks("handoff/redis/two_clients (criterion)");
         let name = unique_name("bench:handoff:fair:same");
         let (a, b) = (redis_client.fair_lock(&name), redis_client.fair_lock(&name));
         group.bench_function("redis/fair_same_client", |bencher| {
-            bencher.iter_custom(|iters| note_waits(&handoff(&a, &b, iters, None)));
+            bencher.iter_custom(|iters| note_waits(&handoff(&a, &b, iters)));
         });
         report_slow_locks("handoff/redis/fair_same_client (criterion)");
         let name = unique_name("bench:handoff:fair:two");
@@ -205,9 +230,38 @@ fn main() {
             redis_client_b.fair_lock(&name),
         );
         group.bench_function("redis/fair_two_clients", |bencher| {
-            bencher.iter_custom(|iters| note_waits(&handoff(&a, &b, iters, None)));
+            bencher.iter_custom(|iters| note_waits(&handoff(&a, &b, iters)));
         });
         report_slow_locks("handoff/redis/fair_two_clients (criterion)");
+        // A semaphore of one permit: release → a blocked `acquire(1)` returns.
+        let name = unique_name("bench:handoff:semaphore:same");
+        let (a, b) = (
+            one_permit(&redis_client, &name),
+            redis_client.semaphore(&name),
+        );
+        group.bench_function("redis/semaphore_same_client", |bencher| {
+            bencher.iter_custom(|iters| note_waits(&handoff(&a, &b, iters)));
+        });
+        report_slow_locks("handoff/redis/semaphore_same_client (criterion)");
+        let name = unique_name("bench:handoff:semaphore:two");
+        let (a, b) = (
+            one_permit(&redis_client, &name),
+            redis_client_b.semaphore(&name),
+        );
+        group.bench_function("redis/semaphore_two_clients", |bencher| {
+            bencher.iter_custom(|iters| note_waits(&handoff(&a, &b, iters)));
+        });
+        report_slow_locks("handoff/redis/semaphore_two_clients (criterion)");
+        // A latch at 1: `count_down()` → a `wait()` on the other client returns.
+        let name = unique_name("bench:handoff:latch:two");
+        let (a, b) = (
+            redis_client.count_down_latch(&name),
+            redis_client_b.count_down_latch(&name),
+        );
+        group.bench_function("redis/latch_open_two_clients", |bencher| {
+            bencher.iter_custom(|iters| note_waits(&latch_open(&a, &b, iters)));
+        });
+        report_slow_locks("handoff/redis/latch_open_two_clients (criterion)");
         group.finish();
     }
 
@@ -389,18 +443,97 @@ fn lock_with_lease_unlock(lock: &Lock) {
     lock.lock_with_lease(LEASE).unwrap().unlock().unwrap();
 }
 
+/// A semaphore with [`SEMAPHORE_PERMITS`] permits, under a fresh name.
+fn permits(client: &Client, prefix: &str) -> Semaphore {
+    let semaphore = client.semaphore(unique_name(prefix));
+    assert!(semaphore.try_set_permits(SEMAPHORE_PERMITS).unwrap());
+    semaphore
+}
+
+/// A permit-expirable semaphore with [`SEMAPHORE_PERMITS`] permits.
+fn expirable_permits(client: &Client, prefix: &str) -> PermitExpirableSemaphore {
+    let semaphore = client.permit_expirable_semaphore(unique_name(prefix));
+    assert!(semaphore.try_set_permits(SEMAPHORE_PERMITS).unwrap());
+    semaphore
+}
+
+fn semaphore_acquire_release(semaphore: &Semaphore) {
+    semaphore.acquire(1).unwrap().release().unwrap();
+}
+
+fn expirable_acquire_release(semaphore: &PermitExpirableSemaphore) {
+    let id = semaphore.acquire(LEASE).unwrap();
+    semaphore.release(&id).unwrap();
+}
+
 // ---------------------------------------------------------------- handoff --
 
-/// `rounds` handoffs between two threads, one locking through `a`, the other
-/// through `b` (same lock name). Returns each handoff's latency: from just
-/// before the holder's `unlock()` to the waiter's return from `lock()`.
+/// What [`handoff`] passes between two threads: a lock (taken with `lock()`
+/// or, through [`Leased`], `lock_with_lease()`) or a one-permit semaphore.
+trait Handoff: Sync {
+    type Guard;
+    /// Blocks until this side holds it.
+    fn take(&self) -> Self::Guard;
+    /// Gives it back (`unlock()`, or the permit guard's `release()`).
+    fn give(&self, guard: Self::Guard);
+}
+
+impl Handoff for Lock {
+    type Guard = redisync::LockGuard;
+    fn take(&self) -> redisync::LockGuard {
+        self.lock().unwrap()
+    }
+    fn give(&self, guard: redisync::LockGuard) {
+        guard.unlock().unwrap();
+    }
+}
+
+/// A lock taken with `lock_with_lease(lease)`.
+struct Leased<'a>(&'a Lock, Duration);
+
+impl Handoff for Leased<'_> {
+    type Guard = redisync::LockGuard;
+    fn take(&self) -> redisync::LockGuard {
+        self.0.lock_with_lease(self.1).unwrap()
+    }
+    fn give(&self, guard: redisync::LockGuard) {
+        guard.unlock().unwrap();
+    }
+}
+
+/// One permit of a semaphore set to one permit: `acquire(1)`, and the
+/// guard's `release()`.
+impl Handoff for Semaphore {
+    type Guard = SemaphorePermit;
+    fn take(&self) -> SemaphorePermit {
+        self.acquire(1).unwrap()
+    }
+    fn give(&self, permit: SemaphorePermit) {
+        permit.release().unwrap();
+    }
+}
+
+/// A semaphore named `name` holding exactly one permit, through `client`.
+fn one_permit(client: &Client, name: &str) -> Semaphore {
+    let semaphore = client.semaphore(name);
+    assert!(
+        semaphore.try_set_permits(1).unwrap(),
+        "{name} was set already"
+    );
+    semaphore
+}
+
+/// `rounds` handoffs between two threads, one taking through `a`, the other
+/// through `b` (same lock or semaphore name). Returns each handoff's
+/// latency: from just before the holder's `unlock()` (or permit release) to
+/// the waiter's return from `lock()` (or `acquire(1)`).
 ///
 /// Ping-pong: the holder waits for its peer's "about to lock", waits until
 /// the peer is parked in `lock()` (its wait channel), stamps t0 and unlocks; the peer stamps
 /// t1 when `lock()` returns and becomes the holder; then the roles swap. The
 /// ex-holder only calls `lock()` after the peer has the lock, so it never
 /// races the handoff it measures.
-fn handoff(a: &Lock, b: &Lock, rounds: u64, lease: Option<Duration>) -> Vec<Duration> {
+fn handoff<H: Handoff>(a: &H, b: &H, rounds: u64) -> Vec<Duration> {
     let base = Instant::now();
     let t0 = AtomicU64::new(0);
     let tids = [AtomicU64::new(0), AtomicU64::new(0)];
@@ -419,23 +552,18 @@ fn handoff(a: &Lock, b: &Lock, rounds: u64, lease: Option<Duration>) -> Vec<Dura
             peer: tid_a,
         };
         let out_b = out_tx.clone();
-        s.spawn(move || {
-            handoff_player(a, true, rounds, lease, base, t0, side_a, a_tx, a_rx, out_tx)
-        });
-        s.spawn(move || {
-            handoff_player(b, false, rounds, lease, base, t0, side_b, b_tx, b_rx, out_b)
-        });
+        s.spawn(move || handoff_player(a, true, rounds, base, t0, side_a, a_tx, a_rx, out_tx));
+        s.spawn(move || handoff_player(b, false, rounds, base, t0, side_b, b_tx, b_rx, out_b));
     });
     out_rx.try_iter().collect()
 }
 
 /// One side of [`handoff`]; `first` starts as the holder.
 #[allow(clippy::too_many_arguments)]
-fn handoff_player(
-    lock: &Lock,
+fn handoff_player<H: Handoff>(
+    it: &H,
     first: bool,
     rounds: u64,
-    lease: Option<Duration>,
     base: Instant,
     t0: &AtomicU64,
     side: Side<'_>,
@@ -443,14 +571,10 @@ fn handoff_player(
     rx: mpsc::Receiver<()>,
     out: mpsc::Sender<Duration>,
 ) {
-    let take = || match lease {
-        None => lock.lock().unwrap(),
-        Some(lease) => lock.lock_with_lease(lease).unwrap(),
-    };
     side.me.store(own_tid().unwrap_or(0), Ordering::Release);
     let mut guard = None;
     if first {
-        guard = Some(take());
+        guard = Some(it.take());
         tx.send(()).unwrap(); // "I hold it"
     } else {
         rx.recv().unwrap();
@@ -460,13 +584,13 @@ fn handoff_player(
         if holder {
             rx.recv().unwrap(); // peer: "about to lock"
             wait_until_parked(side.peer.load(Ordering::Acquire));
-            let g = guard.take().expect("the holder holds the lock");
+            let g = guard.take().expect("the holder holds it");
             t0.store(nanos_since(base), Ordering::Release);
-            g.unlock().unwrap();
+            it.give(g);
             rx.recv().unwrap(); // peer: "I hold it"
         } else {
             tx.send(()).unwrap(); // "about to lock"
-            let g = take();
+            let g = it.take();
             let t1 = nanos_since(base);
             let start = t0.load(Ordering::Acquire);
             out.send(Duration::from_nanos(t1.saturating_sub(start)))
@@ -475,7 +599,49 @@ fn handoff_player(
             tx.send(()).unwrap(); // "I hold it"
         }
     }
-    drop(guard);
+    if let Some(g) = guard {
+        it.give(g);
+    }
+}
+
+/// `rounds` openings of a latch: each round one thread sets the count to 1
+/// through `setter`, another calls `wait()` through `waiter`; once that one
+/// is parked, the first stamps t0 and counts down. Returns each opening's
+/// latency: from just before `count_down()` to the waiter's return from
+/// `wait()`. (At zero the latch deletes its key, so it can be set again.)
+fn latch_open(setter: &CountDownLatch, waiter: &CountDownLatch, rounds: u64) -> Vec<Duration> {
+    let base = Instant::now();
+    let t0 = AtomicU64::new(0);
+    let waiter_tid = AtomicU64::new(0);
+    let (go_tx, go_rx) = mpsc::channel::<()>();
+    let (back_tx, back_rx) = mpsc::channel::<Option<Duration>>();
+    let mut times = Vec::new();
+    thread::scope(|s| {
+        let (t0, waiter_tid) = (&t0, &waiter_tid);
+        s.spawn(move || {
+            waiter_tid.store(own_tid().unwrap_or(0), Ordering::Release);
+            while go_rx.recv().is_ok() {
+                back_tx.send(None).unwrap(); // "about to wait"
+                waiter.wait().unwrap();
+                let t1 = nanos_since(base);
+                let start = t0.load(Ordering::Acquire);
+                back_tx
+                    .send(Some(Duration::from_nanos(t1.saturating_sub(start))))
+                    .unwrap();
+            }
+        });
+        for _ in 0..rounds {
+            assert!(setter.try_set_count(1).unwrap(), "the latch was not open");
+            go_tx.send(()).unwrap();
+            assert_eq!(back_rx.recv().unwrap(), None);
+            wait_until_parked(waiter_tid.load(Ordering::Acquire));
+            t0.store(nanos_since(base), Ordering::Release);
+            setter.count_down().unwrap();
+            times.push(back_rx.recv().unwrap().expect("the waiter's latency"));
+        }
+        drop(go_tx);
+    });
+    times
 }
 
 /// The two threads' kernel thread ids, for [`wait_until_parked`].
@@ -806,7 +972,17 @@ fn own_measurements(
     let mut mem_fair_pair = || lock_unlock(&memory_fair);
     let mut mem_read_pair = || lock_unlock(&memory_read);
     let mut mem_write_pair = || lock_unlock(&memory_write);
-    let mut cases: [(&'static str, &mut dyn FnMut()); 12] = [
+    // The semaphore pairs: `acquire(1)` + the guard's `release()`, and a
+    // permit-expirable semaphore's `acquire(LEASE)` + `release(&id)`.
+    let redis_sem = permits(redis_a, "bench:own:uncontended:semaphore");
+    let redis_exp = expirable_permits(redis_a, "bench:own:uncontended:expirable");
+    let memory_sem = permits(memory, "bench:own:uncontended:semaphore");
+    let memory_exp = expirable_permits(memory, "bench:own:uncontended:expirable");
+    let mut redis_sem_pair = || semaphore_acquire_release(&redis_sem);
+    let mut redis_exp_pair = || expirable_acquire_release(&redis_exp);
+    let mut mem_sem_pair = || semaphore_acquire_release(&memory_sem);
+    let mut mem_exp_pair = || expirable_acquire_release(&memory_exp);
+    let mut cases: [(&'static str, &mut dyn FnMut()); 16] = [
         ("floor/ping", &mut ping),
         ("floor/evalsha_pair", &mut pair),
         ("uncontended/redis/lock_unlock", &mut redis_wd),
@@ -819,6 +995,22 @@ fn own_measurements(
         ("uncontended/memory/fair_lock_unlock", &mut mem_fair_pair),
         ("uncontended/memory/read_lock_unlock", &mut mem_read_pair),
         ("uncontended/memory/write_lock_unlock", &mut mem_write_pair),
+        (
+            "uncontended/redis/semaphore_acquire_release",
+            &mut redis_sem_pair,
+        ),
+        (
+            "uncontended/redis/expirable_acquire_release",
+            &mut redis_exp_pair,
+        ),
+        (
+            "uncontended/memory/semaphore_acquire_release",
+            &mut mem_sem_pair,
+        ),
+        (
+            "uncontended/memory/expirable_acquire_release",
+            &mut mem_exp_pair,
+        ),
     ];
     let names: Vec<&'static str> = cases.iter().map(|(n, _)| *n).collect();
     let times = interleaved(&mut cases, per_block, blocks, per_block);
@@ -827,28 +1019,56 @@ fn own_measurements(
     let (redis_wd, redis_lease, mem_wd, mem_lease) = (s[2], s[3], s[4], s[5]);
 
     // Handoff.
+    #[derive(Clone, Copy)]
+    enum Kind {
+        Lock,
+        Lease,
+        Fair,
+        Semaphore,
+        Latch,
+    }
     let mut handoff_stats = Vec::new();
-    for (label, two_clients, lease, fair) in [
-        ("handoff/redis/same_client", false, None, false),
-        ("handoff/redis/two_clients", true, None, false),
+    for (label, two_clients, kind) in [
+        ("handoff/redis/same_client", false, Kind::Lock),
+        ("handoff/redis/two_clients", true, Kind::Lock),
         (
             "handoff/redis/same_client_lease (own only)",
             false,
-            Some(LEASE),
-            false,
+            Kind::Lease,
         ),
-        ("handoff/redis/fair_same_client", false, None, true),
-        ("handoff/redis/fair_two_clients", true, None, true),
+        ("handoff/redis/fair_same_client", false, Kind::Fair),
+        ("handoff/redis/fair_two_clients", true, Kind::Fair),
+        (
+            "handoff/redis/semaphore_same_client",
+            false,
+            Kind::Semaphore,
+        ),
+        ("handoff/redis/semaphore_two_clients", true, Kind::Semaphore),
+        (
+            "handoff/redis/latch_open_same_client (own only)",
+            false,
+            Kind::Latch,
+        ),
+        ("handoff/redis/latch_open_two_clients", true, Kind::Latch),
     ] {
         let name = unique_name("bench:own:handoff");
         let b = if two_clients { redis_b } else { redis_a };
-        let (a, b) = if fair {
-            (redis_a.fair_lock(&name), b.fair_lock(&name))
-        } else {
-            (redis_a.lock(&name), b.lock(&name))
+        let times = match kind {
+            Kind::Lock => handoff(&redis_a.lock(&name), &b.lock(&name), handoffs),
+            Kind::Lease => handoff(
+                &Leased(&redis_a.lock(&name), LEASE),
+                &Leased(&b.lock(&name), LEASE),
+                handoffs,
+            ),
+            Kind::Fair => handoff(&redis_a.fair_lock(&name), &b.fair_lock(&name), handoffs),
+            Kind::Semaphore => handoff(&one_permit(redis_a, &name), &b.semaphore(&name), handoffs),
+            Kind::Latch => latch_open(
+                &redis_a.count_down_latch(&name),
+                &b.count_down_latch(&name),
+                handoffs,
+            ),
         };
-        let st = stats(&handoff(&a, &b, handoffs, lease));
-        handoff_stats.push((label, st));
+        handoff_stats.push((label, stats(&times)));
     }
 
     // Contended.
@@ -909,7 +1129,7 @@ fn own_measurements(
     };
     let line = |label: &str, s: Stats, extra: String| {
         eprintln!(
-            "  {label:<44} median {:>7.1} µs  (p10 {:>6.1}, p90 {:>7.1}){extra}{}",
+            "  {label:<48} median {:>7.1} µs  (p10 {:>6.1}, p90 {:>7.1}){extra}{}",
             us(s.median),
             us(s.p10),
             us(s.p90),
@@ -945,7 +1165,13 @@ fn own_measurements(
     }
     // The fair and read-write pairs, against the same floor and against the
     // reentrant lock's pair on the same backend.
-    for (i, reentrant) in [(6, redis_wd), (7, redis_wd), (8, redis_wd)] {
+    for (i, reentrant) in [
+        (6, redis_wd),
+        (7, redis_wd),
+        (8, redis_wd),
+        (12, redis_wd),
+        (13, redis_wd),
+    ] {
         line(
             names[i],
             s[i],
@@ -956,7 +1182,13 @@ fn own_measurements(
             ),
         );
     }
-    for (i, reentrant) in [(9, mem_wd), (10, mem_wd), (11, mem_wd)] {
+    for (i, reentrant) in [
+        (9, mem_wd),
+        (10, mem_wd),
+        (11, mem_wd),
+        (14, mem_wd),
+        (15, mem_wd),
+    ] {
         line(
             names[i],
             s[i],
@@ -985,15 +1217,21 @@ fn own_measurements(
         } else {
             String::new()
         };
-        // The ≤ 4 × PING target is the reentrant lock's; a fair handoff is
-        // also shown against the reentrant one with the same clients.
-        let extra = match label.strip_prefix("handoff/redis/fair_") {
-            Some(rest) => {
+        // The ≤ 4 × PING target is the reentrant lock's; a fair, semaphore
+        // or latch handoff is also shown against the reentrant one with the
+        // same clients.
+        let rest = label.strip_prefix("handoff/redis/").unwrap_or(label);
+        let rest = rest.split(' ').next().unwrap_or(rest);
+        let other = ["fair_", "semaphore_", "latch_open_"]
+            .iter()
+            .find_map(|p| rest.strip_prefix(p));
+        let extra = match other {
+            Some(clients) => {
                 let reentrant = handoff_stats
                     .iter()
-                    .find(|(l, _)| l.strip_prefix("handoff/redis/") == Some(rest))
+                    .find(|(l, _)| l.strip_prefix("handoff/redis/") == Some(clients))
                     .map_or(String::new(), |(_, r)| {
-                        format!(", {:.2} × reentrant {rest}", ratio(st.median, r.median))
+                        format!(", {:.2} × reentrant {clients}", ratio(st.median, r.median))
                     });
                 format!(
                     "  = {:.2} × ping, {:.2} × floor pair{reentrant}{stalls}",
@@ -1010,7 +1248,7 @@ fn own_measurements(
     }
     for (label, r) in &contended {
         eprintln!(
-            "  {label:<44} {:>7.0} acq/s, per-thread min/max = {:.2} (target ≥ 0.5), same-thread re-take {:.0}%, longest lock() {:.1} ms{}",
+            "  {label:<48} {:>7.0} acq/s, per-thread min/max = {:.2} (target ≥ 0.5), same-thread re-take {:.0}%, longest lock() {:.1} ms{}",
             r.per_sec,
             r.min_max,
             r.same_thread_share * 100.0,
