@@ -5,6 +5,7 @@
 -- KEYS[2]  leased permits, {name}:timeout
 -- KEYS[3]  the channel, redisson_sc:{name}
 -- ARGV[1]  the caller's wall clock in ms
--- Returns  the available permits (0 when absent).
+-- Returns  the available permits as stored (a decimal string; nil when
+--          absent = 0).
 reclaim_expired(KEYS[1], KEYS[2], KEYS[3], ARGV[1])
-return tonumber(redis.call('get', KEYS[1]) or '0')
+return redis.call('get', KEYS[1])

@@ -169,7 +169,8 @@ impl CountDownLatch {
     }
 
     /// Deletes the latch, so its count can be set again; returns whether it
-    /// existed. Waiters keep waiting for a new count to reach zero.
+    /// existed. A deleted latch counts as open (its count reads 0), so a
+    /// waiter that checks before a new count is set returns.
     ///
     /// # Errors
     /// As [`count_down`](Self::count_down).

@@ -85,6 +85,10 @@ struct Entry {
     handoff_until: Option<Instant>,
     /// Messages delivered on this channel so far (see [`Snapshot`]).
     delivered: u64,
+    /// How many more times a woken waiter that cannot use its wake may pass
+    /// it on (semaphores: a waiter for 2 permits woken by a release of 1
+    /// hands the wake to one that needs 1).
+    passes: usize,
 }
 
 /// A channel's state seen before a waiter's first attempt; see
@@ -195,6 +199,7 @@ impl Subscriber {
                 idle_since: None,
                 handoff_until: None,
                 delivered: 0,
+                passes: 0,
             });
         entry.waiters += 1;
         entry.idle_since = None;
@@ -207,6 +212,7 @@ impl Subscriber {
             shared: Arc::clone(&self.shared),
             channel: channel.to_owned(),
             cond: Arc::clone(&entry.cond),
+            passed: std::cell::Cell::new(None),
         };
         drop(state);
         if start && let Err(err) = self.start_thread() {
@@ -262,6 +268,9 @@ pub(crate) struct Subscription {
     shared: Arc<Shared>,
     channel: String,
     cond: Arc<Condvar>,
+    /// The message count when this waiter last passed a wake on: it takes
+    /// no permit again until a newer message arrives.
+    passed: std::cell::Cell<Option<u64>>,
 }
 
 impl std::fmt::Debug for Subscription {
@@ -284,13 +293,29 @@ impl Subscription {
             let Some(entry) = state.channels.get_mut(&self.channel) else {
                 return false;
             };
-            if entry.permits > 0 {
+            if entry.permits > 0 && self.passed.get() != Some(entry.delivered) {
                 entry.permits -= 1;
                 return true;
             }
             if wait(&self.cond, &mut state, until) {
                 return false;
             }
+        }
+    }
+
+    /// A woken waiter could not use its wake: hand it to another waiter, if
+    /// the last message still allows (bounded, so two waiters that both
+    /// cannot use it do not pass it back and forth).
+    pub(crate) fn pass_on(&self) {
+        let mut state = self.shared.state.lock();
+        if let Some(entry) = state.channels.get_mut(&self.channel)
+            && entry.passes > 0
+        {
+            entry.passes -= 1;
+            entry.permits = (entry.permits + 1).min(entry.waiters);
+            self.passed.set(Some(entry.delivered));
+            // Every parked waiter looks; the passer itself will not take it.
+            entry.cond.notify_all();
         }
     }
 
@@ -457,6 +482,13 @@ fn session(shared: &Shared, conn: &mut dyn PubSubConnection, connected: &mut boo
                     Wake::Latch => 0,
                 };
                 entry.permits = entry.permits.saturating_add(woken).min(entry.waiters);
+                // Only a semaphore's wake may be passed on: a failed lock
+                // retry means someone else holds it.
+                entry.passes = if entry.wake == Wake::Semaphore {
+                    entry.waiters
+                } else {
+                    0
+                };
                 if woken >= entry.waiters {
                     entry.cond.notify_all();
                 } else {

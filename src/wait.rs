@@ -105,7 +105,12 @@ pub(crate) fn until_done<T>(
         }
         match outcome? {
             Attempt::Done(value) => return Ok(Some(value)),
-            Attempt::Retry(next) => hint = next,
+            Attempt::Retry(next) => {
+                if woken {
+                    subscription.pass_on();
+                }
+                hint = next;
+            }
         }
         if waiting.wait.passed() {
             return Ok(None);

@@ -43,6 +43,8 @@ const INSIDE_ENV: &str = "REDISYNC_INSIDE";
 const ITERATIONS_ENV: &str = "REDISYNC_ITERATIONS";
 /// The fair-waiter child's fair-lock wait timeout, in milliseconds.
 const FAIR_WAIT_MS_ENV: &str = "REDISYNC_FAIR_WAIT_MS";
+/// The permit-holder child's lease, in milliseconds.
+const LEASE_MS_ENV: &str = "REDISYNC_LEASE_MS";
 
 /// Printed by a child once it is ready (followed by its holder id for the
 /// holder role).
@@ -78,6 +80,7 @@ fn child_role_entrypoint() {
         "incrementer" => child_incrementer(),
         "fair_waiter" => child_fair_waiter(),
         "reader" => child_reader(),
+        "permit_holder" => child_permit_holder(),
         other => panic!("unknown {ROLE_ENV}={other:?}"),
     }
 }
@@ -196,6 +199,21 @@ fn child_reader() {
     announce(&format!("{READY} {}", client.current_holder_id()));
     until_parent_done(&from_parent);
     drop(guard);
+}
+
+/// Takes a permit of a permit-expirable semaphore with the given lease, says
+/// so with the permit id, and keeps it (never releasing) until killed.
+fn child_permit_holder() {
+    let lease = Duration::from_millis(env(LEASE_MS_ENV).parse().expect("lease ms"));
+    let client = Client::builder()
+        .redis_url(env(URL_ENV))
+        .build()
+        .expect("child: connect");
+    let semaphore = client.permit_expirable_semaphore(env(LOCK_ENV));
+    let id = semaphore.acquire(lease).expect("child: acquire");
+    let from_parent = parent_lines();
+    announce(&format!("{READY} {id}"));
+    until_parent_done(&from_parent);
 }
 
 /// Waits for "go", then increments a plain Redis string non-atomically (GET,
@@ -897,4 +915,100 @@ fn dead_reader_frees_its_share_while_a_live_reader_keeps_the_lock() {
         .expect("a writer right after the last live reader left");
     assert!(started.elapsed() < SLACK);
     guard.unlock().unwrap();
+}
+
+#[test]
+fn permit_of_a_sigkilled_holder_returns_when_its_lease_ends() {
+    const LEASE: Duration = Duration::from_millis(1000);
+    const SLACK: Duration = Duration::from_millis(1500);
+    let server = TestServer::start();
+    let name = unique_name("processes:permit");
+    let leases = format!("{{{name}}}:timeout");
+    let mut raw = server.connection();
+    let parent = Client::builder()
+        .redis_url(server.url())
+        .build()
+        .expect("parent client");
+    let semaphore = parent.permit_expirable_semaphore(name.as_str());
+    assert!(semaphore.try_set_permits(1).unwrap());
+
+    let mut child = ChildProcess::spawn(
+        "permit_holder",
+        &[
+            (URL_ENV, server.url()),
+            (LOCK_ENV, name),
+            (LEASE_MS_ENV, LEASE.as_millis().to_string()),
+        ],
+    );
+    let child_id = child.expect_line(READY, READY_TIMEOUT);
+    let lease_end: Option<f64> = redis::cmd("ZSCORE")
+        .arg(&leases)
+        .arg(&child_id)
+        .query(&mut raw)
+        .unwrap();
+    let lease_end = lease_end.unwrap_or_else(|| {
+        panic!(
+            "the child's permit {child_id:?} is not in {leases}; child output:\n{}",
+            child.transcript()
+        )
+    }) as i64;
+
+    // The child holds the only permit.
+    if let Some(early) = semaphore.try_acquire(Duration::from_secs(30)).unwrap() {
+        let late = wall_ms() - lease_end;
+        assert!(
+            late >= 0,
+            "the parent took the live child's permit {}ms before its lease ended",
+            -late
+        );
+        // The VM stalled past the whole lease before this check: nothing
+        // left to observe.
+        eprintln!("permit: the child's lease ran out {late} ms before the parent's check");
+        semaphore.release(&early).unwrap();
+        return;
+    }
+
+    // SIGKILL: nothing releases the permit; its lease must run out.
+    let status = child.kill();
+    let killed = Instant::now();
+    let left_at_kill = lease_end - wall_ms();
+    assert_eq!(
+        status.signal(),
+        Some(9),
+        "child was not SIGKILLed: {status}"
+    );
+    let id = semaphore
+        .try_acquire_for(LEASE + Duration::from_secs(10), Duration::from_secs(30))
+        .unwrap()
+        .unwrap_or_else(|| {
+            panic!(
+                "the permit did not return within {:?}",
+                LEASE + Duration::from_secs(10)
+            )
+        });
+    let after = killed.elapsed();
+    eprintln!("permit: {left_at_kill} ms of lease left at the kill; back {after:?} after it");
+    assert!(
+        after < LEASE + SLACK,
+        "the dead child's permit came back only {after:?} after the kill (lease {LEASE:?})"
+    );
+    // Not before the lease ended: it came back by expiry.
+    let left = Duration::from_millis(u64::try_from(left_at_kill).unwrap_or(0));
+    assert!(
+        after + Duration::from_millis(50) >= left,
+        "the permit came back {after:?} after the kill, before the {left:?} left of its lease"
+    );
+    let members: Vec<String> = redis::cmd("ZRANGE")
+        .arg(&leases)
+        .arg(0)
+        .arg(-1)
+        .query(&mut raw)
+        .unwrap();
+    assert_eq!(
+        members,
+        [id.as_str().to_owned()],
+        "only the parent's lease is left"
+    );
+    semaphore.release(&id).unwrap();
+    assert_eq!(semaphore.available_permits().unwrap(), 1);
 }

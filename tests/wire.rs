@@ -1129,3 +1129,374 @@ fn a_simulated_redisson_read_write_lock_and_redisync_exclude_and_wake_each_other
         );
     }
 }
+
+// ---------------------------------------------------------------------------
+// Semaphore, permit-expirable semaphore, count-down latch
+// ---------------------------------------------------------------------------
+
+/// A semaphore or latch name and the names Redisson derives from it.
+struct CounterCase {
+    name: String,
+    /// Both semaphores' channel.
+    sc_channel: String,
+    /// The permit-expirable semaphore's leases (zset).
+    leases: String,
+    /// The latch's channel: braces always added, even around a hash tag.
+    latch_channel: String,
+}
+
+/// One name without a hash tag and one with its own (`{tag}:7`).
+fn counter_cases() -> [CounterCase; 2] {
+    let plain = unique_name("wire:counter");
+    let tag = unique_name("slots");
+    let braced = format!("{{{tag}}}:7");
+    [
+        CounterCase {
+            sc_channel: format!("redisson_sc:{{{plain}}}"),
+            leases: format!("{{{plain}}}:timeout"),
+            latch_channel: format!("redisson_countdownlatch__channel__{{{plain}}}"),
+            name: plain,
+        },
+        CounterCase {
+            sc_channel: format!("redisson_sc:{{{tag}}}:7"),
+            leases: format!("{{{tag}}}:7:timeout"),
+            latch_channel: format!("redisson_countdownlatch__channel__{{{{{tag}}}:7}}"),
+            name: braced,
+        },
+    ]
+}
+
+#[test]
+fn counter_cases_spell_redissons_names() {
+    let [plain, braced] = counter_cases();
+    assert!(plain.sc_channel.starts_with("redisson_sc:{wire:counter:"));
+    assert!(!braced.sc_channel.contains("{{"));
+    assert!(braced.leases.starts_with("{slots:") && braced.leases.ends_with("}:7:timeout"));
+    assert!(
+        braced
+            .latch_channel
+            .starts_with("redisson_countdownlatch__channel__{{slots:")
+    );
+    assert!(braced.latch_channel.ends_with("}:7}"));
+}
+
+fn get(conn: &mut redis::Connection, key: &str) -> Option<String> {
+    query(conn, &["GET", key])
+}
+
+#[test]
+fn semaphore_is_a_string_count_and_releases_publish_the_new_count() {
+    let server = TestServer::start();
+    let mut raw = server.connection();
+    let mut listen_conn = server.connection();
+    let mut listener = Listener::new(&mut listen_conn);
+    let client = Client::open(&server.url()).unwrap();
+    for case in counter_cases() {
+        let name = case.name.as_str();
+        let channel = case.sc_channel.as_str();
+        let semaphore = client.semaphore(name);
+
+        assert!(semaphore.try_set_permits(3).unwrap());
+        assert_eq!(query::<String>(&mut raw, &["TYPE", name]), "string");
+        assert_eq!(get(&mut raw, name).as_deref(), Some("3"));
+        assert_eq!(pttl(&mut raw, name), -1, "{name}: a semaphore has no TTL");
+        assert_eq!(
+            keys_besides_latches(&mut raw),
+            [name.to_owned()],
+            "the count must be stored at the name exactly, and be the only key"
+        );
+        listener.expect("try_set_permits", channel, "3");
+        assert!(!semaphore.try_set_permits(5).unwrap());
+        listener.expect_none("a try_set_permits that did not set");
+
+        // Acquiring takes from the count and announces nothing.
+        let two = semaphore.acquire(2).unwrap();
+        assert_eq!(get(&mut raw, name).as_deref(), Some("1"));
+        assert!(semaphore.try_acquire(2).unwrap().is_none());
+        assert_eq!(get(&mut raw, name).as_deref(), Some("1"));
+        listener.expect_none("acquires");
+        // Releases announce the new count.
+        two.release().unwrap();
+        assert_eq!(get(&mut raw, name).as_deref(), Some("3"));
+        listener.expect("a guard's release", channel, "3");
+        drop(semaphore.try_acquire(1).unwrap().expect("a permit"));
+        listener.expect("a guard's drop", channel, "3");
+        semaphore.add_permits(-4).unwrap();
+        assert_eq!(get(&mut raw, name).as_deref(), Some("-1"));
+        listener.expect_none("removing permits");
+        semaphore.add_permits(2).unwrap();
+        listener.expect("add_permits", channel, "1");
+        semaphore.release(1).unwrap();
+        listener.expect("release(1)", channel, "2");
+        assert_eq!(get(&mut raw, name).as_deref(), Some("2"));
+
+        // Draining leaves 0 and announces nothing.
+        assert_eq!(semaphore.drain_permits().unwrap(), 2);
+        assert_eq!(get(&mut raw, name).as_deref(), Some("0"));
+        listener.expect_none("drain_permits");
+        assert_eq!(keys_besides_latches(&mut raw), [name.to_owned()]);
+        query::<i64>(&mut raw, &["DEL", name]);
+    }
+}
+
+/// Whether `id` looks like Redisson's permit id: 32 lowercase hex digits.
+fn is_permit_id(id: &str) -> bool {
+    id.len() == 32 && id.bytes().all(|c| matches!(c, b'0'..=b'9' | b'a'..=b'f'))
+}
+
+#[test]
+fn permit_expirable_leases_are_a_zset_of_hex_ids_scored_by_lease_end() {
+    const LEASE_MS: i64 = 10_000;
+    let server = TestServer::start();
+    let mut raw = server.connection();
+    let mut listen_conn = server.connection();
+    let mut listener = Listener::new(&mut listen_conn);
+    let client = Client::open(&server.url()).unwrap();
+    for case in counter_cases() {
+        let name = case.name.as_str();
+        let leases = case.leases.as_str();
+        let channel = case.sc_channel.as_str();
+        let semaphore = client.permit_expirable_semaphore(name);
+
+        assert!(semaphore.try_set_permits(2).unwrap());
+        listener.expect("try_set_permits", channel, "2");
+        let before = wall_ms();
+        let id = semaphore
+            .acquire(Duration::from_millis(LEASE_MS as u64))
+            .unwrap();
+        let after = wall_ms();
+        assert!(is_permit_id(id.as_str()), "permit id {id}");
+        assert_eq!(query::<String>(&mut raw, &["TYPE", leases]), "zset");
+        let members: Vec<(String, f64)> =
+            query(&mut raw, &["ZRANGE", leases, "0", "-1", "WITHSCORES"]);
+        assert_eq!(members.len(), 1, "{leases}: {members:?}");
+        assert_eq!(members[0].0, id.as_str());
+        let score = members[0].1 as i64;
+        assert!(
+            score >= before + LEASE_MS && score <= after + LEASE_MS,
+            "{leases}: score {score}, expected now + {LEASE_MS} ms in [{}, {}]",
+            before + LEASE_MS,
+            after + LEASE_MS
+        );
+        assert_eq!(get(&mut raw, name).as_deref(), Some("1"));
+        assert_eq!(pttl(&mut raw, leases), -1, "{leases}: the zset has no TTL");
+        assert_eq!(
+            keys_besides_latches(&mut raw),
+            sorted(vec![leases.to_owned(), name.to_owned()])
+        );
+        listener.expect_none("an acquire");
+
+        // A release removes the id and announces the new count.
+        semaphore.release(&id).unwrap();
+        assert!(
+            !exists(&mut raw, leases),
+            "{leases}: left after the release"
+        );
+        assert_eq!(get(&mut raw, name).as_deref(), Some("2"));
+        listener.expect("release", channel, "2");
+        assert!(!semaphore.try_release(&id).unwrap());
+        listener.expect_none("a release of an unknown id");
+
+        // An expired lease is reclaimed by the next script, which announces
+        // the new count.
+        let short = semaphore.acquire(Duration::from_millis(100)).unwrap();
+        assert!(zscore(&mut raw, leases, short.as_str()).is_some());
+        thread::sleep(Duration::from_millis(300));
+        assert_eq!(semaphore.available_permits().unwrap(), 2);
+        listener.expect("reclaiming an expired lease", channel, "2");
+        assert!(!exists(&mut raw, leases));
+
+        // A permit leased by Redisson (its own id, an expired score) is
+        // reclaimed by our acquire, and its live permit is left alone.
+        let java_expired = uuid::Uuid::new_v4().simple().to_string();
+        let java_live = uuid::Uuid::new_v4().simple().to_string();
+        let now = wall_ms();
+        let _: () = redis::pipe()
+            .atomic()
+            .cmd("SET")
+            .arg(name)
+            .arg(0)
+            .ignore()
+            .cmd("ZADD")
+            .arg(leases)
+            .arg(now - 1_000)
+            .arg(&java_expired)
+            .arg(now + 60_000)
+            .arg(&java_live)
+            .ignore()
+            .query(&mut raw)
+            .unwrap();
+        let ours = semaphore
+            .try_acquire(Duration::from_secs(30))
+            .unwrap()
+            .expect("the permit of Redisson's expired lease");
+        listener.expect("reclaiming Redisson's expired lease", channel, "1");
+        assert_eq!(get(&mut raw, name).as_deref(), Some("0"));
+        assert_eq!(zscore(&mut raw, leases, &java_expired), None);
+        assert!(zscore(&mut raw, leases, &java_live).is_some());
+        assert!(zscore(&mut raw, leases, ours.as_str()).is_some());
+        assert!(
+            semaphore
+                .try_acquire(Duration::from_secs(30))
+                .unwrap()
+                .is_none()
+        );
+        semaphore.release(&ours).unwrap();
+        listener.expect("release", channel, "1");
+        query::<i64>(&mut raw, &["DEL", name, leases]);
+    }
+}
+
+#[test]
+fn latch_is_a_string_count_that_announces_zero_and_new_counts() {
+    let server = TestServer::start();
+    let mut raw = server.connection();
+    let mut listen_conn = server.connection();
+    let mut listener = Listener::new(&mut listen_conn);
+    let client = Client::open(&server.url()).unwrap();
+    for case in counter_cases() {
+        let name = case.name.as_str();
+        let channel = case.latch_channel.as_str();
+        let latch = client.count_down_latch(name);
+
+        assert!(latch.try_set_count(2).unwrap());
+        assert_eq!(query::<String>(&mut raw, &["TYPE", name]), "string");
+        assert_eq!(get(&mut raw, name).as_deref(), Some("2"));
+        assert_eq!(pttl(&mut raw, name), -1, "{name}: a latch has no TTL");
+        assert_eq!(keys_besides_latches(&mut raw), [name.to_owned()]);
+        listener.expect("try_set_count (new count)", channel, "1");
+        assert!(!latch.try_set_count(3).unwrap());
+        listener.expect_none("a try_set_count that did not set");
+
+        latch.count_down().unwrap();
+        assert_eq!(get(&mut raw, name).as_deref(), Some("1"));
+        listener.expect_none("a count_down above zero");
+        latch.count_down().unwrap();
+        assert!(!exists(&mut raw, name), "{name}: left at zero");
+        listener.expect("count_down to zero", channel, "0");
+        latch.count_down().unwrap();
+        assert!(
+            !exists(&mut raw, name),
+            "{name}: a count_down below zero left a key"
+        );
+        listener.expect_none("a count_down of an open latch");
+
+        assert!(latch.try_set_count(1).unwrap());
+        listener.expect("try_set_count again", channel, "1");
+        assert!(latch.delete().unwrap());
+        assert!(!exists(&mut raw, name));
+        listener.expect("delete (new count)", channel, "1");
+        assert!(!latch.delete().unwrap());
+        listener.expect_none("a delete of an absent latch");
+    }
+}
+
+/// Runs `f` on a thread and reports the instant it returned.
+fn spawn_timed<T: Send + 'static>(
+    f: impl FnOnce() -> T + Send + 'static,
+) -> (thread::JoinHandle<T>, mpsc::Receiver<Instant>) {
+    let (tx, rx) = mpsc::channel();
+    let handle = thread::spawn(move || {
+        let value = f();
+        let _ = tx.send(Instant::now());
+        value
+    });
+    (handle, rx)
+}
+
+/// Waits until `channel` has a subscriber and a little more, then checks
+/// the waiter is still waiting.
+fn settle(raw: &mut redis::Connection, channel: &str, rx: &mpsc::Receiver<Instant>, what: &str) {
+    wait_until(
+        &format!("{what}: our waiter subscribed"),
+        Duration::from_secs(10),
+        || numsub(raw, channel) >= 1,
+    );
+    thread::sleep(Duration::from_millis(100));
+    assert!(rx.try_recv().is_err(), "{what}: our waiter did not wait");
+}
+
+/// Asserts the waiter returned within 1 s of `at`.
+fn woken(rx: &mpsc::Receiver<Instant>, at: Instant, what: &str) {
+    let returned = rx
+        .recv_timeout(Duration::from_secs(25))
+        .unwrap_or_else(|_| panic!("{what}: our waiter was never woken"));
+    let latency = returned.duration_since(at);
+    assert!(
+        latency < Duration::from_secs(1),
+        "{what}: our waiter returned {latency:?} after Redisson's message"
+    );
+}
+
+#[test]
+fn simulated_redisson_releasers_wake_our_semaphore_and_latch_waiters() {
+    let server = TestServer::start();
+    let mut raw = server.connection();
+    let client = Client::open(&server.url()).unwrap();
+    for case in counter_cases() {
+        let name = case.name.as_str();
+        let channel = case.sc_channel.as_str();
+
+        // Semaphore: Redisson's release is INCRBY, then PUBLISH of the new
+        // count.
+        query::<()>(&mut raw, &["SET", name, "0"]);
+        let semaphore = client.semaphore(name);
+        let (waiter, rx) = spawn_timed(move || semaphore.acquire(1).unwrap().forget());
+        settle(&mut raw, channel, &rx, "semaphore");
+        let released = Instant::now();
+        let count: i64 = query(&mut raw, &["INCRBY", name, "1"]);
+        query::<i64>(&mut raw, &["PUBLISH", channel, &count.to_string()]);
+        woken(&rx, released, "semaphore");
+        assert_eq!(waiter.join().unwrap(), 1);
+        assert_eq!(get(&mut raw, name).as_deref(), Some("0"));
+
+        // And back: our release wakes a Redisson waiter with the count.
+        let mut sub_conn = server.connection();
+        let mut java_waiter = sub_conn.as_pubsub();
+        java_waiter.subscribe(channel).unwrap();
+        client.semaphore(name).release(1).unwrap();
+        java_waiter
+            .set_read_timeout(Some(Duration::from_secs(5)))
+            .unwrap();
+        let msg = java_waiter.get_message().unwrap();
+        assert_eq!(msg.get_channel_name(), channel);
+        assert_eq!(msg.get_payload_bytes(), b"1");
+        drop(java_waiter);
+        query::<i64>(&mut raw, &["DEL", name]);
+
+        // Permit-expirable semaphore: Redisson holds the only permit with a
+        // long lease; its release is ZREM, INCR, PUBLISH of the new count.
+        let java_id = uuid::Uuid::new_v4().simple().to_string();
+        let leases = case.leases.as_str();
+        let far = (wall_ms() + 60_000).to_string();
+        query::<()>(&mut raw, &["SET", name, "0"]);
+        query::<i64>(&mut raw, &["ZADD", leases, &far, &java_id]);
+        let expirable = client.permit_expirable_semaphore(name);
+        let (waiter, rx) = spawn_timed(move || expirable.acquire(Duration::from_secs(30)).unwrap());
+        settle(&mut raw, channel, &rx, "permit-expirable semaphore");
+        let released = Instant::now();
+        query::<i64>(&mut raw, &["ZREM", leases, &java_id]);
+        let count: i64 = query(&mut raw, &["INCR", name]);
+        query::<i64>(&mut raw, &["PUBLISH", channel, &count.to_string()]);
+        woken(&rx, released, "permit-expirable semaphore");
+        let ours = waiter.join().unwrap();
+        assert!(zscore(&mut raw, leases, ours.as_str()).is_some());
+        query::<i64>(&mut raw, &["DEL", name, leases]);
+
+        // Latch: Redisson's count_down is DECR; at zero DEL and PUBLISH 0.
+        let latch_channel = case.latch_channel.as_str();
+        query::<()>(&mut raw, &["SET", name, "2"]);
+        let latch = client.count_down_latch(name);
+        let (waiter, rx) = spawn_timed(move || latch.wait().unwrap());
+        settle(&mut raw, latch_channel, &rx, "latch");
+        query::<i64>(&mut raw, &["DECR", name]);
+        thread::sleep(Duration::from_millis(200));
+        assert!(rx.try_recv().is_err(), "the latch opened at 1");
+        let opened = Instant::now();
+        query::<i64>(&mut raw, &["DECR", name]);
+        query::<i64>(&mut raw, &["DEL", name]);
+        query::<i64>(&mut raw, &["PUBLISH", latch_channel, "0"]);
+        woken(&rx, opened, "latch");
+        waiter.join().unwrap();
+    }
+}

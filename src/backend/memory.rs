@@ -1350,8 +1350,10 @@ impl LockBackend for MemoryBackend {
             let Some(value) = db.get(name)? else {
                 return Ok(0);
             };
+            // Checked before zeroing: a non-integer is left as it is.
+            let count = counter_number(name, &value)?;
             db.set(name, "0");
-            counter_number(name, &value)
+            Ok(count)
         })
     }
 

@@ -300,11 +300,35 @@ fn redis_error(address: &str, op: &str, err: RedisError) -> Error {
             "{op}: the key holds another Redis type than this primitive uses (WRONGTYPE)"
         ));
     }
+    // The key holds data this primitive cannot use (a non-integer count, an
+    // overflow), or a script failed on such data: the same class of error
+    // as WRONGTYPE, and what MemoryBackend reports.
+    if [
+        "not an integer",
+        "overflow",
+        "attempt to",
+        "Error running script",
+    ]
+    .iter()
+    .any(|needle| text.contains(needle))
+    {
+        return Error::protocol(format!("{op} on Redis at {address}: {text}"));
+    }
     let connection = err.is_io_error()
         || err.is_connection_dropped()
         || err.is_connection_refusal()
         || err.is_timeout();
     Error::backend_caused_by(format!("{op} on Redis at {address}"), err, connection)
+}
+
+/// Parses a counter returned as stored (a decimal string; nil = 0).
+fn parse_counter(name: &str, value: Option<String>) -> Result<i64> {
+    match value {
+        None => Ok(0),
+        Some(text) => text.parse().map_err(|_| {
+            Error::protocol(format!("key {name:?} holds {text:?}, not an integer count"))
+        }),
+    }
 }
 
 /// Maps a release script's reply: nil = not held, 0 = still held, 1 = released.
@@ -614,7 +638,8 @@ impl LockBackend for RedisBackend {
     }
 
     fn counter_get(&self, name: &str) -> Result<i64> {
-        self.run("counter get", &scripts::COUNTER_GET.key(name))
+        let value: Option<String> = self.run("counter get", &scripts::COUNTER_GET.key(name))?;
+        parse_counter(name, value)
     }
 
     fn semaphore_add(&self, name: &str, channel: &str, delta: i64) -> Result<i64> {
@@ -633,7 +658,9 @@ impl LockBackend for RedisBackend {
     }
 
     fn semaphore_drain(&self, name: &str) -> Result<i64> {
-        self.run("semaphore drain", &scripts::SEMAPHORE_DRAIN.key(name))
+        let value: Option<String> =
+            self.run("semaphore drain", &scripts::SEMAPHORE_DRAIN.key(name))?;
+        parse_counter(name, value)
     }
 
     fn expirable_acquire(
@@ -675,14 +702,15 @@ impl LockBackend for RedisBackend {
     }
 
     fn expirable_available(&self, keys: &ExpirableKeys<'_>, now_ms: i64) -> Result<i64> {
-        self.run(
+        let value: Option<String> = self.run(
             "expirable semaphore available",
             scripts::EXPIRABLE_AVAILABLE
                 .key(keys.name)
                 .key(keys.leases)
                 .key(keys.channel)
                 .arg(now_ms),
-        )
+        )?;
+        parse_counter(keys.name, value)
     }
 
     fn latch_count_down(&self, name: &str, channel: &str) -> Result<i64> {
