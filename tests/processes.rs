@@ -127,12 +127,7 @@ fn child_holder() {
     announce(&format!("{READY} {}", client.current_holder_id()));
     // Hold (the watchdog renews) until killed; a closed stdin or the lifetime
     // cap ends the child cleanly instead.
-    let deadline = Instant::now() + CHILD_MAX_LIFETIME;
-    while let Some(left) = deadline.checked_duration_since(Instant::now()) {
-        if from_parent.recv_timeout(left).is_err() {
-            break;
-        }
-    }
+    until_parent_done(&from_parent);
     drop(guard);
 }
 
