@@ -138,6 +138,29 @@ impl Client {
         Lock::new(self.clone(), Flavor::Reentrant, name.into())
     }
 
+    /// A handle on the fenced lock `name` (Redisson's `RFencedLock`): a
+    /// reentrant lock, sharing keys and wake-ups with [`lock`](Self::lock)
+    /// of the same name, whose every acquisition also takes a fencing token
+    /// from the counter `redisson_lock_token:{name}` in the same script.
+    /// Read it with [`LockGuard::token`](crate::LockGuard::token): it is
+    /// greater than every token handed out before for `name`, so a
+    /// downstream store that remembers the highest token it has accepted can
+    /// reject a stale holder (one that paused past its lease).
+    ///
+    /// ```
+    /// # let client = redisync::Client::builder().backend(redisync::MemoryBackend::new()).build()?;
+    /// let lock = client.fenced_lock("ledger");
+    /// let guard = lock.lock()?;
+    /// let token = guard.token().unwrap(); // send it with every write
+    /// assert!(token >= 1);
+    /// # Ok::<(), redisync::Error>(())
+    /// ```
+    #[doc(alias = "RFencedLock")]
+    #[doc(alias = "get_fenced_lock")]
+    pub fn fenced_lock(&self, name: impl Into<String>) -> Lock {
+        Lock::new(self.clone(), Flavor::Fenced, name.into())
+    }
+
     /// A handle on the fair lock `name` (Redisson's `RFairLock`): the same
     /// API as [`lock`](Self::lock), but granted first come, first served
     /// across all clients. Waiters queue in Redis; an unlock wakes only the

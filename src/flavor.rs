@@ -6,6 +6,7 @@
 //! | flavor | Redisson | holder field | waiters listen on | renewal |
 //! |---|---|---|---|---|
 //! | reentrant | `RLock` | `<uuid>:<thread>` | `redisson_lock__channel:{name}` | hash TTL |
+//! | fenced | `RFencedLock` | as reentrant; each acquisition also takes a token from `redisson_lock_token:{name}` | as reentrant | hash TTL |
 //! | fair | `RFairLock` | `<uuid>:<thread>` | `redisson_lock__channel:{name}:<uuid>:<thread>` (own channel) | hash TTL |
 //! | read | `RReadWriteLock.readLock()` | `<uuid>:<thread>` | `redisson_rwlock:{name}` | own read-hold keys + hash |
 //! | write | `RReadWriteLock.writeLock()` | `<uuid>:<thread>:write` | `redisson_rwlock:{name}` | hash TTL |
@@ -14,13 +15,17 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::backend::{Acquire, FairLockKeys, LockBackend, LockState, Release, RwLockKeys, RwMode};
+use crate::backend::{
+    Acquire, FairLockKeys, FencedAcquire, LockBackend, LockState, Release, RwLockKeys, RwMode,
+};
 use crate::{Result, keys};
 
 /// Which primitive a lock handle drives.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Flavor {
     Reentrant,
+    /// A reentrant lock whose acquisitions take fencing tokens.
+    Fenced,
     Fair,
     Read,
     Write,
@@ -33,7 +38,8 @@ pub(crate) struct LockKeys {
     /// Reentrant: the lock's channel; fair: the prefix of waiter channels;
     /// read/write: the read-write lock's channel.
     channel: String,
-    /// Fair: the queue and slot keys. Read/write: the read-hold key prefix.
+    /// Fenced: the token counter. Fair: the queue and slot keys.
+    /// Read/write: the read-hold key prefix.
     extra: [String; 2],
 }
 
@@ -63,6 +69,10 @@ impl LockKeys {
     pub(crate) fn new(flavor: Flavor, name: String) -> LockKeys {
         let (channel, extra) = match flavor {
             Flavor::Reentrant => (keys::lock_channel(&name), [String::new(), String::new()]),
+            Flavor::Fenced => (
+                keys::lock_channel(&name),
+                [keys::fence_token(&name), String::new()],
+            ),
             Flavor::Fair => (
                 keys::lock_channel(&name),
                 [keys::fair_queue(&name), keys::fair_timeouts(&name)],
@@ -82,7 +92,7 @@ impl LockKeys {
 
     pub(crate) fn holder(&self, id: String) -> Holder {
         let (write_field, timeout_prefix) = match self.flavor {
-            Flavor::Reentrant | Flavor::Fair => (String::new(), String::new()),
+            Flavor::Reentrant | Flavor::Fenced | Flavor::Fair => (String::new(), String::new()),
             Flavor::Read | Flavor::Write => (
                 format!("{id}:write"),
                 keys::rw_timeout_prefix(&self.name, &id),
@@ -133,11 +143,15 @@ impl LockKeys {
     /// first: only for exclusive holds. The fair lock's queue already orders
     /// everyone, and readers share.
     pub(crate) fn defers_to_woken_waiter(&self) -> bool {
-        matches!(self.flavor, Flavor::Reentrant | Flavor::Write)
+        matches!(
+            self.flavor,
+            Flavor::Reentrant | Flavor::Fenced | Flavor::Write
+        )
     }
 
-    /// One acquire attempt. `allowance_ms` is a fair waiter's queue slot;
-    /// `enqueue` whether a fair attempt may join the queue.
+    /// One acquire attempt, with the fencing token of a fenced lock's
+    /// success. `allowance_ms` is a fair waiter's queue slot; `enqueue`
+    /// whether a fair attempt may join the queue.
     pub(crate) fn attempt(
         &self,
         backend: &dyn LockBackend,
@@ -145,9 +159,22 @@ impl LockKeys {
         lease_ms: i64,
         allowance_ms: i64,
         enqueue: bool,
-    ) -> Result<Acquire> {
-        match self.flavor {
+    ) -> Result<(Acquire, Option<u64>)> {
+        let acquire = match self.flavor {
             Flavor::Reentrant => backend.lock_acquire(&self.name, &holder.id, lease_ms),
+            Flavor::Fenced => {
+                return Ok(
+                    match backend.fenced_lock_acquire(
+                        &self.name,
+                        &self.extra[0],
+                        &holder.id,
+                        lease_ms,
+                    )? {
+                        FencedAcquire::Acquired { token } => (Acquire::Acquired, Some(token)),
+                        FencedAcquire::Held { ttl } => (Acquire::Held { ttl }, None),
+                    },
+                );
+            }
             Flavor::Fair => backend.fair_lock_acquire(
                 &self.fair(),
                 &holder.id,
@@ -158,7 +185,8 @@ impl LockKeys {
             ),
             Flavor::Read => backend.read_lock_acquire(&self.rw(holder), lease_ms),
             Flavor::Write => backend.write_lock_acquire(&self.rw(holder), lease_ms),
-        }
+        };
+        Ok((acquire?, None))
     }
 
     /// How long a waiter may park after a failed attempt that reported
@@ -199,7 +227,7 @@ impl LockKeys {
         latch_ms: i64,
     ) -> Result<Release> {
         match self.flavor {
-            Flavor::Reentrant => backend.lock_release(
+            Flavor::Reentrant | Flavor::Fenced => backend.lock_release(
                 &self.name,
                 &self.channel,
                 &holder.id,
@@ -231,7 +259,7 @@ impl LockKeys {
         lease_ms: i64,
     ) -> Result<bool> {
         match self.flavor {
-            Flavor::Reentrant | Flavor::Fair | Flavor::Write => {
+            Flavor::Reentrant | Flavor::Fenced | Flavor::Fair | Flavor::Write => {
                 backend.lock_renew(&self.name, &holder.field, lease_ms)
             }
             Flavor::Read => backend.read_lock_renew(&self.rw(holder), lease_ms),
@@ -240,7 +268,9 @@ impl LockKeys {
 
     pub(crate) fn force_release(&self, backend: &dyn LockBackend) -> Result<bool> {
         match self.flavor {
-            Flavor::Reentrant => backend.lock_force_release(&self.name, &self.channel),
+            Flavor::Reentrant | Flavor::Fenced => {
+                backend.lock_force_release(&self.name, &self.channel)
+            }
             Flavor::Fair => {
                 backend.fair_lock_force_release(&self.fair(), crate::clock::wall_clock_ms())
             }
@@ -261,7 +291,9 @@ impl LockKeys {
     /// `isLocked` on each half).
     pub(crate) fn state(&self, backend: &dyn LockBackend, holder: &Holder) -> Result<LockState> {
         match self.flavor {
-            Flavor::Reentrant | Flavor::Fair => backend.lock_state(&self.name, &holder.id),
+            Flavor::Reentrant | Flavor::Fenced | Flavor::Fair => {
+                backend.lock_state(&self.name, &holder.id)
+            }
             Flavor::Read | Flavor::Write => {
                 let own = if self.flavor == Flavor::Read {
                     RwMode::Read

@@ -26,6 +26,11 @@ pub(crate) fn unlock_latch_prefix(name: &str) -> String {
     prefix("redisson_unlock_latch", name)
 }
 
+/// A fenced lock's token counter: `redisson_lock_token:{name}` (no expiry).
+pub(crate) fn fence_token(name: &str) -> String {
+    prefix("redisson_lock_token", name)
+}
+
 /// The unlock message value Redisson publishes on a lock's channel.
 pub(crate) const UNLOCK_MESSAGE: &str = "0";
 

@@ -323,7 +323,7 @@ impl Lock {
             sent.set(Instant::now());
             keys.attempt(backend, &holder, lease_ms, allowance_ms, enqueue)
         };
-        let acquired = || self.guard(&holder, lease, lease_ms, sent.get());
+        let acquired = |token| self.guard(&holder, lease, lease_ms, sent.get(), token);
 
         let channel = keys.wait_channel(&holder);
         let waited = crate::wait::until_done(
@@ -337,13 +337,13 @@ impl Lock {
             },
             || {
                 Ok(match attempt()? {
-                    Acquire::Acquired => Attempt::Done(()),
-                    Acquire::Held { ttl } => Attempt::Retry(keys.park_for(ttl, allowance_ms)),
+                    (Acquire::Acquired, token) => Attempt::Done(token),
+                    (Acquire::Held { ttl }, _) => Attempt::Retry(keys.park_for(ttl, allowance_ms)),
                 })
             },
         );
         match waited {
-            Ok(Some(())) => acquired().map(Some),
+            Ok(Some(token)) => acquired(token).map(Some),
             Ok(None) => {
                 // try_lock never queued; a fair waiter that gave up leaves now.
                 if enqueue {
@@ -369,6 +369,7 @@ impl Lock {
         lease: Option<Duration>,
         lease_ms: i64,
         sent: Instant,
+        token: Option<u64>,
     ) -> Result<LockGuard> {
         let renewal = Renewal {
             keys: Arc::clone(&self.keys),
@@ -384,6 +385,7 @@ impl Lock {
             lease_ms,
             lease,
             watchdog,
+            token,
             released: false,
             _not_send: PhantomData,
         })
@@ -460,6 +462,8 @@ pub struct LockGuard {
     lease: Arc<Lease>,
     /// Whether the watchdog renews it.
     watchdog: bool,
+    /// A fenced lock's fencing token for this acquisition.
+    token: Option<u64>,
     released: bool,
     /// The holder identity is the thread: a guard must not move to another.
     _not_send: PhantomData<*const ()>,
@@ -470,6 +474,7 @@ impl fmt::Debug for LockGuard {
         f.debug_struct("LockGuard")
             .field("name", &self.lock.keys.name)
             .field("watchdog", &self.watchdog)
+            .field("token", &self.token)
             .field("lost", &self.is_lost())
             .finish()
     }
@@ -486,6 +491,29 @@ impl LockGuard {
     /// ```
     pub fn lock(&self) -> &Lock {
         &self.lock
+    }
+
+    /// The fencing token of this acquisition: `Some` for a lock from
+    /// [`Client::fenced_lock`], `None` for every other kind.
+    ///
+    /// Each acquisition of a fenced lock, reentrant ones included, gets a
+    /// token greater than every token handed out before for that name, by
+    /// any client. Pass it with every write to the protected resource and
+    /// have the resource reject a token lower than the highest it has seen:
+    /// a holder that lost the lock (a pause longer than its lease) is then
+    /// refused instead of overwriting its successor's work.
+    ///
+    /// ```
+    /// # let client = redisync::Client::builder().backend(redisync::MemoryBackend::new()).build()?;
+    /// let lock = client.fenced_lock("ledger");
+    /// let first = lock.lock()?.token().unwrap();
+    /// let second = lock.lock()?.token().unwrap();
+    /// assert!(second > first);
+    /// assert_eq!(client.lock("other").lock()?.token(), None);
+    /// # Ok::<(), redisync::Error>(())
+    /// ```
+    pub fn token(&self) -> Option<u64> {
+        self.token
     }
 
     /// True when this hold can no longer be trusted: the watchdog found the

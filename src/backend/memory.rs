@@ -54,8 +54,8 @@ use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
 use parking_lot::Mutex;
 
 use super::{
-    Acquire, ExpirableKeys, FairLockKeys, LockBackend, LockState, Message, PubSubConnection,
-    Release, RwLockKeys, RwLockState, RwMode,
+    Acquire, ExpirableKeys, FairLockKeys, FencedAcquire, LockBackend, LockState, Message,
+    PubSubConnection, Release, RwLockKeys, RwLockState, RwMode,
 };
 use crate::keys::{
     LATCH_NEW_COUNT_MESSAGE, LATCH_ZERO_MESSAGE, READ_UNLOCK_MESSAGE, UNLOCK_MESSAGE,
@@ -906,6 +906,34 @@ impl LockBackend for MemoryBackend {
                 return Ok(Acquire::Acquired);
             }
             Ok(held(db.pttl(name)))
+        })
+    }
+
+    fn fenced_lock_acquire(
+        &self,
+        name: &str,
+        token_key: &str,
+        holder: &str,
+        lease_ms: i64,
+    ) -> Result<FencedAcquire> {
+        self.run(|db| {
+            if !db.exists(name) || db.hexists(name, holder)? {
+                let token = db.incr(token_key)?;
+                db.hincrby(name, holder, 1)?;
+                db.pexpire(name, lease_ms);
+                return u64::try_from(token)
+                    .ok()
+                    .filter(|token| *token > 0)
+                    .map(|token| FencedAcquire::Acquired { token })
+                    .ok_or_else(|| {
+                        Error::protocol(format!(
+                            "fenced lock acquire: token counter {token_key:?} holds {token}, not a positive integer"
+                        ))
+                    });
+            }
+            Ok(FencedAcquire::Held {
+                ttl: ttl_from_pttl(db.pttl(name)),
+            })
         })
     }
 

@@ -11,6 +11,7 @@
 //! | object | key | type | contents | TTL | channel | messages |
 //! |---|---|---|---|---|---|---|
 //! | reentrant lock | `name` | hash | field `<client uuid>:<thread>` = hold count | the lease; reset on every acquire and renewal | `redisson_lock__channel:{name}` | `0` = unlocked |
+//! | fenced-lock tokens | `redisson_lock_token:{name}` | string | the last fencing token handed out (`INCR` on every acquisition of the lock `name`) | none | as the reentrant lock | as the reentrant lock |
 //! | unlock latch | `redisson_unlock_latch:{name}:<request id>` | string | `0` still held, `1` released | a few seconds | | |
 //! | fair lock | `name` | hash | as the reentrant lock | the lease | per waiter: `redisson_lock__channel:{name}:<waiter id>` | `0` = your turn |
 //! | fair-lock queue | `redisson_lock_queue:{name}` | list | waiter ids, FIFO | none | | |
@@ -65,6 +66,50 @@ impl Acquire {
     pub fn is_acquired(&self) -> bool {
         matches!(self, Acquire::Acquired)
     }
+}
+
+/// What a fenced acquire attempt found: [`Acquire`] plus the fencing token
+/// of a successful acquisition.
+///
+/// ```
+/// use redisync::backend::FencedAcquire;
+/// let outcome = FencedAcquire::Acquired { token: 7 };
+/// assert_eq!(outcome.token(), Some(7));
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum FencedAcquire {
+    /// The caller now holds it; `token` is greater than every token handed
+    /// out before for this lock name.
+    Acquired {
+        /// The value of the lock's token counter after this acquisition.
+        token: u64,
+    },
+    /// Someone else holds it, as [`Acquire::Held`].
+    Held {
+        /// The holder's remaining lease.
+        ttl: Option<Duration>,
+    },
+}
+
+impl FencedAcquire {
+    /// The token of a successful acquisition.
+    ///
+    /// ```
+    /// use redisync::backend::FencedAcquire;
+    /// assert_eq!(FencedAcquire::Held { ttl: None }.token(), None);
+    /// ```
+    pub fn token(&self) -> Option<u64> {
+        match self {
+            FencedAcquire::Acquired { token } => Some(*token),
+            FencedAcquire::Held { .. } => None,
+        }
+    }
+}
+
+/// A fencing-token counter's value as a token: a positive integer.
+pub(crate) fn parse_fence_token(text: &str) -> Option<u64> {
+    text.parse::<u64>().ok().filter(|token| *token > 0)
 }
 
 /// What a release found.
@@ -394,6 +439,21 @@ pub trait LockBackend: Send + Sync + 'static {
     /// # Errors
     /// A backend failure, or `Protocol` if `name` holds another type.
     fn lock_acquire(&self, name: &str, holder: &str, lease_ms: i64) -> Result<Acquire>;
+
+    /// As [`lock_acquire`](Self::lock_acquire), and on success increments
+    /// the fencing-token counter `token_key` (never expiring) and returns its
+    /// new value: every acquisition, reentry included, takes a new token.
+    ///
+    /// # Errors
+    /// As [`lock_acquire`](Self::lock_acquire); `Protocol` if `token_key`
+    /// does not hold a positive integer.
+    fn fenced_lock_acquire(
+        &self,
+        name: &str,
+        token_key: &str,
+        holder: &str,
+        lease_ms: i64,
+    ) -> Result<FencedAcquire>;
 
     /// Resets the TTL of `name` to `lease_ms` if `holder` still holds it.
     /// Returns `false` when the lock is no longer `holder`'s.

@@ -11,8 +11,8 @@ use std::time::Duration;
 use redis::{ConnectionLike, RedisError};
 
 use super::{
-    Acquire, ExpirableKeys, FairLockKeys, LockBackend, LockState, Message, PubSubConnection,
-    Release, RwLockKeys, RwLockState, RwMode, scripts,
+    Acquire, ExpirableKeys, FairLockKeys, FencedAcquire, LockBackend, LockState, Message,
+    PubSubConnection, Release, RwLockKeys, RwLockState, RwMode, scripts,
 };
 use crate::{Error, Result};
 
@@ -369,6 +369,40 @@ impl LockBackend for RedisBackend {
             scripts::LOCK_ACQUIRE.key(name).arg(lease_ms).arg(holder),
         )?;
         Ok(acquire_outcome(pttl))
+    }
+
+    fn fenced_lock_acquire(
+        &self,
+        name: &str,
+        token_key: &str,
+        holder: &str,
+        lease_ms: i64,
+    ) -> Result<FencedAcquire> {
+        let (pttl, token): (i64, redis::Value) = self.run(
+            "fenced lock acquire",
+            scripts::FENCED_LOCK_ACQUIRE
+                .key(name)
+                .key(token_key)
+                .arg(lease_ms)
+                .arg(holder),
+        )?;
+        if pttl != -1 {
+            return Ok(FencedAcquire::Held {
+                ttl: ttl_from_pttl(pttl),
+            });
+        }
+        let text = match token {
+            redis::Value::BulkString(bytes) => String::from_utf8(bytes).ok(),
+            _ => None,
+        };
+        let token = text.as_deref().and_then(super::parse_fence_token);
+        token
+            .map(|token| FencedAcquire::Acquired { token })
+            .ok_or_else(|| {
+                Error::protocol(format!(
+                    "fenced lock acquire: token counter {token_key:?} holds {text:?}, not a positive integer"
+                ))
+            })
     }
 
     fn lock_renew(&self, name: &str, holder: &str, lease_ms: i64) -> Result<bool> {

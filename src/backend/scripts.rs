@@ -15,6 +15,11 @@ use redis::Script;
 pub(crate) static LOCK_ACQUIRE: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("../../lua/lock_acquire.lua")));
 
+/// `lua/fenced_lock_acquire.lua`: KEYS lock, token counter; ARGV lease ms,
+/// holder. {-1, token} = acquired, else {PTTL, -1}.
+pub(crate) static FENCED_LOCK_ACQUIRE: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("../../lua/fenced_lock_acquire.lua")));
+
 /// `lua/lock_renew.lua`: KEYS lock; ARGV lease ms, holder. 1 = renewed, 0 = not ours.
 pub(crate) static LOCK_RENEW: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("../../lua/lock_renew.lua")));
