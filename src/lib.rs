@@ -112,6 +112,7 @@ mod holder;
 mod keys;
 mod latch;
 mod lock;
+pub mod multi_lock;
 mod permit_semaphore;
 mod pubsub;
 mod rw_lock;
@@ -129,6 +130,7 @@ pub use event::{
 };
 pub use latch::CountDownLatch;
 pub use lock::{Lock, LockGuard};
+pub use multi_lock::{MultiLock, MultiLockGuard, RedLock, RedLockGuard};
 pub use permit_semaphore::{PermitExpirableSemaphore, PermitId};
 pub use rw_lock::ReadWriteLock;
 pub use semaphore::{Semaphore, SemaphorePermit};

@@ -301,7 +301,9 @@ impl Lock {
         self.keys.state(self.client.inner.backend.as_ref(), &holder)
     }
 
-    fn acquire(&self, wait: Wait, lease: Option<Duration>) -> Result<Option<LockGuard>> {
+    /// The acquire loop behind every public acquire method (and the
+    /// multi-lock's parts).
+    pub(crate) fn acquire(&self, wait: Wait, lease: Option<Duration>) -> Result<Option<LockGuard>> {
         self.check_name()?;
         let lease_ms = match lease {
             Some(lease) => crate::error::millis("lease", lease)?,
@@ -530,6 +532,17 @@ impl LockGuard {
     /// ```
     pub fn is_lost(&self) -> bool {
         self.lease.is_lost()
+    }
+
+    /// Whether the hold is not known lost and its lease runs more than
+    /// `margin` past `at` (RedLock's validity check).
+    pub(crate) fn holds_beyond(&self, at: Instant, margin: Duration) -> bool {
+        self.lease.holds_beyond(at, margin)
+    }
+
+    /// The lease each acquisition and renewal sets, in ms.
+    pub(crate) fn lease_ms(&self) -> i64 {
+        self.lease_ms
     }
 
     /// Releases this hold and returns any error.

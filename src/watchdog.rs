@@ -60,6 +60,19 @@ impl Lease {
         self.lost.load(Ordering::SeqCst) || self.ends.lock().is_some_and(|e| Instant::now() >= e)
     }
 
+    /// True when the hold is not known lost and its lease still has more
+    /// than `margin` to run at `at` (a lease too long to represent always
+    /// has).
+    pub(crate) fn holds_beyond(&self, at: Instant, margin: Duration) -> bool {
+        if self.lost.load(Ordering::SeqCst) {
+            return false;
+        }
+        match *self.ends.lock() {
+            None => true,
+            Some(end) => at.checked_add(margin).is_some_and(|t| t < end),
+        }
+    }
+
     fn mark_lost(&self) {
         self.lost.store(true, Ordering::SeqCst);
     }

@@ -750,6 +750,18 @@ impl redisync::backend::LockBackend for CountingBackend {
         self.inner.lock_acquire(name, holder, lease_ms)
     }
 
+    fn fenced_lock_acquire(
+        &self,
+        name: &str,
+        token_key: &str,
+        holder: &str,
+        lease_ms: i64,
+    ) -> redisync::Result<redisync::backend::FencedAcquire> {
+        self.count("fenced_lock_acquire");
+        self.inner
+            .fenced_lock_acquire(name, token_key, holder, lease_ms)
+    }
+
     fn lock_renew(&self, name: &str, holder: &str, lease_ms: i64) -> redisync::Result<bool> {
         self.count("lock_renew");
         self.inner.lock_renew(name, holder, lease_ms)

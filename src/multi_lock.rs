@@ -1,0 +1,700 @@
+//! [`MultiLock`] (Redisson's `RedissonMultiLock`): several locks taken as
+//! one, all or none; and [`RedLock`] (Redisson's `RedissonRedLock`, the
+//! Redlock algorithm): one lock held on a majority of independent Redis
+//! masters.
+//!
+//! # How parts are taken
+//!
+//! Both run one loop over their parts, each a [`Lock`] of any kind, on any
+//! client. A round tries every part without waiting. When a part is held
+//! elsewhere and the round falls short of the quorum (every part for a
+//! `MultiLock`, a majority for a `RedLock`), the round releases every part it
+//! took and the next round starts by *waiting* on that contended part, with
+//! pub/sub wake-ups as for a single lock, while holding nothing. A thread
+//! therefore never waits while it holds a part: two multi-locks over the same
+//! locks in different orders cannot deadlock, and a waiting multi-lock does
+//! not keep single-lock users out (the algorithm of C++'s `std::lock`).
+//! Without a wait, a round's wait is capped at Redisson's 1.5 s × the number
+//! of parts, after which the loop starts again.
+//!
+//! # RedLock's safety model
+//!
+//! A `RedLock` is acquired when a majority (N/2 + 1) of its N parts, each on
+//! an independent master, grant it, and each granted part's lease still has
+//! more than a clock-drift allowance (1 % of the lease + 2 ms) to run, timed
+//! from when its request was sent. A round that falls short releases what it
+//! took. The watchdog renews every part; the guard reports
+//! [`is_lost`](RedLockGuard::is_lost) once fewer than a majority of parts are
+//! still renewed and valid.
+//!
+//! What that does **not** give you (Martin Kleppmann's critique of Redlock,
+//! which Redisson itself accepted when it deprecated `RedissonRedLock`):
+//!
+//! - **Pauses.** A holder that stops (a GC-like pause, swapping, a stopped
+//!   VM) for longer than its lease wakes up believing it holds a lock that
+//!   has expired and been granted to someone else. `is_lost` narrows the
+//!   window but cannot close it: the pause can fall between the check and
+//!   the write.
+//! - **Clock jumps.** Leases expire by each master's clock. A master whose
+//!   clock jumps forward expires a part early; one that restarts without
+//!   persistence forgets it. Either can let a second holder reach a majority
+//!   while the first still believes it holds the lock.
+//! - **Network delays** longer than the drift allowance have the same effect.
+//!
+//! Under those faults RedLock stays an efficiency lock (rarely doing work
+//! twice), not a correctness one. A resource that must never accept a stale
+//! holder's write needs fencing: take a [`fenced lock`](crate::Client::fenced_lock)
+//! and have the resource reject any [`token`](crate::LockGuard::token)
+//! lower than the highest it has seen.
+//!
+//! A part whose acquire reply is lost (a timeout after the master applied
+//! it) is not released by the failed round; it frees itself when its lease
+//! runs out. Give RedLock clients a short
+//! [`connection_timeout`](crate::ClientBuilder::connection_timeout) and
+//! [`response_timeout`](crate::ClientBuilder::response_timeout): a round
+//! waits for each unreachable master up to those timeouts.
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crate::wait::Wait;
+use crate::{Error, Lock, LockGuard, Result};
+
+/// Redisson's per-part wait of a multi-lock round when no wait is given.
+const ROUND_WAIT_PER_PART: Duration = Duration::from_millis(1500);
+/// Longest pause before the next round when no part was contended (a round
+/// that reached the quorum too late to be valid).
+const MAX_RETRY_JITTER_MS: u64 = 20;
+
+/// Several [`Lock`]s taken as one: all or none (Redisson's
+/// `RedissonMultiLock`). Parts may be of any kind (reentrant, fenced, fair,
+/// read, write) and on different clients and servers. Cheap to clone,
+/// `Send + Sync`.
+///
+/// ```
+/// # let client = redisync::Client::builder().backend(redisync::MemoryBackend::new()).build()?;
+/// use redisync::MultiLock;
+/// let transfer = MultiLock::new([client.lock("account:1"), client.lock("account:2")])?;
+/// let guard = transfer.lock()?;               // both held
+/// assert!(client.lock("account:2").is_locked()?);
+/// guard.unlock()?;                            // both released
+/// # Ok::<(), redisync::Error>(())
+/// ```
+#[doc(alias = "RedissonMultiLock")]
+#[derive(Clone)]
+pub struct MultiLock {
+    parts: Parts,
+}
+
+/// One lock held on a majority of independent Redis masters (Redisson's
+/// `RedissonRedLock`, the Redlock algorithm). Read the
+/// [safety model](crate::multi_lock#redlocks-safety-model) first. Cheap to
+/// clone, `Send + Sync`.
+///
+/// ```
+/// use redisync::{Client, MemoryBackend, RedLock};
+/// // One client per independent master (here, three in-memory stores).
+/// let clients = (0..3)
+///     .map(|_| Client::builder().backend(MemoryBackend::new()).build())
+///     .collect::<Result<Vec<_>, _>>()?;
+/// let redlock = RedLock::new(clients.iter().map(|c| c.lock("leader")))?;
+/// assert_eq!(redlock.quorum(), 2);
+/// let guard = redlock.lock()?;
+/// assert!(!guard.is_lost());
+/// guard.unlock()?;
+/// # Ok::<(), redisync::Error>(())
+/// ```
+#[doc(alias = "RedissonRedLock")]
+#[doc(alias = "Redlock")]
+#[derive(Clone)]
+pub struct RedLock {
+    parts: Parts,
+}
+
+/// The parts and the rule both kinds share.
+#[derive(Clone)]
+struct Parts {
+    locks: Arc<[Lock]>,
+    /// How many parts must be held.
+    quorum: usize,
+    /// Whether parts' clocks may drift apart (RedLock): each held part must
+    /// then outlive a drift allowance.
+    drift: bool,
+}
+
+impl fmt::Debug for MultiLock {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("MultiLock")
+            .field("locks", &self.parts.locks)
+            .finish()
+    }
+}
+
+impl fmt::Debug for RedLock {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RedLock")
+            .field("locks", &self.parts.locks)
+            .field("quorum", &self.parts.quorum)
+            .finish()
+    }
+}
+
+/// The clock-drift allowance of a lease (Redlock's 1 % + 2 ms).
+fn drift_allowance(lease_ms: i64) -> Duration {
+    let ms = u64::try_from(lease_ms / 100).unwrap_or(0);
+    Duration::from_millis(ms.saturating_add(2))
+}
+
+fn collect(locks: impl IntoIterator<Item = Lock>, kind: &str) -> Result<Arc<[Lock]>> {
+    let locks: Arc<[Lock]> = locks.into_iter().collect();
+    if locks.is_empty() {
+        return Err(Error::invalid(
+            "locks",
+            format!("a {kind} needs at least one lock"),
+        ));
+    }
+    Ok(locks)
+}
+
+impl Parts {
+    fn round_wait(&self) -> Duration {
+        let parts = u32::try_from(self.locks.len()).unwrap_or(u32::MAX);
+        ROUND_WAIT_PER_PART.saturating_mul(parts)
+    }
+
+    /// The wait of a round that starts by waiting on one part.
+    fn round(&self, wait: Wait) -> Wait {
+        let cap = self.round_wait();
+        match wait {
+            Wait::Never => Wait::Never,
+            Wait::Forever => Wait::for_duration(cap),
+            Wait::Until(deadline, allowance) => {
+                let capped = Instant::now()
+                    .checked_add(cap)
+                    .map_or(deadline, |c| c.min(deadline));
+                Wait::Until(capped, allowance)
+            }
+        }
+    }
+
+    /// Whether a held part still counts: not lost, and (RedLock) its lease
+    /// outlives the drift allowance.
+    fn counts(&self, guard: &LockGuard, now: Instant) -> bool {
+        let margin = if self.drift {
+            drift_allowance(guard.lease_ms())
+        } else {
+            Duration::ZERO
+        };
+        guard.holds_beyond(now, margin)
+    }
+
+    fn acquire(&self, wait: Wait, lease: Option<Duration>) -> Result<Option<Vec<LockGuard>>> {
+        if let Some(lease) = lease {
+            crate::error::millis("lease", lease)?;
+        }
+        let total = self.locks.len();
+        let spare = total - self.quorum;
+        // The part the next round waits on, holding nothing.
+        let mut first: Option<usize> = None;
+        loop {
+            let mut held: Vec<(usize, LockGuard)> = Vec::with_capacity(total);
+            let mut errors: Vec<(usize, Error)> = Vec::new();
+            let mut contended: Option<usize> = None;
+            let mut refused = 0usize;
+            if let Some(part) = first {
+                match self.locks[part].acquire(self.round(wait), lease) {
+                    Ok(Some(guard)) => held.push((part, guard)),
+                    Ok(None) => {
+                        if wait.passed() {
+                            return Ok(None);
+                        }
+                        // The round's cap ran out: wait on it again.
+                        continue;
+                    }
+                    Err(err) => {
+                        refused += 1;
+                        errors.push((part, err));
+                    }
+                }
+            }
+            for (index, lock) in self.locks.iter().enumerate() {
+                if Some(index) == first {
+                    continue;
+                }
+                // Stop as soon as the quorum is out of reach.
+                if refused > spare {
+                    break;
+                }
+                match lock.acquire(Wait::Never, lease) {
+                    Ok(Some(guard)) => held.push((index, guard)),
+                    Ok(None) => {
+                        refused += 1;
+                        contended.get_or_insert(index);
+                    }
+                    Err(err) => {
+                        refused += 1;
+                        errors.push((index, err));
+                    }
+                }
+            }
+            let now = Instant::now();
+            let valid = held
+                .iter()
+                .filter(|(_, guard)| self.counts(guard, now))
+                .count();
+            if valid >= self.quorum {
+                held.sort_by_key(|(index, _)| *index);
+                return Ok(Some(held.into_iter().map(|(_, guard)| guard).collect()));
+            }
+            // Short of the quorum: release what this round took (a failed
+            // release is reported to the part's client's event handler).
+            drop(held);
+            if errors.len() > spare {
+                return Err(self.unreachable(errors));
+            }
+            if matches!(wait, Wait::Never) || wait.passed() {
+                return Ok(None);
+            }
+            first = contended;
+            if first.is_none() {
+                // Quorum reached but not valid in time, or parts failed:
+                // pause a little, at random, so competitors spread out.
+                std::thread::sleep(jitter());
+                if wait.passed() {
+                    return Ok(None);
+                }
+            }
+        }
+    }
+
+    /// The error of a round in which too many parts failed to answer.
+    fn unreachable(&self, mut errors: Vec<(usize, Error)>) -> Error {
+        let failed = errors.len();
+        let (index, first) = errors.swap_remove(0);
+        let name = self.locks[index].name().to_owned();
+        let connection = first.is_connection_error();
+        let context = if self.drift {
+            format!(
+                "RedLock: {failed} of {} masters failed, so no majority of {} can be reached \
+                 (first failure: part {index}, lock {name:?})",
+                self.locks.len(),
+                self.quorum,
+            )
+        } else {
+            format!("MultiLock: part {index} (lock {name:?}) failed")
+        };
+        Error::backend_caused_by(context, first, connection)
+    }
+}
+
+/// A random pause of up to [`MAX_RETRY_JITTER_MS`].
+fn jitter() -> Duration {
+    let random = uuid::Uuid::new_v4().as_u128();
+    let ms = u64::try_from(random % u128::from(MAX_RETRY_JITTER_MS)).unwrap_or(0);
+    Duration::from_millis(ms + 1)
+}
+
+/// Releases every part; returns the first error (all are attempted).
+fn release_all(parts: Vec<LockGuard>) -> Vec<Result<()>> {
+    parts.into_iter().map(LockGuard::unlock).collect()
+}
+
+/// The acquire methods both kinds share, with one doc each.
+macro_rules! acquire_methods {
+    ($guard:ident, $setup:literal) => {
+        /// Blocks until every part (a `RedLock`: a majority) is held; the
+        /// parts' watchdogs keep their leases alive until the guard is
+        /// dropped or unlocked.
+        ///
+        /// # Errors
+        /// `InvalidArgument` for a part with an empty name; `Backend` when a
+        /// part's store fails (a `RedLock`: more than a minority of them);
+        /// `Protocol` if a key holds another type.
+        ///
+        /// ```
+        #[doc = $setup]
+        /// let guard = lock.lock()?;
+        /// # Ok::<(), redisync::Error>(())
+        /// ```
+        pub fn lock(&self) -> Result<$guard> {
+            self.take(Wait::Forever, None)?
+                .ok_or_else(|| Error::protocol("an unbounded wait ended without the lock"))
+        }
+
+        /// Blocks until held, with a fixed `lease` on every part (no
+        /// watchdog). Each part's lease starts when that part is taken; the
+        /// parts of one round are taken one round trip apart.
+        ///
+        /// # Errors
+        /// As [`lock`](Self::lock), and `InvalidArgument` for a lease under 1 ms.
+        ///
+        /// ```
+        /// # use std::time::Duration;
+        #[doc = $setup]
+        /// let guard = lock.lock_with_lease(Duration::from_secs(10))?;
+        /// # Ok::<(), redisync::Error>(())
+        /// ```
+        pub fn lock_with_lease(&self, lease: Duration) -> Result<$guard> {
+            self.take(Wait::Forever, Some(lease))?
+                .ok_or_else(|| Error::protocol("an unbounded wait ended without the lock"))
+        }
+
+        /// One round that never waits: `Ok(None)` if a part is held
+        /// elsewhere (a `RedLock`: too many parts), having released what it
+        /// took.
+        ///
+        /// # Errors
+        /// As [`lock`](Self::lock).
+        ///
+        /// ```
+        #[doc = $setup]
+        /// let first = lock.try_lock()?;
+        /// assert!(first.is_some());
+        /// # Ok::<(), redisync::Error>(())
+        /// ```
+        pub fn try_lock(&self) -> Result<Option<$guard>> {
+            self.take(Wait::Never, None)
+        }
+
+        /// Waits up to `wait` in all; `Ok(None)` on timeout, holding nothing.
+        ///
+        /// # Errors
+        /// As [`lock`](Self::lock).
+        ///
+        /// ```
+        /// # use std::time::Duration;
+        #[doc = $setup]
+        /// if let Some(guard) = lock.try_lock_for(Duration::from_secs(1))? {
+        ///     // ...
+        /// }
+        /// # Ok::<(), redisync::Error>(())
+        /// ```
+        pub fn try_lock_for(&self, wait: Duration) -> Result<Option<$guard>> {
+            self.take(Wait::for_duration(wait), None)
+        }
+
+        /// Waits up to `wait` in all, with a fixed `lease` on every part.
+        ///
+        /// # Errors
+        /// As [`lock_with_lease`](Self::lock_with_lease).
+        ///
+        /// ```
+        /// # use std::time::Duration;
+        #[doc = $setup]
+        /// let guard = lock.try_lock_for_with_lease(Duration::from_secs(1), Duration::from_secs(5))?;
+        /// # Ok::<(), redisync::Error>(())
+        /// ```
+        pub fn try_lock_for_with_lease(
+            &self,
+            wait: Duration,
+            lease: Duration,
+        ) -> Result<Option<$guard>> {
+            self.take(Wait::for_duration(wait), Some(lease))
+        }
+
+        /// The parts, in the order given.
+        ///
+        /// ```
+        #[doc = $setup]
+        /// assert_eq!(lock.locks()[0].name(), "a");
+        /// # Ok::<(), redisync::Error>(())
+        /// ```
+        pub fn locks(&self) -> &[Lock] {
+            &self.parts.locks
+        }
+
+        fn take(&self, wait: Wait, lease: Option<Duration>) -> Result<Option<$guard>> {
+            Ok(self
+                .parts
+                .acquire(wait, lease)?
+                .map(|parts| self.guard(parts)))
+        }
+    };
+}
+
+impl MultiLock {
+    /// A multi-lock over `locks`, taken all or none.
+    ///
+    /// # Errors
+    /// `InvalidArgument` when `locks` is empty.
+    ///
+    /// ```
+    /// # let client = redisync::Client::builder().backend(redisync::MemoryBackend::new()).build()?;
+    /// let both = redisync::MultiLock::new([client.lock("a"), client.fair_lock("b")])?;
+    /// assert!(redisync::MultiLock::new(Vec::new()).is_err());
+    /// # Ok::<(), redisync::Error>(())
+    /// ```
+    pub fn new(locks: impl IntoIterator<Item = Lock>) -> Result<MultiLock> {
+        let locks = collect(locks, "MultiLock")?;
+        let quorum = locks.len();
+        Ok(MultiLock {
+            parts: Parts {
+                locks,
+                quorum,
+                drift: false,
+            },
+        })
+    }
+
+    acquire_methods!(
+        MultiLockGuard,
+        "# let client = redisync::Client::builder().backend(redisync::MemoryBackend::new()).build()?;\n\
+         # let lock = redisync::MultiLock::new([client.lock(\"a\"), client.lock(\"b\")])?;"
+    );
+
+    fn guard(&self, parts: Vec<LockGuard>) -> MultiLockGuard {
+        MultiLockGuard { parts }
+    }
+}
+
+impl RedLock {
+    /// A RedLock over `locks`, one per independent Redis master (so one per
+    /// [`Client`](crate::Client)); held when a majority of them are.
+    ///
+    /// # Errors
+    /// `InvalidArgument` when `locks` is empty or two parts share a client
+    /// (they would be one master counted twice).
+    ///
+    /// ```
+    /// use redisync::{Client, MemoryBackend, RedLock};
+    /// let a = Client::builder().backend(MemoryBackend::new()).build()?;
+    /// let b = Client::builder().backend(MemoryBackend::new()).build()?;
+    /// assert!(RedLock::new([a.lock("x"), b.lock("x")]).is_ok());
+    /// assert!(RedLock::new([a.lock("x"), a.lock("y")]).is_err());
+    /// # Ok::<(), redisync::Error>(())
+    /// ```
+    pub fn new(locks: impl IntoIterator<Item = Lock>) -> Result<RedLock> {
+        let locks = collect(locks, "RedLock")?;
+        for (index, lock) in locks.iter().enumerate() {
+            if let Some(earlier) = locks[..index]
+                .iter()
+                .position(|other| other.client().id() == lock.client().id())
+            {
+                return Err(Error::invalid(
+                    "locks",
+                    format!(
+                        "parts {earlier} and {index} use the same client; a RedLock needs \
+                         one lock per independent Redis master"
+                    ),
+                ));
+            }
+        }
+        let quorum = locks.len() / 2 + 1;
+        Ok(RedLock {
+            parts: Parts {
+                locks,
+                quorum,
+                drift: true,
+            },
+        })
+    }
+
+    /// How many parts must be held: N/2 + 1.
+    ///
+    /// ```
+    /// use redisync::{Client, MemoryBackend, RedLock};
+    /// let clients = (0..5)
+    ///     .map(|_| Client::builder().backend(MemoryBackend::new()).build())
+    ///     .collect::<Result<Vec<_>, _>>()?;
+    /// assert_eq!(RedLock::new(clients.iter().map(|c| c.lock("x")))?.quorum(), 3);
+    /// # Ok::<(), redisync::Error>(())
+    /// ```
+    pub fn quorum(&self) -> usize {
+        self.parts.quorum
+    }
+
+    acquire_methods!(
+        RedLockGuard,
+        "# let clients = (0..3)\n\
+         #     .map(|_| redisync::Client::builder().backend(redisync::MemoryBackend::new()).build())\n\
+         #     .collect::<Result<Vec<_>, _>>()?;\n\
+         # let lock = redisync::RedLock::new(clients.iter().map(|c| c.lock(\"a\")))?;"
+    );
+
+    fn guard(&self, parts: Vec<LockGuard>) -> RedLockGuard {
+        RedLockGuard {
+            parts,
+            rule: self.parts.clone(),
+        }
+    }
+}
+
+/// Proof that every part of a [`MultiLock`] is held by the current thread.
+/// Dropping it releases every part (errors go to each part's client's
+/// [`EventHandler`](crate::EventHandler)); [`unlock`](Self::unlock) returns
+/// them. `!Send`, like [`LockGuard`].
+///
+/// ```
+/// # let client = redisync::Client::builder().backend(redisync::MemoryBackend::new()).build()?;
+/// let guard = redisync::MultiLock::new([client.lock("a"), client.lock("b")])?.lock()?;
+/// assert_eq!(guard.guards().len(), 2);
+/// # Ok::<(), redisync::Error>(())
+/// ```
+#[must_use = "if unused the locks will immediately unlock"]
+#[clippy::has_significant_drop]
+#[derive(Debug)]
+pub struct MultiLockGuard {
+    parts: Vec<LockGuard>,
+}
+
+impl MultiLockGuard {
+    /// Each part's guard, in the multi-lock's order (e.g. a fenced part's
+    /// [`token`](LockGuard::token)).
+    ///
+    /// ```
+    /// # let client = redisync::Client::builder().backend(redisync::MemoryBackend::new()).build()?;
+    /// let guard = redisync::MultiLock::new([client.fenced_lock("a"), client.lock("b")])?.lock()?;
+    /// assert!(guard.guards()[0].token().is_some());
+    /// # Ok::<(), redisync::Error>(())
+    /// ```
+    pub fn guards(&self) -> &[LockGuard] {
+        &self.parts
+    }
+
+    /// True when any part's hold can no longer be trusted (see
+    /// [`LockGuard::is_lost`]).
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # let client = redisync::Client::builder().backend(redisync::MemoryBackend::new()).build()?;
+    /// let lock = redisync::MultiLock::new([client.lock("a"), client.lock("b")])?;
+    /// let guard = lock.lock_with_lease(Duration::from_millis(20))?;
+    /// std::thread::sleep(Duration::from_millis(40));
+    /// assert!(guard.is_lost());
+    /// # Ok::<(), redisync::Error>(())
+    /// ```
+    pub fn is_lost(&self) -> bool {
+        self.parts.iter().any(LockGuard::is_lost)
+    }
+
+    /// Releases every part, then returns the first error, if any.
+    ///
+    /// # Errors
+    /// As [`LockGuard::unlock`], for the first part that failed.
+    ///
+    /// ```
+    /// # let client = redisync::Client::builder().backend(redisync::MemoryBackend::new()).build()?;
+    /// redisync::MultiLock::new([client.lock("a"), client.lock("b")])?.lock()?.unlock()?;
+    /// # Ok::<(), redisync::Error>(())
+    /// ```
+    pub fn unlock(self) -> Result<()> {
+        release_all(self.parts).into_iter().collect()
+    }
+}
+
+/// Proof that a majority of a [`RedLock`]'s parts are held by the current
+/// thread. Dropping it releases every part it holds; `!Send`.
+///
+/// ```
+/// use redisync::{Client, MemoryBackend, RedLock};
+/// let clients = (0..3)
+///     .map(|_| Client::builder().backend(MemoryBackend::new()).build())
+///     .collect::<Result<Vec<_>, _>>()?;
+/// let guard = RedLock::new(clients.iter().map(|c| c.lock("leader")))?.lock()?;
+/// assert!(guard.guards().len() >= 2);
+/// # Ok::<(), redisync::Error>(())
+/// ```
+#[must_use = "if unused the lock will immediately unlock"]
+#[clippy::has_significant_drop]
+pub struct RedLockGuard {
+    parts: Vec<LockGuard>,
+    rule: Parts,
+}
+
+impl fmt::Debug for RedLockGuard {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RedLockGuard")
+            .field("parts", &self.parts)
+            .field("quorum", &self.rule.quorum)
+            .field("lost", &self.is_lost())
+            .finish()
+    }
+}
+
+impl RedLockGuard {
+    /// The guards of the parts this RedLock holds (a majority or more), in
+    /// the RedLock's order.
+    ///
+    /// ```
+    /// use redisync::{Client, MemoryBackend, RedLock};
+    /// let clients = (0..3)
+    ///     .map(|_| Client::builder().backend(MemoryBackend::new()).build())
+    ///     .collect::<Result<Vec<_>, _>>()?;
+    /// let guard = RedLock::new(clients.iter().map(|c| c.lock("leader")))?.lock()?;
+    /// assert_eq!(guard.guards().len(), 3); // all three masters granted it
+    /// # Ok::<(), redisync::Error>(())
+    /// ```
+    pub fn guards(&self) -> &[LockGuard] {
+        &self.parts
+    }
+
+    /// True once fewer than a majority of the parts are still held with
+    /// more than the drift allowance left on their leases: the watchdog
+    /// could not renew them, found them gone, or a fixed lease is (nearly)
+    /// over. Check it before acting on the protected resource, and see the
+    /// [safety model](crate::multi_lock#redlocks-safety-model).
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// use redisync::{Client, MemoryBackend, RedLock};
+    /// let clients = (0..3)
+    ///     .map(|_| Client::builder().backend(MemoryBackend::new()).build())
+    ///     .collect::<Result<Vec<_>, _>>()?;
+    /// let redlock = RedLock::new(clients.iter().map(|c| c.lock("leader")))?;
+    /// let guard = redlock.lock_with_lease(Duration::from_millis(50))?;
+    /// assert!(!guard.is_lost());
+    /// std::thread::sleep(Duration::from_millis(60));
+    /// assert!(guard.is_lost());
+    /// # Ok::<(), redisync::Error>(())
+    /// ```
+    pub fn is_lost(&self) -> bool {
+        let now = Instant::now();
+        let valid = self
+            .parts
+            .iter()
+            .filter(|guard| self.rule.counts(guard, now))
+            .count();
+        valid < self.rule.quorum
+    }
+
+    /// Releases every part it holds. A part whose master cannot be reached
+    /// frees itself when its lease runs out, so the release succeeds when a
+    /// majority of all parts were released.
+    ///
+    /// # Errors
+    /// `NotHeld` when fewer than a majority were released and the others
+    /// were no longer held (the RedLock had been lost); otherwise the first
+    /// part's error when fewer than a majority could be released.
+    ///
+    /// ```
+    /// use redisync::{Client, MemoryBackend, RedLock};
+    /// let clients = (0..3)
+    ///     .map(|_| Client::builder().backend(MemoryBackend::new()).build())
+    ///     .collect::<Result<Vec<_>, _>>()?;
+    /// RedLock::new(clients.iter().map(|c| c.lock("leader")))?.lock()?.unlock()?;
+    /// # Ok::<(), redisync::Error>(())
+    /// ```
+    pub fn unlock(self) -> Result<()> {
+        let quorum = self.rule.quorum;
+        let outcomes = release_all(self.parts);
+        let released = outcomes.iter().filter(|outcome| outcome.is_ok()).count();
+        if released >= quorum {
+            return Ok(());
+        }
+        let mut first_other = None;
+        let mut first_not_held = None;
+        for error in outcomes.into_iter().filter_map(Result::err) {
+            if error.is_not_held() {
+                first_not_held.get_or_insert(error);
+            } else {
+                first_other.get_or_insert(error);
+            }
+        }
+        match (first_not_held, first_other) {
+            (Some(not_held), _) => Err(not_held),
+            (None, Some(other)) => Err(other),
+            (None, None) => Ok(()),
+        }
+    }
+}
