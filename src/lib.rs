@@ -44,7 +44,16 @@
 //! - [`CountDownLatch`] ([`Client::count_down_latch`]): Redisson's
 //!   `RCountDownLatch`; reaching zero wakes every waiter in every client.
 //!
-//! MultiLock and RedLock follow on the same backend, subscriber and watchdog.
+//! - Fenced lock ([`Client::fenced_lock`], a [`Lock`] too): Redisson's
+//!   `RFencedLock`; every acquisition returns a fencing token
+//!   ([`LockGuard::token`]) greater than all earlier ones, so a downstream
+//!   store can reject a stale holder.
+//! - [`MultiLock`]: Redisson's `RedissonMultiLock`, several locks (any kind,
+//!   any client or server) taken all or none, without deadlock between
+//!   multi-locks that list the same locks in different orders.
+//! - [`RedLock`]: Redisson's `RedissonRedLock`, one lock on a majority of
+//!   independent Redis masters. Read its
+//!   [safety model](multi_lock#redlocks-safety-model) before relying on it.
 //!
 //! # Backends
 //!
@@ -89,8 +98,8 @@
 //!
 //! A lock lives on one Redis master. If that master loses the key (failover
 //! to a replica that had not received it, restart without persistence), two
-//! holders can coexist: check [`LockGuard::is_lost`] and use fencing where
-//! that matters. A holder paused longer than its lease (GC-like stall, SIGSTOP)
+//! holders can coexist: check [`LockGuard::is_lost`] and use fencing
+//! ([`Client::fenced_lock`]) where that matters. A holder paused longer than its lease (GC-like stall, SIGSTOP)
 //! loses the lock without knowing until its next check. Calls fail with
 //! [`Error::Backend`] while Redis is unreachable, and work again once it is
 //! back. An unlock whose reply is lost is retried idempotently (Redisson's
