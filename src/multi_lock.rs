@@ -698,3 +698,49 @@ impl RedLockGuard {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn drift_allowance_is_one_percent_plus_two_ms() {
+        assert_eq!(drift_allowance(30_000), Duration::from_millis(302));
+        assert_eq!(drift_allowance(1), Duration::from_millis(2));
+        assert_eq!(
+            drift_allowance(i64::MAX),
+            Duration::from_millis(u64::try_from(i64::MAX / 100).unwrap() + 2)
+        );
+    }
+
+    #[test]
+    fn jitter_stays_within_its_bound() {
+        for _ in 0..200 {
+            let pause = jitter();
+            assert!(pause >= Duration::from_millis(1));
+            assert!(pause <= Duration::from_millis(MAX_RETRY_JITTER_MS));
+        }
+    }
+
+    #[test]
+    fn a_round_waits_at_most_redissons_per_part_budget() {
+        let client = crate::Client::builder()
+            .backend(crate::MemoryBackend::new())
+            .build()
+            .unwrap();
+        let multi = MultiLock::new([client.lock("a"), client.lock("b")]).unwrap();
+        assert_eq!(multi.parts.round_wait(), Duration::from_secs(3));
+        let Wait::Until(deadline, _) = multi.parts.round(Wait::Forever) else {
+            panic!("a forever wait must be capped per round");
+        };
+        assert!(deadline <= Instant::now() + Duration::from_secs(3));
+        let short = Wait::for_duration(Duration::from_millis(10));
+        let Wait::Until(capped, _) = multi.parts.round(short) else {
+            panic!("a bounded wait stays bounded");
+        };
+        let Wait::Until(original, _) = short else {
+            unreachable!()
+        };
+        assert_eq!(capped, original);
+    }
+}
