@@ -7,11 +7,16 @@
 -- ARGV[2]  holder id, <client uuid>:<thread number>
 -- Returns  {-1, token} when acquired; the token is read back with GET so it
 --          stays exact beyond 2^53 (Lua numbers are doubles);
+--          {-2, counter} without taking it when the counter is not
+--          positive after INCR (it was set to a negative value);
 --          otherwise {PTTL, -1} (PTTL -1 = no expiry).
 if redis.call('exists', KEYS[1]) == 0 or redis.call('hexists', KEYS[1], ARGV[2]) == 1 then
     -- The counter first: a script error does not roll back what ran before
     -- it, and a failed INCR (a non-integer counter) must not leave a hold.
-    redis.call('incr', KEYS[2])
+    if redis.call('incr', KEYS[2]) < 1 then
+        -- Not a token (the counter was set below zero): take no hold.
+        return {-2, redis.call('get', KEYS[2])}
+    end
     redis.call('hincrby', KEYS[1], ARGV[2], 1)
     redis.call('pexpire', KEYS[1], ARGV[1])
     return {-1, redis.call('get', KEYS[2])}

@@ -20,12 +20,12 @@ use std::io::{BufRead as _, BufReader, Read as _, Write as _};
 use std::os::unix::process::ExitStatusExt as _;
 use std::process::{Child, ChildStdin, Command, ExitStatus, Stdio};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Barrier, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
 use common::{TestServer, hgetall, pttl, unique_name};
-use redisync::Client;
+use redisync::{Client, MultiLock};
 
 /// Selects what a re-executed child does; absent in a normal test run.
 const ROLE_ENV: &str = "REDISYNC_CHILD_ROLE";
@@ -45,6 +45,18 @@ const ITERATIONS_ENV: &str = "REDISYNC_ITERATIONS";
 const FAIR_WAIT_MS_ENV: &str = "REDISYNC_FAIR_WAIT_MS";
 /// The permit-holder child's lease, in milliseconds.
 const LEASE_MS_ENV: &str = "REDISYNC_LEASE_MS";
+/// How many threads a multi-threaded child runs.
+const THREADS_ENV: &str = "REDISYNC_THREADS";
+/// The key where children count what went wrong (a fencing or exclusion
+/// violation), for the parent to check.
+const VIOLATIONS_ENV: &str = "REDISYNC_VIOLATIONS";
+/// The key prefix of the fenced-holder child's downstream store.
+const STORE_ENV: &str = "REDISYNC_STORE";
+/// The multi-incrementer child's Redis URLs, comma-separated (one server
+/// per part of its multi-lock).
+const URLS_ENV: &str = "REDISYNC_URLS";
+/// `1` when the multi-incrementer child lists its parts in reverse order.
+const REVERSE_ENV: &str = "REDISYNC_REVERSE";
 
 /// Printed by a child once it is ready (followed by its holder id for the
 /// holder role).
@@ -55,6 +67,12 @@ const DONE: &str = "REDISYNC-CHILD-DONE";
 const ACQUIRED: &str = "REDISYNC-CHILD-ACQUIRED";
 /// Sent by the parent on a child's stdin to start the incrementers together.
 const GO: &str = "go";
+/// Sent by the parent to the fenced-holder child: write to the downstream
+/// store with your token (the rest of the line is the value).
+const WRITE: &str = "write";
+/// The fenced-holder child's answer to [`WRITE`]: `accepted` or `refused`,
+/// then `lost=<is_lost>`.
+const WRITE_RESULT: &str = "REDISYNC-CHILD-WRITE-RESULT";
 
 /// A child never outlives this, even if its parent forgets it.
 const CHILD_MAX_LIFETIME: Duration = Duration::from_secs(120);
@@ -81,6 +99,9 @@ fn child_role_entrypoint() {
         "fair_waiter" => child_fair_waiter(),
         "reader" => child_reader(),
         "permit_holder" => child_permit_holder(),
+        "fenced_incrementer" => child_fenced_incrementer(),
+        "fenced_holder" => child_fenced_holder(),
+        "multi_incrementer" => child_multi_incrementer(),
         other => panic!("unknown {ROLE_ENV}={other:?}"),
     }
 }
@@ -266,6 +287,307 @@ fn child_incrementer() {
             .expect("child: DEL");
         assert!(!guard.is_lost(), "child {me}: lock lost in iteration {i}");
         guard.unlock().expect("child: unlock");
+    }
+    announce(DONE);
+}
+
+/// A fresh plain connection to `url` (a child's own, for the protected
+/// resource).
+fn raw_connection(url: &str) -> redis::Connection {
+    redis::Client::open(url)
+        .expect("child: url")
+        .get_connection_with_timeout(Duration::from_secs(5))
+        .expect("child: raw connection")
+}
+
+/// Counts one violation on `key` (the parent asserts there are none) and
+/// says what it was on stderr, which the parent's failure message shows.
+fn report_violation(raw: &mut redis::Connection, key: &str, what: &str) {
+    eprintln!("VIOLATION: {what}");
+    redis::cmd("INCR")
+        .arg(key)
+        .query::<()>(raw)
+        .expect("child: INCR violations");
+}
+
+/// Waits for the parent's "go".
+fn await_go(from_parent: &Receiver<String>) {
+    match from_parent.recv_timeout(READY_TIMEOUT) {
+        Ok(line) if line.trim() == GO => {}
+        other => panic!("child: expected {GO:?} from the parent, got {other:?}"),
+    }
+}
+
+/// A downstream store that protects itself with fencing tokens: it accepts
+/// a write only with a token above every token it accepted before (the check
+/// and the write are one script, so atomic). KEYS[1] the highest token
+/// accepted, KEYS[2] the data; ARGV[1] the token, ARGV[2] the value. Returns
+/// 1 when accepted, 0 when refused.
+const FENCED_STORE_WRITE: &str = r"
+local highest = tonumber(redis.call('get', KEYS[1]) or '0')
+if tonumber(ARGV[1]) <= highest then
+    return 0
+end
+redis.call('set', KEYS[1], ARGV[1])
+redis.call('set', KEYS[2], ARGV[2])
+return 1
+";
+
+/// The downstream store's key of the highest token it accepted.
+fn store_highest_key(store: &str) -> String {
+    format!("{store}:highest")
+}
+
+/// The downstream store's data key.
+fn store_data_key(store: &str) -> String {
+    format!("{store}:data")
+}
+
+/// Writes `value` to the downstream store `store` stamped with `token`;
+/// true when the store accepted it.
+fn store_write(raw: &mut redis::Connection, store: &str, token: u64, value: &str) -> bool {
+    let accepted: i64 = redis::Script::new(FENCED_STORE_WRITE)
+        .key(store_highest_key(store))
+        .key(store_data_key(store))
+        .arg(token)
+        .arg(value)
+        .invoke(raw)
+        .expect("downstream store write");
+    accepted == 1
+}
+
+/// Waits for "go", then runs `THREADS` threads, each taking the fenced lock
+/// `ITERATIONS` times and, inside it, doing a non-atomic check-and-set of the
+/// last token seen at `COUNTER` (GET, compare, pause, SET): a token not
+/// above the last one (or above the thread's own previous one) is counted
+/// at `VIOLATIONS`.
+fn child_fenced_incrementer() {
+    let url = env(URL_ENV);
+    let last_key = env(COUNTER_ENV);
+    let violations = env(VIOLATIONS_ENV);
+    let iterations: u64 = env(ITERATIONS_ENV).parse().expect("iterations");
+    let threads: usize = env(THREADS_ENV).parse().expect("threads");
+    let client = Client::builder()
+        .redis_url(url.as_str())
+        .build()
+        .expect("child: connect");
+    let lock = client.fenced_lock(env(LOCK_ENV));
+    let connections: Vec<redis::Connection> = (0..threads).map(|_| raw_connection(&url)).collect();
+    let pid = std::process::id();
+
+    let from_parent = parent_lines();
+    announce(READY);
+    await_go(&from_parent);
+
+    let start = Arc::new(Barrier::new(threads));
+    let workers: Vec<_> = connections
+        .into_iter()
+        .enumerate()
+        .map(|(thread_no, mut raw)| {
+            let (lock, start) = (lock.clone(), Arc::clone(&start));
+            let (last_key, violations) = (last_key.clone(), violations.clone());
+            thread::spawn(move || {
+                start.wait();
+                let mut previous = 0;
+                for i in 0..iterations {
+                    let guard = lock.lock().expect("child: fenced lock");
+                    let token = guard
+                        .token()
+                        .expect("child: a fenced guard without a token");
+                    let last: Option<u64> = redis::cmd("GET")
+                        .arg(&last_key)
+                        .query(&mut raw)
+                        .expect("child: GET last token");
+                    if token <= previous || last.is_some_and(|last| token <= last) {
+                        report_violation(
+                            &mut raw,
+                            &violations,
+                            &format!(
+                                "pid {pid} thread {thread_no} iteration {i}: token {token}, \
+                                 last token seen {last:?}, own previous {previous}"
+                            ),
+                        );
+                    }
+                    // Widen the window an overlapping holder would need.
+                    thread::sleep(Duration::from_millis(1));
+                    redis::cmd("SET")
+                        .arg(&last_key)
+                        .arg(token)
+                        .query::<()>(&mut raw)
+                        .expect("child: SET last token");
+                    if guard.is_lost() {
+                        report_violation(
+                            &mut raw,
+                            &violations,
+                            &format!("pid {pid} thread {thread_no}: lock lost in iteration {i}"),
+                        );
+                    }
+                    previous = token;
+                    guard.unlock().expect("child: unlock");
+                }
+            })
+        })
+        .collect();
+    for worker in workers {
+        worker.join().expect("child: worker panicked");
+    }
+    announce(DONE);
+}
+
+/// Takes the fenced lock with the watchdog (short timeout) and writes to the
+/// downstream store `STORE` with its token; says so with the token and its
+/// holder id, then holds the lock until killed (or stdin closes). On a
+/// `write <value>` line it writes again with the same token and reports
+/// whether the store accepted it and whether its guard knows it is lost.
+fn child_fenced_holder() {
+    let watchdog = Duration::from_millis(env(WATCHDOG_MS_ENV).parse().expect("watchdog ms"));
+    let url = env(URL_ENV);
+    let store = env(STORE_ENV);
+    let client = Client::builder()
+        .redis_url(url.as_str())
+        .watchdog_timeout(watchdog)
+        .build()
+        .expect("child: connect");
+    let mut raw = raw_connection(&url);
+    let guard = client
+        .fenced_lock(env(LOCK_ENV))
+        .lock()
+        .expect("child: fenced lock");
+    let token = guard
+        .token()
+        .expect("child: a fenced guard without a token");
+    let first = format!("first write of pid {}", std::process::id());
+    assert!(
+        store_write(&mut raw, &store, token, &first),
+        "child: the store refused the holder's first write (token {token})"
+    );
+    let from_parent = parent_lines();
+    announce(&format!("{READY} {token} {}", client.current_holder_id()));
+    let deadline = Instant::now() + CHILD_MAX_LIFETIME;
+    while let Some(left) = deadline.checked_duration_since(Instant::now()) {
+        let Ok(line) = from_parent.recv_timeout(left) else {
+            break;
+        };
+        if let Some(value) = line.trim().strip_prefix(WRITE) {
+            let accepted = store_write(&mut raw, &store, token, value.trim());
+            announce(&format!(
+                "{WRITE_RESULT} {} lost={}",
+                if accepted { "accepted" } else { "refused" },
+                guard.is_lost()
+            ));
+        }
+    }
+    drop(guard);
+}
+
+/// Waits for "go", then runs `THREADS` threads, each taking a `MultiLock`
+/// over the lock `LOCK` on every server of `URLS` (in reverse order when
+/// `REVERSE` is 1) `ITERATIONS` times and, inside it, incrementing the plain
+/// string `COUNTER` on every server non-atomically (GET all, pause, SET
+/// all). A marker at `INSIDE` (SET NX) on each server catches two holders
+/// inside at once; violations are counted at `VIOLATIONS` on that server.
+fn child_multi_incrementer() {
+    let urls: Vec<String> = env(URLS_ENV).split(',').map(str::to_owned).collect();
+    let name = env(LOCK_ENV);
+    let counter = env(COUNTER_ENV);
+    let inside = env(INSIDE_ENV);
+    let violations = env(VIOLATIONS_ENV);
+    let iterations: u64 = env(ITERATIONS_ENV).parse().expect("iterations");
+    let threads: usize = env(THREADS_ENV).parse().expect("threads");
+    let reverse = env(REVERSE_ENV) == "1";
+    // One client per server: one "process" per Redis, as in production.
+    let clients: Vec<Client> = urls
+        .iter()
+        .map(|url| {
+            Client::builder()
+                .redis_url(url.as_str())
+                .build()
+                .expect("child: connect")
+        })
+        .collect();
+    let mut parts: Vec<redisync::Lock> = clients.iter().map(|c| c.lock(name.as_str())).collect();
+    if reverse {
+        parts.reverse();
+    }
+    let multi = MultiLock::new(parts).expect("child: MultiLock::new");
+    // Per thread, one raw connection per server, in server order.
+    let connections: Vec<Vec<redis::Connection>> = (0..threads)
+        .map(|_| urls.iter().map(|url| raw_connection(url)).collect())
+        .collect();
+    let pid = std::process::id();
+
+    let from_parent = parent_lines();
+    announce(READY);
+    await_go(&from_parent);
+
+    let start = Arc::new(Barrier::new(threads));
+    let workers: Vec<_> = connections
+        .into_iter()
+        .enumerate()
+        .map(|(thread_no, mut raws)| {
+            let (multi, start) = (multi.clone(), Arc::clone(&start));
+            let (counter, inside, violations) =
+                (counter.clone(), inside.clone(), violations.clone());
+            thread::spawn(move || {
+                let me = format!("pid {pid} thread {thread_no}");
+                start.wait();
+                for i in 0..iterations {
+                    let guard = multi.lock().expect("child: multi lock");
+                    for (server, raw) in raws.iter_mut().enumerate() {
+                        let entered: Option<String> = redis::cmd("SET")
+                            .arg(&inside)
+                            .arg(&me)
+                            .arg("NX")
+                            .query(raw)
+                            .expect("child: SET NX");
+                        if entered.is_none() {
+                            let other: Option<String> =
+                                redis::cmd("GET").arg(&inside).query(raw).ok().flatten();
+                            report_violation(
+                                raw,
+                                &violations,
+                                &format!(
+                                    "{me} iteration {i}: {other:?} is inside on server {server} too"
+                                ),
+                            );
+                        }
+                    }
+                    let values: Vec<Option<u64>> = raws
+                        .iter_mut()
+                        .map(|raw| {
+                            redis::cmd("GET")
+                                .arg(&counter)
+                                .query(raw)
+                                .expect("child: GET")
+                        })
+                        .collect();
+                    // Widen the window a lost update would need.
+                    thread::sleep(Duration::from_millis(1));
+                    for (raw, value) in raws.iter_mut().zip(values) {
+                        redis::cmd("SET")
+                            .arg(&counter)
+                            .arg(value.unwrap_or(0) + 1)
+                            .query::<()>(raw)
+                            .expect("child: SET");
+                        redis::cmd("DEL")
+                            .arg(&inside)
+                            .query::<()>(raw)
+                            .expect("child: DEL");
+                    }
+                    if guard.is_lost() {
+                        report_violation(
+                            &mut raws[0],
+                            &violations,
+                            &format!("{me}: multi lock lost in iteration {i}"),
+                        );
+                    }
+                    guard.unlock().expect("child: multi unlock");
+                }
+            })
+        })
+        .collect();
+    for worker in workers {
+        worker.join().expect("child: worker panicked");
     }
     announce(DONE);
 }
@@ -1006,4 +1328,378 @@ fn permit_of_a_sigkilled_holder_returns_when_its_lease_ends() {
     );
     semaphore.release(&id).unwrap();
     assert_eq!(semaphore.available_permits().unwrap(), 1);
+}
+
+// ---------------------------------------------------------------------------
+// Fenced locks and multi-locks across processes
+// ---------------------------------------------------------------------------
+
+/// Sends `SIG<sig>` to a child through the shell's `kill` builtin (the crate
+/// forbids `unsafe`, so no libc): by the child's own PID, never by name.
+fn signal_child(child: &ChildProcess, sig: &str) {
+    let status = Command::new("sh")
+        .args([
+            "-c",
+            "kill -s \"$1\" \"$2\"",
+            "sh",
+            sig,
+            &child.pid().to_string(),
+        ])
+        .stdin(Stdio::null())
+        .status()
+        .unwrap_or_else(|e| panic!("cannot run sh for SIG{sig}: {e}"));
+    assert!(
+        status.success(),
+        "kill -s {sig} {} failed: {status}",
+        child.pid()
+    );
+}
+
+/// Waits for every child's DONE line, then for it to exit successfully.
+fn await_done(children: &mut [ChildProcess], timeout: Duration) {
+    for child in children.iter_mut() {
+        child.expect_line(DONE, timeout);
+        let status = child.wait_exit(Duration::from_secs(30));
+        assert!(
+            status.success(),
+            "{} child (pid {}) failed: {status}; output:\n{}",
+            child.role,
+            child.pid(),
+            child.transcript()
+        );
+    }
+}
+
+fn transcripts(children: &[ChildProcess]) -> String {
+    children
+        .iter()
+        .map(|c| {
+            format!(
+                "--- {} child (pid {}) ---\n{}",
+                c.role,
+                c.pid(),
+                c.transcript()
+            )
+        })
+        .collect()
+}
+
+/// Two processes × four threads take one fenced lock many times and, inside
+/// it, do a non-atomic check-and-set of the last token seen (GET, compare,
+/// SET): every holder's token is above the last one stored, so the tokens
+/// order the holders across processes; the counter ends at the number of
+/// acquisitions, without a TTL.
+#[test]
+fn fencing_tokens_order_holders_across_processes() {
+    const CHILDREN: u64 = 2;
+    const THREADS: u64 = 4;
+    const ITERATIONS: u64 = 50;
+    let server = TestServer::start();
+    let name = unique_name("processes:fenced");
+    let last = format!("{name}:last-token");
+    let violations = format!("{name}:violations");
+    let token_key = format!("redisson_lock_token:{{{name}}}");
+    let mut raw = server.connection();
+
+    let envs = [
+        (URL_ENV, server.url()),
+        (LOCK_ENV, name.clone()),
+        (COUNTER_ENV, last.clone()),
+        (VIOLATIONS_ENV, violations.clone()),
+        (ITERATIONS_ENV, ITERATIONS.to_string()),
+        (THREADS_ENV, THREADS.to_string()),
+    ];
+    let mut children: Vec<ChildProcess> = (0..CHILDREN)
+        .map(|_| ChildProcess::spawn("fenced_incrementer", &envs))
+        .collect();
+    for child in &children {
+        child.expect_line(READY, READY_TIMEOUT);
+    }
+    for child in &mut children {
+        child.send(GO);
+    }
+    let started = Instant::now();
+    await_done(&mut children, Duration::from_secs(90));
+    let elapsed = started.elapsed();
+    let total = CHILDREN * THREADS * ITERATIONS;
+    eprintln!("fenced: {CHILDREN} processes x {THREADS} threads x {ITERATIONS} in {elapsed:?}");
+
+    let violated: Option<u64> = redis::cmd("GET").arg(&violations).query(&mut raw).unwrap();
+    assert_eq!(
+        violated,
+        None,
+        "fencing violations; output:\n{}",
+        transcripts(&children)
+    );
+    let last: u64 = redis::cmd("GET").arg(&last).query(&mut raw).unwrap();
+    assert_eq!(last, total, "the last holder's token");
+    let counter: u64 = redis::cmd("GET").arg(&token_key).query(&mut raw).unwrap();
+    assert_eq!(
+        counter, total,
+        "one token per acquisition, no more, no less"
+    );
+    assert_eq!(
+        pttl(&mut raw, &token_key),
+        -1,
+        "the token counter has a TTL"
+    );
+    let exists: i64 = redis::cmd("EXISTS").arg(&name).query(&mut raw).unwrap();
+    assert_eq!(exists, 0, "the lock was left behind");
+}
+
+/// Spawns a fenced-holder child (watchdog `watchdog`) on `server` for the
+/// lock `name` and the downstream store `store`; returns it with its token
+/// and holder id once it holds the lock and has written once.
+fn spawn_fenced_holder(
+    server: &TestServer,
+    name: &str,
+    store: &str,
+    watchdog: Duration,
+) -> (ChildProcess, u64, String) {
+    let child = ChildProcess::spawn(
+        "fenced_holder",
+        &[
+            (URL_ENV, server.url()),
+            (LOCK_ENV, name.to_owned()),
+            (STORE_ENV, store.to_owned()),
+            (WATCHDOG_MS_ENV, watchdog.as_millis().to_string()),
+        ],
+    );
+    let ready = child.expect_line(READY, READY_TIMEOUT);
+    let mut words = ready.split_whitespace();
+    let token: u64 = words
+        .next()
+        .and_then(|t| t.parse().ok())
+        .unwrap_or_else(|| panic!("bad ready line {ready:?}"));
+    let holder = words.next().expect("holder id").to_owned();
+    (child, token, holder)
+}
+
+fn get(raw: &mut redis::Connection, key: &str) -> Option<String> {
+    redis::cmd("GET").arg(key).query(raw).unwrap()
+}
+
+/// A fenced-lock holder process is SIGKILLed while holding the lock. Its
+/// lock expires (nothing renews it); the next holder gets a greater token,
+/// and a downstream store that keeps the highest token it accepted refuses a
+/// write stamped with the dead holder's token (say, one still in flight when
+/// it died) after the new holder's write.
+#[test]
+fn token_of_a_sigkilled_fenced_holder_is_refused_downstream() {
+    const WATCHDOG: Duration = Duration::from_millis(1000);
+    let server = TestServer::start();
+    let name = unique_name("processes:fenced-sigkill");
+    let store = format!("{name}:store");
+    let mut raw = server.connection();
+    let parent = Client::builder()
+        .redis_url(server.url())
+        .build()
+        .expect("parent client");
+    let lock = parent.fenced_lock(name.as_str());
+
+    let (mut child, dead_token, holder) = spawn_fenced_holder(&server, &name, &store, WATCHDOG);
+    assert_eq!(dead_token, 1, "a fresh name's first token");
+    assert_eq!(
+        hgetall(&mut raw, &name),
+        HashMap::from([(holder, "1".to_owned())])
+    );
+    assert_eq!(
+        get(&mut raw, &store_highest_key(&store)),
+        Some("1".to_owned())
+    );
+    assert!(lock.try_lock().unwrap().is_none(), "the child holds it");
+
+    let killed = Instant::now();
+    let status = child.kill();
+    assert_eq!(
+        status.signal(),
+        Some(9),
+        "child was not SIGKILLed: {status}"
+    );
+
+    let wait = WATCHDOG + Duration::from_secs(10);
+    let guard = lock
+        .try_lock_for(wait)
+        .unwrap()
+        .unwrap_or_else(|| panic!("the dead holder's lock not freed within {wait:?}"));
+    let freed_after = killed.elapsed();
+    eprintln!("fenced sigkill: lock free {freed_after:?} after the kill");
+    assert!(
+        freed_after < WATCHDOG + Duration::from_secs(2),
+        "the dead holder's lock lived {freed_after:?} (watchdog {WATCHDOG:?})"
+    );
+    let token = guard.token().unwrap();
+    assert!(
+        token > dead_token,
+        "token {token} after the dead {dead_token}"
+    );
+    assert_eq!(token, dead_token + 1, "the refused try_lock took a token");
+
+    // The new holder writes; the dead holder's late write is refused.
+    assert!(store_write(&mut raw, &store, token, "new holder"));
+    assert!(
+        !store_write(
+            &mut raw,
+            &store,
+            dead_token,
+            "stale write of the dead holder"
+        ),
+        "the store accepted a write stamped with the dead holder's token"
+    );
+    assert_eq!(
+        get(&mut raw, &store_data_key(&store)).as_deref(),
+        Some("new holder")
+    );
+    assert_eq!(
+        get(&mut raw, &store_highest_key(&store)),
+        Some(token.to_string())
+    );
+    guard.unlock().unwrap();
+    assert!(!lock.is_locked().unwrap());
+}
+
+/// The case fencing exists for: a holder process is frozen (SIGSTOP, like a
+/// long GC pause) past its lease, the lock expires and another process takes
+/// it and writes. When the frozen holder resumes and writes with its token,
+/// the downstream store refuses it, its guard reports the hold lost, and its
+/// waking watchdog does not disturb the new holder.
+#[test]
+fn paused_fenced_holder_is_refused_downstream_after_its_lock_expires() {
+    const WATCHDOG: Duration = Duration::from_millis(1000);
+    let server = TestServer::start();
+    let name = unique_name("processes:fenced-pause");
+    let store = format!("{name}:store");
+    let mut raw = server.connection();
+    let parent = Client::builder()
+        .redis_url(server.url())
+        .build()
+        .expect("parent client");
+    let lock = parent.fenced_lock(name.as_str());
+
+    let (mut child, old_token, _) = spawn_fenced_holder(&server, &name, &store, WATCHDOG);
+    signal_child(&child, "STOP");
+    let stopped = Instant::now();
+    let wait = WATCHDOG + Duration::from_secs(10);
+    let guard = lock
+        .try_lock_for(wait)
+        .unwrap()
+        .unwrap_or_else(|| panic!("the frozen holder's lock not freed within {wait:?}"));
+    eprintln!(
+        "fenced pause: lock free {:?} after the SIGSTOP",
+        stopped.elapsed()
+    );
+    let token = guard.token().unwrap();
+    assert_eq!(token, old_token + 1);
+    assert!(store_write(&mut raw, &store, token, "new holder"));
+
+    // The frozen holder resumes and, unaware, writes with its old token.
+    child.send(&format!("{WRITE} zombie"));
+    signal_child(&child, "CONT");
+    let result = child.expect_line(WRITE_RESULT, READY_TIMEOUT);
+    assert_eq!(
+        result,
+        "refused lost=true",
+        "the resumed holder's write; child output:\n{}",
+        child.transcript()
+    );
+    assert_eq!(
+        get(&mut raw, &store_data_key(&store)).as_deref(),
+        Some("new holder")
+    );
+    // Its watchdog woke up too, and left the new holder's hold alone.
+    thread::sleep(WATCHDOG / 2);
+    assert_eq!(
+        hgetall(&mut raw, &name),
+        HashMap::from([(parent.current_holder_id(), "1".to_owned())])
+    );
+    assert!(!guard.is_lost());
+    guard.unlock().unwrap();
+
+    // Closing its stdin ends the child; its drop finds nothing to release.
+    drop(child.stdin.take());
+    let status = child.wait_exit(Duration::from_secs(30));
+    assert!(
+        status.success(),
+        "fenced holder failed: {status}; output:\n{}",
+        child.transcript()
+    );
+    assert!(!lock.is_locked().unwrap());
+}
+
+/// Two processes × three threads take a `MultiLock` over one lock on each of
+/// three independent servers (one client per server per process; one
+/// process lists the parts in reverse order) and increment a plain counter
+/// on every server non-atomically inside it. No update is lost on any
+/// server, nobody is ever inside twice, and the opposite orders do not
+/// deadlock (the run is bounded).
+#[test]
+fn multi_lock_over_three_servers_across_processes() {
+    const THREADS: u64 = 3;
+    const ITERATIONS: u64 = 50;
+    let servers = [
+        TestServer::start(),
+        TestServer::start(),
+        TestServer::start(),
+    ];
+    let name = unique_name("processes:multi");
+    let counter = format!("{name}:counter");
+    let inside = format!("{name}:inside");
+    let violations = format!("{name}:violations");
+    let urls = servers
+        .iter()
+        .map(TestServer::url)
+        .collect::<Vec<_>>()
+        .join(",");
+
+    let mut children: Vec<ChildProcess> = ["0", "1"]
+        .into_iter()
+        .map(|reverse| {
+            ChildProcess::spawn(
+                "multi_incrementer",
+                &[
+                    (URLS_ENV, urls.clone()),
+                    (LOCK_ENV, name.clone()),
+                    (COUNTER_ENV, counter.clone()),
+                    (INSIDE_ENV, inside.clone()),
+                    (VIOLATIONS_ENV, violations.clone()),
+                    (ITERATIONS_ENV, ITERATIONS.to_string()),
+                    (THREADS_ENV, THREADS.to_string()),
+                    (REVERSE_ENV, reverse.to_owned()),
+                ],
+            )
+        })
+        .collect();
+    for child in &children {
+        child.expect_line(READY, READY_TIMEOUT);
+    }
+    for child in &mut children {
+        child.send(GO);
+    }
+    let started = Instant::now();
+    await_done(&mut children, Duration::from_secs(90));
+    let elapsed = started.elapsed();
+    let total = children.len() as u64 * THREADS * ITERATIONS;
+    eprintln!("multi: {total} multi-lock acquisitions over 3 servers in {elapsed:?}");
+
+    for (index, server) in servers.iter().enumerate() {
+        let mut raw = server.connection();
+        let violated: Option<u64> = redis::cmd("GET").arg(&violations).query(&mut raw).unwrap();
+        assert_eq!(
+            violated,
+            None,
+            "server {index}: two holders inside; output:\n{}",
+            transcripts(&children)
+        );
+        let value: u64 = redis::cmd("GET").arg(&counter).query(&mut raw).unwrap();
+        assert_eq!(
+            value, total,
+            "server {index}: lost updates ({total} multi-lock acquisitions in {elapsed:?})"
+        );
+        let exists: i64 = redis::cmd("EXISTS")
+            .arg(&name)
+            .arg(&inside)
+            .query(&mut raw)
+            .unwrap();
+        assert_eq!(exists, 0, "server {index}: lock or marker left behind");
+    }
 }

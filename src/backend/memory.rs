@@ -919,17 +919,15 @@ impl LockBackend for MemoryBackend {
         self.run(|db| {
             if !db.exists(name) || db.hexists(name, holder)? {
                 let token = db.incr(token_key)?;
+                // Not a token (the counter was set below zero): take no hold.
+                let Some(token) = u64::try_from(token).ok().filter(|token| *token > 0) else {
+                    return Err(Error::protocol(format!(
+                        "fenced lock acquire: token counter {token_key:?} holds {token}, not a positive integer"
+                    )));
+                };
                 db.hincrby(name, holder, 1)?;
                 db.pexpire(name, lease_ms);
-                return u64::try_from(token)
-                    .ok()
-                    .filter(|token| *token > 0)
-                    .map(|token| FencedAcquire::Acquired { token })
-                    .ok_or_else(|| {
-                        Error::protocol(format!(
-                            "fenced lock acquire: token counter {token_key:?} holds {token}, not a positive integer"
-                        ))
-                    });
+                return Ok(FencedAcquire::Acquired { token });
             }
             Ok(FencedAcquire::Held {
                 ttl: ttl_from_pttl(db.pttl(name)),

@@ -386,23 +386,24 @@ impl LockBackend for RedisBackend {
                 .arg(lease_ms)
                 .arg(holder),
         )?;
-        if pttl != -1 {
-            return Ok(FencedAcquire::Held {
-                ttl: ttl_from_pttl(pttl),
-            });
-        }
-        let text = match token {
+        // A held lock's reply carries the integer -1 where a token would be
+        // (its PTTL may itself be -1: a hash without expiry).
+        let counter = match token {
+            redis::Value::Int(-1) => {
+                return Ok(FencedAcquire::Held {
+                    ttl: ttl_from_pttl(pttl),
+                });
+            }
             redis::Value::BulkString(bytes) => String::from_utf8(bytes).ok(),
             _ => None,
         };
-        let token = text.as_deref().and_then(super::parse_fence_token);
-        token
-            .map(|token| FencedAcquire::Acquired { token })
-            .ok_or_else(|| {
-                Error::protocol(format!(
-                    "fenced lock acquire: token counter {token_key:?} holds {text:?}, not a positive integer"
-                ))
-            })
+        let token = counter.as_deref().and_then(super::parse_fence_token);
+        match token {
+            Some(token) if pttl == -1 => Ok(FencedAcquire::Acquired { token }),
+            _ => Err(Error::protocol(format!(
+                "fenced lock acquire: token counter {token_key:?} holds {counter:?}, not a positive integer"
+            ))),
+        }
     }
 
     fn lock_renew(&self, name: &str, holder: &str, lease_ms: i64) -> Result<bool> {
