@@ -1,6 +1,6 @@
 //! Lock benchmarks against a private `redis-server` this bench starts itself.
 //!
-//! Run: `cargo bench --bench lock` (about 100 s). Criterion's reports
+//! Run: `cargo bench --bench lock` (about 2 minutes). Criterion's reports
 //! go to `target/criterion/`; the lines that matter are printed to stderr:
 //! one per contended run, then a summary of medians timed by this file
 //! (interleaved, in the same run) with the ratios the issue asks for.
@@ -10,7 +10,9 @@
 //! start, the bench process pins itself to CPU 0 (`taskset -a -cp 0 <own
 //! pid>`, before it starts any thread), then starts redis-server (which
 //! inherits the mask) and pins it again explicitly by its PID (`taskset -a
-//! -cp 0 <server pid>`). Nothing else is pinned. If `taskset` is missing or
+//! -cp 0 <server pid>`); the extra redis-servers of the `multi` group are
+//! started and pinned the same way, each by its own PID. Nothing else is
+//! pinned. If `taskset` is missing or
 //! fails, the bench says so and runs unpinned; set `REDISYNC_BENCH_NO_PIN=1`
 //! to run unpinned on purpose.
 //!
@@ -28,6 +30,16 @@
 //!   guard's `release()`, on a semaphore of 4 permits) and
 //!   `expirable_acquire_release` (a permit-expirable semaphore's
 //!   `acquire(lease)` + `release(&id)`), against the same floor.
+//! - `multi`: uncontended `lock()` + `unlock()` pairs of a `RedLock` over 3
+//!   and over 5 independent redis-servers (the bench server and
+//!   [`MASTERS`] - 1 more, one `Client` each; all parts granted, so all N are
+//!   taken and released, one after another), with the watchdog and with a
+//!   fixed lease (`lock_with_lease`); and a `MultiLock` over 3 locks on the
+//!   bench server through one client (`multilock3_one_server`) and over one
+//!   lock on each of 3 servers (`multilock3_three_servers`). The summary
+//!   shows each against the floors and against the single-lock pair of the
+//!   same kind (`uncontended/redis/lock_unlock` or `lock_with_lease_unlock`),
+//!   and that ratio divided by the number of parts (the cost per part).
 //! - `handoff`: from one thread's `unlock()` to another thread's return from
 //!   `lock()` on the same lock, with both threads on one client or on two;
 //!   `fair_*`: the same on a fair lock, where the waiter is queued in Redis
@@ -68,13 +80,18 @@ use std::time::{Duration, Instant};
 use common::{TestServer, unique_name};
 use criterion::{Criterion, SamplingMode};
 use redisync::{
-    Client, CountDownLatch, Lock, MemoryBackend, PermitExpirableSemaphore, Semaphore,
-    SemaphorePermit,
+    Client, CountDownLatch, Lock, MemoryBackend, MultiLock, PermitExpirableSemaphore, RedLock,
+    Semaphore, SemaphorePermit,
 };
 
 /// The fixed lease of the `lock_with_lease` benches.
 const LEASE: Duration = Duration::from_secs(30);
 const LEASE_MS: i64 = 30_000;
+/// Independent redis-servers of the `multi` group (the bench server and
+/// `MASTERS - 1` more); the RedLocks take the first 3 and all 5.
+const MASTERS: usize = 5;
+/// Parts of the MultiLock benches.
+const MULTI_PARTS: usize = 3;
 /// Permits of the uncontended semaphore benches (one `acquire(1)` at a time).
 const SEMAPHORE_PERMITS: u64 = 4;
 /// How long the latch of a floor release lives (as the library's).
@@ -128,9 +145,47 @@ fn main() {
         }
     );
 
+    // The other independent masters of the `multi` group, pinned like the
+    // bench server: each inherits the mask and is pinned again by its PID.
+    let extra_servers: Vec<TestServer> = (1..MASTERS).map(|_| TestServer::start()).collect();
+    let extra_pinned: Vec<bool> = extra_servers
+        .iter()
+        .map(|s| pinned && pin_server(s.pid()))
+        .collect();
+    let extras_pinned = extra_pinned.iter().all(|p| *p);
+    eprintln!(
+        "bench: {} more redis-servers for RedLock/MultiLock: {}; pinning: {}",
+        extra_servers.len(),
+        extra_servers
+            .iter()
+            .map(|s| format!("pid {} at {}", s.pid(), s.url()))
+            .collect::<Vec<_>>()
+            .join(", "),
+        if pinned && extras_pinned {
+            format!(
+                "all on CPU 0 (Cpus_allowed_list: {})",
+                extra_servers
+                    .iter()
+                    .map(|s| cpus_allowed(&s.pid().to_string()))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )
+        } else {
+            "NOT all pinned (numbers will swing with cross-CPU wake-ups)".to_owned()
+        }
+    );
+
     let url = server.url();
     let redis_client = Client::open(&url).expect("redisync client on the bench server");
     let redis_client_b = Client::open(&url).expect("second redisync client");
+    // One client per master: the bench server's is `redis_client`.
+    let extra_clients: Vec<Client> = extra_servers
+        .iter()
+        .map(|s| Client::open(&s.url()).expect("redisync client on an extra server"))
+        .collect();
+    let masters: Vec<&Client> = std::iter::once(&redis_client)
+        .chain(extra_clients.iter())
+        .collect();
     let memory_client = Client::builder()
         .backend(MemoryBackend::new())
         .build()
@@ -193,6 +248,32 @@ fn main() {
                 b.iter(|| expirable_acquire_release(&expirable));
             });
         }
+        group.finish();
+    }
+
+    // --- multi: RedLock and MultiLock, uncontended ---
+    {
+        let mut group = c.benchmark_group("multi");
+        group
+            .warm_up_time(Duration::from_millis(500))
+            .measurement_time(Duration::from_secs(2));
+        for n in [3, MASTERS] {
+            let redlock = redlock(&masters[..n], "bench:multi:redlock");
+            group.bench_function(format!("redlock{n}/lock_unlock"), |b| {
+                b.iter(|| redlock_unlock(&redlock));
+            });
+            group.bench_function(format!("redlock{n}/lock_with_lease_unlock"), |b| {
+                b.iter(|| redlock_with_lease_unlock(&redlock));
+            });
+        }
+        let one_server = multilock_one_server(&redis_client, "bench:multi:multilock");
+        let spread = multilock_spread(&masters[..MULTI_PARTS], "bench:multi:multilock");
+        group.bench_function("multilock3_one_server/lock_unlock", |b| {
+            b.iter(|| multilock_unlock(&one_server));
+        });
+        group.bench_function("multilock3_three_servers/lock_unlock", |b| {
+            b.iter(|| multilock_unlock(&spread));
+        });
         group.finish();
     }
 
@@ -305,8 +386,9 @@ fn main() {
     own_measurements(
         &server,
         [&redis_client, &redis_client_b, &memory_client],
+        &masters,
         test_mode,
-        pinned && server_pinned,
+        pinned && server_pinned && extras_pinned,
         !test_mode,
     );
 }
@@ -464,6 +546,42 @@ fn semaphore_acquire_release(semaphore: &Semaphore) {
 fn expirable_acquire_release(semaphore: &PermitExpirableSemaphore) {
     let id = semaphore.acquire(LEASE).unwrap();
     semaphore.release(&id).unwrap();
+}
+
+// ------------------------------------------------------- multi (uncontended) --
+
+/// A RedLock over one lock (same name) on each of `masters`, checked to take
+/// every part when uncontended.
+fn redlock(masters: &[&Client], prefix: &str) -> RedLock {
+    let name = unique_name(prefix);
+    let redlock = RedLock::new(masters.iter().map(|c| c.lock(&name))).unwrap();
+    let guard = redlock.lock().unwrap();
+    assert_eq!(guard.guards().len(), masters.len(), "a part was not taken");
+    guard.unlock().unwrap();
+    redlock
+}
+
+/// A MultiLock over [`MULTI_PARTS`] locks on one server, through one client.
+fn multilock_one_server(client: &Client, prefix: &str) -> MultiLock {
+    MultiLock::new((0..MULTI_PARTS).map(|_| client.lock(unique_name(prefix)))).unwrap()
+}
+
+/// A MultiLock over one lock on each of `masters` (one client each).
+fn multilock_spread(masters: &[&Client], prefix: &str) -> MultiLock {
+    let name = unique_name(prefix);
+    MultiLock::new(masters.iter().map(|c| c.lock(&name))).unwrap()
+}
+
+fn redlock_unlock(redlock: &RedLock) {
+    redlock.lock().unwrap().unlock().unwrap();
+}
+
+fn redlock_with_lease_unlock(redlock: &RedLock) {
+    redlock.lock_with_lease(LEASE).unwrap().unlock().unwrap();
+}
+
+fn multilock_unlock(multilock: &MultiLock) {
+    multilock.lock().unwrap().unlock().unwrap();
 }
 
 // ---------------------------------------------------------------- handoff --
@@ -934,6 +1052,7 @@ fn criterion_median(id: &str) -> Option<Duration> {
 fn own_measurements(
     server: &TestServer,
     clients: [&Client; 3],
+    masters: &[&Client],
     test_mode: bool,
     pinned: bool,
     ran_criterion: bool,
@@ -982,7 +1101,19 @@ fn own_measurements(
     let mut redis_exp_pair = || expirable_acquire_release(&redis_exp);
     let mut mem_sem_pair = || semaphore_acquire_release(&memory_sem);
     let mut mem_exp_pair = || expirable_acquire_release(&memory_exp);
-    let mut cases: [(&'static str, &mut dyn FnMut()); 16] = [
+    // RedLock over 3 and 5 masters, MultiLock over 3 locks on one server and
+    // on three (indices 16..).
+    let redlock3 = redlock(&masters[..3], "bench:own:multi:redlock");
+    let redlock5 = redlock(&masters[..MASTERS], "bench:own:multi:redlock");
+    let multi_one = multilock_one_server(redis_a, "bench:own:multi:multilock");
+    let multi_spread = multilock_spread(&masters[..MULTI_PARTS], "bench:own:multi:multilock");
+    let mut redlock3_wd = || redlock_unlock(&redlock3);
+    let mut redlock3_lease = || redlock_with_lease_unlock(&redlock3);
+    let mut redlock5_wd = || redlock_unlock(&redlock5);
+    let mut redlock5_lease = || redlock_with_lease_unlock(&redlock5);
+    let mut multi_one_pair = || multilock_unlock(&multi_one);
+    let mut multi_spread_pair = || multilock_unlock(&multi_spread);
+    let mut cases: [(&'static str, &mut dyn FnMut()); 22] = [
         ("floor/ping", &mut ping),
         ("floor/evalsha_pair", &mut pair),
         ("uncontended/redis/lock_unlock", &mut redis_wd),
@@ -1010,6 +1141,18 @@ fn own_measurements(
         (
             "uncontended/memory/expirable_acquire_release",
             &mut mem_exp_pair,
+        ),
+        ("multi/redlock3/lock_unlock", &mut redlock3_wd),
+        ("multi/redlock3/lock_with_lease_unlock", &mut redlock3_lease),
+        ("multi/redlock5/lock_unlock", &mut redlock5_wd),
+        ("multi/redlock5/lock_with_lease_unlock", &mut redlock5_lease),
+        (
+            "multi/multilock3_one_server/lock_unlock",
+            &mut multi_one_pair,
+        ),
+        (
+            "multi/multilock3_three_servers/lock_unlock",
+            &mut multi_spread_pair,
         ),
     ];
     let names: Vec<&'static str> = cases.iter().map(|(n, _)| *n).collect();
@@ -1207,6 +1350,40 @@ fn own_measurements(
         ratio(mem_wd.median, mem_lease.median),
         us(mem_wd.p90),
         us(mem_lease.p90)
+    );
+    // RedLock and MultiLock: against the floors and the single lock's pair
+    // of the same kind (watchdog or lease), whole and per part.
+    eprintln!(
+        "  RedLock / MultiLock (parts taken one after another; \"single\" = the \
+         uncontended/redis pair of the same kind above):"
+    );
+    for (i, parts, single) in [
+        (16, 3, redis_wd),
+        (17, 3, redis_lease),
+        (18, MASTERS, redis_wd),
+        (19, MASTERS, redis_lease),
+        (20, MULTI_PARTS, redis_wd),
+        (21, MULTI_PARTS, redis_wd),
+    ] {
+        let vs_single = ratio(s[i].median, single.median);
+        line(
+            names[i],
+            s[i],
+            format!(
+                "  = {:.2} × floor pair, {:.1} × ping, {vs_single:.2} × single = {:.2} × single per part (N = {parts})",
+                ratio(s[i].median, pair.median),
+                ratio(s[i].median, ping.median),
+                vs_single / parts as f64
+            ),
+        );
+    }
+    eprintln!(
+        "  RedLock3 / MultiLock3 on three servers (same parts; the RedLock's drift check): {:.2}×; \
+         MultiLock3 three servers / one server: {:.2}×; watchdog / lease pair: RedLock3 {:.2}×, RedLock5 {:.2}×",
+        ratio(s[16].median, s[21].median),
+        ratio(s[21].median, s[20].median),
+        ratio(s[16].median, s[17].median),
+        ratio(s[18].median, s[19].median)
     );
     for (label, st) in &handoff_stats {
         let stalls = if st.stalls > 0 {
