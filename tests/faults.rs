@@ -564,3 +564,47 @@ fn watchdog_renews_a_thread_that_takes_a_lock_another_thread_of_the_client_lost(
         );
     }
 }
+
+/// A stopped server refuses connections: once a call has found it down,
+/// later calls fail at once instead of waiting the pool's (long) connection
+/// timeout, and calls work again as soon as the server is back.
+#[test]
+fn a_refusing_server_fails_calls_fast_despite_a_long_connection_timeout() {
+    const LONG: Duration = Duration::from_secs(20);
+    let mut server = TestServer::start();
+    let client = Client::builder()
+        .redis_url(server.url())
+        .connection_timeout(LONG)
+        .event_handler(Arc::new(NopEventHandler))
+        .build()
+        .unwrap();
+    let lock = client.lock(unique_name("faults:refusing").as_str());
+    assert!(!lock.is_locked().unwrap());
+    server.stop();
+
+    // The first call may meet a pooled connection that only now turns out
+    // dead; every call fails well inside the connection timeout.
+    let started = Instant::now();
+    for attempt in 0..20 {
+        let call = Instant::now();
+        let err = lock.try_lock().map(drop).unwrap_err();
+        assert!(err.is_connection_error(), "attempt {attempt}: {err:?}");
+        assert!(
+            call.elapsed() < Duration::from_secs(2),
+            "attempt {attempt} took {:?} with the server down",
+            call.elapsed()
+        );
+    }
+    assert!(
+        started.elapsed() < LONG,
+        "20 failing calls took {:?}",
+        started.elapsed()
+    );
+
+    server.restart();
+    wait_until(
+        "calls work again after the restart",
+        Duration::from_secs(10),
+        || lock.try_lock().is_ok_and(|guard| guard.is_some()),
+    );
+}

@@ -6,6 +6,7 @@
 //! connection cannot run other commands.
 
 use std::fmt;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use redis::{ConnectionLike, RedisError};
@@ -174,6 +175,11 @@ impl r2d2::ManageConnection for Manager {
 pub struct RedisBackend {
     pool: r2d2::Pool<Manager>,
     manager_client: redis::Client,
+    /// Set when a call found the server unreachable, cleared by the next
+    /// call that reaches it. While set, a call without an idle pooled
+    /// connection asks the server directly instead of waiting the pool's
+    /// whole connection timeout for a server that refuses connections.
+    unreachable: AtomicBool,
     options: RedisOptions,
     /// The URL without credentials, for messages.
     address: String,
@@ -245,6 +251,7 @@ impl RedisBackend {
         Ok(RedisBackend {
             pool,
             manager_client: client,
+            unreachable: AtomicBool::new(false),
             options,
             address,
         })
@@ -262,7 +269,24 @@ impl RedisBackend {
     }
 
     fn connection(&self) -> Result<r2d2::PooledConnection<Manager>> {
+        if self.unreachable.load(Ordering::Relaxed) {
+            if let Some(conn) = self.pool.try_get() {
+                return Ok(conn);
+            }
+            // A refused connection fails here at once; r2d2 would retry it
+            // for the whole connection timeout (RedLock rounds, for one,
+            // must not stall on a dead master).
+            let manager = Manager {
+                client: self.manager_client.clone(),
+                options: self.options.clone(),
+            };
+            manager
+                .connect()
+                .map_err(|err| self.redis_error("connecting", err))?;
+            self.unreachable.store(false, Ordering::Relaxed);
+        }
         self.pool.get().map_err(|err| {
+            self.unreachable.store(true, Ordering::Relaxed);
             Error::backend_caused_by(
                 format!(
                     "no Redis connection to {} within {:?} (server unreachable, or all {} pooled connections busy)",
@@ -275,7 +299,11 @@ impl RedisBackend {
     }
 
     fn redis_error(&self, op: &str, err: RedisError) -> Error {
-        redis_error(&self.address, op, err)
+        let error = redis_error(&self.address, op, err);
+        if error.is_connection_error() {
+            self.unreachable.store(true, Ordering::Relaxed);
+        }
+        error
     }
 
     /// Runs one script invocation on a pooled connection.
@@ -285,9 +313,13 @@ impl RedisBackend {
         invocation: &redis::ScriptInvocation<'_>,
     ) -> Result<T> {
         let mut conn = self.connection()?;
-        invocation
+        let reply = invocation
             .invoke(&mut *conn as &mut dyn ConnectionLike)
-            .map_err(|err| self.redis_error(op, err))
+            .map_err(|err| self.redis_error(op, err))?;
+        if self.unreachable.load(Ordering::Relaxed) {
+            self.unreachable.store(false, Ordering::Relaxed);
+        }
+        Ok(reply)
     }
 }
 
