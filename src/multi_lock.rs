@@ -49,10 +49,12 @@
 //!
 //! A part whose acquire reply is lost (a timeout after the master applied
 //! it) is not released by the failed round; it frees itself when its lease
-//! runs out. Give RedLock clients a short
-//! [`connection_timeout`](crate::ClientBuilder::connection_timeout) and
-//! [`response_timeout`](crate::ClientBuilder::response_timeout): a round
-//! waits for each unreachable master up to those timeouts.
+//! runs out. A master that refuses connections (stopped, restarting) fails
+//! its part at once; one that does not answer at all (a network partition)
+//! holds a round up to its client's
+//! [`connection_timeout`](crate::ClientBuilder::connection_timeout) or
+//! [`response_timeout`](crate::ClientBuilder::response_timeout), so give
+//! RedLock clients short ones.
 
 use std::fmt;
 use std::sync::Arc;
