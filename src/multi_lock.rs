@@ -216,7 +216,7 @@ impl Parts {
                     }
                     Err(err) => {
                         refused += 1;
-                        errors.push((part, err));
+                        errors.push((part, Self::store_failure(err)?));
                     }
                 }
             }
@@ -236,7 +236,7 @@ impl Parts {
                     }
                     Err(err) => {
                         refused += 1;
-                        errors.push((index, err));
+                        errors.push((index, Self::store_failure(err)?));
                     }
                 }
             }
@@ -267,6 +267,16 @@ impl Parts {
                     return Ok(None);
                 }
             }
+        }
+    }
+
+    /// A part's error that a quorum may outvote: a store failure. Any
+    /// other error (an invalid part, a key of another type) is the caller's
+    /// to see as it is; returning it drops, so releases, the round's parts.
+    fn store_failure(err: Error) -> Result<Error> {
+        match err {
+            Error::Backend { .. } => Ok(err),
+            other => Err(other),
         }
     }
 

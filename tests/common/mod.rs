@@ -1009,3 +1009,553 @@ impl redisync::backend::LockBackend for CountingBackend {
         self.inner.with_pubsub(session)
     }
 }
+
+// ---------------------------------------------------------------------------
+// OutageBackend and Independent: several independent stores that can fail
+// (MultiLock across stores, RedLock)
+// ---------------------------------------------------------------------------
+
+/// What every operation of an [`OutageBackend`] returns while it is down: a
+/// connection error, as a refused or dropped connection would be.
+pub fn outage_error() -> redisync::Error {
+    redisync::Error::backend("store down (test outage)", true)
+}
+
+/// A [`redisync::backend::LockBackend`] that forwards every operation to
+/// another backend until it is switched down; while down, every operation
+/// (pub/sub sessions included, and the calls on a session already open)
+/// fails with [`outage_error`] without reaching the store, which keeps its
+/// data for when the switch is turned back up. Clones share the switch, so
+/// every client built on clones of one `OutageBackend` sees the same store
+/// go down.
+#[derive(Clone)]
+pub struct OutageBackend {
+    inner: std::sync::Arc<dyn redisync::backend::LockBackend>,
+    down: std::sync::Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl OutageBackend {
+    /// Wraps `inner`, up.
+    pub fn new(inner: std::sync::Arc<dyn redisync::backend::LockBackend>) -> Self {
+        OutageBackend {
+            inner,
+            down: std::sync::Arc::default(),
+        }
+    }
+
+    /// Switches the outage on (`true`) or off (`false`).
+    pub fn set_down(&self, down: bool) {
+        self.down.store(down, Ordering::SeqCst);
+    }
+
+    /// Whether the outage is on.
+    pub fn is_down(&self) -> bool {
+        self.down.load(Ordering::SeqCst)
+    }
+
+    fn check(&self) -> redisync::Result<()> {
+        if self.is_down() {
+            Err(outage_error())
+        } else {
+            Ok(())
+        }
+    }
+}
+
+/// A pub/sub session of an [`OutageBackend`]: fails every call while the
+/// store is down, as a dropped subscriber connection does.
+struct OutageConnection<'a> {
+    inner: &'a mut dyn redisync::backend::PubSubConnection,
+    down: &'a std::sync::atomic::AtomicBool,
+}
+
+impl OutageConnection<'_> {
+    fn check(&self) -> redisync::Result<()> {
+        if self.down.load(Ordering::SeqCst) {
+            Err(outage_error())
+        } else {
+            Ok(())
+        }
+    }
+}
+
+impl redisync::backend::PubSubConnection for OutageConnection<'_> {
+    fn subscribe(&mut self, channels: &[String]) -> redisync::Result<()> {
+        self.check()?;
+        self.inner.subscribe(channels)
+    }
+
+    fn unsubscribe(&mut self, channels: &[String]) -> redisync::Result<()> {
+        self.check()?;
+        self.inner.unsubscribe(channels)
+    }
+
+    fn next_message(
+        &mut self,
+        timeout: Duration,
+    ) -> redisync::Result<Option<redisync::backend::Message>> {
+        self.check()?;
+        let message = self.inner.next_message(timeout)?;
+        // A message that arrives as the store goes down is lost with it.
+        self.check()?;
+        Ok(message)
+    }
+}
+
+impl redisync::backend::LockBackend for OutageBackend {
+    fn lock_acquire(
+        &self,
+        name: &str,
+        holder: &str,
+        lease_ms: i64,
+    ) -> redisync::Result<redisync::backend::Acquire> {
+        self.check()?;
+        self.inner.lock_acquire(name, holder, lease_ms)
+    }
+
+    fn fenced_lock_acquire(
+        &self,
+        name: &str,
+        token_key: &str,
+        holder: &str,
+        lease_ms: i64,
+    ) -> redisync::Result<redisync::backend::FencedAcquire> {
+        self.check()?;
+        self.inner
+            .fenced_lock_acquire(name, token_key, holder, lease_ms)
+    }
+
+    fn lock_renew(&self, name: &str, holder: &str, lease_ms: i64) -> redisync::Result<bool> {
+        self.check()?;
+        self.inner.lock_renew(name, holder, lease_ms)
+    }
+
+    fn lock_release(
+        &self,
+        name: &str,
+        channel: &str,
+        holder: &str,
+        lease_ms: i64,
+        latch_key: &str,
+        latch_ms: i64,
+    ) -> redisync::Result<redisync::backend::Release> {
+        self.check()?;
+        self.inner
+            .lock_release(name, channel, holder, lease_ms, latch_key, latch_ms)
+    }
+
+    fn lock_force_release(&self, name: &str, channel: &str) -> redisync::Result<bool> {
+        self.check()?;
+        self.inner.lock_force_release(name, channel)
+    }
+
+    fn lock_state(
+        &self,
+        name: &str,
+        holder: &str,
+    ) -> redisync::Result<redisync::backend::LockState> {
+        self.check()?;
+        self.inner.lock_state(name, holder)
+    }
+
+    fn fair_lock_acquire(
+        &self,
+        keys: &redisync::backend::FairLockKeys<'_>,
+        holder: &str,
+        lease_ms: i64,
+        wait_ms: i64,
+        now_ms: i64,
+        enqueue: bool,
+    ) -> redisync::Result<redisync::backend::Acquire> {
+        self.check()?;
+        self.inner
+            .fair_lock_acquire(keys, holder, lease_ms, wait_ms, now_ms, enqueue)
+    }
+
+    fn fair_lock_release(
+        &self,
+        keys: &redisync::backend::FairLockKeys<'_>,
+        holder: &str,
+        lease_ms: i64,
+        now_ms: i64,
+        latch_key: &str,
+        latch_ms: i64,
+    ) -> redisync::Result<redisync::backend::Release> {
+        self.check()?;
+        self.inner
+            .fair_lock_release(keys, holder, lease_ms, now_ms, latch_key, latch_ms)
+    }
+
+    fn fair_lock_cancel(
+        &self,
+        keys: &redisync::backend::FairLockKeys<'_>,
+        holder: &str,
+        wait_ms: i64,
+    ) -> redisync::Result<()> {
+        self.check()?;
+        self.inner.fair_lock_cancel(keys, holder, wait_ms)
+    }
+
+    fn fair_lock_force_release(
+        &self,
+        keys: &redisync::backend::FairLockKeys<'_>,
+        now_ms: i64,
+    ) -> redisync::Result<bool> {
+        self.check()?;
+        self.inner.fair_lock_force_release(keys, now_ms)
+    }
+
+    fn read_lock_acquire(
+        &self,
+        keys: &redisync::backend::RwLockKeys<'_>,
+        lease_ms: i64,
+    ) -> redisync::Result<redisync::backend::Acquire> {
+        self.check()?;
+        self.inner.read_lock_acquire(keys, lease_ms)
+    }
+
+    fn write_lock_acquire(
+        &self,
+        keys: &redisync::backend::RwLockKeys<'_>,
+        lease_ms: i64,
+    ) -> redisync::Result<redisync::backend::Acquire> {
+        self.check()?;
+        self.inner.write_lock_acquire(keys, lease_ms)
+    }
+
+    fn read_lock_release(
+        &self,
+        keys: &redisync::backend::RwLockKeys<'_>,
+        latch_key: &str,
+        latch_ms: i64,
+    ) -> redisync::Result<redisync::backend::Release> {
+        self.check()?;
+        self.inner.read_lock_release(keys, latch_key, latch_ms)
+    }
+
+    fn write_lock_release(
+        &self,
+        keys: &redisync::backend::RwLockKeys<'_>,
+        lease_ms: i64,
+        latch_key: &str,
+        latch_ms: i64,
+    ) -> redisync::Result<redisync::backend::Release> {
+        self.check()?;
+        self.inner
+            .write_lock_release(keys, lease_ms, latch_key, latch_ms)
+    }
+
+    fn read_lock_renew(
+        &self,
+        keys: &redisync::backend::RwLockKeys<'_>,
+        lease_ms: i64,
+    ) -> redisync::Result<bool> {
+        self.check()?;
+        self.inner.read_lock_renew(keys, lease_ms)
+    }
+
+    fn rw_lock_force_release(
+        &self,
+        keys: &redisync::backend::RwLockKeys<'_>,
+        mode: redisync::backend::RwMode,
+    ) -> redisync::Result<bool> {
+        self.check()?;
+        self.inner.rw_lock_force_release(keys, mode)
+    }
+
+    fn rw_lock_state(
+        &self,
+        name: &str,
+        field: &str,
+    ) -> redisync::Result<redisync::backend::RwLockState> {
+        self.check()?;
+        self.inner.rw_lock_state(name, field)
+    }
+
+    fn counter_set_if_absent(
+        &self,
+        name: &str,
+        channel: &str,
+        value: i64,
+        message: &str,
+    ) -> redisync::Result<bool> {
+        self.check()?;
+        self.inner
+            .counter_set_if_absent(name, channel, value, message)
+    }
+
+    fn counter_get(&self, name: &str) -> redisync::Result<i64> {
+        self.check()?;
+        self.inner.counter_get(name)
+    }
+
+    fn semaphore_add(&self, name: &str, channel: &str, delta: i64) -> redisync::Result<i64> {
+        self.check()?;
+        self.inner.semaphore_add(name, channel, delta)
+    }
+
+    fn semaphore_try_acquire(&self, name: &str, permits: i64) -> redisync::Result<bool> {
+        self.check()?;
+        self.inner.semaphore_try_acquire(name, permits)
+    }
+
+    fn semaphore_drain(&self, name: &str) -> redisync::Result<i64> {
+        self.check()?;
+        self.inner.semaphore_drain(name)
+    }
+
+    fn expirable_acquire(
+        &self,
+        keys: &redisync::backend::ExpirableKeys<'_>,
+        permit_id: &str,
+        lease_end_ms: i64,
+        now_ms: i64,
+    ) -> redisync::Result<redisync::backend::Acquire> {
+        self.check()?;
+        self.inner
+            .expirable_acquire(keys, permit_id, lease_end_ms, now_ms)
+    }
+
+    fn expirable_release(
+        &self,
+        keys: &redisync::backend::ExpirableKeys<'_>,
+        permit_id: &str,
+        now_ms: i64,
+    ) -> redisync::Result<bool> {
+        self.check()?;
+        self.inner.expirable_release(keys, permit_id, now_ms)
+    }
+
+    fn expirable_available(
+        &self,
+        keys: &redisync::backend::ExpirableKeys<'_>,
+        now_ms: i64,
+    ) -> redisync::Result<i64> {
+        self.check()?;
+        self.inner.expirable_available(keys, now_ms)
+    }
+
+    fn latch_count_down(&self, name: &str, channel: &str) -> redisync::Result<i64> {
+        self.check()?;
+        self.inner.latch_count_down(name, channel)
+    }
+
+    fn latch_delete(&self, name: &str, channel: &str) -> redisync::Result<bool> {
+        self.check()?;
+        self.inner.latch_delete(name, channel)
+    }
+
+    fn publish(&self, channel: &str, payload: &str) -> redisync::Result<()> {
+        self.check()?;
+        self.inner.publish(channel, payload)
+    }
+
+    fn with_pubsub(
+        &self,
+        session: &mut dyn FnMut(
+            &mut dyn redisync::backend::PubSubConnection,
+        ) -> redisync::Result<()>,
+    ) -> redisync::Result<()> {
+        self.check()?;
+        let down = &*self.down;
+        self.inner.with_pubsub(&mut |conn| {
+            let mut conn = OutageConnection { inner: conn, down };
+            session(&mut conn)
+        })
+    }
+}
+
+/// Connection timeout of [`Independent`]'s Redis clients: short, so a
+/// stopped server fails a call fast.
+pub const STORE_CONNECTION_TIMEOUT: Duration = Duration::from_millis(300);
+/// Response timeout of [`Independent`]'s Redis clients.
+pub const STORE_RESPONSE_TIMEOUT: Duration = Duration::from_millis(500);
+
+/// Which kind of stores an [`Independent`] runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StoreKind {
+    /// `MemoryBackend`s, each behind its own [`OutageBackend`] switch.
+    Memory,
+    /// Private redis-servers.
+    Redis,
+}
+
+/// One in-memory store of an [`Independent`] environment.
+pub struct MemoryStore {
+    /// The store itself (for test hooks such as `set_string`).
+    pub backend: redisync::MemoryBackend,
+    /// What clients use: the store behind its outage switch.
+    pub outage: OutageBackend,
+}
+
+/// The stores of an [`Independent`] environment.
+pub enum Stores {
+    /// One `MemoryBackend` each, behind an outage switch.
+    Memory(Vec<MemoryStore>),
+    /// One private redis-server each (behind a mutex so `down`/`up` take
+    /// `&self`).
+    Redis(Vec<Mutex<TestServer>>),
+}
+
+/// N independent stores (the masters of a RedLock, or the servers a
+/// MultiLock's parts live on), each of which can be taken down and brought
+/// back: `down(i)` switches a memory store's outage on or kills a Redis
+/// server; `up(i)` switches it off (the memory store kept its data) or
+/// restarts the server on the same port (empty, like a restart without
+/// persistence).
+///
+/// Build the clients a test needs while their store is up: connecting to a
+/// stopped Redis server fails. After `up(i)` on Redis, a client built before
+/// the stop may fail its first call on a stale pooled connection; build new
+/// ones.
+pub struct Independent {
+    pub stores: Stores,
+}
+
+impl Independent {
+    /// `n` independent stores of the given kind.
+    pub fn new(kind: StoreKind, n: usize) -> Independent {
+        match kind {
+            StoreKind::Memory => Independent::memory(n),
+            StoreKind::Redis => Independent::redis(n),
+        }
+    }
+
+    /// `n` independent `MemoryBackend`s.
+    pub fn memory(n: usize) -> Independent {
+        Independent {
+            stores: Stores::Memory(
+                (0..n)
+                    .map(|_| {
+                        let backend = redisync::MemoryBackend::new();
+                        let outage = OutageBackend::new(std::sync::Arc::new(backend.clone()));
+                        MemoryStore { backend, outage }
+                    })
+                    .collect(),
+            ),
+        }
+    }
+
+    /// `n` private redis-servers, started in parallel.
+    pub fn redis(n: usize) -> Independent {
+        let starting: Vec<_> = (0..n).map(|_| thread::spawn(TestServer::start)).collect();
+        Independent {
+            stores: Stores::Redis(
+                starting
+                    .into_iter()
+                    .map(|handle| Mutex::new(handle.join().expect("starting a redis-server")))
+                    .collect(),
+            ),
+        }
+    }
+
+    pub fn kind(&self) -> StoreKind {
+        match &self.stores {
+            Stores::Memory(_) => StoreKind::Memory,
+            Stores::Redis(_) => StoreKind::Redis,
+        }
+    }
+
+    /// How many stores.
+    pub fn len(&self) -> usize {
+        match &self.stores {
+            Stores::Memory(stores) => stores.len(),
+            Stores::Redis(servers) => servers.len(),
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// A silent builder on store `i`, with the short Redis timeouts; the
+    /// caller adds tunables.
+    pub fn builder(&self, i: usize) -> redisync::ClientBuilder {
+        let builder = redisync::Client::builder()
+            .event_handler(std::sync::Arc::new(redisync::NopEventHandler));
+        match &self.stores {
+            Stores::Memory(stores) => builder.backend(stores[i].outage.clone()),
+            Stores::Redis(servers) => builder
+                .redis_url(lock_server(&servers[i]).url())
+                .connection_timeout(STORE_CONNECTION_TIMEOUT)
+                .response_timeout(STORE_RESPONSE_TIMEOUT),
+        }
+    }
+
+    /// A new client on store `i` with the default watchdog timeout.
+    pub fn client(&self, i: usize) -> redisync::Client {
+        self.client_with_watchdog(i, DEFAULT_WATCHDOG)
+    }
+
+    /// A new client on store `i` with the given watchdog timeout.
+    pub fn client_with_watchdog(&self, i: usize, timeout: Duration) -> redisync::Client {
+        self.builder(i)
+            .watchdog_timeout(timeout)
+            .build()
+            .unwrap_or_else(|e| panic!("building a client on store {i}: {e}"))
+    }
+
+    /// One "process": a new client on every store, in store order.
+    pub fn clients(&self) -> Vec<redisync::Client> {
+        self.clients_with_watchdog(DEFAULT_WATCHDOG)
+    }
+
+    /// One "process" whose clients have the given watchdog timeout.
+    pub fn clients_with_watchdog(&self, timeout: Duration) -> Vec<redisync::Client> {
+        (0..self.len())
+            .map(|i| self.client_with_watchdog(i, timeout))
+            .collect()
+    }
+
+    /// Takes store `i` down: memory: every call fails with
+    /// [`outage_error`]; Redis: the server is killed.
+    pub fn down(&self, i: usize) {
+        match &self.stores {
+            Stores::Memory(stores) => stores[i].outage.set_down(true),
+            Stores::Redis(servers) => lock_server(&servers[i]).stop(),
+        }
+    }
+
+    /// Brings store `i` back: memory: the outage ends (data kept); Redis:
+    /// the server restarts, empty, on the same port.
+    pub fn up(&self, i: usize) {
+        match &self.stores {
+            Stores::Memory(stores) => stores[i].outage.set_down(false),
+            Stores::Redis(servers) => lock_server(&servers[i]).restart(),
+        }
+    }
+
+    /// Stores a plain string at `key` on store `i` (`SET key value`), so
+    /// lock operations on it meet `WRONGTYPE`. The store must be up.
+    pub fn set_string(&self, i: usize, key: &str, value: &str) {
+        match &self.stores {
+            Stores::Memory(stores) => stores[i].backend.set_string(key, value),
+            Stores::Redis(servers) => redis::cmd("SET")
+                .arg(key)
+                .arg(value)
+                .query::<()>(&mut lock_server(&servers[i]).connection())
+                .expect("SET"),
+        }
+    }
+}
+
+fn lock_server(server: &Mutex<TestServer>) -> MutexGuard<'_, TestServer> {
+    server.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// One `#[test]` per behaviour and store kind: `memory_stores::<name>` and
+/// `redis_stores::<name>` both run `<name>(StoreKind)` (the caller imports
+/// `StoreKind`), which builds the [`Independent`] stores it needs.
+#[allow(unused_macros)]
+macro_rules! independent_tests {
+    ($($name:ident),* $(,)?) => {
+        mod memory_stores {
+            $( #[test] fn $name() { super::$name(super::StoreKind::Memory); } )*
+        }
+        mod redis_stores {
+            $( #[test] fn $name() { super::$name(super::StoreKind::Redis); } )*
+        }
+    };
+}
+#[allow(unused_imports)]
+pub(crate) use independent_tests;
