@@ -132,19 +132,24 @@ impl Process {
 
     /// Whether each of `names` is locked (by anyone).
     fn locked(&self, names: &[String]) -> Vec<bool> {
-        names
-            .iter()
-            .enumerate()
-            .map(|(part, name)| self.lock(part, name).is_locked().unwrap())
-            .collect()
+        self.ask_each(names, Lock::is_locked)
     }
 
     /// Whether each of `names` is held by the calling thread of this process.
     fn held_here(&self, names: &[String]) -> Vec<bool> {
+        self.ask_each(names, Lock::is_held_by_current_thread)
+    }
+
+    /// `ask` of each part `i`'s lock named `names[i]`.
+    fn ask_each(
+        &self,
+        names: &[String],
+        ask: impl Fn(&Lock) -> redisync::Result<bool>,
+    ) -> Vec<bool> {
         names
             .iter()
             .enumerate()
-            .map(|(part, name)| self.lock(part, name).is_held_by_current_thread().unwrap())
+            .map(|(part, name)| ask(&self.lock(part, name)).unwrap())
             .collect()
     }
 }
@@ -258,15 +263,32 @@ impl Parts {
     }
 }
 
-/// Waits for every worker to report done within `budget` (a deadlock fails
-/// the test instead of hanging it), then joins them, re-raising a worker's
-/// panic.
-fn join_within(
-    workers: Vec<thread::JoinHandle<()>>,
-    done: &mpsc::Receiver<()>,
-    budget: Duration,
-    parts: &Parts,
-) {
+/// Runs each of `workers` on its own thread, all started together, each
+/// calling its closure `iterations` times with the iteration number. Waits
+/// for every worker to finish within [`CONTENTION_BUDGET`] (a deadlock
+/// fails the test instead of hanging it), then joins them, re-raising a
+/// worker's panic.
+fn contend<W>(parts: &Parts, iterations: usize, workers: Vec<W>)
+where
+    W: FnMut(usize) + Send + 'static,
+{
+    let budget = CONTENTION_BUDGET;
+    let start = Arc::new(Barrier::new(workers.len()));
+    let (done_tx, done) = mpsc::channel();
+    let workers: Vec<_> = workers
+        .into_iter()
+        .map(|mut work| {
+            let (start, done) = (Arc::clone(&start), done_tx.clone());
+            thread::spawn(move || {
+                start.wait();
+                for iteration in 0..iterations {
+                    work(iteration);
+                }
+                done.send(()).unwrap();
+            })
+        })
+        .collect();
+    drop(done_tx);
     let deadline = Instant::now() + budget;
     let total = workers.len();
     for finished in 0..total {
@@ -285,6 +307,54 @@ fn join_within(
         if let Err(panic) = worker.join() {
             std::panic::resume_unwind(panic);
         }
+    }
+}
+
+/// Another process's thread that holds some locks for a while, then
+/// releases them, for a waiter to be woken by the release.
+struct Holder {
+    released: mpsc::Receiver<Instant>,
+    thread: thread::JoinHandle<()>,
+}
+
+impl Holder {
+    /// Takes every one of `locks` (with [`LONG_LEASE`]) on another thread
+    /// and returns once they are held; the thread releases them `hold`
+    /// later.
+    fn start(locks: Vec<Lock>, hold: Duration) -> Holder {
+        let (held_tx, held) = mpsc::channel();
+        let (released_tx, released) = mpsc::channel();
+        let thread = thread::spawn(move || {
+            let guards: Vec<_> = locks
+                .iter()
+                .map(|l| l.lock_with_lease(LONG_LEASE).unwrap())
+                .collect();
+            held_tx.send(()).unwrap();
+            thread::sleep(hold);
+            released_tx.send(Instant::now()).unwrap();
+            for guard in guards {
+                guard.unlock().unwrap();
+            }
+        });
+        held.recv_timeout(STUCK).expect("the holder took its locks");
+        Holder { released, thread }
+    }
+
+    /// Checks that a waiter that got in at `got` was woken by the release,
+    /// promptly (not by polling), and joins the holder's thread.
+    fn woke(self, got: Instant, what: &str) {
+        let released = self
+            .released
+            .recv_timeout(STUCK)
+            .expect("the holder's report");
+        assert!(got >= released, "{what}: got in before the holder released");
+        let after = got.duration_since(released);
+        assert!(
+            after < PROMPT,
+            "{what}: got in {after:?} after the holder released (woken by polling, not by \
+             the unlock?)"
+        );
+        self.thread.join().unwrap();
     }
 }
 
@@ -320,6 +390,76 @@ fn timed<T>(f: impl FnOnce() -> T) -> (T, Duration) {
     let started = Instant::now();
     let value = f();
     (value, started.elapsed())
+}
+
+/// The ways to take a [`MultiLock`] or a [`RedLock`] that a case with a
+/// store down calls.
+const TAKES: [&str; 4] = ["lock", "try_lock", "try_lock_for", "lock_with_lease"];
+
+/// What [`MultiLock`] and [`RedLock`] share, for the cases that call both.
+trait Take: Clone + Send + 'static {
+    /// Takes it the way `how` (one of [`TAKES`]) says, `try_lock_for`
+    /// waiting `wait`, `lock_with_lease` with [`LONG_LEASE`]; whether it
+    /// got it (the guard is dropped).
+    fn take(&self, how: &str, wait: Duration) -> redisync::Result<bool>;
+}
+
+macro_rules! impl_take {
+    ($($lock:ty),*) => {
+        $(
+            impl Take for $lock {
+                fn take(&self, how: &str, wait: Duration) -> redisync::Result<bool> {
+                    match how {
+                        "lock" => self.lock().map(|_| true),
+                        "try_lock" => self.try_lock().map(|g| g.is_some()),
+                        "try_lock_for" => self.try_lock_for(wait).map(|g| g.is_some()),
+                        "lock_with_lease" => self.lock_with_lease(LONG_LEASE).map(|_| true),
+                        other => panic!("no way to take a lock called {other:?}"),
+                    }
+                }
+            }
+        )*
+    };
+}
+impl_take!(MultiLock, RedLock);
+
+/// `lock()` on `lock`, on another thread (see [`bounded`]), which must
+/// fail: its error and how long it took.
+fn lock_fails<L: Take>(what: &str, lock: L) -> (Error, Duration) {
+    let (result, took) = bounded(what, FAILS_WITHIN, move || lock.take("lock", PROMPT));
+    match result {
+        Ok(got) => panic!("{what}: returned Ok (got: {got})"),
+        Err(err) => (err, took),
+    }
+}
+
+/// Every way of [`TAKES`] to take `lock` (which cannot reach what it
+/// needs), each on another thread: each must fail within [`FAILS_WITHIN`]
+/// with a connection [`Error::Backend`], which `check` then gets with what
+/// was called. `label` says which case it is.
+fn every_take_fails<L: Take>(
+    lock: &L,
+    wait: Duration,
+    label: &str,
+    mut check: impl FnMut(&str, &Error),
+) {
+    for how in TAKES {
+        let lock = lock.clone();
+        let (result, took) = bounded(&format!("{label}: {how}"), FAILS_WITHIN, move || {
+            lock.take(how, wait)
+        });
+        let err = match result {
+            Ok(got) => panic!("{label}: {how} returned Ok (got: {got})"),
+            Err(err) => err,
+        };
+        assert!(took < FAILS_WITHIN, "{label}: {how} took {took:?} to fail");
+        assert!(
+            is_backend(&err),
+            "{label}: {how}: expected Backend, got {err:?}"
+        );
+        assert!(err.is_connection_error(), "{label}: {how}: {err:?}");
+        check(how, &err);
+    }
 }
 
 // ---------------------------------------------------------------------------
@@ -455,12 +595,7 @@ fn try_lock_for_times_out_holding_nothing(setup: &Setup) {
     assert_eq!(process.held_here(&names), [false; PARTS]);
 
     // The held part is still the other process's.
-    assert!(
-        other
-            .lock(2, &names[2])
-            .is_held_by_current_thread()
-            .unwrap()
-    );
+    assert_eq!(other.held_here(&names), [false, false, true]);
     blocker.unlock().unwrap();
     assert_eq!(other.locked(&names), [false; PARTS]);
 }
@@ -473,20 +608,8 @@ fn a_waiter_is_woken_when_the_blocking_part_is_released(setup: &Setup) {
         let names: Vec<String> = multi_names.iter().map(|n| format!("{n}:{how}")).collect();
         let multi = process.multi(&names);
         // Another process holds the middle part, in a thread that releases
-        // it HOLD after taking it and reports when it started to.
-        let blocker = setup.process().lock(1, &names[1]);
-        let (held_tx, held_rx) = mpsc::channel();
-        let (released_tx, released_rx) = mpsc::channel();
-        let holder = thread::spawn(move || {
-            let guard = blocker.lock_with_lease(LONG_LEASE).unwrap();
-            held_tx.send(()).unwrap();
-            thread::sleep(HOLD);
-            released_tx.send(Instant::now()).unwrap();
-            guard.unlock().unwrap();
-        });
-        held_rx
-            .recv_timeout(STUCK)
-            .expect("the holder took its part");
+        // it HOLD after taking it.
+        let holder = Holder::start(vec![setup.process().lock(1, &names[1])], HOLD);
         let started = Instant::now();
         let guard = match how {
             "try_lock_for" => multi.try_lock_for(STUCK).unwrap(),
@@ -495,19 +618,7 @@ fn a_waiter_is_woken_when_the_blocking_part_is_released(setup: &Setup) {
         };
         let got = Instant::now();
         let guard = guard.unwrap_or_else(|| panic!("{how}: timed out after {STUCK:?}"));
-        let released = released_rx
-            .recv_timeout(STUCK)
-            .expect("the holder's report");
-        assert!(
-            got >= released,
-            "{how}: got every part before the holder released"
-        );
-        let after = got.duration_since(released);
-        assert!(
-            after < PROMPT,
-            "{how}: took the parts {after:?} after the blocking part was released \
-             (woken by polling, not by the unlock?)"
-        );
+        holder.woke(got, how);
         assert!(
             got.duration_since(started) >= HOLD - Duration::from_millis(100),
             "{how}: returned after only {:?}",
@@ -515,7 +626,6 @@ fn a_waiter_is_woken_when_the_blocking_part_is_released(setup: &Setup) {
         );
         assert_eq!(process.held_here(&names), [true; PARTS], "{how}");
         guard.unlock().unwrap();
-        holder.join().unwrap();
         assert_eq!(process.locked(&names), [false; PARTS], "{how}");
     }
 }
@@ -634,12 +744,7 @@ fn unlock_reports_a_force_unlocked_part_and_releases_the_others(setup: &Setup) {
     let err = guard.unlock().unwrap_err();
     assert!(err.is_not_held(), "expected NotHeld, got {err:?}");
     assert_eq!(other.locked(&names), [true, false, false]);
-    assert!(
-        other
-            .lock(0, &names[0])
-            .is_held_by_current_thread()
-            .unwrap()
-    );
+    assert_eq!(other.held_here(&names), [true, false, false]);
     retaken.unlock().unwrap();
 
     // Dropping such a guard also releases the others.
@@ -701,26 +806,21 @@ fn all_or_nothing_under_contention_in_any_order(setup: &Setup) {
     let names = names("multi:contention", PARTS);
     let processes = [setup.process(), setup.process()];
     let parts = Parts::new(PARTS);
-    let start = Arc::new(Barrier::new(ORDERS.len()));
-    let (done_tx, done_rx) = mpsc::channel();
-    let mut workers = Vec::new();
-    for (worker, order) in ORDERS.iter().enumerate() {
-        let multi = processes[worker % 2].multi_in_order(&names, order);
-        let (parts, start, done) = (parts.clone(), start.clone(), done_tx.clone());
-        let order = *order;
-        workers.push(thread::spawn(move || {
-            start.wait();
-            for iteration in 0..ITERATIONS {
+    let workers = ORDERS
+        .iter()
+        .enumerate()
+        .map(|(worker, order)| {
+            let multi = processes[worker % 2].multi_in_order(&names, order);
+            let (parts, order) = (Arc::clone(&parts), *order);
+            move |iteration| {
                 let guard = multi.lock().expect("lock()");
                 parts
                     .critical_section(&order, &format!("worker {worker} ({order:?}) #{iteration}"));
                 guard.unlock().expect("unlock()");
             }
-            done.send(()).unwrap();
-        }));
-    }
-    drop(done_tx);
-    join_within(workers, &done_rx, CONTENTION_BUDGET, &parts);
+        })
+        .collect();
+    contend(&parts, ITERATIONS, workers);
     assert_eq!(parts.counts(), [(ORDERS.len() * ITERATIONS) as u64; PARTS]);
     assert_eq!(processes[0].locked(&names), [false; PARTS]);
 }
@@ -733,17 +833,15 @@ fn multi_lock_and_single_lock_users_exclude_each_other(setup: &Setup) {
     // Two MultiLock users (in both orders) and a single-lock user per part.
     let users: [(usize, Vec<usize>); 4] =
         [(0, vec![0, 1]), (1, vec![1, 0]), (1, vec![0]), (0, vec![1])];
-    let start = Arc::new(Barrier::new(users.len()));
-    let (done_tx, done_rx) = mpsc::channel();
-    let mut workers = Vec::new();
-    for (worker, (process, order)) in users.into_iter().enumerate() {
-        let process = &processes[process];
-        let multi = (order.len() > 1).then(|| process.multi_in_order(&names, &order));
-        let single = process.lock(order[0], &names[order[0]]);
-        let (parts, start, done) = (parts.clone(), start.clone(), done_tx.clone());
-        workers.push(thread::spawn(move || {
-            start.wait();
-            for iteration in 0..ITERATIONS {
+    let workers = users
+        .into_iter()
+        .enumerate()
+        .map(|(worker, (process, order))| {
+            let process = &processes[process];
+            let multi = (order.len() > 1).then(|| process.multi_in_order(&names, &order));
+            let single = process.lock(order[0], &names[order[0]]);
+            let parts = Arc::clone(&parts);
+            move |iteration| {
                 let who = format!("worker {worker} ({order:?}) #{iteration}");
                 match &multi {
                     Some(multi) => {
@@ -758,11 +856,9 @@ fn multi_lock_and_single_lock_users_exclude_each_other(setup: &Setup) {
                     }
                 }
             }
-            done.send(()).unwrap();
-        }));
-    }
-    drop(done_tx);
-    join_within(workers, &done_rx, CONTENTION_BUDGET, &parts);
+        })
+        .collect();
+    contend(&parts, ITERATIONS, workers);
     assert_eq!(parts.counts(), [3 * ITERATIONS as u64; 2]);
     assert_eq!(processes[0].locked(&names), [false; 2]);
 }
@@ -866,9 +962,8 @@ fn bad_arguments_are_invalid_argument(setup: &Setup) {
     assert_eq!(observer.locked(&names), [false; PARTS]);
 }
 
-/// `MultiLock::lock` documents `InvalidArgument` for a part with an empty
-/// name (as `Lock::lock` returns); the part loop wraps it in a `Backend`
-/// error instead.
+/// A part with an empty name is `InvalidArgument`, as `Lock::lock` returns
+/// it (only store failures are wrapped as `Backend`).
 fn a_part_with_an_empty_name_is_invalid_argument(setup: &Setup) {
     let names = names("multi:empty-name", PARTS);
     let process = setup.process();
@@ -884,10 +979,7 @@ fn a_part_with_an_empty_name_is_invalid_argument(setup: &Setup) {
             process.lock(part, name)
         }))
         .unwrap();
-        let (result, _) = bounded("lock() with an empty part name", FAILS_WITHIN, move || {
-            multi.lock().map(drop)
-        });
-        let err = result.unwrap_err();
+        let (err, _) = lock_fails("lock() with an empty part name", multi);
         assert!(
             err.is_invalid_argument(),
             "part {empty} has an empty name: expected InvalidArgument, got {err:?} ({err})"
@@ -896,21 +988,15 @@ fn a_part_with_an_empty_name_is_invalid_argument(setup: &Setup) {
     }
 }
 
-/// `MultiLock::lock` documents `Protocol` when a part's key holds another
-/// type (as `Lock::lock` returns); the part loop wraps it in a `Backend`
-/// error instead. The parts taken before it must be given back either way.
+/// A part whose key holds another type is `Protocol`, as `Lock::lock`
+/// returns it; the parts taken before it are given back.
 fn a_part_holding_another_type_is_a_protocol_error(setup: &Setup) {
     let names = names("multi:wrongtype", PARTS);
     let process = setup.process();
     let observer = setup.process();
     setup.set_string(2, &names[2]);
     let multi = process.multi(&names);
-    let (result, took) = bounded(
-        "lock() with a part of another type",
-        FAILS_WITHIN,
-        move || multi.lock().map(drop),
-    );
-    let err = result.unwrap_err();
+    let (err, took) = lock_fails("lock() with a part of another type", multi);
     assert!(took < FAILS_WITHIN, "took {took:?}");
     // Parts 0 and 1 were taken first: they must have been given back.
     let free: Vec<bool> = (0..2)
@@ -937,46 +1023,20 @@ fn multi_lock_store_down_is_a_prompt_error_holding_nothing(kind: StoreKind) {
         };
         let multi = process.multi(&names);
         stores.down(down);
-        type Take = fn(&MultiLock) -> redisync::Result<bool>;
-        let calls: [(&str, Take); 4] = [
-            ("lock", |m| m.lock().map(|_| true)),
-            ("try_lock", |m| m.try_lock().map(|g| g.is_some())),
-            ("try_lock_for", |m| {
-                m.try_lock_for(PROMPT).map(|g| g.is_some())
-            }),
-            ("lock_with_lease", |m| {
-                m.lock_with_lease(LONG_LEASE).map(|_| true)
-            }),
-        ];
-        for (what, call) in calls {
-            let multi = multi.clone();
-            let (result, took) = bounded(
-                &format!("store {down} down: {what}"),
-                FAILS_WITHIN,
-                move || call(&multi),
-            );
-            let err = match result {
-                Ok(got) => panic!("store {down} down: {what} returned Ok (got: {got})"),
-                Err(err) => err,
-            };
-            assert!(
-                took < FAILS_WITHIN,
-                "store {down} down: {what} took {took:?} to fail"
-            );
-            assert!(is_backend(&err), "store {down} down: {what}: {err:?}");
-            assert!(err.is_connection_error(), "{what}: {err:?}");
+        let label = format!("store {down} down");
+        every_take_fails(&multi, PROMPT, &label, |what, err| {
             let message = err.to_string();
             assert!(
                 message.contains("MultiLock") && message.contains(&names[down]),
-                "store {down} down: {what}: the message does not name the part: {message}"
+                "{label}: {what}: the message does not name the part: {message}"
             );
             for part in (0..PARTS).filter(|&p| p != down) {
                 assert!(
                     !observer.lock(part, &names[part]).is_locked().unwrap(),
-                    "store {down} down: {what} left part {part} held"
+                    "{label}: {what} left part {part} held"
                 );
             }
-        }
+        });
         stores.up(down);
         // Back up (Redis restarted empty): a new process takes every part.
         let fresh = Process {
@@ -995,6 +1055,53 @@ fn multi_lock_store_down_is_a_prompt_error_holding_nothing(kind: StoreKind) {
 // RedLock
 // ---------------------------------------------------------------------------
 
+/// The setting of most RedLock cases: `n` independent stores of `kind`, a
+/// fresh lock name made from `prefix`, a process (one client per store), an
+/// observer (another process), and the process's RedLock of that name.
+/// Bind the stores to a name (`_stores` where unused): `_` would drop them,
+/// servers and all, at once.
+fn redlock_case(
+    kind: StoreKind,
+    n: usize,
+    prefix: &str,
+) -> (Independent, String, Vec<Client>, Vec<Client>, RedLock) {
+    redlock_case_with_watchdog(kind, n, prefix, common::DEFAULT_WATCHDOG)
+}
+
+/// [`redlock_case`] with the process's clients on the watchdog timeout
+/// `watchdog`.
+fn redlock_case_with_watchdog(
+    kind: StoreKind,
+    n: usize,
+    prefix: &str,
+    watchdog: Duration,
+) -> (Independent, String, Vec<Client>, Vec<Client>, RedLock) {
+    let stores = Independent::new(kind, n);
+    let name = unique_name(prefix);
+    let process = stores.clients_with_watchdog(watchdog);
+    let observer = stores.clients();
+    let lock = redlock(&process, &name);
+    (stores, name, process, observer, lock)
+}
+
+/// Calls `check` with the time elapsed every 100 ms, for three watchdog
+/// timeouts (a watchdog hold is renewed several times meanwhile).
+fn for_three_watchdog_timeouts(mut check: impl FnMut(Duration)) {
+    let started = Instant::now();
+    while started.elapsed() < WATCHDOG * 3 {
+        thread::sleep(Duration::from_millis(100));
+        check(started.elapsed());
+    }
+}
+
+/// Takes the stores in `down` down; returns the others, in order.
+fn take_down(stores: &Independent, down: &[usize]) -> Vec<usize> {
+    for &i in down {
+        stores.down(i);
+    }
+    (0..stores.len()).filter(|i| !down.contains(i)).collect()
+}
+
 /// A RedLock named `name` on every client of a process (one per store).
 fn redlock(clients: &[Client], name: &str) -> RedLock {
     RedLock::new(clients.iter().map(|c| c.lock(name))).expect("RedLock::new")
@@ -1010,11 +1117,7 @@ fn locked_on(clients: &[Client], name: &str, which: impl IntoIterator<Item = usi
 
 fn redlock_acquires_with_every_store_up(kind: StoreKind) {
     for (n, quorum) in [(3, 2), (5, 3)] {
-        let stores = Independent::new(kind, n);
-        let name = unique_name("redlock:up");
-        let process = stores.clients();
-        let observer = stores.clients();
-        let lock = redlock(&process, &name);
+        let (_stores, name, _process, observer, lock) = redlock_case(kind, n, "redlock:up");
         assert_eq!(lock.quorum(), quorum, "{n} masters");
         assert_eq!(lock.locks().len(), n);
 
@@ -1041,15 +1144,9 @@ fn redlock_acquires_with_every_store_up(kind: StoreKind) {
 
 fn redlock_acquires_with_a_minority_down(kind: StoreKind) {
     for (n, down) in [(3, vec![1]), (5, vec![1, 3])] {
-        let stores = Independent::new(kind, n);
-        let name = unique_name("redlock:minority-down");
-        let process = stores.clients();
-        let observer = stores.clients();
-        let lock = redlock(&process, &name);
-        for &i in &down {
-            stores.down(i);
-        }
-        let live: Vec<usize> = (0..n).filter(|i| !down.contains(i)).collect();
+        let (stores, name, process, observer, lock) =
+            redlock_case(kind, n, "redlock:minority-down");
+        let live = take_down(&stores, &down);
 
         // Bounded first on another thread (a hang fails the test), then
         // for real on this one.
@@ -1102,44 +1199,12 @@ fn redlock_acquires_with_a_minority_down(kind: StoreKind) {
 
 fn redlock_with_a_majority_down_is_an_error_not_a_hang(kind: StoreKind) {
     for (n, down) in [(3, vec![0, 2]), (5, vec![0, 2, 4])] {
-        let stores = Independent::new(kind, n);
-        let name = unique_name("redlock:majority-down");
-        let process = stores.clients();
-        let observer = stores.clients();
-        let lock = redlock(&process, &name);
-        for &i in &down {
-            stores.down(i);
-        }
-        let live: Vec<usize> = (0..n).filter(|i| !down.contains(i)).collect();
+        let (stores, name, _process, observer, lock) =
+            redlock_case(kind, n, "redlock:majority-down");
+        let live = take_down(&stores, &down);
 
-        type Take = fn(&RedLock) -> redisync::Result<bool>;
-        let calls: [(&str, Take); 4] = [
-            ("lock", |l| l.lock().map(|_| true)),
-            ("try_lock", |l| l.try_lock().map(|g| g.is_some())),
-            ("try_lock_for", |l| {
-                l.try_lock_for(STUCK).map(|g| g.is_some())
-            }),
-            ("lock_with_lease", |l| {
-                l.lock_with_lease(LONG_LEASE).map(|_| true)
-            }),
-        ];
-        for (what, call) in calls {
-            let lock = lock.clone();
-            let (result, took) = bounded(
-                &format!("{n} masters, {down:?} down: {what}"),
-                FAILS_WITHIN,
-                move || call(&lock),
-            );
-            let err = match result {
-                Ok(got) => panic!("{n} masters, {down:?} down: {what} returned Ok ({got})"),
-                Err(err) => err,
-            };
-            assert!(
-                took < FAILS_WITHIN,
-                "{n} masters, {down:?} down: {what} took {took:?} to fail"
-            );
-            assert!(is_backend(&err), "{what}: expected Backend, got {err:?}");
-            assert!(err.is_connection_error(), "{what}: {err:?}");
+        let label = format!("{n} masters, {down:?} down");
+        every_take_fails(&lock, STUCK, &label, |what, err| {
             assert!(
                 err.to_string().contains("majority"),
                 "{what}: the message does not mention the majority: {err}"
@@ -1147,34 +1212,28 @@ fn redlock_with_a_majority_down_is_an_error_not_a_hang(kind: StoreKind) {
             assert_eq!(
                 locked_on(&observer, &name, live.clone()),
                 vec![false; live.len()],
-                "{n} masters, {down:?} down: {what} left a live part held"
+                "{label}: {what} left a live part held"
             );
-        }
+        });
     }
 }
 
 fn redlock_unlock_succeeds_with_a_server_killed_while_held(kind: StoreKind) {
-    let stores = Independent::new(kind, 3);
-    let name = unique_name("redlock:killed");
-    let process = stores.clients_with_watchdog(WATCHDOG);
-    let observer = stores.clients();
-    let lock = redlock(&process, &name);
+    let (stores, name, _process, observer, lock) =
+        redlock_case_with_watchdog(kind, 3, "redlock:killed", WATCHDOG);
     let guard = lock.lock().unwrap();
     assert_eq!(guard.guards().len(), 3);
 
     stores.down(1);
     // The watchdog keeps renewing the majority: not lost, well past the
     // timeout, and nobody else gets in.
-    let started = Instant::now();
-    while started.elapsed() < WATCHDOG * 3 {
-        thread::sleep(Duration::from_millis(100));
+    for_three_watchdog_timeouts(|elapsed| {
         assert!(
             !guard.is_lost(),
-            "lost {:?} after one of three masters stopped",
-            started.elapsed()
+            "lost {elapsed:?} after one of three masters stopped"
         );
         assert_eq!(locked_on(&observer, &name, [0, 2]), [true, true]);
-    }
+    });
     assert!(redlock(&observer, &name).try_lock().unwrap().is_none());
     // The stopped master's part is known lost by now (not renewed).
     assert!(guard.guards()[1].is_lost());
@@ -1193,27 +1252,20 @@ fn competing_redlock_users_exclude_each_other(kind: StoreKind) {
     let processes = [stores.clients(), stores.clients()];
     let parts = Parts::new(1);
     let workers_total = processes.len() * THREADS_PER_PROCESS;
-    let start = Arc::new(Barrier::new(workers_total));
-    let (done_tx, done_rx) = mpsc::channel();
     let mut workers = Vec::new();
     for (p, process) in processes.iter().enumerate() {
         for t in 0..THREADS_PER_PROCESS {
             let lock = redlock(process, &name);
-            let (parts, start, done) = (parts.clone(), start.clone(), done_tx.clone());
-            workers.push(thread::spawn(move || {
-                start.wait();
-                for iteration in 0..ITERATIONS {
-                    let guard = lock.lock().expect("lock()");
-                    assert!(!guard.is_lost());
-                    parts.critical_section(&[0], &format!("process {p} thread {t} #{iteration}"));
-                    guard.unlock().expect("unlock()");
-                }
-                done.send(()).unwrap();
-            }));
+            let parts = Arc::clone(&parts);
+            workers.push(move |iteration| {
+                let guard = lock.lock().expect("lock()");
+                assert!(!guard.is_lost());
+                parts.critical_section(&[0], &format!("process {p} thread {t} #{iteration}"));
+                guard.unlock().expect("unlock()");
+            });
         }
     }
-    drop(done_tx);
-    join_within(workers, &done_rx, CONTENTION_BUDGET, &parts);
+    contend(&parts, ITERATIONS, workers);
     assert_eq!(parts.counts(), [(workers_total * ITERATIONS) as u64]);
     assert_eq!(locked_on(&processes[0], &name, 0..3), [false; 3]);
 }
@@ -1225,11 +1277,7 @@ fn a_majority_held_elsewhere_keeps_redlock_out(kind: StoreKind) {
         (3, vec![0, 2]),
         (5, vec![0, 2, 4]),
     ] {
-        let stores = Independent::new(kind, n);
-        let name = unique_name("redlock:majority-held");
-        let process = stores.clients();
-        let other = stores.clients();
-        let lock = redlock(&process, &name);
+        let (_stores, name, _process, other, lock) = redlock_case(kind, n, "redlock:majority-held");
         let blockers: Vec<_> = held
             .iter()
             .map(|&i| {
@@ -1278,51 +1326,22 @@ fn a_majority_held_elsewhere_keeps_redlock_out(kind: StoreKind) {
         guard.unlock().unwrap();
 
         // A waiter is woken when the last blockers are released.
-        let (held_tx, held_rx) = mpsc::channel();
-        let (released_tx, released_rx) = mpsc::channel();
-        let again: Vec<Lock> = held.iter().map(|&i| other[i].lock(name.as_str())).collect();
         drop(blockers);
-        let holder = thread::spawn(move || {
-            let guards: Vec<_> = again
-                .iter()
-                .map(|l| l.lock_with_lease(LONG_LEASE).unwrap())
-                .collect();
-            held_tx.send(()).unwrap();
-            thread::sleep(LEASE);
-            released_tx.send(Instant::now()).unwrap();
-            for guard in guards {
-                guard.unlock().unwrap();
-            }
-        });
-        held_rx
-            .recv_timeout(STUCK)
-            .expect("the holder took a majority");
+        let holder = Holder::start(
+            held.iter().map(|&i| other[i].lock(name.as_str())).collect(),
+            LEASE,
+        );
         let guard = lock
             .try_lock_for(STUCK)
             .unwrap()
             .expect("woken within the wait");
-        let got = Instant::now();
-        let released = released_rx.recv_timeout(STUCK).unwrap();
-        assert!(
-            got >= released,
-            "got a majority before the holder released it"
-        );
-        assert!(
-            got.duration_since(released) < PROMPT,
-            "took the RedLock {:?} after the majority was released",
-            got.duration_since(released)
-        );
+        holder.woke(Instant::now(), &format!("{n} masters, {held:?} held"));
         guard.unlock().unwrap();
-        holder.join().unwrap();
     }
 }
 
 fn redlock_fixed_lease_is_lost_when_it_ends(kind: StoreKind) {
-    let stores = Independent::new(kind, 3);
-    let name = unique_name("redlock:lease");
-    let process = stores.clients();
-    let observer = stores.clients();
-    let lock = redlock(&process, &name);
+    let (_stores, name, _process, observer, lock) = redlock_case(kind, 3, "redlock:lease");
     let started = Instant::now();
     let guard = lock.lock_with_lease(LEASE).unwrap();
     assert!(!guard.is_lost());
@@ -1357,11 +1376,7 @@ fn redlock_fixed_lease_is_lost_when_it_ends(kind: StoreKind) {
 fn redlock_counts_only_leases_that_outlive_the_drift_allowance(kind: StoreKind) {
     const WAIT: Duration = Duration::from_millis(300);
     const TOO_SHORT: Duration = Duration::from_millis(2);
-    let stores = Independent::new(kind, 3);
-    let name = unique_name("redlock:drift");
-    let process = stores.clients();
-    let observer = stores.clients();
-    let lock = redlock(&process, &name);
+    let (_stores, name, _process, observer, lock) = redlock_case(kind, 3, "redlock:drift");
 
     let probe = lock.clone();
     let (got, took) = bounded("a RedLock with 2 ms leases", FAILS_WITHIN, move || {
@@ -1398,11 +1413,8 @@ fn redlock_counts_only_leases_that_outlive_the_drift_allowance(kind: StoreKind) 
 }
 
 fn redlock_watchdog_keeps_it_until_a_majority_stops(kind: StoreKind) {
-    let stores = Independent::new(kind, 3);
-    let name = unique_name("redlock:watchdog");
-    let process = stores.clients_with_watchdog(WATCHDOG);
-    let observer = stores.clients();
-    let lock = redlock(&process, &name);
+    let (stores, name, _process, observer, lock) =
+        redlock_case_with_watchdog(kind, 3, "redlock:watchdog", WATCHDOG);
     let guard = lock.lock().unwrap();
     for (i, client) in observer.iter().enumerate() {
         let ttl = client
@@ -1415,20 +1427,16 @@ fn redlock_watchdog_keeps_it_until_a_majority_stops(kind: StoreKind) {
             "master {i}: lease {ttl:?} > the watchdog timeout"
         );
     }
-    let started = Instant::now();
-    while started.elapsed() < WATCHDOG * 3 {
-        thread::sleep(Duration::from_millis(100));
+    for_three_watchdog_timeouts(|elapsed| {
         assert!(
             !guard.is_lost(),
-            "lost after {:?} with every master up",
-            started.elapsed()
+            "lost after {elapsed:?} with every master up"
         );
         assert!(
             redlock(&observer, &name).try_lock().unwrap().is_none(),
-            "another process got the RedLock {:?} after it was taken",
-            started.elapsed()
+            "another process got the RedLock {elapsed:?} after it was taken"
         );
-    }
+    });
     assert_eq!(locked_on(&observer, &name, 0..3), [true; 3]);
 
     stores.down(0);
@@ -1486,16 +1494,13 @@ fn redlock_rejects_bad_arguments(kind: StoreKind) {
     assert_eq!(locked_on(&process, &name, 0..3), [false; 3]);
 }
 
-/// `RedLock::lock` documents `InvalidArgument` for a part with an empty
-/// name; the part loop wraps it in a `Backend` error ("no majority").
+/// Empty part names are `InvalidArgument`, not outvoted as a store failure
+/// would be (no "no majority" `Backend` error).
 fn redlock_parts_with_an_empty_name_are_invalid_argument(kind: StoreKind) {
     let stores = Independent::new(kind, 3);
     let process = stores.clients();
     let empty = RedLock::new(process.iter().map(|c| c.lock(""))).unwrap();
-    let (result, _) = bounded("lock() with empty part names", FAILS_WITHIN, move || {
-        empty.lock().map(drop)
-    });
-    let err = result.unwrap_err();
+    let (err, _) = lock_fails("lock() with empty part names", empty);
     assert!(
         err.is_invalid_argument(),
         "empty part names: expected InvalidArgument, got {err:?} ({err})"

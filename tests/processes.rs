@@ -133,22 +133,52 @@ fn parent_lines() -> Receiver<String> {
     rx
 }
 
+/// A duration in milliseconds from the environment variable `name`.
+fn env_ms(name: &str) -> Duration {
+    let ms = env(name);
+    Duration::from_millis(
+        ms.parse()
+            .unwrap_or_else(|_| panic!("child: {name}={ms:?} is not a number of ms")),
+    )
+}
+
+/// A builder for the child's client, on `URL`.
+fn child_builder() -> redisync::ClientBuilder {
+    Client::builder().redis_url(env(URL_ENV))
+}
+
+/// The child's client on `URL` with the watchdog timeout `WATCHDOG_MS`.
+fn child_client_with_watchdog() -> Client {
+    child_builder()
+        .watchdog_timeout(env_ms(WATCHDOG_MS_ENV))
+        .build()
+        .expect("child: connect")
+}
+
+/// Says it is ready, followed by `what` (its holder or permit id), then
+/// blocks until the parent closes stdin (or dies), or the lifetime cap.
+fn ready_until_parent_done(what: &str) {
+    let from_parent = parent_lines();
+    announce(&format!("{READY} {what}"));
+    until_parent_done(&from_parent);
+}
+
+/// Says it is ready, then waits for the parent's "go".
+fn ready_then_await_go() {
+    let from_parent = parent_lines();
+    announce(READY);
+    await_go(&from_parent);
+}
+
 /// Takes the lock with the watchdog (short timeout), says so with its holder
 /// id, then holds it until the parent kills it (or closes stdin).
 fn child_holder() {
-    let watchdog = Duration::from_millis(env(WATCHDOG_MS_ENV).parse().expect("watchdog ms"));
-    let client = Client::builder()
-        .redis_url(env(URL_ENV))
-        .watchdog_timeout(watchdog)
-        .build()
-        .expect("child: connect");
+    let client = child_client_with_watchdog();
     let lock = client.lock(env(LOCK_ENV));
     let guard = lock.lock().expect("child: lock");
-    let from_parent = parent_lines();
-    announce(&format!("{READY} {}", client.current_holder_id()));
     // Hold (the watchdog renews) until killed; a closed stdin or the lifetime
     // cap ends the child cleanly instead.
-    until_parent_done(&from_parent);
+    ready_until_parent_done(&client.current_holder_id());
     drop(guard);
 }
 
@@ -167,10 +197,8 @@ fn until_parent_done(from_parent: &Receiver<String>) {
 /// timeout) and waits there until the parent kills the child. Should it ever
 /// get the lock, it says so and holds it.
 fn child_fair_waiter() {
-    let wait = Duration::from_millis(env(FAIR_WAIT_MS_ENV).parse().expect("fair wait ms"));
-    let client = Client::builder()
-        .redis_url(env(URL_ENV))
-        .fair_lock_wait_timeout(wait)
+    let client = child_builder()
+        .fair_lock_wait_timeout(env_ms(FAIR_WAIT_MS_ENV))
         .build()
         .expect("child: connect");
     let lock = client.fair_lock(env(LOCK_ENV));
@@ -188,10 +216,8 @@ fn child_fair_waiter() {
         thread::sleep(CHILD_MAX_LIFETIME);
         drop(guard);
     });
-    match from_parent.recv_timeout(READY_TIMEOUT) {
-        Ok(line) if line.trim() == GO => go_tx.send(()).expect("child: go"),
-        other => panic!("child: expected {GO:?} from the parent, got {other:?}"),
-    }
+    await_go(&from_parent);
+    go_tx.send(()).expect("child: go");
     until_parent_done(&from_parent);
     // The waiting thread, blocked in lock(), ends with the process.
     drop(waiting);
@@ -200,36 +226,25 @@ fn child_fair_waiter() {
 /// Takes the read half of a read-write lock with the watchdog (short
 /// timeout), says so with its holder id, and holds it until killed.
 fn child_reader() {
-    let watchdog = Duration::from_millis(env(WATCHDOG_MS_ENV).parse().expect("watchdog ms"));
-    let client = Client::builder()
-        .redis_url(env(URL_ENV))
-        .watchdog_timeout(watchdog)
-        .build()
-        .expect("child: connect");
+    let client = child_client_with_watchdog();
     let guard = client
         .read_write_lock(env(LOCK_ENV))
         .read()
         .lock()
         .expect("child: read lock");
-    let from_parent = parent_lines();
-    announce(&format!("{READY} {}", client.current_holder_id()));
-    until_parent_done(&from_parent);
+    ready_until_parent_done(&client.current_holder_id());
     drop(guard);
 }
 
 /// Takes a permit of a permit-expirable semaphore with the given lease, says
 /// so with the permit id, and keeps it (never releasing) until killed.
 fn child_permit_holder() {
-    let lease = Duration::from_millis(env(LEASE_MS_ENV).parse().expect("lease ms"));
-    let client = Client::builder()
-        .redis_url(env(URL_ENV))
-        .build()
-        .expect("child: connect");
+    let client = child_builder().build().expect("child: connect");
     let semaphore = client.permit_expirable_semaphore(env(LOCK_ENV));
-    let id = semaphore.acquire(lease).expect("child: acquire");
-    let from_parent = parent_lines();
-    announce(&format!("{READY} {id}"));
-    until_parent_done(&from_parent);
+    let id = semaphore
+        .acquire(env_ms(LEASE_MS_ENV))
+        .expect("child: acquire");
+    ready_until_parent_done(&id.to_string());
 }
 
 /// Waits for "go", then increments a plain Redis string non-atomically (GET,
@@ -239,23 +254,12 @@ fn child_incrementer() {
     let counter = env(COUNTER_ENV);
     let inside = env(INSIDE_ENV);
     let iterations: u64 = env(ITERATIONS_ENV).parse().expect("iterations");
-    let client = Client::builder()
-        .redis_url(url.as_str())
-        .build()
-        .expect("child: connect");
+    let client = child_builder().build().expect("child: connect");
     let lock = client.lock(env(LOCK_ENV));
-    let mut raw = redis::Client::open(url.as_str())
-        .expect("child: url")
-        .get_connection_with_timeout(Duration::from_secs(5))
-        .expect("child: raw connection");
+    let mut raw = raw_connection(&url);
     let me = format!("pid {}", std::process::id());
 
-    let from_parent = parent_lines();
-    announce(READY);
-    match from_parent.recv_timeout(READY_TIMEOUT) {
-        Ok(line) if line.trim() == GO => {}
-        other => panic!("child: expected {GO:?} from the parent, got {other:?}"),
-    }
+    ready_then_await_go();
 
     for i in 0..iterations {
         let guard = lock.lock().expect("child: lock");
@@ -367,64 +371,70 @@ fn child_fenced_incrementer() {
     let violations = env(VIOLATIONS_ENV);
     let iterations: u64 = env(ITERATIONS_ENV).parse().expect("iterations");
     let threads: usize = env(THREADS_ENV).parse().expect("threads");
-    let client = Client::builder()
-        .redis_url(url.as_str())
-        .build()
-        .expect("child: connect");
+    let client = child_builder().build().expect("child: connect");
     let lock = client.fenced_lock(env(LOCK_ENV));
     let connections: Vec<redis::Connection> = (0..threads).map(|_| raw_connection(&url)).collect();
     let pid = std::process::id();
 
-    let from_parent = parent_lines();
-    announce(READY);
-    await_go(&from_parent);
+    ready_then_await_go();
+    run_threads_then_done(connections, move |thread_no, mut raw| {
+        let mut previous = 0;
+        for i in 0..iterations {
+            let guard = lock.lock().expect("child: fenced lock");
+            let token = guard
+                .token()
+                .expect("child: a fenced guard without a token");
+            let last: Option<u64> = redis::cmd("GET")
+                .arg(&last_key)
+                .query(&mut raw)
+                .expect("child: GET last token");
+            if token <= previous || last.is_some_and(|last| token <= last) {
+                report_violation(
+                    &mut raw,
+                    &violations,
+                    &format!(
+                        "pid {pid} thread {thread_no} iteration {i}: token {token}, \
+                         last token seen {last:?}, own previous {previous}"
+                    ),
+                );
+            }
+            // Widen the window an overlapping holder would need.
+            thread::sleep(Duration::from_millis(1));
+            redis::cmd("SET")
+                .arg(&last_key)
+                .arg(token)
+                .query::<()>(&mut raw)
+                .expect("child: SET last token");
+            if guard.is_lost() {
+                report_violation(
+                    &mut raw,
+                    &violations,
+                    &format!("pid {pid} thread {thread_no}: lock lost in iteration {i}"),
+                );
+            }
+            previous = token;
+            guard.unlock().expect("child: unlock");
+        }
+    });
+}
 
-    let start = Arc::new(Barrier::new(threads));
-    let workers: Vec<_> = connections
+/// Runs `work(thread_no, state)` on one thread per element of `per_thread`
+/// (its own state, such as its connections), all started together, then
+/// says DONE once every thread has finished.
+fn run_threads_then_done<S: Send + 'static>(
+    per_thread: Vec<S>,
+    work: impl Fn(usize, S) + Send + Sync + 'static,
+) {
+    let start = Arc::new(Barrier::new(per_thread.len()));
+    let work = Arc::new(work);
+    let workers: Vec<_> = per_thread
         .into_iter()
         .enumerate()
-        .map(|(thread_no, mut raw)| {
-            let (lock, start) = (lock.clone(), Arc::clone(&start));
-            let (last_key, violations) = (last_key.clone(), violations.clone());
+        .map(|(thread_no, state)| {
+            let (start, work) = (Arc::clone(&start), Arc::clone(&work));
             thread::spawn(move || {
                 start.wait();
-                let mut previous = 0;
-                for i in 0..iterations {
-                    let guard = lock.lock().expect("child: fenced lock");
-                    let token = guard
-                        .token()
-                        .expect("child: a fenced guard without a token");
-                    let last: Option<u64> = redis::cmd("GET")
-                        .arg(&last_key)
-                        .query(&mut raw)
-                        .expect("child: GET last token");
-                    if token <= previous || last.is_some_and(|last| token <= last) {
-                        report_violation(
-                            &mut raw,
-                            &violations,
-                            &format!(
-                                "pid {pid} thread {thread_no} iteration {i}: token {token}, \
-                                 last token seen {last:?}, own previous {previous}"
-                            ),
-                        );
-                    }
-                    // Widen the window an overlapping holder would need.
-                    thread::sleep(Duration::from_millis(1));
-                    redis::cmd("SET")
-                        .arg(&last_key)
-                        .arg(token)
-                        .query::<()>(&mut raw)
-                        .expect("child: SET last token");
-                    if guard.is_lost() {
-                        report_violation(
-                            &mut raw,
-                            &violations,
-                            &format!("pid {pid} thread {thread_no}: lock lost in iteration {i}"),
-                        );
-                    }
-                    previous = token;
-                    guard.unlock().expect("child: unlock");
-                }
+                work(thread_no, state);
             })
         })
         .collect();
@@ -440,14 +450,9 @@ fn child_fenced_incrementer() {
 /// `write <value>` line it writes again with the same token and reports
 /// whether the store accepted it and whether its guard knows it is lost.
 fn child_fenced_holder() {
-    let watchdog = Duration::from_millis(env(WATCHDOG_MS_ENV).parse().expect("watchdog ms"));
     let url = env(URL_ENV);
     let store = env(STORE_ENV);
-    let client = Client::builder()
-        .redis_url(url.as_str())
-        .watchdog_timeout(watchdog)
-        .build()
-        .expect("child: connect");
+    let client = child_client_with_watchdog();
     let mut raw = raw_connection(&url);
     let guard = client
         .fenced_lock(env(LOCK_ENV))
@@ -516,85 +521,108 @@ fn child_multi_incrementer() {
         .collect();
     let pid = std::process::id();
 
-    let from_parent = parent_lines();
-    announce(READY);
-    await_go(&from_parent);
-
-    let start = Arc::new(Barrier::new(threads));
-    let workers: Vec<_> = connections
-        .into_iter()
-        .enumerate()
-        .map(|(thread_no, mut raws)| {
-            let (multi, start) = (multi.clone(), Arc::clone(&start));
-            let (counter, inside, violations) =
-                (counter.clone(), inside.clone(), violations.clone());
-            thread::spawn(move || {
-                let me = format!("pid {pid} thread {thread_no}");
-                start.wait();
-                for i in 0..iterations {
-                    let guard = multi.lock().expect("child: multi lock");
-                    for (server, raw) in raws.iter_mut().enumerate() {
-                        let entered: Option<String> = redis::cmd("SET")
-                            .arg(&inside)
-                            .arg(&me)
-                            .arg("NX")
-                            .query(raw)
-                            .expect("child: SET NX");
-                        if entered.is_none() {
-                            let other: Option<String> =
-                                redis::cmd("GET").arg(&inside).query(raw).ok().flatten();
-                            report_violation(
-                                raw,
-                                &violations,
-                                &format!(
-                                    "{me} iteration {i}: {other:?} is inside on server {server} too"
-                                ),
-                            );
-                        }
-                    }
-                    let values: Vec<Option<u64>> = raws
-                        .iter_mut()
-                        .map(|raw| {
-                            redis::cmd("GET")
-                                .arg(&counter)
-                                .query(raw)
-                                .expect("child: GET")
-                        })
-                        .collect();
-                    // Widen the window a lost update would need.
-                    thread::sleep(Duration::from_millis(1));
-                    for (raw, value) in raws.iter_mut().zip(values) {
-                        redis::cmd("SET")
-                            .arg(&counter)
-                            .arg(value.unwrap_or(0) + 1)
-                            .query::<()>(raw)
-                            .expect("child: SET");
-                        redis::cmd("DEL")
-                            .arg(&inside)
-                            .query::<()>(raw)
-                            .expect("child: DEL");
-                    }
-                    if guard.is_lost() {
-                        report_violation(
-                            &mut raws[0],
-                            &violations,
-                            &format!("{me}: multi lock lost in iteration {i}"),
-                        );
-                    }
-                    guard.unlock().expect("child: multi unlock");
+    ready_then_await_go();
+    run_threads_then_done(connections, move |thread_no, mut raws| {
+        let me = format!("pid {pid} thread {thread_no}");
+        for i in 0..iterations {
+            let guard = multi.lock().expect("child: multi lock");
+            for (server, raw) in raws.iter_mut().enumerate() {
+                let entered: Option<String> = redis::cmd("SET")
+                    .arg(&inside)
+                    .arg(&me)
+                    .arg("NX")
+                    .query(raw)
+                    .expect("child: SET NX");
+                if entered.is_none() {
+                    let other: Option<String> =
+                        redis::cmd("GET").arg(&inside).query(raw).ok().flatten();
+                    report_violation(
+                        raw,
+                        &violations,
+                        &format!("{me} iteration {i}: {other:?} is inside on server {server} too"),
+                    );
                 }
-            })
-        })
-        .collect();
-    for worker in workers {
-        worker.join().expect("child: worker panicked");
-    }
-    announce(DONE);
+            }
+            let values: Vec<Option<u64>> = raws
+                .iter_mut()
+                .map(|raw| {
+                    redis::cmd("GET")
+                        .arg(&counter)
+                        .query(raw)
+                        .expect("child: GET")
+                })
+                .collect();
+            // Widen the window a lost update would need.
+            thread::sleep(Duration::from_millis(1));
+            for (raw, value) in raws.iter_mut().zip(values) {
+                redis::cmd("SET")
+                    .arg(&counter)
+                    .arg(value.unwrap_or(0) + 1)
+                    .query::<()>(raw)
+                    .expect("child: SET");
+                redis::cmd("DEL")
+                    .arg(&inside)
+                    .query::<()>(raw)
+                    .expect("child: DEL");
+            }
+            if guard.is_lost() {
+                report_violation(
+                    &mut raws[0],
+                    &violations,
+                    &format!("{me}: multi lock lost in iteration {i}"),
+                );
+            }
+            guard.unlock().expect("child: multi unlock");
+        }
+    });
 }
 
 // ---------------------------------------------------------------------------
 // Parent side
 // ---------------------------------------------------------------------------
+
+/// Takes a lock that a dead or frozen child held with the watchdog timeout
+/// `watchdog`: `try_lock_for` waiting up to `watchdog` plus 10 s must get
+/// it. `whose` names the holder in the failure message.
+fn take_once_freed<G>(
+    whose: &str,
+    watchdog: Duration,
+    try_lock_for: impl FnOnce(Duration) -> redisync::Result<Option<G>>,
+) -> G {
+    let wait = watchdog + Duration::from_secs(10);
+    try_lock_for(wait)
+        .unwrap()
+        .unwrap_or_else(|| panic!("{whose} lock not freed within {wait:?}"))
+}
+
+/// A plain client on `server`, for the parent.
+fn parent_client(server: &TestServer) -> Client {
+    Client::builder()
+        .redis_url(server.url())
+        .build()
+        .expect("parent client")
+}
+
+/// Spawns a `role` child on `server` for the lock (or semaphore) `name`,
+/// with the `extra` settings, and waits for its ready line; returns it with
+/// what follows the ready marker (its holder id, token, ...).
+fn spawn_ready(
+    role: &str,
+    server: &TestServer,
+    name: &str,
+    extra: &[(&str, String)],
+) -> (ChildProcess, String) {
+    let mut envs = vec![(URL_ENV, server.url()), (LOCK_ENV, name.to_owned())];
+    envs.extend_from_slice(extra);
+    let child = ChildProcess::spawn(role, &envs);
+    let ready = child.expect_line(READY, READY_TIMEOUT);
+    (child, ready)
+}
+
+/// A duration as a child's `*_MS` setting.
+fn ms(duration: Duration) -> String {
+    duration.as_millis().to_string()
+}
 
 /// A child process (this binary re-executed in a role). Dropping it kills
 /// (SIGKILL) and reaps it, so no test leaves a child behind.
@@ -706,10 +734,16 @@ impl ChildProcess {
         matches!(self.child.try_wait(), Ok(None))
     }
 
-    /// SIGKILL through the child's own handle, then reap it.
-    fn kill(&mut self) -> ExitStatus {
+    /// SIGKILL through the child's own handle, then reap it and check that
+    /// the SIGKILL is what ended it.
+    fn kill(&mut self) {
         self.child.kill().expect("kill the child");
-        self.child.wait().expect("reap the child")
+        let status = self.child.wait().expect("reap the child");
+        assert_eq!(
+            status.signal(),
+            Some(9),
+            "child was not SIGKILLed: {status}"
+        );
     }
 
     /// Waits (bounded) for the child to exit by itself.
@@ -746,21 +780,11 @@ fn holder_killed_with_sigkill_frees_the_lock_within_the_watchdog_timeout() {
     let server = TestServer::start();
     let name = unique_name("processes:sigkill");
     let mut raw = server.connection();
-    let parent = Client::builder()
-        .redis_url(server.url())
-        .build()
-        .expect("parent client");
+    let parent = parent_client(&server);
     let lock = parent.lock(name.as_str());
 
-    let mut child = ChildProcess::spawn(
-        "holder",
-        &[
-            (URL_ENV, server.url()),
-            (LOCK_ENV, name.clone()),
-            (WATCHDOG_MS_ENV, WATCHDOG.as_millis().to_string()),
-        ],
-    );
-    let holder = child.expect_line(READY, READY_TIMEOUT);
+    let (mut child, holder) =
+        spawn_ready("holder", &server, &name, &[(WATCHDOG_MS_ENV, ms(WATCHDOG))]);
 
     // The child holds it: its field, count 1, and we cannot take it.
     assert!(
@@ -808,22 +832,15 @@ fn holder_killed_with_sigkill_frees_the_lock_within_the_watchdog_timeout() {
     // SIGKILL: no unlock runs, the lock must expire by its TTL.
     let before_kill = Instant::now();
     let ttl_at_kill = pttl(&mut raw, &name);
-    let status = child.kill();
-    assert_eq!(
-        status.signal(),
-        Some(9),
-        "child was not SIGKILLed: {status}"
-    );
+    child.kill();
     assert!(
         ttl_at_kill > 0,
         "lock must still be held when the child is killed (PTTL {ttl_at_kill})"
     );
 
-    let wait = WATCHDOG + Duration::from_secs(10);
-    let guard = lock
-        .try_lock_for(wait)
-        .unwrap()
-        .unwrap_or_else(|| panic!("lock not freed within {wait:?} of the SIGKILL"));
+    let guard = take_once_freed("the SIGKILLed child's", WATCHDOG, |wait| {
+        lock.try_lock_for(wait)
+    });
     let freed_after = before_kill.elapsed();
     let ttl_at_kill = Duration::from_millis(u64::try_from(ttl_at_kill).unwrap());
     eprintln!(
@@ -861,36 +878,14 @@ fn mutual_exclusion_across_processes() {
     let inside = format!("{name}:inside");
     let mut raw = server.connection();
 
-    let envs = [
+    let envs = vec![
         (URL_ENV, server.url()),
         (LOCK_ENV, name.clone()),
         (COUNTER_ENV, counter.clone()),
         (INSIDE_ENV, inside.clone()),
         (ITERATIONS_ENV, ITERATIONS.to_string()),
     ];
-    let mut children: Vec<ChildProcess> = (0..CHILDREN)
-        .map(|_| ChildProcess::spawn("incrementer", &envs))
-        .collect();
-    for child in &children {
-        child.expect_line(READY, READY_TIMEOUT);
-    }
-    // All connected: start them together for maximum contention.
-    for child in &mut children {
-        child.send(GO);
-    }
-    let started = Instant::now();
-    for child in &mut children {
-        child.expect_line(DONE, Duration::from_secs(90));
-        let status = child.wait_exit(Duration::from_secs(30));
-        assert!(
-            status.success(),
-            "{} child (pid {}) failed: {status}; output:\n{}",
-            child.role,
-            child.pid(),
-            child.transcript()
-        );
-    }
-    let elapsed = started.elapsed();
+    let (_children, elapsed) = run_together("incrementer", vec![envs; CHILDREN as usize]);
     eprintln!("mutex: {CHILDREN} processes x {ITERATIONS} increments in {elapsed:?}");
 
     let total: u64 = redis::cmd("GET").arg(&counter).query(&mut raw).unwrap();
@@ -899,12 +894,11 @@ fn mutual_exclusion_across_processes() {
         CHILDREN * ITERATIONS,
         "lost updates: {CHILDREN} processes x {ITERATIONS} increments in {elapsed:?}"
     );
-    let exists: i64 = redis::cmd("EXISTS")
-        .arg(&name)
-        .arg(&inside)
-        .query(&mut raw)
-        .unwrap();
-    assert_eq!(exists, 0, "lock or marker left behind");
+    assert_eq!(
+        exists(&mut raw, &[&name, &inside]),
+        0,
+        "lock or marker left behind"
+    );
 }
 
 /// The caller's wall clock in ms (the fair lock's slot deadlines use it).
@@ -1001,15 +995,12 @@ fn dead_fair_waiter_delays_the_queue_at_most_its_slot() {
 
     // The child connects first and queues only on "go", so the whole queue
     // forms within milliseconds, well inside the first slot.
-    let mut child = ChildProcess::spawn(
+    let (mut child, child_id) = spawn_ready(
         "fair_waiter",
-        &[
-            (URL_ENV, server.url()),
-            (LOCK_ENV, name.clone()),
-            (FAIR_WAIT_MS_ENV, WAIT.as_millis().to_string()),
-        ],
+        &server,
+        &name,
+        &[(FAIR_WAIT_MS_ENV, ms(WAIT))],
     );
-    let child_id = child.expect_line(READY, READY_TIMEOUT);
     assert!(!child_id.starts_with(parent.id()));
 
     let holder = lock.lock().unwrap();
@@ -1031,12 +1022,7 @@ fn dead_fair_waiter_delays_the_queue_at_most_its_slot() {
         "queue order (a very slow setup lets the first slot run out); child output:\n{}",
         child.transcript()
     );
-    let status = child.kill();
-    assert_eq!(
-        status.signal(),
-        Some(9),
-        "child was not SIGKILLed: {status}"
-    );
+    child.kill();
     assert!(
         !child.transcript().contains(ACQUIRED),
         "the child got the lock"
@@ -1096,12 +1082,11 @@ fn dead_fair_waiter_delays_the_queue_at_most_its_slot() {
         hgetall(&mut raw, &name),
         HashMap::from([(last.id.clone(), "1".to_owned())])
     );
-    let left: i64 = redis::cmd("EXISTS")
-        .arg(&queue)
-        .arg(&timeouts)
-        .query(&mut raw)
-        .unwrap();
-    assert_eq!(left, 0, "the dead waiter is still queued");
+    assert_eq!(
+        exists(&mut raw, &[&queue, &timeouts]),
+        0,
+        "the dead waiter is still queued"
+    );
     last.join();
     assert!(!lock.is_locked().unwrap());
 }
@@ -1130,15 +1115,8 @@ fn dead_reader_frees_its_share_while_a_live_reader_keeps_the_lock() {
     let rw = parent.read_write_lock(name.as_str());
     let writer = other.read_write_lock(name.as_str()).write();
 
-    let mut child = ChildProcess::spawn(
-        "reader",
-        &[
-            (URL_ENV, server.url()),
-            (LOCK_ENV, name.clone()),
-            (WATCHDOG_MS_ENV, WATCHDOG.as_millis().to_string()),
-        ],
-    );
-    let child_id = child.expect_line(READY, READY_TIMEOUT);
+    let (mut child, child_id) =
+        spawn_ready("reader", &server, &name, &[(WATCHDOG_MS_ENV, ms(WATCHDOG))]);
     let child_key = format!("{{{name}}}:{child_id}:rwlock_timeout:1");
     let reading = rw.read().lock().unwrap();
     let me = parent.current_holder_id();
@@ -1182,12 +1160,7 @@ fn dead_reader_frees_its_share_while_a_live_reader_keeps_the_lock() {
     // SIGKILL: the child's key is not renewed any more and expires.
     let ttl_at_kill = pttl(&mut raw, &child_key);
     let killed = Instant::now();
-    let status = child.kill();
-    assert_eq!(
-        status.signal(),
-        Some(9),
-        "child was not SIGKILLed: {status}"
-    );
+    child.kill();
     common::wait_until(
         "the dead reader's hold key expired",
         WATCHDOG + SLACK + Duration::from_secs(5),
@@ -1223,8 +1196,11 @@ fn dead_reader_frees_its_share_while_a_live_reader_keeps_the_lock() {
     );
     // ...yet the parent's release frees the lock at once (its key is gone).
     reading.unlock().unwrap();
-    let exists: i64 = redis::cmd("EXISTS").arg(&name).query(&mut raw).unwrap();
-    assert_eq!(exists, 0, "the lock outlived its last live reader");
+    assert_eq!(
+        exists(&mut raw, &[&name]),
+        0,
+        "the lock outlived its last live reader"
+    );
     let started = Instant::now();
     let guard = writer
         .try_lock()
@@ -1242,22 +1218,16 @@ fn permit_of_a_sigkilled_holder_returns_when_its_lease_ends() {
     let name = unique_name("processes:permit");
     let leases = format!("{{{name}}}:timeout");
     let mut raw = server.connection();
-    let parent = Client::builder()
-        .redis_url(server.url())
-        .build()
-        .expect("parent client");
+    let parent = parent_client(&server);
     let semaphore = parent.permit_expirable_semaphore(name.as_str());
     assert!(semaphore.try_set_permits(1).unwrap());
 
-    let mut child = ChildProcess::spawn(
+    let (mut child, child_id) = spawn_ready(
         "permit_holder",
-        &[
-            (URL_ENV, server.url()),
-            (LOCK_ENV, name),
-            (LEASE_MS_ENV, LEASE.as_millis().to_string()),
-        ],
+        &server,
+        &name,
+        &[(LEASE_MS_ENV, ms(LEASE))],
     );
-    let child_id = child.expect_line(READY, READY_TIMEOUT);
     let lease_end: Option<f64> = redis::cmd("ZSCORE")
         .arg(&leases)
         .arg(&child_id)
@@ -1286,14 +1256,9 @@ fn permit_of_a_sigkilled_holder_returns_when_its_lease_ends() {
     }
 
     // SIGKILL: nothing releases the permit; its lease must run out.
-    let status = child.kill();
+    child.kill();
     let killed = Instant::now();
     let left_at_kill = lease_end - wall_ms();
-    assert_eq!(
-        status.signal(),
-        Some(9),
-        "child was not SIGKILLed: {status}"
-    );
     let id = semaphore
         .try_acquire_for(LEASE + Duration::from_secs(10), Duration::from_secs(30))
         .unwrap()
@@ -1334,31 +1299,24 @@ fn permit_of_a_sigkilled_holder_returns_when_its_lease_ends() {
 // Fenced locks and multi-locks across processes
 // ---------------------------------------------------------------------------
 
-/// Sends `SIG<sig>` to a child through the shell's `kill` builtin (the crate
-/// forbids `unsafe`, so no libc): by the child's own PID, never by name.
-fn signal_child(child: &ChildProcess, sig: &str) {
-    let status = Command::new("sh")
-        .args([
-            "-c",
-            "kill -s \"$1\" \"$2\"",
-            "sh",
-            sig,
-            &child.pid().to_string(),
-        ])
-        .stdin(Stdio::null())
-        .status()
-        .unwrap_or_else(|e| panic!("cannot run sh for SIG{sig}: {e}"));
-    assert!(
-        status.success(),
-        "kill -s {sig} {} failed: {status}",
-        child.pid()
-    );
-}
-
-/// Waits for every child's DONE line, then for it to exit successfully.
-fn await_done(children: &mut [ChildProcess], timeout: Duration) {
-    for child in children.iter_mut() {
-        child.expect_line(DONE, timeout);
+/// Spawns one `role` child per entry of `envs`; once every one is ready
+/// (connected), starts them together (GO) for maximum contention, then
+/// waits for each to say DONE and exit successfully. Returns the children
+/// (for their transcripts) and how long they ran.
+fn run_together(role: &str, envs: Vec<Vec<(&str, String)>>) -> (Vec<ChildProcess>, Duration) {
+    let mut children: Vec<ChildProcess> = envs
+        .iter()
+        .map(|envs| ChildProcess::spawn(role, envs))
+        .collect();
+    for child in &children {
+        child.expect_line(READY, READY_TIMEOUT);
+    }
+    for child in &mut children {
+        child.send(GO);
+    }
+    let started = Instant::now();
+    for child in &mut children {
+        child.expect_line(DONE, Duration::from_secs(90));
         let status = child.wait_exit(Duration::from_secs(30));
         assert!(
             status.success(),
@@ -1368,6 +1326,24 @@ fn await_done(children: &mut [ChildProcess], timeout: Duration) {
             child.transcript()
         );
     }
+    (children, started.elapsed())
+}
+
+/// Checks that no child counted a violation at `key`; `what` says what a
+/// violation there would be.
+fn assert_no_violations(
+    raw: &mut redis::Connection,
+    key: &str,
+    what: &str,
+    children: &[ChildProcess],
+) {
+    let violated: Option<u64> = redis::cmd("GET").arg(key).query(raw).unwrap();
+    assert_eq!(violated, None, "{what}; output:\n{}", transcripts(children));
+}
+
+/// How many of `keys` exist (`EXISTS`).
+fn exists(raw: &mut redis::Connection, keys: &[&str]) -> i64 {
+    redis::cmd("EXISTS").arg(keys).query(raw).unwrap()
 }
 
 fn transcripts(children: &[ChildProcess]) -> String {
@@ -1401,7 +1377,7 @@ fn fencing_tokens_order_holders_across_processes() {
     let token_key = format!("redisson_lock_token:{{{name}}}");
     let mut raw = server.connection();
 
-    let envs = [
+    let envs = vec![
         (URL_ENV, server.url()),
         (LOCK_ENV, name.clone()),
         (COUNTER_ENV, last.clone()),
@@ -1409,28 +1385,11 @@ fn fencing_tokens_order_holders_across_processes() {
         (ITERATIONS_ENV, ITERATIONS.to_string()),
         (THREADS_ENV, THREADS.to_string()),
     ];
-    let mut children: Vec<ChildProcess> = (0..CHILDREN)
-        .map(|_| ChildProcess::spawn("fenced_incrementer", &envs))
-        .collect();
-    for child in &children {
-        child.expect_line(READY, READY_TIMEOUT);
-    }
-    for child in &mut children {
-        child.send(GO);
-    }
-    let started = Instant::now();
-    await_done(&mut children, Duration::from_secs(90));
-    let elapsed = started.elapsed();
+    let (children, elapsed) = run_together("fenced_incrementer", vec![envs; CHILDREN as usize]);
     let total = CHILDREN * THREADS * ITERATIONS;
     eprintln!("fenced: {CHILDREN} processes x {THREADS} threads x {ITERATIONS} in {elapsed:?}");
 
-    let violated: Option<u64> = redis::cmd("GET").arg(&violations).query(&mut raw).unwrap();
-    assert_eq!(
-        violated,
-        None,
-        "fencing violations; output:\n{}",
-        transcripts(&children)
-    );
+    assert_no_violations(&mut raw, &violations, "fencing violations", &children);
     let last: u64 = redis::cmd("GET").arg(&last).query(&mut raw).unwrap();
     assert_eq!(last, total, "the last holder's token");
     let counter: u64 = redis::cmd("GET").arg(&token_key).query(&mut raw).unwrap();
@@ -1443,8 +1402,7 @@ fn fencing_tokens_order_holders_across_processes() {
         -1,
         "the token counter has a TTL"
     );
-    let exists: i64 = redis::cmd("EXISTS").arg(&name).query(&mut raw).unwrap();
-    assert_eq!(exists, 0, "the lock was left behind");
+    assert_eq!(exists(&mut raw, &[&name]), 0, "the lock was left behind");
 }
 
 /// Spawns a fenced-holder child (watchdog `watchdog`) on `server` for the
@@ -1456,16 +1414,15 @@ fn spawn_fenced_holder(
     store: &str,
     watchdog: Duration,
 ) -> (ChildProcess, u64, String) {
-    let child = ChildProcess::spawn(
+    let (child, ready) = spawn_ready(
         "fenced_holder",
+        server,
+        name,
         &[
-            (URL_ENV, server.url()),
-            (LOCK_ENV, name.to_owned()),
             (STORE_ENV, store.to_owned()),
-            (WATCHDOG_MS_ENV, watchdog.as_millis().to_string()),
+            (WATCHDOG_MS_ENV, ms(watchdog)),
         ],
     );
-    let ready = child.expect_line(READY, READY_TIMEOUT);
     let mut words = ready.split_whitespace();
     let token: u64 = words
         .next()
@@ -1491,10 +1448,7 @@ fn token_of_a_sigkilled_fenced_holder_is_refused_downstream() {
     let name = unique_name("processes:fenced-sigkill");
     let store = format!("{name}:store");
     let mut raw = server.connection();
-    let parent = Client::builder()
-        .redis_url(server.url())
-        .build()
-        .expect("parent client");
+    let parent = parent_client(&server);
     let lock = parent.fenced_lock(name.as_str());
 
     let (mut child, dead_token, holder) = spawn_fenced_holder(&server, &name, &store, WATCHDOG);
@@ -1510,18 +1464,11 @@ fn token_of_a_sigkilled_fenced_holder_is_refused_downstream() {
     assert!(lock.try_lock().unwrap().is_none(), "the child holds it");
 
     let killed = Instant::now();
-    let status = child.kill();
-    assert_eq!(
-        status.signal(),
-        Some(9),
-        "child was not SIGKILLed: {status}"
-    );
+    child.kill();
 
-    let wait = WATCHDOG + Duration::from_secs(10);
-    let guard = lock
-        .try_lock_for(wait)
-        .unwrap()
-        .unwrap_or_else(|| panic!("the dead holder's lock not freed within {wait:?}"));
+    let guard = take_once_freed("the dead holder's", WATCHDOG, |wait| {
+        lock.try_lock_for(wait)
+    });
     let freed_after = killed.elapsed();
     eprintln!("fenced sigkill: lock free {freed_after:?} after the kill");
     assert!(
@@ -1570,20 +1517,15 @@ fn paused_fenced_holder_is_refused_downstream_after_its_lock_expires() {
     let name = unique_name("processes:fenced-pause");
     let store = format!("{name}:store");
     let mut raw = server.connection();
-    let parent = Client::builder()
-        .redis_url(server.url())
-        .build()
-        .expect("parent client");
+    let parent = parent_client(&server);
     let lock = parent.fenced_lock(name.as_str());
 
     let (mut child, old_token, _) = spawn_fenced_holder(&server, &name, &store, WATCHDOG);
-    signal_child(&child, "STOP");
+    common::send_signal(child.pid(), "STOP");
     let stopped = Instant::now();
-    let wait = WATCHDOG + Duration::from_secs(10);
-    let guard = lock
-        .try_lock_for(wait)
-        .unwrap()
-        .unwrap_or_else(|| panic!("the frozen holder's lock not freed within {wait:?}"));
+    let guard = take_once_freed("the frozen holder's", WATCHDOG, |wait| {
+        lock.try_lock_for(wait)
+    });
     eprintln!(
         "fenced pause: lock free {:?} after the SIGSTOP",
         stopped.elapsed()
@@ -1594,7 +1536,7 @@ fn paused_fenced_holder_is_refused_downstream_after_its_lock_expires() {
 
     // The frozen holder resumes and, unaware, writes with its old token.
     child.send(&format!("{WRITE} zombie"));
-    signal_child(&child, "CONT");
+    common::send_signal(child.pid(), "CONT");
     let result = child.expect_line(WRITE_RESULT, READY_TIMEOUT);
     assert_eq!(
         result,
@@ -1651,55 +1593,35 @@ fn multi_lock_over_three_servers_across_processes() {
         .collect::<Vec<_>>()
         .join(",");
 
-    let mut children: Vec<ChildProcess> = ["0", "1"]
-        .into_iter()
-        .map(|reverse| {
-            ChildProcess::spawn(
-                "multi_incrementer",
-                &[
-                    (URLS_ENV, urls.clone()),
-                    (LOCK_ENV, name.clone()),
-                    (COUNTER_ENV, counter.clone()),
-                    (INSIDE_ENV, inside.clone()),
-                    (VIOLATIONS_ENV, violations.clone()),
-                    (ITERATIONS_ENV, ITERATIONS.to_string()),
-                    (THREADS_ENV, THREADS.to_string()),
-                    (REVERSE_ENV, reverse.to_owned()),
-                ],
-            )
-        })
-        .collect();
-    for child in &children {
-        child.expect_line(READY, READY_TIMEOUT);
-    }
-    for child in &mut children {
-        child.send(GO);
-    }
-    let started = Instant::now();
-    await_done(&mut children, Duration::from_secs(90));
-    let elapsed = started.elapsed();
+    let envs = |reverse: &str| {
+        vec![
+            (URLS_ENV, urls.clone()),
+            (LOCK_ENV, name.clone()),
+            (COUNTER_ENV, counter.clone()),
+            (INSIDE_ENV, inside.clone()),
+            (VIOLATIONS_ENV, violations.clone()),
+            (ITERATIONS_ENV, ITERATIONS.to_string()),
+            (THREADS_ENV, THREADS.to_string()),
+            (REVERSE_ENV, reverse.to_owned()),
+        ]
+    };
+    let (children, elapsed) = run_together("multi_incrementer", vec![envs("0"), envs("1")]);
     let total = children.len() as u64 * THREADS * ITERATIONS;
     eprintln!("multi: {total} multi-lock acquisitions over 3 servers in {elapsed:?}");
 
     for (index, server) in servers.iter().enumerate() {
         let mut raw = server.connection();
-        let violated: Option<u64> = redis::cmd("GET").arg(&violations).query(&mut raw).unwrap();
-        assert_eq!(
-            violated,
-            None,
-            "server {index}: two holders inside; output:\n{}",
-            transcripts(&children)
-        );
+        let what = format!("server {index}: two holders inside");
+        assert_no_violations(&mut raw, &violations, &what, &children);
         let value: u64 = redis::cmd("GET").arg(&counter).query(&mut raw).unwrap();
         assert_eq!(
             value, total,
             "server {index}: lost updates ({total} multi-lock acquisitions in {elapsed:?})"
         );
-        let exists: i64 = redis::cmd("EXISTS")
-            .arg(&name)
-            .arg(&inside)
-            .query(&mut raw)
-            .unwrap();
-        assert_eq!(exists, 0, "server {index}: lock or marker left behind");
+        assert_eq!(
+            exists(&mut raw, &[&name, &inside]),
+            0,
+            "server {index}: lock or marker left behind"
+        );
     }
 }

@@ -16,14 +16,20 @@
 #![allow(unreachable_pub)]
 #![allow(clippy::panic, clippy::unwrap_used, clippy::expect_used)]
 
+use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Mutex, MutexGuard, OnceLock};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::thread;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use redisync::backend::{
+    Acquire, ExpirableKeys, FairLockKeys, FencedAcquire, LockBackend, LockState, Message,
+    PubSubConnection, Release, RwLockKeys, RwLockState, RwMode,
+};
 
 /// Environment variable that overrides the `redis-server` binary to use.
 pub const SERVER_BIN_ENV: &str = "REDISYNC_SERVER_BIN";
@@ -236,24 +242,7 @@ impl TestServer {
             self.is_running(),
             "TestServer: cannot send SIG{sig}, server is not running"
         );
-        // The shell builtin avoids both `unsafe` libc calls and a dependency
-        // on procps' `kill` binary.
-        let status = Command::new("sh")
-            .args([
-                "-c",
-                "kill -s \"$1\" \"$2\"",
-                "sh",
-                sig,
-                &self.pid.to_string(),
-            ])
-            .stdin(Stdio::null())
-            .status()
-            .unwrap_or_else(|e| panic!("TestServer: cannot run sh for SIG{sig}: {e}"));
-        assert!(
-            status.success(),
-            "TestServer: kill -s {sig} {} failed: {status}",
-            self.pid
-        );
+        send_signal(self.pid, sig);
     }
 
     fn lock_child(&self) -> MutexGuard<'_, Option<Child>> {
@@ -273,6 +262,18 @@ impl Drop for TestServer {
         }
         let _ = std::fs::remove_dir_all(&self.dir);
     }
+}
+
+/// Sends `SIG<sig>` (`"STOP"`, `"CONT"`, ...) to the process `pid`, by its
+/// PID, never by name. The shell's `kill` builtin avoids both `unsafe` libc
+/// calls and a dependency on procps' `kill` binary. Panics if it fails.
+pub fn send_signal(pid: u32, sig: &str) {
+    let status = Command::new("sh")
+        .args(["-c", "kill -s \"$1\" \"$2\"", "sh", sig, &pid.to_string()])
+        .stdin(Stdio::null())
+        .status()
+        .unwrap_or_else(|e| panic!("cannot run sh for SIG{sig}: {e}"));
+    assert!(status.success(), "kill -s {sig} {pid} failed: {status}");
 }
 
 fn kill_and_reap(mut child: Child) {
@@ -563,10 +564,7 @@ pub fn pttl(conn: &mut redis::Connection, key: &str) -> i64 {
 }
 
 /// `HGETALL key` on a raw connection.
-pub fn hgetall(
-    conn: &mut redis::Connection,
-    key: &str,
-) -> std::collections::HashMap<String, String> {
+pub fn hgetall(conn: &mut redis::Connection, key: &str) -> HashMap<String, String> {
     redis::cmd("HGETALL").arg(key).query(conn).unwrap()
 }
 
@@ -618,8 +616,8 @@ impl Env {
     /// A builder on this store, silent (no log noise from expected
     /// failures); the caller adds tunables.
     pub fn builder(&self) -> redisync::ClientBuilder {
-        let builder = redisync::Client::builder()
-            .event_handler(std::sync::Arc::new(redisync::NopEventHandler));
+        let builder =
+            redisync::Client::builder().event_handler(Arc::new(redisync::NopEventHandler));
         match &self.store {
             Store::Memory(backend) => builder.backend(backend.clone()),
             Store::Redis(server) => builder.redis_url(server.url()),
@@ -696,28 +694,56 @@ macro_rules! backend_tests {
 pub(crate) use backend_tests;
 
 // ---------------------------------------------------------------------------
-// CountingBackend: counts the operations a client sends to its store
+// CountingBackend: counts the operations a client sends to its store, loses
+// release replies, and takes the store down on demand
 // ---------------------------------------------------------------------------
 
-/// A [`redisync::backend::LockBackend`] that forwards every operation to
-/// another backend and counts the calls per method, so a test can tell a
-/// parked waiter from one that polls. It can also lose the replies of the
-/// next releases after applying them, as a dropped connection would. Clones
-/// share the counts.
+/// What every operation of a [`CountingBackend`] returns while its outage
+/// is on: a connection error, as a refused or dropped connection would be.
+pub fn outage_error() -> redisync::Error {
+    redisync::Error::backend("store down (test outage)", true)
+}
+
+/// `Err(outage_error())` while `down` is set.
+fn outage_check(down: &AtomicBool) -> redisync::Result<()> {
+    if down.load(Ordering::SeqCst) {
+        Err(outage_error())
+    } else {
+        Ok(())
+    }
+}
+
+/// A [`LockBackend`] that forwards every operation to another backend, with
+/// three test hooks:
+///
+/// - it counts the calls per method ([`calls`](Self::calls)), so a test can
+///   tell a parked waiter from one that polls;
+/// - it can lose the replies of the next releases after applying them, as a
+///   dropped connection would ([`lose_release_replies`](Self::lose_release_replies));
+/// - it has an outage switch ([`set_down`](Self::set_down)): while down,
+///   every operation (pub/sub sessions included, and the calls on a session
+///   already open) fails with [`outage_error`] without reaching the store,
+///   which keeps its data for when the switch is turned back up.
+///
+/// Clones share the counts and the switches, so every client built on
+/// clones of one `CountingBackend` sees the same store go down.
 #[derive(Clone)]
 pub struct CountingBackend {
-    inner: std::sync::Arc<dyn redisync::backend::LockBackend>,
-    calls: std::sync::Arc<Mutex<std::collections::HashMap<&'static str, u64>>>,
-    lost_release_replies: std::sync::Arc<AtomicU64>,
+    inner: Arc<dyn LockBackend>,
+    calls: Arc<Mutex<HashMap<&'static str, u64>>>,
+    lost_release_replies: Arc<AtomicU64>,
+    down: Arc<AtomicBool>,
 }
 
 impl CountingBackend {
-    /// Wraps `inner` (e.g. `other_client.backend().clone()`: the same store).
-    pub fn new(inner: std::sync::Arc<dyn redisync::backend::LockBackend>) -> Self {
+    /// Wraps `inner` (e.g. `other_client.backend().clone()`: the same
+    /// store), up.
+    pub fn new(inner: Arc<dyn LockBackend>) -> Self {
         CountingBackend {
             inner,
-            calls: std::sync::Arc::default(),
-            lost_release_replies: std::sync::Arc::default(),
+            calls: Arc::default(),
+            lost_release_replies: Arc::default(),
+            down: Arc::default(),
         }
     }
 
@@ -727,46 +753,98 @@ impl CountingBackend {
         self.lost_release_replies.store(n, Ordering::SeqCst);
     }
 
-    /// How many times `method` was called so far.
+    /// How many times `method` was called so far (calls refused by an
+    /// outage included).
     pub fn calls(&self, method: &str) -> u64 {
         let calls = self.calls.lock().unwrap_or_else(|e| e.into_inner());
         calls.get(method).copied().unwrap_or(0)
     }
 
-    fn count(&self, method: &'static str) {
+    /// Switches the outage on (`true`) or off (`false`).
+    pub fn set_down(&self, down: bool) {
+        self.down.store(down, Ordering::SeqCst);
+    }
+
+    /// Whether the outage is on.
+    pub fn is_down(&self) -> bool {
+        self.down.load(Ordering::SeqCst)
+    }
+
+    /// What every forwarded call does first: counts it, then fails it while
+    /// the outage is on.
+    fn enter(&self, method: &'static str) -> redisync::Result<()> {
         let mut calls = self.calls.lock().unwrap_or_else(|e| e.into_inner());
         *calls.entry(method).or_insert(0) += 1;
+        drop(calls);
+        outage_check(&self.down)
     }
 }
 
-impl redisync::backend::LockBackend for CountingBackend {
-    fn lock_acquire(
-        &self,
-        name: &str,
-        holder: &str,
-        lease_ms: i64,
-    ) -> redisync::Result<redisync::backend::Acquire> {
-        self.count("lock_acquire");
-        self.inner.lock_acquire(name, holder, lease_ms)
+/// The [`LockBackend`] methods that [`CountingBackend`] forwards as they
+/// are: each [`enter`](CountingBackend::enter)s, then calls the inner
+/// backend's method of the same name with the same arguments.
+macro_rules! forward {
+    ($(fn $method:ident(&self $(, $arg:ident: $ty:ty)*) -> $ret:ty;)*) => {
+        $(
+            fn $method(&self $(, $arg: $ty)*) -> redisync::Result<$ret> {
+                self.enter(stringify!($method))?;
+                self.inner.$method($($arg),*)
+            }
+        )*
+    };
+}
+
+impl LockBackend for CountingBackend {
+    forward! {
+        fn lock_acquire(&self, name: &str, holder: &str, lease_ms: i64) -> Acquire;
+        fn fenced_lock_acquire(
+            &self, name: &str, token_key: &str, holder: &str, lease_ms: i64
+        ) -> FencedAcquire;
+        fn lock_renew(&self, name: &str, holder: &str, lease_ms: i64) -> bool;
+        fn lock_force_release(&self, name: &str, channel: &str) -> bool;
+        fn lock_state(&self, name: &str, holder: &str) -> LockState;
+        fn fair_lock_acquire(
+            &self, keys: &FairLockKeys<'_>, holder: &str, lease_ms: i64, wait_ms: i64,
+            now_ms: i64, enqueue: bool
+        ) -> Acquire;
+        fn fair_lock_release(
+            &self, keys: &FairLockKeys<'_>, holder: &str, lease_ms: i64, now_ms: i64,
+            latch_key: &str, latch_ms: i64
+        ) -> Release;
+        fn fair_lock_cancel(&self, keys: &FairLockKeys<'_>, holder: &str, wait_ms: i64) -> ();
+        fn fair_lock_force_release(&self, keys: &FairLockKeys<'_>, now_ms: i64) -> bool;
+        fn read_lock_acquire(&self, keys: &RwLockKeys<'_>, lease_ms: i64) -> Acquire;
+        fn write_lock_acquire(&self, keys: &RwLockKeys<'_>, lease_ms: i64) -> Acquire;
+        fn read_lock_release(
+            &self, keys: &RwLockKeys<'_>, latch_key: &str, latch_ms: i64
+        ) -> Release;
+        fn write_lock_release(
+            &self, keys: &RwLockKeys<'_>, lease_ms: i64, latch_key: &str, latch_ms: i64
+        ) -> Release;
+        fn read_lock_renew(&self, keys: &RwLockKeys<'_>, lease_ms: i64) -> bool;
+        fn rw_lock_force_release(&self, keys: &RwLockKeys<'_>, mode: RwMode) -> bool;
+        fn rw_lock_state(&self, name: &str, field: &str) -> RwLockState;
+        fn counter_set_if_absent(
+            &self, name: &str, channel: &str, value: i64, message: &str
+        ) -> bool;
+        fn counter_get(&self, name: &str) -> i64;
+        fn semaphore_add(&self, name: &str, channel: &str, delta: i64) -> i64;
+        fn semaphore_try_acquire(&self, name: &str, permits: i64) -> bool;
+        fn semaphore_drain(&self, name: &str) -> i64;
+        fn expirable_acquire(
+            &self, keys: &ExpirableKeys<'_>, permit_id: &str, lease_end_ms: i64, now_ms: i64
+        ) -> Acquire;
+        fn expirable_release(
+            &self, keys: &ExpirableKeys<'_>, permit_id: &str, now_ms: i64
+        ) -> bool;
+        fn expirable_available(&self, keys: &ExpirableKeys<'_>, now_ms: i64) -> i64;
+        fn latch_count_down(&self, name: &str, channel: &str) -> i64;
+        fn latch_delete(&self, name: &str, channel: &str) -> bool;
+        fn publish(&self, channel: &str, payload: &str) -> ();
     }
 
-    fn fenced_lock_acquire(
-        &self,
-        name: &str,
-        token_key: &str,
-        holder: &str,
-        lease_ms: i64,
-    ) -> redisync::Result<redisync::backend::FencedAcquire> {
-        self.count("fenced_lock_acquire");
-        self.inner
-            .fenced_lock_acquire(name, token_key, holder, lease_ms)
-    }
-
-    fn lock_renew(&self, name: &str, holder: &str, lease_ms: i64) -> redisync::Result<bool> {
-        self.count("lock_renew");
-        self.inner.lock_renew(name, holder, lease_ms)
-    }
-
+    /// Forwarded, then (while [`lose_release_replies`](Self::lose_release_replies)
+    /// has some left) the reply is replaced by a connection error.
     fn lock_release(
         &self,
         name: &str,
@@ -775,8 +853,8 @@ impl redisync::backend::LockBackend for CountingBackend {
         lease_ms: i64,
         latch_key: &str,
         latch_ms: i64,
-    ) -> redisync::Result<redisync::backend::Release> {
-        self.count("lock_release");
+    ) -> redisync::Result<Release> {
+        self.enter("lock_release")?;
         let outcome = self
             .inner
             .lock_release(name, channel, holder, lease_ms, latch_key, latch_ms)?;
@@ -793,570 +871,12 @@ impl redisync::backend::LockBackend for CountingBackend {
         Ok(outcome)
     }
 
-    fn lock_force_release(&self, name: &str, channel: &str) -> redisync::Result<bool> {
-        self.count("lock_force_release");
-        self.inner.lock_force_release(name, channel)
-    }
-
-    fn lock_state(
-        &self,
-        name: &str,
-        holder: &str,
-    ) -> redisync::Result<redisync::backend::LockState> {
-        self.count("lock_state");
-        self.inner.lock_state(name, holder)
-    }
-
-    fn fair_lock_acquire(
-        &self,
-        keys: &redisync::backend::FairLockKeys<'_>,
-        holder: &str,
-        lease_ms: i64,
-        wait_ms: i64,
-        now_ms: i64,
-        enqueue: bool,
-    ) -> redisync::Result<redisync::backend::Acquire> {
-        self.count("fair_lock_acquire");
-        self.inner
-            .fair_lock_acquire(keys, holder, lease_ms, wait_ms, now_ms, enqueue)
-    }
-
-    fn fair_lock_release(
-        &self,
-        keys: &redisync::backend::FairLockKeys<'_>,
-        holder: &str,
-        lease_ms: i64,
-        now_ms: i64,
-        latch_key: &str,
-        latch_ms: i64,
-    ) -> redisync::Result<redisync::backend::Release> {
-        self.count("fair_lock_release");
-        self.inner
-            .fair_lock_release(keys, holder, lease_ms, now_ms, latch_key, latch_ms)
-    }
-
-    fn fair_lock_cancel(
-        &self,
-        keys: &redisync::backend::FairLockKeys<'_>,
-        holder: &str,
-        wait_ms: i64,
-    ) -> redisync::Result<()> {
-        self.count("fair_lock_cancel");
-        self.inner.fair_lock_cancel(keys, holder, wait_ms)
-    }
-
-    fn fair_lock_force_release(
-        &self,
-        keys: &redisync::backend::FairLockKeys<'_>,
-        now_ms: i64,
-    ) -> redisync::Result<bool> {
-        self.count("fair_lock_force_release");
-        self.inner.fair_lock_force_release(keys, now_ms)
-    }
-
-    fn read_lock_acquire(
-        &self,
-        keys: &redisync::backend::RwLockKeys<'_>,
-        lease_ms: i64,
-    ) -> redisync::Result<redisync::backend::Acquire> {
-        self.count("read_lock_acquire");
-        self.inner.read_lock_acquire(keys, lease_ms)
-    }
-
-    fn write_lock_acquire(
-        &self,
-        keys: &redisync::backend::RwLockKeys<'_>,
-        lease_ms: i64,
-    ) -> redisync::Result<redisync::backend::Acquire> {
-        self.count("write_lock_acquire");
-        self.inner.write_lock_acquire(keys, lease_ms)
-    }
-
-    fn read_lock_release(
-        &self,
-        keys: &redisync::backend::RwLockKeys<'_>,
-        latch_key: &str,
-        latch_ms: i64,
-    ) -> redisync::Result<redisync::backend::Release> {
-        self.count("read_lock_release");
-        self.inner.read_lock_release(keys, latch_key, latch_ms)
-    }
-
-    fn write_lock_release(
-        &self,
-        keys: &redisync::backend::RwLockKeys<'_>,
-        lease_ms: i64,
-        latch_key: &str,
-        latch_ms: i64,
-    ) -> redisync::Result<redisync::backend::Release> {
-        self.count("write_lock_release");
-        self.inner
-            .write_lock_release(keys, lease_ms, latch_key, latch_ms)
-    }
-
-    fn read_lock_renew(
-        &self,
-        keys: &redisync::backend::RwLockKeys<'_>,
-        lease_ms: i64,
-    ) -> redisync::Result<bool> {
-        self.count("read_lock_renew");
-        self.inner.read_lock_renew(keys, lease_ms)
-    }
-
-    fn rw_lock_force_release(
-        &self,
-        keys: &redisync::backend::RwLockKeys<'_>,
-        mode: redisync::backend::RwMode,
-    ) -> redisync::Result<bool> {
-        self.count("rw_lock_force_release");
-        self.inner.rw_lock_force_release(keys, mode)
-    }
-
-    fn rw_lock_state(
-        &self,
-        name: &str,
-        field: &str,
-    ) -> redisync::Result<redisync::backend::RwLockState> {
-        self.count("rw_lock_state");
-        self.inner.rw_lock_state(name, field)
-    }
-
-    fn counter_set_if_absent(
-        &self,
-        name: &str,
-        channel: &str,
-        value: i64,
-        message: &str,
-    ) -> redisync::Result<bool> {
-        self.count("counter_set_if_absent");
-        self.inner
-            .counter_set_if_absent(name, channel, value, message)
-    }
-
-    fn counter_get(&self, name: &str) -> redisync::Result<i64> {
-        self.count("counter_get");
-        self.inner.counter_get(name)
-    }
-
-    fn semaphore_add(&self, name: &str, channel: &str, delta: i64) -> redisync::Result<i64> {
-        self.count("semaphore_add");
-        self.inner.semaphore_add(name, channel, delta)
-    }
-
-    fn semaphore_try_acquire(&self, name: &str, permits: i64) -> redisync::Result<bool> {
-        self.count("semaphore_try_acquire");
-        self.inner.semaphore_try_acquire(name, permits)
-    }
-
-    fn semaphore_drain(&self, name: &str) -> redisync::Result<i64> {
-        self.count("semaphore_drain");
-        self.inner.semaphore_drain(name)
-    }
-
-    fn expirable_acquire(
-        &self,
-        keys: &redisync::backend::ExpirableKeys<'_>,
-        permit_id: &str,
-        lease_end_ms: i64,
-        now_ms: i64,
-    ) -> redisync::Result<redisync::backend::Acquire> {
-        self.count("expirable_acquire");
-        self.inner
-            .expirable_acquire(keys, permit_id, lease_end_ms, now_ms)
-    }
-
-    fn expirable_release(
-        &self,
-        keys: &redisync::backend::ExpirableKeys<'_>,
-        permit_id: &str,
-        now_ms: i64,
-    ) -> redisync::Result<bool> {
-        self.count("expirable_release");
-        self.inner.expirable_release(keys, permit_id, now_ms)
-    }
-
-    fn expirable_available(
-        &self,
-        keys: &redisync::backend::ExpirableKeys<'_>,
-        now_ms: i64,
-    ) -> redisync::Result<i64> {
-        self.count("expirable_available");
-        self.inner.expirable_available(keys, now_ms)
-    }
-
-    fn latch_count_down(&self, name: &str, channel: &str) -> redisync::Result<i64> {
-        self.count("latch_count_down");
-        self.inner.latch_count_down(name, channel)
-    }
-
-    fn latch_delete(&self, name: &str, channel: &str) -> redisync::Result<bool> {
-        self.count("latch_delete");
-        self.inner.latch_delete(name, channel)
-    }
-
-    fn publish(&self, channel: &str, payload: &str) -> redisync::Result<()> {
-        self.count("publish");
-        self.inner.publish(channel, payload)
-    }
-
+    /// Forwarded, with the session's connection behind the outage switch.
     fn with_pubsub(
         &self,
-        session: &mut dyn FnMut(
-            &mut dyn redisync::backend::PubSubConnection,
-        ) -> redisync::Result<()>,
+        session: &mut dyn FnMut(&mut dyn PubSubConnection) -> redisync::Result<()>,
     ) -> redisync::Result<()> {
-        self.count("with_pubsub");
-        self.inner.with_pubsub(session)
-    }
-}
-
-// ---------------------------------------------------------------------------
-// OutageBackend and Independent: several independent stores that can fail
-// (MultiLock across stores, RedLock)
-// ---------------------------------------------------------------------------
-
-/// What every operation of an [`OutageBackend`] returns while it is down: a
-/// connection error, as a refused or dropped connection would be.
-pub fn outage_error() -> redisync::Error {
-    redisync::Error::backend("store down (test outage)", true)
-}
-
-/// A [`redisync::backend::LockBackend`] that forwards every operation to
-/// another backend until it is switched down; while down, every operation
-/// (pub/sub sessions included, and the calls on a session already open)
-/// fails with [`outage_error`] without reaching the store, which keeps its
-/// data for when the switch is turned back up. Clones share the switch, so
-/// every client built on clones of one `OutageBackend` sees the same store
-/// go down.
-#[derive(Clone)]
-pub struct OutageBackend {
-    inner: std::sync::Arc<dyn redisync::backend::LockBackend>,
-    down: std::sync::Arc<std::sync::atomic::AtomicBool>,
-}
-
-impl OutageBackend {
-    /// Wraps `inner`, up.
-    pub fn new(inner: std::sync::Arc<dyn redisync::backend::LockBackend>) -> Self {
-        OutageBackend {
-            inner,
-            down: std::sync::Arc::default(),
-        }
-    }
-
-    /// Switches the outage on (`true`) or off (`false`).
-    pub fn set_down(&self, down: bool) {
-        self.down.store(down, Ordering::SeqCst);
-    }
-
-    /// Whether the outage is on.
-    pub fn is_down(&self) -> bool {
-        self.down.load(Ordering::SeqCst)
-    }
-
-    fn check(&self) -> redisync::Result<()> {
-        if self.is_down() {
-            Err(outage_error())
-        } else {
-            Ok(())
-        }
-    }
-}
-
-/// A pub/sub session of an [`OutageBackend`]: fails every call while the
-/// store is down, as a dropped subscriber connection does.
-struct OutageConnection<'a> {
-    inner: &'a mut dyn redisync::backend::PubSubConnection,
-    down: &'a std::sync::atomic::AtomicBool,
-}
-
-impl OutageConnection<'_> {
-    fn check(&self) -> redisync::Result<()> {
-        if self.down.load(Ordering::SeqCst) {
-            Err(outage_error())
-        } else {
-            Ok(())
-        }
-    }
-}
-
-impl redisync::backend::PubSubConnection for OutageConnection<'_> {
-    fn subscribe(&mut self, channels: &[String]) -> redisync::Result<()> {
-        self.check()?;
-        self.inner.subscribe(channels)
-    }
-
-    fn unsubscribe(&mut self, channels: &[String]) -> redisync::Result<()> {
-        self.check()?;
-        self.inner.unsubscribe(channels)
-    }
-
-    fn next_message(
-        &mut self,
-        timeout: Duration,
-    ) -> redisync::Result<Option<redisync::backend::Message>> {
-        self.check()?;
-        let message = self.inner.next_message(timeout)?;
-        // A message that arrives as the store goes down is lost with it.
-        self.check()?;
-        Ok(message)
-    }
-}
-
-impl redisync::backend::LockBackend for OutageBackend {
-    fn lock_acquire(
-        &self,
-        name: &str,
-        holder: &str,
-        lease_ms: i64,
-    ) -> redisync::Result<redisync::backend::Acquire> {
-        self.check()?;
-        self.inner.lock_acquire(name, holder, lease_ms)
-    }
-
-    fn fenced_lock_acquire(
-        &self,
-        name: &str,
-        token_key: &str,
-        holder: &str,
-        lease_ms: i64,
-    ) -> redisync::Result<redisync::backend::FencedAcquire> {
-        self.check()?;
-        self.inner
-            .fenced_lock_acquire(name, token_key, holder, lease_ms)
-    }
-
-    fn lock_renew(&self, name: &str, holder: &str, lease_ms: i64) -> redisync::Result<bool> {
-        self.check()?;
-        self.inner.lock_renew(name, holder, lease_ms)
-    }
-
-    fn lock_release(
-        &self,
-        name: &str,
-        channel: &str,
-        holder: &str,
-        lease_ms: i64,
-        latch_key: &str,
-        latch_ms: i64,
-    ) -> redisync::Result<redisync::backend::Release> {
-        self.check()?;
-        self.inner
-            .lock_release(name, channel, holder, lease_ms, latch_key, latch_ms)
-    }
-
-    fn lock_force_release(&self, name: &str, channel: &str) -> redisync::Result<bool> {
-        self.check()?;
-        self.inner.lock_force_release(name, channel)
-    }
-
-    fn lock_state(
-        &self,
-        name: &str,
-        holder: &str,
-    ) -> redisync::Result<redisync::backend::LockState> {
-        self.check()?;
-        self.inner.lock_state(name, holder)
-    }
-
-    fn fair_lock_acquire(
-        &self,
-        keys: &redisync::backend::FairLockKeys<'_>,
-        holder: &str,
-        lease_ms: i64,
-        wait_ms: i64,
-        now_ms: i64,
-        enqueue: bool,
-    ) -> redisync::Result<redisync::backend::Acquire> {
-        self.check()?;
-        self.inner
-            .fair_lock_acquire(keys, holder, lease_ms, wait_ms, now_ms, enqueue)
-    }
-
-    fn fair_lock_release(
-        &self,
-        keys: &redisync::backend::FairLockKeys<'_>,
-        holder: &str,
-        lease_ms: i64,
-        now_ms: i64,
-        latch_key: &str,
-        latch_ms: i64,
-    ) -> redisync::Result<redisync::backend::Release> {
-        self.check()?;
-        self.inner
-            .fair_lock_release(keys, holder, lease_ms, now_ms, latch_key, latch_ms)
-    }
-
-    fn fair_lock_cancel(
-        &self,
-        keys: &redisync::backend::FairLockKeys<'_>,
-        holder: &str,
-        wait_ms: i64,
-    ) -> redisync::Result<()> {
-        self.check()?;
-        self.inner.fair_lock_cancel(keys, holder, wait_ms)
-    }
-
-    fn fair_lock_force_release(
-        &self,
-        keys: &redisync::backend::FairLockKeys<'_>,
-        now_ms: i64,
-    ) -> redisync::Result<bool> {
-        self.check()?;
-        self.inner.fair_lock_force_release(keys, now_ms)
-    }
-
-    fn read_lock_acquire(
-        &self,
-        keys: &redisync::backend::RwLockKeys<'_>,
-        lease_ms: i64,
-    ) -> redisync::Result<redisync::backend::Acquire> {
-        self.check()?;
-        self.inner.read_lock_acquire(keys, lease_ms)
-    }
-
-    fn write_lock_acquire(
-        &self,
-        keys: &redisync::backend::RwLockKeys<'_>,
-        lease_ms: i64,
-    ) -> redisync::Result<redisync::backend::Acquire> {
-        self.check()?;
-        self.inner.write_lock_acquire(keys, lease_ms)
-    }
-
-    fn read_lock_release(
-        &self,
-        keys: &redisync::backend::RwLockKeys<'_>,
-        latch_key: &str,
-        latch_ms: i64,
-    ) -> redisync::Result<redisync::backend::Release> {
-        self.check()?;
-        self.inner.read_lock_release(keys, latch_key, latch_ms)
-    }
-
-    fn write_lock_release(
-        &self,
-        keys: &redisync::backend::RwLockKeys<'_>,
-        lease_ms: i64,
-        latch_key: &str,
-        latch_ms: i64,
-    ) -> redisync::Result<redisync::backend::Release> {
-        self.check()?;
-        self.inner
-            .write_lock_release(keys, lease_ms, latch_key, latch_ms)
-    }
-
-    fn read_lock_renew(
-        &self,
-        keys: &redisync::backend::RwLockKeys<'_>,
-        lease_ms: i64,
-    ) -> redisync::Result<bool> {
-        self.check()?;
-        self.inner.read_lock_renew(keys, lease_ms)
-    }
-
-    fn rw_lock_force_release(
-        &self,
-        keys: &redisync::backend::RwLockKeys<'_>,
-        mode: redisync::backend::RwMode,
-    ) -> redisync::Result<bool> {
-        self.check()?;
-        self.inner.rw_lock_force_release(keys, mode)
-    }
-
-    fn rw_lock_state(
-        &self,
-        name: &str,
-        field: &str,
-    ) -> redisync::Result<redisync::backend::RwLockState> {
-        self.check()?;
-        self.inner.rw_lock_state(name, field)
-    }
-
-    fn counter_set_if_absent(
-        &self,
-        name: &str,
-        channel: &str,
-        value: i64,
-        message: &str,
-    ) -> redisync::Result<bool> {
-        self.check()?;
-        self.inner
-            .counter_set_if_absent(name, channel, value, message)
-    }
-
-    fn counter_get(&self, name: &str) -> redisync::Result<i64> {
-        self.check()?;
-        self.inner.counter_get(name)
-    }
-
-    fn semaphore_add(&self, name: &str, channel: &str, delta: i64) -> redisync::Result<i64> {
-        self.check()?;
-        self.inner.semaphore_add(name, channel, delta)
-    }
-
-    fn semaphore_try_acquire(&self, name: &str, permits: i64) -> redisync::Result<bool> {
-        self.check()?;
-        self.inner.semaphore_try_acquire(name, permits)
-    }
-
-    fn semaphore_drain(&self, name: &str) -> redisync::Result<i64> {
-        self.check()?;
-        self.inner.semaphore_drain(name)
-    }
-
-    fn expirable_acquire(
-        &self,
-        keys: &redisync::backend::ExpirableKeys<'_>,
-        permit_id: &str,
-        lease_end_ms: i64,
-        now_ms: i64,
-    ) -> redisync::Result<redisync::backend::Acquire> {
-        self.check()?;
-        self.inner
-            .expirable_acquire(keys, permit_id, lease_end_ms, now_ms)
-    }
-
-    fn expirable_release(
-        &self,
-        keys: &redisync::backend::ExpirableKeys<'_>,
-        permit_id: &str,
-        now_ms: i64,
-    ) -> redisync::Result<bool> {
-        self.check()?;
-        self.inner.expirable_release(keys, permit_id, now_ms)
-    }
-
-    fn expirable_available(
-        &self,
-        keys: &redisync::backend::ExpirableKeys<'_>,
-        now_ms: i64,
-    ) -> redisync::Result<i64> {
-        self.check()?;
-        self.inner.expirable_available(keys, now_ms)
-    }
-
-    fn latch_count_down(&self, name: &str, channel: &str) -> redisync::Result<i64> {
-        self.check()?;
-        self.inner.latch_count_down(name, channel)
-    }
-
-    fn latch_delete(&self, name: &str, channel: &str) -> redisync::Result<bool> {
-        self.check()?;
-        self.inner.latch_delete(name, channel)
-    }
-
-    fn publish(&self, channel: &str, payload: &str) -> redisync::Result<()> {
-        self.check()?;
-        self.inner.publish(channel, payload)
-    }
-
-    fn with_pubsub(
-        &self,
-        session: &mut dyn FnMut(
-            &mut dyn redisync::backend::PubSubConnection,
-        ) -> redisync::Result<()>,
-    ) -> redisync::Result<()> {
-        self.check()?;
+        self.enter("with_pubsub")?;
         let down = &*self.down;
         self.inner.with_pubsub(&mut |conn| {
             let mut conn = OutageConnection { inner: conn, down };
@@ -1364,6 +884,38 @@ impl redisync::backend::LockBackend for OutageBackend {
         })
     }
 }
+
+/// A pub/sub session of a [`CountingBackend`]: fails every call while the
+/// store is down, as a dropped subscriber connection does.
+struct OutageConnection<'a> {
+    inner: &'a mut dyn PubSubConnection,
+    down: &'a AtomicBool,
+}
+
+impl PubSubConnection for OutageConnection<'_> {
+    fn subscribe(&mut self, channels: &[String]) -> redisync::Result<()> {
+        outage_check(self.down)?;
+        self.inner.subscribe(channels)
+    }
+
+    fn unsubscribe(&mut self, channels: &[String]) -> redisync::Result<()> {
+        outage_check(self.down)?;
+        self.inner.unsubscribe(channels)
+    }
+
+    fn next_message(&mut self, timeout: Duration) -> redisync::Result<Option<Message>> {
+        outage_check(self.down)?;
+        let message = self.inner.next_message(timeout)?;
+        // A message that arrives as the store goes down is lost with it.
+        outage_check(self.down)?;
+        Ok(message)
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Independent: several independent stores that can fail (MultiLock across
+// stores, RedLock)
+// ---------------------------------------------------------------------------
 
 /// Connection timeout of [`Independent`]'s Redis clients: short, so a
 /// stopped server fails a call fast.
@@ -1374,7 +926,8 @@ pub const STORE_RESPONSE_TIMEOUT: Duration = Duration::from_millis(500);
 /// Which kind of stores an [`Independent`] runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum StoreKind {
-    /// `MemoryBackend`s, each behind its own [`OutageBackend`] switch.
+    /// `MemoryBackend`s, each behind its own [`CountingBackend`] outage
+    /// switch.
     Memory,
     /// Private redis-servers.
     Redis,
@@ -1385,7 +938,7 @@ pub struct MemoryStore {
     /// The store itself (for test hooks such as `set_string`).
     pub backend: redisync::MemoryBackend,
     /// What clients use: the store behind its outage switch.
-    pub outage: OutageBackend,
+    pub outage: CountingBackend,
 }
 
 /// The stores of an [`Independent`] environment.
@@ -1428,7 +981,7 @@ impl Independent {
                 (0..n)
                     .map(|_| {
                         let backend = redisync::MemoryBackend::new();
-                        let outage = OutageBackend::new(std::sync::Arc::new(backend.clone()));
+                        let outage = CountingBackend::new(Arc::new(backend.clone()));
                         MemoryStore { backend, outage }
                     })
                     .collect(),
@@ -1471,8 +1024,8 @@ impl Independent {
     /// A silent builder on store `i`, with the short Redis timeouts; the
     /// caller adds tunables.
     pub fn builder(&self, i: usize) -> redisync::ClientBuilder {
-        let builder = redisync::Client::builder()
-            .event_handler(std::sync::Arc::new(redisync::NopEventHandler));
+        let builder =
+            redisync::Client::builder().event_handler(Arc::new(redisync::NopEventHandler));
         match &self.stores {
             Stores::Memory(stores) => builder.backend(stores[i].outage.clone()),
             Stores::Redis(servers) => builder
