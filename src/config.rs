@@ -93,6 +93,11 @@ impl ClientBuilder {
 
     /// Connects to Redis at `url` (`redis://[user:password@]host:port/db`)
     /// when [`build`](Self::build) runs, with the pool settings below.
+    /// With a user name the client authenticates with `AUTH user password`
+    /// (a Redis 6+ ACL user; see README, Security, for the commands it
+    /// needs). `rediss://` connects over TLS and needs the `tls` feature
+    /// (without it, `build()` fails with `InvalidArgument`). The URL, and so
+    /// the password, never appears in `Debug` output, errors or logs.
     ///
     /// ```no_run
     /// let client = redisync::Client::builder()
@@ -179,6 +184,54 @@ impl ClientBuilder {
     /// ```
     pub fn response_timeout(mut self, timeout: Duration) -> Self {
         self.redis = self.redis.response_timeout(timeout);
+        self
+    }
+
+    /// For a `rediss://` URL: trusts the certificate authorities in `pem`
+    /// (one or more PEM `CERTIFICATE` blocks) instead of the system's trust
+    /// store, e.g. the CA that signed a self-signed Redis server certificate.
+    /// Calling it again adds more. The server certificate must name the
+    /// URL's host (a DNS name, or an IP address for `rediss://127.0.0.1`).
+    /// Every connection of the client uses it: the pooled ones and the
+    /// pub/sub one. Only with the `tls` feature; `build()` rejects it with a
+    /// `redis://` URL, or when `pem` holds no certificate.
+    ///
+    /// ```no_run
+    /// let client = redisync::Client::builder()
+    ///     .redis_url("rediss://:password@redis.internal:6380/0")
+    ///     .tls_root_certificate(std::fs::read("/etc/redis/tls/ca.crt")?)
+    ///     .build()?;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    #[cfg(feature = "tls")]
+    pub fn tls_root_certificate(mut self, pem: impl Into<Vec<u8>>) -> Self {
+        self.redis = self.redis.tls_root_certificate(pem);
+        self
+    }
+
+    /// For a `rediss://` URL: presents this client certificate (a PEM chain,
+    /// leaf first) and its PEM private key (PKCS#8, PKCS#1 or SEC1) to a
+    /// server that requires mutual TLS (`tls-auth-clients yes`). The key
+    /// never appears in `Debug` output or errors. Only with the `tls`
+    /// feature.
+    ///
+    /// ```no_run
+    /// let client = redisync::Client::builder()
+    ///     .redis_url("rediss://redis.internal:6380/")
+    ///     .tls_root_certificate(std::fs::read("ca.crt")?)
+    ///     .tls_client_certificate(std::fs::read("client.crt")?, std::fs::read("client.key")?)
+    ///     .build()?;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    #[cfg(feature = "tls")]
+    pub fn tls_client_certificate(
+        mut self,
+        certificate_chain_pem: impl Into<Vec<u8>>,
+        private_key_pem: impl Into<Vec<u8>>,
+    ) -> Self {
+        self.redis = self
+            .redis
+            .tls_client_certificate(certificate_chain_pem, private_key_pem);
         self
     }
 

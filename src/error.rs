@@ -175,6 +175,19 @@ impl Error {
     pub fn is_protocol_error(&self) -> bool {
         matches!(self, Error::Protocol { .. })
     }
+
+    /// True for [`Error::Backend`]: the store failed or could not be
+    /// reached, or refused the client (e.g. a wrong password, or a command
+    /// the server's ACL denies). [`is_connection_error`](Self::is_connection_error)
+    /// is the subset worth retrying later.
+    ///
+    /// ```
+    /// let err = redisync::Error::backend("authentication failed", false);
+    /// assert!(err.is_backend() && !err.is_connection_error());
+    /// ```
+    pub fn is_backend(&self) -> bool {
+        matches!(self, Error::Backend { .. })
+    }
 }
 
 impl fmt::Display for Error {

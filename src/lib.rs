@@ -64,6 +64,15 @@
 //! - [`MemoryBackend`]: in-process, same semantics (TTLs, reentrancy, pub/sub).
 //!   Two clients on one `MemoryBackend` behave like two processes on one Redis.
 //!
+//! # TLS and ACL users
+//!
+//! `redis://user:password@host:port/db` authenticates as a Redis ACL user
+//! (README, Security, lists the commands it needs); the password never
+//! appears in `Debug` output, errors or logs. With the `tls` feature,
+//! `rediss://` URLs connect over TLS (rustls), and
+//! `ClientBuilder::tls_root_certificate` / `tls_client_certificate` trust
+//! your own CA and present a client certificate.
+//!
 //! # Leases and the watchdog
 //!
 //! A lock taken without a lease ([`Lock::lock`], [`Lock::try_lock_for`]) gets

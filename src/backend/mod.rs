@@ -32,6 +32,7 @@ use crate::Result;
 mod memory;
 mod redis;
 mod scripts;
+mod tls;
 
 pub use self::memory::MemoryBackend;
 pub use self::redis::{RedisBackend, RedisOptions};

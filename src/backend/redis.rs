@@ -31,6 +31,8 @@ pub struct RedisOptions {
     pool_size: u32,
     connection_timeout: Duration,
     response_timeout: Duration,
+    /// Certificates for `rediss://` (see `super::tls`).
+    tls: super::tls::TlsSettings,
 }
 
 impl Default for RedisOptions {
@@ -39,6 +41,7 @@ impl Default for RedisOptions {
             pool_size: 16,
             connection_timeout: Duration::from_secs(10),
             response_timeout: Duration::from_secs(3),
+            tls: super::tls::TlsSettings::default(),
         }
     }
 }
@@ -108,6 +111,50 @@ impl RedisOptions {
     /// ```
     pub fn get_response_timeout(&self) -> Duration {
         self.response_timeout
+    }
+
+    /// For a `rediss://` URL: trusts the certificate authorities in `pem`
+    /// (one or more PEM `CERTIFICATE` blocks) instead of the system's trust
+    /// store, e.g. your own CA for a self-signed Redis server certificate.
+    /// Calling it again adds more. The server certificate must name the host
+    /// of the URL (a DNS name, or an IP address for `rediss://127.0.0.1`).
+    /// Only with the `tls` feature; `open_with` rejects it with a `redis://`
+    /// URL, or when `pem` holds no certificate.
+    ///
+    /// ```no_run
+    /// let ca = std::fs::read("/etc/redis/tls/ca.crt")?;
+    /// let options = redisync::backend::RedisOptions::default().tls_root_certificate(ca);
+    /// let backend = redisync::RedisBackend::open_with("rediss://redis.internal:6380/", options)?;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    #[cfg(feature = "tls")]
+    pub fn tls_root_certificate(mut self, pem: impl Into<Vec<u8>>) -> Self {
+        self.tls.add_root_certificates(pem.into());
+        self
+    }
+
+    /// For a `rediss://` URL: presents this client certificate (a PEM
+    /// certificate chain, leaf first) and its PEM private key (PKCS#8, PKCS#1
+    /// or SEC1) to a server that requires mutual TLS (`tls-auth-clients yes`).
+    /// The key is never shown by `Debug` or in an error. Only with the `tls`
+    /// feature.
+    ///
+    /// ```no_run
+    /// let options = redisync::backend::RedisOptions::default()
+    ///     .tls_root_certificate(std::fs::read("ca.crt")?)
+    ///     .tls_client_certificate(std::fs::read("client.crt")?, std::fs::read("client.key")?);
+    /// let backend = redisync::RedisBackend::open_with("rediss://redis.internal:6380/", options)?;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    #[cfg(feature = "tls")]
+    pub fn tls_client_certificate(
+        mut self,
+        certificate_chain_pem: impl Into<Vec<u8>>,
+        private_key_pem: impl Into<Vec<u8>>,
+    ) -> Self {
+        self.tls
+            .set_client_identity(certificate_chain_pem.into(), private_key_pem.into());
+        self
     }
 
     fn validate(&self) -> Result<()> {
@@ -213,8 +260,10 @@ impl RedisBackend {
     /// Connects to `url` with the given options.
     ///
     /// # Errors
-    /// `InvalidArgument` for a malformed URL or invalid options; `Backend` if
-    /// the server cannot be reached within the connection timeout.
+    /// `InvalidArgument` for a malformed URL or invalid options (including
+    /// a `rediss://` URL without the `tls` feature, and bad TLS
+    /// certificates); `Backend` if the server cannot be reached within the
+    /// connection timeout, refuses the password, or fails the TLS handshake.
     ///
     /// ```no_run
     /// let options = redisync::backend::RedisOptions::default().pool_size(4);
@@ -223,10 +272,8 @@ impl RedisBackend {
     /// ```
     pub fn open_with(url: &str, options: RedisOptions) -> Result<Self> {
         options.validate()?;
-        let client = redis::Client::open(url).map_err(|err| {
-            // The crate's message may echo the URL, which may hold a password.
-            Error::invalid("url", format!("not a valid Redis URL ({:?})", err.kind()))
-        })?;
+        // No error quotes the URL: it may hold a password.
+        let client = super::tls::open_client(url, &options.tls)?;
         let address = redacted_address(client.get_connection_info());
         let manager = Manager {
             client: client.clone(),
@@ -331,6 +378,36 @@ fn redis_error(address: &str, op: &str, err: RedisError) -> Error {
         return Error::protocol(format!(
             "{op}: the key holds another Redis type than this primitive uses (WRONGTYPE)"
         ));
+    }
+    // Say it in words: the crate's own text for a refused AUTH is terse.
+    // Neither text carries the password (the server never echoes it).
+    if err.kind() == redis::ErrorKind::AuthenticationFailed
+        || text.contains("WRONGPASS")
+        || text.contains("NOAUTH")
+    {
+        return Error::backend_caused_by(
+            format!(
+                "{op} on Redis at {address}: authentication failed \
+                 (wrong user name or password, or the user is disabled)"
+            ),
+            err,
+            false,
+        );
+    }
+    // A refusal at top level (NOPERM), or of a command, key or channel a
+    // script used (Redis checks those against the caller's ACL too).
+    if err.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoPerm)
+        || text.contains("NOPERM")
+        || text.contains("The user executing the script can't")
+    {
+        return Error::backend_caused_by(
+            format!(
+                "{op} on Redis at {address}: permission denied by the server's ACL \
+                 (see README, Security, for the commands the user needs)"
+            ),
+            err,
+            false,
+        );
     }
     // The key holds data this primitive cannot use (a non-integer count, an
     // overflow), or a script failed on such data: the same class of error

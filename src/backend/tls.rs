@@ -1,0 +1,330 @@
+//! Opening the `redis::Client` of a [`RedisBackend`](super::RedisBackend):
+//! the URL, and with the `tls` feature the certificates of a `rediss://`
+//! connection.
+//!
+//! TLS goes through the `redis` crate's rustls support. Every connection the
+//! backend opens (the pooled ones and the pub/sub one) comes from the one
+//! client built here, so all of them use the same TLS settings.
+//!
+//! rustls needs a process-level crypto provider, and the `redis` crate asks
+//! for it with `rustls::ClientConfig::builder()`, which panics when none is
+//! installed and rustls was compiled with more than one provider (as happens
+//! when another crate of the program enables `aws-lc-rs`). So before the
+//! first TLS connection we install `ring`'s provider, unless the program
+//! already installed one (then that one is used).
+
+use std::fmt;
+
+use redis::IntoConnectionInfo;
+
+use crate::{Error, Result};
+
+/// The TLS part of [`RedisOptions`](super::RedisOptions): which certificate
+/// authorities to trust and, for mutual TLS, the client's certificate and
+/// key. `Debug` shows only whether each is set: never a key.
+#[derive(Clone, Default)]
+pub(crate) struct TlsSettings {
+    /// PEM certificates to trust instead of the system's roots.
+    #[cfg(feature = "tls")]
+    root_certificates: Option<Vec<u8>>,
+    /// PEM certificate chain and private key presented to the server.
+    #[cfg(feature = "tls")]
+    client_identity: Option<ClientIdentity>,
+}
+
+#[cfg(feature = "tls")]
+#[derive(Clone)]
+struct ClientIdentity {
+    certificate_chain: Vec<u8>,
+    private_key: Vec<u8>,
+}
+
+impl fmt::Debug for TlsSettings {
+    #[cfg(feature = "tls")]
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let roots = if self.root_certificates.is_some() {
+            "custom"
+        } else {
+            "system"
+        };
+        let identity = if self.client_identity.is_some() {
+            "set"
+        } else {
+            "not set"
+        };
+        f.debug_struct("TlsSettings")
+            .field("root_certificates", &roots)
+            .field("client_certificate", &identity)
+            .finish()
+    }
+
+    #[cfg(not(feature = "tls"))]
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("TlsSettings(built without the `tls` feature)")
+    }
+}
+
+#[cfg(feature = "tls")]
+impl TlsSettings {
+    /// Trusts the certificates in `pem` too (and no longer the system's).
+    pub(crate) fn add_root_certificates(&mut self, pem: Vec<u8>) {
+        match &mut self.root_certificates {
+            Some(all) => {
+                all.push(b'\n');
+                all.extend_from_slice(&pem);
+            }
+            None => self.root_certificates = Some(pem),
+        }
+    }
+
+    /// Presents this certificate chain and key to the server.
+    pub(crate) fn set_client_identity(&mut self, certificate_chain: Vec<u8>, private_key: Vec<u8>) {
+        self.client_identity = Some(ClientIdentity {
+            certificate_chain,
+            private_key,
+        });
+    }
+
+    fn is_set(&self) -> bool {
+        self.root_certificates.is_some() || self.client_identity.is_some()
+    }
+
+    /// Checks every PEM now, so that a bad certificate or key is an
+    /// `InvalidArgument` from `build()` rather than a failure of every
+    /// connection attempt. The messages never quote the key.
+    fn certificates(
+        &self,
+        provider: &rustls::crypto::CryptoProvider,
+    ) -> Result<redis::TlsCertificates> {
+        use rustls::pki_types::pem::PemObject;
+        use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+
+        let mut roots = rustls::RootCertStore::empty();
+        if let Some(pem) = &self.root_certificates {
+            for cert in CertificateDer::pem_slice_iter(pem) {
+                let cert = cert.map_err(|err| {
+                    Error::invalid(
+                        "tls_root_certificate",
+                        format!("not a PEM certificate: {err}"),
+                    )
+                })?;
+                roots.add(cert).map_err(|err| {
+                    Error::invalid(
+                        "tls_root_certificate",
+                        format!("not a usable CA certificate: {err}"),
+                    )
+                })?;
+            }
+            if roots.is_empty() {
+                return Err(Error::invalid(
+                    "tls_root_certificate",
+                    "no certificate found (expected PEM: -----BEGIN CERTIFICATE-----)",
+                ));
+            }
+        }
+        let client_tls = match &self.client_identity {
+            None => None,
+            Some(identity) => {
+                let chain = CertificateDer::pem_slice_iter(&identity.certificate_chain)
+                    .collect::<std::result::Result<Vec<_>, _>>()
+                    .map_err(|err| {
+                        Error::invalid(
+                            "tls_client_certificate",
+                            format!("the certificate chain is not PEM: {err}"),
+                        )
+                    })?;
+                if chain.is_empty() {
+                    return Err(Error::invalid(
+                        "tls_client_certificate",
+                        "no certificate found (expected PEM: -----BEGIN CERTIFICATE-----)",
+                    ));
+                }
+                // Deliberately without the parser's message: it could quote
+                // a line of the key file.
+                let key = PrivateKeyDer::from_pem_slice(&identity.private_key).map_err(|_| {
+                    Error::invalid(
+                        "tls_client_certificate",
+                        "the private key is not a PEM PKCS#8, PKCS#1 or SEC1 key",
+                    )
+                })?;
+                // Builds a rustls configuration once: it rejects a key of an
+                // unsupported type or one that does not match the certificate.
+                rustls::ClientConfig::builder_with_provider(provider.clone().into())
+                    .with_safe_default_protocol_versions()
+                    .and_then(|config| {
+                        config
+                            .with_root_certificates(roots.clone())
+                            .with_client_auth_cert(chain, key)
+                    })
+                    .map_err(|err| {
+                        Error::invalid(
+                            "tls_client_certificate",
+                            format!("unusable certificate and key: {err}"),
+                        )
+                    })?;
+                Some(redis::ClientTlsConfig {
+                    client_cert: identity.certificate_chain.clone(),
+                    client_key: identity.private_key.clone(),
+                })
+            }
+        };
+        Ok(redis::TlsCertificates {
+            client_tls,
+            root_cert: self.root_certificates.clone(),
+        })
+    }
+}
+
+/// Whether `url` asks for TLS (`rediss://`, or the `valkeys://` alias).
+fn is_tls_url(url: &str) -> bool {
+    url.trim_start()
+        .split_once("://")
+        .is_some_and(|(scheme, _)| {
+            scheme.eq_ignore_ascii_case("rediss") || scheme.eq_ignore_ascii_case("valkeys")
+        })
+}
+
+/// The `redis::Client` for `url` with the TLS settings applied.
+///
+/// # Errors
+/// `InvalidArgument` for a malformed URL, a `rediss://` URL without the
+/// `tls` feature, TLS settings with a plain URL, or a bad certificate or key.
+/// No message quotes the URL (it may hold a password).
+pub(crate) fn open_client(url: &str, tls: &TlsSettings) -> Result<redis::Client> {
+    if is_tls_url(url) && cfg!(not(feature = "tls")) {
+        return Err(Error::invalid(
+            "url",
+            "rediss:// (TLS) needs redisync's `tls` feature \
+             (features = [\"tls\"] on redisync in Cargo.toml)",
+        ));
+    }
+    let info = url.into_connection_info().map_err(|err| {
+        // The crate's message may echo the URL, which may hold a password.
+        Error::invalid("url", format!("not a valid Redis URL ({:?})", err.kind()))
+    })?;
+    #[cfg(feature = "tls")]
+    {
+        match info.addr() {
+            redis::ConnectionAddr::TcpTls { insecure: true, .. } => Err(Error::invalid(
+                "url",
+                "#insecure (no certificate verification) is not supported: \
+                 trust your CA with tls_root_certificate instead",
+            )),
+            redis::ConnectionAddr::TcpTls { .. } => {
+                let provider = crypto_provider();
+                if tls.is_set() {
+                    let certificates = tls.certificates(&provider)?;
+                    redis::Client::build_with_tls(info, certificates).map_err(|err| {
+                        Error::invalid(
+                            "tls_root_certificate",
+                            format!("rejected by the redis crate ({:?})", err.kind()),
+                        )
+                    })
+                } else {
+                    redis::Client::open(info).map_err(|err| {
+                        Error::invalid("url", format!("not a valid Redis URL ({:?})", err.kind()))
+                    })
+                }
+            }
+            _ if tls.is_set() => Err(Error::invalid(
+                "url",
+                "TLS certificates were given but the URL is not rediss://",
+            )),
+            _ => redis::Client::open(info).map_err(|err| {
+                Error::invalid("url", format!("not a valid Redis URL ({:?})", err.kind()))
+            }),
+        }
+    }
+    #[cfg(not(feature = "tls"))]
+    {
+        let _ = tls;
+        redis::Client::open(info).map_err(|err| {
+            Error::invalid("url", format!("not a valid Redis URL ({:?})", err.kind()))
+        })
+    }
+}
+
+/// The process's rustls crypto provider, installing `ring`'s first if the
+/// program has installed none. Never panics: losing a race to another
+/// installer leaves that one's provider in place, which is as good.
+#[cfg(feature = "tls")]
+fn crypto_provider() -> std::sync::Arc<rustls::crypto::CryptoProvider> {
+    use rustls::crypto::CryptoProvider;
+    if let Some(provider) = CryptoProvider::get_default() {
+        return std::sync::Arc::clone(provider);
+    }
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    match CryptoProvider::get_default() {
+        Some(provider) => std::sync::Arc::clone(provider),
+        // Unreachable (an install either succeeded or lost to another), but
+        // a provider is still needed for validation.
+        None => std::sync::Arc::new(rustls::crypto::ring::default_provider()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tls_schemes_are_recognised() {
+        assert!(is_tls_url("rediss://127.0.0.1:6380/"));
+        assert!(is_tls_url("REDISS://h/"));
+        assert!(is_tls_url("valkeys://h/"));
+        assert!(!is_tls_url("redis://h/"));
+        assert!(!is_tls_url("redis://rediss:x@h/"));
+        assert!(!is_tls_url("not a url"));
+    }
+
+    #[cfg(not(feature = "tls"))]
+    #[test]
+    fn rediss_without_the_feature_names_the_feature() {
+        let err =
+            open_client("rediss://:pw-xyz@127.0.0.1:6380/", &TlsSettings::default()).unwrap_err();
+        assert!(err.is_invalid_argument());
+        let shown = format!("{err} {err:?}");
+        assert!(shown.contains("`tls` feature"), "{shown}");
+        assert!(!shown.contains("pw-xyz"), "{shown}");
+    }
+
+    #[cfg(feature = "tls")]
+    #[test]
+    fn certificates_without_rediss_are_rejected() {
+        let mut tls = TlsSettings::default();
+        tls.add_root_certificates(b"whatever".to_vec());
+        let err = open_client("redis://127.0.0.1:6379/", &tls).unwrap_err();
+        assert!(err.is_invalid_argument(), "{err}");
+        assert!(err.to_string().contains("not rediss://"), "{err}");
+    }
+
+    #[cfg(feature = "tls")]
+    #[test]
+    fn garbage_root_certificate_is_an_invalid_argument() {
+        let mut tls = TlsSettings::default();
+        tls.add_root_certificates(b"not a pem".to_vec());
+        let err = open_client("rediss://127.0.0.1:6379/", &tls).unwrap_err();
+        assert!(err.is_invalid_argument(), "{err}");
+        assert!(err.to_string().contains("tls_root_certificate"), "{err}");
+    }
+
+    #[cfg(feature = "tls")]
+    #[test]
+    fn insecure_fragment_is_refused() {
+        let err =
+            open_client("rediss://127.0.0.1:6379/#insecure", &TlsSettings::default()).unwrap_err();
+        assert!(err.is_invalid_argument(), "{err}");
+    }
+
+    #[cfg(feature = "tls")]
+    #[test]
+    fn debug_never_shows_the_key() {
+        let mut tls = TlsSettings::default();
+        tls.set_client_identity(b"CERT-BYTES".to_vec(), b"KEY-BYTES".to_vec());
+        let shown = format!("{tls:?}");
+        assert!(
+            !shown.contains("KEY-BYTES") && !shown.contains("CERT-BYTES"),
+            "{shown}"
+        );
+        assert!(shown.contains("client_certificate: \"set\""), "{shown}");
+    }
+}
