@@ -82,6 +82,38 @@ impl Client {
         Client::builder().redis_url(url).build()
     }
 
+    /// Connects to the current master of the Sentinel-monitored group
+    /// `master_name` through the sentinels at `sentinel_urls`
+    /// (`redis://[:password@]host:port`), with default settings. After a
+    /// failover, the client's pooled connections and its pub/sub connection
+    /// move to the new master (see [`RedisBackend::open_sentinel`](crate::RedisBackend::open_sentinel));
+    /// calls in flight during the switch may fail with a connection error.
+    /// For the master's password, use
+    /// [`ClientBuilder::sentinel_config`]. Only with the `sentinel` feature.
+    ///
+    /// # Errors
+    /// `InvalidArgument` for an empty name or list or a malformed URL;
+    /// `Backend` if no sentinel answers, none knows `master_name`, or the
+    /// master is unreachable.
+    ///
+    /// ```no_run
+    /// let client = redisync::Client::open_sentinel(
+    ///     "mymaster",
+    ///     &["redis://10.0.0.5:26379", "redis://10.0.0.6:26379", "redis://10.0.0.7:26379"],
+    /// )?;
+    /// # Ok::<(), redisync::Error>(())
+    /// ```
+    #[cfg(feature = "sentinel")]
+    pub fn open_sentinel<I>(master_name: &str, sentinel_urls: I) -> Result<Client>
+    where
+        I: IntoIterator,
+        I::Item: AsRef<str>,
+    {
+        Client::builder()
+            .sentinel(master_name, sentinel_urls)
+            .build()
+    }
+
     /// A builder for any backend and the tunables.
     ///
     /// ```

@@ -14,6 +14,8 @@ enum BackendChoice {
     None,
     Given(Arc<dyn LockBackend>),
     Url(String),
+    #[cfg(feature = "sentinel")]
+    Sentinel(crate::backend::SentinelConfig),
 }
 
 /// Builds a [`Client`]; created by [`Client::builder`].
@@ -42,6 +44,8 @@ impl fmt::Debug for ClientBuilder {
             BackendChoice::Given(_) => "given",
             // Never print the URL: it may carry a password.
             BackendChoice::Url(_) => "redis url",
+            #[cfg(feature = "sentinel")]
+            BackendChoice::Sentinel(_) => "redis sentinel",
         };
         f.debug_struct("ClientBuilder")
             .field("backend", &backend)
@@ -108,6 +112,53 @@ impl ClientBuilder {
     /// ```
     pub fn redis_url(mut self, url: impl Into<String>) -> Self {
         self.backend = BackendChoice::Url(url.into());
+        self
+    }
+
+    /// Connects, when [`build`](Self::build) runs, to the current master of
+    /// the Sentinel-monitored group `master_name`, found through the
+    /// sentinels at `sentinel_urls` (`redis://[:password@]host:port`), with
+    /// the pool settings below. After a failover the client follows the
+    /// master (see [`RedisBackend::open_sentinel`]). For the master's
+    /// password or database, use [`sentinel_config`](Self::sentinel_config).
+    /// Only with the `sentinel` feature.
+    ///
+    /// ```no_run
+    /// let client = redisync::Client::builder()
+    ///     .sentinel("mymaster", ["redis://10.0.0.5:26379", "redis://10.0.0.6:26379"])
+    ///     .response_timeout(std::time::Duration::from_secs(1))
+    ///     .build()?;
+    /// # Ok::<(), redisync::Error>(())
+    /// ```
+    #[cfg(feature = "sentinel")]
+    pub fn sentinel<I>(self, master_name: impl Into<String>, sentinel_urls: I) -> Self
+    where
+        I: IntoIterator,
+        I::Item: AsRef<str>,
+    {
+        self.sentinel_config(crate::backend::SentinelConfig::new(
+            master_name,
+            sentinel_urls,
+        ))
+    }
+
+    /// Like [`sentinel`](Self::sentinel), with the master's credentials and
+    /// database. Only with the `sentinel` feature.
+    ///
+    /// ```no_run
+    /// use redisync::backend::SentinelConfig;
+    /// let client = redisync::Client::builder()
+    ///     .sentinel_config(
+    ///         SentinelConfig::new("mymaster", ["redis://10.0.0.5:26379"])
+    ///             .master_password("s3cret")
+    ///             .database(1),
+    ///     )
+    ///     .build()?;
+    /// # Ok::<(), redisync::Error>(())
+    /// ```
+    #[cfg(feature = "sentinel")]
+    pub fn sentinel_config(mut self, config: crate::backend::SentinelConfig) -> Self {
+        self.backend = BackendChoice::Sentinel(config);
         self
     }
 
@@ -279,6 +330,10 @@ impl ClientBuilder {
             }
             BackendChoice::Given(backend) => backend,
             BackendChoice::Url(url) => Arc::new(RedisBackend::open_with(&url, self.redis)?),
+            #[cfg(feature = "sentinel")]
+            BackendChoice::Sentinel(config) => {
+                Arc::new(RedisBackend::open_sentinel_with(&config, self.redis)?)
+            }
         };
         Ok(Client::from_parts(
             backend,

@@ -32,10 +32,14 @@ use crate::Result;
 mod memory;
 mod redis;
 mod scripts;
+#[cfg(feature = "sentinel")]
+mod sentinel;
 mod tls;
 
 pub use self::memory::MemoryBackend;
 pub use self::redis::{RedisBackend, RedisOptions};
+#[cfg(feature = "sentinel")]
+pub use self::sentinel::SentinelConfig;
 
 /// What an acquire attempt found.
 ///

@@ -6,6 +6,8 @@
 //! connection cannot run other commands.
 
 use std::fmt;
+#[cfg(feature = "sentinel")]
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
@@ -173,39 +175,90 @@ impl RedisOptions {
     }
 }
 
+/// Where connections go: one fixed server, or (feature `sentinel`) the
+/// current master of a Sentinel-monitored group.
+#[derive(Clone)]
+// Cloned once per connection, never moved in a hot path: boxing the client
+// would buy nothing.
+#[allow(clippy::large_enum_variant)]
+enum Target {
+    Direct(redis::Client),
+    #[cfg(feature = "sentinel")]
+    Sentinel(Arc<super::sentinel::SentinelTarget>),
+}
+
+impl Target {
+    /// Whether a connection made under `epoch` may go to a master that a
+    /// failover has replaced since (always false for a fixed server).
+    fn is_stale(&self, epoch: u64) -> bool {
+        let _ = epoch;
+        match self {
+            Target::Direct(_) => false,
+            #[cfg(feature = "sentinel")]
+            Target::Sentinel(target) => target.epoch() != epoch,
+        }
+    }
+}
+
+/// A connection with what the pool needs to know to discard it.
+struct Conn {
+    conn: redis::Connection,
+    /// The Sentinel epoch it was made under (0 for a fixed server).
+    epoch: u64,
+    /// Set when a reply showed the server cannot serve us any more (a
+    /// READONLY replica): the pool drops it instead of reusing it.
+    broken: bool,
+}
+
 /// Opens connections with a bound and sets read/write timeouts on each, so a
 /// hung server fails a call instead of blocking it forever.
 struct Manager {
-    client: redis::Client,
+    target: Target,
     options: RedisOptions,
 }
 
 impl Manager {
-    fn connect(&self) -> std::result::Result<redis::Connection, RedisError> {
-        let conn = self
-            .client
-            .get_connection_with_timeout(self.options.connection_timeout)?;
+    fn connect(&self) -> std::result::Result<Conn, RedisError> {
+        let (conn, epoch) = match &self.target {
+            Target::Direct(client) => (
+                client.get_connection_with_timeout(self.options.connection_timeout)?,
+                0,
+            ),
+            #[cfg(feature = "sentinel")]
+            Target::Sentinel(target) => target.connect()?,
+        };
         conn.set_read_timeout(Some(self.options.response_timeout))?;
         conn.set_write_timeout(Some(self.options.response_timeout))?;
-        Ok(conn)
+        Ok(Conn {
+            conn,
+            epoch,
+            broken: false,
+        })
     }
 }
 
 impl r2d2::ManageConnection for Manager {
-    type Connection = redis::Connection;
+    type Connection = Conn;
     type Error = RedisError;
 
-    fn connect(&self) -> std::result::Result<redis::Connection, RedisError> {
+    fn connect(&self) -> std::result::Result<Conn, RedisError> {
         Manager::connect(self)
     }
 
-    fn is_valid(&self, conn: &mut redis::Connection) -> std::result::Result<(), RedisError> {
-        redis::cmd("PING").query::<()>(conn)
+    fn is_valid(&self, conn: &mut Conn) -> std::result::Result<(), RedisError> {
+        redis::cmd("PING").query::<()>(&mut conn.conn)
     }
 
-    fn has_broken(&self, conn: &mut redis::Connection) -> bool {
-        !conn.is_open()
+    fn has_broken(&self, conn: &mut Conn) -> bool {
+        conn.broken || !conn.conn.is_open() || self.target.is_stale(conn.epoch)
     }
+}
+
+/// A `READONLY You can't write against a read only replica` reply: the
+/// server was a master and a failover demoted it.
+fn is_read_only(err: &RedisError) -> bool {
+    err.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::ReadOnly)
+        || err.to_string().contains("READONLY")
 }
 
 /// The [`LockBackend`] on a Redis server, reached through a connection pool.
@@ -221,7 +274,7 @@ impl r2d2::ManageConnection for Manager {
 /// ```
 pub struct RedisBackend {
     pool: r2d2::Pool<Manager>,
-    manager_client: redis::Client,
+    target: Target,
     /// Set when a call found the server unreachable, cleared by the next
     /// call that reaches it. While set, a call without an idle pooled
     /// connection asks the server directly instead of waiting the pool's
@@ -275,8 +328,82 @@ impl RedisBackend {
         // No error quotes the URL: it may hold a password.
         let client = super::tls::open_client(url, &options.tls)?;
         let address = redacted_address(client.get_connection_info());
+        Self::open_target(Target::Direct(client), address, options)
+    }
+
+    /// Connects to the current master of the Sentinel-monitored group
+    /// `master_name`, found through the sentinels at `sentinel_urls`
+    /// (`redis://[:password@]host:port`), with default [`RedisOptions`].
+    /// Every new connection asks the sentinels again, so after a failover
+    /// the backend follows the master; connections still open to the old
+    /// one are discarded within about a second of the switch. Only with
+    /// the `sentinel` feature.
+    ///
+    /// # Errors
+    /// `InvalidArgument` for an empty name or list, or a malformed URL;
+    /// `Backend` if no sentinel answers (a connection error), if none knows
+    /// `master_name`, or if the master cannot be reached.
+    ///
+    /// ```no_run
+    /// let backend = redisync::RedisBackend::open_sentinel(
+    ///     "mymaster",
+    ///     &["redis://10.0.0.5:26379", "redis://10.0.0.6:26379", "redis://10.0.0.7:26379"],
+    /// )?;
+    /// # Ok::<(), redisync::Error>(())
+    /// ```
+    #[cfg(feature = "sentinel")]
+    pub fn open_sentinel<I>(master_name: &str, sentinel_urls: I) -> Result<Self>
+    where
+        I: IntoIterator,
+        I::Item: AsRef<str>,
+    {
+        Self::open_sentinel_with(
+            &super::SentinelConfig::new(master_name, sentinel_urls),
+            RedisOptions::default(),
+        )
+    }
+
+    /// Like [`open_sentinel`](Self::open_sentinel), with the master's
+    /// credentials and database from `config` and the given options (the
+    /// timeouts also bound each exchange with a sentinel). Only with the
+    /// `sentinel` feature; TLS options are rejected.
+    ///
+    /// # Errors
+    /// As [`open_sentinel`](Self::open_sentinel), plus `InvalidArgument` for
+    /// invalid options.
+    ///
+    /// ```no_run
+    /// use redisync::backend::{RedisOptions, SentinelConfig};
+    /// let config = SentinelConfig::new("mymaster", ["redis://10.0.0.5:26379"])
+    ///     .master_password("s3cret");
+    /// let backend = redisync::RedisBackend::open_sentinel_with(&config, RedisOptions::default())?;
+    /// # Ok::<(), redisync::Error>(())
+    /// ```
+    #[cfg(feature = "sentinel")]
+    pub fn open_sentinel_with(
+        config: &super::SentinelConfig,
+        options: RedisOptions,
+    ) -> Result<Self> {
+        options.validate()?;
+        #[cfg(feature = "tls")]
+        if options.tls.is_set() {
+            return Err(Error::invalid(
+                "tls",
+                "TLS is not supported with Sentinel yet",
+            ));
+        }
+        let target = super::sentinel::SentinelTarget::new(
+            config,
+            options.connection_timeout,
+            options.response_timeout,
+        )?;
+        let address = target.description().to_owned();
+        Self::open_target(Target::Sentinel(target), address, options)
+    }
+
+    fn open_target(target: Target, address: String, options: RedisOptions) -> Result<Self> {
         let manager = Manager {
-            client: client.clone(),
+            target: target.clone(),
             options: options.clone(),
         };
         // Fail now, with the server's own answer (refused, wrong password),
@@ -285,7 +412,7 @@ impl RedisBackend {
             .connect()
             .map_err(|err| redis_error(&address, "connecting", err))?;
         redis::cmd("PING")
-            .query::<()>(&mut probe)
+            .query::<()>(&mut probe.conn)
             .map_err(|err| redis_error(&address, "PING", err))?;
         let pool = r2d2::Pool::builder()
             .max_size(options.pool_size)
@@ -297,7 +424,7 @@ impl RedisBackend {
             .build_unchecked(manager);
         Ok(RedisBackend {
             pool,
-            manager_client: client,
+            target,
             unreachable: AtomicBool::new(false),
             options,
             address,
@@ -315,7 +442,20 @@ impl RedisBackend {
         &self.address
     }
 
+    /// A pooled connection, never one made before the last failover.
     fn connection(&self) -> Result<r2d2::PooledConnection<Manager>> {
+        // Each stale one is dropped for good: at most the pool's worth.
+        for _ in 0..self.options.pool_size {
+            let mut conn = self.checkout()?;
+            if !self.target.is_stale(conn.epoch) {
+                return Ok(conn);
+            }
+            conn.broken = true;
+        }
+        self.checkout()
+    }
+
+    fn checkout(&self) -> Result<r2d2::PooledConnection<Manager>> {
         if self.unreachable.load(Ordering::Relaxed) {
             if let Some(conn) = self.pool.try_get() {
                 return Ok(conn);
@@ -324,7 +464,7 @@ impl RedisBackend {
             // for the whole connection timeout (RedLock rounds, for one,
             // must not stall on a dead master).
             let manager = Manager {
-                client: self.manager_client.clone(),
+                target: self.target.clone(),
                 options: self.options.clone(),
             };
             manager
@@ -361,8 +501,13 @@ impl RedisBackend {
     ) -> Result<T> {
         let mut conn = self.connection()?;
         let reply = invocation
-            .invoke(&mut *conn as &mut dyn ConnectionLike)
-            .map_err(|err| self.redis_error(op, err))?;
+            .invoke(&mut conn.conn as &mut dyn ConnectionLike)
+            .map_err(|err| {
+                if is_read_only(&err) {
+                    conn.broken = true;
+                }
+                self.redis_error(op, err)
+            })?;
         if self.unreachable.load(Ordering::Relaxed) {
             self.unreachable.store(false, Ordering::Relaxed);
         }
@@ -374,6 +519,15 @@ impl RedisBackend {
 /// and timeouts are connection errors.
 fn redis_error(address: &str, op: &str, err: RedisError) -> Error {
     let text = err.to_string();
+    // A demoted master: the connection is useless (the pool drops it, see
+    // `Conn::broken`) and a retry on a new one reaches the new master.
+    if is_read_only(&err) {
+        return Error::backend_caused_by(
+            format!("{op} on Redis at {address}: the server is a read-only replica (failover?)"),
+            err,
+            true,
+        );
+    }
     if text.contains("WRONGTYPE") {
         return Error::protocol(format!(
             "{op}: the key holds another Redis type than this primitive uses (WRONGTYPE)"
@@ -883,25 +1037,35 @@ impl LockBackend for RedisBackend {
         redis::cmd("PUBLISH")
             .arg(channel)
             .arg(payload)
-            .query::<i64>(&mut *conn)
+            .query::<i64>(&mut conn.conn)
             .map(drop)
-            .map_err(|err| self.redis_error("PUBLISH", err))
+            .map_err(|err| {
+                if is_read_only(&err) {
+                    conn.broken = true;
+                }
+                self.redis_error("PUBLISH", err)
+            })
     }
 
     fn with_pubsub(
         &self,
         session: &mut dyn FnMut(&mut dyn PubSubConnection) -> Result<()>,
     ) -> Result<()> {
-        let mut conn = self
-            .manager_client
-            .get_connection_with_timeout(self.options.connection_timeout)
+        // Through the manager: with Sentinel, to the current master.
+        let manager = Manager {
+            target: self.target.clone(),
+            options: self.options.clone(),
+        };
+        let Conn {
+            mut conn, epoch, ..
+        } = manager
+            .connect()
             .map_err(|err| self.redis_error("opening the pub/sub connection", err))?;
-        conn.set_write_timeout(Some(self.options.response_timeout))
-            .map_err(|err| self.redis_error("configuring the pub/sub connection", err))?;
         let mut pubsub = RedisPubSub {
             backend: self,
             pubsub: conn.as_pubsub(),
             read_timeout: None,
+            epoch,
         };
         session(&mut pubsub)
     }
@@ -913,6 +1077,10 @@ struct RedisPubSub<'a> {
     pubsub: redis::PubSub<'a>,
     /// The read timeout currently set on the socket (a syscall to change).
     read_timeout: Option<Duration>,
+    /// The Sentinel epoch of the connection: once a failover moves the
+    /// master, the session ends so the subscriber reconnects to the new one
+    /// (the old master may keep this connection open for a while).
+    epoch: u64,
 }
 
 impl RedisPubSub<'_> {
@@ -953,6 +1121,15 @@ impl PubSubConnection for RedisPubSub<'_> {
     }
 
     fn next_message(&mut self, timeout: Duration) -> Result<Option<Message>> {
+        if self.backend.target.is_stale(self.epoch) {
+            return Err(Error::backend(
+                format!(
+                    "reading pub/sub on Redis at {}: a failover moved the master; reconnecting",
+                    self.backend.address
+                ),
+                true,
+            ));
+        }
         self.set_read_timeout(timeout)?;
         match self.pubsub.get_message() {
             Ok(msg) => {

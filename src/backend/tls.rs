@@ -85,7 +85,7 @@ impl TlsSettings {
         });
     }
 
-    fn is_set(&self) -> bool {
+    pub(crate) fn is_set(&self) -> bool {
         self.root_certificates.is_some() || self.client_identity.is_some()
     }
 

@@ -1,0 +1,619 @@
+//! Redis Sentinel (feature `sentinel`): a master, one replica and three
+//! sentinels, all private processes on free loopback ports, stopped by PID.
+//!
+//! The failover tests run a contended workload (2 clients x 4 threads, a
+//! non-atomic counter guarded by one lock) while the master fails over,
+//! forced with `SENTINEL FAILOVER` or by freezing the master (SIGSTOP). They
+//! assert that every thread keeps completing iterations after the switch
+//! (no waiter stranded), that later calls and the subscriber's pub/sub
+//! connection go to the new master, and that the clients keep working.
+//!
+//! Errors during the failover window are expected (connections to the old
+//! master drop, time out, or meet READONLY): the workload retries them, and
+//! only `Backend` errors are allowed. Mutual exclusion is not asserted
+//! inside the window: Redis replication is asynchronous, and until a client
+//! notices the switch it may still take the lock on the old master (as with
+//! Redisson), and a lock taken there just before the switch may be lost
+//! (its `unlock()` then fails with `NotHeld`, also allowed only inside the
+//! window). Exclusion is asserted before the failover and from a second
+//! after every thread has recovered on.
+#![cfg(feature = "sentinel")]
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod common;
+
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use common::{TestServer, numsub, unique_name, wait_until};
+use redisync::{Client, NopEventHandler};
+
+const MASTER_NAME: &str = "mymaster";
+/// Generous bounds: this machine has 2 slow vCPUs.
+const SETUP_TIMEOUT: Duration = Duration::from_secs(30);
+const FAILOVER_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// A `redis-server --sentinel` child process, killed by its own handle.
+struct Sentinel {
+    child: Option<Child>,
+    port: u16,
+}
+
+impl Drop for Sentinel {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+/// Master + replica + 3 sentinels.
+struct Cluster {
+    // Sentinels first: dropped before the servers they watch.
+    sentinels: Vec<Sentinel>,
+    master: TestServer,
+    replica: TestServer,
+    dir: PathBuf,
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        self.sentinels.clear();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+fn server_binary() -> PathBuf {
+    if let Some(path) = std::env::var_os(common::SERVER_BIN_ENV) {
+        return PathBuf::from(path);
+    }
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    std::env::split_paths(&path)
+        .map(|dir| dir.join("redis-server"))
+        .chain(["/usr/bin/redis-server", "/usr/local/bin/redis-server"].map(PathBuf::from))
+        .find(|p| p.is_file())
+        .expect("redis-server not found (TestServer would have installed or found it)")
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+fn connect(port: u16) -> redis::RedisResult<redis::Connection> {
+    let conn = redis::Client::open(format!("redis://127.0.0.1:{port}/"))?
+        .get_connection_with_timeout(Duration::from_secs(1))?;
+    conn.set_read_timeout(Some(Duration::from_secs(2)))?;
+    conn.set_write_timeout(Some(Duration::from_secs(2)))?;
+    Ok(conn)
+}
+
+fn info_field(port: u16, section: &str, field: &str) -> Option<String> {
+    let mut conn = connect(port).ok()?;
+    let info: String = redis::cmd("INFO").arg(section).query(&mut conn).ok()?;
+    info.lines()
+        .find_map(|l| l.strip_prefix(&format!("{field}:")))
+        .map(|v| v.trim().to_owned())
+}
+
+/// `ROLE` of the server on `port`: "master", "slave" or "sentinel".
+fn role(port: u16) -> Option<String> {
+    let mut conn = connect(port).ok()?;
+    let reply: Vec<redis::Value> = redis::cmd("ROLE").query(&mut conn).ok()?;
+    match reply.first() {
+        Some(redis::Value::BulkString(bytes)) => Some(String::from_utf8_lossy(bytes).into()),
+        _ => None,
+    }
+}
+
+fn sentinel_master(port: u16) -> Option<std::collections::HashMap<String, String>> {
+    let mut conn = connect(port).ok()?;
+    redis::cmd("SENTINEL")
+        .arg("MASTER")
+        .arg(MASTER_NAME)
+        .query(&mut conn)
+        .ok()
+}
+
+fn start_sentinel(bin: &Path, dir: &Path, master_port: u16) -> Sentinel {
+    for _ in 0..5 {
+        let port = free_port();
+        let conf = dir.join(format!("sentinel-{port}.conf"));
+        std::fs::write(
+            &conf,
+            format!(
+                "port {port}\nbind 127.0.0.1\ndir {dir}\nlogfile {dir}/sentinel-{port}.log\n\
+                 sentinel announce-ip 127.0.0.1\n\
+                 sentinel monitor {MASTER_NAME} 127.0.0.1 {master_port} 2\n\
+                 sentinel down-after-milliseconds {MASTER_NAME} 1000\n\
+                 sentinel failover-timeout {MASTER_NAME} 5000\n\
+                 sentinel parallel-syncs {MASTER_NAME} 1\n",
+                dir = dir.display()
+            ),
+        )
+        .unwrap();
+        let child = Command::new(bin)
+            .arg(&conf)
+            .arg("--sentinel")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let mut sentinel = Sentinel {
+            child: Some(child),
+            port,
+        };
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            if role(port).as_deref() == Some("sentinel") {
+                return sentinel;
+            }
+            if let Some(child) = sentinel.child.as_mut()
+                && matches!(child.try_wait(), Ok(Some(_)))
+            {
+                break; // port taken: try another
+            }
+            assert!(Instant::now() < deadline, "sentinel on {port} not ready");
+            thread::sleep(Duration::from_millis(20));
+        }
+    }
+    panic!("could not start a sentinel");
+}
+
+impl Cluster {
+    fn start() -> Cluster {
+        let master = TestServer::start();
+        let replica =
+            TestServer::start_with(&["--replicaof", "127.0.0.1", &master.port().to_string()]);
+        wait_until("the replica synced", SETUP_TIMEOUT, || {
+            info_field(replica.port(), "replication", "master_link_status").as_deref() == Some("up")
+        });
+        let dir = std::env::temp_dir().join(unique_name("redisync-sentinel").replace(':', "-"));
+        std::fs::create_dir_all(&dir).unwrap();
+        let bin = server_binary();
+        let sentinels = (0..3)
+            .map(|_| start_sentinel(&bin, &dir, master.port()))
+            .collect();
+        let cluster = Cluster {
+            sentinels,
+            master,
+            replica,
+            dir,
+        };
+        // Ready for a failover: every sentinel knows the replica and the
+        // other two sentinels.
+        for s in &cluster.sentinels {
+            wait_until(
+                "the sentinels see each other and the replica",
+                SETUP_TIMEOUT,
+                || {
+                    sentinel_master(s.port).is_some_and(|m| {
+                        m.get("num-other-sentinels").map(String::as_str) == Some("2")
+                            && m.get("num-slaves").map(String::as_str) == Some("1")
+                    })
+                },
+            );
+        }
+        cluster
+    }
+
+    fn sentinel_urls(&self) -> Vec<String> {
+        self.sentinels
+            .iter()
+            .map(|s| format!("redis://127.0.0.1:{}/", s.port))
+            .collect()
+    }
+
+    /// The master port the first sentinel that answers reports.
+    fn reported_master(&self) -> Option<u16> {
+        self.sentinels.iter().find_map(|s| {
+            sentinel_master(s.port).and_then(|m| m.get("port").and_then(|p| p.parse().ok()))
+        })
+    }
+
+    fn client(&self) -> Client {
+        Client::builder()
+            .sentinel(MASTER_NAME, self.sentinel_urls())
+            .connection_timeout(Duration::from_secs(1))
+            .response_timeout(Duration::from_secs(1))
+            .watchdog_timeout(Duration::from_secs(2))
+            .event_handler(Arc::new(NopEventHandler))
+            .build()
+            .unwrap()
+    }
+
+    fn force_failover(&self) {
+        let mut conn = connect(self.sentinels[0].port).unwrap();
+        redis::cmd("SENTINEL")
+            .arg("FAILOVER")
+            .arg(MASTER_NAME)
+            .query::<()>(&mut conn)
+            .unwrap();
+    }
+
+    /// Waits until every sentinel reports the replica as master and it
+    /// says so itself.
+    fn wait_for_switch(&self) {
+        let new = self.replica.port();
+        wait_until(
+            "the sentinels switched to the replica",
+            FAILOVER_TIMEOUT,
+            || {
+                self.sentinels.iter().all(|s| {
+                    sentinel_master(s.port)
+                        .and_then(|m| m.get("port").and_then(|p| p.parse::<u16>().ok()))
+                        == Some(new)
+                }) && role(new).as_deref() == Some("master")
+            },
+        );
+    }
+}
+
+fn exists(port: u16, key: &str) -> bool {
+    let mut conn = connect(port).unwrap();
+    redis::cmd("EXISTS")
+        .arg(key)
+        .query::<i64>(&mut conn)
+        .unwrap()
+        == 1
+}
+
+#[test]
+fn every_primitive_works_through_sentinel() {
+    let cluster = Cluster::start();
+    assert_eq!(cluster.reported_master(), Some(cluster.master.port()));
+    let client = Client::open_sentinel(MASTER_NAME, cluster.sentinel_urls()).unwrap();
+    let other = cluster.client();
+    let master = cluster.master.port();
+
+    let name = unique_name("sentinel:lock");
+    let lock = client.lock(name.as_str());
+    let guard = lock.lock().unwrap();
+    assert!(exists(master, &name), "the lock key is on the master");
+    assert!(other.lock(name.as_str()).try_lock().unwrap().is_none());
+    guard.unlock().unwrap();
+    assert!(!lock.is_locked().unwrap());
+
+    let fenced = client.fenced_lock(unique_name("sentinel:fenced"));
+    let guard = fenced.lock().unwrap();
+    assert!(guard.token().unwrap() >= 1);
+    guard.unlock().unwrap();
+
+    let fair = client.fair_lock(unique_name("sentinel:fair"));
+    fair.lock().unwrap().unlock().unwrap();
+
+    let rw = client.read_write_lock(unique_name("sentinel:rw"));
+    let reading = rw.read().lock().unwrap();
+    let other_rw = other.read_write_lock(rw.name());
+    assert!(other_rw.write().try_lock().unwrap().is_none());
+    reading.unlock().unwrap();
+    rw.write().lock().unwrap().unlock().unwrap();
+
+    let semaphore = client.semaphore(unique_name("sentinel:sem"));
+    assert!(semaphore.try_set_permits(2).unwrap());
+    let permit = semaphore.acquire(2).unwrap();
+    assert_eq!(semaphore.available_permits().unwrap(), 0);
+    permit.release().unwrap();
+    assert_eq!(semaphore.available_permits().unwrap(), 2);
+
+    let expirable = client.permit_expirable_semaphore(unique_name("sentinel:pes"));
+    assert!(expirable.try_set_permits(1).unwrap());
+    let id = expirable.acquire(Duration::from_secs(10)).unwrap();
+    expirable.release(&id).unwrap();
+
+    let latch = client.count_down_latch(unique_name("sentinel:latch"));
+    assert!(latch.try_set_count(1).unwrap());
+    let waiter = {
+        let latch = other.count_down_latch(latch.name());
+        thread::spawn(move || latch.wait_for(Duration::from_secs(10)).unwrap())
+    };
+    thread::sleep(Duration::from_millis(100));
+    latch.count_down().unwrap();
+    assert!(waiter.join().unwrap(), "the latch waiter was woken");
+
+    // A waiter on another client is woken by pub/sub, not by the lease.
+    assert_handoff(&client, &other, master);
+}
+
+/// `holder` takes a lock with a 30 s lease, `waiter` waits for it on its
+/// own thread; the unlock must wake it within 5 s (through the pub/sub
+/// connection on the master at `master_port`, where its subscription must
+/// be).
+fn assert_handoff(holder: &Client, waiter: &Client, master_port: u16) {
+    let name = unique_name("sentinel:handoff");
+    let held = holder
+        .lock(name.as_str())
+        .lock_with_lease(Duration::from_secs(30))
+        .unwrap();
+    let lock = waiter.lock(name.as_str());
+    let handle = thread::spawn(move || {
+        let got = lock.try_lock_for(Duration::from_secs(25)).unwrap();
+        let at = Instant::now();
+        got.expect("the waiter timed out").unlock().unwrap();
+        at
+    });
+    let channel = format!("redisson_lock__channel:{{{name}}}");
+    let mut conn = connect(master_port).unwrap();
+    wait_until(
+        "the waiter subscribed on the (new) master",
+        Duration::from_secs(10),
+        || numsub(&mut conn, &channel) == 1,
+    );
+    let released = Instant::now();
+    held.unlock().unwrap();
+    let woke = handle.join().unwrap();
+    let latency = woke.duration_since(released);
+    assert!(
+        latency < Duration::from_secs(5),
+        "handoff took {latency:?}: the unlock message did not wake the waiter"
+    );
+}
+
+/// The shared state of the contended workload.
+struct Workload {
+    stop: AtomicBool,
+    /// Non-atomic read-modify-write under the lock.
+    counter: AtomicU64,
+    /// Threads inside the critical section right now.
+    inside: AtomicUsize,
+    /// When two were inside at once (since the test started).
+    overlaps: Mutex<Vec<Instant>>,
+    /// Completed iterations per thread, and when the last one completed.
+    done: Vec<AtomicU64>,
+    last_done: Vec<Mutex<Option<Instant>>>,
+    errors: Mutex<Vec<String>>,
+    /// When an unlock found the lock gone (lost in the failover).
+    lost: Mutex<Vec<Instant>>,
+}
+
+const CLIENTS: usize = 2;
+const THREADS: usize = 4;
+
+fn run_worker(work: &Workload, client: &Client, name: &str, index: usize) {
+    let lock = client.lock(name);
+    while !work.stop.load(Ordering::Relaxed) {
+        let guard = match lock.lock() {
+            Ok(guard) => guard,
+            Err(err) => {
+                assert!(err.is_backend(), "lock(): not a Backend error: {err:?}");
+                work.errors.lock().unwrap().push(err.to_string());
+                thread::sleep(Duration::from_millis(20));
+                continue;
+            }
+        };
+        if work.inside.fetch_add(1, Ordering::SeqCst) != 0 {
+            work.overlaps.lock().unwrap().push(Instant::now());
+        }
+        let value = work.counter.load(Ordering::SeqCst);
+        thread::sleep(Duration::from_micros(200));
+        work.counter.store(value + 1, Ordering::SeqCst);
+        work.inside.fetch_sub(1, Ordering::SeqCst);
+        match guard.unlock() {
+            Ok(()) => {}
+            // Taken on the old master just before the switch and not
+            // replicated: the failover lost it, and unlock says so.
+            Err(err) if err.is_not_held() => work.lost.lock().unwrap().push(Instant::now()),
+            Err(err) => {
+                assert!(err.is_backend(), "unlock(): not a Backend error: {err:?}");
+                work.errors.lock().unwrap().push(err.to_string());
+            }
+        }
+        work.done[index].fetch_add(1, Ordering::SeqCst);
+        *work.last_done[index].lock().unwrap() = Some(Instant::now());
+    }
+}
+
+enum Fault {
+    SentinelFailover,
+    FreezeMaster,
+}
+
+fn failover_during_contention(fault: Fault) {
+    let mut cluster = Cluster::start();
+    let old_master = cluster.master.port();
+    let new_master = cluster.replica.port();
+    let clients: Vec<Client> = (0..CLIENTS).map(|_| cluster.client()).collect();
+    let name = unique_name("sentinel:contended");
+    let work = Arc::new(Workload {
+        stop: AtomicBool::new(false),
+        counter: AtomicU64::new(0),
+        inside: AtomicUsize::new(0),
+        overlaps: Mutex::new(Vec::new()),
+        done: (0..CLIENTS * THREADS).map(|_| AtomicU64::new(0)).collect(),
+        last_done: (0..CLIENTS * THREADS).map(|_| Mutex::new(None)).collect(),
+        errors: Mutex::new(Vec::new()),
+        lost: Mutex::new(Vec::new()),
+    });
+    let handles: Vec<_> = (0..CLIENTS * THREADS)
+        .map(|i| {
+            let work = Arc::clone(&work);
+            let client = clients[i / THREADS].clone();
+            let name = name.clone();
+            thread::spawn(move || run_worker(&work, &client, &name, i))
+        })
+        .collect();
+
+    // Before the failover: everyone progresses, exclusively.
+    wait_until(
+        "every thread progressed before the failover",
+        Duration::from_secs(20),
+        || work.done.iter().all(|d| d.load(Ordering::SeqCst) >= 5),
+    );
+    assert!(
+        work.overlaps.lock().unwrap().is_empty(),
+        "overlap before failover"
+    );
+
+    let fault_at = Instant::now();
+    match fault {
+        Fault::SentinelFailover => cluster.force_failover(),
+        Fault::FreezeMaster => cluster.master.pause(),
+    }
+    cluster.wait_for_switch();
+    let switched_at = Instant::now();
+    let before: Vec<u64> = work.done.iter().map(|d| d.load(Ordering::SeqCst)).collect();
+
+    // No waiter stranded: every thread completes iterations after the switch.
+    let mut first_progress = [None; CLIENTS * THREADS];
+    let deadline = switched_at + Duration::from_secs(30);
+    loop {
+        let now = Instant::now();
+        for (i, d) in work.done.iter().enumerate() {
+            if first_progress[i].is_none() && d.load(Ordering::SeqCst) > before[i] {
+                first_progress[i] = Some(now);
+            }
+        }
+        let all = work
+            .done
+            .iter()
+            .zip(&before)
+            .all(|(d, b)| d.load(Ordering::SeqCst) >= b + 10);
+        if all {
+            break;
+        }
+        assert!(
+            now < deadline,
+            "threads stranded after the failover: done before {before:?}, now {:?}; errors: {:?}",
+            work.done
+                .iter()
+                .map(|d| d.load(Ordering::SeqCst))
+                .collect::<Vec<_>>(),
+            work.errors
+                .lock()
+                .unwrap()
+                .iter()
+                .rev()
+                .take(5)
+                .collect::<Vec<_>>()
+        );
+        thread::sleep(Duration::from_millis(10));
+    }
+    let recovered_at = Instant::now();
+    // A few more seconds of exclusive work on the new master.
+    let settled = recovered_at + Duration::from_secs(1);
+    thread::sleep(Duration::from_secs(2));
+    work.stop.store(true, Ordering::SeqCst);
+    for handle in handles {
+        handle.join().unwrap();
+    }
+
+    let slowest = first_progress
+        .iter()
+        .map(|t| t.expect("progress").duration_since(switched_at))
+        .max()
+        .unwrap();
+    let errors = work.errors.lock().unwrap().len();
+    let overlaps = work.overlaps.lock().unwrap().clone();
+    let lost = work.lost.lock().unwrap().clone();
+    eprintln!(
+        "failover: fault -> sentinels switched {:?}; switch -> every thread progressed {:?}; \
+         switch -> every thread +10 iterations {:?}; {errors} retried Backend errors; \
+         {} overlaps and {} lost locks inside the failover window; {} iterations in all",
+        switched_at.duration_since(fault_at),
+        slowest,
+        recovered_at.duration_since(switched_at),
+        overlaps.len(),
+        lost.len(),
+        work.counter.load(Ordering::SeqCst)
+    );
+    assert!(
+        overlaps.iter().all(|t| *t < settled),
+        "mutual exclusion broken after the failover settled"
+    );
+    assert!(
+        lost.iter().all(|t| *t >= fault_at && *t < settled),
+        "a lock was lost outside the failover window"
+    );
+
+    // Calls now go to the new master, and the clients keep working.
+    assert_eq!(role(new_master).as_deref(), Some("master"));
+    let guard = clients[0].lock(name.as_str()).lock().unwrap();
+    assert!(
+        exists(new_master, &name),
+        "the lock key lives on the new master"
+    );
+    guard.unlock().unwrap();
+    assert_handoff(&clients[0], &clients[1], new_master);
+    assert_handoff(&clients[1], &clients[0], new_master);
+    let fresh = cluster.client();
+    fresh.lock(name.as_str()).lock().unwrap().unlock().unwrap();
+
+    if let Fault::FreezeMaster = fault {
+        // Thawed, the old master is demoted by the sentinels.
+        cluster.master.resume();
+        wait_until("the old master was demoted", FAILOVER_TIMEOUT, || {
+            role(old_master).as_deref() == Some("slave")
+        });
+        assert_handoff(&clients[0], &clients[1], new_master);
+        cluster.master.stop();
+    }
+}
+
+#[test]
+fn sentinel_failover_during_contention() {
+    failover_during_contention(Fault::SentinelFailover);
+}
+
+#[test]
+fn frozen_master_failover_during_contention() {
+    failover_during_contention(Fault::FreezeMaster);
+}
+
+#[test]
+fn clear_errors_without_a_reachable_sentinel_or_known_master() {
+    // Nothing listens on these ports.
+    let ports = [free_port(), free_port()];
+    let urls: Vec<String> = ports
+        .iter()
+        .map(|p| format!("redis://:topsecret@127.0.0.1:{p}/"))
+        .collect();
+    let started = Instant::now();
+    let err = Client::builder()
+        .sentinel(MASTER_NAME, &urls)
+        .connection_timeout(Duration::from_secs(1))
+        .build()
+        .unwrap_err();
+    assert!(started.elapsed() < Duration::from_secs(10));
+    let message = err.to_string();
+    assert!(err.is_connection_error(), "{err:?}");
+    assert!(message.contains("no Sentinel reachable"), "{message}");
+    assert!(
+        message.contains(&format!("127.0.0.1:{}", ports[0])),
+        "{message}"
+    );
+    assert!(!message.contains("topsecret") && !format!("{err:?}").contains("topsecret"));
+
+    let cluster = Cluster::start();
+    let err = Client::open_sentinel("no-such-master", cluster.sentinel_urls()).unwrap_err();
+    let message = err.to_string();
+    assert!(err.is_backend() && !err.is_connection_error(), "{err:?}");
+    assert!(
+        message.contains("no-such-master") && message.contains("none monitors"),
+        "{message}"
+    );
+
+    let err = Client::open_sentinel(MASTER_NAME, Vec::<String>::new()).unwrap_err();
+    assert!(err.is_invalid_argument(), "{err:?}");
+    let err = Client::open_sentinel(MASTER_NAME, ["not a url"]).unwrap_err();
+    assert!(err.is_invalid_argument(), "{err:?}");
+
+    let config =
+        redisync::backend::SentinelConfig::new(MASTER_NAME, &urls).master_password("hunter2");
+    let builder = Client::builder().sentinel_config(config.clone());
+    for text in [format!("{config:?}"), format!("{builder:?}")] {
+        assert!(
+            !text.contains("hunter2") && !text.contains("topsecret"),
+            "{text}"
+        );
+    }
+}
