@@ -31,11 +31,13 @@ use crate::Result;
 
 mod memory;
 mod redis;
+mod replication;
 mod scripts;
 mod tls;
 
 pub use self::memory::MemoryBackend;
 pub use self::redis::{RedisBackend, RedisOptions};
+pub use self::replication::{ReplicaAcknowledgement, ReplicaShortfall};
 
 /// What an acquire attempt found.
 ///
