@@ -238,6 +238,30 @@ impl ClientBuilder {
         self
     }
 
+    /// Reports every lock-changing write (acquire, release, renewal,
+    /// semaphore and latch changes) only once `ack.replicas()` replicas
+    /// confirmed it (Redis `WAIT`), so a failover right after an acquisition
+    /// cannot hand the lock to a second holder. On a shortfall an
+    /// acquisition is rolled back and retried, then fails, or is kept and
+    /// reported to the event handler, as
+    /// [`ReplicaShortfall`](crate::backend::ReplicaShortfall) says. Only with
+    /// [`redis_url`](Self::redis_url); `build()` checks it (timeout under
+    /// the response timeout).
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// use redisync::backend::{ReplicaAcknowledgement, ReplicaShortfall};
+    /// let builder = redisync::Client::builder()
+    ///     .redis_url("redis://127.0.0.1:6379/")
+    ///     .replica_acknowledgement(
+    ///         ReplicaAcknowledgement::new(1, Duration::from_millis(500)).on_shortfall(ReplicaShortfall::Fail),
+    ///     );
+    /// ```
+    pub fn replica_acknowledgement(mut self, ack: crate::backend::ReplicaAcknowledgement) -> Self {
+        self.redis = self.redis.replica_acknowledgement(ack);
+        self
+    }
+
     /// For a `rediss://` URL: trusts the certificate authorities in `pem`
     /// (one or more PEM `CERTIFICATE` blocks) instead of the system's trust
     /// store, e.g. the CA that signed a self-signed Redis server certificate.
@@ -328,11 +352,24 @@ impl ClientBuilder {
                     "none given: call .backend(..) or .redis_url(..)",
                 ));
             }
+            BackendChoice::Given(_) if self.redis.get_replica_acknowledgement().is_some() => {
+                return Err(Error::invalid(
+                    "replica_acknowledgement",
+                    "applies to a client built with .redis_url(..); for a backend you open \
+                     yourself, set it on its RedisOptions",
+                ));
+            }
             BackendChoice::Given(backend) => backend,
-            BackendChoice::Url(url) => Arc::new(RedisBackend::open_with(&url, self.redis)?),
+            BackendChoice::Url(url) => {
+                let mut options = self.redis;
+                options.events = Some(Arc::clone(&self.events));
+                Arc::new(RedisBackend::open_with(&url, options)?)
+            }
             #[cfg(feature = "sentinel")]
             BackendChoice::Sentinel(config) => {
-                Arc::new(RedisBackend::open_sentinel_with(&config, self.redis)?)
+                let mut options = self.redis;
+                options.events = Some(Arc::clone(&self.events));
+                Arc::new(RedisBackend::open_sentinel_with(&config, options)?)
             }
         };
         Ok(Client::from_parts(

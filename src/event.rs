@@ -55,6 +55,14 @@ pub trait EventHandler: fmt::Debug + Send + Sync + 'static {
 
     /// The pub/sub connection is (again) up and subscribed.
     fn on_subscriber_connected(&self) {}
+
+    /// A write was applied on the master but fewer replicas than the
+    /// [replica acknowledgement](crate::backend::ReplicaAcknowledgement)
+    /// asks for confirmed it in time, and the policy is to keep it
+    /// ([`ReplicaShortfall::Keep`](crate::backend::ReplicaShortfall::Keep)).
+    fn on_replica_shortfall(&self, event: &ReplicaShortfallEvent) {
+        let _ = event;
+    }
 }
 
 /// An [`EventHandler`] that ignores everything.
@@ -99,6 +107,9 @@ impl EventHandler for LoggingEventHandler {
     }
     fn on_subscriber_connected(&self) {
         log::info!("redisync: pub/sub connection up");
+    }
+    fn on_replica_shortfall(&self, event: &ReplicaShortfallEvent) {
+        log::warn!("redisync: {event}");
     }
 }
 
@@ -254,6 +265,67 @@ impl fmt::Display for SubscriberEvent {
             f,
             "pub/sub connection failed (reconnecting, waiters retry): {}",
             self.error
+        )
+    }
+}
+
+/// A write that fewer replicas acknowledged than required; see
+/// [`EventHandler::on_replica_shortfall`].
+///
+/// ```
+/// fn report(event: &redisync::ReplicaShortfallEvent) -> String {
+///     format!("{} on {}: {} of {}", event.operation(), event.name(), event.acknowledged(), event.required())
+/// }
+/// ```
+#[derive(Debug)]
+pub struct ReplicaShortfallEvent {
+    pub(crate) operation: &'static str,
+    pub(crate) name: String,
+    pub(crate) acknowledged: u32,
+    pub(crate) required: u32,
+}
+
+impl ReplicaShortfallEvent {
+    /// The operation, e.g. `"lock acquire"`.
+    ///
+    /// ```
+    /// fn op(event: &redisync::ReplicaShortfallEvent) -> &str { event.operation() }
+    /// ```
+    pub fn operation(&self) -> &str {
+        self.operation
+    }
+    /// The primitive's name (its Redis key).
+    ///
+    /// ```
+    /// fn name(event: &redisync::ReplicaShortfallEvent) -> &str { event.name() }
+    /// ```
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+    /// How many replicas confirmed the write in time.
+    ///
+    /// ```
+    /// fn acked(event: &redisync::ReplicaShortfallEvent) -> u32 { event.acknowledged() }
+    /// ```
+    pub fn acknowledged(&self) -> u32 {
+        self.acknowledged
+    }
+    /// How many were required.
+    ///
+    /// ```
+    /// fn required(event: &redisync::ReplicaShortfallEvent) -> u32 { event.required() }
+    /// ```
+    pub fn required(&self) -> u32 {
+        self.required
+    }
+}
+
+impl fmt::Display for ReplicaShortfallEvent {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{} on {:?} was acknowledged by {} of {} replicas; kept anyway (a failover now may lose it)",
+            self.operation, self.name, self.acknowledged, self.required
         )
     }
 }

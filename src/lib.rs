@@ -144,7 +144,7 @@ pub use config::ClientBuilder;
 pub use error::{Error, Result};
 pub use event::{
     EventHandler, LockLostEvent, LoggingEventHandler, NopEventHandler, RenewFailedEvent,
-    SubscriberEvent, UnlockFailedEvent,
+    ReplicaShortfallEvent, SubscriberEvent, UnlockFailedEvent,
 };
 pub use latch::CountDownLatch;
 pub use lock::{Lock, LockGuard};

@@ -31,6 +31,7 @@ use crate::Result;
 
 mod memory;
 mod redis;
+mod replication;
 mod scripts;
 #[cfg(feature = "sentinel")]
 mod sentinel;
@@ -38,6 +39,7 @@ mod tls;
 
 pub use self::memory::MemoryBackend;
 pub use self::redis::{RedisBackend, RedisOptions};
+pub use self::replication::{ReplicaAcknowledgement, ReplicaShortfall};
 #[cfg(feature = "sentinel")]
 pub use self::sentinel::SentinelConfig;
 

@@ -6,7 +6,6 @@
 //! connection cannot run other commands.
 
 use std::fmt;
-#[cfg(feature = "sentinel")]
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
@@ -15,8 +14,10 @@ use redis::{ConnectionLike, RedisError};
 
 use super::{
     Acquire, ExpirableKeys, FairLockKeys, FencedAcquire, LockBackend, LockState, Message,
-    PubSubConnection, Release, RwLockKeys, RwLockState, RwMode, scripts,
+    PubSubConnection, Release, ReplicaAcknowledgement, ReplicaShortfall, RwLockKeys, RwLockState,
+    RwMode, scripts,
 };
+use crate::event::{EventHandler, LoggingEventHandler, ReplicaShortfallEvent};
 use crate::{Error, Result};
 
 /// Tunables of a [`RedisBackend`].
@@ -35,6 +36,10 @@ pub struct RedisOptions {
     response_timeout: Duration,
     /// Certificates for `rediss://` (see `super::tls`).
     tls: super::tls::TlsSettings,
+    /// `WAIT` for replicas after every lock-changing script.
+    replica_ack: Option<ReplicaAcknowledgement>,
+    /// Hears of writes kept despite a replica shortfall (the client's).
+    pub(crate) events: Option<Arc<dyn EventHandler>>,
 }
 
 impl Default for RedisOptions {
@@ -44,6 +49,8 @@ impl Default for RedisOptions {
             connection_timeout: Duration::from_secs(10),
             response_timeout: Duration::from_secs(3),
             tls: super::tls::TlsSettings::default(),
+            replica_ack: None,
+            events: None,
         }
     }
 }
@@ -159,7 +166,47 @@ impl RedisOptions {
         self
     }
 
+    /// Waits for replicas after every lock-changing script (Redisson's
+    /// synced-replica check): success is reported only once
+    /// `ack.replicas()` replicas confirmed the write. Unset by default.
+    /// Its timeout must be shorter than the response timeout.
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// use redisync::backend::{RedisOptions, ReplicaAcknowledgement};
+    /// let options = RedisOptions::default()
+    ///     .replica_acknowledgement(ReplicaAcknowledgement::new(1, Duration::from_millis(500)));
+    /// assert_eq!(options.get_replica_acknowledgement().unwrap().replicas(), 1);
+    /// ```
+    pub fn replica_acknowledgement(mut self, ack: ReplicaAcknowledgement) -> Self {
+        self.replica_ack = Some(ack);
+        self
+    }
+
+    /// The replica acknowledgement, if set.
+    ///
+    /// ```
+    /// assert!(redisync::backend::RedisOptions::default().get_replica_acknowledgement().is_none());
+    /// ```
+    pub fn get_replica_acknowledgement(&self) -> Option<ReplicaAcknowledgement> {
+        self.replica_ack
+    }
+
     fn validate(&self) -> Result<()> {
+        if let Some(ack) = &self.replica_ack {
+            ack.validate()?;
+            if ack.timeout() >= self.response_timeout {
+                return Err(Error::invalid(
+                    "replica_acknowledgement",
+                    format!(
+                        "its timeout ({:?}) must be shorter than the response timeout ({:?}), \
+                         or every WAIT that runs out would fail as a lost reply",
+                        ack.timeout(),
+                        self.response_timeout
+                    ),
+                ));
+            }
+        }
         if self.pool_size == 0 {
             return Err(Error::invalid("pool_size", "must be at least 1, got 0"));
         }
@@ -493,14 +540,85 @@ impl RedisBackend {
         error
     }
 
-    /// Runs one script invocation on a pooled connection.
-    fn run<T: redis::FromRedisValue>(
+    /// Runs a script that may change state (a release, a renewal, a count
+    /// change). With replica acknowledgement, a reply for which `changed`
+    /// is true is reported only after `WAIT`; a shortfall fails the call or
+    /// is reported to the event handler, as the policy says.
+    fn run_changing<T: redis::FromRedisValue>(
+        &self,
+        op: &'static str,
+        name: &str,
+        invocation: &redis::ScriptInvocation<'_>,
+        changed: impl Fn(&T) -> bool,
+    ) -> Result<T> {
+        let (reply, shortfall) = self.run_acknowledged(op, invocation, changed)?;
+        match (shortfall, &self.options.replica_ack) {
+            (Some(acknowledged), Some(ack)) => {
+                if ack.shortfall() == ReplicaShortfall::Keep {
+                    self.report_shortfall(op, name, acknowledged, ack);
+                    Ok(reply)
+                } else {
+                    Err(super::replication::shortfall_error(
+                        op,
+                        name,
+                        &self.address,
+                        acknowledged,
+                        ack,
+                        false,
+                    ))
+                }
+            }
+            _ => Ok(reply),
+        }
+    }
+
+    /// Runs an acquisition script. With replica acknowledgement, an
+    /// acquisition (`acquired`) that too few replicas confirm is undone by
+    /// `rollback` and retried, or kept and reported, as the policy says.
+    fn run_acquiring<T: redis::FromRedisValue>(
+        &self,
+        op: &'static str,
+        name: &str,
+        invocation: &redis::ScriptInvocation<'_>,
+        acquired: impl Fn(&T) -> bool,
+        rollback: impl Fn(&T) -> Result<()>,
+    ) -> Result<T> {
+        let mut attempt = 1;
+        loop {
+            let (reply, shortfall) = self.run_acknowledged(op, invocation, &acquired)?;
+            let (Some(acknowledged), Some(ack)) = (shortfall, &self.options.replica_ack) else {
+                return Ok(reply);
+            };
+            if ack.shortfall() == ReplicaShortfall::Keep {
+                self.report_shortfall(op, name, acknowledged, ack);
+                return Ok(reply);
+            }
+            rollback(&reply)?;
+            if attempt >= super::replication::ACQUIRE_ATTEMPTS {
+                return Err(super::replication::shortfall_error(
+                    op,
+                    name,
+                    &self.address,
+                    acknowledged,
+                    ack,
+                    true,
+                ));
+            }
+            attempt += 1;
+        }
+    }
+
+    /// Runs a script and, if it changed something and replica
+    /// acknowledgement is on, `WAIT`s on the same connection. Returns the
+    /// reply and, on a shortfall, how many replicas confirmed it.
+    fn run_acknowledged<T: redis::FromRedisValue>(
         &self,
         op: &str,
         invocation: &redis::ScriptInvocation<'_>,
-    ) -> Result<T> {
+        changed: impl Fn(&T) -> bool,
+    ) -> Result<(T, Option<u32>)> {
         let mut conn = self.connection()?;
-        let reply = invocation
+        let reply: T = invocation
             .invoke(&mut conn.conn as &mut dyn ConnectionLike)
             .map_err(|err| {
                 if is_read_only(&err) {
@@ -511,9 +629,82 @@ impl RedisBackend {
         if self.unreachable.load(Ordering::Relaxed) {
             self.unreachable.store(false, Ordering::Relaxed);
         }
-        Ok(reply)
+        let Some(ack) = &self.options.replica_ack else {
+            return Ok((reply, None));
+        };
+        if !changed(&reply) {
+            return Ok((reply, None));
+        }
+        let acknowledged: i64 = redis::cmd("WAIT")
+            .arg(ack.replicas())
+            .arg(ack.timeout_ms())
+            .query(&mut conn.conn)
+            .map_err(|err| self.redis_error(op, err))?;
+        let acknowledged = u32::try_from(acknowledged).unwrap_or(0);
+        Ok((
+            reply,
+            (acknowledged < ack.replicas()).then_some(acknowledged),
+        ))
+    }
+
+    fn report_shortfall(
+        &self,
+        operation: &'static str,
+        name: &str,
+        acknowledged: u32,
+        ack: &ReplicaAcknowledgement,
+    ) {
+        let event = ReplicaShortfallEvent {
+            operation,
+            name: name.to_owned(),
+            acknowledged,
+            required: ack.replicas(),
+        };
+        match &self.options.events {
+            Some(events) => events.on_replica_shortfall(&event),
+            None => LoggingEventHandler.on_replica_shortfall(&event),
+        }
+    }
+
+    /// Undoes one acquisition of a reentrant (or fenced) lock.
+    fn roll_back_lock(&self, name: &str, holder: &str, lease_ms: i64) -> Result<()> {
+        let latch = Self::rollback_latch(name);
+        let _: Option<i64> = self.run(
+            "lock acquire rollback",
+            scripts::LOCK_RELEASE
+                .key(name)
+                .key(crate::keys::lock_channel(name))
+                .key(&latch)
+                .arg(crate::keys::UNLOCK_MESSAGE)
+                .arg(lease_ms)
+                .arg(holder)
+                .arg(ROLLBACK_LATCH_MS),
+        )?;
+        Ok(())
+    }
+
+    /// A latch key for a rollback's release (a fresh request id).
+    fn rollback_latch(name: &str) -> String {
+        format!(
+            "{}:rollback-{}",
+            crate::keys::unlock_latch_prefix(name),
+            uuid::Uuid::new_v4().simple()
+        )
+    }
+
+    /// Runs one script invocation on a pooled connection.
+    fn run<T: redis::FromRedisValue>(
+        &self,
+        op: &str,
+        invocation: &redis::ScriptInvocation<'_>,
+    ) -> Result<T> {
+        self.run_acknowledged(op, invocation, |_: &T| false)
+            .map(|(reply, _)| reply)
     }
 }
+
+/// How long a rollback's unlock latch lives (it is never retried).
+const ROLLBACK_LATCH_MS: i64 = 1_000;
 
 /// Converts a `redis` error: WRONGTYPE is a protocol error; I/O, refusal
 /// and timeouts are connection errors.
@@ -627,9 +818,12 @@ fn ttl_from_pttl(pttl: i64) -> Option<Duration> {
 
 impl LockBackend for RedisBackend {
     fn lock_acquire(&self, name: &str, holder: &str, lease_ms: i64) -> Result<Acquire> {
-        let pttl: Option<i64> = self.run(
+        let pttl: Option<i64> = self.run_acquiring(
             "lock acquire",
+            name,
             scripts::LOCK_ACQUIRE.key(name).arg(lease_ms).arg(holder),
+            Option::is_none,
+            |_| self.roll_back_lock(name, holder, lease_ms),
         )?;
         Ok(acquire_outcome(pttl))
     }
@@ -641,13 +835,18 @@ impl LockBackend for RedisBackend {
         holder: &str,
         lease_ms: i64,
     ) -> Result<FencedAcquire> {
-        let (pttl, token): (i64, redis::Value) = self.run(
+        let (pttl, token): (i64, redis::Value) = self.run_acquiring(
             "fenced lock acquire",
+            name,
             scripts::FENCED_LOCK_ACQUIRE
                 .key(name)
                 .key(token_key)
                 .arg(lease_ms)
                 .arg(holder),
+            |(pttl, token): &(i64, redis::Value)| {
+                *pttl == -1 && matches!(token, redis::Value::BulkString(_))
+            },
+            |_| self.roll_back_lock(name, holder, lease_ms),
         )?;
         // A held lock's reply carries the integer -1 where a token would be
         // (its PTTL may itself be -1: a hash without expiry).
@@ -670,9 +869,11 @@ impl LockBackend for RedisBackend {
     }
 
     fn lock_renew(&self, name: &str, holder: &str, lease_ms: i64) -> Result<bool> {
-        let renewed: i64 = self.run(
+        let renewed: i64 = self.run_changing(
             "lock renew",
+            name,
             scripts::LOCK_RENEW.key(name).arg(lease_ms).arg(holder),
+            |renewed: &i64| *renewed == 1,
         )?;
         Ok(renewed == 1)
     }
@@ -686,8 +887,9 @@ impl LockBackend for RedisBackend {
         latch_key: &str,
         latch_ms: i64,
     ) -> Result<Release> {
-        let outcome: Option<i64> = self.run(
+        let outcome: Option<i64> = self.run_changing(
             "lock release",
+            name,
             scripts::LOCK_RELEASE
                 .key(name)
                 .key(channel)
@@ -696,17 +898,20 @@ impl LockBackend for RedisBackend {
                 .arg(lease_ms)
                 .arg(holder)
                 .arg(latch_ms),
+            Option::is_some,
         )?;
         release_outcome("lock release", outcome)
     }
 
     fn lock_force_release(&self, name: &str, channel: &str) -> Result<bool> {
-        let existed: i64 = self.run(
+        let existed: i64 = self.run_changing(
             "lock force release",
+            name,
             scripts::LOCK_FORCE_RELEASE
                 .key(name)
                 .key(channel)
                 .arg(crate::keys::UNLOCK_MESSAGE),
+            |existed: &i64| *existed == 1,
         )?;
         Ok(existed == 1)
     }
@@ -730,8 +935,9 @@ impl LockBackend for RedisBackend {
         now_ms: i64,
         enqueue: bool,
     ) -> Result<Acquire> {
-        let wait: Option<i64> = self.run(
+        let wait: Option<i64> = self.run_acquiring(
             "fair lock acquire",
+            keys.name,
             scripts::FAIR_LOCK_ACQUIRE
                 .key(keys.name)
                 .key(keys.queue)
@@ -741,6 +947,25 @@ impl LockBackend for RedisBackend {
                 .arg(wait_ms)
                 .arg(now_ms)
                 .arg(u8::from(enqueue)),
+            Option::is_none,
+            |_| {
+                let latch = Self::rollback_latch(keys.name);
+                let _: Option<i64> = self.run(
+                    "fair lock acquire rollback",
+                    scripts::FAIR_LOCK_RELEASE
+                        .key(keys.name)
+                        .key(keys.queue)
+                        .key(keys.timeouts)
+                        .key(keys.channel_prefix)
+                        .key(&latch)
+                        .arg(crate::keys::UNLOCK_MESSAGE)
+                        .arg(lease_ms)
+                        .arg(holder)
+                        .arg(crate::clock::wall_clock_ms())
+                        .arg(ROLLBACK_LATCH_MS),
+                )?;
+                Ok(())
+            },
         )?;
         Ok(acquire_outcome(wait))
     }
@@ -754,8 +979,9 @@ impl LockBackend for RedisBackend {
         latch_key: &str,
         latch_ms: i64,
     ) -> Result<Release> {
-        let outcome: Option<i64> = self.run(
+        let outcome: Option<i64> = self.run_changing(
             "fair lock release",
+            keys.name,
             scripts::FAIR_LOCK_RELEASE
                 .key(keys.name)
                 .key(keys.queue)
@@ -767,6 +993,7 @@ impl LockBackend for RedisBackend {
                 .arg(holder)
                 .arg(now_ms)
                 .arg(latch_ms),
+            Option::is_some,
         )?;
         release_outcome("fair lock release", outcome)
     }
@@ -784,8 +1011,9 @@ impl LockBackend for RedisBackend {
     }
 
     fn fair_lock_force_release(&self, keys: &FairLockKeys<'_>, now_ms: i64) -> Result<bool> {
-        let existed: i64 = self.run(
+        let existed: i64 = self.run_changing(
             "fair lock force release",
+            keys.name,
             scripts::FAIR_LOCK_FORCE_RELEASE
                 .key(keys.name)
                 .key(keys.queue)
@@ -793,31 +1021,67 @@ impl LockBackend for RedisBackend {
                 .key(keys.channel_prefix)
                 .arg(crate::keys::UNLOCK_MESSAGE)
                 .arg(now_ms),
+            |existed: &i64| *existed == 1,
         )?;
         Ok(existed == 1)
     }
 
     fn read_lock_acquire(&self, keys: &RwLockKeys<'_>, lease_ms: i64) -> Result<Acquire> {
-        let pttl: Option<i64> = self.run(
+        let pttl: Option<i64> = self.run_acquiring(
             "read lock acquire",
+            keys.name,
             scripts::READ_LOCK_ACQUIRE
                 .key(keys.name)
                 .key(keys.timeout_prefix)
                 .arg(lease_ms)
                 .arg(keys.holder)
                 .arg(keys.write_field),
+            Option::is_none,
+            |_| {
+                let latch = Self::rollback_latch(keys.name);
+                let _: Option<i64> = self.run(
+                    "read lock acquire rollback",
+                    scripts::READ_LOCK_RELEASE
+                        .key(keys.name)
+                        .key(keys.channel)
+                        .key(keys.timeout_prefix)
+                        .key(keys.key_prefix)
+                        .key(&latch)
+                        .arg(crate::keys::UNLOCK_MESSAGE)
+                        .arg(keys.holder)
+                        .arg(ROLLBACK_LATCH_MS),
+                )?;
+                Ok(())
+            },
         )?;
         Ok(acquire_outcome(pttl))
     }
 
     fn write_lock_acquire(&self, keys: &RwLockKeys<'_>, lease_ms: i64) -> Result<Acquire> {
-        let pttl: Option<i64> = self.run(
+        let pttl: Option<i64> = self.run_acquiring(
             "write lock acquire",
+            keys.name,
             scripts::WRITE_LOCK_ACQUIRE
                 .key(keys.name)
                 .arg(lease_ms)
                 .arg(keys.write_field)
                 .arg(keys.holder),
+            Option::is_none,
+            |_| {
+                let latch = Self::rollback_latch(keys.name);
+                let _: Option<i64> = self.run(
+                    "write lock acquire rollback",
+                    scripts::WRITE_LOCK_RELEASE
+                        .key(keys.name)
+                        .key(keys.channel)
+                        .key(&latch)
+                        .arg(crate::keys::READ_UNLOCK_MESSAGE)
+                        .arg(lease_ms)
+                        .arg(keys.write_field)
+                        .arg(ROLLBACK_LATCH_MS),
+                )?;
+                Ok(())
+            },
         )?;
         if pttl == Some(-3) {
             return Err(crate::error::read_to_write_upgrade(keys.name));
@@ -831,8 +1095,9 @@ impl LockBackend for RedisBackend {
         latch_key: &str,
         latch_ms: i64,
     ) -> Result<Release> {
-        let outcome: Option<i64> = self.run(
+        let outcome: Option<i64> = self.run_changing(
             "read lock release",
+            keys.name,
             scripts::READ_LOCK_RELEASE
                 .key(keys.name)
                 .key(keys.channel)
@@ -842,6 +1107,7 @@ impl LockBackend for RedisBackend {
                 .arg(crate::keys::UNLOCK_MESSAGE)
                 .arg(keys.holder)
                 .arg(latch_ms),
+            Option::is_some,
         )?;
         release_outcome("read lock release", outcome)
     }
@@ -853,8 +1119,9 @@ impl LockBackend for RedisBackend {
         latch_key: &str,
         latch_ms: i64,
     ) -> Result<Release> {
-        let outcome: Option<i64> = self.run(
+        let outcome: Option<i64> = self.run_changing(
             "write lock release",
+            keys.name,
             scripts::WRITE_LOCK_RELEASE
                 .key(keys.name)
                 .key(keys.channel)
@@ -863,18 +1130,21 @@ impl LockBackend for RedisBackend {
                 .arg(lease_ms)
                 .arg(keys.write_field)
                 .arg(latch_ms),
+            Option::is_some,
         )?;
         release_outcome("write lock release", outcome)
     }
 
     fn read_lock_renew(&self, keys: &RwLockKeys<'_>, lease_ms: i64) -> Result<bool> {
-        let renewed: i64 = self.run(
+        let renewed: i64 = self.run_changing(
             "read lock renew",
+            keys.name,
             scripts::READ_LOCK_RENEW
                 .key(keys.name)
                 .key(keys.timeout_prefix)
                 .arg(lease_ms)
                 .arg(keys.holder),
+            |renewed: &i64| *renewed == 1,
         )?;
         Ok(renewed == 1)
     }
@@ -884,13 +1154,15 @@ impl LockBackend for RedisBackend {
             RwMode::Read => crate::keys::UNLOCK_MESSAGE,
             RwMode::Write => crate::keys::READ_UNLOCK_MESSAGE,
         };
-        let deleted: i64 = self.run(
+        let deleted: i64 = self.run_changing(
             "read-write lock force release",
+            keys.name,
             scripts::RW_LOCK_FORCE_RELEASE
                 .key(keys.name)
                 .key(keys.channel)
                 .arg(mode.as_str())
                 .arg(message),
+            |deleted: &i64| *deleted == 1,
         )?;
         Ok(deleted == 1)
     }
@@ -924,13 +1196,15 @@ impl LockBackend for RedisBackend {
         value: i64,
         message: &str,
     ) -> Result<bool> {
-        let set: i64 = self.run(
+        let set: i64 = self.run_changing(
             "counter set",
+            name,
             scripts::COUNTER_SET_IF_ABSENT
                 .key(name)
                 .key(channel)
                 .arg(value)
                 .arg(message),
+            |set: &i64| *set == 1,
         )?;
         Ok(set == 1)
     }
@@ -941,23 +1215,41 @@ impl LockBackend for RedisBackend {
     }
 
     fn semaphore_add(&self, name: &str, channel: &str, delta: i64) -> Result<i64> {
-        self.run(
+        self.run_changing(
             "semaphore add",
+            name,
             scripts::SEMAPHORE_ADD.key(name).key(channel).arg(delta),
+            |_: &i64| true,
         )
     }
 
     fn semaphore_try_acquire(&self, name: &str, permits: i64) -> Result<bool> {
-        let taken: i64 = self.run(
+        let taken: i64 = self.run_acquiring(
             "semaphore acquire",
+            name,
             scripts::SEMAPHORE_TRY_ACQUIRE.key(name).arg(permits),
+            |taken: &i64| *taken == 1,
+            |_| {
+                let _: i64 = self.run(
+                    "semaphore acquire rollback",
+                    scripts::SEMAPHORE_ADD
+                        .key(name)
+                        .key(crate::keys::semaphore_channel(name))
+                        .arg(permits),
+                )?;
+                Ok(())
+            },
         )?;
         Ok(taken == 1)
     }
 
     fn semaphore_drain(&self, name: &str) -> Result<i64> {
-        let value: Option<String> =
-            self.run("semaphore drain", &scripts::SEMAPHORE_DRAIN.key(name))?;
+        let value: Option<String> = self.run_changing(
+            "semaphore drain",
+            name,
+            &scripts::SEMAPHORE_DRAIN.key(name),
+            |_: &Option<String>| true,
+        )?;
         parse_counter(name, value)
     }
 
@@ -968,8 +1260,9 @@ impl LockBackend for RedisBackend {
         lease_end_ms: i64,
         now_ms: i64,
     ) -> Result<Acquire> {
-        let wait: Option<i64> = self.run(
+        let wait: Option<i64> = self.run_acquiring(
             "expirable semaphore acquire",
+            keys.name,
             scripts::EXPIRABLE_ACQUIRE
                 .key(keys.name)
                 .key(keys.leases)
@@ -977,6 +1270,19 @@ impl LockBackend for RedisBackend {
                 .arg(permit_id)
                 .arg(lease_end_ms)
                 .arg(now_ms),
+            Option::is_none,
+            |_| {
+                let _: i64 = self.run(
+                    "expirable semaphore acquire rollback",
+                    scripts::EXPIRABLE_RELEASE
+                        .key(keys.name)
+                        .key(keys.leases)
+                        .key(keys.channel)
+                        .arg(permit_id)
+                        .arg(now_ms),
+                )?;
+                Ok(())
+            },
         )?;
         Ok(acquire_outcome(wait))
     }
@@ -987,14 +1293,16 @@ impl LockBackend for RedisBackend {
         permit_id: &str,
         now_ms: i64,
     ) -> Result<bool> {
-        let released: i64 = self.run(
+        let released: i64 = self.run_changing(
             "expirable semaphore release",
+            keys.name,
             scripts::EXPIRABLE_RELEASE
                 .key(keys.name)
                 .key(keys.leases)
                 .key(keys.channel)
                 .arg(permit_id)
                 .arg(now_ms),
+            |released: &i64| *released == 1,
         )?;
         Ok(released == 1)
     }
@@ -1012,22 +1320,26 @@ impl LockBackend for RedisBackend {
     }
 
     fn latch_count_down(&self, name: &str, channel: &str) -> Result<i64> {
-        self.run(
+        self.run_changing(
             "latch count down",
+            name,
             scripts::LATCH_COUNT_DOWN
                 .key(name)
                 .key(channel)
                 .arg(crate::keys::LATCH_ZERO_MESSAGE),
+            |_: &i64| true,
         )
     }
 
     fn latch_delete(&self, name: &str, channel: &str) -> Result<bool> {
-        let existed: i64 = self.run(
+        let existed: i64 = self.run_changing(
             "latch delete",
+            name,
             scripts::LATCH_DELETE
                 .key(name)
                 .key(channel)
                 .arg(crate::keys::LATCH_NEW_COUNT_MESSAGE),
+            |existed: &i64| *existed == 1,
         )?;
         Ok(existed == 1)
     }
