@@ -14,10 +14,11 @@ use common::{TestServer, unique_name, wait_until};
 use redisync::backend::{ReplicaAcknowledgement, ReplicaShortfall};
 use redisync::{Client, EventHandler, NopEventHandler, ReplicaShortfallEvent};
 
-/// Each write waits at most this long for its replica.
-const ACK_TIMEOUT: Duration = Duration::from_millis(200);
+/// Each write waits at most this long for its replica (generous: a loaded
+/// CI machine may take a while to schedule the replica's acknowledgement).
+const ACK_TIMEOUT: Duration = Duration::from_millis(500);
 /// A failed acquisition takes three attempts of [`ACK_TIMEOUT`] each.
-const FAILS_WITHIN: Duration = Duration::from_secs(3);
+const FAILS_WITHIN: Duration = Duration::from_secs(6);
 
 /// A master and one replica of it, linked.
 struct Pair {
@@ -40,6 +41,24 @@ impl Pair {
                     .query(&mut conn)
                     .unwrap();
                 info.contains("connected_slaves:1") && info.contains("state=online")
+            },
+        );
+        // Online is not yet acknowledging: wait until a write is confirmed.
+        wait_until(
+            "the replica acknowledges writes",
+            Duration::from_secs(10),
+            || {
+                redis::cmd("SET")
+                    .arg("replication:probe")
+                    .arg("1")
+                    .query::<()>(&mut conn)
+                    .unwrap();
+                redis::cmd("WAIT")
+                    .arg(1)
+                    .arg(1000)
+                    .query::<i64>(&mut conn)
+                    .unwrap()
+                    == 1
             },
         );
         Pair { master, replica }
