@@ -11,7 +11,8 @@
 //! pid>`, before it starts any thread), then starts redis-server (which
 //! inherits the mask) and pins it again explicitly by its PID (`taskset -a
 //! -cp 0 <server pid>`); the extra redis-servers of the `multi` group are
-//! started and pinned the same way, each by its own PID. Nothing else is
+//! started and pinned the same way, each by its own PID, and so are the
+//! master and the replica of the `replica_ack` group. Nothing else is
 //! pinned. If `taskset` is missing or
 //! fails, the bench says so and runs unpinned; set `REDISYNC_BENCH_NO_PIN=1`
 //! to run unpinned on purpose.
@@ -40,6 +41,14 @@
 //!   shows each against the floors and against the single-lock pair of the
 //!   same kind (`uncontended/redis/lock_unlock` or `lock_with_lease_unlock`),
 //!   and that ratio divided by the number of parts (the cost per part).
+//! - `replica_ack`: the uncontended `lock()` + `unlock()` pair on a master
+//!   that has one replica (both private redis-servers, pinned like the
+//!   others; the master syncs it once, at start, with a disk RDB), through a
+//!   client without replica acknowledgement (`without`) and one with
+//!   `ReplicaAcknowledgement::new(1, 500 ms)` (`with`: a `WAIT 1 500` after
+//!   each of the two scripts, on the same connection). The summary shows
+//!   each against the floor pair and the two against each other: the `WAIT`
+//!   overhead.
 //! - `handoff`: from one thread's `unlock()` to another thread's return from
 //!   `lock()` on the same lock, with both threads on one client or on two;
 //!   `fair_*`: the same on a fair lock, where the waiter is queued in Redis
@@ -77,8 +86,9 @@ use std::sync::{Barrier, mpsc};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use common::{TestServer, unique_name};
+use common::{TestServer, unique_name, wait_until};
 use criterion::{Criterion, SamplingMode};
+use redisync::backend::ReplicaAcknowledgement;
 use redisync::{
     Client, CountDownLatch, Lock, MemoryBackend, MultiLock, PermitExpirableSemaphore, RedLock,
     Semaphore, SemaphorePermit,
@@ -113,6 +123,9 @@ const STALL: Duration = Duration::from_millis(50);
 /// A contended run whose threads take longer than this to finish after the
 /// deadline had a waiter sleep out a TTL instead of being woken.
 const DRAIN_WARN: Duration = Duration::from_millis(500);
+
+/// The replica acknowledgement of the `replica_ack/with` client.
+const ACK_TIMEOUT: Duration = Duration::from_millis(500);
 
 /// When this run started (to tell this run's criterion files from older ones).
 static RUN_START: std::sync::OnceLock<std::time::SystemTime> = std::sync::OnceLock::new();
@@ -174,6 +187,32 @@ fn main() {
             "NOT all pinned (numbers will swing with cross-CPU wake-ups)".to_owned()
         }
     );
+
+    // The master and replica of the `replica_ack` group, pinned the same way.
+    let (repl_master, repl_replica) = replicated_pair();
+    let repl_pinned = pinned && pin_server(repl_master.pid()) && pin_server(repl_replica.pid());
+    eprintln!(
+        "bench: replica_ack master pid {} at {}, replica pid {} at {}; pinning: {}",
+        repl_master.pid(),
+        repl_master.url(),
+        repl_replica.pid(),
+        repl_replica.url(),
+        if repl_pinned {
+            format!(
+                "both on CPU 0 (Cpus_allowed_list: {}, {})",
+                cpus_allowed(&repl_master.pid().to_string()),
+                cpus_allowed(&repl_replica.pid().to_string())
+            )
+        } else {
+            "NOT pinned (numbers will swing with cross-CPU wake-ups)".to_owned()
+        }
+    );
+    let ack_without = Client::open(&repl_master.url()).expect("client on the replicated master");
+    let ack_with = Client::builder()
+        .redis_url(repl_master.url())
+        .replica_acknowledgement(ReplicaAcknowledgement::new(1, ACK_TIMEOUT))
+        .build()
+        .expect("client with replica acknowledgement");
 
     let url = server.url();
     let redis_client = Client::open(&url).expect("redisync client on the bench server");
@@ -274,6 +313,21 @@ fn main() {
         group.bench_function("multilock3_three_servers/lock_unlock", |b| {
             b.iter(|| multilock_unlock(&spread));
         });
+        group.finish();
+    }
+
+    // --- replica_ack: the WAIT overhead ---
+    {
+        let mut group = c.benchmark_group("replica_ack");
+        group
+            .warm_up_time(Duration::from_millis(500))
+            .measurement_time(Duration::from_secs(2));
+        for (mode, client) in [("without", &ack_without), ("with", &ack_with)] {
+            let lock = client.lock(unique_name("bench:replica_ack"));
+            group.bench_function(format!("{mode}/lock_unlock"), |b| {
+                b.iter(|| lock_unlock(&lock));
+            });
+        }
         group.finish();
     }
 
@@ -387,8 +441,9 @@ fn main() {
         &server,
         [&redis_client, &redis_client_b, &memory_client],
         &masters,
+        [&ack_without, &ack_with],
         test_mode,
-        pinned && server_pinned && extras_pinned,
+        pinned && server_pinned && extras_pinned && repl_pinned,
         !test_mode,
     );
 }
@@ -451,6 +506,28 @@ fn cpus_allowed(pid: &str) -> String {
                 .map(|v| v.trim().to_owned())
         })
         .unwrap_or_else(|| "?".to_owned())
+}
+
+// ------------------------------------------------------------ replica_ack --
+
+/// A master and one replica of it (disk-RDB sync, once), linked.
+fn replicated_pair() -> (TestServer, TestServer) {
+    let master = TestServer::start_with(&["--repl-diskless-sync", "no"]);
+    let port = master.port().to_string();
+    let replica = TestServer::start_with(&["--replicaof", "127.0.0.1", &port]);
+    let mut conn = master.connection();
+    wait_until(
+        "the bench replica is linked to its master",
+        Duration::from_secs(10),
+        || {
+            let info: String = redis::cmd("INFO")
+                .arg("replication")
+                .query(&mut conn)
+                .unwrap();
+            info.contains("connected_slaves:1") && info.contains("state=online")
+        },
+    );
+    (master, replica)
 }
 
 // ------------------------------------------------------------------ floor --
@@ -1053,6 +1130,7 @@ fn own_measurements(
     server: &TestServer,
     clients: [&Client; 3],
     masters: &[&Client],
+    replicated: [&Client; 2],
     test_mode: bool,
     pinned: bool,
     ran_criterion: bool,
@@ -1113,7 +1191,14 @@ fn own_measurements(
     let mut redlock5_lease = || redlock_with_lease_unlock(&redlock5);
     let mut multi_one_pair = || multilock_unlock(&multi_one);
     let mut multi_spread_pair = || multilock_unlock(&multi_spread);
-    let mut cases: [(&'static str, &mut dyn FnMut()); 22] = [
+    // The pair on the replicated master, without and with replica
+    // acknowledgement (indices 22, 23).
+    let [ack_without, ack_with] = replicated;
+    let ack_without_lock = ack_without.lock(unique_name("bench:own:replica_ack"));
+    let ack_with_lock = ack_with.lock(unique_name("bench:own:replica_ack"));
+    let mut ack_without_pair = || lock_unlock(&ack_without_lock);
+    let mut ack_with_pair = || lock_unlock(&ack_with_lock);
+    let mut cases: [(&'static str, &mut dyn FnMut()); 24] = [
         ("floor/ping", &mut ping),
         ("floor/evalsha_pair", &mut pair),
         ("uncontended/redis/lock_unlock", &mut redis_wd),
@@ -1154,6 +1239,8 @@ fn own_measurements(
             "multi/multilock3_three_servers/lock_unlock",
             &mut multi_spread_pair,
         ),
+        ("replica_ack/without/lock_unlock", &mut ack_without_pair),
+        ("replica_ack/with/lock_unlock", &mut ack_with_pair),
     ];
     let names: Vec<&'static str> = cases.iter().map(|(n, _)| *n).collect();
     let times = interleaved(&mut cases, per_block, blocks, per_block);
@@ -1384,6 +1471,32 @@ fn own_measurements(
         ratio(s[21].median, s[20].median),
         ratio(s[16].median, s[17].median),
         ratio(s[18].median, s[19].median)
+    );
+    // Replica acknowledgement: the same pair on a master with one replica,
+    // without and with a WAIT after each script.
+    eprintln!(
+        "  Replica acknowledgement (a master with one replica; \"with\" = \
+         ReplicaAcknowledgement::new(1, {ACK_TIMEOUT:?}): WAIT after each script):"
+    );
+    for i in [22, 23] {
+        line(
+            names[i],
+            s[i],
+            format!(
+                "  = {:.2} × floor pair, {:.1} × ping, {:.2} × uncontended/redis/lock_unlock",
+                ratio(s[i].median, pair.median),
+                ratio(s[i].median, ping.median),
+                ratio(s[i].median, redis_wd.median)
+            ),
+        );
+    }
+    eprintln!(
+        "  WAIT overhead: with / without = {:.2}× ({:+.1} µs per pair, {:+.1} µs per WAIT); \
+         with / floor pair = {:.2}×",
+        ratio(s[23].median, s[22].median),
+        us(s[23].median) - us(s[22].median),
+        (us(s[23].median) - us(s[22].median)) / 2.0,
+        ratio(s[23].median, pair.median)
     );
     for (label, st) in &handoff_stats {
         let stalls = if st.stalls > 0 {
