@@ -671,14 +671,14 @@ impl RedisBackend {
         let latch = Self::rollback_latch(name);
         let _: Option<i64> = self.run(
             "lock acquire rollback",
-            scripts::LOCK_RELEASE
-                .key(name)
-                .key(crate::keys::lock_channel(name))
-                .key(&latch)
-                .arg(crate::keys::UNLOCK_MESSAGE)
-                .arg(lease_ms)
-                .arg(holder)
-                .arg(ROLLBACK_LATCH_MS),
+            &release_invocation::lock(
+                name,
+                &crate::keys::lock_channel(name),
+                &latch,
+                lease_ms,
+                holder,
+                ROLLBACK_LATCH_MS,
+            ),
         )?;
         Ok(())
     }
@@ -700,6 +700,116 @@ impl RedisBackend {
     ) -> Result<T> {
         self.run_acknowledged(op, invocation, |_: &T| false)
             .map(|(reply, _)| reply)
+    }
+}
+
+/// The release scripts' invocations, shared by each release and by the
+/// rollback of an acquisition (replica acknowledgement), so each script's
+/// KEYS/ARGV order is written once.
+mod release_invocation {
+    use redis::ScriptInvocation;
+
+    use super::super::{ExpirableKeys, FairLockKeys, RwLockKeys};
+    use super::scripts;
+    use crate::keys::{READ_UNLOCK_MESSAGE, UNLOCK_MESSAGE};
+
+    pub(super) fn lock(
+        name: &str,
+        channel: &str,
+        latch_key: &str,
+        lease_ms: i64,
+        holder: &str,
+        latch_ms: i64,
+    ) -> ScriptInvocation<'static> {
+        let mut invocation = scripts::LOCK_RELEASE.key(name);
+        invocation
+            .key(channel)
+            .key(latch_key)
+            .arg(UNLOCK_MESSAGE)
+            .arg(lease_ms)
+            .arg(holder)
+            .arg(latch_ms);
+        invocation
+    }
+
+    pub(super) fn fair_lock(
+        keys: &FairLockKeys<'_>,
+        lease_ms: i64,
+        holder: &str,
+        now_ms: i64,
+        latch_key: &str,
+        latch_ms: i64,
+    ) -> ScriptInvocation<'static> {
+        let mut invocation = scripts::FAIR_LOCK_RELEASE.key(keys.name);
+        invocation
+            .key(keys.queue)
+            .key(keys.timeouts)
+            .key(keys.channel_prefix)
+            .key(latch_key)
+            .arg(UNLOCK_MESSAGE)
+            .arg(lease_ms)
+            .arg(holder)
+            .arg(now_ms)
+            .arg(latch_ms);
+        invocation
+    }
+
+    pub(super) fn read_lock(
+        keys: &RwLockKeys<'_>,
+        latch_key: &str,
+        latch_ms: i64,
+    ) -> ScriptInvocation<'static> {
+        let mut invocation = scripts::READ_LOCK_RELEASE.key(keys.name);
+        invocation
+            .key(keys.channel)
+            .key(keys.timeout_prefix)
+            .key(keys.key_prefix)
+            .key(latch_key)
+            .arg(UNLOCK_MESSAGE)
+            .arg(keys.holder)
+            .arg(latch_ms);
+        invocation
+    }
+
+    pub(super) fn write_lock(
+        keys: &RwLockKeys<'_>,
+        lease_ms: i64,
+        latch_key: &str,
+        latch_ms: i64,
+    ) -> ScriptInvocation<'static> {
+        let mut invocation = scripts::WRITE_LOCK_RELEASE.key(keys.name);
+        invocation
+            .key(keys.channel)
+            .key(latch_key)
+            .arg(READ_UNLOCK_MESSAGE)
+            .arg(lease_ms)
+            .arg(keys.write_field)
+            .arg(latch_ms);
+        invocation
+    }
+
+    pub(super) fn expirable(
+        keys: &ExpirableKeys<'_>,
+        permit_id: &str,
+        now_ms: i64,
+    ) -> ScriptInvocation<'static> {
+        let mut invocation = scripts::EXPIRABLE_RELEASE.key(keys.name);
+        invocation
+            .key(keys.leases)
+            .key(keys.channel)
+            .arg(permit_id)
+            .arg(now_ms);
+        invocation
+    }
+
+    pub(super) fn semaphore_add(
+        name: &str,
+        channel: &str,
+        delta: i64,
+    ) -> ScriptInvocation<'static> {
+        let mut invocation = scripts::SEMAPHORE_ADD.key(name);
+        invocation.key(channel).arg(delta);
+        invocation
     }
 }
 
@@ -890,14 +1000,7 @@ impl LockBackend for RedisBackend {
         let outcome: Option<i64> = self.run_changing(
             "lock release",
             name,
-            scripts::LOCK_RELEASE
-                .key(name)
-                .key(channel)
-                .key(latch_key)
-                .arg(crate::keys::UNLOCK_MESSAGE)
-                .arg(lease_ms)
-                .arg(holder)
-                .arg(latch_ms),
+            &release_invocation::lock(name, channel, latch_key, lease_ms, holder, latch_ms),
             Option::is_some,
         )?;
         release_outcome("lock release", outcome)
@@ -952,17 +1055,14 @@ impl LockBackend for RedisBackend {
                 let latch = Self::rollback_latch(keys.name);
                 let _: Option<i64> = self.run(
                     "fair lock acquire rollback",
-                    scripts::FAIR_LOCK_RELEASE
-                        .key(keys.name)
-                        .key(keys.queue)
-                        .key(keys.timeouts)
-                        .key(keys.channel_prefix)
-                        .key(&latch)
-                        .arg(crate::keys::UNLOCK_MESSAGE)
-                        .arg(lease_ms)
-                        .arg(holder)
-                        .arg(crate::clock::wall_clock_ms())
-                        .arg(ROLLBACK_LATCH_MS),
+                    &release_invocation::fair_lock(
+                        keys,
+                        lease_ms,
+                        holder,
+                        crate::clock::wall_clock_ms(),
+                        &latch,
+                        ROLLBACK_LATCH_MS,
+                    ),
                 )?;
                 Ok(())
             },
@@ -982,17 +1082,7 @@ impl LockBackend for RedisBackend {
         let outcome: Option<i64> = self.run_changing(
             "fair lock release",
             keys.name,
-            scripts::FAIR_LOCK_RELEASE
-                .key(keys.name)
-                .key(keys.queue)
-                .key(keys.timeouts)
-                .key(keys.channel_prefix)
-                .key(latch_key)
-                .arg(crate::keys::UNLOCK_MESSAGE)
-                .arg(lease_ms)
-                .arg(holder)
-                .arg(now_ms)
-                .arg(latch_ms),
+            &release_invocation::fair_lock(keys, lease_ms, holder, now_ms, latch_key, latch_ms),
             Option::is_some,
         )?;
         release_outcome("fair lock release", outcome)
@@ -1041,15 +1131,7 @@ impl LockBackend for RedisBackend {
                 let latch = Self::rollback_latch(keys.name);
                 let _: Option<i64> = self.run(
                     "read lock acquire rollback",
-                    scripts::READ_LOCK_RELEASE
-                        .key(keys.name)
-                        .key(keys.channel)
-                        .key(keys.timeout_prefix)
-                        .key(keys.key_prefix)
-                        .key(&latch)
-                        .arg(crate::keys::UNLOCK_MESSAGE)
-                        .arg(keys.holder)
-                        .arg(ROLLBACK_LATCH_MS),
+                    &release_invocation::read_lock(keys, &latch, ROLLBACK_LATCH_MS),
                 )?;
                 Ok(())
             },
@@ -1071,14 +1153,7 @@ impl LockBackend for RedisBackend {
                 let latch = Self::rollback_latch(keys.name);
                 let _: Option<i64> = self.run(
                     "write lock acquire rollback",
-                    scripts::WRITE_LOCK_RELEASE
-                        .key(keys.name)
-                        .key(keys.channel)
-                        .key(&latch)
-                        .arg(crate::keys::READ_UNLOCK_MESSAGE)
-                        .arg(lease_ms)
-                        .arg(keys.write_field)
-                        .arg(ROLLBACK_LATCH_MS),
+                    &release_invocation::write_lock(keys, lease_ms, &latch, ROLLBACK_LATCH_MS),
                 )?;
                 Ok(())
             },
@@ -1098,15 +1173,7 @@ impl LockBackend for RedisBackend {
         let outcome: Option<i64> = self.run_changing(
             "read lock release",
             keys.name,
-            scripts::READ_LOCK_RELEASE
-                .key(keys.name)
-                .key(keys.channel)
-                .key(keys.timeout_prefix)
-                .key(keys.key_prefix)
-                .key(latch_key)
-                .arg(crate::keys::UNLOCK_MESSAGE)
-                .arg(keys.holder)
-                .arg(latch_ms),
+            &release_invocation::read_lock(keys, latch_key, latch_ms),
             Option::is_some,
         )?;
         release_outcome("read lock release", outcome)
@@ -1122,14 +1189,7 @@ impl LockBackend for RedisBackend {
         let outcome: Option<i64> = self.run_changing(
             "write lock release",
             keys.name,
-            scripts::WRITE_LOCK_RELEASE
-                .key(keys.name)
-                .key(keys.channel)
-                .key(latch_key)
-                .arg(crate::keys::READ_UNLOCK_MESSAGE)
-                .arg(lease_ms)
-                .arg(keys.write_field)
-                .arg(latch_ms),
+            &release_invocation::write_lock(keys, lease_ms, latch_key, latch_ms),
             Option::is_some,
         )?;
         release_outcome("write lock release", outcome)
@@ -1218,7 +1278,7 @@ impl LockBackend for RedisBackend {
         self.run_changing(
             "semaphore add",
             name,
-            scripts::SEMAPHORE_ADD.key(name).key(channel).arg(delta),
+            &release_invocation::semaphore_add(name, channel, delta),
             |_: &i64| true,
         )
     }
@@ -1232,10 +1292,11 @@ impl LockBackend for RedisBackend {
             |_| {
                 let _: i64 = self.run(
                     "semaphore acquire rollback",
-                    scripts::SEMAPHORE_ADD
-                        .key(name)
-                        .key(crate::keys::semaphore_channel(name))
-                        .arg(permits),
+                    &release_invocation::semaphore_add(
+                        name,
+                        &crate::keys::semaphore_channel(name),
+                        permits,
+                    ),
                 )?;
                 Ok(())
             },
@@ -1274,12 +1335,7 @@ impl LockBackend for RedisBackend {
             |_| {
                 let _: i64 = self.run(
                     "expirable semaphore acquire rollback",
-                    scripts::EXPIRABLE_RELEASE
-                        .key(keys.name)
-                        .key(keys.leases)
-                        .key(keys.channel)
-                        .arg(permit_id)
-                        .arg(now_ms),
+                    &release_invocation::expirable(keys, permit_id, now_ms),
                 )?;
                 Ok(())
             },
@@ -1296,12 +1352,7 @@ impl LockBackend for RedisBackend {
         let released: i64 = self.run_changing(
             "expirable semaphore release",
             keys.name,
-            scripts::EXPIRABLE_RELEASE
-                .key(keys.name)
-                .key(keys.leases)
-                .key(keys.channel)
-                .arg(permit_id)
-                .arg(now_ms),
+            &release_invocation::expirable(keys, permit_id, now_ms),
             |released: &i64| *released == 1,
         )?;
         Ok(released == 1)
