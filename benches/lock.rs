@@ -86,7 +86,7 @@ use std::sync::{Barrier, mpsc};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use common::{TestServer, unique_name, wait_until};
+use common::{TestServer, unique_name};
 use criterion::{Criterion, SamplingMode};
 use redisync::backend::ReplicaAcknowledgement;
 use redisync::{
@@ -512,22 +512,7 @@ fn cpus_allowed(pid: &str) -> String {
 
 /// A master and one replica of it (disk-RDB sync, once), linked.
 fn replicated_pair() -> (TestServer, TestServer) {
-    let master = TestServer::start_with(&["--repl-diskless-sync", "no"]);
-    let port = master.port().to_string();
-    let replica = TestServer::start_with(&["--replicaof", "127.0.0.1", &port]);
-    let mut conn = master.connection();
-    wait_until(
-        "the bench replica is linked to its master",
-        Duration::from_secs(10),
-        || {
-            let info: String = redis::cmd("INFO")
-                .arg("replication")
-                .query(&mut conn)
-                .unwrap();
-            info.contains("connected_slaves:1") && info.contains("state=online")
-        },
-    );
-    (master, replica)
+    common::start_replicated()
 }
 
 // ------------------------------------------------------------------ floor --

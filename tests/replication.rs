@@ -15,7 +15,7 @@ use std::sync::{Arc, Mutex, mpsc};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use common::{TestServer, unique_name, wait_until};
+use common::{TestServer, start_replicated, unique_name};
 use redisync::backend::{ReplicaAcknowledgement, ReplicaShortfall};
 use redisync::{Client, EventHandler, NopEventHandler, ReplicaShortfallEvent};
 
@@ -25,15 +25,7 @@ const ACK_TIMEOUT: Duration = Duration::from_millis(500);
 /// A failed acquisition takes three attempts of [`ACK_TIMEOUT`] each.
 const FAILS_WITHIN: Duration = Duration::from_secs(6);
 
-/// A master and one replica of it, linked.
-///
-/// The master syncs through a disk RDB (`repl-diskless-sync no`): with
-/// redis-server 7.0's default diskless sync, a replica that `INFO` already
-/// lists as `state=online` may not get the command stream until its next
-/// `REPLCONF ACK`, up to a second later (the master starts the stream on an
-/// ACK, and the first one can arrive before it has seen the RDB child
-/// finish), so the first `WAIT`s failed now and then; with a disk RDB the
-/// stream starts as the replica goes online.
+/// A master and one replica of it, ready (see `common::start_replicated`).
 struct Pair {
     master: TestServer,
     replica: TestServer,
@@ -41,39 +33,7 @@ struct Pair {
 
 impl Pair {
     fn start() -> Pair {
-        let master = TestServer::start_with(&["--repl-diskless-sync", "no"]);
-        let port = master.port().to_string();
-        let replica = TestServer::start_with(&["--replicaof", "127.0.0.1", &port]);
-        let mut conn = master.connection();
-        wait_until(
-            "the replica is linked to the master",
-            Duration::from_secs(10),
-            || {
-                let info: String = redis::cmd("INFO")
-                    .arg("replication")
-                    .query(&mut conn)
-                    .unwrap();
-                info.contains("connected_slaves:1") && info.contains("state=online")
-            },
-        );
-        // Online is not yet acknowledging: wait until a write is confirmed.
-        wait_until(
-            "the replica acknowledges writes",
-            Duration::from_secs(10),
-            || {
-                redis::cmd("SET")
-                    .arg("replication:probe")
-                    .arg("1")
-                    .query::<()>(&mut conn)
-                    .unwrap();
-                redis::cmd("WAIT")
-                    .arg(1)
-                    .arg(1000)
-                    .query::<i64>(&mut conn)
-                    .unwrap()
-                    == 1
-            },
-        );
+        let (master, replica) = start_replicated();
         Pair { master, replica }
     }
 

@@ -546,6 +546,36 @@ fn is_executable(path: &Path) -> bool {
         .unwrap_or(false)
 }
 
+/// A master and one replica of it, ready for writes that must be
+/// replicated: the replica is linked and acknowledges a write (`WAIT 1`).
+/// The master syncs through a disk RDB (`repl-diskless-sync no`): with
+/// diskless sync redis 7.0 may report the replica online seconds before it
+/// streams anything to it.
+pub fn start_replicated() -> (TestServer, TestServer) {
+    let master = TestServer::start_with(&["--repl-diskless-sync", "no"]);
+    let port = master.port().to_string();
+    let replica = TestServer::start_with(&["--replicaof", "127.0.0.1", &port]);
+    let mut conn = master.connection();
+    wait_until(
+        "the replica acknowledges writes",
+        Duration::from_secs(10),
+        || {
+            redis::cmd("SET")
+                .arg("redisync-test:replication-probe")
+                .arg("1")
+                .query::<()>(&mut conn)
+                .unwrap();
+            redis::cmd("WAIT")
+                .arg(1)
+                .arg(1000)
+                .query::<i64>(&mut conn)
+                .unwrap()
+                == 1
+        },
+    );
+    (master, replica)
+}
+
 /// Polls `check` every 10 ms until it is true; panics after `timeout`.
 pub fn wait_until(what: &str, timeout: Duration, mut check: impl FnMut() -> bool) {
     let deadline = Instant::now() + timeout;
