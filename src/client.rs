@@ -114,6 +114,36 @@ impl Client {
             .build()
     }
 
+    /// Connects to the Redis Cluster whose nodes include `node_urls`
+    /// (`redis://[user:password@]host:port`; one reachable node is enough),
+    /// with default settings. Scripts run on their object's slot master,
+    /// redirections and failovers are followed, and waiters are woken
+    /// through sharded pub/sub, as with Redisson on Redis 7+ (see
+    /// [`RedisBackend::open_cluster`](crate::RedisBackend::open_cluster)).
+    /// Only with the `cluster` feature.
+    ///
+    /// # Errors
+    /// `InvalidArgument` for an empty list or a malformed URL; `Backend` if
+    /// no node can be reached.
+    ///
+    /// ```no_run
+    /// let client = redisync::Client::open_cluster([
+    ///     "redis://10.0.0.5:7000",
+    ///     "redis://10.0.0.6:7000",
+    ///     "redis://10.0.0.7:7000",
+    /// ])?;
+    /// let guard = client.lock("orders:42").lock()?;
+    /// # Ok::<(), redisync::Error>(())
+    /// ```
+    #[cfg(feature = "cluster")]
+    pub fn open_cluster<I>(node_urls: I) -> Result<Client>
+    where
+        I: IntoIterator,
+        I::Item: AsRef<str>,
+    {
+        Client::builder().cluster(node_urls).build()
+    }
+
     /// A builder for any backend and the tunables.
     ///
     /// ```

@@ -16,6 +16,8 @@ enum BackendChoice {
     Url(String),
     #[cfg(feature = "sentinel")]
     Sentinel(crate::backend::SentinelConfig),
+    #[cfg(feature = "cluster")]
+    Cluster(Vec<String>),
 }
 
 /// Builds a [`Client`]; created by [`Client::builder`].
@@ -46,6 +48,8 @@ impl fmt::Debug for ClientBuilder {
             BackendChoice::Url(_) => "redis url",
             #[cfg(feature = "sentinel")]
             BackendChoice::Sentinel(_) => "redis sentinel",
+            #[cfg(feature = "cluster")]
+            BackendChoice::Cluster(_) => "redis cluster",
         };
         f.debug_struct("ClientBuilder")
             .field("backend", &backend)
@@ -159,6 +163,33 @@ impl ClientBuilder {
     #[cfg(feature = "sentinel")]
     pub fn sentinel_config(mut self, config: crate::backend::SentinelConfig) -> Self {
         self.backend = BackendChoice::Sentinel(config);
+        self
+    }
+
+    /// Connects, when [`build`](Self::build) runs, to the Redis Cluster
+    /// whose nodes include `node_urls` (`redis://[user:password@]host:port`),
+    /// with the pool settings below (see [`RedisBackend::open_cluster`]).
+    /// Only with the `cluster` feature.
+    ///
+    /// ```no_run
+    /// let client = redisync::Client::builder()
+    ///     .cluster(["redis://10.0.0.5:7000", "redis://10.0.0.6:7000"])
+    ///     .response_timeout(std::time::Duration::from_secs(1))
+    ///     .build()?;
+    /// # Ok::<(), redisync::Error>(())
+    /// ```
+    #[cfg(feature = "cluster")]
+    pub fn cluster<I>(mut self, node_urls: I) -> Self
+    where
+        I: IntoIterator,
+        I::Item: AsRef<str>,
+    {
+        self.backend = BackendChoice::Cluster(
+            node_urls
+                .into_iter()
+                .map(|url| url.as_ref().to_owned())
+                .collect(),
+        );
         self
     }
 
@@ -370,6 +401,12 @@ impl ClientBuilder {
                 let mut options = self.redis;
                 options.events = Some(Arc::clone(&self.events));
                 Arc::new(RedisBackend::open_sentinel_with(&config, options)?)
+            }
+            #[cfg(feature = "cluster")]
+            BackendChoice::Cluster(urls) => {
+                let mut options = self.redis;
+                options.events = Some(Arc::clone(&self.events));
+                Arc::new(RedisBackend::open_cluster_with(&urls, options)?)
             }
         };
         Ok(Client::from_parts(

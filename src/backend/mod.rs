@@ -29,6 +29,8 @@ use std::time::Duration;
 
 use crate::Result;
 
+#[cfg(feature = "cluster")]
+mod cluster;
 mod memory;
 mod redis;
 mod replication;

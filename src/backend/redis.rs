@@ -222,8 +222,9 @@ impl RedisOptions {
     }
 }
 
-/// Where connections go: one fixed server, or (feature `sentinel`) the
-/// current master of a Sentinel-monitored group.
+/// Where connections go: one fixed server, (feature `sentinel`) the
+/// current master of a Sentinel-monitored group, or (feature `cluster`) a
+/// Redis Cluster.
 #[derive(Clone)]
 // Cloned once per connection, never moved in a hot path: boxing the client
 // would buy nothing.
@@ -232,6 +233,8 @@ enum Target {
     Direct(redis::Client),
     #[cfg(feature = "sentinel")]
     Sentinel(Arc<super::sentinel::SentinelTarget>),
+    #[cfg(feature = "cluster")]
+    Cluster(Arc<super::cluster::ClusterTarget>),
 }
 
 impl Target {
@@ -243,13 +246,27 @@ impl Target {
             Target::Direct(_) => false,
             #[cfg(feature = "sentinel")]
             Target::Sentinel(target) => target.epoch() != epoch,
+            // The cluster connection follows MOVED and failovers itself.
+            #[cfg(feature = "cluster")]
+            Target::Cluster(_) => false,
         }
+    }
+
+    /// A Redis Cluster: scripts publish with SPUBLISH, waiters SSUBSCRIBE.
+    fn is_cluster(&self) -> bool {
+        #[cfg(feature = "cluster")]
+        if let Target::Cluster(_) = self {
+            return true;
+        }
+        false
     }
 }
 
 /// A connection with what the pool needs to know to discard it.
 struct Conn {
-    conn: redis::Connection,
+    /// A plain connection, or (feature `cluster`) a cluster connection that
+    /// routes each script by its first key's slot and follows redirections.
+    conn: Box<dyn ConnectionLike + Send>,
     /// The Sentinel epoch it was made under (0 for a fixed server).
     epoch: u64,
     /// Set when a reply showed the server cannot serve us any more (a
@@ -265,7 +282,9 @@ struct Manager {
 }
 
 impl Manager {
-    fn connect(&self) -> std::result::Result<Conn, RedisError> {
+    /// A plain connection to the one server (with Sentinel, the current
+    /// master), and its epoch. Not for a cluster.
+    fn connect_single(&self) -> std::result::Result<(redis::Connection, u64), RedisError> {
         let (conn, epoch) = match &self.target {
             Target::Direct(client) => (
                 client.get_connection_with_timeout(self.options.connection_timeout)?,
@@ -273,11 +292,31 @@ impl Manager {
             ),
             #[cfg(feature = "sentinel")]
             Target::Sentinel(target) => target.connect()?,
+            #[cfg(feature = "cluster")]
+            Target::Cluster(_) => {
+                return Err(RedisError::from((
+                    redis::ErrorKind::Client,
+                    "a cluster has no single server to connect to",
+                )));
+            }
         };
         conn.set_read_timeout(Some(self.options.response_timeout))?;
         conn.set_write_timeout(Some(self.options.response_timeout))?;
+        Ok((conn, epoch))
+    }
+
+    fn connect(&self) -> std::result::Result<Conn, RedisError> {
+        #[cfg(feature = "cluster")]
+        if let Target::Cluster(target) = &self.target {
+            return Ok(Conn {
+                conn: Box::new(target.connect()?),
+                epoch: 0,
+                broken: false,
+            });
+        }
+        let (conn, epoch) = self.connect_single()?;
         Ok(Conn {
-            conn,
+            conn: Box::new(conn),
             epoch,
             broken: false,
         })
@@ -293,7 +332,7 @@ impl r2d2::ManageConnection for Manager {
     }
 
     fn is_valid(&self, conn: &mut Conn) -> std::result::Result<(), RedisError> {
-        redis::cmd("PING").query::<()>(&mut conn.conn)
+        redis::cmd("PING").query::<()>(&mut *conn.conn)
     }
 
     fn has_broken(&self, conn: &mut Conn) -> bool {
@@ -448,6 +487,81 @@ impl RedisBackend {
         Self::open_target(Target::Sentinel(target), address, options)
     }
 
+    /// Connects to the Redis Cluster whose nodes include `node_urls`
+    /// (`redis://[user:password@]host:port`; one reachable node is enough,
+    /// the rest of the cluster is discovered), with default
+    /// [`RedisOptions`]. Every script runs on the master of its object's
+    /// slot (all keys of one object share it, through the `{name}` hash
+    /// tag); MOVED and ASK redirections are followed and the slot map is
+    /// refreshed after a resharding or failover. Waiters are woken through
+    /// sharded pub/sub (`SPUBLISH`/`SSUBSCRIBE`, Redis 7 or later), which
+    /// is what Redisson uses on a cluster. Only with the `cluster` feature.
+    ///
+    /// # Errors
+    /// `InvalidArgument` for an empty list or a malformed URL (TLS, Unix
+    /// sockets and databases other than 0 are rejected); `Backend` if no
+    /// node can be reached.
+    ///
+    /// ```no_run
+    /// let backend = redisync::RedisBackend::open_cluster(&[
+    ///     "redis://10.0.0.5:7000",
+    ///     "redis://10.0.0.6:7000",
+    ///     "redis://10.0.0.7:7000",
+    /// ])?;
+    /// # Ok::<(), redisync::Error>(())
+    /// ```
+    #[cfg(feature = "cluster")]
+    pub fn open_cluster<I>(node_urls: I) -> Result<Self>
+    where
+        I: IntoIterator,
+        I::Item: AsRef<str>,
+    {
+        Self::open_cluster_with(node_urls, RedisOptions::default())
+    }
+
+    /// Like [`open_cluster`](Self::open_cluster), with the given options.
+    /// The pool holds up to `pool_size` cluster connections (each with one
+    /// socket per node it talks to). Replica acknowledgement and TLS options
+    /// are rejected on a cluster for now. Only with the `cluster` feature.
+    ///
+    /// # Errors
+    /// As [`open_cluster`](Self::open_cluster), plus `InvalidArgument` for
+    /// invalid options.
+    ///
+    /// ```no_run
+    /// let options = redisync::backend::RedisOptions::default().pool_size(4);
+    /// let backend = redisync::RedisBackend::open_cluster_with(["redis://10.0.0.5:7000"], options)?;
+    /// # Ok::<(), redisync::Error>(())
+    /// ```
+    #[cfg(feature = "cluster")]
+    pub fn open_cluster_with<I>(node_urls: I, options: RedisOptions) -> Result<Self>
+    where
+        I: IntoIterator,
+        I::Item: AsRef<str>,
+    {
+        options.validate()?;
+        #[cfg(feature = "tls")]
+        if options.tls.is_set() {
+            return Err(Error::invalid(
+                "tls",
+                "TLS is not supported with a cluster yet",
+            ));
+        }
+        if options.replica_ack.is_some() {
+            return Err(Error::invalid(
+                "replica_acknowledgement",
+                "not supported on a cluster yet (WAIT must run on the slot's master)",
+            ));
+        }
+        let urls: Vec<String> = node_urls
+            .into_iter()
+            .map(|url| url.as_ref().to_owned())
+            .collect();
+        let target = super::cluster::ClusterTarget::new(&urls, &options)?;
+        let address = target.description().to_owned();
+        Self::open_target(Target::Cluster(target), address, options)
+    }
+
     fn open_target(target: Target, address: String, options: RedisOptions) -> Result<Self> {
         let manager = Manager {
             target: target.clone(),
@@ -459,7 +573,7 @@ impl RedisBackend {
             .connect()
             .map_err(|err| redis_error(&address, "connecting", err))?;
         redis::cmd("PING")
-            .query::<()>(&mut probe.conn)
+            .query::<()>(&mut *probe.conn)
             .map_err(|err| redis_error(&address, "PING", err))?;
         let pool = r2d2::Pool::builder()
             .max_size(options.pool_size)
@@ -618,14 +732,12 @@ impl RedisBackend {
         changed: impl Fn(&T) -> bool,
     ) -> Result<(T, Option<u32>)> {
         let mut conn = self.connection()?;
-        let reply: T = invocation
-            .invoke(&mut conn.conn as &mut dyn ConnectionLike)
-            .map_err(|err| {
-                if is_read_only(&err) {
-                    conn.broken = true;
-                }
-                self.redis_error(op, err)
-            })?;
+        let reply: T = invocation.invoke(&mut *conn.conn).map_err(|err| {
+            if is_read_only(&err) {
+                conn.broken = true;
+            }
+            self.redis_error(op, err)
+        })?;
         if self.unreachable.load(Ordering::Relaxed) {
             self.unreachable.store(false, Ordering::Relaxed);
         }
@@ -638,7 +750,7 @@ impl RedisBackend {
         let acknowledged: i64 = redis::cmd("WAIT")
             .arg(ack.replicas())
             .arg(ack.timeout_ms())
-            .query(&mut conn.conn)
+            .query(&mut *conn.conn)
             .map_err(|err| self.redis_error(op, err))?;
         let acknowledged = u32::try_from(acknowledged).unwrap_or(0);
         Ok((
@@ -672,6 +784,7 @@ impl RedisBackend {
         let _: Option<i64> = self.run(
             "lock acquire rollback",
             &release_invocation::lock(
+                self.sharded(),
                 name,
                 &crate::keys::lock_channel(name),
                 &latch,
@@ -690,6 +803,16 @@ impl RedisBackend {
             crate::keys::unlock_latch_prefix(name),
             uuid::Uuid::new_v4().simple()
         )
+    }
+
+    /// Whether scripts publish through sharded pub/sub (a cluster).
+    fn sharded(&self) -> bool {
+        self.target.is_cluster()
+    }
+
+    /// `lua` in the form this backend's server needs.
+    fn script<'s>(&self, lua: &'s scripts::Lua) -> &'s redis::Script {
+        lua.get(self.sharded())
     }
 
     /// Runs one script invocation on a pooled connection.
@@ -714,6 +837,7 @@ mod release_invocation {
     use crate::keys::{READ_UNLOCK_MESSAGE, UNLOCK_MESSAGE};
 
     pub(super) fn lock(
+        sharded: bool,
         name: &str,
         channel: &str,
         latch_key: &str,
@@ -721,7 +845,7 @@ mod release_invocation {
         holder: &str,
         latch_ms: i64,
     ) -> ScriptInvocation<'static> {
-        let mut invocation = scripts::LOCK_RELEASE.key(name);
+        let mut invocation = scripts::LOCK_RELEASE.get(sharded).key(name);
         invocation
             .key(channel)
             .key(latch_key)
@@ -733,6 +857,7 @@ mod release_invocation {
     }
 
     pub(super) fn fair_lock(
+        sharded: bool,
         keys: &FairLockKeys<'_>,
         lease_ms: i64,
         holder: &str,
@@ -740,7 +865,7 @@ mod release_invocation {
         latch_key: &str,
         latch_ms: i64,
     ) -> ScriptInvocation<'static> {
-        let mut invocation = scripts::FAIR_LOCK_RELEASE.key(keys.name);
+        let mut invocation = scripts::FAIR_LOCK_RELEASE.get(sharded).key(keys.name);
         invocation
             .key(keys.queue)
             .key(keys.timeouts)
@@ -755,11 +880,12 @@ mod release_invocation {
     }
 
     pub(super) fn read_lock(
+        sharded: bool,
         keys: &RwLockKeys<'_>,
         latch_key: &str,
         latch_ms: i64,
     ) -> ScriptInvocation<'static> {
-        let mut invocation = scripts::READ_LOCK_RELEASE.key(keys.name);
+        let mut invocation = scripts::READ_LOCK_RELEASE.get(sharded).key(keys.name);
         invocation
             .key(keys.channel)
             .key(keys.timeout_prefix)
@@ -772,12 +898,13 @@ mod release_invocation {
     }
 
     pub(super) fn write_lock(
+        sharded: bool,
         keys: &RwLockKeys<'_>,
         lease_ms: i64,
         latch_key: &str,
         latch_ms: i64,
     ) -> ScriptInvocation<'static> {
-        let mut invocation = scripts::WRITE_LOCK_RELEASE.key(keys.name);
+        let mut invocation = scripts::WRITE_LOCK_RELEASE.get(sharded).key(keys.name);
         invocation
             .key(keys.channel)
             .key(latch_key)
@@ -789,11 +916,12 @@ mod release_invocation {
     }
 
     pub(super) fn expirable(
+        sharded: bool,
         keys: &ExpirableKeys<'_>,
         permit_id: &str,
         now_ms: i64,
     ) -> ScriptInvocation<'static> {
-        let mut invocation = scripts::EXPIRABLE_RELEASE.key(keys.name);
+        let mut invocation = scripts::EXPIRABLE_RELEASE.get(sharded).key(keys.name);
         invocation
             .key(keys.leases)
             .key(keys.channel)
@@ -803,11 +931,12 @@ mod release_invocation {
     }
 
     pub(super) fn semaphore_add(
+        sharded: bool,
         name: &str,
         channel: &str,
         delta: i64,
     ) -> ScriptInvocation<'static> {
-        let mut invocation = scripts::SEMAPHORE_ADD.key(name);
+        let mut invocation = scripts::SEMAPHORE_ADD.get(sharded).key(name);
         invocation.key(channel).arg(delta);
         invocation
     }
@@ -931,7 +1060,10 @@ impl LockBackend for RedisBackend {
         let pttl: Option<i64> = self.run_acquiring(
             "lock acquire",
             name,
-            scripts::LOCK_ACQUIRE.key(name).arg(lease_ms).arg(holder),
+            self.script(&scripts::LOCK_ACQUIRE)
+                .key(name)
+                .arg(lease_ms)
+                .arg(holder),
             Option::is_none,
             |_| self.roll_back_lock(name, holder, lease_ms),
         )?;
@@ -948,7 +1080,7 @@ impl LockBackend for RedisBackend {
         let (pttl, token): (i64, redis::Value) = self.run_acquiring(
             "fenced lock acquire",
             name,
-            scripts::FENCED_LOCK_ACQUIRE
+            self.script(&scripts::FENCED_LOCK_ACQUIRE)
                 .key(name)
                 .key(token_key)
                 .arg(lease_ms)
@@ -982,7 +1114,10 @@ impl LockBackend for RedisBackend {
         let renewed: i64 = self.run_changing(
             "lock renew",
             name,
-            scripts::LOCK_RENEW.key(name).arg(lease_ms).arg(holder),
+            self.script(&scripts::LOCK_RENEW)
+                .key(name)
+                .arg(lease_ms)
+                .arg(holder),
             |renewed: &i64| *renewed == 1,
         )?;
         Ok(renewed == 1)
@@ -1000,7 +1135,15 @@ impl LockBackend for RedisBackend {
         let outcome: Option<i64> = self.run_changing(
             "lock release",
             name,
-            &release_invocation::lock(name, channel, latch_key, lease_ms, holder, latch_ms),
+            &release_invocation::lock(
+                self.sharded(),
+                name,
+                channel,
+                latch_key,
+                lease_ms,
+                holder,
+                latch_ms,
+            ),
             Option::is_some,
         )?;
         release_outcome("lock release", outcome)
@@ -1010,7 +1153,7 @@ impl LockBackend for RedisBackend {
         let existed: i64 = self.run_changing(
             "lock force release",
             name,
-            scripts::LOCK_FORCE_RELEASE
+            self.script(&scripts::LOCK_FORCE_RELEASE)
                 .key(name)
                 .key(channel)
                 .arg(crate::keys::UNLOCK_MESSAGE),
@@ -1020,8 +1163,10 @@ impl LockBackend for RedisBackend {
     }
 
     fn lock_state(&self, name: &str, holder: &str) -> Result<LockState> {
-        let (exists, hold_count, pttl): (i64, i64, i64) =
-            self.run("lock state", scripts::LOCK_STATE.key(name).arg(holder))?;
+        let (exists, hold_count, pttl): (i64, i64, i64) = self.run(
+            "lock state",
+            self.script(&scripts::LOCK_STATE).key(name).arg(holder),
+        )?;
         Ok(LockState::new(
             exists == 1,
             u64::try_from(hold_count).unwrap_or(0),
@@ -1041,7 +1186,7 @@ impl LockBackend for RedisBackend {
         let wait: Option<i64> = self.run_acquiring(
             "fair lock acquire",
             keys.name,
-            scripts::FAIR_LOCK_ACQUIRE
+            self.script(&scripts::FAIR_LOCK_ACQUIRE)
                 .key(keys.name)
                 .key(keys.queue)
                 .key(keys.timeouts)
@@ -1056,6 +1201,7 @@ impl LockBackend for RedisBackend {
                 let _: Option<i64> = self.run(
                     "fair lock acquire rollback",
                     &release_invocation::fair_lock(
+                        self.sharded(),
                         keys,
                         lease_ms,
                         holder,
@@ -1082,7 +1228,15 @@ impl LockBackend for RedisBackend {
         let outcome: Option<i64> = self.run_changing(
             "fair lock release",
             keys.name,
-            &release_invocation::fair_lock(keys, lease_ms, holder, now_ms, latch_key, latch_ms),
+            &release_invocation::fair_lock(
+                self.sharded(),
+                keys,
+                lease_ms,
+                holder,
+                now_ms,
+                latch_key,
+                latch_ms,
+            ),
             Option::is_some,
         )?;
         release_outcome("fair lock release", outcome)
@@ -1091,7 +1245,7 @@ impl LockBackend for RedisBackend {
     fn fair_lock_cancel(&self, keys: &FairLockKeys<'_>, holder: &str, wait_ms: i64) -> Result<()> {
         let _: i64 = self.run(
             "fair lock cancel",
-            scripts::FAIR_LOCK_CANCEL
+            self.script(&scripts::FAIR_LOCK_CANCEL)
                 .key(keys.queue)
                 .key(keys.timeouts)
                 .arg(holder)
@@ -1104,7 +1258,7 @@ impl LockBackend for RedisBackend {
         let existed: i64 = self.run_changing(
             "fair lock force release",
             keys.name,
-            scripts::FAIR_LOCK_FORCE_RELEASE
+            self.script(&scripts::FAIR_LOCK_FORCE_RELEASE)
                 .key(keys.name)
                 .key(keys.queue)
                 .key(keys.timeouts)
@@ -1120,7 +1274,7 @@ impl LockBackend for RedisBackend {
         let pttl: Option<i64> = self.run_acquiring(
             "read lock acquire",
             keys.name,
-            scripts::READ_LOCK_ACQUIRE
+            self.script(&scripts::READ_LOCK_ACQUIRE)
                 .key(keys.name)
                 .key(keys.timeout_prefix)
                 .arg(lease_ms)
@@ -1131,7 +1285,7 @@ impl LockBackend for RedisBackend {
                 let latch = Self::rollback_latch(keys.name);
                 let _: Option<i64> = self.run(
                     "read lock acquire rollback",
-                    &release_invocation::read_lock(keys, &latch, ROLLBACK_LATCH_MS),
+                    &release_invocation::read_lock(self.sharded(), keys, &latch, ROLLBACK_LATCH_MS),
                 )?;
                 Ok(())
             },
@@ -1143,7 +1297,7 @@ impl LockBackend for RedisBackend {
         let pttl: Option<i64> = self.run_acquiring(
             "write lock acquire",
             keys.name,
-            scripts::WRITE_LOCK_ACQUIRE
+            self.script(&scripts::WRITE_LOCK_ACQUIRE)
                 .key(keys.name)
                 .arg(lease_ms)
                 .arg(keys.write_field)
@@ -1153,7 +1307,13 @@ impl LockBackend for RedisBackend {
                 let latch = Self::rollback_latch(keys.name);
                 let _: Option<i64> = self.run(
                     "write lock acquire rollback",
-                    &release_invocation::write_lock(keys, lease_ms, &latch, ROLLBACK_LATCH_MS),
+                    &release_invocation::write_lock(
+                        self.sharded(),
+                        keys,
+                        lease_ms,
+                        &latch,
+                        ROLLBACK_LATCH_MS,
+                    ),
                 )?;
                 Ok(())
             },
@@ -1173,7 +1333,7 @@ impl LockBackend for RedisBackend {
         let outcome: Option<i64> = self.run_changing(
             "read lock release",
             keys.name,
-            &release_invocation::read_lock(keys, latch_key, latch_ms),
+            &release_invocation::read_lock(self.sharded(), keys, latch_key, latch_ms),
             Option::is_some,
         )?;
         release_outcome("read lock release", outcome)
@@ -1189,7 +1349,7 @@ impl LockBackend for RedisBackend {
         let outcome: Option<i64> = self.run_changing(
             "write lock release",
             keys.name,
-            &release_invocation::write_lock(keys, lease_ms, latch_key, latch_ms),
+            &release_invocation::write_lock(self.sharded(), keys, lease_ms, latch_key, latch_ms),
             Option::is_some,
         )?;
         release_outcome("write lock release", outcome)
@@ -1199,7 +1359,7 @@ impl LockBackend for RedisBackend {
         let renewed: i64 = self.run_changing(
             "read lock renew",
             keys.name,
-            scripts::READ_LOCK_RENEW
+            self.script(&scripts::READ_LOCK_RENEW)
                 .key(keys.name)
                 .key(keys.timeout_prefix)
                 .arg(lease_ms)
@@ -1217,7 +1377,7 @@ impl LockBackend for RedisBackend {
         let deleted: i64 = self.run_changing(
             "read-write lock force release",
             keys.name,
-            scripts::RW_LOCK_FORCE_RELEASE
+            self.script(&scripts::RW_LOCK_FORCE_RELEASE)
                 .key(keys.name)
                 .key(keys.channel)
                 .arg(mode.as_str())
@@ -1230,7 +1390,7 @@ impl LockBackend for RedisBackend {
     fn rw_lock_state(&self, name: &str, field: &str) -> Result<RwLockState> {
         let (mode, hold_count, pttl): (String, i64, i64) = self.run(
             "read-write lock state",
-            scripts::RW_LOCK_STATE.key(name).arg(field),
+            self.script(&scripts::RW_LOCK_STATE).key(name).arg(field),
         )?;
         let mode = match mode.as_str() {
             "" => None,
@@ -1259,7 +1419,7 @@ impl LockBackend for RedisBackend {
         let set: i64 = self.run_changing(
             "counter set",
             name,
-            scripts::COUNTER_SET_IF_ABSENT
+            self.script(&scripts::COUNTER_SET_IF_ABSENT)
                 .key(name)
                 .key(channel)
                 .arg(value)
@@ -1270,7 +1430,8 @@ impl LockBackend for RedisBackend {
     }
 
     fn counter_get(&self, name: &str) -> Result<i64> {
-        let value: Option<String> = self.run("counter get", &scripts::COUNTER_GET.key(name))?;
+        let value: Option<String> =
+            self.run("counter get", &self.script(&scripts::COUNTER_GET).key(name))?;
         parse_counter(name, value)
     }
 
@@ -1278,7 +1439,7 @@ impl LockBackend for RedisBackend {
         self.run_changing(
             "semaphore add",
             name,
-            &release_invocation::semaphore_add(name, channel, delta),
+            &release_invocation::semaphore_add(self.sharded(), name, channel, delta),
             |_: &i64| true,
         )
     }
@@ -1287,12 +1448,15 @@ impl LockBackend for RedisBackend {
         let taken: i64 = self.run_acquiring(
             "semaphore acquire",
             name,
-            scripts::SEMAPHORE_TRY_ACQUIRE.key(name).arg(permits),
+            self.script(&scripts::SEMAPHORE_TRY_ACQUIRE)
+                .key(name)
+                .arg(permits),
             |taken: &i64| *taken == 1,
             |_| {
                 let _: i64 = self.run(
                     "semaphore acquire rollback",
                     &release_invocation::semaphore_add(
+                        self.sharded(),
                         name,
                         &crate::keys::semaphore_channel(name),
                         permits,
@@ -1308,7 +1472,7 @@ impl LockBackend for RedisBackend {
         let value: Option<String> = self.run_changing(
             "semaphore drain",
             name,
-            &scripts::SEMAPHORE_DRAIN.key(name),
+            &self.script(&scripts::SEMAPHORE_DRAIN).key(name),
             |_: &Option<String>| true,
         )?;
         parse_counter(name, value)
@@ -1324,7 +1488,7 @@ impl LockBackend for RedisBackend {
         let wait: Option<i64> = self.run_acquiring(
             "expirable semaphore acquire",
             keys.name,
-            scripts::EXPIRABLE_ACQUIRE
+            self.script(&scripts::EXPIRABLE_ACQUIRE)
                 .key(keys.name)
                 .key(keys.leases)
                 .key(keys.channel)
@@ -1335,7 +1499,7 @@ impl LockBackend for RedisBackend {
             |_| {
                 let _: i64 = self.run(
                     "expirable semaphore acquire rollback",
-                    &release_invocation::expirable(keys, permit_id, now_ms),
+                    &release_invocation::expirable(self.sharded(), keys, permit_id, now_ms),
                 )?;
                 Ok(())
             },
@@ -1352,7 +1516,7 @@ impl LockBackend for RedisBackend {
         let released: i64 = self.run_changing(
             "expirable semaphore release",
             keys.name,
-            &release_invocation::expirable(keys, permit_id, now_ms),
+            &release_invocation::expirable(self.sharded(), keys, permit_id, now_ms),
             |released: &i64| *released == 1,
         )?;
         Ok(released == 1)
@@ -1361,7 +1525,7 @@ impl LockBackend for RedisBackend {
     fn expirable_available(&self, keys: &ExpirableKeys<'_>, now_ms: i64) -> Result<i64> {
         let value: Option<String> = self.run(
             "expirable semaphore available",
-            scripts::EXPIRABLE_AVAILABLE
+            self.script(&scripts::EXPIRABLE_AVAILABLE)
                 .key(keys.name)
                 .key(keys.leases)
                 .key(keys.channel)
@@ -1374,7 +1538,7 @@ impl LockBackend for RedisBackend {
         self.run_changing(
             "latch count down",
             name,
-            scripts::LATCH_COUNT_DOWN
+            self.script(&scripts::LATCH_COUNT_DOWN)
                 .key(name)
                 .key(channel)
                 .arg(crate::keys::LATCH_ZERO_MESSAGE),
@@ -1386,7 +1550,7 @@ impl LockBackend for RedisBackend {
         let existed: i64 = self.run_changing(
             "latch delete",
             name,
-            scripts::LATCH_DELETE
+            self.script(&scripts::LATCH_DELETE)
                 .key(name)
                 .key(channel)
                 .arg(crate::keys::LATCH_NEW_COUNT_MESSAGE),
@@ -1397,16 +1561,22 @@ impl LockBackend for RedisBackend {
 
     fn publish(&self, channel: &str, payload: &str) -> Result<()> {
         let mut conn = self.connection()?;
-        redis::cmd("PUBLISH")
+        // On a cluster, sharded: the waiters SSUBSCRIBE (see `with_pubsub`).
+        let command = if self.sharded() {
+            "SPUBLISH"
+        } else {
+            "PUBLISH"
+        };
+        redis::cmd(command)
             .arg(channel)
             .arg(payload)
-            .query::<i64>(&mut conn.conn)
+            .query::<i64>(&mut *conn.conn)
             .map(drop)
             .map_err(|err| {
                 if is_read_only(&err) {
                     conn.broken = true;
                 }
-                self.redis_error("PUBLISH", err)
+                self.redis_error(command, err)
             })
     }
 
@@ -1419,10 +1589,13 @@ impl LockBackend for RedisBackend {
             target: self.target.clone(),
             options: self.options.clone(),
         };
-        let Conn {
-            mut conn, epoch, ..
-        } = manager
-            .connect()
+        #[cfg(feature = "cluster")]
+        if let Target::Cluster(target) = &self.target {
+            let mut pubsub = super::cluster::ClusterPubSub::new(target, &self.address)?;
+            return session(&mut pubsub);
+        }
+        let (mut conn, epoch) = manager
+            .connect_single()
             .map_err(|err| self.redis_error("opening the pub/sub connection", err))?;
         let mut pubsub = RedisPubSub {
             backend: self,

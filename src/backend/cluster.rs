@@ -1,0 +1,589 @@
+//! Redis Cluster (feature `cluster`): routed scripts and sharded pub/sub.
+//!
+//! Commands go through the `redis` crate's blocking cluster connection (one
+//! per pooled connection): it sends each script to the master of its first
+//! key's slot (every key of a primitive shares that slot, see `keys.rs`),
+//! follows MOVED and ASK, and refreshes its slot map after a failover. A
+//! NOSCRIPT reply makes `Script::invoke` send `SCRIPT LOAD`, which the
+//! cluster connection routes to every master, then retry.
+//!
+//! Messages use sharded pub/sub, as Redisson does on Redis 7+ clusters: the
+//! scripts `SPUBLISH` (see `scripts::Lua`) and the subscriber `SSUBSCRIBE`s
+//! each channel on the master that owns its slot. A sharded subscription
+//! must be made on that very node, and the `redis` crate's blocking
+//! connection can neither do that for us nor be read from one thread while
+//! another writes to it; so [`ClusterPubSub`] keeps one plain TCP
+//! connection per master, a reader thread per connection that parses the
+//! replies (the crate's RESP [`Parser`]) into one crossbeam channel, and
+//! writes (S)SUBSCRIBE commands on a clone of the socket.
+//!
+//! Whatever may have moved a slot (an unrequested `sunsubscribe`, which a
+//! master sends when it loses the slot, a MOVED reply, a closed connection)
+//! ends the session with a connection error. The subscriber then reconnects
+//! with a fresh slot map, resubscribes everything and wakes every waiter
+//! (its usual recovery path), so a lost message costs one retry.
+
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::io::{BufReader, Write};
+use std::net::{TcpStream, ToSocketAddrs};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use crossbeam_channel::{Receiver, Sender};
+use redis::cluster::{ClusterClient, ClusterConnection};
+use redis::{ConnectionAddr, ConnectionInfo, IntoConnectionInfo, Parser, RedisError, Value};
+
+use super::{Message, PubSubConnection, RedisOptions};
+use crate::{Error, Result};
+
+/// The number of hash slots of a Redis Cluster.
+const SLOTS: u16 = 16_384;
+
+/// The seeds of a cluster and a client for its routed connections.
+pub(super) struct ClusterTarget {
+    client: ClusterClient,
+    seeds: Vec<ConnectionInfo>,
+    connection_timeout: Duration,
+    response_timeout: Duration,
+    description: String,
+}
+
+impl ClusterTarget {
+    /// Checks the seed URLs (`redis://[user:password@]host:port`) and
+    /// builds the client; connects to nothing yet.
+    pub(super) fn new(urls: &[String], options: &RedisOptions) -> Result<Arc<Self>> {
+        if urls.is_empty() {
+            return Err(Error::invalid(
+                "cluster_urls",
+                "at least one node URL is needed",
+            ));
+        }
+        let mut seeds = Vec::with_capacity(urls.len());
+        for (index, url) in urls.iter().enumerate() {
+            // No error quotes the URL: it may hold a password.
+            let info = url.as_str().into_connection_info().map_err(|err| {
+                Error::invalid(
+                    "cluster_urls",
+                    format!("URL #{} is not a redis:// URL: {:?}", index + 1, err.kind()),
+                )
+            })?;
+            match info.addr() {
+                ConnectionAddr::Tcp(..) => {}
+                _ => {
+                    return Err(Error::invalid(
+                        "cluster_urls",
+                        format!(
+                            "URL #{}: only redis://host:port is supported with a cluster (no TLS, no Unix socket) yet",
+                            index + 1
+                        ),
+                    ));
+                }
+            }
+            if info.redis_settings().db() != 0 {
+                return Err(Error::invalid(
+                    "cluster_urls",
+                    format!("URL #{}: a cluster has only database 0", index + 1),
+                ));
+            }
+            seeds.push(info);
+        }
+        let client = ClusterClient::builder(seeds.clone())
+            .connection_timeout(options.get_connection_timeout())
+            .response_timeout(options.get_response_timeout())
+            .build()
+            .map_err(|err| Error::invalid("cluster_urls", err.to_string()))?;
+        let description = format!(
+            "cluster {}",
+            seeds
+                .iter()
+                .map(|info| info.addr().to_string())
+                .collect::<Vec<_>>()
+                .join(",")
+        );
+        Ok(Arc::new(ClusterTarget {
+            client,
+            seeds,
+            connection_timeout: options.get_connection_timeout(),
+            response_timeout: options.get_response_timeout(),
+            description,
+        }))
+    }
+
+    /// The seeds' addresses, for messages (no credentials).
+    pub(super) fn description(&self) -> &str {
+        &self.description
+    }
+
+    /// A routed connection (to every node it needs, made as needed).
+    pub(super) fn connect(&self) -> std::result::Result<ClusterConnection, RedisError> {
+        let conn = self.client.get_connection()?;
+        conn.set_read_timeout(Some(self.response_timeout))?;
+        conn.set_write_timeout(Some(self.response_timeout))?;
+        Ok(conn)
+    }
+
+    /// The masters and their slot ranges, from the first seed that answers
+    /// `CLUSTER SLOTS`.
+    fn slot_map(&self, address: &str) -> Result<Vec<SlotRange>> {
+        let mut last = None;
+        for seed in &self.seeds {
+            match self.slot_map_from(seed) {
+                Ok(map) if !map.is_empty() => return Ok(map),
+                Ok(_) => last = Some("a node serves no slots (cluster not ready?)".to_owned()),
+                Err(err) => last = Some(err.to_string()),
+            }
+        }
+        Err(Error::backend(
+            format!(
+                "reading the slot map of Redis {address}: no seed answered ({})",
+                last.unwrap_or_default()
+            ),
+            true,
+        ))
+    }
+
+    fn slot_map_from(
+        &self,
+        seed: &ConnectionInfo,
+    ) -> std::result::Result<Vec<SlotRange>, RedisError> {
+        let client = redis::Client::open(seed.clone())?;
+        let mut conn = client.get_connection_with_timeout(self.connection_timeout)?;
+        conn.set_read_timeout(Some(self.response_timeout))?;
+        conn.set_write_timeout(Some(self.response_timeout))?;
+        let reply: Value = redis::cmd("CLUSTER").arg("SLOTS").query(&mut conn)?;
+        let seed_host = match seed.addr() {
+            ConnectionAddr::Tcp(host, _) => host.clone(),
+            other => other.to_string(),
+        };
+        Ok(parse_slots(&reply, &seed_host))
+    }
+
+    fn credentials(&self) -> (Option<String>, Option<String>) {
+        self.seeds.first().map_or((None, None), |info| {
+            let settings = info.redis_settings();
+            (
+                settings.username().map(str::to_owned),
+                settings.password().map(str::to_owned),
+            )
+        })
+    }
+}
+
+/// Slots `start..=end` served by the master at `node` (`host:port`).
+#[derive(Debug, Clone)]
+struct SlotRange {
+    start: u16,
+    end: u16,
+    node: String,
+}
+
+/// Reads a `CLUSTER SLOTS` reply: `[[start, end, [host, port, id, ...],
+/// replicas...], ...]`. An empty host means the node's own (the seed's).
+fn parse_slots(reply: &Value, seed_host: &str) -> Vec<SlotRange> {
+    let mut ranges = Vec::new();
+    let Value::Array(items) = reply else {
+        return ranges;
+    };
+    for item in items {
+        let Value::Array(fields) = item else { continue };
+        let (Some(Value::Int(start)), Some(Value::Int(end)), Some(Value::Array(master))) =
+            (fields.first(), fields.get(1), fields.get(2))
+        else {
+            continue;
+        };
+        let host = match master.first() {
+            Some(Value::BulkString(bytes)) => String::from_utf8_lossy(bytes).into_owned(),
+            Some(Value::SimpleString(text)) => text.clone(),
+            _ => continue,
+        };
+        let host = if host.is_empty() || host == "?" {
+            seed_host.to_owned()
+        } else {
+            host
+        };
+        let Some(Value::Int(port)) = master.get(1) else {
+            continue;
+        };
+        let (Ok(start), Ok(end), Ok(port)) = (
+            u16::try_from(*start),
+            u16::try_from(*end),
+            u16::try_from(*port),
+        ) else {
+            continue;
+        };
+        let node = if host.contains(':') {
+            format!("[{host}]:{port}")
+        } else {
+            format!("{host}:{port}")
+        };
+        ranges.push(SlotRange { start, end, node });
+    }
+    ranges
+}
+
+/// The cluster slot of `key`: CRC16 (XMODEM) of its hash tag (the text
+/// between the first `{` and the next `}`, if not empty) or of the whole
+/// key, modulo 16384.
+pub(crate) fn slot(key: &[u8]) -> u16 {
+    let tagged = key
+        .iter()
+        .position(|&b| b == b'{')
+        .and_then(|open| {
+            key[open + 1..]
+                .iter()
+                .position(|&b| b == b'}')
+                .filter(|&len| len > 0)
+                .map(|len| &key[open + 1..open + 1 + len])
+        })
+        .unwrap_or(key);
+    crc16(tagged) % SLOTS
+}
+
+fn crc16(bytes: &[u8]) -> u16 {
+    let mut crc: u16 = 0;
+    for &byte in bytes {
+        crc ^= u16::from(byte) << 8;
+        for _ in 0..8 {
+            crc = if crc & 0x8000 != 0 {
+                (crc << 1) ^ 0x1021
+            } else {
+                crc << 1
+            };
+        }
+    }
+    crc
+}
+
+/// What a node's reader thread saw.
+enum Event {
+    Reply(String, Value),
+    Closed(String, String),
+}
+
+/// One master's pub/sub connection.
+struct Node {
+    writer: TcpStream,
+    reader: Option<JoinHandle<()>>,
+}
+
+/// The sharded subscriptions of one subscriber session; see the module doc.
+pub(super) struct ClusterPubSub {
+    target: Arc<ClusterTarget>,
+    address: String,
+    slots: Vec<SlotRange>,
+    nodes: HashMap<String, Node>,
+    sender: Sender<Event>,
+    events: Receiver<Event>,
+    /// Messages read while waiting for a confirmation.
+    pending: VecDeque<Message>,
+    /// Channel → the node it is subscribed on.
+    channels: HashMap<String, String>,
+    awaiting_subscribe: HashSet<String>,
+    awaiting_unsubscribe: HashSet<String>,
+}
+
+impl std::fmt::Debug for ClusterPubSub {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ClusterPubSub")
+            .field("address", &self.address)
+            .field("nodes", &self.nodes.len())
+            .field("channels", &self.channels.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl ClusterPubSub {
+    /// Reads the slot map; connects to masters as channels need them.
+    pub(super) fn new(target: &Arc<ClusterTarget>, address: &str) -> Result<Self> {
+        let slots = target.slot_map(address)?;
+        let (sender, events) = crossbeam_channel::unbounded();
+        Ok(ClusterPubSub {
+            target: Arc::clone(target),
+            address: address.to_owned(),
+            slots,
+            nodes: HashMap::new(),
+            sender,
+            events,
+            pending: VecDeque::new(),
+            channels: HashMap::new(),
+            awaiting_subscribe: HashSet::new(),
+            awaiting_unsubscribe: HashSet::new(),
+        })
+    }
+
+    fn error(&self, what: impl std::fmt::Display) -> Error {
+        Error::backend(
+            format!("pub/sub on Redis {}: {what}; reconnecting", self.address),
+            true,
+        )
+    }
+
+    fn owner(&self, channel: &str) -> Result<String> {
+        let slot = slot(channel.as_bytes());
+        self.slots
+            .iter()
+            .find(|range| range.start <= slot && slot <= range.end)
+            .map(|range| range.node.clone())
+            .ok_or_else(|| self.error(format_args!("no master serves slot {slot}")))
+    }
+
+    /// The writer to `node`, connecting (and logging in) first if needed.
+    fn writer(&mut self, node: &str) -> Result<&mut TcpStream> {
+        if !self.nodes.contains_key(node) {
+            let connected = self.connect(node)?;
+            self.nodes.insert(node.to_owned(), connected);
+        }
+        self.nodes
+            .get_mut(node)
+            .map(|node| &mut node.writer)
+            .ok_or_else(|| Error::protocol("pub/sub node vanished"))
+    }
+
+    fn connect(&self, node: &str) -> Result<Node> {
+        let target = &self.target;
+        let io = |err: std::io::Error| self.error(format_args!("connecting to {node}: {err}"));
+        let addr = node
+            .to_socket_addrs()
+            .map_err(io)?
+            .next()
+            .ok_or_else(|| self.error(format_args!("{node} resolves to no address")))?;
+        let stream = TcpStream::connect_timeout(&addr, target.connection_timeout).map_err(io)?;
+        stream.set_nodelay(true).map_err(io)?;
+        stream
+            .set_write_timeout(Some(target.response_timeout))
+            .map_err(io)?;
+        let (username, password) = target.credentials();
+        if let Some(password) = password {
+            let mut auth = redis::cmd("AUTH");
+            if let Some(username) = username {
+                auth.arg(username);
+            }
+            auth.arg(password);
+            stream
+                .set_read_timeout(Some(target.response_timeout))
+                .map_err(io)?;
+            (&stream)
+                .write_all(&auth.get_packed_command())
+                .map_err(io)?;
+            let reply = Parser::new()
+                .parse_value(&stream)
+                .map_err(|err| self.error(format_args!("AUTH on {node}: {err}")))?;
+            if let Value::ServerError(err) = reply {
+                return Err(Error::backend(
+                    format!(
+                        "pub/sub on Redis {}: authentication failed on {node}: {}",
+                        self.address,
+                        err.code()
+                    ),
+                    false,
+                ));
+            }
+        }
+        // The reader blocks until a reply or the socket's shutdown (Drop).
+        stream.set_read_timeout(None).map_err(io)?;
+        let reader_stream = stream.try_clone().map_err(io)?;
+        let sender = self.sender.clone();
+        let name = node.to_owned();
+        let reader = std::thread::Builder::new()
+            .name("redisync-cluster-pubsub".to_owned())
+            .spawn(move || read_replies(name, reader_stream, sender))
+            .map_err(io)?;
+        Ok(Node {
+            writer: stream,
+            reader: Some(reader),
+        })
+    }
+
+    fn send(&mut self, node: &str, command: &redis::Cmd) -> Result<()> {
+        let packed = command.get_packed_command();
+        let result = self.writer(node)?.write_all(&packed);
+        result.map_err(|err| self.error(format_args!("writing to {node}: {err}")))
+    }
+
+    /// Handles one event; returns a message to deliver, if it was one.
+    fn handle(&mut self, event: Event) -> Result<Option<Message>> {
+        let (node, value) = match event {
+            Event::Reply(node, value) => (node, value),
+            Event::Closed(node, err) => {
+                return Err(self.error(format_args!("connection to {node} lost: {err}")));
+            }
+        };
+        let items = match value {
+            Value::Array(items) => items,
+            Value::Push { kind, data } => {
+                let mut items = vec![Value::SimpleString(kind.to_string())];
+                items.extend(data);
+                items
+            }
+            Value::ServerError(err) => {
+                // MOVED (the slot map changed), or a refusal.
+                return Err(self.error(format_args!("{node} answered {err:?}")));
+            }
+            other => {
+                return Err(self.error(format_args!("{node} sent unexpected {other:?}")));
+            }
+        };
+        let text = |value: Option<&Value>| match value {
+            Some(Value::BulkString(bytes)) => Some(String::from_utf8_lossy(bytes).into_owned()),
+            Some(Value::SimpleString(text)) => Some(text.clone()),
+            _ => None,
+        };
+        let kind = text(items.first()).unwrap_or_default().to_ascii_lowercase();
+        let channel = text(items.get(1)).unwrap_or_default();
+        match kind.as_str() {
+            "smessage" | "message" => {
+                let payload = text(items.get(2)).unwrap_or_default();
+                Ok(Some(Message::new(&channel, payload)))
+            }
+            "ssubscribe" => {
+                self.awaiting_subscribe.remove(&channel);
+                self.channels.insert(channel, node);
+                Ok(None)
+            }
+            "sunsubscribe" if self.awaiting_unsubscribe.remove(&channel) => {
+                self.channels.remove(&channel);
+                Ok(None)
+            }
+            "sunsubscribe" => Err(self.error(format_args!(
+                "{node} dropped the subscription to {channel:?} (its slot moved)"
+            ))),
+            _ => Err(self.error(format_args!("{node} sent unexpected {kind:?}"))),
+        }
+    }
+
+    /// Handles events until nothing is awaited any more.
+    fn await_confirmations(&mut self) -> Result<()> {
+        let deadline = Instant::now() + self.target.response_timeout;
+        while !self.awaiting_subscribe.is_empty() || !self.awaiting_unsubscribe.is_empty() {
+            let left = deadline.saturating_duration_since(Instant::now());
+            let event = self
+                .events
+                .recv_timeout(left)
+                .map_err(|_| self.error("no confirmation within the response timeout"))?;
+            if let Some(message) = self.handle(event)? {
+                self.pending.push_back(message);
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A reader thread: parses replies from `stream` until it closes (or the
+/// session ends and drops the receiver).
+fn read_replies(node: String, stream: TcpStream, sender: Sender<Event>) {
+    let mut reader = BufReader::new(stream);
+    let mut parser = Parser::new();
+    loop {
+        match parser.parse_value(&mut reader) {
+            Ok(value) => {
+                if sender.send(Event::Reply(node.clone(), value)).is_err() {
+                    return;
+                }
+            }
+            Err(err) => {
+                let _ = sender.send(Event::Closed(node, err.to_string()));
+                return;
+            }
+        }
+    }
+}
+
+impl Drop for ClusterPubSub {
+    fn drop(&mut self) {
+        for node in self.nodes.values_mut() {
+            let _ = node.writer.shutdown(std::net::Shutdown::Both);
+            if let Some(reader) = node.reader.take() {
+                let _ = reader.join();
+            }
+        }
+    }
+}
+
+impl PubSubConnection for ClusterPubSub {
+    fn subscribe(&mut self, channels: &[String]) -> Result<()> {
+        for channel in channels {
+            let node = self.owner(channel)?;
+            // One command per channel: a sharded subscription names
+            // channels of one slot only.
+            self.send(&node, redis::cmd("SSUBSCRIBE").arg(channel))?;
+            self.awaiting_subscribe.insert(channel.clone());
+        }
+        self.await_confirmations()
+    }
+
+    fn unsubscribe(&mut self, channels: &[String]) -> Result<()> {
+        for channel in channels {
+            let Some(node) = self.channels.get(channel).cloned() else {
+                continue;
+            };
+            self.send(&node, redis::cmd("SUNSUBSCRIBE").arg(channel))?;
+            self.awaiting_unsubscribe.insert(channel.clone());
+        }
+        self.await_confirmations()
+    }
+
+    fn next_message(&mut self, timeout: Duration) -> Result<Option<Message>> {
+        if let Some(message) = self.pending.pop_front() {
+            return Ok(Some(message));
+        }
+        let deadline = Instant::now() + timeout;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            let event = match self.events.recv_timeout(left) {
+                Ok(event) => event,
+                Err(_) => return Ok(None),
+            };
+            if let Some(message) = self.handle(event)? {
+                return Ok(Some(message));
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn slots_follow_the_cluster_spec() {
+        // The examples of the Redis Cluster specification and redis-cli.
+        assert_eq!(crc16(b"123456789"), 0x31C3);
+        assert_eq!(slot(b"foo"), 12182);
+        assert_eq!(slot(b"{user1000}.following"), slot(b"{user1000}.followers"));
+        assert_eq!(slot(b"foo{}{bar}"), slot(b"foo{}{bar}"));
+        assert_ne!(slot(b"foo{}{bar}"), slot(b"bar"));
+        assert_eq!(slot(b"foo{{bar}}zap"), slot(b"{bar"));
+        assert_eq!(slot(b"foo{bar}{zap}"), slot(b"bar"));
+        assert_eq!(slot(b"redisson_lock__channel:{orders}"), slot(b"orders"));
+    }
+
+    #[test]
+    fn slot_map_reply_is_read() {
+        let node = |host: &str, port: i64| {
+            Value::Array(vec![
+                Value::BulkString(host.as_bytes().to_vec()),
+                Value::Int(port),
+                Value::BulkString(b"id".to_vec()),
+            ])
+        };
+        let reply = Value::Array(vec![
+            Value::Array(vec![
+                Value::Int(0),
+                Value::Int(5460),
+                node("10.0.0.1", 7000),
+            ]),
+            Value::Array(vec![
+                Value::Int(5461),
+                Value::Int(16383),
+                node("", 7001),
+                node("10.0.0.2", 7004),
+            ]),
+        ]);
+        let ranges = parse_slots(&reply, "127.0.0.1");
+        assert_eq!(ranges.len(), 2);
+        assert_eq!(ranges[0].node, "10.0.0.1:7000");
+        assert_eq!((ranges[1].start, ranges[1].end), (5461, 16383));
+        assert_eq!(ranges[1].node, "127.0.0.1:7001");
+    }
+}

@@ -1,0 +1,454 @@
+//! Redis Cluster (feature `cluster`): every primitive on a 3-master,
+//! 3-replica cluster of private `redis-server --cluster-enabled yes`
+//! processes, wake-ups across nodes (sharded pub/sub), a slot migration
+//! under a client's feet, and a forced failover during a contended run.
+//!
+//! Starting a cluster takes seconds, so one cluster serves every case of
+//! [`cluster_suite`] (run one after another, each on its own names); the
+//! failover test, which changes the topology, has its own. The servers are
+//! stopped by PID when their `TestCluster` drops.
+#![cfg(feature = "cluster")]
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::print_stdout
+)]
+
+mod common;
+
+use std::collections::HashMap;
+use std::process::{Command, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use common::{TestServer, unique_name, wait_until};
+use redisync::Client;
+
+const LONG_LEASE: Duration = Duration::from_secs(30);
+/// A wake-up through pub/sub arrives well within this; the TTL bound
+/// (`LONG_LEASE`) is far longer, so meeting it proves the message came.
+const PROMPT: Duration = Duration::from_secs(3);
+
+/// Six cluster nodes: after `start`, nodes 0-2 are masters, 3-5 replicas.
+struct TestCluster {
+    nodes: Vec<TestServer>,
+}
+
+impl TestCluster {
+    fn start() -> TestCluster {
+        let nodes: Vec<TestServer> = (0..6)
+            .map(|_| {
+                TestServer::start_with(&[
+                    "--cluster-enabled",
+                    "yes",
+                    "--cluster-config-file",
+                    "nodes.conf",
+                    "--cluster-node-timeout",
+                    "2000",
+                    // Keep serving the slots of other masters while one fails.
+                    "--cluster-require-full-coverage",
+                    "no",
+                ])
+            })
+            .collect();
+        let addresses: Vec<String> = nodes
+            .iter()
+            .map(|node| format!("127.0.0.1:{}", node.port()))
+            .collect();
+        let mut child = Command::new("redis-cli")
+            .args(["--cluster", "create"])
+            .args(&addresses)
+            .args(["--cluster-replicas", "1", "--cluster-yes"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("running redis-cli --cluster create (package redis-tools)");
+        let deadline = Instant::now() + Duration::from_secs(60);
+        let status = loop {
+            if let Some(status) = child.try_wait().unwrap() {
+                break status;
+            }
+            if Instant::now() > deadline {
+                let _ = child.kill();
+                let _ = child.wait();
+                panic!("redis-cli --cluster create did not finish within 60 s");
+            }
+            thread::sleep(Duration::from_millis(50));
+        };
+        assert!(status.success(), "redis-cli --cluster create: {status}");
+        let cluster = TestCluster { nodes };
+        for node in &cluster.nodes {
+            let mut conn = node.connection();
+            wait_until(
+                "every node sees the cluster ok with all six nodes",
+                Duration::from_secs(30),
+                || {
+                    let info: String = redis::cmd("CLUSTER").arg("INFO").query(&mut conn).unwrap();
+                    info.contains("cluster_state:ok")
+                        && info.contains("cluster_known_nodes:6")
+                        && info.contains("cluster_slots_ok:16384")
+                },
+            );
+        }
+        for index in 0..6 {
+            wait_until("every replica is linked", Duration::from_secs(30), || {
+                let info: String = redis::cmd("INFO")
+                    .arg("replication")
+                    .query(&mut cluster.nodes[index].connection())
+                    .unwrap();
+                info.contains("role:master") || info.contains("master_link_status:up")
+            });
+        }
+        cluster
+    }
+
+    fn url(&self, index: usize) -> String {
+        format!("redis://127.0.0.1:{}", self.nodes[index].port())
+    }
+
+    fn urls(&self) -> Vec<String> {
+        (0..self.nodes.len()).map(|i| self.url(i)).collect()
+    }
+
+    /// A client that knows only node `seed` at start.
+    fn client_seeded(&self, seed: usize) -> Client {
+        Client::builder()
+            .cluster([self.url(seed)])
+            .event_handler(Arc::new(redisync::NopEventHandler))
+            .build()
+            .expect("a client on the cluster")
+    }
+
+    /// A client seeded with every node.
+    fn client(&self) -> Client {
+        Client::builder()
+            .cluster(self.urls())
+            .event_handler(Arc::new(redisync::NopEventHandler))
+            .build()
+            .expect("a client on the cluster")
+    }
+
+    /// Slot → master port, as node `via` sees it.
+    fn slot_owners(&self, via: usize) -> Vec<(i64, i64, u16)> {
+        let reply: Vec<redis::Value> = redis::cmd("CLUSTER")
+            .arg("SLOTS")
+            .query(&mut self.nodes[via].connection())
+            .unwrap();
+        reply
+            .into_iter()
+            .map(|range| {
+                let (start, end, master): (i64, i64, (String, u16)) =
+                    redis::FromRedisValue::from_redis_value(range_head(range)).unwrap();
+                (start, end, master.1)
+            })
+            .collect()
+    }
+
+    fn slot_of(&self, key: &str) -> i64 {
+        redis::cmd("CLUSTER")
+            .arg("KEYSLOT")
+            .arg(key)
+            .query(&mut self.nodes[0].connection())
+            .unwrap()
+    }
+
+    /// The port of the master serving `key`.
+    fn owner_port(&self, key: &str) -> u16 {
+        let slot = self.slot_of(key);
+        self.slot_owners(0)
+            .into_iter()
+            .find(|(start, end, _)| *start <= slot && slot <= *end)
+            .map(|(_, _, port)| port)
+            .unwrap()
+    }
+
+    fn index_of_port(&self, port: u16) -> usize {
+        self.nodes.iter().position(|n| n.port() == port).unwrap()
+    }
+
+    /// One fresh name per master, each served by a different one.
+    fn names_on_every_master(&self, prefix: &str) -> Vec<String> {
+        let mut by_owner: HashMap<u16, String> = HashMap::new();
+        let owners = self.slot_owners(0);
+        while by_owner.len() < 3 {
+            let name = unique_name(prefix);
+            let slot = self.slot_of(&name);
+            let owner = owners
+                .iter()
+                .find(|(start, end, _)| *start <= slot && slot <= *end)
+                .unwrap()
+                .2;
+            by_owner.entry(owner).or_insert(name);
+        }
+        by_owner.into_values().collect()
+    }
+}
+
+/// The first three items of a `CLUSTER SLOTS` range (start, end, master).
+fn range_head(range: redis::Value) -> redis::Value {
+    match range {
+        redis::Value::Array(mut items) => {
+            items.truncate(3);
+            if let Some(redis::Value::Array(master)) = items.get_mut(2) {
+                master.truncate(2);
+            }
+            redis::Value::Array(items)
+        }
+        other => other,
+    }
+}
+
+/// A named case of the suite.
+type Case = (&'static str, fn(&TestCluster));
+
+/// Runs the named cases one after another on one cluster.
+fn run_cases(cluster: &TestCluster, cases: &[Case]) {
+    for (name, case) in cases {
+        let started = Instant::now();
+        eprintln!("cluster case {name} ...");
+        case(cluster);
+        eprintln!("cluster case {name} ok ({:?})", started.elapsed());
+    }
+}
+
+#[test]
+fn cluster_suite() {
+    let cluster = TestCluster::start();
+    run_cases(
+        &cluster,
+        &[
+            ("lock_unlock_on_every_master", lock_unlock_on_every_master),
+            ("seed_not_owning_the_slot", seed_not_owning_the_slot),
+            ("waiter_woken_across_nodes", waiter_woken_across_nodes),
+            (
+                "fair_lock_hands_over_in_order",
+                fair_lock_hands_over_in_order,
+            ),
+            ("read_write_lock", read_write_lock),
+            ("semaphore_wakes_a_waiter", semaphore_wakes_a_waiter),
+            ("latch_opens_for_every_waiter", latch_opens_for_every_waiter),
+            ("fenced_tokens_grow", fenced_tokens_grow),
+            ("contended_counter", contended_counter),
+        ],
+    );
+}
+
+fn lock_unlock_on_every_master(cluster: &TestCluster) {
+    let client = cluster.client();
+    for name in cluster.names_on_every_master("cl-lock") {
+        let lock = client.lock(name.as_str());
+        let guard = lock.lock().unwrap();
+        assert!(lock.is_locked().unwrap());
+        assert!(lock.is_held_by_current_thread().unwrap());
+        // The hash sits at `name` on the master of its slot.
+        let port = cluster.owner_port(&name);
+        let mut conn = cluster.nodes[cluster.index_of_port(port)].connection();
+        let exists: i64 = redis::cmd("EXISTS").arg(&name).query(&mut conn).unwrap();
+        assert_eq!(exists, 1, "{name} on its slot's master");
+        guard.unlock().unwrap();
+        assert!(!lock.is_locked().unwrap());
+    }
+}
+
+fn seed_not_owning_the_slot(cluster: &TestCluster) {
+    // Every client is seeded with one node only; each name lives on another
+    // master than some of those seeds, so the first call follows MOVED.
+    for seed in 0..6 {
+        let client = cluster.client_seeded(seed);
+        for name in cluster.names_on_every_master("cl-seed") {
+            let lock = client.lock(name.as_str());
+            let guard = lock.try_lock().unwrap().expect("free lock");
+            guard.unlock().unwrap();
+        }
+    }
+}
+
+fn waiter_woken_across_nodes(cluster: &TestCluster) {
+    // The holder and the waiter know different nodes; each name lives on a
+    // different master, so the unlock's SPUBLISH runs on a node the waiter
+    // has no command connection to.
+    let holder = cluster.client_seeded(0);
+    let waiter = cluster.client_seeded(2);
+    for name in cluster.names_on_every_master("cl-wake") {
+        let lock = holder.lock(name.as_str());
+        let guard = lock.lock_with_lease(LONG_LEASE).unwrap();
+        let waiting = waiter.lock(name.as_str());
+        let (tx, rx) = std::sync::mpsc::channel();
+        let handle = thread::spawn(move || {
+            let guard = waiting.lock_with_lease(LONG_LEASE).unwrap();
+            tx.send(Instant::now()).unwrap();
+            guard.unlock().unwrap();
+        });
+        thread::sleep(Duration::from_millis(300));
+        assert!(rx.try_recv().is_err(), "the waiter must wait");
+        let released = Instant::now();
+        guard.unlock().unwrap();
+        let acquired = rx
+            .recv_timeout(PROMPT)
+            .expect("the waiter was not woken by the unlock");
+        assert!(acquired.duration_since(released) < PROMPT);
+        handle.join().unwrap();
+    }
+}
+
+fn fair_lock_hands_over_in_order(cluster: &TestCluster) {
+    let holder = cluster.client_seeded(1);
+    let name = unique_name("cl-fair");
+    let lock = holder.fair_lock(name.as_str());
+    let guard = lock.lock_with_lease(LONG_LEASE).unwrap();
+    let order = Arc::new(parking_lot::Mutex::new(Vec::new()));
+    let mut handles = Vec::new();
+    for i in 0..3 {
+        let client = cluster.client_seeded(3 + i);
+        let name = name.clone();
+        let order = Arc::clone(&order);
+        handles.push(thread::spawn(move || {
+            let guard = client
+                .fair_lock(name.as_str())
+                .lock_with_lease(LONG_LEASE)
+                .unwrap();
+            order.lock().push(i);
+            thread::sleep(Duration::from_millis(20));
+            guard.unlock().unwrap();
+        }));
+        // Queue them in order.
+        thread::sleep(Duration::from_millis(300));
+    }
+    let started = Instant::now();
+    guard.unlock().unwrap();
+    for handle in handles {
+        handle.join().unwrap();
+    }
+    assert_eq!(*order.lock(), vec![0, 1, 2]);
+    assert!(started.elapsed() < PROMPT * 3, "{:?}", started.elapsed());
+}
+
+fn read_write_lock(cluster: &TestCluster) {
+    let a = cluster.client_seeded(0);
+    let b = cluster.client_seeded(4);
+    let name = unique_name("cl-rw");
+    let write = a.read_write_lock(name.as_str()).write();
+    let guard = write.lock_with_lease(LONG_LEASE).unwrap();
+    let mut readers = Vec::new();
+    let (tx, rx) = std::sync::mpsc::channel();
+    for _ in 0..2 {
+        let read = b.read_write_lock(name.as_str()).read();
+        let tx = tx.clone();
+        readers.push(thread::spawn(move || {
+            let guard = read.lock_with_lease(LONG_LEASE).unwrap();
+            tx.send(()).unwrap();
+            // Both readers hold at once.
+            thread::sleep(Duration::from_millis(200));
+            guard.unlock().unwrap();
+        }));
+    }
+    thread::sleep(Duration::from_millis(300));
+    assert!(rx.try_recv().is_err(), "readers wait for the writer");
+    guard.unlock().unwrap();
+    rx.recv_timeout(PROMPT).expect("first reader woken");
+    rx.recv_timeout(PROMPT).expect("second reader woken");
+    for reader in readers {
+        reader.join().unwrap();
+    }
+    // A writer waits for readers' release in turn.
+    let guard = write
+        .try_lock_for(PROMPT)
+        .unwrap()
+        .expect("write after reads");
+    guard.unlock().unwrap();
+}
+
+fn semaphore_wakes_a_waiter(cluster: &TestCluster) {
+    let a = cluster.client_seeded(2);
+    let b = cluster.client_seeded(5);
+    let name = unique_name("cl-sem");
+    let sem = a.semaphore(name.as_str());
+    assert!(sem.try_set_permits(1).unwrap());
+    let permit = sem.acquire(1).unwrap();
+    assert_eq!(sem.available_permits().unwrap(), 0);
+    let other = b.semaphore(name.as_str());
+    let handle = thread::spawn(move || {
+        let started = Instant::now();
+        let permit = other
+            .try_acquire_for(1, LONG_LEASE)
+            .unwrap()
+            .expect("woken");
+        let waited = started.elapsed();
+        permit.release().unwrap();
+        waited
+    });
+    thread::sleep(Duration::from_millis(300));
+    permit.release().unwrap();
+    let waited = handle.join().unwrap();
+    assert!(waited < Duration::from_millis(300) + PROMPT, "{waited:?}");
+    assert_eq!(sem.available_permits().unwrap(), 1);
+}
+
+fn latch_opens_for_every_waiter(cluster: &TestCluster) {
+    let name = unique_name("cl-latch");
+    let opener = cluster.client_seeded(0);
+    let latch = opener.count_down_latch(name.as_str());
+    assert!(latch.try_set_count(2).unwrap());
+    let mut waiters = Vec::new();
+    for seed in [1, 2, 3] {
+        let latch = cluster.client_seeded(seed).count_down_latch(name.as_str());
+        waiters.push(thread::spawn(move || latch.wait_for(LONG_LEASE).unwrap()));
+    }
+    thread::sleep(Duration::from_millis(300));
+    latch.count_down().unwrap();
+    assert_eq!(latch.count().unwrap(), 1);
+    let started = Instant::now();
+    latch.count_down().unwrap();
+    for waiter in waiters {
+        assert!(waiter.join().unwrap(), "latch opened");
+    }
+    assert!(started.elapsed() < PROMPT, "{:?}", started.elapsed());
+}
+
+fn fenced_tokens_grow(cluster: &TestCluster) {
+    let a = cluster.client_seeded(0);
+    let b = cluster.client_seeded(3);
+    let name = unique_name("cl-fenced");
+    let first = a.fenced_lock(name.as_str()).lock().unwrap();
+    let t1 = first.token().unwrap();
+    first.unlock().unwrap();
+    let second = b.fenced_lock(name.as_str()).lock().unwrap();
+    let t2 = second.token().unwrap();
+    second.unlock().unwrap();
+    assert!(t2 > t1, "{t1} then {t2}");
+}
+
+/// Two clients on different seeds, four threads each, a non-atomic counter
+/// on every master's lock: mutual exclusion holds and nothing is lost.
+fn contended_counter(cluster: &TestCluster) {
+    let names = cluster.names_on_every_master("cl-count");
+    let clients = [cluster.client_seeded(0), cluster.client_seeded(5)];
+    let counters: Vec<Arc<AtomicU64>> = names.iter().map(|_| Arc::default()).collect();
+    let mut handles = Vec::new();
+    for client in &clients {
+        for t in 0..4 {
+            let client = client.clone();
+            let names = names.clone();
+            let counters = counters.clone();
+            handles.push(thread::spawn(move || {
+                for i in 0..25 {
+                    let k = (t + i) % names.len();
+                    let guard = client.lock(names[k].as_str()).lock().unwrap();
+                    let value = counters[k].load(Ordering::Relaxed);
+                    thread::yield_now();
+                    counters[k].store(value + 1, Ordering::Relaxed);
+                    guard.unlock().unwrap();
+                }
+            }));
+        }
+    }
+    for handle in handles {
+        handle.join().unwrap();
+    }
+    let total: u64 = counters.iter().map(|c| c.load(Ordering::Relaxed)).sum();
+    assert_eq!(total, 2 * 4 * 25);
+}
