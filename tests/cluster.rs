@@ -233,6 +233,7 @@ fn cluster_suite() {
             ("latch_opens_for_every_waiter", latch_opens_for_every_waiter),
             ("fenced_tokens_grow", fenced_tokens_grow),
             ("contended_counter", contended_counter),
+            ("slot_migrates_under_a_waiter", slot_migrates_under_a_waiter),
         ],
     );
 }
@@ -451,4 +452,202 @@ fn contended_counter(cluster: &TestCluster) {
     }
     let total: u64 = counters.iter().map(|c| c.load(Ordering::Relaxed)).sum();
     assert_eq!(total, 2 * 4 * 25);
+}
+
+/// Node id of node `index`.
+fn node_id(cluster: &TestCluster, index: usize) -> String {
+    redis::cmd("CLUSTER")
+        .arg("MYID")
+        .query(&mut cluster.nodes[index].connection())
+        .unwrap()
+}
+
+/// Moves `slot` (and its keys) from master `from` to master `to`, the way
+/// `redis-cli --cluster reshard` does.
+fn migrate_slot(cluster: &TestCluster, slot: i64, from: usize, to: usize) {
+    let (from_id, to_id) = (node_id(cluster, from), node_id(cluster, to));
+    let mut source = cluster.nodes[from].connection();
+    let mut dest = cluster.nodes[to].connection();
+    let setslot = |conn: &mut redis::Connection, how: &str, id: &str| {
+        redis::cmd("CLUSTER")
+            .arg("SETSLOT")
+            .arg(slot)
+            .arg(how)
+            .arg(id)
+            .query::<()>(conn)
+            .unwrap();
+    };
+    setslot(&mut dest, "IMPORTING", &from_id);
+    setslot(&mut source, "MIGRATING", &to_id);
+    loop {
+        let keys: Vec<String> = redis::cmd("CLUSTER")
+            .arg("GETKEYSINSLOT")
+            .arg(slot)
+            .arg(100)
+            .query(&mut source)
+            .unwrap();
+        if keys.is_empty() {
+            break;
+        }
+        redis::cmd("MIGRATE")
+            .arg("127.0.0.1")
+            .arg(cluster.nodes[to].port())
+            .arg("")
+            .arg(0)
+            .arg(5000)
+            .arg("KEYS")
+            .arg(&keys)
+            .query::<()>(&mut source)
+            .unwrap();
+    }
+    for index in 0..3 {
+        setslot(&mut cluster.nodes[index].connection(), "NODE", &to_id);
+    }
+    wait_until(
+        "every node sees the new owner",
+        Duration::from_secs(10),
+        || {
+            (0..6).all(|via| {
+                cluster.slot_owners(via).iter().any(|(start, end, port)| {
+                    *start <= slot && slot <= *end && *port == cluster.nodes[to].port()
+                })
+            })
+        },
+    );
+}
+
+/// A lock's slot moves to another master while a waiter (of another
+/// client) is parked on it: the holder's unlock follows MOVED, and the
+/// waiter still gets the lock promptly (woken on the new owner, or by the
+/// subscriber's resubscription after the old owner dropped its channel).
+fn slot_migrates_under_a_waiter(cluster: &TestCluster) {
+    let holder = cluster.client_seeded(0);
+    let waiter = cluster.client_seeded(1);
+    let name = cluster.names_on_every_master("cl-migrate").remove(0);
+    let from = cluster.index_of_port(cluster.owner_port(&name));
+    let to = (from + 1) % 3;
+    let guard = holder
+        .lock(name.as_str())
+        .lock_with_lease(LONG_LEASE)
+        .unwrap();
+    let waiting = waiter.lock(name.as_str());
+    let (tx, rx) = std::sync::mpsc::channel();
+    let handle = thread::spawn(move || {
+        let guard = waiting.lock_with_lease(LONG_LEASE).unwrap();
+        tx.send(()).unwrap();
+        guard.unlock().unwrap();
+    });
+    thread::sleep(Duration::from_millis(300));
+    migrate_slot(cluster, cluster.slot_of(&name), from, to);
+    assert!(rx.try_recv().is_err(), "the waiter must still wait");
+    assert_eq!(cluster.owner_port(&name), cluster.nodes[to].port());
+    guard.unlock().unwrap();
+    rx.recv_timeout(PROMPT)
+        .expect("the waiter was not woken after the migration");
+    handle.join().unwrap();
+    // And the lock works on its new master.
+    let guard = holder
+        .lock(name.as_str())
+        .try_lock()
+        .unwrap()
+        .expect("free");
+    guard.unlock().unwrap();
+}
+
+/// A replica takes over (`CLUSTER FAILOVER`) a master while two clients'
+/// threads contend for locks on every master with non-atomic counters:
+/// every thread finishes its rounds (calls that fail during the switch
+/// are retried), no increment is lost, and no two holders overlap.
+#[test]
+fn failover_during_a_contended_run() {
+    let cluster = TestCluster::start();
+    let names = cluster.names_on_every_master("cl-failover");
+    let clients = [cluster.client_seeded(0), cluster.client_seeded(4)];
+    let counters: Vec<Arc<AtomicU64>> = names.iter().map(|_| Arc::default()).collect();
+    let overlaps = Arc::new(AtomicU64::new(0));
+    let errors = Arc::new(AtomicU64::new(0));
+    let failed_unlocks = Arc::new(AtomicU64::new(0));
+    const ROUNDS: usize = 150;
+    let finished = Arc::new(AtomicU64::new(0));
+    let mut handles = Vec::new();
+    for client in &clients {
+        for t in 0..3 {
+            let client = client.clone();
+            let names = names.clone();
+            let counters = counters.clone();
+            let overlaps = Arc::clone(&overlaps);
+            let errors = Arc::clone(&errors);
+            let failed_unlocks = Arc::clone(&failed_unlocks);
+            let finished = Arc::clone(&finished);
+            handles.push(thread::spawn(move || {
+                let deadline = Instant::now() + Duration::from_secs(90);
+                for i in 0..ROUNDS {
+                    let k = (t + i) % names.len();
+                    let lock = client.lock(names[k].as_str());
+                    let guard = loop {
+                        assert!(Instant::now() < deadline, "a thread stopped progressing");
+                        match lock.lock_with_lease(Duration::from_secs(10)) {
+                            Ok(guard) => break guard,
+                            Err(_) => {
+                                errors.fetch_add(1, Ordering::Relaxed);
+                                thread::sleep(Duration::from_millis(50));
+                            }
+                        }
+                    };
+                    let value = counters[k].load(Ordering::Relaxed);
+                    thread::sleep(Duration::from_millis(5));
+                    if counters[k].load(Ordering::Relaxed) != value {
+                        overlaps.fetch_add(1, Ordering::Relaxed);
+                    }
+                    counters[k].store(value + 1, Ordering::Relaxed);
+                    // The library retries an unlock through the switch
+                    // (idempotently); none may be lost.
+                    if let Err(err) = guard.unlock() {
+                        failed_unlocks.fetch_add(1, Ordering::Relaxed);
+                        eprintln!("unlock failed: {err}");
+                    }
+                }
+                finished.fetch_add(1, Ordering::Relaxed);
+            }));
+        }
+    }
+    // Let the run get going, then fail over the master of names[0].
+    thread::sleep(Duration::from_millis(500));
+    let master = cluster.index_of_port(cluster.owner_port(&names[0]));
+    let master_id = node_id(&cluster, master);
+    let replica = (3..6)
+        .find(|&r| {
+            let nodes: String = redis::cmd("CLUSTER")
+                .arg("NODES")
+                .query(&mut cluster.nodes[r].connection())
+                .unwrap();
+            nodes
+                .lines()
+                .any(|line| line.contains("myself") && line.contains(&master_id))
+        })
+        .expect("the master's replica");
+    redis::cmd("CLUSTER")
+        .arg("FAILOVER")
+        .query::<()>(&mut cluster.nodes[replica].connection())
+        .unwrap();
+    wait_until("the replica took over", Duration::from_secs(20), || {
+        cluster.owner_port(&names[0]) == cluster.nodes[replica].port()
+    });
+    assert_eq!(
+        finished.load(Ordering::Relaxed),
+        0,
+        "the run must still be going when the failover completes"
+    );
+    for handle in handles {
+        handle.join().unwrap();
+    }
+    let total: u64 = counters.iter().map(|c| c.load(Ordering::Relaxed)).sum();
+    eprintln!(
+        "failover run: {total} increments, {} overlaps, {} retried errors",
+        overlaps.load(Ordering::Relaxed),
+        errors.load(Ordering::Relaxed)
+    );
+    assert_eq!(total, (2 * 3 * ROUNDS) as u64);
+    assert_eq!(overlaps.load(Ordering::Relaxed), 0);
+    assert_eq!(failed_unlocks.load(Ordering::Relaxed), 0);
 }
