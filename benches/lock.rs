@@ -1,6 +1,8 @@
 //! Lock benchmarks against a private `redis-server` this bench starts itself.
 //!
-//! Run: `cargo bench --bench lock` (about 2 minutes). Criterion's reports
+//! Run: `cargo bench --bench lock` (about 2 minutes), or `cargo bench
+//! --bench lock --features cluster` to add the `cluster` group (needs
+//! `redis-cli`, package redis-tools). Criterion's reports
 //! go to `target/criterion/`; the lines that matter are printed to stderr:
 //! one per contended run, then a summary of medians timed by this file
 //! (interleaved, in the same run) with the ratios the issue asks for.
@@ -12,8 +14,8 @@
 //! inherits the mask) and pins it again explicitly by its PID (`taskset -a
 //! -cp 0 <server pid>`); the extra redis-servers of the `multi` group are
 //! started and pinned the same way, each by its own PID, and so are the
-//! master and the replica of the `replica_ack` group. Nothing else is
-//! pinned. If `taskset` is missing or
+//! master and the replica of the `replica_ack` group, and the 3 masters of
+//! the `cluster` group. Nothing else is pinned. If `taskset` is missing or
 //! fails, the bench says so and runs unpinned; set `REDISYNC_BENCH_NO_PIN=1`
 //! to run unpinned on purpose.
 //!
@@ -49,6 +51,17 @@
 //!   each of the two scripts, on the same connection). The summary shows
 //!   each against the floor pair and the two against each other: the `WAIT`
 //!   overhead.
+//! - `cluster` (feature `cluster` only): a private 3-master Redis Cluster
+//!   (`--cluster-enabled yes`, joined by `redis-cli --cluster create
+//!   --cluster-replicas 0`; no replicas, which the pair never talks to).
+//!   `evalsha_pair`: the floor pair's two scripts (the release in its
+//!   `SPUBLISH` form, as the library loads it for a cluster) through the
+//!   `redis` crate's `ClusterConnection`, which routes both to the slot's
+//!   master; `lock_unlock`: the uncontended `lock()` + `unlock()` pair
+//!   through a `Client::open_cluster` client, on the same lock name (so the
+//!   same master); `standalone_lock_unlock`: the same pair on the bench
+//!   server, for criterion's side-by-side view. The summary shows the
+//!   cluster pair against the cluster floor and against the standalone pair.
 //! - `handoff`: from one thread's `unlock()` to another thread's return from
 //!   `lock()` on the same lock, with both threads on one client or on two;
 //!   `fair_*`: the same on a fair lock, where the waiter is queued in Redis
@@ -93,6 +106,10 @@ use redisync::{
     Client, CountDownLatch, Lock, MemoryBackend, MultiLock, PermitExpirableSemaphore, RedLock,
     Semaphore, SemaphorePermit,
 };
+
+/// A named own-timing case only some builds have (the `cluster` pairs),
+/// interleaved with the others.
+type ExtraCase = (&'static str, Box<dyn FnMut()>);
 
 /// The fixed lease of the `lock_with_lease` benches.
 const LEASE: Duration = Duration::from_secs(30);
@@ -214,6 +231,48 @@ fn main() {
         .build()
         .expect("client with replica acknowledgement");
 
+    // The cluster of the `cluster` group: every node pinned by its PID.
+    #[cfg(feature = "cluster")]
+    let bench_cluster = cluster::BenchCluster::start();
+    #[cfg(feature = "cluster")]
+    let cluster_pinned = {
+        let each: Vec<bool> = bench_cluster
+            .nodes
+            .iter()
+            .map(|n| pinned && pin_server(n.pid()))
+            .collect();
+        let all = each.iter().all(|p| *p);
+        eprintln!(
+            "bench: cluster of {} masters: {}; pinning: {}",
+            bench_cluster.nodes.len(),
+            bench_cluster
+                .nodes
+                .iter()
+                .map(|n| format!("pid {} at {}", n.pid(), n.url()))
+                .collect::<Vec<_>>()
+                .join(", "),
+            if all {
+                format!(
+                    "all on CPU 0 (Cpus_allowed_list: {})",
+                    bench_cluster
+                        .nodes
+                        .iter()
+                        .map(|n| cpus_allowed(&n.pid().to_string()))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                )
+            } else {
+                "NOT all pinned (numbers will swing with cross-CPU wake-ups)".to_owned()
+            }
+        );
+        all
+    };
+    #[cfg(not(feature = "cluster"))]
+    let cluster_pinned = true;
+    #[cfg(feature = "cluster")]
+    let cluster_client =
+        Client::open_cluster(bench_cluster.urls()).expect("redisync client on the cluster");
+
     let url = server.url();
     let redis_client = Client::open(&url).expect("redisync client on the bench server");
     let redis_client_b = Client::open(&url).expect("second redisync client");
@@ -331,6 +390,25 @@ fn main() {
         group.finish();
     }
 
+    // --- cluster: the pair on a Redis Cluster vs standalone ---
+    #[cfg(feature = "cluster")]
+    {
+        let mut group = c.benchmark_group("cluster");
+        group
+            .warm_up_time(Duration::from_millis(500))
+            .measurement_time(Duration::from_secs(2));
+        let name = unique_name("bench:cluster");
+        let lock = cluster_client.lock(&name);
+        let mut floor = cluster::ClusterFloor::new(&bench_cluster, &name);
+        let standalone = redis_client.lock(unique_name("bench:cluster:standalone"));
+        group.bench_function("evalsha_pair", |b| b.iter(|| floor.pair()));
+        group.bench_function("lock_unlock", |b| b.iter(|| lock_unlock(&lock)));
+        group.bench_function("standalone_lock_unlock", |b| {
+            b.iter(|| lock_unlock(&standalone));
+        });
+        group.finish();
+    }
+
     // --- handoff ---
     {
         let mut group = c.benchmark_group("handoff");
@@ -437,13 +515,25 @@ fn main() {
     if list_mode {
         return;
     }
+    // Cases only some builds have, interleaved with the others.
+    #[allow(unused_mut)]
+    let mut extra_cases: Vec<ExtraCase> = Vec::new();
+    #[cfg(feature = "cluster")]
+    {
+        let name = unique_name("bench:own:cluster");
+        let lock = cluster_client.lock(&name);
+        let mut floor = cluster::ClusterFloor::new(&bench_cluster, &name);
+        extra_cases.push(("cluster/evalsha_pair", Box::new(move || floor.pair())));
+        extra_cases.push(("cluster/lock_unlock", Box::new(move || lock_unlock(&lock))));
+    }
     own_measurements(
         &server,
         [&redis_client, &redis_client_b, &memory_client],
         &masters,
         [&ack_without, &ack_with],
+        extra_cases,
         test_mode,
-        pinned && server_pinned && extras_pinned && repl_pinned,
+        pinned && server_pinned && extras_pinned && repl_pinned && cluster_pinned,
         !test_mode,
     );
 }
@@ -506,6 +596,127 @@ fn cpus_allowed(pid: &str) -> String {
                 .map(|v| v.trim().to_owned())
         })
         .unwrap_or_else(|| "?".to_owned())
+}
+
+// ---------------------------------------------------------------- cluster --
+
+/// The `cluster` group (feature `cluster`): a private 3-master cluster (no
+/// replicas: the pair only talks to its slot's master), every node pinned to
+/// CPU 0 like the other servers, a redisync client on it, and the floor pair
+/// through the `redis` crate's `ClusterConnection`.
+#[cfg(feature = "cluster")]
+mod cluster {
+    use std::process::{Command, Stdio};
+    use std::time::Duration;
+
+    use super::common::{TestServer, wait_until};
+    use super::{LATCH_MS, LEASE_MS, black_box};
+
+    /// Three `--cluster-enabled yes` redis-servers joined by `redis-cli
+    /// --cluster create --cluster-replicas 0` (a minimal copy of
+    /// tests/cluster.rs's starter, without the replicas).
+    pub(super) struct BenchCluster {
+        pub(super) nodes: Vec<TestServer>,
+    }
+
+    impl BenchCluster {
+        pub(super) fn start() -> BenchCluster {
+            let nodes: Vec<TestServer> = (0..3)
+                .map(|_| {
+                    TestServer::start_with(&[
+                        "--cluster-enabled",
+                        "yes",
+                        "--cluster-config-file",
+                        "nodes.conf",
+                    ])
+                })
+                .collect();
+            let status = Command::new("redis-cli")
+                .args(["--cluster", "create"])
+                .args(nodes.iter().map(|n| format!("127.0.0.1:{}", n.port())))
+                .args(["--cluster-replicas", "0", "--cluster-yes"])
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .status()
+                .expect("running redis-cli --cluster create (package redis-tools)");
+            assert!(status.success(), "redis-cli --cluster create: {status}");
+            for node in &nodes {
+                let mut conn = node.connection();
+                wait_until("the cluster is ok", Duration::from_secs(30), || {
+                    let info: String = redis::cmd("CLUSTER").arg("INFO").query(&mut conn).unwrap();
+                    info.contains("cluster_state:ok") && info.contains("cluster_known_nodes:3")
+                });
+            }
+            BenchCluster { nodes }
+        }
+
+        pub(super) fn urls(&self) -> Vec<String> {
+            self.nodes.iter().map(TestServer::url).collect()
+        }
+    }
+
+    /// The cluster floor: [`super::Floor::pair`]'s two scripts (the release
+    /// in its sharded form, `SPUBLISH`, as the library loads it for a
+    /// cluster) by EVALSHA through a `ClusterConnection`, which routes both
+    /// to the master of `name`'s slot.
+    pub(super) struct ClusterFloor {
+        conn: redis::cluster::ClusterConnection,
+        acquire: redis::Script,
+        release: redis::Script,
+        name: String,
+        channel: String,
+        holder: String,
+        latch_prefix: String,
+        releases: u64,
+    }
+
+    impl ClusterFloor {
+        /// On lock `name` (the cluster lock's own name, so the same master;
+        /// the two never overlap: each call ends with the lock free).
+        pub(super) fn new(cluster: &BenchCluster, name: &str) -> ClusterFloor {
+            let client = redis::cluster::ClusterClient::new(cluster.urls()).unwrap();
+            let release = include_str!("../lua/lock_release.lua")
+                .replace("redis.call('publish',", "redis.call('spublish',");
+            assert!(release.contains("spublish"), "no sharded publish");
+            ClusterFloor {
+                conn: client.get_connection().unwrap(),
+                acquire: redis::Script::new(include_str!("../lua/lock_acquire.lua")),
+                release: redis::Script::new(&release),
+                channel: format!("redisson_lock__channel:{{{name}}}"),
+                latch_prefix: format!("redisson_unlock_latch:{{{name}}}:floor"),
+                holder: format!("{}:1", uuid::Uuid::new_v4()),
+                name: name.to_owned(),
+                releases: 0,
+            }
+        }
+
+        pub(super) fn pair(&mut self) {
+            let acquired: Option<i64> = self
+                .acquire
+                .key(&self.name)
+                .arg(LEASE_MS)
+                .arg(&self.holder)
+                .invoke(&mut self.conn)
+                .unwrap();
+            assert_eq!(acquired, None, "cluster floor acquire found the lock held");
+            self.releases += 1;
+            let latch = format!("{}:{}", self.latch_prefix, self.releases);
+            let released: Option<i64> = self
+                .release
+                .key(&self.name)
+                .key(&self.channel)
+                .key(&latch)
+                .arg("0")
+                .arg(LEASE_MS)
+                .arg(&self.holder)
+                .arg(LATCH_MS)
+                .invoke(&mut self.conn)
+                .unwrap();
+            assert_eq!(released, Some(1), "cluster floor release did not release");
+            black_box(released);
+        }
+    }
 }
 
 // ------------------------------------------------------------ replica_ack --
@@ -1111,11 +1322,13 @@ fn criterion_median(id: &str) -> Option<Duration> {
     Some(Duration::from_secs_f64(nanos / 1e9))
 }
 
+#[allow(clippy::too_many_arguments)]
 fn own_measurements(
     server: &TestServer,
     clients: [&Client; 3],
     masters: &[&Client],
     replicated: [&Client; 2],
+    mut extra_cases: Vec<ExtraCase>,
     test_mode: bool,
     pinned: bool,
     ran_criterion: bool,
@@ -1183,7 +1396,7 @@ fn own_measurements(
     let ack_with_lock = ack_with.lock(unique_name("bench:own:replica_ack"));
     let mut ack_without_pair = || lock_unlock(&ack_without_lock);
     let mut ack_with_pair = || lock_unlock(&ack_with_lock);
-    let mut cases: [(&'static str, &mut dyn FnMut()); 24] = [
+    let mut cases: Vec<(&'static str, &mut dyn FnMut())> = vec![
         ("floor/ping", &mut ping),
         ("floor/evalsha_pair", &mut pair),
         ("uncontended/redis/lock_unlock", &mut redis_wd),
@@ -1227,6 +1440,10 @@ fn own_measurements(
         ("replica_ack/without/lock_unlock", &mut ack_without_pair),
         ("replica_ack/with/lock_unlock", &mut ack_with_pair),
     ];
+    // Feature-dependent cases (indices 24..), found by name below.
+    for (name, case) in &mut extra_cases {
+        cases.push((*name, &mut **case));
+    }
     let names: Vec<&'static str> = cases.iter().map(|(n, _)| *n).collect();
     let times = interleaved(&mut cases, per_block, blocks, per_block);
     let s: Vec<Stats> = times.iter().map(|t| stats(t)).collect();
@@ -1483,6 +1700,35 @@ fn own_measurements(
         (us(s[23].median) - us(s[22].median)) / 2.0,
         ratio(s[23].median, pair.median)
     );
+    // Redis Cluster: the same pair on a 3-master cluster (the slot's
+    // master), against the cluster's floor and the standalone pair.
+    #[cfg(feature = "cluster")]
+    {
+        let at = |n: &str| names.iter().position(|x| *x == n).unwrap();
+        let (floor_i, pair_i) = (at("cluster/evalsha_pair"), at("cluster/lock_unlock"));
+        let (cl_floor, cl_pair) = (s[floor_i], s[pair_i]);
+        eprintln!(
+            "  Redis Cluster (3 masters, pinned; both on one lock name, so on its slot's master):"
+        );
+        line(
+            names[floor_i],
+            cl_floor,
+            format!(
+                "  = {:.2} × standalone floor pair",
+                ratio(cl_floor.median, pair.median)
+            ),
+        );
+        line(
+            names[pair_i],
+            cl_pair,
+            format!(
+                "  = {:.2} × cluster floor pair, {:.2} × standalone lock_unlock, {:.2} × standalone floor pair",
+                ratio(cl_pair.median, cl_floor.median),
+                ratio(cl_pair.median, redis_wd.median),
+                ratio(cl_pair.median, pair.median)
+            ),
+        );
+    }
     for (label, st) in &handoff_stats {
         let stalls = if st.stalls > 0 {
             format!(
