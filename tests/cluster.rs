@@ -39,6 +39,13 @@ struct TestCluster {
 
 impl TestCluster {
     fn start() -> TestCluster {
+        Self::start_with_node_timeout(2000)
+    }
+
+    /// `node_timeout_ms`: how long a master may be unreachable before the
+    /// others mark it failed and its replica starts an election.
+    fn start_with_node_timeout(node_timeout_ms: u32) -> TestCluster {
+        let node_timeout = node_timeout_ms.to_string();
         let nodes: Vec<TestServer> = (0..6)
             .map(|_| {
                 TestServer::start_with(&[
@@ -47,7 +54,7 @@ impl TestCluster {
                     "--cluster-config-file",
                     "nodes.conf",
                     "--cluster-node-timeout",
-                    "2000",
+                    &node_timeout,
                     // Keep serving the slots of other masters while one fails.
                     "--cluster-require-full-coverage",
                     "no",
@@ -149,17 +156,26 @@ impl TestCluster {
     }
 
     fn slot_of(&self, key: &str) -> i64 {
+        self.slot_of_via(key, 0)
+    }
+
+    fn slot_of_via(&self, key: &str, via: usize) -> i64 {
         redis::cmd("CLUSTER")
             .arg("KEYSLOT")
             .arg(key)
-            .query(&mut self.nodes[0].connection())
+            .query(&mut self.nodes[via].connection())
             .unwrap()
     }
 
     /// The port of the master serving `key`.
     fn owner_port(&self, key: &str) -> u16 {
-        let slot = self.slot_of(key);
-        self.slot_owners(0)
+        self.owner_port_via(key, 0)
+    }
+
+    /// The port of the master serving `key`, as node `via` sees it.
+    fn owner_port_via(&self, key: &str, via: usize) -> u16 {
+        let slot = self.slot_of_via(key, via);
+        self.slot_owners(via)
             .into_iter()
             .find(|(start, end, _)| *start <= slot && slot <= *end)
             .map(|(_, _, port)| port)
@@ -650,4 +666,262 @@ fn failover_during_a_contended_run() {
     assert_eq!(total, (2 * 3 * ROUNDS) as u64);
     assert_eq!(overlaps.load(Ordering::Relaxed), 0);
     assert_eq!(failed_unlocks.load(Ordering::Relaxed), 0);
+}
+
+/// The replica (among nodes 3-5) of master `master`.
+fn replica_of(cluster: &TestCluster, master: usize) -> usize {
+    let master_id = node_id(cluster, master);
+    (3..6)
+        .find(|&r| {
+            let nodes: String = redis::cmd("CLUSTER")
+                .arg("NODES")
+                .query(&mut cluster.nodes[r].connection())
+                .unwrap();
+            nodes
+                .lines()
+                .any(|line| line.contains("myself") && line.contains(&master_id))
+        })
+        .expect("the master's replica")
+}
+
+/// What one thread of [`master_killed_during_a_contended_run`] saw.
+#[derive(Default)]
+struct KillStats {
+    /// Rounds completed (lock, increment, unlock attempted).
+    rounds: u64,
+    /// Rounds completed after the promotion was observed.
+    rounds_after_promotion: u64,
+    /// Calls (lock or unlock) that failed with a `Backend` error and, for a
+    /// lock, were retried by the thread.
+    retried_errors: u64,
+    /// Unlocks that failed, by when they started (relative to the window).
+    failed_unlocks_in_window: u64,
+    failed_unlocks_after_recovery: u64,
+    /// When the thread first completed a round on the killed master's lock
+    /// that it had started after the kill.
+    first_dead_round_after_kill: Option<Instant>,
+    /// Overlaps seen (another holder's increment during ours), with when.
+    overlaps: Vec<Instant>,
+}
+
+/// A master is SIGKILLed (by PID) in the middle of a contended run: two
+/// clients, three threads each, locks on every master (one of them the
+/// killed master's) with non-atomic counters, and waiters parked on the
+/// killed master's lock at the moment of the kill (the main thread holds
+/// it). With `--cluster-node-timeout 1000` its replica is promoted within
+/// seconds; after that every thread must keep progressing, the main
+/// thread's unlock (of the lock taken before the kill, replicated to the
+/// promoted replica) must succeed, and no unlock started after the
+/// recovery may fail.
+///
+/// What the failover window (from the kill until the promotion plus
+/// `GRACE`) allows, and what is counted rather than forbidden:
+/// - lock calls fail with `Backend` errors (anything else fails the test);
+///   the thread retries them after 20 ms;
+/// - unlocks started in the window may fail (the master is dead; the
+///   library's own retries give up before the promotion): the lock then
+///   stays held until its lease (3 s here) expires on the promoted replica;
+/// - a lock taken on the dead master and not yet replicated when it died
+///   is lost (replication is asynchronous), so another client may take it
+///   on the promoted replica while the first still believes it holds it:
+///   such an overlap can only happen right at the kill, so overlaps are
+///   counted by when they happen and only those outside the window fail
+///   the test (in practice none: a critical section lasts 5 ms, the
+///   promotion seconds).
+///
+/// The clients are seeded with replicas (nodes 3 and 5), which all
+/// survive: a client whose only seed is the killed node cannot build a new
+/// connection (the `redis` crate starts each cluster connection from its
+/// seeds), which is a known limitation.
+#[test]
+fn master_killed_during_a_contended_run() {
+    /// How long after the promotion the window stays open: the other
+    /// masters and the clients learn the new topology.
+    const GRACE: Duration = Duration::from_secs(2);
+    /// Rounds each thread must complete after the promotion.
+    const ROUNDS_AFTER: u64 = 20;
+    /// Everything must be done this long after the kill.
+    const BOUND: Duration = Duration::from_secs(60);
+    let lease = Duration::from_secs(3);
+
+    let mut cluster = TestCluster::start_with_node_timeout(1000);
+    let names = cluster.names_on_every_master("cl-kill");
+    let dead_name = names[0].clone();
+    let master = cluster.index_of_port(cluster.owner_port(&dead_name));
+    let replica = replica_of(&cluster, master);
+    let clients = [cluster.client_seeded(3), cluster.client_seeded(5)];
+    let counters: Vec<Arc<AtomicU64>> = names.iter().map(|_| Arc::default()).collect();
+    // Set by the main thread, read by the workers.
+    let killed_at: Arc<parking_lot::Mutex<Option<Instant>>> = Arc::default();
+    let promoted_at: Arc<parking_lot::Mutex<Option<Instant>>> = Arc::default();
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let mut handles = Vec::new();
+    for client in &clients {
+        for t in 0..3 {
+            let client = client.clone();
+            let names = names.clone();
+            let counters = counters.clone();
+            let killed_at = Arc::clone(&killed_at);
+            let promoted_at = Arc::clone(&promoted_at);
+            let stop = Arc::clone(&stop);
+            handles.push(thread::spawn(move || {
+                let mut stats = KillStats::default();
+                let in_window = |at: Instant| {
+                    let killed = *killed_at.lock();
+                    let promoted = *promoted_at.lock();
+                    killed.is_some_and(|k| at >= k) && promoted.is_none_or(|p| at <= p + GRACE)
+                };
+                let mut i = 0;
+                while !stop.load(Ordering::Relaxed) {
+                    let k = (t + i) % names.len();
+                    i += 1;
+                    let lock = client.lock(names[k].as_str());
+                    let started = Instant::now();
+                    let guard = loop {
+                        match lock.lock_with_lease(lease) {
+                            Ok(guard) => break guard,
+                            Err(err) => {
+                                assert!(err.is_backend(), "lock failed with {err}");
+                                stats.retried_errors += 1;
+                                thread::sleep(Duration::from_millis(20));
+                            }
+                        }
+                    };
+                    let value = counters[k].load(Ordering::Relaxed);
+                    thread::sleep(Duration::from_millis(5));
+                    if counters[k].load(Ordering::Relaxed) != value {
+                        stats.overlaps.push(Instant::now());
+                    }
+                    counters[k].store(value + 1, Ordering::Relaxed);
+                    let unlocking = Instant::now();
+                    if let Err(err) = guard.unlock() {
+                        assert!(err.is_backend(), "unlock failed with {err}");
+                        stats.retried_errors += 1;
+                        if in_window(unlocking) {
+                            stats.failed_unlocks_in_window += 1;
+                        } else {
+                            stats.failed_unlocks_after_recovery += 1;
+                            eprintln!("unlock after the recovery failed: {err}");
+                        }
+                    }
+                    stats.rounds += 1;
+                    if promoted_at.lock().is_some_and(|p| started >= p) {
+                        stats.rounds_after_promotion += 1;
+                    }
+                    if k == 0
+                        && stats.first_dead_round_after_kill.is_none()
+                        && killed_at.lock().is_some_and(|at| started >= at)
+                    {
+                        stats.first_dead_round_after_kill = Some(Instant::now());
+                    }
+                }
+                stats
+            }));
+        }
+    }
+    // Let the run get going, then hold the doomed master's lock so that
+    // waiters of both clients are parked on it when it dies.
+    thread::sleep(Duration::from_millis(700));
+    let parker = cluster.client_seeded(4);
+    let parked = parker.lock(dead_name.as_str());
+    let parked_guard = parked
+        .lock_with_lease(Duration::from_secs(10))
+        .expect("the main thread's lock before the kill");
+    thread::sleep(Duration::from_millis(500));
+    let rounds_before: u64 = counters.iter().map(|c| c.load(Ordering::Relaxed)).sum();
+    // SIGKILL, by the child's own handle (its PID), never by name.
+    eprintln!(
+        "killing master node {master} (pid {}, port {}), replica node {replica}",
+        cluster.nodes[master].pid(),
+        cluster.nodes[master].port()
+    );
+    let kill = Instant::now();
+    cluster.nodes[master].stop();
+    *killed_at.lock() = Some(kill);
+    let dead_port = cluster.nodes[master].port();
+    let promoted_port = cluster.nodes[replica].port();
+    loop {
+        assert!(kill.elapsed() < BOUND, "the replica was never promoted");
+        if cluster.owner_port_via(&dead_name, replica) == promoted_port {
+            break;
+        }
+        thread::sleep(Duration::from_millis(10));
+    }
+    let promotion = Instant::now();
+    *promoted_at.lock() = Some(promotion);
+    eprintln!(
+        "promoted node {replica} (was replica of port {dead_port}) {:?} after the kill",
+        promotion - kill
+    );
+    // The lock held across the kill was replicated before it (half a
+    // second earlier): its unlock reaches the promoted replica (the
+    // library retries it while the client's connections and slot map
+    // catch up) and wakes the waiters parked on it.
+    let unlocking = Instant::now();
+    parked_guard
+        .unlock()
+        .expect("the unlock of the lock held across the kill, after the promotion");
+    let main_unlock_took = unlocking.elapsed();
+    // Every thread must keep progressing after the promotion: let them run
+    // well past the window, then check each one's rounds (below).
+    let recovered = promotion + GRACE + Duration::from_secs(4);
+    assert!(recovered < kill + BOUND, "the promotion took too long");
+    thread::sleep(recovered.saturating_duration_since(Instant::now()));
+    stop.store(true, Ordering::Relaxed);
+    let stats: Vec<KillStats> = handles.into_iter().map(|h| h.join().unwrap()).collect();
+    let window_end = promotion + GRACE;
+    let total: u64 = counters.iter().map(|c| c.load(Ordering::Relaxed)).sum();
+    let rounds: u64 = stats.iter().map(|s| s.rounds).sum();
+    let retried: u64 = stats.iter().map(|s| s.retried_errors).sum();
+    let overlaps: Vec<Instant> = stats.iter().flat_map(|s| s.overlaps.clone()).collect();
+    let overlaps_in_window = overlaps
+        .iter()
+        .filter(|&&at| at >= kill && at <= window_end)
+        .count();
+    let failed_in_window: u64 = stats.iter().map(|s| s.failed_unlocks_in_window).sum();
+    let failed_after: u64 = stats.iter().map(|s| s.failed_unlocks_after_recovery).sum();
+    let all_progressing = stats
+        .iter()
+        .map(|s| s.first_dead_round_after_kill.map(|at| at - kill))
+        .collect::<Option<Vec<Duration>>>()
+        .map(|each| each.into_iter().max().unwrap_or_default());
+    eprintln!(
+        "master kill: promoted after {:?}; main unlock took {:?}; every thread \
+         completed a round on the killed master's lock {:?} after the kill; \
+         {rounds} rounds ({rounds_before} before the kill), {total} increments, \
+         {retried} retried errors, {} overlaps ({overlaps_in_window} in the window), \
+         {failed_in_window} failed unlocks in the window, {failed_after} after; \
+         rounds after the promotion per thread: {:?}; checked at {:?} after the kill",
+        promotion - kill,
+        main_unlock_took,
+        all_progressing,
+        overlaps.len(),
+        stats
+            .iter()
+            .map(|s| s.rounds_after_promotion)
+            .collect::<Vec<_>>(),
+        recovered - kill,
+    );
+    for (index, s) in stats.iter().enumerate() {
+        assert!(
+            s.rounds_after_promotion >= ROUNDS_AFTER,
+            "thread {index} did only {} rounds after the promotion",
+            s.rounds_after_promotion
+        );
+    }
+    assert!(
+        all_progressing.is_some(),
+        "a thread never got the killed master's lock after the kill"
+    );
+    assert_eq!(
+        overlaps.len(),
+        overlaps_in_window,
+        "overlaps outside the failover window"
+    );
+    assert_eq!(failed_after, 0, "unlocks after the recovery failed");
+    // An increment is lost only to an (allowed, in-window) overlap.
+    assert!(
+        total + overlaps_in_window as u64 >= rounds && total <= rounds,
+        "{total} increments for {rounds} rounds"
+    );
 }

@@ -3,7 +3,12 @@
 //! Commands go through the `redis` crate's blocking cluster connection (one
 //! per pooled connection): it sends each script to the master of its first
 //! key's slot (every key of a primitive shares that slot, see `keys.rs`),
-//! follows MOVED and ASK, and refreshes its slot map after a failover. A
+//! follows MOVED and ASK, and refreshes its slot map after a graceful
+//! failover (READONLY, MOVED). It does not after a master is killed: it
+//! retries the dead address until its (bounded) retries run out, so a
+//! cluster connection that failed with anything but a server reply is
+//! discarded by the pool (`Target::discards_after` in `redis.rs`) and its
+//! replacement reads the slot map afresh from the seeds. A
 //! NOSCRIPT reply makes `Script::invoke` send `SCRIPT LOAD`, which the
 //! cluster connection routes to every master, then retry.
 //!
@@ -88,9 +93,18 @@ impl ClusterTarget {
             }
             seeds.push(info);
         }
+        // Bounded retries inside one call: the crate's defaults (16 retries,
+        // waits of up to 655 s between them on CLUSTERDOWN/TRYAGAIN) could
+        // hold a call far beyond the response timeout while a failover is
+        // under way. A call that still fails returns a retryable backend
+        // error, and its connection is replaced (see `discards_after`).
+        // Six retries still follow a MOVED then an ASK redirection.
         let client = ClusterClient::builder(seeds.clone())
             .connection_timeout(options.get_connection_timeout())
             .response_timeout(options.get_response_timeout())
+            .retries(6)
+            .min_retry_wait(10)
+            .max_retry_wait(500)
             .build()
             .map_err(|err| Error::invalid("cluster_urls", err.to_string()))?;
         let description = format!(

@@ -252,6 +252,24 @@ impl Target {
         }
     }
 
+    /// Whether a connection that just failed with `err` must not go back
+    /// to the pool. A READONLY reply: the server was demoted. On a cluster,
+    /// also every error that is not a plain server reply (I/O, refused,
+    /// timeout, a failed slot refresh): the `redis` crate's cluster
+    /// connection keeps its slot map until a MOVED reply, so after a master
+    /// is killed it would retry the dead address forever; a fresh one reads
+    /// the slot map again and, once a replica is promoted, reaches it.
+    fn discards_after(&self, err: &RedisError) -> bool {
+        if is_read_only(err) {
+            return true;
+        }
+        #[cfg(feature = "cluster")]
+        if let Target::Cluster(_) = self {
+            return !matches!(err.kind(), redis::ErrorKind::Server(_));
+        }
+        false
+    }
+
     /// A Redis Cluster: scripts publish with SPUBLISH, waiters SSUBSCRIBE.
     fn is_cluster(&self) -> bool {
         #[cfg(feature = "cluster")]
@@ -733,7 +751,7 @@ impl RedisBackend {
     ) -> Result<(T, Option<u32>)> {
         let mut conn = self.connection()?;
         let reply: T = invocation.invoke(&mut *conn.conn).map_err(|err| {
-            if is_read_only(&err) {
+            if self.target.discards_after(&err) {
                 conn.broken = true;
             }
             self.redis_error(op, err)
@@ -1573,7 +1591,7 @@ impl LockBackend for RedisBackend {
             .query::<i64>(&mut *conn.conn)
             .map(drop)
             .map_err(|err| {
-                if is_read_only(&err) {
+                if self.target.discards_after(&err) {
                     conn.broken = true;
                 }
                 self.redis_error(command, err)
