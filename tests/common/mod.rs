@@ -697,7 +697,7 @@ impl Drop for ClusterStore {
 pub enum StoreConnection {
     Server(redis::Connection),
     #[cfg(feature = "cluster")]
-    Cluster(redis::cluster::ClusterConnection),
+    Cluster(Box<redis::cluster::ClusterConnection>),
 }
 
 impl StoreConnection {
@@ -705,7 +705,7 @@ impl StoreConnection {
         match self {
             StoreConnection::Server(conn) => conn,
             #[cfg(feature = "cluster")]
-            StoreConnection::Cluster(conn) => conn,
+            StoreConnection::Cluster(conn) => &mut **conn,
         }
     }
 
@@ -713,7 +713,7 @@ impl StoreConnection {
         match self {
             StoreConnection::Server(conn) => conn,
             #[cfg(feature = "cluster")]
-            StoreConnection::Cluster(conn) => conn,
+            StoreConnection::Cluster(conn) => &**conn,
         }
     }
 }
@@ -819,7 +819,9 @@ impl Env {
             Store::Memory(_) => None,
             Store::Redis(server) => Some(StoreConnection::Server(server.connection())),
             #[cfg(feature = "cluster")]
-            Store::Cluster(store) => Some(StoreConnection::Cluster(store.cluster.connection())),
+            Store::Cluster(store) => Some(StoreConnection::Cluster(Box::new(
+                store.cluster.connection(),
+            ))),
         }
     }
 
