@@ -17,206 +17,18 @@
 
 mod common;
 
-use std::collections::HashMap;
-use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use common::{TestServer, unique_name, wait_until};
-use redisync::Client;
+use common::cluster::TestCluster;
+use common::{unique_name, wait_until};
 
 const LONG_LEASE: Duration = Duration::from_secs(30);
 /// A wake-up through pub/sub arrives well within this; the TTL bound
 /// (`LONG_LEASE`) is far longer, so meeting it proves the message came.
 const PROMPT: Duration = Duration::from_secs(3);
-
-/// Six cluster nodes: after `start`, nodes 0-2 are masters, 3-5 replicas.
-struct TestCluster {
-    nodes: Vec<TestServer>,
-}
-
-impl TestCluster {
-    fn start() -> TestCluster {
-        Self::start_with_node_timeout(2000)
-    }
-
-    /// `node_timeout_ms`: how long a master may be unreachable before the
-    /// others mark it failed and its replica starts an election.
-    fn start_with_node_timeout(node_timeout_ms: u32) -> TestCluster {
-        let node_timeout = node_timeout_ms.to_string();
-        let nodes: Vec<TestServer> = (0..6)
-            .map(|_| {
-                TestServer::start_with(&[
-                    "--cluster-enabled",
-                    "yes",
-                    "--cluster-config-file",
-                    "nodes.conf",
-                    "--cluster-node-timeout",
-                    &node_timeout,
-                    // Keep serving the slots of other masters while one fails.
-                    "--cluster-require-full-coverage",
-                    "no",
-                ])
-            })
-            .collect();
-        let addresses: Vec<String> = nodes
-            .iter()
-            .map(|node| format!("127.0.0.1:{}", node.port()))
-            .collect();
-        let mut child = Command::new("redis-cli")
-            .args(["--cluster", "create"])
-            .args(&addresses)
-            .args(["--cluster-replicas", "1", "--cluster-yes"])
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("running redis-cli --cluster create (package redis-tools)");
-        let deadline = Instant::now() + Duration::from_secs(60);
-        let status = loop {
-            if let Some(status) = child.try_wait().unwrap() {
-                break status;
-            }
-            if Instant::now() > deadline {
-                let _ = child.kill();
-                let _ = child.wait();
-                panic!("redis-cli --cluster create did not finish within 60 s");
-            }
-            thread::sleep(Duration::from_millis(50));
-        };
-        assert!(status.success(), "redis-cli --cluster create: {status}");
-        let cluster = TestCluster { nodes };
-        for node in &cluster.nodes {
-            let mut conn = node.connection();
-            wait_until(
-                "every node sees the cluster ok with all six nodes",
-                Duration::from_secs(30),
-                || {
-                    let info: String = redis::cmd("CLUSTER").arg("INFO").query(&mut conn).unwrap();
-                    info.contains("cluster_state:ok")
-                        && info.contains("cluster_known_nodes:6")
-                        && info.contains("cluster_slots_ok:16384")
-                },
-            );
-        }
-        for index in 0..6 {
-            wait_until("every replica is linked", Duration::from_secs(30), || {
-                let info: String = redis::cmd("INFO")
-                    .arg("replication")
-                    .query(&mut cluster.nodes[index].connection())
-                    .unwrap();
-                info.contains("role:master") || info.contains("master_link_status:up")
-            });
-        }
-        cluster
-    }
-
-    fn url(&self, index: usize) -> String {
-        format!("redis://127.0.0.1:{}", self.nodes[index].port())
-    }
-
-    fn urls(&self) -> Vec<String> {
-        (0..self.nodes.len()).map(|i| self.url(i)).collect()
-    }
-
-    /// A client that knows only node `seed` at start.
-    fn client_seeded(&self, seed: usize) -> Client {
-        Client::builder()
-            .cluster([self.url(seed)])
-            .event_handler(Arc::new(redisync::NopEventHandler))
-            .build()
-            .expect("a client on the cluster")
-    }
-
-    /// A client seeded with every node.
-    fn client(&self) -> Client {
-        Client::builder()
-            .cluster(self.urls())
-            .event_handler(Arc::new(redisync::NopEventHandler))
-            .build()
-            .expect("a client on the cluster")
-    }
-
-    /// Slot → master port, as node `via` sees it.
-    fn slot_owners(&self, via: usize) -> Vec<(i64, i64, u16)> {
-        let reply: Vec<redis::Value> = redis::cmd("CLUSTER")
-            .arg("SLOTS")
-            .query(&mut self.nodes[via].connection())
-            .unwrap();
-        reply
-            .into_iter()
-            .map(|range| {
-                let (start, end, master): (i64, i64, (String, u16)) =
-                    redis::FromRedisValue::from_redis_value(range_head(range)).unwrap();
-                (start, end, master.1)
-            })
-            .collect()
-    }
-
-    fn slot_of(&self, key: &str) -> i64 {
-        self.slot_of_via(key, 0)
-    }
-
-    fn slot_of_via(&self, key: &str, via: usize) -> i64 {
-        redis::cmd("CLUSTER")
-            .arg("KEYSLOT")
-            .arg(key)
-            .query(&mut self.nodes[via].connection())
-            .unwrap()
-    }
-
-    /// The port of the master serving `key`.
-    fn owner_port(&self, key: &str) -> u16 {
-        self.owner_port_via(key, 0)
-    }
-
-    /// The port of the master serving `key`, as node `via` sees it.
-    fn owner_port_via(&self, key: &str, via: usize) -> u16 {
-        let slot = self.slot_of_via(key, via);
-        self.slot_owners(via)
-            .into_iter()
-            .find(|(start, end, _)| *start <= slot && slot <= *end)
-            .map(|(_, _, port)| port)
-            .unwrap()
-    }
-
-    fn index_of_port(&self, port: u16) -> usize {
-        self.nodes.iter().position(|n| n.port() == port).unwrap()
-    }
-
-    /// One fresh name per master, each served by a different one.
-    fn names_on_every_master(&self, prefix: &str) -> Vec<String> {
-        let mut by_owner: HashMap<u16, String> = HashMap::new();
-        let owners = self.slot_owners(0);
-        while by_owner.len() < 3 {
-            let name = unique_name(prefix);
-            let slot = self.slot_of(&name);
-            let owner = owners
-                .iter()
-                .find(|(start, end, _)| *start <= slot && slot <= *end)
-                .unwrap()
-                .2;
-            by_owner.entry(owner).or_insert(name);
-        }
-        by_owner.into_values().collect()
-    }
-}
-
-/// The first three items of a `CLUSTER SLOTS` range (start, end, master).
-fn range_head(range: redis::Value) -> redis::Value {
-    match range {
-        redis::Value::Array(mut items) => {
-            items.truncate(3);
-            if let Some(redis::Value::Array(master)) = items.get_mut(2) {
-                master.truncate(2);
-            }
-            redis::Value::Array(items)
-        }
-        other => other,
-    }
-}
 
 /// A named case of the suite.
 type Case = (&'static str, fn(&TestCluster));
@@ -470,18 +282,10 @@ fn contended_counter(cluster: &TestCluster) {
     assert_eq!(total, 2 * 4 * 25);
 }
 
-/// Node id of node `index`.
-fn node_id(cluster: &TestCluster, index: usize) -> String {
-    redis::cmd("CLUSTER")
-        .arg("MYID")
-        .query(&mut cluster.nodes[index].connection())
-        .unwrap()
-}
-
 /// Moves `slot` (and its keys) from master `from` to master `to`, the way
 /// `redis-cli --cluster reshard` does.
 fn migrate_slot(cluster: &TestCluster, slot: i64, from: usize, to: usize) {
-    let (from_id, to_id) = (node_id(cluster, from), node_id(cluster, to));
+    let (from_id, to_id) = (cluster.node_id(from), cluster.node_id(to));
     let mut source = cluster.nodes[from].connection();
     let mut dest = cluster.nodes[to].connection();
     let setslot = |conn: &mut redis::Connection, how: &str, id: &str| {
@@ -630,7 +434,7 @@ fn failover_during_a_contended_run() {
     // Let the run get going, then fail over the master of names[0].
     thread::sleep(Duration::from_millis(500));
     let master = cluster.index_of_port(cluster.owner_port(&names[0]));
-    let master_id = node_id(&cluster, master);
+    let master_id = cluster.node_id(master);
     let replica = (3..6)
         .find(|&r| {
             let nodes: String = redis::cmd("CLUSTER")
@@ -670,7 +474,7 @@ fn failover_during_a_contended_run() {
 
 /// The replica (among nodes 3-5) of master `master`.
 fn replica_of(cluster: &TestCluster, master: usize) -> usize {
-    let master_id = node_id(cluster, master);
+    let master_id = cluster.node_id(master);
     (3..6)
         .find(|&r| {
             let nodes: String = redis::cmd("CLUSTER")

@@ -840,6 +840,12 @@ fn redis_lost_is_reported_before_another_holder_gets_it() {
     lost_is_reported_before_another_holder_gets_it(&Env::redis());
 }
 
+#[cfg(feature = "cluster")]
+#[test]
+fn cluster_lost_is_reported_before_another_holder_gets_it() {
+    lost_is_reported_before_another_holder_gets_it(&Env::cluster());
+}
+
 /// The same as `a_lost_lock_retaken_by_another_thread_is_renewed`, but the
 /// thread that lost its hold takes the lock again itself (e.g. nested code
 /// calls `lock()` while the outer guard, lost, still lives).
@@ -865,4 +871,10 @@ fn memory_a_lost_lock_retaken_by_the_same_thread_is_renewed() {
 #[test]
 fn redis_a_lost_lock_retaken_by_the_same_thread_is_renewed() {
     a_lost_lock_retaken_by_the_same_thread_is_renewed(&Env::redis());
+}
+
+#[cfg(feature = "cluster")]
+#[test]
+fn cluster_a_lost_lock_retaken_by_the_same_thread_is_renewed() {
+    a_lost_lock_retaken_by_the_same_thread_is_renewed(&Env::cluster());
 }

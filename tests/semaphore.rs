@@ -1049,6 +1049,12 @@ fn redis_a_small_waiter_is_not_starved_by_a_large_one() {
     a_small_waiter_is_not_starved_by_a_large_one(&Env::redis());
 }
 
+#[cfg(feature = "cluster")]
+#[test]
+fn cluster_a_small_waiter_is_not_starved_by_a_large_one() {
+    a_small_waiter_is_not_starved_by_a_large_one(&Env::cluster());
+}
+
 // ---------------------------------------------------------------------------
 // Not per backend
 // ---------------------------------------------------------------------------

@@ -26,6 +26,9 @@ use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::thread;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+#[cfg(feature = "cluster")]
+pub mod cluster;
+
 use redisync::backend::{
     Acquire, ExpirableKeys, FairLockKeys, FencedAcquire, LockBackend, LockState, Message,
     PubSubConnection, Release, RwLockKeys, RwLockState, RwMode,
@@ -589,17 +592,19 @@ pub fn wait_until(what: &str, timeout: Duration, mut check: impl FnMut() -> bool
 }
 
 /// `PTTL key` on a raw connection.
-pub fn pttl(conn: &mut redis::Connection, key: &str) -> i64 {
+pub fn pttl(conn: &mut dyn redis::ConnectionLike, key: &str) -> i64 {
     redis::cmd("PTTL").arg(key).query(conn).unwrap()
 }
 
 /// `HGETALL key` on a raw connection.
-pub fn hgetall(conn: &mut redis::Connection, key: &str) -> HashMap<String, String> {
+pub fn hgetall(conn: &mut dyn redis::ConnectionLike, key: &str) -> HashMap<String, String> {
     redis::cmd("HGETALL").arg(key).query(conn).unwrap()
 }
 
 /// How many connections are subscribed to `channel` (`PUBSUB NUMSUB`).
-pub fn numsub(conn: &mut redis::Connection, channel: &str) -> i64 {
+/// Per node: on a cluster, sharded subscriptions are counted by
+/// `PUBSUB SHARDNUMSUB` on the master of the channel's slot.
+pub fn numsub(conn: &mut dyn redis::ConnectionLike, channel: &str) -> i64 {
     let reply: (String, i64) = redis::cmd("PUBSUB")
         .arg("NUMSUB")
         .arg(channel)
@@ -621,6 +626,133 @@ pub enum Store {
     Memory(redisync::MemoryBackend),
     /// A private redis-server, stopped when the test ends.
     Redis(TestServer),
+    /// The test binary's shared 3-master, 3-replica cluster.
+    #[cfg(feature = "cluster")]
+    Cluster(ClusterStore),
+}
+
+/// One test's view of the shared cluster: a strong reference (the cluster
+/// stops when the last test using it ends) and the ACL user this test's
+/// clients log in as, so [`Env::kill_pubsub`] drops this test's pub/sub
+/// connections only, not those of the cases running beside it.
+#[cfg(feature = "cluster")]
+pub struct ClusterStore {
+    pub cluster: Arc<cluster::TestCluster>,
+    user: String,
+}
+
+#[cfg(feature = "cluster")]
+impl ClusterStore {
+    const PASSWORD: &'static str = "redisync-test";
+
+    fn new() -> ClusterStore {
+        let cluster = cluster::shared();
+        let user = unique_name("env").replace(':', "-");
+        // ACLs are per node: create the user on every one of them.
+        let _: Vec<()> = cluster.on_every_node(
+            redis::cmd("ACL")
+                .arg("SETUSER")
+                .arg(&user)
+                .arg("on")
+                .arg(format!(">{}", Self::PASSWORD))
+                .arg("~*")
+                .arg("&*")
+                .arg("+@all"),
+        );
+        ClusterStore { cluster, user }
+    }
+
+    /// Every node's URL, with this test's credentials.
+    fn urls(&self) -> Vec<String> {
+        self.cluster
+            .nodes
+            .iter()
+            .map(|node| {
+                format!(
+                    "redis://{}:{}@127.0.0.1:{}",
+                    self.user,
+                    Self::PASSWORD,
+                    node.port()
+                )
+            })
+            .collect()
+    }
+}
+
+#[cfg(feature = "cluster")]
+impl Drop for ClusterStore {
+    fn drop(&mut self) {
+        let mut command = redis::cmd("ACL");
+        command.arg("DELUSER").arg(&self.user);
+        for node in &self.cluster.nodes {
+            let _ = command.query::<i64>(&mut node.connection());
+        }
+    }
+}
+
+/// A raw connection to a Redis store ([`Env::redis_connection`]): a plain
+/// one to a single server, or a cluster-routed one (each keyed command goes
+/// to the master of its slot). Implements `redis::ConnectionLike`, so
+/// `redis::cmd(..).query(&mut conn)` works on both.
+pub enum StoreConnection {
+    Server(redis::Connection),
+    #[cfg(feature = "cluster")]
+    Cluster(Box<redis::cluster::ClusterConnection>),
+}
+
+impl StoreConnection {
+    fn inner(&mut self) -> &mut dyn redis::ConnectionLike {
+        match self {
+            StoreConnection::Server(conn) => conn,
+            #[cfg(feature = "cluster")]
+            StoreConnection::Cluster(conn) => &mut **conn,
+        }
+    }
+
+    fn inner_ref(&self) -> &dyn redis::ConnectionLike {
+        match self {
+            StoreConnection::Server(conn) => conn,
+            #[cfg(feature = "cluster")]
+            StoreConnection::Cluster(conn) => &**conn,
+        }
+    }
+}
+
+impl redis::ConnectionLike for StoreConnection {
+    fn req_packed_command(&mut self, cmd: &[u8]) -> redis::RedisResult<redis::Value> {
+        self.inner().req_packed_command(cmd)
+    }
+
+    fn req_packed_commands(
+        &mut self,
+        cmd: &[u8],
+        offset: usize,
+        count: usize,
+    ) -> redis::RedisResult<Vec<redis::Value>> {
+        self.inner().req_packed_commands(cmd, offset, count)
+    }
+
+    // The cluster connection routes by the command's key: forward the
+    // command itself, not its packed bytes.
+    fn req_command(&mut self, cmd: &redis::Cmd) -> redis::RedisResult<redis::Value> {
+        self.inner().req_command(cmd)
+    }
+
+    fn get_db(&self) -> i64 {
+        self.inner_ref().get_db()
+    }
+
+    fn supports_pipelining(&self) -> bool {
+        self.inner_ref().supports_pipelining()
+    }
+
+    fn check_connection(&mut self) -> bool {
+        self.inner().check_connection()
+    }
+
+    fn is_open(&self) -> bool {
+        self.inner_ref().is_open()
+    }
 }
 
 /// What each conformance case gets: a way to make clients (processes) on one
@@ -643,6 +775,15 @@ impl Env {
         }
     }
 
+    /// On the test binary's shared cluster (started by the first case that
+    /// needs it, stopped when the last one using it ends).
+    #[cfg(feature = "cluster")]
+    pub fn cluster() -> Env {
+        Env {
+            store: Store::Cluster(ClusterStore::new()),
+        }
+    }
+
     /// A builder on this store, silent (no log noise from expected
     /// failures); the caller adds tunables.
     pub fn builder(&self) -> redisync::ClientBuilder {
@@ -651,6 +792,8 @@ impl Env {
         match &self.store {
             Store::Memory(backend) => builder.backend(backend.clone()),
             Store::Redis(server) => builder.redis_url(server.url()),
+            #[cfg(feature = "cluster")]
+            Store::Cluster(store) => builder.cluster(store.urls()),
         }
     }
 
@@ -669,11 +812,16 @@ impl Env {
 
     /// A raw connection to the store when it is Redis (for checks that only
     /// Redis can answer, such as a fair lock's queue length); `None` on
-    /// memory.
-    pub fn redis_connection(&self) -> Option<redis::Connection> {
+    /// memory. On a cluster it routes each keyed command to its slot's
+    /// master.
+    pub fn redis_connection(&self) -> Option<StoreConnection> {
         match &self.store {
             Store::Memory(_) => None,
-            Store::Redis(server) => Some(server.connection()),
+            Store::Redis(server) => Some(StoreConnection::Server(server.connection())),
+            #[cfg(feature = "cluster")]
+            Store::Cluster(store) => Some(StoreConnection::Cluster(Box::new(
+                store.cluster.connection(),
+            ))),
         }
     }
 
@@ -690,6 +838,24 @@ impl Env {
                     .expect("CLIENT KILL TYPE pubsub");
                 assert!(killed >= 1, "no pub/sub connection was open to kill");
             }
+            // On every node (the subscriber keeps one connection per
+            // master), only this test's clients' connections: the cluster
+            // is shared with the cases running beside this one.
+            #[cfg(feature = "cluster")]
+            Store::Cluster(store) => {
+                let killed: Vec<i64> = store.cluster.on_every_node(
+                    redis::cmd("CLIENT")
+                        .arg("KILL")
+                        .arg("TYPE")
+                        .arg("pubsub")
+                        .arg("USER")
+                        .arg(&store.user),
+                );
+                assert!(
+                    killed.iter().sum::<i64>() >= 1,
+                    "no pub/sub connection was open to kill on any node"
+                );
+            }
         }
     }
 
@@ -703,12 +869,20 @@ impl Env {
                 .arg(value)
                 .query::<()>(&mut server.connection())
                 .expect("SET"),
+            #[cfg(feature = "cluster")]
+            Store::Cluster(store) => redis::cmd("SET")
+                .arg(key)
+                .arg(value)
+                .query::<()>(&mut store.cluster.connection())
+                .expect("SET"),
         }
     }
 }
 
-/// One `#[test]` per behaviour and backend: `memory::<name>` and
-/// `redis::<name>` both run `<name>(&Env)` (the caller imports `Env`).
+/// One `#[test]` per behaviour and backend: `memory::<name>`,
+/// `redis::<name>` and, with the `cluster` feature, `cluster::<name>` (on
+/// the binary's shared cluster) all run `<name>(&Env)` (the caller imports
+/// `Env`).
 #[allow(unused_macros)]
 macro_rules! backend_tests {
     ($($name:ident),* $(,)?) => {
@@ -717,6 +891,10 @@ macro_rules! backend_tests {
         }
         mod redis {
             $( #[test] fn $name() { super::$name(&super::Env::redis()); } )*
+        }
+        #[cfg(feature = "cluster")]
+        mod cluster {
+            $( #[test] fn $name() { super::$name(&super::Env::cluster()); } )*
         }
     };
 }

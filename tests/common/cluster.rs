@@ -1,0 +1,264 @@
+//! Redis Cluster harness (feature `cluster`): a 3-master, 3-replica
+//! cluster of private `redis-server --cluster-enabled yes` processes.
+//!
+//! Used by tests/cluster.rs (its own clusters, whose topology it changes)
+//! and by [`Env::cluster`](super::Env::cluster), which shares one cluster
+//! between the conformance cases of a test binary through [`shared`]. The
+//! servers are `TestServer`s: each is killed by its own PID when the
+//! `TestCluster` drops.
+
+use std::collections::HashMap;
+use std::process::{Command, Stdio};
+use std::sync::{Arc, Mutex, Weak};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use redisync::Client;
+
+use super::{TestServer, unique_name, wait_until};
+
+/// Six cluster nodes: after `start`, nodes 0-2 are masters, 3-5 replicas.
+pub struct TestCluster {
+    pub nodes: Vec<TestServer>,
+}
+
+impl TestCluster {
+    /// Starts six nodes (in parallel), joins them with
+    /// `redis-cli --cluster create --cluster-replicas 1`, and waits until
+    /// every node sees all 16384 slots served and every replica is linked.
+    pub fn start() -> TestCluster {
+        Self::start_with_node_timeout(2000)
+    }
+
+    /// As [`start`](Self::start); `node_timeout_ms` is how long a master
+    /// may be unreachable before the others mark it failed and its replica
+    /// starts an election.
+    pub fn start_with_node_timeout(node_timeout_ms: u32) -> TestCluster {
+        let starting: Vec<_> = (0..6)
+            .map(|_| {
+                let node_timeout = node_timeout_ms.to_string();
+                thread::spawn(move || {
+                    TestServer::start_with(&[
+                        "--cluster-enabled",
+                        "yes",
+                        "--cluster-config-file",
+                        "nodes.conf",
+                        "--cluster-node-timeout",
+                        &node_timeout,
+                        // Keep serving the slots of other masters while one
+                        // fails.
+                        "--cluster-require-full-coverage",
+                        "no",
+                    ])
+                })
+            })
+            .collect();
+        let nodes: Vec<TestServer> = starting
+            .into_iter()
+            .map(|handle| handle.join().expect("starting a cluster node"))
+            .collect();
+        let addresses: Vec<String> = nodes
+            .iter()
+            .map(|node| format!("127.0.0.1:{}", node.port()))
+            .collect();
+        let mut child = Command::new("redis-cli")
+            .args(["--cluster", "create"])
+            .args(&addresses)
+            .args(["--cluster-replicas", "1", "--cluster-yes"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("running redis-cli --cluster create (package redis-tools)");
+        let deadline = Instant::now() + Duration::from_secs(60);
+        let status = loop {
+            if let Some(status) = child.try_wait().unwrap() {
+                break status;
+            }
+            if Instant::now() > deadline {
+                let _ = child.kill();
+                let _ = child.wait();
+                panic!("redis-cli --cluster create did not finish within 60 s");
+            }
+            thread::sleep(Duration::from_millis(50));
+        };
+        assert!(status.success(), "redis-cli --cluster create: {status}");
+        let cluster = TestCluster { nodes };
+        for node in &cluster.nodes {
+            let mut conn = node.connection();
+            wait_until(
+                "every node sees the cluster ok with all six nodes",
+                Duration::from_secs(30),
+                || {
+                    let info: String = redis::cmd("CLUSTER").arg("INFO").query(&mut conn).unwrap();
+                    info.contains("cluster_state:ok")
+                        && info.contains("cluster_known_nodes:6")
+                        && info.contains("cluster_slots_ok:16384")
+                },
+            );
+        }
+        for index in 0..6 {
+            wait_until("every replica is linked", Duration::from_secs(30), || {
+                let info: String = redis::cmd("INFO")
+                    .arg("replication")
+                    .query(&mut cluster.nodes[index].connection())
+                    .unwrap();
+                info.contains("role:master") || info.contains("master_link_status:up")
+            });
+        }
+        cluster
+    }
+
+    pub fn url(&self, index: usize) -> String {
+        format!("redis://127.0.0.1:{}", self.nodes[index].port())
+    }
+
+    pub fn urls(&self) -> Vec<String> {
+        (0..self.nodes.len()).map(|i| self.url(i)).collect()
+    }
+
+    /// A client that knows only node `seed` at start.
+    pub fn client_seeded(&self, seed: usize) -> Client {
+        Client::builder()
+            .cluster([self.url(seed)])
+            .event_handler(Arc::new(redisync::NopEventHandler))
+            .build()
+            .expect("a client on the cluster")
+    }
+
+    /// A client seeded with every node.
+    pub fn client(&self) -> Client {
+        Client::builder()
+            .cluster(self.urls())
+            .event_handler(Arc::new(redisync::NopEventHandler))
+            .build()
+            .expect("a client on the cluster")
+    }
+
+    /// A cluster-routed raw connection (the `redis` crate's): each keyed
+    /// command goes to the master of its key's slot.
+    pub fn connection(&self) -> redis::cluster::ClusterConnection {
+        redis::cluster::ClusterClient::new(self.urls())
+            .expect("a cluster client")
+            .get_connection()
+            .expect("a cluster connection")
+    }
+
+    /// Runs `command` on every node (masters and replicas), one plain
+    /// connection each, and returns the replies in node order.
+    pub fn on_every_node<T: redis::FromRedisValue>(&self, command: &redis::Cmd) -> Vec<T> {
+        self.nodes
+            .iter()
+            .map(|node| command.query(&mut node.connection()).unwrap())
+            .collect()
+    }
+
+    /// Slot → master port, as node `via` sees it.
+    pub fn slot_owners(&self, via: usize) -> Vec<(i64, i64, u16)> {
+        let reply: Vec<redis::Value> = redis::cmd("CLUSTER")
+            .arg("SLOTS")
+            .query(&mut self.nodes[via].connection())
+            .unwrap();
+        reply
+            .into_iter()
+            .map(|range| {
+                let (start, end, master): (i64, i64, (String, u16)) =
+                    redis::FromRedisValue::from_redis_value(range_head(range)).unwrap();
+                (start, end, master.1)
+            })
+            .collect()
+    }
+
+    pub fn slot_of(&self, key: &str) -> i64 {
+        self.slot_of_via(key, 0)
+    }
+
+    /// The slot of `key`, asked of node `via`.
+    pub fn slot_of_via(&self, key: &str, via: usize) -> i64 {
+        redis::cmd("CLUSTER")
+            .arg("KEYSLOT")
+            .arg(key)
+            .query(&mut self.nodes[via].connection())
+            .unwrap()
+    }
+
+    /// The port of the master serving `key`.
+    pub fn owner_port(&self, key: &str) -> u16 {
+        self.owner_port_via(key, 0)
+    }
+
+    /// The port of the master serving `key`, as node `via` sees it.
+    pub fn owner_port_via(&self, key: &str, via: usize) -> u16 {
+        let slot = self.slot_of_via(key, via);
+        self.slot_owners(via)
+            .into_iter()
+            .find(|(start, end, _)| *start <= slot && slot <= *end)
+            .map(|(_, _, port)| port)
+            .unwrap()
+    }
+
+    pub fn index_of_port(&self, port: u16) -> usize {
+        self.nodes.iter().position(|n| n.port() == port).unwrap()
+    }
+
+    /// One fresh name per master, each served by a different one.
+    pub fn names_on_every_master(&self, prefix: &str) -> Vec<String> {
+        let mut by_owner: HashMap<u16, String> = HashMap::new();
+        let owners = self.slot_owners(0);
+        while by_owner.len() < 3 {
+            let name = unique_name(prefix);
+            let slot = self.slot_of(&name);
+            let owner = owners
+                .iter()
+                .find(|(start, end, _)| *start <= slot && slot <= *end)
+                .unwrap()
+                .2;
+            by_owner.entry(owner).or_insert(name);
+        }
+        by_owner.into_values().collect()
+    }
+
+    /// Node id of node `index`.
+    pub fn node_id(&self, index: usize) -> String {
+        redis::cmd("CLUSTER")
+            .arg("MYID")
+            .query(&mut self.nodes[index].connection())
+            .unwrap()
+    }
+}
+
+/// The first three items of a `CLUSTER SLOTS` range (start, end, master).
+fn range_head(range: redis::Value) -> redis::Value {
+    match range {
+        redis::Value::Array(mut items) => {
+            items.truncate(3);
+            if let Some(redis::Value::Array(master)) = items.get_mut(2) {
+                master.truncate(2);
+            }
+            redis::Value::Array(items)
+        }
+        other => other,
+    }
+}
+
+/// The cluster of this test binary's conformance cases, if one is running.
+/// Statics are not dropped when the process exits, so this holds no strong
+/// reference: every [`Env`](super::Env) on the cluster holds one, and the
+/// last of them to drop stops the six servers (by PID, `TestServer`'s
+/// drop). libtest runs tests in name order, so the `cluster::*` cases of a
+/// binary run back to back on one cluster.
+static SHARED: Mutex<Weak<TestCluster>> = Mutex::new(Weak::new());
+
+/// The running shared cluster, or a new one (started while the other
+/// callers wait) if none is.
+pub fn shared() -> Arc<TestCluster> {
+    let mut shared = SHARED.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(cluster) = shared.upgrade() {
+        return cluster;
+    }
+    let started = Instant::now();
+    let cluster = Arc::new(TestCluster::start());
+    eprintln!("shared test cluster started in {:?}", started.elapsed());
+    *shared = Arc::downgrade(&cluster);
+    cluster
+}
