@@ -35,6 +35,45 @@ const RELEASE_RETRIES: [Duration; 3] = [
 /// connection timeout, and a guard's `Drop` must not hang.
 const RELEASE_RETRY_BUDGET: Duration = Duration::from_secs(2);
 
+/// Cap on the extra releases of an outermost unlock that found the store
+/// still counting holds this thread no longer has (see [`Lock::release`]).
+const PHANTOM_RELEASES: usize = 16;
+
+thread_local! {
+    /// How many live guards this thread has per (client, lock, holder
+    /// field): the hold count the store *should* have for it. Guards are
+    /// `!Send`, so a thread-local count is exact.
+    static LOCAL_HOLDS: std::cell::RefCell<std::collections::HashMap<(String, String), u32>> =
+        std::cell::RefCell::new(std::collections::HashMap::new());
+}
+
+/// Counts a new guard of this thread; the key is (client id, field@name).
+fn local_hold_taken(key: &(String, String)) {
+    // `try_with`: during thread teardown the map may be gone; then no
+    // count is kept and no release drains phantoms (the safe side).
+    let _ = LOCAL_HOLDS.try_with(|holds| *holds.borrow_mut().entry(key.clone()).or_insert(0) += 1);
+}
+
+/// Uncounts a guard of this thread; true when it was the last one.
+fn local_hold_released(key: &(String, String)) -> bool {
+    LOCAL_HOLDS
+        .try_with(|holds| {
+            let mut holds = holds.borrow_mut();
+            match holds.get_mut(key) {
+                Some(count) if *count > 1 => {
+                    *count -= 1;
+                    false
+                }
+                Some(_) => {
+                    holds.remove(key);
+                    true
+                }
+                None => false,
+            }
+        })
+        .unwrap_or(false)
+}
+
 /// A handle on one reentrant distributed lock; created by
 /// [`Client::lock`]. Cheap to clone, `Send + Sync`; no round trip until you
 /// call a method.
@@ -381,8 +420,14 @@ impl Lock {
             None => (self.client.inner.watchdog.start(&renewal, sent)?, true),
             Some(length) => (Lease::new(sent, length), false),
         };
+        let local = (
+            self.client.inner.id.clone(),
+            format!("{}@{}", holder.field, self.keys.name),
+        );
+        local_hold_taken(&local);
         Ok(LockGuard {
             lock: self.clone(),
+            local,
             renewal,
             lease_ms,
             lease,
@@ -393,7 +438,26 @@ impl Lock {
         })
     }
 
-    fn release(&self, holder: &Holder, lease_ms: i64) -> Result<()> {
+    /// Releases one hold. When `outermost` (this thread has no other guard
+    /// of this lock) and the store still counts holds of this holder, those
+    /// are phantoms: holds the store gained or kept without a guard, e.g. a
+    /// release that went to an old master during a failover while the
+    /// promoted replica kept the hold. Left alone, a thread that keeps
+    /// re-taking the lock would keep them alive for ever (each re-take is a
+    /// reentry that resets the lease) and starve every other holder; so
+    /// they are released too.
+    fn release(&self, holder: &Holder, lease_ms: i64, outermost: bool) -> Result<()> {
+        let mut phantoms = 0;
+        loop {
+            match self.release_once(holder, lease_ms)? {
+                Release::StillHeld if outermost && phantoms < PHANTOM_RELEASES => phantoms += 1,
+                Release::NotHeld if phantoms > 0 => return Ok(()),
+                outcome => return self.released(holder, outcome),
+            }
+        }
+    }
+
+    fn release_once(&self, holder: &Holder, lease_ms: i64) -> Result<Release> {
         let inner = &self.client.inner;
         let latch = format!(
             "{}:{}",
@@ -421,6 +485,11 @@ impl Lock {
                 other => break other?,
             }
         };
+        Ok(outcome)
+    }
+
+    fn released(&self, holder: &Holder, outcome: Release) -> Result<()> {
+        let inner = &self.client.inner;
         match outcome {
             Release::NotHeld => Err(Error::NotHeld {
                 name: self.keys.name.clone(),
@@ -457,6 +526,8 @@ impl Lock {
 #[clippy::has_significant_drop]
 pub struct LockGuard {
     lock: Lock,
+    /// This thread's live-guard count key (see `LOCAL_HOLDS`).
+    local: (String, String),
     /// The holder and how the watchdog renews it.
     renewal: Renewal,
     lease_ms: i64,
@@ -563,7 +634,10 @@ impl LockGuard {
 
     fn release(&mut self) -> Result<()> {
         self.released = true;
-        let result = self.lock.release(&self.renewal.holder, self.lease_ms);
+        let outermost = local_hold_released(&self.local);
+        let result = self
+            .lock
+            .release(&self.renewal.holder, self.lease_ms, outermost);
         if self.watchdog {
             self.lock.client.inner.watchdog.stop(&self.renewal);
         }

@@ -608,3 +608,48 @@ fn a_refusing_server_fails_calls_fast_despite_a_long_connection_timeout() {
         || lock.try_lock().is_ok_and(|guard| guard.is_some()),
     );
 }
+
+/// A hold the store counts but no guard of the thread owns (a release that
+/// reached an old master during a failover while the promoted replica kept
+/// the hold, simulated with a raw HINCRBY) is released by the thread's
+/// outermost unlock. Before, every re-take was a reentry that reset the
+/// lease, so a thread that kept using the lock kept it for ever and starved
+/// every other client. Inner unlocks leave it alone.
+#[test]
+fn a_phantom_hold_is_released_by_the_outermost_unlock() {
+    let server = TestServer::start();
+    let build = || {
+        Client::builder()
+            .redis_url(server.url())
+            .event_handler(Arc::new(NopEventHandler))
+            .build()
+            .unwrap()
+    };
+    let (client, other) = (build(), build());
+    let name = unique_name("faults:phantom");
+    let lock = client.lock(name.as_str());
+    let outer = lock.lock().unwrap();
+    let mut raw = server.connection();
+    let fields = common::hgetall(&mut raw, &name);
+    let field = fields.keys().next().expect("the holder's field").clone();
+    redis::cmd("HINCRBY")
+        .arg(&name)
+        .arg(&field)
+        .arg(1)
+        .query::<i64>(&mut raw)
+        .unwrap();
+    assert_eq!(lock.hold_count().unwrap(), 2);
+
+    // Inner holds come and go without touching the phantom.
+    for _ in 0..3 {
+        lock.lock().unwrap().unlock().unwrap();
+        assert_eq!(lock.hold_count().unwrap(), 2);
+    }
+    outer.unlock().unwrap();
+    assert!(
+        !lock.is_locked().unwrap(),
+        "the phantom hold survived the outermost unlock"
+    );
+    let taken = other.lock(name.as_str()).try_lock().unwrap();
+    assert!(taken.is_some(), "another client cannot take the freed lock");
+}
