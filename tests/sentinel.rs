@@ -31,12 +31,15 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use common::{TestServer, numsub, unique_name, wait_until};
+use redisync::backend::{ReplicaAcknowledgement, ReplicaShortfall};
 use redisync::{Client, NopEventHandler};
 
 const MASTER_NAME: &str = "mymaster";
 /// Generous bounds: this machine has 2 slow vCPUs.
 const SETUP_TIMEOUT: Duration = Duration::from_secs(30);
 const FAILOVER_TIMEOUT: Duration = Duration::from_secs(30);
+/// The test clients' response timeout.
+const RESPONSE_TIMEOUT: Duration = Duration::from_secs(1);
 
 /// A `redis-server --sentinel` child process, killed by its own handle.
 struct Sentinel {
@@ -222,14 +225,21 @@ impl Cluster {
     }
 
     fn client(&self) -> Client {
-        Client::builder()
+        self.client_with(None)
+    }
+
+    /// A client, with `ack` as its replica acknowledgement if given.
+    fn client_with(&self, ack: Option<ReplicaAcknowledgement>) -> Client {
+        let mut builder = Client::builder()
             .sentinel(MASTER_NAME, self.sentinel_urls())
             .connection_timeout(Duration::from_secs(1))
-            .response_timeout(Duration::from_secs(1))
+            .response_timeout(RESPONSE_TIMEOUT)
             .watchdog_timeout(Duration::from_secs(2))
-            .event_handler(Arc::new(NopEventHandler))
-            .build()
-            .unwrap()
+            .event_handler(Arc::new(NopEventHandler));
+        if let Some(ack) = ack {
+            builder = builder.replica_acknowledgement(ack);
+        }
+        builder.build().unwrap()
     }
 
     fn force_failover(&self) {
@@ -616,4 +626,279 @@ fn clear_errors_without_a_reachable_sentinel_or_known_master() {
             "{text}"
         );
     }
+}
+
+// ---------------------------------------------------------------------------
+// Double holders across a Sentinel failover, with and without replica
+// acknowledgement.
+//
+// The fault is `SENTINEL FAILOVER`: the replica is promoted while the old
+// master stays up and writable until Sentinel next looks at it and demotes
+// it (about ten seconds later with redis 7.0). Each client's watcher notices
+// the switch on its own one-second tick, so for up to a second some clients
+// take locks on the new master while others still take them on the old one:
+// the realistic split-brain window. (Freezing the master with SIGSTOP opens
+// almost none: nothing is written to a frozen master, and by the time it is
+// thawed every client has moved on.)
+//
+// Several clients (each its own watcher) and several lock names (a name
+// that is free when the replica is promoted can be taken on both sides at
+// once; a held one stays held on the new master until its lease runs out).
+// ---------------------------------------------------------------------------
+
+const SPLIT_CLIENTS: usize = 4;
+const SPLIT_THREADS: usize = 2;
+const SPLIT_LOCKS: usize = 16;
+/// Each write waits at most this long for the replica: well under
+/// [`RESPONSE_TIMEOUT`], so `WAIT` never trips the response timeout.
+const SPLIT_ACK_TIMEOUT: Duration = Duration::from_millis(300);
+
+/// The shared state of the split-brain measurement.
+struct SplitWork {
+    stop: AtomicBool,
+    /// Per lock: threads inside its critical section right now.
+    inside: Vec<AtomicUsize>,
+    /// Per lock: a non-atomic read-modify-write under the lock ...
+    counter: Vec<AtomicU64>,
+    /// ... and how many critical sections ran (atomically).
+    entered: Vec<AtomicU64>,
+    /// Entries into a critical section someone else was inside, and when.
+    double_holders: Mutex<Vec<Instant>>,
+    /// Failed `lock()` calls (retried), of which shortfalls (rolled back).
+    lock_errors: AtomicU64,
+    shortfalls: AtomicU64,
+    /// Failed `unlock()` calls other than `NotHeld`.
+    unlock_errors: AtomicU64,
+    /// `unlock()` found the lock gone (lost in the failover).
+    lost_unlocks: AtomicU64,
+    /// Completed iterations per thread.
+    done: Vec<AtomicU64>,
+    /// Per thread: the lock it is taking or holding.
+    waiting_on: Vec<AtomicUsize>,
+}
+
+fn split_worker(work: &SplitWork, client: &Client, names: &[String], index: usize) {
+    let locks: Vec<_> = names.iter().map(|n| client.lock(n.as_str())).collect();
+    let mut turn = index;
+    while !work.stop.load(Ordering::Relaxed) {
+        let which = turn % SPLIT_LOCKS;
+        turn += 1;
+        work.waiting_on[index].store(which, Ordering::SeqCst);
+        let guard = match locks[which].lock() {
+            Ok(guard) => guard,
+            Err(err) => {
+                assert!(err.is_backend(), "lock(): not a Backend error: {err:?}");
+                work.lock_errors.fetch_add(1, Ordering::SeqCst);
+                if err.to_string().contains("rolled back") {
+                    work.shortfalls.fetch_add(1, Ordering::SeqCst);
+                }
+                thread::sleep(Duration::from_millis(20));
+                continue;
+            }
+        };
+        if work.inside[which].fetch_add(1, Ordering::SeqCst) != 0 {
+            work.double_holders.lock().unwrap().push(Instant::now());
+        }
+        let value = work.counter[which].load(Ordering::SeqCst);
+        thread::sleep(Duration::from_micros(500));
+        work.counter[which].store(value + 1, Ordering::SeqCst);
+        work.entered[which].fetch_add(1, Ordering::SeqCst);
+        work.inside[which].fetch_sub(1, Ordering::SeqCst);
+        match guard.unlock() {
+            Ok(()) => {}
+            Err(err) if err.is_not_held() => {
+                work.lost_unlocks.fetch_add(1, Ordering::SeqCst);
+            }
+            Err(err) => {
+                assert!(err.is_backend(), "unlock(): not a Backend error: {err:?}");
+                work.unlock_errors.fetch_add(1, Ordering::SeqCst);
+            }
+        }
+        work.done[index].fetch_add(1, Ordering::SeqCst);
+    }
+}
+
+/// What one run of [`split_brain_run`] measured.
+#[derive(Debug)]
+struct SplitOutcome {
+    double_holders: usize,
+    /// Critical sections run minus the counters' sum.
+    lost_updates: u64,
+    critical_sections: u64,
+    lock_errors: u64,
+    shortfalls: u64,
+    unlock_errors: u64,
+    lost_unlocks: u64,
+    /// Fault → every sentinel reports the replica as master.
+    switch: Duration,
+    /// Switch → every thread completed 5 more iterations, counted from 2 s
+    /// after the switch.
+    recovery: Duration,
+    /// Switch → the last double holder, if any.
+    last_double: Option<Duration>,
+}
+
+/// A contended run (SPLIT_CLIENTS x SPLIT_THREADS threads over SPLIT_LOCKS
+/// names) across a `SENTINEL FAILOVER`; every client built with `ack`.
+fn split_brain_run(ack: Option<ReplicaAcknowledgement>) -> SplitOutcome {
+    let cluster = Cluster::start();
+    let new_master = cluster.replica.port();
+    let clients: Vec<Client> = (0..SPLIT_CLIENTS)
+        .map(|_| cluster.client_with(ack))
+        .collect();
+    let names: Vec<String> = (0..SPLIT_LOCKS)
+        .map(|_| unique_name("sentinel:split"))
+        .collect();
+    let threads = SPLIT_CLIENTS * SPLIT_THREADS;
+    let work = Arc::new(SplitWork {
+        stop: AtomicBool::new(false),
+        inside: (0..SPLIT_LOCKS).map(|_| AtomicUsize::new(0)).collect(),
+        counter: (0..SPLIT_LOCKS).map(|_| AtomicU64::new(0)).collect(),
+        entered: (0..SPLIT_LOCKS).map(|_| AtomicU64::new(0)).collect(),
+        double_holders: Mutex::new(Vec::new()),
+        lock_errors: AtomicU64::new(0),
+        shortfalls: AtomicU64::new(0),
+        unlock_errors: AtomicU64::new(0),
+        lost_unlocks: AtomicU64::new(0),
+        done: (0..threads).map(|_| AtomicU64::new(0)).collect(),
+        waiting_on: (0..threads).map(|_| AtomicUsize::new(0)).collect(),
+    });
+    let handles: Vec<_> = (0..threads)
+        .map(|i| {
+            let work = Arc::clone(&work);
+            let client = clients[i % SPLIT_CLIENTS].clone();
+            let names = names.clone();
+            thread::spawn(move || split_worker(&work, &client, &names, i))
+        })
+        .collect();
+
+    wait_until(
+        "every thread progressed before the failover",
+        Duration::from_secs(20),
+        || work.done.iter().all(|d| d.load(Ordering::SeqCst) >= 5),
+    );
+    assert!(
+        work.double_holders.lock().unwrap().is_empty(),
+        "double holder before the failover"
+    );
+
+    let fault_at = Instant::now();
+    cluster.force_failover();
+    cluster.wait_for_switch();
+    let switched_at = Instant::now();
+    // Every client's watcher moves it within a tick (1 s) of the switch;
+    // threads may keep going on the old master until then.
+    thread::sleep(Duration::from_secs(2));
+    let before: Vec<u64> = work.done.iter().map(|d| d.load(Ordering::SeqCst)).collect();
+    // Clients keep working: every thread completes iterations on the new
+    // master (with acknowledgement, only once the old master has been
+    // demoted and has synced from the new one: until then the new master
+    // has no replica to acknowledge anything).
+    let deadline = Instant::now() + Duration::from_secs(25);
+    while !work
+        .done
+        .iter()
+        .zip(&before)
+        .all(|(d, b)| d.load(Ordering::SeqCst) >= b + 5)
+    {
+        if Instant::now() >= deadline {
+            let mut conn = connect(new_master).unwrap();
+            let keys: Vec<(String, i64, redis::Value)> = names
+                .iter()
+                .map(|n| {
+                    let pttl = redis::cmd("PTTL").arg(n).query(&mut conn).unwrap();
+                    let hash = redis::cmd("HGETALL").arg(n).query(&mut conn).unwrap();
+                    (n.clone(), pttl, hash)
+                })
+                .collect();
+            panic!(
+                "threads stranded after the failover: done at switch + 2 s {before:?}, now                  {:?}, waiting on lock {:?}; lock keys on the new master (name, PTTL, hash):                  {keys:?}",
+                work.done
+                    .iter()
+                    .map(|d| d.load(Ordering::SeqCst))
+                    .collect::<Vec<_>>(),
+                work.waiting_on
+                    .iter()
+                    .map(|w| w.load(Ordering::SeqCst))
+                    .collect::<Vec<_>>(),
+            );
+        }
+        thread::sleep(Duration::from_millis(10));
+    }
+    let recovered_at = Instant::now();
+    thread::sleep(Duration::from_millis(500));
+    work.stop.store(true, Ordering::SeqCst);
+    for handle in handles {
+        handle.join().unwrap();
+    }
+
+    // The locks live on the new master, and every client still works.
+    assert_eq!(role(new_master).as_deref(), Some("master"));
+    for client in &clients {
+        let guard = client.lock(names[0].as_str()).lock().unwrap();
+        assert!(
+            exists(new_master, &names[0]),
+            "the lock is on the new master"
+        );
+        guard.unlock().unwrap();
+    }
+
+    let critical_sections: u64 = work.entered.iter().map(|e| e.load(Ordering::SeqCst)).sum();
+    let counted: u64 = work.counter.iter().map(|c| c.load(Ordering::SeqCst)).sum();
+    let doubles = work.double_holders.lock().unwrap().clone();
+    SplitOutcome {
+        double_holders: doubles.len(),
+        lost_updates: critical_sections - counted,
+        critical_sections,
+        lock_errors: work.lock_errors.load(Ordering::SeqCst),
+        shortfalls: work.shortfalls.load(Ordering::SeqCst),
+        unlock_errors: work.unlock_errors.load(Ordering::SeqCst),
+        lost_unlocks: work.lost_unlocks.load(Ordering::SeqCst),
+        switch: switched_at.duration_since(fault_at),
+        recovery: recovered_at.duration_since(switched_at),
+        last_double: doubles
+            .iter()
+            .max()
+            .map(|t| t.saturating_duration_since(switched_at)),
+    }
+}
+
+/// Ignored for now: without acknowledgement, after the failover a lock key
+/// is still held on the new master by a thread that already released it,
+/// its PTTL kept near the watchdog timeout (a renewal that outlived its
+/// unlock), and every other thread waiting for it is stranded.
+#[test]
+#[ignore = "an orphaned watchdog renewal strands waiters after the failover"]
+fn double_holders_across_a_failover_with_and_without_acknowledgement() {
+    assert!(SPLIT_ACK_TIMEOUT < RESPONSE_TIMEOUT);
+    let started = Instant::now();
+    let without = split_brain_run(None);
+    let ack =
+        ReplicaAcknowledgement::new(1, SPLIT_ACK_TIMEOUT).on_shortfall(ReplicaShortfall::Fail);
+    let with = split_brain_run(Some(ack));
+    for (mode, outcome) in [
+        ("no replica acknowledgement", &without),
+        ("ReplicaAcknowledgement::new(1, 300 ms), Fail", &with),
+    ] {
+        eprintln!(
+            "SENTINEL FAILOVER, {SPLIT_CLIENTS} clients x {SPLIT_THREADS} threads over \
+             {SPLIT_LOCKS} locks, {mode}: {} double holders (last {:?} after the switch), \
+             {} lost updates in {} critical sections; {} failed lock() ({} shortfalls), \
+             {} failed unlock(), {} lost unlocks (NotHeld); fault -> switch {:.1?}, \
+             switch -> every thread +5 iterations after switch + 2 s {:.1?}",
+            outcome.double_holders,
+            outcome.last_double,
+            outcome.lost_updates,
+            outcome.critical_sections,
+            outcome.lock_errors,
+            outcome.shortfalls,
+            outcome.unlock_errors,
+            outcome.lost_unlocks,
+            outcome.switch,
+            outcome.recovery,
+        );
+    }
+    eprintln!("both runs took {:.1?}", started.elapsed());
+    assert_eq!(with.double_holders, 0, "{with:?}");
+    assert_eq!(with.lost_updates, 0, "{with:?}");
 }
