@@ -399,7 +399,7 @@ fn main() {
             .measurement_time(Duration::from_secs(2));
         let name = unique_name("bench:cluster");
         let lock = cluster_client.lock(&name);
-        let mut floor = cluster::ClusterFloor::new(&bench_cluster, &name);
+        let mut floor = cluster::cluster_floor(&bench_cluster, &name);
         let standalone = redis_client.lock(unique_name("bench:cluster:standalone"));
         group.bench_function("evalsha_pair", |b| b.iter(|| floor.pair()));
         group.bench_function("lock_unlock", |b| b.iter(|| lock_unlock(&lock)));
@@ -522,7 +522,7 @@ fn main() {
     {
         let name = unique_name("bench:own:cluster");
         let lock = cluster_client.lock(&name);
-        let mut floor = cluster::ClusterFloor::new(&bench_cluster, &name);
+        let mut floor = cluster::cluster_floor(&bench_cluster, &name);
         extra_cases.push(("cluster/evalsha_pair", Box::new(move || floor.pair())));
         extra_cases.push(("cluster/lock_unlock", Box::new(move || lock_unlock(&lock))));
     }
@@ -610,7 +610,6 @@ mod cluster {
     use std::time::Duration;
 
     use super::common::{TestServer, wait_until};
-    use super::{LATCH_MS, LEASE_MS, black_box};
 
     /// Three `--cluster-enabled yes` redis-servers joined by `redis-cli
     /// --cluster create --cluster-replicas 0` (a minimal copy of
@@ -656,65 +655,28 @@ mod cluster {
         }
     }
 
-    /// The cluster floor: [`super::Floor::pair`]'s two scripts (the release
+    /// The cluster floor: `super::Floor::pair`'s two scripts (the release
     /// in its sharded form, `SPUBLISH`, as the library loads it for a
     /// cluster) by EVALSHA through a `ClusterConnection`, which routes both
     /// to the master of `name`'s slot.
-    pub(super) struct ClusterFloor {
-        conn: redis::cluster::ClusterConnection,
-        acquire: redis::Script,
-        release: redis::Script,
-        name: String,
-        channel: String,
-        holder: String,
-        latch_prefix: String,
-        releases: u64,
-    }
+    pub(super) type ClusterFloor = super::Floor<redis::cluster::ClusterConnection>;
 
-    impl ClusterFloor {
-        /// On lock `name` (the cluster lock's own name, so the same master;
-        /// the two never overlap: each call ends with the lock free).
-        pub(super) fn new(cluster: &BenchCluster, name: &str) -> ClusterFloor {
-            let client = redis::cluster::ClusterClient::new(cluster.urls()).unwrap();
-            let release = include_str!("../lua/lock_release.lua")
-                .replace("redis.call('publish',", "redis.call('spublish',");
-            assert!(release.contains("spublish"), "no sharded publish");
-            ClusterFloor {
-                conn: client.get_connection().unwrap(),
-                acquire: redis::Script::new(include_str!("../lua/lock_acquire.lua")),
-                release: redis::Script::new(&release),
-                channel: format!("redisson_lock__channel:{{{name}}}"),
-                latch_prefix: format!("redisson_unlock_latch:{{{name}}}:floor"),
-                holder: format!("{}:1", uuid::Uuid::new_v4()),
-                name: name.to_owned(),
-                releases: 0,
-            }
-        }
-
-        pub(super) fn pair(&mut self) {
-            let acquired: Option<i64> = self
-                .acquire
-                .key(&self.name)
-                .arg(LEASE_MS)
-                .arg(&self.holder)
-                .invoke(&mut self.conn)
-                .unwrap();
-            assert_eq!(acquired, None, "cluster floor acquire found the lock held");
-            self.releases += 1;
-            let latch = format!("{}:{}", self.latch_prefix, self.releases);
-            let released: Option<i64> = self
-                .release
-                .key(&self.name)
-                .key(&self.channel)
-                .key(&latch)
-                .arg("0")
-                .arg(LEASE_MS)
-                .arg(&self.holder)
-                .arg(LATCH_MS)
-                .invoke(&mut self.conn)
-                .unwrap();
-            assert_eq!(released, Some(1), "cluster floor release did not release");
-            black_box(released);
+    /// On lock `name` (the cluster lock's own name, so the same master;
+    /// the two never overlap: each call ends with the lock free).
+    pub(super) fn cluster_floor(cluster: &BenchCluster, name: &str) -> ClusterFloor {
+        let client = redis::cluster::ClusterClient::new(cluster.urls()).unwrap();
+        let release = include_str!("../lua/lock_release.lua")
+            .replace("redis.call('publish',", "redis.call('spublish',");
+        assert!(release.contains("spublish"), "no sharded publish");
+        super::Floor {
+            conn: client.get_connection().unwrap(),
+            acquire: redis::Script::new(include_str!("../lua/lock_acquire.lua")),
+            release: redis::Script::new(&release),
+            channel: format!("redisson_lock__channel:{{{name}}}"),
+            latch_prefix: format!("redisson_unlock_latch:{{{name}}}:floor"),
+            holder: format!("{}:1", uuid::Uuid::new_v4()),
+            name: name.to_owned(),
+            releases: 0,
         }
     }
 }
@@ -731,8 +693,8 @@ fn replicated_pair() -> (TestServer, TestServer) {
 /// The lock pair with the `redis` crate alone: the same two scripts the
 /// library runs, on one plain connection, with a unique latch key per release
 /// (as the library's) so the release really releases.
-struct Floor {
-    conn: redis::Connection,
+struct Floor<C = redis::Connection> {
+    conn: C,
     acquire: redis::Script,
     release: redis::Script,
     name: String,
@@ -761,7 +723,11 @@ impl Floor {
         let pong: String = redis::cmd("PING").query(&mut self.conn).unwrap();
         black_box(pong);
     }
+}
 
+impl<C: redis::ConnectionLike> Floor<C> {
+    /// Acquire + release by EVALSHA, as the library's pair does, with the
+    /// `redis` crate alone (on a plain or a cluster connection).
     fn pair(&mut self) {
         let acquired: Option<i64> = self
             .acquire
@@ -785,6 +751,7 @@ impl Floor {
             .invoke(&mut self.conn)
             .unwrap();
         assert_eq!(released, Some(1), "floor release did not release");
+        black_box(released);
     }
 }
 
