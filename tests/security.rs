@@ -721,84 +721,8 @@ fn rediss_url_needs_the_tls_feature() {
 mod tls {
     use super::*;
 
-    use rcgen::{
-        BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer,
-        KeyPair, KeyUsagePurpose,
-    };
-
-    /// A CA and the certificates it signed, as PEM, plus the files
-    /// redis-server reads (removed on drop).
-    pub(super) struct Pki {
-        pub(super) ca: String,
-        pub(super) client_cert: String,
-        pub(super) client_key: String,
-        dir: std::path::PathBuf,
-    }
-
-    impl Drop for Pki {
-        fn drop(&mut self) {
-            let _ = std::fs::remove_dir_all(&self.dir);
-        }
-    }
-
-    fn ca(name: &str) -> (CertificateParams, KeyPair, String) {
-        let key = KeyPair::generate().unwrap();
-        let mut params = CertificateParams::new(Vec::<String>::new()).unwrap();
-        params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-        params.distinguished_name.push(DnType::CommonName, name);
-        params.key_usages = vec![
-            KeyUsagePurpose::KeyCertSign,
-            KeyUsagePurpose::CrlSign,
-            KeyUsagePurpose::DigitalSignature,
-        ];
-        let pem = params.self_signed(&key).unwrap().pem();
-        (params, key, pem)
-    }
-
-    /// A fresh CA, a server certificate for 127.0.0.1 and localhost, and a
-    /// client certificate, signed by it.
-    pub(super) fn pki() -> Pki {
-        let (ca_params, ca_key, ca_pem) = ca("redisync test CA");
-        let issuer = Issuer::new(ca_params, ca_key);
-
-        let server_key = KeyPair::generate().unwrap();
-        let mut server =
-            CertificateParams::new(vec!["127.0.0.1".to_owned(), "localhost".to_owned()]).unwrap();
-        server
-            .distinguished_name
-            .push(DnType::CommonName, "redisync test server");
-        server.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
-        let server_cert = server.signed_by(&server_key, &issuer).unwrap();
-
-        let client_key = KeyPair::generate().unwrap();
-        let mut client = CertificateParams::new(Vec::<String>::new()).unwrap();
-        client
-            .distinguished_name
-            .push(DnType::CommonName, "redisync test client");
-        client.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
-        let client_cert = client.signed_by(&client_key, &issuer).unwrap();
-
-        let dir = std::env::temp_dir().join(unique_name("redisync-pki").replace(':', "-"));
-        std::fs::create_dir_all(&dir).unwrap();
-        for (file, contents) in [
-            ("ca.crt", ca_pem.clone()),
-            ("server.crt", server_cert.pem()),
-            ("server.key", server_key.serialize_pem()),
-        ] {
-            std::fs::write(dir.join(file), contents).unwrap();
-        }
-        Pki {
-            ca: ca_pem,
-            client_cert: client_cert.pem(),
-            client_key: client_key.serialize_pem(),
-            dir,
-        }
-    }
-
-    /// A CA nobody uses: a client trusting only it must refuse the server.
-    pub(super) fn other_ca() -> String {
-        ca("some other CA").2
-    }
+    use common::tls::{Pki, other_ca, pki};
+    use rcgen::KeyPair;
 
     /// A redis-server with TLS on `tls_port` (the plain port stays for the
     /// harness's readiness check and for the test's admin connection).
@@ -809,30 +733,14 @@ mod tls {
 
     impl TlsServer {
         pub(super) fn start(pki: &Pki, require_client_certificates: bool) -> TlsServer {
-            let path = |file: &str| pki.dir.join(file).to_str().unwrap().to_owned();
-            let (cert, key, ca) = (path("server.crt"), path("server.key"), path("ca.crt"));
-            let auth_clients = if require_client_certificates {
-                "yes"
-            } else {
-                "no"
-            };
             // The harness retries a taken plain port, not a taken TLS port:
             // retry that here, on a fresh TLS port.
             let mut last = None;
             for _ in 0..3 {
                 let tls_port = free_port().to_string();
-                let args = [
-                    "--tls-port",
-                    tls_port.as_str(),
-                    "--tls-cert-file",
-                    cert.as_str(),
-                    "--tls-key-file",
-                    key.as_str(),
-                    "--tls-ca-cert-file",
-                    ca.as_str(),
-                    "--tls-auth-clients",
-                    auth_clients,
-                ];
+                let mut args = vec!["--tls-port".to_owned(), tls_port.clone()];
+                args.extend(pki.server_args(require_client_certificates));
+                let args: Vec<&str> = args.iter().map(String::as_str).collect();
                 match std::panic::catch_unwind(|| TestServer::start_with(&args)) {
                     Ok(server) => {
                         return TlsServer {

@@ -28,6 +28,8 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 #[cfg(feature = "cluster")]
 pub mod cluster;
+#[cfg(feature = "tls")]
+pub mod tls;
 
 use redisync::backend::{
     Acquire, ExpirableKeys, FairLockKeys, FencedAcquire, LockBackend, LockState, Message,
