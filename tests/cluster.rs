@@ -62,6 +62,16 @@ fn cluster_suite() {
             ("fenced_tokens_grow", fenced_tokens_grow),
             ("contended_counter", contended_counter),
             ("slot_migrates_under_a_waiter", slot_migrates_under_a_waiter),
+            (
+                "replica_acknowledgement_counts_the_slot_masters_replicas",
+                replica_acknowledgement_counts_the_slot_masters_replicas,
+            ),
+            (
+                "a_timed_out_script_is_not_sent_twice",
+                a_timed_out_script_is_not_sent_twice,
+            ),
+            // Last: it stops a node for good.
+            ("the_only_seed_dies", the_only_seed_dies),
         ],
     );
 }
@@ -727,5 +737,268 @@ fn master_killed_during_a_contended_run() {
     assert!(
         total + overlaps_in_window as u64 >= rounds && total <= rounds,
         "{total} increments for {rounds} rounds"
+    );
+}
+
+/// Counts shortfalls reported under `ReplicaShortfall::Keep`.
+#[derive(Default, Debug)]
+struct Shortfalls(AtomicU64);
+
+impl redisync::EventHandler for Shortfalls {
+    fn on_replica_shortfall(&self, _: &redisync::ReplicaShortfallEvent) {
+        self.0.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+/// With replica acknowledgement, `WAIT` runs on the master that ran the
+/// script: with one master's replica frozen, locks on that master fall
+/// short (rolled back under `Fail`, kept and reported under `Keep`) while
+/// locks on the other masters are acknowledged at once. (The `redis`
+/// crate would send a plain `WAIT` to every master and keep the smallest
+/// count, failing them all.)
+fn replica_acknowledgement_counts_the_slot_masters_replicas(cluster: &TestCluster) {
+    use redisync::backend::{ReplicaAcknowledgement, ReplicaShortfall};
+    let ack = ReplicaAcknowledgement::new(1, Duration::from_millis(300));
+    let strict = redisync::Client::builder()
+        .cluster(cluster.urls())
+        .replica_acknowledgement(ack)
+        .event_handler(Arc::new(redisync::NopEventHandler))
+        .build()
+        .unwrap();
+    let shortfalls = Arc::new(Shortfalls::default());
+    let lenient = redisync::Client::builder()
+        .cluster(cluster.urls())
+        .replica_acknowledgement(ack.on_shortfall(ReplicaShortfall::Keep))
+        .event_handler(Arc::clone(&shortfalls) as Arc<dyn redisync::EventHandler>)
+        .build()
+        .unwrap();
+    let names = cluster.names_on_every_master("cl-ack");
+    // Every master's replica is up: every lock is acknowledged, and is on
+    // the replica the moment lock() returns.
+    for name in &names {
+        let guard = strict
+            .lock(name.as_str())
+            .lock_with_lease(LONG_LEASE)
+            .unwrap();
+        let master = cluster.index_of_port(cluster.owner_port(name));
+        let mut replica = cluster.nodes[replica_of(cluster, master)].connection();
+        redis::cmd("READONLY").query::<()>(&mut replica).unwrap();
+        let exists: i64 = redis::cmd("EXISTS").arg(name).query(&mut replica).unwrap();
+        assert_eq!(exists, 1, "{name} acknowledged but not on the replica");
+        guard.unlock().unwrap();
+    }
+    assert_eq!(shortfalls.0.load(Ordering::Relaxed), 0);
+
+    let frozen_name = &names[0];
+    let master = cluster.index_of_port(cluster.owner_port(frozen_name));
+    let replica = replica_of(cluster, master);
+    cluster.nodes[replica].pause();
+    let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        let err = strict
+            .lock(frozen_name.as_str())
+            .try_lock()
+            .expect_err("a lock no replica confirmed must fail under Fail");
+        assert!(err.is_backend(), "{err:?}");
+        assert!(err.to_string().contains("replicas"), "{err}");
+        let exists: i64 = redis::cmd("EXISTS")
+            .arg(frozen_name)
+            .query(&mut cluster.nodes[master].connection())
+            .unwrap();
+        assert_eq!(exists, 0, "a rolled-back acquisition left a hold");
+        // The other masters' replicas answer: no shortfall there.
+        for name in &names[1..] {
+            let started = Instant::now();
+            let guard = strict
+                .lock(name.as_str())
+                .lock_with_lease(LONG_LEASE)
+                .unwrap();
+            assert!(
+                started.elapsed() < Duration::from_millis(250),
+                "{name}: {:?}, as if WAIT had asked the frozen replica's master",
+                started.elapsed()
+            );
+            guard.unlock().unwrap();
+        }
+        let kept = lenient
+            .lock(frozen_name.as_str())
+            .lock_with_lease(LONG_LEASE)
+            .expect("Keep keeps the acquisition");
+        assert!(shortfalls.0.load(Ordering::Relaxed) >= 1);
+        kept
+    }));
+    cluster.nodes[replica].resume();
+    let kept = outcome.unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+    kept.unlock().unwrap();
+    wait_until(
+        "the replica is linked again",
+        Duration::from_secs(30),
+        || {
+            let info: String = redis::cmd("INFO")
+                .arg("replication")
+                .query(&mut cluster.nodes[replica].connection())
+                .unwrap();
+            info.contains("master_link_status:up")
+        },
+    );
+    let guard = strict
+        .lock(frozen_name.as_str())
+        .lock_with_lease(LONG_LEASE)
+        .unwrap();
+    guard.unlock().unwrap();
+}
+
+/// A script that times out is not sent again: the `redis` crate's cluster
+/// connection would resend it on the same socket, and both copies would
+/// run. With writes paused on the slot's master for longer than the
+/// response timeout, a permit acquisition fails, and once the pause ends
+/// at most one permit is gone.
+fn a_timed_out_script_is_not_sent_twice(cluster: &TestCluster) {
+    let client = redisync::Client::builder()
+        .cluster(cluster.urls())
+        .response_timeout(Duration::from_millis(200))
+        .event_handler(Arc::new(redisync::NopEventHandler))
+        .build()
+        .unwrap();
+    let name = unique_name("cl-once");
+    let semaphore = client.semaphore(name.as_str());
+    assert!(semaphore.try_set_permits(10).unwrap());
+    let master = cluster.index_of_port(cluster.owner_port(&name));
+    let _: () = redis::cmd("CLIENT")
+        .arg("PAUSE")
+        .arg(1000)
+        .arg("WRITE")
+        .query(&mut cluster.nodes[master].connection())
+        .unwrap();
+    let started = Instant::now();
+    let outcome = semaphore.try_acquire(1);
+    let elapsed = started.elapsed();
+    wait_until("the pause ended", Duration::from_secs(5), || {
+        started.elapsed() > Duration::from_millis(1200)
+    });
+    // 10 if the server dropped the command with its closed connection, 9
+    // if it ran once; fewer means it ran again.
+    let available = semaphore.available_permits().unwrap();
+    assert!(
+        available == 9 || available == 10,
+        "{} permits taken by one acquisition",
+        10 - available
+    );
+    assert!(
+        outcome.is_err(),
+        "no reply within the response timeout: {outcome:?}"
+    );
+    assert!(elapsed < Duration::from_millis(900), "{elapsed:?}");
+}
+
+/// A client whose only seed dies keeps working: new pooled connections
+/// and the pub/sub subscriber find the cluster through the nodes it saw.
+fn the_only_seed_dies(cluster: &TestCluster) {
+    // A replica, so that the cluster itself does not change.
+    let seed = 4;
+    let client = redisync::Client::builder()
+        .cluster([cluster.url(seed)])
+        .pool_size(4)
+        .event_handler(Arc::new(redisync::NopEventHandler))
+        .build()
+        .unwrap();
+    let names = cluster.names_on_every_master("cl-seed");
+    for name in &names {
+        client.lock(name.as_str()).lock().unwrap().unlock().unwrap();
+    }
+    // Killed by its own PID (the cluster's drop stops the rest).
+    let mut nodes: Vec<&common::TestServer> = cluster.nodes.iter().collect();
+    let seed_pid = nodes[seed].pid();
+    common::send_signal(seed_pid, "KILL");
+    wait_until("the seed is gone", Duration::from_secs(10), || {
+        !nodes[seed].is_running()
+    });
+    nodes.remove(seed);
+    // Every connection the client had is dropped: each pooled one and the
+    // subscriber must be made again, and the seed refuses.
+    for node in &nodes {
+        for kind in ["normal", "pubsub"] {
+            let _: redis::RedisResult<i64> = redis::cmd("CLIENT")
+                .arg("KILL")
+                .arg("TYPE")
+                .arg(kind)
+                .query(&mut node.connection());
+        }
+    }
+    // Calls that meet a dropped connection fail and are retried; a bounded
+    // number of them, and then every lock works.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    for name in &names {
+        loop {
+            match client.lock(name.as_str()).lock_with_lease(LONG_LEASE) {
+                Ok(guard) => {
+                    guard.unlock().unwrap();
+                    break;
+                }
+                Err(err) => {
+                    assert!(err.is_backend(), "{err:?}");
+                    assert!(
+                        Instant::now() < deadline,
+                        "no connection to the cluster after its only seed died: {err}"
+                    );
+                    thread::sleep(Duration::from_millis(100));
+                }
+            }
+        }
+    }
+    // Concurrent calls need more pooled connections than were left.
+    let handles: Vec<_> = (0..4)
+        .map(|i| {
+            let client = client.clone();
+            let name = names[i % names.len()].clone();
+            thread::spawn(move || {
+                for _ in 0..20 {
+                    client.lock(name.as_str()).lock().unwrap().unlock().unwrap();
+                }
+            })
+        })
+        .collect();
+    for handle in handles {
+        handle.join().unwrap();
+    }
+    // The subscriber, reconnected through the discovered nodes, wakes a
+    // waiter.
+    let other = cluster.client_seeded(0);
+    let name = &names[0];
+    let guard = other
+        .lock(name.as_str())
+        .lock_with_lease(LONG_LEASE)
+        .unwrap();
+    let waiter = {
+        let name = name.clone();
+        thread::spawn(move || {
+            let guard = client
+                .lock(name.as_str())
+                .try_lock_for(LONG_LEASE)
+                .unwrap()
+                .expect("woken before the lease ends");
+            let woken = Instant::now();
+            guard.unlock().unwrap();
+            woken
+        })
+    };
+    // The waiter's subscriber reached the channel's master (it found the
+    // slot map through the discovered nodes: the seed refuses).
+    let channel = format!("redisson_lock__channel:{{{name}}}");
+    let owner = cluster.index_of_port(cluster.owner_port(name));
+    wait_until("the waiter subscribed", Duration::from_secs(10), || {
+        let reply: (String, i64) = redis::cmd("PUBSUB")
+            .arg("SHARDNUMSUB")
+            .arg(&channel)
+            .query(&mut cluster.nodes[owner].connection())
+            .unwrap();
+        reply.1 >= 1
+    });
+    let released = Instant::now();
+    guard.unlock().unwrap();
+    let woken = waiter.join().unwrap();
+    assert!(
+        woken.duration_since(released) < PROMPT,
+        "woken {:?} after the unlock",
+        woken.duration_since(released)
     );
 }

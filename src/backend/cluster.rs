@@ -31,7 +31,7 @@
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::io::{BufReader, Write};
 use std::net::{TcpStream, ToSocketAddrs};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -39,6 +39,7 @@ use crossbeam_channel::{Receiver, Sender};
 use redis::cluster::{ClusterClient, ClusterConnection};
 use redis::{ConnectionAddr, ConnectionInfo, IntoConnectionInfo, Parser, RedisError, Value};
 
+use super::cluster_routing::RoutedConnection;
 use super::{Message, PubSubConnection, RedisOptions};
 use crate::{Error, Result};
 
@@ -49,6 +50,13 @@ const SLOTS: u16 = 16_384;
 pub(super) struct ClusterTarget {
     client: ClusterClient,
     seeds: Vec<ConnectionInfo>,
+    /// The nodes the last routed connection saw in the slot map, and a
+    /// client seeded with them: the fallback when no seed answers any more
+    /// (the seeds were replaced, or the only one died).
+    discovered: Mutex<Option<Discovered>>,
+    /// The first seed's settings, for the discovered nodes.
+    template: ConnectionInfo,
+    options: RedisOptions,
     connection_timeout: Duration,
     response_timeout: Duration,
     description: String,
@@ -58,12 +66,6 @@ impl ClusterTarget {
     /// Checks the seed URLs (`redis://[user:password@]host:port`) and
     /// builds the client; connects to nothing yet.
     pub(super) fn new(urls: &[String], options: &RedisOptions) -> Result<Arc<Self>> {
-        if urls.is_empty() {
-            return Err(Error::invalid(
-                "cluster_urls",
-                "at least one node URL is needed",
-            ));
-        }
         let mut seeds = Vec::with_capacity(urls.len());
         for (index, url) in urls.iter().enumerate() {
             // No error quotes the URL: it may hold a password.
@@ -93,19 +95,13 @@ impl ClusterTarget {
             }
             seeds.push(info);
         }
-        // Bounded retries inside one call: the crate's defaults (16 retries,
-        // waits of up to 655 s between them on CLUSTERDOWN/TRYAGAIN) could
-        // hold a call far beyond the response timeout while a failover is
-        // under way. A call that still fails returns a retryable backend
-        // error, and its connection is replaced (see `discards_after`).
-        // Six retries still follow a MOVED then an ASK redirection.
-        let client = ClusterClient::builder(seeds.clone())
-            .connection_timeout(options.get_connection_timeout())
-            .response_timeout(options.get_response_timeout())
-            .retries(6)
-            .min_retry_wait(10)
-            .max_retry_wait(500)
-            .build()
+        let Some(template) = seeds.first().cloned() else {
+            return Err(Error::invalid(
+                "cluster_urls",
+                "at least one node URL is needed",
+            ));
+        };
+        let client = client_for(seeds.clone(), options)
             .map_err(|err| Error::invalid("cluster_urls", err.to_string()))?;
         let description = format!(
             "cluster {}",
@@ -118,6 +114,9 @@ impl ClusterTarget {
         Ok(Arc::new(ClusterTarget {
             client,
             seeds,
+            discovered: Mutex::new(None),
+            template,
+            options: options.clone(),
             connection_timeout: options.get_connection_timeout(),
             response_timeout: options.get_response_timeout(),
             description,
@@ -130,18 +129,97 @@ impl ClusterTarget {
     }
 
     /// A routed connection (to every node it needs, made as needed).
-    pub(super) fn connect(&self) -> std::result::Result<ClusterConnection, RedisError> {
-        let conn = self.client.get_connection()?;
+    /// Each new one notes the nodes of the slot map it read, for when no
+    /// seed answers any more.
+    pub(super) fn connect(self: &Arc<Self>) -> std::result::Result<RoutedConnection, RedisError> {
+        let mut conn = RoutedConnection::new(self.cluster_connection()?, Arc::clone(self));
+        self.note_nodes(&mut conn);
+        Ok(conn)
+    }
+
+    /// A cluster connection with a fresh slot map, found through the
+    /// seeds or, if none of them answers, through the nodes seen last.
+    pub(super) fn cluster_connection(&self) -> std::result::Result<ClusterConnection, RedisError> {
+        let conn = match self.client.get_connection() {
+            Ok(conn) => conn,
+            Err(err) => {
+                let fallback = self.lock_discovered().as_ref().map(|d| d.client.clone());
+                match fallback {
+                    Some(client) => client.get_connection().map_err(|_| err)?,
+                    None => return Err(err),
+                }
+            }
+        };
         conn.set_read_timeout(Some(self.response_timeout))?;
         conn.set_write_timeout(Some(self.response_timeout))?;
         Ok(conn)
+    }
+
+    /// How long one call may take to answer.
+    pub(super) fn response_timeout(&self) -> Duration {
+        self.response_timeout
+    }
+
+    /// Reads the slot map through `conn` and keeps its nodes (masters and
+    /// replicas) as the fallback seeds. Best effort: a failure keeps the
+    /// previous ones, and the connection is usable either way.
+    fn note_nodes(&self, conn: &mut RoutedConnection) {
+        let Ok(reply) = redis::cmd("CLUSTER").arg("SLOTS").query::<Value>(conn) else {
+            return;
+        };
+        let seed_host = self
+            .seeds
+            .first()
+            .map_or_else(String::new, |seed| match seed.addr() {
+                ConnectionAddr::Tcp(host, _) => host.clone(),
+                other => other.to_string(),
+            });
+        let nodes = parse_nodes(&reply, &seed_host);
+        if nodes.is_empty() {
+            return;
+        }
+        let mut discovered = self.lock_discovered();
+        if discovered.as_ref().is_some_and(|d| d.nodes == nodes) {
+            return;
+        }
+        let infos: Vec<ConnectionInfo> = nodes
+            .iter()
+            .map(|(host, port)| self.node_info(host, *port))
+            .collect();
+        if let Ok(client) = client_for(infos, &self.options) {
+            *discovered = Some(Discovered { nodes, client });
+        }
+    }
+
+    /// The connection settings of a discovered node: the first seed's
+    /// (credentials, timeouts) at the node's address.
+    fn node_info(&self, host: &str, port: u16) -> ConnectionInfo {
+        self.template
+            .clone()
+            .set_addr(ConnectionAddr::Tcp(host.to_owned(), port))
+    }
+
+    fn lock_discovered(&self) -> std::sync::MutexGuard<'_, Option<Discovered>> {
+        // The data is a cache that is replaced whole: a panic elsewhere
+        // cannot leave it half-written.
+        self.discovered.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// The masters and their slot ranges, from the first seed that answers
     /// `CLUSTER SLOTS`.
     fn slot_map(&self, address: &str) -> Result<Vec<SlotRange>> {
         let mut last = None;
-        for seed in &self.seeds {
+        let discovered: Vec<ConnectionInfo> = self
+            .lock_discovered()
+            .as_ref()
+            .map(|d| {
+                d.nodes
+                    .iter()
+                    .map(|(host, port)| self.node_info(host, *port))
+                    .collect()
+            })
+            .unwrap_or_default();
+        for seed in self.seeds.iter().chain(&discovered) {
             match self.slot_map_from(seed) {
                 Ok(map) if !map.is_empty() => return Ok(map),
                 Ok(_) => last = Some("a node serves no slots (cluster not ready?)".to_owned()),
@@ -184,6 +262,26 @@ impl ClusterTarget {
     }
 }
 
+/// Nodes seen in a slot map, and a cluster client seeded with them.
+struct Discovered {
+    nodes: Vec<(String, u16)>,
+    client: ClusterClient,
+}
+
+/// A cluster client for `nodes` with `options`' timeouts, and none of the
+/// `redis` crate's own retries: they would send a script again after it
+/// may have run (see `cluster_routing`, which retries what is safe).
+fn client_for(
+    nodes: Vec<ConnectionInfo>,
+    options: &RedisOptions,
+) -> std::result::Result<ClusterClient, RedisError> {
+    ClusterClient::builder(nodes)
+        .connection_timeout(options.get_connection_timeout())
+        .response_timeout(options.get_response_timeout())
+        .retries(0)
+        .build()
+}
+
 /// Slots `start..=end` served by the master at `node` (`host:port`).
 #[derive(Debug, Clone)]
 struct SlotRange {
@@ -206,24 +304,10 @@ fn parse_slots(reply: &Value, seed_host: &str) -> Vec<SlotRange> {
         else {
             continue;
         };
-        let host = match master.first() {
-            Some(Value::BulkString(bytes)) => String::from_utf8_lossy(bytes).into_owned(),
-            Some(Value::SimpleString(text)) => text.clone(),
-            _ => continue,
-        };
-        let host = if host.is_empty() || host == "?" {
-            seed_host.to_owned()
-        } else {
-            host
-        };
-        let Some(Value::Int(port)) = master.get(1) else {
+        let Some((host, port)) = node_entry(master, seed_host) else {
             continue;
         };
-        let (Ok(start), Ok(end), Ok(port)) = (
-            u16::try_from(*start),
-            u16::try_from(*end),
-            u16::try_from(*port),
-        ) else {
+        let (Ok(start), Ok(end)) = (u16::try_from(*start), u16::try_from(*end)) else {
             continue;
         };
         let node = if host.contains(':') {
@@ -234,6 +318,46 @@ fn parse_slots(reply: &Value, seed_host: &str) -> Vec<SlotRange> {
         ranges.push(SlotRange { start, end, node });
     }
     ranges
+}
+
+/// Every node (masters and replicas) a `CLUSTER SLOTS` reply names, once
+/// each, as host and port.
+fn parse_nodes(reply: &Value, seed_host: &str) -> Vec<(String, u16)> {
+    let mut nodes: Vec<(String, u16)> = Vec::new();
+    let Value::Array(items) = reply else {
+        return nodes;
+    };
+    for item in items {
+        let Value::Array(fields) = item else { continue };
+        for field in fields.iter().skip(2) {
+            let Value::Array(entry) = field else { continue };
+            if let Some(node) = node_entry(entry, seed_host)
+                && !nodes.contains(&node)
+            {
+                nodes.push(node);
+            }
+        }
+    }
+    nodes
+}
+
+/// The host and port of one node entry of a `CLUSTER SLOTS` range
+/// (`[host, port, id, ...]`); an empty or unknown host is the seed's.
+fn node_entry(entry: &[Value], seed_host: &str) -> Option<(String, u16)> {
+    let host = match entry.first()? {
+        Value::BulkString(bytes) => String::from_utf8_lossy(bytes).into_owned(),
+        Value::SimpleString(text) => text.clone(),
+        _ => return None,
+    };
+    let host = if host.is_empty() || host == "?" {
+        seed_host.to_owned()
+    } else {
+        host
+    };
+    let Some(Value::Int(port)) = entry.get(1) else {
+        return None;
+    };
+    Some((host, u16::try_from(*port).ok()?))
 }
 
 /// The cluster slot of `key`: CRC16 (XMODEM) of its hash tag (the text

@@ -31,6 +31,8 @@ use crate::Result;
 
 #[cfg(feature = "cluster")]
 mod cluster;
+#[cfg(feature = "cluster")]
+mod cluster_routing;
 mod memory;
 mod redis;
 mod replication;

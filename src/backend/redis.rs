@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use redis::{ConnectionLike, RedisError};
+use redis::{ConnectionLike, RedisError, RedisResult};
 
 use super::{
     Acquire, ExpirableKeys, FairLockKeys, FencedAcquire, LockBackend, LockState, Message,
@@ -280,11 +280,45 @@ impl Target {
     }
 }
 
+/// A plain connection, or (feature `cluster`) a cluster connection that
+/// routes each script by its first key's slot and follows redirections.
+enum Link {
+    Single(redis::Connection),
+    #[cfg(feature = "cluster")]
+    Cluster(Box<super::cluster_routing::RoutedConnection>),
+}
+
+impl Link {
+    fn as_connection(&mut self) -> &mut dyn ConnectionLike {
+        match self {
+            Link::Single(conn) => conn,
+            #[cfg(feature = "cluster")]
+            Link::Cluster(conn) => conn,
+        }
+    }
+
+    fn is_open(&self) -> bool {
+        match self {
+            Link::Single(conn) => conn.is_open(),
+            #[cfg(feature = "cluster")]
+            Link::Cluster(conn) => conn.is_open(),
+        }
+    }
+
+    /// `WAIT replicas timeout_ms` on the server that ran the last script:
+    /// on a cluster, that script's slot master.
+    fn wait_for_replicas(&mut self, replicas: u32, timeout_ms: u64) -> RedisResult<i64> {
+        match self {
+            Link::Single(conn) => redis::cmd("WAIT").arg(replicas).arg(timeout_ms).query(conn),
+            #[cfg(feature = "cluster")]
+            Link::Cluster(conn) => conn.wait_for_replicas(replicas, timeout_ms),
+        }
+    }
+}
+
 /// A connection with what the pool needs to know to discard it.
 struct Conn {
-    /// A plain connection, or (feature `cluster`) a cluster connection that
-    /// routes each script by its first key's slot and follows redirections.
-    conn: Box<dyn ConnectionLike + Send>,
+    conn: Link,
     /// The Sentinel epoch it was made under (0 for a fixed server).
     epoch: u64,
     /// Set when a reply showed the server cannot serve us any more (a
@@ -327,14 +361,14 @@ impl Manager {
         #[cfg(feature = "cluster")]
         if let Target::Cluster(target) = &self.target {
             return Ok(Conn {
-                conn: Box::new(target.connect()?),
+                conn: Link::Cluster(Box::new(target.connect()?)),
                 epoch: 0,
                 broken: false,
             });
         }
         let (conn, epoch) = self.connect_single()?;
         Ok(Conn {
-            conn: Box::new(conn),
+            conn: Link::Single(conn),
             epoch,
             broken: false,
         })
@@ -350,7 +384,7 @@ impl r2d2::ManageConnection for Manager {
     }
 
     fn is_valid(&self, conn: &mut Conn) -> std::result::Result<(), RedisError> {
-        redis::cmd("PING").query::<()>(&mut *conn.conn)
+        redis::cmd("PING").query::<()>(conn.conn.as_connection())
     }
 
     fn has_broken(&self, conn: &mut Conn) -> bool {
@@ -539,8 +573,10 @@ impl RedisBackend {
 
     /// Like [`open_cluster`](Self::open_cluster), with the given options.
     /// The pool holds up to `pool_size` cluster connections (each with one
-    /// socket per node it talks to). Replica acknowledgement and TLS options
-    /// are rejected on a cluster for now. Only with the `cluster` feature.
+    /// socket per node it talks to). With replica acknowledgement, `WAIT`
+    /// runs on the master that ran the script, so it counts that master's
+    /// replicas only. TLS options are rejected on a cluster for now. Only
+    /// with the `cluster` feature.
     ///
     /// # Errors
     /// As [`open_cluster`](Self::open_cluster), plus `InvalidArgument` for
@@ -565,12 +601,6 @@ impl RedisBackend {
                 "TLS is not supported with a cluster yet",
             ));
         }
-        if options.replica_ack.is_some() {
-            return Err(Error::invalid(
-                "replica_acknowledgement",
-                "not supported on a cluster yet (WAIT must run on the slot's master)",
-            ));
-        }
         let urls: Vec<String> = node_urls
             .into_iter()
             .map(|url| url.as_ref().to_owned())
@@ -591,7 +621,7 @@ impl RedisBackend {
             .connect()
             .map_err(|err| redis_error(&address, "connecting", err))?;
         redis::cmd("PING")
-            .query::<()>(&mut *probe.conn)
+            .query::<()>(probe.conn.as_connection())
             .map_err(|err| redis_error(&address, "PING", err))?;
         let pool = r2d2::Pool::builder()
             .max_size(options.pool_size)
@@ -750,12 +780,14 @@ impl RedisBackend {
         changed: impl Fn(&T) -> bool,
     ) -> Result<(T, Option<u32>)> {
         let mut conn = self.connection()?;
-        let reply: T = invocation.invoke(&mut *conn.conn).map_err(|err| {
-            if self.target.discards_after(&err) {
-                conn.broken = true;
-            }
-            self.redis_error(op, err)
-        })?;
+        let reply: T = invocation
+            .invoke(conn.conn.as_connection())
+            .map_err(|err| {
+                if self.target.discards_after(&err) {
+                    conn.broken = true;
+                }
+                self.redis_error(op, err)
+            })?;
         if self.unreachable.load(Ordering::Relaxed) {
             self.unreachable.store(false, Ordering::Relaxed);
         }
@@ -765,10 +797,9 @@ impl RedisBackend {
         if !changed(&reply) {
             return Ok((reply, None));
         }
-        let acknowledged: i64 = redis::cmd("WAIT")
-            .arg(ack.replicas())
-            .arg(ack.timeout_ms())
-            .query(&mut *conn.conn)
+        let acknowledged = conn
+            .conn
+            .wait_for_replicas(ack.replicas(), ack.timeout_ms())
             .map_err(|err| self.redis_error(op, err))?;
         let acknowledged = u32::try_from(acknowledged).unwrap_or(0);
         Ok((
@@ -1588,7 +1619,7 @@ impl LockBackend for RedisBackend {
         redis::cmd(command)
             .arg(channel)
             .arg(payload)
-            .query::<i64>(&mut *conn.conn)
+            .query::<i64>(conn.conn.as_connection())
             .map(drop)
             .map_err(|err| {
                 if self.target.discards_after(&err) {
