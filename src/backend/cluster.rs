@@ -1,16 +1,18 @@
 //! Redis Cluster (feature `cluster`): routed scripts and sharded pub/sub.
 //!
 //! Commands go through the `redis` crate's blocking cluster connection (one
-//! per pooled connection): it sends each script to the master of its first
-//! key's slot (every key of a primitive shares that slot, see `keys.rs`),
-//! follows MOVED and ASK, and refreshes its slot map after a graceful
-//! failover (READONLY, MOVED). It does not after a master is killed: it
-//! retries the dead address until its (bounded) retries run out, so a
-//! cluster connection that failed with anything but a server reply is
-//! discarded by the pool (`Target::discards_after` in `redis.rs`) and its
-//! replacement reads the slot map afresh from the seeds. A
-//! NOSCRIPT reply makes `Script::invoke` send `SCRIPT LOAD`, which the
-//! cluster connection routes to every master, then retry.
+//! per pooled connection), wrapped by [`RoutedConnection`] (see
+//! `cluster_routing`): it sends each script to the master of its first
+//! key's slot (every key of a primitive shares that slot, see `keys.rs`)
+//! and never twice after it may have run. The crate's connection keeps its
+//! slot map until it is told otherwise, so after a master is killed it
+//! would go on asking the dead address: a cluster connection that failed
+//! with anything but a server reply is discarded by the pool
+//! (`Target::discards_after` in `redis.rs`), and its replacement reads the
+//! slot map afresh, from the seeds or, when none answers, from the nodes
+//! the last connection saw. A NOSCRIPT reply makes `Script::invoke` send
+//! `SCRIPT LOAD`, which the cluster connection routes to every master,
+//! then retry.
 //!
 //! Messages use sharded pub/sub, as Redisson does on Redis 7+ clusters: the
 //! scripts `SPUBLISH` (see `scripts::Lua`) and the subscriber `SSUBSCRIBE`s
