@@ -303,7 +303,11 @@ impl SentinelTarget {
                 config.master_name,
                 addresses.join(","),
                 config.database,
-                if master_tls { ", TLS" } else { "" }
+                match (tls_sentinels != 0, master_tls) {
+                    (true, _) => "; TLS to the sentinels and the master",
+                    (false, true) => "; TLS to the master",
+                    (false, false) => "",
+                }
             ),
             master_name: config.master_name.clone(),
             sentinels,
@@ -539,7 +543,11 @@ mod tests {
         )
         .unwrap();
         assert!(tls.master_tls);
-        assert!(tls.description().ends_with(", TLS)"), "{tls:?}");
+        assert!(
+            tls.description()
+                .ends_with("; TLS to the sentinels and the master)"),
+            "{tls:?}"
+        );
         assert!(!format!("{tls:?}").contains("pw-xyz"));
     }
 
@@ -552,6 +560,12 @@ mod tests {
         // Plain sentinels, TLS data nodes.
         let plain_sentinels = target(&["redis://127.0.0.1:26379"], &good).unwrap();
         assert!(plain_sentinels.master_tls);
+        assert!(
+            plain_sentinels
+                .description()
+                .ends_with("; TLS to the master)"),
+            "{plain_sentinels:?}"
+        );
 
         let mut bad = TlsSettings::default();
         bad.add_root_certificates(b"not a pem".to_vec());
