@@ -215,7 +215,8 @@ impl Cluster {
     }
 
     fn start_with(transport: Transport) -> Cluster {
-        let (master, master_data_port, replica, replica_data_port, sentinel_tls);
+        let (master, master_data_port, replica, replica_data_port);
+        let sentinel_tls: Option<String>;
         #[cfg(feature = "tls")]
         let mut tls = None;
         match transport {
@@ -551,8 +552,8 @@ enum Fault {
     FreezeMaster,
 }
 
-fn failover_during_contention(fault: Fault) {
-    let mut cluster = Cluster::start();
+fn failover_during_contention(fault: Fault, transport: Transport) {
+    let mut cluster = Cluster::start_with(transport);
     let old_master = cluster.master.port();
     let new_master = cluster.replica.port();
     let clients: Vec<Client> = (0..CLIENTS).map(|_| cluster.client()).collect();
@@ -694,12 +695,12 @@ fn failover_during_contention(fault: Fault) {
 
 #[test]
 fn sentinel_failover_during_contention() {
-    failover_during_contention(Fault::SentinelFailover);
+    failover_during_contention(Fault::SentinelFailover, Transport::Plain);
 }
 
 #[test]
 fn frozen_master_failover_during_contention() {
-    failover_during_contention(Fault::FreezeMaster);
+    failover_during_contention(Fault::FreezeMaster, Transport::Plain);
 }
 
 #[test]
@@ -1141,6 +1142,13 @@ mod tls {
         );
     }
 
+    /// The contended run of [`sentinel_failover_during_contention`], with
+    /// TLS on every data path.
+    #[test]
+    fn sentinel_failover_during_contention_over_tls() {
+        failover_during_contention(Fault::SentinelFailover, Transport::Tls { mutual: false });
+    }
+
     /// Refusals are fast, clear errors: a CA the sentinels' certificates do
     /// not chain to, `redis://` to a TLS port, and (every TLS port requiring
     /// client certificates) no client certificate, at the sentinels or at
@@ -1179,9 +1187,7 @@ mod tls {
             ),
             (
                 "no client certificate for the sentinels",
-                cluster
-                    .bare_builder(tls_urls.clone())
-                    .tls_root_certificate(ca),
+                cluster.bare_builder(tls_urls).tls_root_certificate(ca),
                 "no Sentinel reachable",
             ),
             (

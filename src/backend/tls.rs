@@ -175,7 +175,7 @@ impl TlsSettings {
 }
 
 /// Whether `url` asks for TLS (`rediss://`, or the `valkeys://` alias).
-pub(crate) fn is_tls_url(url: &str) -> bool {
+fn is_tls_url(url: &str) -> bool {
     url.trim_start()
         .split_once("://")
         .is_some_and(|(scheme, _)| {
