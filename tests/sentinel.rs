@@ -17,6 +17,10 @@
 //! (its `unlock()` then fails with `NotHeld`, also allowed only inside the
 //! window). Exclusion is asserted before the failover and from a second
 //! after every thread has recovered on.
+//!
+//! With the `tls` feature, `mod tls` runs the same group with TLS on every
+//! data path ([`Transport::Tls`]): clients given only `rediss://` URLs to
+//! the sentinels' TLS ports, sentinels and replication on TLS.
 #![cfg(feature = "sentinel")]
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
