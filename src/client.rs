@@ -84,7 +84,8 @@ impl Client {
 
     /// Connects to the current master of the Sentinel-monitored group
     /// `master_name` through the sentinels at `sentinel_urls`
-    /// (`redis://[:password@]host:port`), with default settings. After a
+    /// (`redis://[:password@]host:port`, or `rediss://` for TLS to the
+    /// sentinels and the master, feature `tls`), with default settings. After a
     /// failover, the client's pooled connections and its pub/sub connection
     /// move to the new master (see [`RedisBackend::open_sentinel`](crate::RedisBackend::open_sentinel));
     /// calls in flight during the switch may fail with a connection error.

@@ -121,10 +121,14 @@ impl ClientBuilder {
 
     /// Connects, when [`build`](Self::build) runs, to the current master of
     /// the Sentinel-monitored group `master_name`, found through the
-    /// sentinels at `sentinel_urls` (`redis://[:password@]host:port`), with
-    /// the pool settings below. After a failover the client follows the
-    /// master (see [`RedisBackend::open_sentinel`]). For the master's
-    /// password or database, use [`sentinel_config`](Self::sentinel_config).
+    /// sentinels at `sentinel_urls` (`redis://[:password@]host:port`, or
+    /// `rediss://` with the `tls` feature), with the pool settings below.
+    /// After a failover the client follows the master (see
+    /// [`RedisBackend::open_sentinel`]). For the master's password or
+    /// database, use [`sentinel_config`](Self::sentinel_config). TLS:
+    /// `rediss://` sentinels, or [`tls_root_certificate`](Self::tls_root_certificate)
+    /// / `tls_client_certificate`, make the master TLS too, with the same
+    /// certificates (see [`SentinelConfig`](crate::backend::SentinelConfig)).
     /// Only with the `sentinel` feature.
     ///
     /// ```no_run
@@ -299,8 +303,9 @@ impl ClientBuilder {
     /// Calling it again adds more. The server certificate must name the
     /// URL's host (a DNS name, or an IP address for `rediss://127.0.0.1`).
     /// Every connection of the client uses it: the pooled ones and the
-    /// pub/sub one. Only with the `tls` feature; `build()` rejects it with a
-    /// `redis://` URL, or when `pem` holds no certificate.
+    /// pub/sub one (with Sentinel: to the sentinels and to the master, which
+    /// it makes TLS). Only with the `tls` feature; `build()` rejects it with
+    /// a `redis://` URL, or when `pem` holds no certificate.
     ///
     /// ```no_run
     /// let client = redisync::Client::builder()
@@ -317,9 +322,9 @@ impl ClientBuilder {
 
     /// For a `rediss://` URL: presents this client certificate (a PEM chain,
     /// leaf first) and its PEM private key (PKCS#8, PKCS#1 or SEC1) to a
-    /// server that requires mutual TLS (`tls-auth-clients yes`). The key
-    /// never appears in `Debug` output or errors. Only with the `tls`
-    /// feature.
+    /// server that requires mutual TLS (`tls-auth-clients yes`); with
+    /// Sentinel, to the sentinels and the master alike. The key never
+    /// appears in `Debug` output or errors. Only with the `tls` feature.
     ///
     /// ```no_run
     /// let client = redisync::Client::builder()

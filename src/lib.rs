@@ -71,7 +71,9 @@
 //! appears in `Debug` output, errors or logs. With the `tls` feature,
 //! `rediss://` URLs connect over TLS (rustls), and
 //! `ClientBuilder::tls_root_certificate` / `tls_client_certificate` trust
-//! your own CA and present a client certificate.
+//! your own CA and present a client certificate. With Sentinel,
+//! `rediss://` sentinel URLs (or those settings) put the sentinels and the
+//! master on TLS with the same certificates.
 //!
 //! # Leases and the watchdog
 //!

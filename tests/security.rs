@@ -721,45 +721,12 @@ fn rediss_url_needs_the_tls_feature() {
 mod tls {
     use super::*;
 
-    use common::tls::{Pki, other_ca, pki};
+    use common::tls::{Pki, TlsServer, other_ca, pki};
     use rcgen::KeyPair;
 
-    /// A redis-server with TLS on `tls_port` (the plain port stays for the
-    /// harness's readiness check and for the test's admin connection).
-    pub(super) struct TlsServer {
-        pub(super) server: TestServer,
-        pub(super) tls_port: u16,
-    }
-
-    impl TlsServer {
-        pub(super) fn start(pki: &Pki, require_client_certificates: bool) -> TlsServer {
-            // The harness retries a taken plain port, not a taken TLS port:
-            // retry that here, on a fresh TLS port.
-            let mut last = None;
-            for _ in 0..3 {
-                let tls_port = free_port().to_string();
-                let mut args = vec!["--tls-port".to_owned(), tls_port.clone()];
-                args.extend(pki.server_args(require_client_certificates));
-                let args: Vec<&str> = args.iter().map(String::as_str).collect();
-                match std::panic::catch_unwind(|| TestServer::start_with(&args)) {
-                    Ok(server) => {
-                        return TlsServer {
-                            server,
-                            tls_port: tls_port.parse().unwrap(),
-                        };
-                    }
-                    Err(panic) => last = Some(panic),
-                }
-            }
-            std::panic::resume_unwind(last.unwrap())
-        }
-
-        pub(super) fn url(&self, password: &str) -> String {
-            format!(
-                "rediss://{ACL_USER}:{password}@127.0.0.1:{}/",
-                self.tls_port
-            )
-        }
+    /// `rediss://` as the README's ACL user with `password`, to the TLS port.
+    fn tls_url(tls: &TlsServer, password: &str) -> String {
+        format!("rediss://{ACL_USER}:{password}@127.0.0.1:{}/", tls.tls_port)
     }
 
     fn tls_client(url: &str, pki: &Pki) -> redisync::ClientBuilder {
@@ -772,9 +739,9 @@ mod tls {
     #[test]
     fn locks_work_over_tls() {
         let pki = pki();
-        let tls = TlsServer::start(&pki, false);
+        let tls = TlsServer::start(&pki, false, &[]);
         create_acl_user(&mut tls.server.connection(), None);
-        let url = tls.url(ACL_PASSWORD);
+        let url = tls_url(&tls, ACL_PASSWORD);
         let a = tls_client(&url, &pki).build().unwrap();
         let b = tls_client(&url, &pki).build().unwrap();
         let fast = tls_client(&url, &pki)
@@ -830,9 +797,9 @@ mod tls {
     #[test]
     fn untrusted_server_certificate_is_a_clear_error() {
         let pki = pki();
-        let tls = TlsServer::start(&pki, false);
+        let tls = TlsServer::start(&pki, false, &[]);
         create_acl_user(&mut tls.server.connection(), None);
-        let url = tls.url(ACL_PASSWORD);
+        let url = tls_url(&tls, ACL_PASSWORD);
         let other = other_ca();
         let builders = [
             // The system's roots do not include our CA.
@@ -858,9 +825,9 @@ mod tls {
     #[test]
     fn mutual_tls_client_certificate() {
         let pki = pki();
-        let tls = TlsServer::start(&pki, true);
+        let tls = TlsServer::start(&pki, true, &[]);
         create_acl_user(&mut tls.server.connection(), None);
-        let url = tls.url(ACL_PASSWORD);
+        let url = tls_url(&tls, ACL_PASSWORD);
         let started = Instant::now();
         let refused = tls_client(&url, &pki).build().unwrap_err();
         assert!(started.elapsed() < Duration::from_secs(5), "took too long");
@@ -883,9 +850,9 @@ mod tls {
     #[test]
     fn wrong_password_over_tls_is_a_clear_error() {
         let pki = pki();
-        let tls = TlsServer::start(&pki, false);
+        let tls = TlsServer::start(&pki, false, &[]);
         create_acl_user(&mut tls.server.connection(), None);
-        let err = tls_client(&tls.url(WRONG_PASSWORD), &pki)
+        let err = tls_client(&tls_url(&tls, WRONG_PASSWORD), &pki)
             .build()
             .unwrap_err();
         assert!(err.is_backend() && !err.is_connection_error(), "{err:?}");

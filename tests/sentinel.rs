@@ -17,6 +17,10 @@
 //! (its `unlock()` then fails with `NotHeld`, also allowed only inside the
 //! window). Exclusion is asserted before the failover and from a second
 //! after every thread has recovered on.
+//!
+//! With the `tls` feature, `mod tls` runs the same group with TLS on every
+//! data path ([`Transport::Tls`]): clients given only `rediss://` URLs to
+//! the sentinels' TLS ports, sentinels and replication on TLS.
 #![cfg(feature = "sentinel")]
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -32,7 +36,7 @@ use std::time::{Duration, Instant};
 
 use common::{TestServer, numsub, unique_name, wait_until};
 use redisync::backend::{ReplicaAcknowledgement, ReplicaShortfall};
-use redisync::{Client, NopEventHandler};
+use redisync::{Client, ClientBuilder, NopEventHandler};
 
 const MASTER_NAME: &str = "mymaster";
 /// Generous bounds: this machine has 2 slow vCPUs.
@@ -44,7 +48,10 @@ const RESPONSE_TIMEOUT: Duration = Duration::from_secs(1);
 /// A `redis-server --sentinel` child process, killed by its own handle.
 struct Sentinel {
     child: Option<Child>,
+    /// The plain port: the tests' admin connections.
     port: u16,
+    /// With [`Transport::Tls`], the TLS port: the clients' connections.
+    tls_port: Option<u16>,
 }
 
 impl Drop for Sentinel {
@@ -56,13 +63,37 @@ impl Drop for Sentinel {
     }
 }
 
+/// How the sentinels, the nodes and the clients talk to each other.
+#[derive(Clone, Copy)]
+enum Transport {
+    Plain,
+    /// TLS on every data path: clients to sentinels and master, sentinels
+    /// to each other and to the nodes, replication. Every process keeps a
+    /// plain port for the harness and the tests' admin connections only;
+    /// the clients are given TLS ports. With `mutual`, every TLS port
+    /// requires a client certificate.
+    #[cfg(feature = "tls")]
+    Tls {
+        mutual: bool,
+    },
+}
+
 /// Master + replica + 3 sentinels.
 struct Cluster {
     // Sentinels first: dropped before the servers they watch.
     sentinels: Vec<Sentinel>,
+    /// `master.port()` and `replica.port()` are the plain (admin) ports.
     master: TestServer,
     replica: TestServer,
+    /// The ports the sentinels monitor and report, and the clients use:
+    /// the plain ones, or the TLS ones with [`Transport::Tls`].
+    master_data_port: u16,
+    replica_data_port: u16,
     dir: PathBuf,
+    /// The certificates, with [`Transport::Tls`] (removed after the
+    /// servers stop), and whether client certificates are required.
+    #[cfg(feature = "tls")]
+    tls: Option<(common::tls::Pki, bool)>,
 }
 
 impl Drop for Cluster {
@@ -127,14 +158,22 @@ fn sentinel_master(port: u16) -> Option<std::collections::HashMap<String, String
         .ok()
 }
 
-fn start_sentinel(bin: &Path, dir: &Path, master_port: u16) -> Sentinel {
+/// Starts a sentinel monitoring the master at `master_port`; with
+/// `tls_conf` (sentinel.conf lines: certificates and `tls-replication yes`),
+/// also on a TLS port, and talking TLS to the nodes and other sentinels.
+fn start_sentinel(bin: &Path, dir: &Path, master_port: u16, tls_conf: Option<&str>) -> Sentinel {
     for _ in 0..5 {
         let port = free_port();
+        let tls_port = tls_conf.map(|_| free_port());
+        let tls = match (tls_port, tls_conf) {
+            (Some(tls_port), Some(conf)) => format!("tls-port {tls_port}\n{conf}"),
+            _ => String::new(),
+        };
         let conf = dir.join(format!("sentinel-{port}.conf"));
         std::fs::write(
             &conf,
             format!(
-                "port {port}\nbind 127.0.0.1\ndir {dir}\nlogfile {dir}/sentinel-{port}.log\n\
+                "port {port}\nbind 127.0.0.1\ndir {dir}\nlogfile {dir}/sentinel-{port}.log\n{tls}\
                  sentinel announce-ip 127.0.0.1\n\
                  sentinel monitor {MASTER_NAME} 127.0.0.1 {master_port} 2\n\
                  sentinel down-after-milliseconds {MASTER_NAME} 1000\n\
@@ -155,6 +194,7 @@ fn start_sentinel(bin: &Path, dir: &Path, master_port: u16) -> Sentinel {
         let mut sentinel = Sentinel {
             child: Some(child),
             port,
+            tls_port,
         };
         let deadline = Instant::now() + Duration::from_secs(10);
         loop {
@@ -175,9 +215,57 @@ fn start_sentinel(bin: &Path, dir: &Path, master_port: u16) -> Sentinel {
 
 impl Cluster {
     fn start() -> Cluster {
-        let master = TestServer::start();
-        let replica =
-            TestServer::start_with(&["--replicaof", "127.0.0.1", &master.port().to_string()]);
+        Cluster::start_with(Transport::Plain)
+    }
+
+    fn start_with(transport: Transport) -> Cluster {
+        let (master, master_data_port, replica, replica_data_port);
+        let sentinel_tls: Option<String>;
+        #[cfg(feature = "tls")]
+        let mut tls = None;
+        match transport {
+            Transport::Plain => {
+                master = TestServer::start();
+                master_data_port = master.port();
+                replica = TestServer::start_with(&[
+                    "--replicaof",
+                    "127.0.0.1",
+                    &master.port().to_string(),
+                ]);
+                replica_data_port = replica.port();
+                sentinel_tls = None;
+            }
+            #[cfg(feature = "tls")]
+            Transport::Tls { mutual } => {
+                use common::tls::TlsServer;
+                let pki = common::tls::pki();
+                let tls_master = TlsServer::start(&pki, mutual, &["--tls-replication", "yes"]);
+                let tls_replica = TlsServer::start(
+                    &pki,
+                    mutual,
+                    &[
+                        "--tls-replication",
+                        "yes",
+                        "--replicaof",
+                        "127.0.0.1",
+                        &tls_master.tls_port.to_string(),
+                    ],
+                );
+                // The same directives as the servers', as sentinel.conf lines.
+                let mut conf = String::from("tls-replication yes\n");
+                for pair in pki.server_args(mutual).chunks(2) {
+                    conf.push_str(&format!(
+                        "{} {}\n",
+                        pair[0].trim_start_matches("--"),
+                        pair[1]
+                    ));
+                }
+                sentinel_tls = Some(conf);
+                (master, master_data_port) = (tls_master.server, tls_master.tls_port);
+                (replica, replica_data_port) = (tls_replica.server, tls_replica.tls_port);
+                tls = Some((pki, mutual));
+            }
+        }
         wait_until("the replica synced", SETUP_TIMEOUT, || {
             info_field(replica.port(), "replication", "master_link_status").as_deref() == Some("up")
         });
@@ -185,13 +273,17 @@ impl Cluster {
         std::fs::create_dir_all(&dir).unwrap();
         let bin = server_binary();
         let sentinels = (0..3)
-            .map(|_| start_sentinel(&bin, &dir, master.port()))
+            .map(|_| start_sentinel(&bin, &dir, master_data_port, sentinel_tls.as_deref()))
             .collect();
         let cluster = Cluster {
             sentinels,
             master,
             replica,
+            master_data_port,
+            replica_data_port,
             dir,
+            #[cfg(feature = "tls")]
+            tls,
         };
         // Ready for a failover: every sentinel knows the replica and the
         // other two sentinels.
@@ -210,7 +302,21 @@ impl Cluster {
         cluster
     }
 
+    /// The URLs the clients use: `rediss://` to the TLS ports with
+    /// [`Transport::Tls`].
     fn sentinel_urls(&self) -> Vec<String> {
+        self.sentinels
+            .iter()
+            .map(|s| match s.tls_port {
+                Some(tls_port) => format!("rediss://127.0.0.1:{tls_port}/"),
+                None => format!("redis://127.0.0.1:{}/", s.port),
+            })
+            .collect()
+    }
+
+    /// `redis://` URLs to the sentinels' plain (admin) ports.
+    #[cfg(feature = "tls")]
+    fn plain_sentinel_urls(&self) -> Vec<String> {
         self.sentinels
             .iter()
             .map(|s| format!("redis://127.0.0.1:{}/", s.port))
@@ -228,14 +334,36 @@ impl Cluster {
         self.client_with(None)
     }
 
-    /// A client, with `ack` as its replica acknowledgement if given.
-    fn client_with(&self, ack: Option<ReplicaAcknowledgement>) -> Client {
-        let mut builder = Client::builder()
-            .sentinel(MASTER_NAME, self.sentinel_urls())
+    /// The test clients' settings with `urls`, without certificates.
+    fn bare_builder(&self, urls: Vec<String>) -> ClientBuilder {
+        Client::builder()
+            .sentinel(MASTER_NAME, urls)
             .connection_timeout(Duration::from_secs(1))
             .response_timeout(RESPONSE_TIMEOUT)
             .watchdog_timeout(Duration::from_secs(2))
-            .event_handler(Arc::new(NopEventHandler));
+            .event_handler(Arc::new(NopEventHandler))
+    }
+
+    /// The test clients' settings with `urls`, trusting the test CA and
+    /// presenting the client certificate where one is required.
+    fn builder(&self, urls: Vec<String>) -> ClientBuilder {
+        let builder = self.bare_builder(urls);
+        #[cfg(feature = "tls")]
+        if let Some((pki, mutual)) = &self.tls {
+            let builder = builder.tls_root_certificate(pki.ca.as_bytes());
+            return if *mutual {
+                builder
+                    .tls_client_certificate(pki.client_cert.as_bytes(), pki.client_key.as_bytes())
+            } else {
+                builder
+            };
+        }
+        builder
+    }
+
+    /// A client, with `ack` as its replica acknowledgement if given.
+    fn client_with(&self, ack: Option<ReplicaAcknowledgement>) -> Client {
+        let mut builder = self.builder(self.sentinel_urls());
         if let Some(ack) = ack {
             builder = builder.replica_acknowledgement(ack);
         }
@@ -254,7 +382,7 @@ impl Cluster {
     /// Waits until every sentinel reports the replica as master and it
     /// says so itself.
     fn wait_for_switch(&self) {
-        let new = self.replica.port();
+        let new = self.replica_data_port;
         wait_until(
             "the sentinels switched to the replica",
             FAILOVER_TIMEOUT,
@@ -263,7 +391,7 @@ impl Cluster {
                     sentinel_master(s.port)
                         .and_then(|m| m.get("port").and_then(|p| p.parse::<u16>().ok()))
                         == Some(new)
-                }) && role(new).as_deref() == Some("master")
+                }) && role(self.replica.port()).as_deref() == Some("master")
             },
         );
     }
@@ -281,7 +409,7 @@ fn exists(port: u16, key: &str) -> bool {
 #[test]
 fn every_primitive_works_through_sentinel() {
     let cluster = Cluster::start();
-    assert_eq!(cluster.reported_master(), Some(cluster.master.port()));
+    assert_eq!(cluster.reported_master(), Some(cluster.master_data_port));
     let client = Client::open_sentinel(MASTER_NAME, cluster.sentinel_urls()).unwrap();
     let other = cluster.client();
     let master = cluster.master.port();
@@ -428,8 +556,8 @@ enum Fault {
     FreezeMaster,
 }
 
-fn failover_during_contention(fault: Fault) {
-    let mut cluster = Cluster::start();
+fn failover_during_contention(fault: Fault, transport: Transport) {
+    let mut cluster = Cluster::start_with(transport);
     let old_master = cluster.master.port();
     let new_master = cluster.replica.port();
     let clients: Vec<Client> = (0..CLIENTS).map(|_| cluster.client()).collect();
@@ -571,12 +699,12 @@ fn failover_during_contention(fault: Fault) {
 
 #[test]
 fn sentinel_failover_during_contention() {
-    failover_during_contention(Fault::SentinelFailover);
+    failover_during_contention(Fault::SentinelFailover, Transport::Plain);
 }
 
 #[test]
 fn frozen_master_failover_during_contention() {
-    failover_during_contention(Fault::FreezeMaster);
+    failover_during_contention(Fault::FreezeMaster, Transport::Plain);
 }
 
 #[test]
@@ -900,4 +1028,212 @@ fn double_holders_across_a_failover_with_and_without_acknowledgement() {
     eprintln!("both runs took {:.1?}", started.elapsed());
     assert_eq!(with.double_holders, 0, "{with:?}");
     assert_eq!(with.lost_updates, 0, "{with:?}");
+}
+
+// ---------------------------------------------------------------------------
+// TLS (features `sentinel` + `tls`): `rediss://` sentinels, and the master
+// reached over TLS with the same certificates.
+// ---------------------------------------------------------------------------
+
+#[cfg(feature = "tls")]
+mod tls {
+    use super::*;
+
+    /// Connections on `tls_port` of the server whose admin port is
+    /// `admin_port`, other than its replicas' and sentinels': (all,
+    /// subscribed to a channel).
+    fn client_connections_on(admin_port: u16, tls_port: u16) -> (usize, usize) {
+        let mut admin = connect(admin_port).unwrap();
+        let list: String = redis::cmd("CLIENT").arg("LIST").query(&mut admin).unwrap();
+        let laddr = format!("laddr=127.0.0.1:{tls_port}");
+        let clients: Vec<&str> = list
+            .lines()
+            .filter(|line| {
+                line.split_whitespace().any(|field| field == laddr)
+                    && !line.contains("flags=S")
+                    && !line.contains("cmd=replconf")
+                    && !line.contains("name=sentinel")
+            })
+            .collect();
+        let subscribed = clients
+            .iter()
+            .filter(|line| {
+                line.split_whitespace()
+                    .any(|field| field.starts_with("sub=") && field != "sub=0")
+            })
+            .count();
+        (clients.len(), subscribed)
+    }
+
+    /// Locks (excluding another client) and leaves the lock key on the
+    /// server at `admin_port`, retried until the client's calls go there.
+    fn locks_on(client: &Client, other: &Client, admin_port: u16) {
+        wait_until(
+            "the client locks on the expected master",
+            FAILOVER_TIMEOUT,
+            || {
+                let name = unique_name("sentinel:tls:lock");
+                let Ok(Some(guard)) = client.lock(name.as_str()).try_lock() else {
+                    return false;
+                };
+                let there = exists(admin_port, &name)
+                    && matches!(other.lock(name.as_str()).try_lock(), Ok(None));
+                let _ = guard.unlock();
+                there
+            },
+        );
+    }
+
+    /// Every data path on TLS: the client, given only `rediss://` URLs to
+    /// the sentinels' TLS ports and the test CA, locks on the master over
+    /// TLS, excludes another client, is woken by pub/sub over TLS, and
+    /// after `SENTINEL FAILOVER` does all of it on the promoted replica's
+    /// TLS port.
+    #[test]
+    fn locks_wake_and_follow_a_failover_over_tls() {
+        let started = Instant::now();
+        let cluster = Cluster::start_with(Transport::Tls { mutual: false });
+        let setup = started.elapsed();
+        assert_eq!(cluster.reported_master(), Some(cluster.master_data_port));
+        assert!(
+            cluster
+                .sentinel_urls()
+                .iter()
+                .all(|url| url.starts_with("rediss://")),
+            "{:?}",
+            cluster.sentinel_urls()
+        );
+        let client = cluster.client();
+        let other = cluster.client();
+        let (master, master_tls) = (cluster.master.port(), cluster.master_data_port);
+
+        locks_on(&client, &other, master);
+        assert_handoff(&client, &other, master);
+        let (connections, subscribed) = client_connections_on(master, master_tls);
+        assert!(
+            connections >= 2 && subscribed >= 1,
+            "expected the clients' pooled and pub/sub connections on the master's TLS port: \
+             {connections} connections, {subscribed} subscribed"
+        );
+
+        let failover = Instant::now();
+        cluster.force_failover();
+        cluster.wait_for_switch();
+        let switched = failover.elapsed();
+        let (new_master, new_master_tls) = (cluster.replica.port(), cluster.replica_data_port);
+        locks_on(&client, &other, new_master);
+        locks_on(&other, &client, new_master);
+        let recovered = failover.elapsed();
+        assert_handoff(&client, &other, new_master);
+        assert_handoff(&other, &client, new_master);
+        let (connections, subscribed) = client_connections_on(new_master, new_master_tls);
+        assert!(
+            connections >= 2 && subscribed >= 1,
+            "expected the clients' connections on the new master's TLS port: \
+             {connections} connections, {subscribed} subscribed"
+        );
+        let fresh = cluster.client();
+        fresh
+            .lock(unique_name("sentinel:tls:fresh").as_str())
+            .lock()
+            .unwrap()
+            .unlock()
+            .unwrap();
+        eprintln!(
+            "Sentinel over TLS: setup {setup:.1?}; failover -> sentinels switched {switched:.1?}, \
+             -> both clients lock on the new master {recovered:.1?}; whole test {:.1?}",
+            started.elapsed()
+        );
+    }
+
+    /// The contended run of [`sentinel_failover_during_contention`], with
+    /// TLS on every data path.
+    #[test]
+    fn sentinel_failover_during_contention_over_tls() {
+        failover_during_contention(Fault::SentinelFailover, Transport::Tls { mutual: false });
+    }
+
+    /// Refusals are fast, clear errors: a CA the sentinels' certificates do
+    /// not chain to, `redis://` to a TLS port, and (every TLS port requiring
+    /// client certificates) no client certificate, at the sentinels or at
+    /// the master. With the certificate the client works, also through
+    /// plain sentinel URLs: TLS settings alone put the master on TLS.
+    #[test]
+    fn untrusted_ca_plain_urls_and_client_certificates() {
+        let cluster = Cluster::start_with(Transport::Tls { mutual: true });
+        let (pki, _) = cluster.tls.as_ref().unwrap();
+        let ca = pki.ca.as_bytes();
+        let (cert, key) = (pki.client_cert.as_bytes(), pki.client_key.as_bytes());
+        let tls_urls = cluster.sentinel_urls();
+        let plain_to_tls_ports: Vec<String> = tls_urls
+            .iter()
+            .map(|url| url.replacen("rediss://", "redis://", 1))
+            .collect();
+
+        let refusals = [
+            (
+                "system roots",
+                cluster.bare_builder(tls_urls.clone()),
+                "certificate",
+            ),
+            (
+                "another CA",
+                cluster
+                    .bare_builder(tls_urls.clone())
+                    .tls_root_certificate(common::tls::other_ca())
+                    .tls_client_certificate(cert, key),
+                "certificate",
+            ),
+            (
+                "redis:// to the TLS ports",
+                cluster.bare_builder(plain_to_tls_ports),
+                "no Sentinel reachable",
+            ),
+            (
+                "no client certificate for the sentinels",
+                cluster.bare_builder(tls_urls).tls_root_certificate(ca),
+                "no Sentinel reachable",
+            ),
+            (
+                "no client certificate for the master",
+                cluster
+                    .bare_builder(cluster.plain_sentinel_urls())
+                    .tls_root_certificate(ca),
+                "master",
+            ),
+        ];
+        for (what, builder, expected) in refusals {
+            let at = Instant::now();
+            let err = builder.build().unwrap_err();
+            let took = at.elapsed();
+            eprintln!("{what}: refused in {took:.1?}: {err}");
+            assert!(took < Duration::from_secs(10), "{what}: took {took:?}");
+            assert!(err.is_backend(), "{what}: {err:?}");
+            assert!(err.to_string().contains(expected), "{what}: {err}");
+            let text = format!("{err} {err:?}");
+            assert!(
+                !text.contains("PRIVATE KEY"),
+                "{what}: the key leaked: {text}"
+            );
+        }
+
+        let a = cluster.client();
+        let b = cluster
+            .bare_builder(cluster.plain_sentinel_urls())
+            .tls_root_certificate(ca)
+            .tls_client_certificate(cert, key)
+            .build()
+            .unwrap();
+        let master = cluster.master.port();
+        locks_on(&a, &b, master);
+        locks_on(&b, &a, master);
+        assert_handoff(&a, &b, master);
+        assert_handoff(&b, &a, master);
+        let (connections, subscribed) = client_connections_on(master, cluster.master_data_port);
+        assert!(
+            connections >= 2 && subscribed >= 2,
+            "expected both clients on the master's TLS port: \
+             {connections} connections, {subscribed} subscribed"
+        );
+    }
 }

@@ -128,7 +128,9 @@ impl RedisOptions {
     /// Calling it again adds more. The server certificate must name the host
     /// of the URL (a DNS name, or an IP address for `rediss://127.0.0.1`).
     /// Only with the `tls` feature; `open_with` rejects it with a `redis://`
-    /// URL, or when `pem` holds no certificate.
+    /// URL, or when `pem` holds no certificate. With Sentinel it applies to
+    /// the sentinels and the master, and makes the master TLS (see
+    /// [`SentinelConfig`](super::SentinelConfig)).
     ///
     /// ```no_run
     /// let ca = std::fs::read("/etc/redis/tls/ca.crt")?;
@@ -146,7 +148,8 @@ impl RedisOptions {
     /// certificate chain, leaf first) and its PEM private key (PKCS#8, PKCS#1
     /// or SEC1) to a server that requires mutual TLS (`tls-auth-clients yes`).
     /// The key is never shown by `Debug` or in an error. Only with the `tls`
-    /// feature.
+    /// feature. With Sentinel it is presented to the sentinels and the
+    /// master alike.
     ///
     /// ```no_run
     /// let options = redisync::backend::RedisOptions::default()
@@ -471,16 +474,22 @@ impl RedisBackend {
 
     /// Connects to the current master of the Sentinel-monitored group
     /// `master_name`, found through the sentinels at `sentinel_urls`
-    /// (`redis://[:password@]host:port`), with default [`RedisOptions`].
+    /// (`redis://[:password@]host:port`, or `rediss://` for TLS to the
+    /// sentinels and the master with the system's roots; see
+    /// [`SentinelConfig`](super::SentinelConfig) for the TLS rule), with
+    /// default [`RedisOptions`].
     /// Every new connection asks the sentinels again, so after a failover
     /// the backend follows the master; connections still open to the old
     /// one are discarded within about a second of the switch. Only with
     /// the `sentinel` feature.
     ///
     /// # Errors
-    /// `InvalidArgument` for an empty name or list, or a malformed URL;
-    /// `Backend` if no sentinel answers (a connection error), if none knows
-    /// `master_name`, or if the master cannot be reached.
+    /// `InvalidArgument` for an empty name or list, a malformed URL, a mix
+    /// of `redis://` and `rediss://` sentinels, `#insecure`, or `rediss://`
+    /// without the `tls` feature; `Backend` if no sentinel answers (a
+    /// connection error: also a failed TLS handshake, e.g. an untrusted
+    /// certificate), if none knows `master_name`, or if the master cannot
+    /// be reached.
     ///
     /// ```no_run
     /// let backend = redisync::RedisBackend::open_sentinel(
@@ -504,11 +513,18 @@ impl RedisBackend {
     /// Like [`open_sentinel`](Self::open_sentinel), with the master's
     /// credentials and database from `config` and the given options (the
     /// timeouts also bound each exchange with a sentinel). Only with the
-    /// `sentinel` feature; TLS options are rejected.
+    /// `sentinel` feature.
+    ///
+    /// TLS (feature `tls`): the sentinels are reached over TLS when their
+    /// URLs are `rediss://`; the master (and any replica promoted later)
+    /// when the sentinels are `rediss://` or TLS options are given. The TLS
+    /// options ([`RedisOptions::tls_root_certificate`],
+    /// [`RedisOptions::tls_client_certificate`]) apply to the sentinels and
+    /// to the master alike. See [`SentinelConfig`](super::SentinelConfig).
     ///
     /// # Errors
     /// As [`open_sentinel`](Self::open_sentinel), plus `InvalidArgument` for
-    /// invalid options.
+    /// invalid options (including unusable TLS certificates or keys).
     ///
     /// ```no_run
     /// use redisync::backend::{RedisOptions, SentinelConfig};
@@ -517,21 +533,34 @@ impl RedisBackend {
     /// let backend = redisync::RedisBackend::open_sentinel_with(&config, RedisOptions::default())?;
     /// # Ok::<(), redisync::Error>(())
     /// ```
+    ///
+    /// Over TLS, trusting your own CA and presenting a client certificate
+    /// to sentinels and master that require one:
+    ///
+    /// ```no_run
+    /// # #[cfg(feature = "tls")] {
+    /// use redisync::backend::{RedisOptions, SentinelConfig};
+    /// let config = SentinelConfig::new(
+    ///     "mymaster",
+    ///     ["rediss://10.0.0.5:26380", "rediss://10.0.0.6:26380", "rediss://10.0.0.7:26380"],
+    /// )
+    /// .master_password("s3cret");
+    /// let options = RedisOptions::default()
+    ///     .tls_root_certificate(std::fs::read("ca.crt")?)
+    ///     .tls_client_certificate(std::fs::read("client.crt")?, std::fs::read("client.key")?);
+    /// let backend = redisync::RedisBackend::open_sentinel_with(&config, options)?;
+    /// # }
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     #[cfg(feature = "sentinel")]
     pub fn open_sentinel_with(
         config: &super::SentinelConfig,
         options: RedisOptions,
     ) -> Result<Self> {
         options.validate()?;
-        #[cfg(feature = "tls")]
-        if options.tls.is_set() {
-            return Err(Error::invalid(
-                "tls",
-                "TLS is not supported with Sentinel yet",
-            ));
-        }
         let target = super::sentinel::SentinelTarget::new(
             config,
+            &options.tls,
             options.connection_timeout,
             options.response_timeout,
         )?;

@@ -18,6 +18,10 @@
 //! subscriber's: on its next tick, after which it reconnects to the new
 //! master and resubscribes).
 //!
+//! With the `tls` feature, the sentinels and the master may be reached over
+//! TLS (see [`SentinelConfig`] for the rule); the certificates go through
+//! the same `super::tls` code as a direct `rediss://` URL.
+//!
 //! The `redis` crate's own `sentinel` module is not used: its blocking
 //! lookup connects and runs `ROLE` without any timeout, so a frozen master
 //! would hang every new connection for good.
@@ -38,11 +42,32 @@ const WATCH_INTERVAL: Duration = Duration::from_secs(1);
 
 /// Where to find a Sentinel-monitored master, and how to log in to it.
 ///
-/// The sentinel URLs are `redis://[:password@]host:port` (a password there
-/// is the sentinels' own, `requirepass` in sentinel.conf); the master's
-/// credentials and database are set separately. Neither password ever
-/// appears in `Debug` output or errors. TLS (`rediss://`) is not supported
-/// with Sentinel yet.
+/// The sentinel URLs are `redis://[:password@]host:port`, or
+/// `rediss://[:password@]host:port` for TLS (feature `tls`); a password
+/// there is the sentinels' own, `requirepass` in sentinel.conf. The
+/// master's credentials and database are set separately. Neither password
+/// ever appears in `Debug` output or errors.
+///
+/// # TLS
+///
+/// As with Redisson's one `rediss` scheme, TLS covers the whole group:
+/// - the sentinels are reached over TLS when their URLs are `rediss://`
+///   (all of them or none: a mix is an `InvalidArgument`);
+/// - the master, and any replica a failover promotes later, is reached over
+///   TLS when the sentinels are `rediss://` **or** TLS settings were given
+///   ([`RedisOptions::tls_root_certificate`](super::RedisOptions::tls_root_certificate),
+///   [`tls_client_certificate`](super::RedisOptions::tls_client_certificate),
+///   or the same on [`ClientBuilder`](crate::ClientBuilder)); so plain
+///   sentinels in front of TLS-only data nodes work too;
+/// - the same settings (trusted CAs, client certificate) apply to the
+///   sentinels and to the master; without them, the system's roots.
+///
+/// The master is dialled at the address the sentinels report
+/// (`SENTINEL MASTER`, usually an IP address), so its certificate must name
+/// that address, and the sentinels must monitor the master's TLS port (with
+/// `tls-replication yes` in sentinel.conf, so that they talk TLS to it and
+/// report its replicas' TLS ports). Certificates are always verified:
+/// `#insecure` is refused.
 ///
 /// ```
 /// let config = redisync::backend::SentinelConfig::new(
@@ -52,6 +77,21 @@ const WATCH_INTERVAL: Duration = Duration::from_secs(1);
 /// .master_password("s3cret")
 /// .database(2);
 /// assert!(!format!("{config:?}").contains("s3cret"));
+/// ```
+///
+/// TLS to the sentinels and the master (feature `tls`), trusting your CA:
+///
+/// ```no_run
+/// # #[cfg(feature = "tls")] {
+/// let config = redisync::backend::SentinelConfig::new(
+///     "mymaster",
+///     ["rediss://10.0.0.5:26380", "rediss://10.0.0.6:26380"],
+/// );
+/// let options = redisync::backend::RedisOptions::default()
+///     .tls_root_certificate(std::fs::read("/etc/redis/tls/ca.crt")?);
+/// let backend = redisync::RedisBackend::open_sentinel_with(&config, options)?;
+/// # }
+/// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 #[derive(Clone)]
 pub struct SentinelConfig {
@@ -168,6 +208,10 @@ pub(crate) struct SentinelTarget {
     master_name: String,
     sentinels: Vec<redis::Client>,
     master_settings: redis::RedisConnectionInfo,
+    /// Whether the master is reached over TLS (see [`SentinelConfig`]).
+    master_tls: bool,
+    /// The certificates for the sentinels and the master, checked once.
+    tls: super::tls::PreparedTls,
     connection_timeout: Duration,
     response_timeout: Duration,
     /// Bumped whenever the master is found at another address.
@@ -185,9 +229,12 @@ impl fmt::Debug for SentinelTarget {
 }
 
 impl SentinelTarget {
-    /// Validates `config` and starts the watcher thread. Connects to nothing.
+    /// Validates `config` and the TLS settings `tls` (used for the
+    /// sentinels and the master) and starts the watcher thread. Connects to
+    /// nothing.
     pub(crate) fn new(
         config: &SentinelConfig,
+        tls: &super::tls::TlsSettings,
         connection_timeout: Duration,
         response_timeout: Duration,
     ) -> Result<Arc<Self>> {
@@ -200,27 +247,46 @@ impl SentinelTarget {
                 "at least one sentinel is required",
             ));
         }
-        let mut sentinels = Vec::with_capacity(config.sentinels.len());
-        let mut addresses = Vec::with_capacity(config.sentinels.len());
+        let mut infos = Vec::with_capacity(config.sentinels.len());
         for url in &config.sentinels {
             // No error quotes the URL: it may hold a password.
-            let info = url.as_str().into_connection_info().map_err(|err| {
-                Error::invalid(
-                    "sentinel url",
-                    format!("not a valid redis:// URL ({:?})", err.kind()),
-                )
-            })?;
-            if !matches!(info.addr(), redis::ConnectionAddr::Tcp(..)) {
+            let info = super::tls::parse_url(url, "sentinel url")?;
+            if matches!(info.addr(), redis::ConnectionAddr::Unix(..)) {
                 return Err(Error::invalid(
                     "sentinel url",
-                    "only redis://host:port is supported with Sentinel (no TLS or Unix sockets yet)",
+                    "a Unix socket is not supported with Sentinel: use redis://host:port \
+                     or rediss://host:port",
                 ));
             }
+            infos.push(info);
+        }
+        let tls_sentinels = infos
+            .iter()
+            .filter(|info| matches!(info.addr(), redis::ConnectionAddr::TcpTls { .. }))
+            .count();
+        if tls_sentinels != 0 && tls_sentinels != infos.len() {
+            return Err(Error::invalid(
+                "sentinel urls",
+                format!(
+                    "{tls_sentinels} of the {} sentinel URLs are rediss:// and the others \
+                     redis://: use one scheme for all of them",
+                    infos.len()
+                ),
+            ));
+        }
+        // The rule: TLS to the master (and every replica promoted later)
+        // when the sentinels are reached over TLS or TLS settings were
+        // given; the same certificates for sentinels and master.
+        let master_tls = tls_sentinels != 0 || tls.is_set();
+        let prepared = tls.prepare()?;
+        let mut sentinels = Vec::with_capacity(infos.len());
+        let mut addresses = Vec::with_capacity(infos.len());
+        for info in infos {
             addresses.push(info.addr().to_string());
-            sentinels.push(redis::Client::open(info).map_err(|err| {
+            sentinels.push(super::tls::client_for(info, &prepared).map_err(|err| {
                 Error::invalid(
                     "sentinel url",
-                    format!("not a valid redis:// URL ({:?})", err.kind()),
+                    format!("rejected by the redis crate ({:?})", err.kind()),
                 )
             })?);
         }
@@ -233,14 +299,21 @@ impl SentinelTarget {
         }
         let target = Arc::new(SentinelTarget {
             description: format!(
-                "master {:?} via Sentinel {} (db {})",
+                "master {:?} via Sentinel {} (db {}{})",
                 config.master_name,
                 addresses.join(","),
-                config.database
+                config.database,
+                match (tls_sentinels != 0, master_tls) {
+                    (true, _) => "; TLS to the sentinels and the master",
+                    (false, true) => "; TLS to the master",
+                    (false, false) => "",
+                }
             ),
             master_name: config.master_name.clone(),
             sentinels,
             master_settings,
+            master_tls,
+            tls: prepared,
             connection_timeout,
             response_timeout,
             epoch: AtomicU64::new(0),
@@ -359,10 +432,21 @@ impl SentinelTarget {
     pub(crate) fn connect(&self) -> std::result::Result<(redis::Connection, u64), RedisError> {
         let address = self.lookup()?;
         let epoch = self.observe(&address);
-        let info = redis::ConnectionAddr::Tcp(address.host.clone(), address.port)
+        let addr = if self.master_tls {
+            redis::ConnectionAddr::TcpTls {
+                host: address.host.clone(),
+                port: address.port,
+                insecure: false,
+                tls_params: None,
+            }
+        } else {
+            redis::ConnectionAddr::Tcp(address.host.clone(), address.port)
+        };
+        let info = addr
             .into_connection_info()?
             .set_redis_settings(self.master_settings.clone());
-        let client = redis::Client::open(info)?;
+        let client = super::tls::client_for(info, &self.tls)
+            .map_err(|err| master_error(&address, "connecting", &err))?;
         let mut conn = client
             .get_connection_with_timeout(self.connection_timeout)
             .map_err(|err| master_error(&address, "connecting", &err))?;
@@ -416,5 +500,113 @@ fn watch(weak: Weak<SentinelTarget>) {
         if let Ok(address) = target.lookup() {
             target.observe(&address);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::backend::tls::TlsSettings;
+
+    fn target(urls: &[&str], tls: &TlsSettings) -> Result<Arc<SentinelTarget>> {
+        let config = SentinelConfig::new("mymaster", urls);
+        SentinelTarget::new(&config, tls, Duration::from_secs(1), Duration::from_secs(1))
+    }
+
+    #[cfg(not(feature = "tls"))]
+    #[test]
+    fn rediss_sentinel_without_the_tls_feature_names_the_feature() {
+        let err = target(
+            &["rediss://:pw-xyz@127.0.0.1:26379"],
+            &TlsSettings::default(),
+        )
+        .unwrap_err();
+        assert!(err.is_invalid_argument(), "{err:?}");
+        let shown = format!("{err} {err:?}");
+        assert!(shown.contains("`tls` feature"), "{shown}");
+        assert!(shown.contains("sentinel url"), "{shown}");
+        assert!(!shown.contains("pw-xyz"), "{shown}");
+    }
+
+    #[cfg(feature = "tls")]
+    #[test]
+    fn rediss_sentinels_put_the_master_on_tls() {
+        let plain = target(&["redis://127.0.0.1:26379"], &TlsSettings::default()).unwrap();
+        assert!(!plain.master_tls);
+        assert!(!plain.description().contains("TLS"));
+        let tls = target(
+            &[
+                "rediss://:pw-xyz@127.0.0.1:26379",
+                "rediss://127.0.0.1:26380",
+            ],
+            &TlsSettings::default(),
+        )
+        .unwrap();
+        assert!(tls.master_tls);
+        assert!(
+            tls.description()
+                .ends_with("; TLS to the sentinels and the master)"),
+            "{tls:?}"
+        );
+        assert!(!format!("{tls:?}").contains("pw-xyz"));
+    }
+
+    #[cfg(feature = "tls")]
+    #[test]
+    fn tls_settings_put_the_master_on_tls_and_are_checked() {
+        let ca = rcgen::generate_simple_self_signed(vec!["localhost".to_owned()]).unwrap();
+        let mut good = TlsSettings::default();
+        good.add_root_certificates(ca.cert.pem().into_bytes());
+        // Plain sentinels, TLS data nodes.
+        let plain_sentinels = target(&["redis://127.0.0.1:26379"], &good).unwrap();
+        assert!(plain_sentinels.master_tls);
+        assert!(
+            plain_sentinels
+                .description()
+                .ends_with("; TLS to the master)"),
+            "{plain_sentinels:?}"
+        );
+
+        let mut bad = TlsSettings::default();
+        bad.add_root_certificates(b"not a pem".to_vec());
+        let err = target(&["redis://127.0.0.1:26379"], &bad).unwrap_err();
+        assert!(err.is_invalid_argument(), "{err:?}");
+        assert!(err.to_string().contains("tls_root_certificate"), "{err}");
+    }
+
+    #[cfg(feature = "tls")]
+    #[test]
+    fn insecure_and_mixed_schemes_are_refused() {
+        let err = target(
+            &["rediss://:pw-xyz@127.0.0.1:26379/#insecure"],
+            &TlsSettings::default(),
+        )
+        .unwrap_err();
+        assert!(err.is_invalid_argument(), "{err:?}");
+        assert!(err.to_string().contains("#insecure"), "{err}");
+        assert!(!format!("{err} {err:?}").contains("pw-xyz"));
+
+        let err = target(
+            &[
+                "rediss://127.0.0.1:26379",
+                "redis://:pw-xyz@127.0.0.1:26380",
+            ],
+            &TlsSettings::default(),
+        )
+        .unwrap_err();
+        assert!(err.is_invalid_argument(), "{err:?}");
+        assert!(err.to_string().contains("one scheme"), "{err}");
+        assert!(!format!("{err} {err:?}").contains("pw-xyz"));
+    }
+
+    #[test]
+    fn unix_socket_sentinel_is_refused() {
+        let err = target(
+            &["redis+unix:///tmp/sentinel.sock"],
+            &TlsSettings::default(),
+        )
+        .unwrap_err();
+        assert!(err.is_invalid_argument(), "{err:?}");
+        assert!(err.to_string().contains("Unix socket"), "{err}");
     }
 }

@@ -3,8 +3,11 @@
 //! connection.
 //!
 //! TLS goes through the `redis` crate's rustls support. Every connection the
-//! backend opens (the pooled ones and the pub/sub one) comes from the one
-//! client built here, so all of them use the same TLS settings.
+//! backend opens (the pooled ones and the pub/sub one) comes from a client
+//! built here, so all of them use the same TLS settings: for a URL, the one
+//! client of [`open_client`]; with Sentinel, one client per sentinel and
+//! one per master address the sentinels name, all from [`client_for`] with
+//! the same [`PreparedTls`].
 //!
 //! rustls needs a process-level crypto provider, and the `redis` crate asks
 //! for it with `rustls::ClientConfig::builder()`, which panics when none is
@@ -83,10 +86,6 @@ impl TlsSettings {
             certificate_chain,
             private_key,
         });
-    }
-
-    pub(crate) fn is_set(&self) -> bool {
-        self.root_certificates.is_some() || self.client_identity.is_some()
     }
 
     /// Checks every PEM now, so that a bad certificate or key is an
@@ -184,64 +183,128 @@ fn is_tls_url(url: &str) -> bool {
         })
 }
 
-/// The `redis::Client` for `url` with the TLS settings applied.
+/// [`TlsSettings`] checked once (every PEM parsed, the client key matched
+/// to its certificate), ready to open clients for addresses learnt at run
+/// time, such as the master a sentinel names.
+#[derive(Clone, Default)]
+pub(crate) struct PreparedTls {
+    /// `None`: the system's roots and no client certificate.
+    #[cfg(feature = "tls")]
+    certificates: Option<redis::TlsCertificates>,
+}
+
+impl TlsSettings {
+    /// Whether any TLS setting was given (always false without the `tls`
+    /// feature, which has no way to give one).
+    pub(crate) fn is_set(&self) -> bool {
+        #[cfg(feature = "tls")]
+        return self.root_certificates.is_some() || self.client_identity.is_some();
+        #[cfg(not(feature = "tls"))]
+        false
+    }
+
+    /// Checks every PEM now, so that a bad certificate or key is an
+    /// `InvalidArgument` when the backend is opened rather than a failure
+    /// of every connection attempt.
+    ///
+    /// # Errors
+    /// `InvalidArgument` naming `tls_root_certificate` or
+    /// `tls_client_certificate`; no message quotes the key.
+    pub(crate) fn prepare(&self) -> Result<PreparedTls> {
+        #[cfg(feature = "tls")]
+        {
+            if !self.is_set() {
+                return Ok(PreparedTls::default());
+            }
+            let provider = crypto_provider();
+            Ok(PreparedTls {
+                certificates: Some(self.certificates(&provider)?),
+            })
+        }
+        #[cfg(not(feature = "tls"))]
+        Ok(PreparedTls::default())
+    }
+}
+
+/// Parses a Redis URL given as `what` (`url`, `sentinel url`).
 ///
 /// # Errors
-/// `InvalidArgument` for a malformed URL, a `rediss://` URL without the
-/// `tls` feature, TLS settings with a plain URL, or a bad certificate or key.
-/// No message quotes the URL (it may hold a password).
-pub(crate) fn open_client(url: &str, tls: &TlsSettings) -> Result<redis::Client> {
+/// `InvalidArgument` naming `what` for a malformed URL, a `rediss://` URL
+/// without the `tls` feature, or `#insecure`. No message quotes the URL (it
+/// may hold a password).
+pub(crate) fn parse_url(url: &str, what: &'static str) -> Result<redis::ConnectionInfo> {
     if is_tls_url(url) && cfg!(not(feature = "tls")) {
         return Err(Error::invalid(
-            "url",
+            what,
             "rediss:// (TLS) needs redisync's `tls` feature \
              (features = [\"tls\"] on redisync in Cargo.toml)",
         ));
     }
     let info = url.into_connection_info().map_err(|err| {
         // The crate's message may echo the URL, which may hold a password.
-        Error::invalid("url", format!("not a valid Redis URL ({:?})", err.kind()))
+        Error::invalid(what, format!("not a valid Redis URL ({:?})", err.kind()))
     })?;
+    if let redis::ConnectionAddr::TcpTls { insecure: true, .. } = info.addr() {
+        return Err(Error::invalid(
+            what,
+            "#insecure (no certificate verification) is not supported: \
+             trust your CA with tls_root_certificate instead",
+        ));
+    }
+    Ok(info)
+}
+
+/// The `redis::Client` for `info`: over TLS with `tls`'s certificates (or
+/// the system's roots) when its address is `TcpTls`, plain otherwise. The
+/// one place that applies certificates, for a URL the user gave and for a
+/// master a sentinel named alike.
+///
+/// # Errors
+/// What the `redis` crate reports, e.g. for a TLS address without the
+/// `tls` feature; no error quotes a password or a key.
+pub(crate) fn client_for(
+    info: redis::ConnectionInfo,
+    tls: &PreparedTls,
+) -> std::result::Result<redis::Client, redis::RedisError> {
     #[cfg(feature = "tls")]
-    {
-        match info.addr() {
-            redis::ConnectionAddr::TcpTls { insecure: true, .. } => Err(Error::invalid(
-                "url",
-                "#insecure (no certificate verification) is not supported: \
-                 trust your CA with tls_root_certificate instead",
-            )),
-            redis::ConnectionAddr::TcpTls { .. } => {
-                let provider = crypto_provider();
-                if tls.is_set() {
-                    let certificates = tls.certificates(&provider)?;
-                    redis::Client::build_with_tls(info, certificates).map_err(|err| {
-                        Error::invalid(
-                            "tls_root_certificate",
-                            format!("rejected by the redis crate ({:?})", err.kind()),
-                        )
-                    })
-                } else {
-                    redis::Client::open(info).map_err(|err| {
-                        Error::invalid("url", format!("not a valid Redis URL ({:?})", err.kind()))
-                    })
-                }
-            }
-            _ if tls.is_set() => Err(Error::invalid(
-                "url",
-                "TLS certificates were given but the URL is not rediss://",
-            )),
-            _ => redis::Client::open(info).map_err(|err| {
-                Error::invalid("url", format!("not a valid Redis URL ({:?})", err.kind()))
-            }),
+    if let redis::ConnectionAddr::TcpTls { .. } = info.addr() {
+        // The `redis` crate's rustls needs a process-level provider: ours
+        // is installed unless the program has one.
+        let _ = crypto_provider();
+        if let Some(certificates) = &tls.certificates {
+            return redis::Client::build_with_tls(info, certificates.clone());
         }
     }
-    #[cfg(not(feature = "tls"))]
-    {
-        let _ = tls;
-        redis::Client::open(info).map_err(|err| {
-            Error::invalid("url", format!("not a valid Redis URL ({:?})", err.kind()))
-        })
+    let _ = tls;
+    redis::Client::open(info)
+}
+
+/// The `redis::Client` for `url` with the TLS settings applied.
+///
+/// # Errors
+/// `InvalidArgument` for a malformed URL, a `rediss://` URL without the
+/// `tls` feature, `#insecure`, TLS settings with a plain URL, or a bad
+/// certificate or key. No message quotes the URL (it may hold a password).
+pub(crate) fn open_client(url: &str, tls: &TlsSettings) -> Result<redis::Client> {
+    let info = parse_url(url, "url")?;
+    #[cfg(feature = "tls")]
+    if tls.is_set() && !matches!(info.addr(), redis::ConnectionAddr::TcpTls { .. }) {
+        return Err(Error::invalid(
+            "url",
+            "TLS certificates were given but the URL is not rediss://",
+        ));
     }
+    let prepared = tls.prepare()?;
+    client_for(info, &prepared).map_err(|err| {
+        if tls.is_set() {
+            Error::invalid(
+                "tls_root_certificate",
+                format!("rejected by the redis crate ({:?})", err.kind()),
+            )
+        } else {
+            Error::invalid("url", format!("not a valid Redis URL ({:?})", err.kind()))
+        }
+    })
 }
 
 /// The process's rustls crypto provider, installing `ring`'s first if the

@@ -7,7 +7,7 @@ use rcgen::{
     KeyUsagePurpose,
 };
 
-use super::unique_name;
+use super::{TestServer, unique_name};
 
 /// A CA and the certificates it signed, as PEM, plus the files
 /// redis-server reads (removed on drop).
@@ -67,6 +67,10 @@ pub fn pki() -> Pki {
         ("ca.crt", ca_pem.clone()),
         ("server.crt", server_cert.pem()),
         ("server.key", server_key.serialize_pem()),
+        // What a server presents when it connects out (replication,
+        // Sentinel) to a server that requires client certificates.
+        ("client.crt", client_cert.pem()),
+        ("client.key", client_key.serialize_pem()),
     ] {
         std::fs::write(dir.join(file), contents).unwrap();
     }
@@ -85,8 +89,10 @@ pub fn other_ca() -> String {
 
 impl Pki {
     /// redis-server's TLS arguments for this PKI, without the port
-    /// (`--tls-port`): its certificate, key and CA, and whether clients
-    /// must present a certificate.
+    /// (`--tls-port`): its certificate, key and CA, whether clients must
+    /// present a certificate, and the client certificate it presents when
+    /// it connects out (to its master, or as a sentinel). The same
+    /// directives, without the dashes, go into a sentinel.conf.
     pub fn server_args(&self, require_client_certificates: bool) -> Vec<String> {
         let path = |file: &str| self.dir.join(file).to_str().unwrap().to_owned();
         let auth_clients = if require_client_certificates {
@@ -103,9 +109,49 @@ impl Pki {
             &path("ca.crt"),
             "--tls-auth-clients",
             auth_clients,
+            "--tls-client-cert-file",
+            &path("client.crt"),
+            "--tls-client-key-file",
+            &path("client.key"),
         ]
         .iter()
         .map(|arg| (*arg).to_owned())
         .collect()
     }
+}
+
+/// A redis-server with TLS on `tls_port` (the plain port stays for the
+/// harness's readiness check and for the tests' admin connections).
+pub struct TlsServer {
+    pub server: TestServer,
+    pub tls_port: u16,
+}
+
+impl TlsServer {
+    /// Starts a server with TLS on a free port, this PKI's certificates and
+    /// `extra_args` (e.g. `--replicaof`). The harness retries a taken plain
+    /// port, not a taken TLS port: this retries that, on a fresh TLS port.
+    pub fn start(pki: &Pki, require_client_certificates: bool, extra_args: &[&str]) -> TlsServer {
+        let mut last = None;
+        for _ in 0..3 {
+            let tls_port = free_port();
+            let mut args = vec!["--tls-port".to_owned(), tls_port.to_string()];
+            args.extend(pki.server_args(require_client_certificates));
+            args.extend(extra_args.iter().map(|arg| (*arg).to_owned()));
+            let args: Vec<&str> = args.iter().map(String::as_str).collect();
+            match std::panic::catch_unwind(|| TestServer::start_with(&args)) {
+                Ok(server) => return TlsServer { server, tls_port },
+                Err(panic) => last = Some(panic),
+            }
+        }
+        std::panic::resume_unwind(last.unwrap())
+    }
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
 }
