@@ -35,7 +35,7 @@ pub struct RedisOptions {
     connection_timeout: Duration,
     response_timeout: Duration,
     /// Certificates for `rediss://` (see `super::tls`).
-    tls: super::tls::TlsSettings,
+    pub(super) tls: super::tls::TlsSettings,
     /// `WAIT` for replicas after every lock-changing script.
     replica_ack: Option<ReplicaAcknowledgement>,
     /// Hears of writes kept despite a replica shortfall (the client's).
@@ -558,13 +558,6 @@ impl RedisBackend {
         I::Item: AsRef<str>,
     {
         options.validate()?;
-        #[cfg(feature = "tls")]
-        if options.tls.is_set() {
-            return Err(Error::invalid(
-                "tls",
-                "TLS is not supported with a cluster yet",
-            ));
-        }
         if options.replica_ack.is_some() {
             return Err(Error::invalid(
                 "replica_acknowledgement",
