@@ -903,4 +903,56 @@ mod tests {
         assert_eq!((ranges[1].start, ranges[1].end), (5461, 16383));
         assert_eq!(ranges[1].node, "127.0.0.1:7001");
     }
+
+    fn seeds_error(urls: &[&str], options: &RedisOptions) -> Error {
+        let urls: Vec<String> = urls.iter().map(|url| (*url).to_owned()).collect();
+        match ClusterTarget::new(&urls, options) {
+            Ok(_) => panic!("{urls:?} accepted"),
+            Err(err) => err,
+        }
+    }
+
+    #[cfg(not(feature = "tls"))]
+    #[test]
+    fn rediss_seed_needs_the_tls_feature() {
+        let err = seeds_error(
+            &["redis://127.0.0.1:7000", "rediss://:pw-xyz@127.0.0.1:7001"],
+            &RedisOptions::default(),
+        );
+        assert!(err.is_invalid_argument(), "{err}");
+        let shown = format!("{err} {err:?}");
+        assert!(shown.contains("`tls` feature"), "{shown}");
+        assert!(shown.contains("cluster_urls"), "{shown}");
+        assert!(!shown.contains("pw-xyz"), "{shown}");
+    }
+
+    #[cfg(feature = "tls")]
+    #[test]
+    fn tls_seeds_are_checked() {
+        let plain = RedisOptions::default();
+        let mixed = seeds_error(
+            &[
+                "rediss://:pw-xyz@127.0.0.1:7000",
+                "redis://:pw-xyz@127.0.0.1:7001",
+            ],
+            &plain,
+        );
+        assert!(mixed.is_invalid_argument(), "{mixed}");
+        let shown = format!("{mixed} {mixed:?}");
+        assert!(shown.contains("URL #2 is redis://"), "{shown}");
+        assert!(!shown.contains("pw-xyz"), "{shown}");
+
+        let insecure = seeds_error(&["rediss://127.0.0.1:7000/#insecure"], &plain);
+        assert!(insecure.is_invalid_argument(), "{insecure}");
+        assert!(insecure.to_string().contains("#insecure"), "{insecure}");
+
+        let with_ca = RedisOptions::default().tls_root_certificate(b"whatever".to_vec());
+        let not_tls = seeds_error(&["redis://127.0.0.1:7000"], &with_ca);
+        assert!(not_tls.to_string().contains("not rediss://"), "{not_tls}");
+        let bad_ca = seeds_error(&["rediss://127.0.0.1:7000"], &with_ca);
+        assert!(
+            bad_ca.to_string().contains("tls_root_certificate"),
+            "{bad_ca}"
+        );
+    }
 }
