@@ -17,10 +17,23 @@
 //! each channel on the master that owns its slot. A sharded subscription
 //! must be made on that very node, and the `redis` crate's blocking
 //! connection can neither do that for us nor be read from one thread while
-//! another writes to it; so [`ClusterPubSub`] keeps one plain TCP
-//! connection per master, a reader thread per connection that parses the
-//! replies (the crate's RESP [`Parser`]) into one crossbeam channel, and
-//! writes (S)SUBSCRIBE commands on a clone of the socket.
+//! another writes to it; so [`ClusterPubSub`] keeps one TCP connection
+//! per master, a reader thread per connection that parses the replies (the
+//! crate's RESP [`Parser`]) into one crossbeam channel, and writes
+//! (S)SUBSCRIBE commands on a clone of the socket.
+//!
+//! TLS (feature `tls`, `rediss://` seeds, all of them): the routed
+//! connections are the `redis` crate's, which derives every node's TLS from
+//! the seeds' scheme and the certificates given to its builder. The
+//! pub/sub connections are ours: a rustls session per master, configured by
+//! `tls::TlsSettings::client_config` (the same roots and client identity)
+//! and verified against the node's host from the slot map. A session
+//! cannot be cloned like a socket, so it is shared between the reader
+//! thread and the writer behind a mutex, each doing its own I/O on its own
+//! clone of the TCP socket (see [`tls_io`]): the reader blocks on the
+//! socket without the lock, and a command is sent at once, with no read
+//! timeout or extra thread in the way. The slot map is read over a TLS
+//! `redis::Client` with the same certificates.
 //!
 //! Whatever may have moved a slot (an unrequested `sunsubscribe`, which a
 //! master sends when it loses the slot, a MOVED reply, a closed connection)

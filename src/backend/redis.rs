@@ -515,10 +515,15 @@ impl RedisBackend {
     /// sharded pub/sub (`SPUBLISH`/`SSUBSCRIBE`, Redis 7 or later), which
     /// is what Redisson uses on a cluster. Only with the `cluster` feature.
     ///
+    /// With the `tls` feature, `rediss://` URLs (all of them) connect to
+    /// every node over TLS, the discovered ones too, which must announce
+    /// their TLS ports (`tls-cluster yes`).
+    ///
     /// # Errors
-    /// `InvalidArgument` for an empty list or a malformed URL (TLS, Unix
-    /// sockets and databases other than 0 are rejected); `Backend` if no
-    /// node can be reached.
+    /// `InvalidArgument` for an empty list or a malformed URL (Unix sockets,
+    /// databases other than 0, `redis://` and `rediss://` URLs mixed, and
+    /// `rediss://` without the `tls` feature are rejected); `Backend` if no
+    /// node can be reached, or (TLS) if a node's certificate is not trusted.
     ///
     /// ```no_run
     /// let backend = redisync::RedisBackend::open_cluster(&[
@@ -539,12 +544,14 @@ impl RedisBackend {
 
     /// Like [`open_cluster`](Self::open_cluster), with the given options.
     /// The pool holds up to `pool_size` cluster connections (each with one
-    /// socket per node it talks to). Replica acknowledgement and TLS options
-    /// are rejected on a cluster for now. Only with the `cluster` feature.
+    /// socket per node it talks to). TLS options (`tls_root_certificate`,
+    /// `tls_client_certificate`) apply to every connection to every node and
+    /// need `rediss://` URLs. Replica acknowledgement is rejected on a
+    /// cluster for now. Only with the `cluster` feature.
     ///
     /// # Errors
     /// As [`open_cluster`](Self::open_cluster), plus `InvalidArgument` for
-    /// invalid options.
+    /// invalid options (TLS options with `redis://` URLs among them).
     ///
     /// ```no_run
     /// let options = redisync::backend::RedisOptions::default().pool_size(4);
