@@ -9,8 +9,7 @@
 //! Starting a cluster takes seconds, so one cluster serves every case of
 //! [`cluster_tls_suite`], run one after another, each on its own names. The
 //! servers are stopped by PID when the `TestCluster` drops. Mutual TLS
-//! (`--tls-auth-clients yes`) is covered on a single server by
-//! tests/security.rs, not on a cluster here.
+//! (`--tls-auth-clients yes`) has its own cluster, in [`mutual_tls`].
 #![cfg(all(feature = "cluster", feature = "tls"))]
 #![allow(
     clippy::unwrap_used,
@@ -42,7 +41,7 @@ type Case = (&'static str, fn(&TestCluster));
 #[test]
 fn cluster_tls_suite() {
     let started = Instant::now();
-    let cluster = TestCluster::start_tls();
+    let cluster = TestCluster::start_tls(false);
     eprintln!("TLS cluster started in {:?}", started.elapsed());
     let cases: &[Case] = &[
         ("locks_exclude_across_masters", locks_exclude_across_masters),
@@ -365,4 +364,60 @@ fn plain_seed_at_a_tls_port_fails(cluster: &TestCluster) {
         .unwrap_err();
     assert!(err.is_invalid_argument(), "{err:?}");
     assert!(err.to_string().contains("URL #2"), "{err}");
+}
+
+/// A cluster that requires client certificates: a client presenting one
+/// locks and is woken on every master (its pub/sub sockets present it
+/// too); a client without one is refused at once.
+#[test]
+fn mutual_tls() {
+    let started = Instant::now();
+    let cluster = TestCluster::start_tls(true);
+    eprintln!("mutual TLS cluster started in {:?}", started.elapsed());
+    let pki = cluster.pki.as_ref().unwrap();
+    let with_certificate = |seed: usize| {
+        cluster
+            .builder([cluster.url(seed)])
+            .tls_client_certificate(pki.client_cert.as_bytes(), pki.client_key.as_bytes())
+            .build()
+            .unwrap()
+    };
+    let holder = with_certificate(0);
+    let waiter = with_certificate(4);
+    for name in cluster.names_on_every_master("mtls-cl-wake") {
+        let guard = holder
+            .lock(name.as_str())
+            .lock_with_lease(LONG_LEASE)
+            .unwrap();
+        let waiting = waiter.lock(name.as_str());
+        assert!(waiting.try_lock().unwrap().is_none());
+        let (tx, rx) = std::sync::mpsc::channel();
+        let handle = thread::spawn(move || {
+            let guard = waiting.lock_with_lease(LONG_LEASE).unwrap();
+            tx.send(()).unwrap();
+            guard.unlock().unwrap();
+        });
+        thread::sleep(Duration::from_millis(300));
+        assert!(rx.try_recv().is_err(), "the waiter must wait");
+        guard.unlock().unwrap();
+        rx.recv_timeout(PROMPT)
+            .expect("the waiter was not woken by the unlock");
+        handle.join().unwrap();
+    }
+
+    let started = Instant::now();
+    let err = cluster
+        .builder(cluster.urls())
+        .connection_timeout(Duration::from_secs(2))
+        .response_timeout(Duration::from_secs(2))
+        .build()
+        .unwrap_err();
+    assert!(started.elapsed() < QUICK_FAILURE, "{:?}", started.elapsed());
+    assert!(err.is_backend(), "{err:?}");
+    let shown = format!("{err} {err:?}");
+    assert!(shown.contains("CertificateRequired"), "{shown}");
+    assert!(
+        !shown.contains("PRIVATE KEY"),
+        "no key material in errors: {shown}"
+    );
 }

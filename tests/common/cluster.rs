@@ -29,11 +29,11 @@ pub struct TestCluster {
     pub pki: Option<super::tls::Pki>,
 }
 
-/// A TLS cluster's node arguments (without the TLS port) and the CA file
-/// `redis-cli` verifies them with.
+/// A TLS cluster's node arguments (without the TLS port) and `redis-cli`'s
+/// TLS arguments.
 struct TlsArgs {
     server_args: Vec<String>,
-    ca_file: String,
+    cli_args: Vec<String>,
 }
 
 impl TestCluster {
@@ -55,21 +55,33 @@ impl TestCluster {
     /// cluster bus and replication (`--tls-cluster yes --tls-replication
     /// yes`), its certificate from a fresh [`pki`](super::tls::pki): the
     /// nodes announce their TLS ports, so a client discovers only those.
-    /// The plain ports stay open for the harness's admin connections.
+    /// The plain ports stay open for the harness's admin connections. With
+    /// `require_client_certificates`, a client must present a certificate
+    /// of the PKI on the TLS ports (`--tls-auth-clients yes`).
     #[cfg(feature = "tls")]
-    pub fn start_tls() -> TestCluster {
+    pub fn start_tls(require_client_certificates: bool) -> TestCluster {
         let pki = super::tls::pki();
         let mut server_args: Vec<String> = ["--tls-cluster", "yes", "--tls-replication", "yes"]
             .iter()
             .map(|arg| (*arg).to_owned())
             .collect();
-        server_args.extend(pki.server_args(false));
-        let ca_file = pki.dir.join("ca.crt").to_str().unwrap().to_owned();
+        server_args.extend(pki.server_args(require_client_certificates));
+        let path = |file: &str| pki.dir.join(file).to_str().unwrap().to_owned();
+        // redis-cli presents the node certificate (it allows client use).
+        let cli_args = vec![
+            "--tls".to_owned(),
+            "--cacert".to_owned(),
+            path("ca.crt"),
+            "--cert".to_owned(),
+            path("server.crt"),
+            "--key".to_owned(),
+            path("server.key"),
+        ];
         let mut cluster = Self::launch(
             2000,
             Some(TlsArgs {
                 server_args,
-                ca_file,
+                cli_args,
             }),
         );
         cluster.pki = Some(pki);
@@ -138,7 +150,7 @@ impl TestCluster {
             .collect();
         let mut command = Command::new("redis-cli");
         if let Some(tls) = &tls {
-            command.args(["--tls", "--cacert", &tls.ca_file]);
+            command.args(&tls.cli_args);
         }
         let mut child = command
             .args(["--cluster", "create"])
