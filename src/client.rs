@@ -116,7 +116,8 @@ impl Client {
     }
 
     /// Connects to the Redis Cluster whose nodes include `node_urls`
-    /// (`redis://[user:password@]host:port`; one reachable node is enough),
+    /// (`redis://[user:password@]host:port`, or `rediss://` for TLS with
+    /// the `tls` feature; one reachable node is enough),
     /// with default settings. Scripts run on their object's slot master,
     /// redirections and failovers are followed, and waiters are woken
     /// through sharded pub/sub, as with Redisson on Redis 7+ (see

@@ -171,7 +171,8 @@ impl ClientBuilder {
     }
 
     /// Connects, when [`build`](Self::build) runs, to the Redis Cluster
-    /// whose nodes include `node_urls` (`redis://[user:password@]host:port`),
+    /// whose nodes include `node_urls` (`redis://[user:password@]host:port`,
+    /// or all `rediss://` for TLS, with the `tls` settings below),
     /// with the pool settings below (see [`RedisBackend::open_cluster`]).
     /// Only with the `cluster` feature.
     ///
@@ -304,8 +305,9 @@ impl ClientBuilder {
     /// URL's host (a DNS name, or an IP address for `rediss://127.0.0.1`).
     /// Every connection of the client uses it: the pooled ones and the
     /// pub/sub one (with Sentinel: to the sentinels and to the master, which
-    /// it makes TLS). Only with the `tls` feature; `build()` rejects it with
-    /// a `redis://` URL, or when `pem` holds no certificate.
+    /// it makes TLS; on a cluster, those to every node). Only with the `tls`
+    /// feature; `build()` rejects it with a `redis://` URL, or when `pem`
+    /// holds no certificate.
     ///
     /// ```no_run
     /// let client = redisync::Client::builder()

@@ -19,10 +19,23 @@
 //! each channel on the master that owns its slot. A sharded subscription
 //! must be made on that very node, and the `redis` crate's blocking
 //! connection can neither do that for us nor be read from one thread while
-//! another writes to it; so [`ClusterPubSub`] keeps one plain TCP
-//! connection per master, a reader thread per connection that parses the
-//! replies (the crate's RESP [`Parser`]) into one crossbeam channel, and
-//! writes (S)SUBSCRIBE commands on a clone of the socket.
+//! another writes to it; so [`ClusterPubSub`] keeps one TCP connection
+//! per master, a reader thread per connection that parses the replies (the
+//! crate's RESP [`Parser`]) into one crossbeam channel, and writes
+//! (S)SUBSCRIBE commands on a clone of the socket.
+//!
+//! TLS (feature `tls`, `rediss://` seeds, all of them): the routed
+//! connections are the `redis` crate's, which derives every node's TLS from
+//! the seeds' scheme and the certificates given to its builder. The
+//! pub/sub connections are ours: a rustls session per master, configured by
+//! `tls::TlsSettings::client_config` (the same roots and client identity)
+//! and verified against the node's host from the slot map. A session
+//! cannot be cloned like a socket, so it is shared between the reader
+//! thread and the writer behind a mutex, each doing its own I/O on its own
+//! clone of the TCP socket (see [`tls_io`]): the reader blocks on the
+//! socket without the lock, and a command is sent at once, with no read
+//! timeout or extra thread in the way. The slot map is read over a TLS
+//! `redis::Client` with the same certificates.
 //!
 //! Whatever may have moved a slot (an unrequested `sunsubscribe`, which a
 //! master sends when it loses the slot, a MOVED reply, a closed connection)
@@ -31,7 +44,7 @@
 //! (its usual recovery path), so a lost message costs one retry.
 
 use std::collections::{HashMap, HashSet, VecDeque};
-use std::io::{BufReader, Write};
+use std::io::{BufReader, Read, Write};
 use std::net::{TcpStream, ToSocketAddrs};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
@@ -62,14 +75,22 @@ pub(super) struct ClusterTarget {
     connection_timeout: Duration,
     response_timeout: Duration,
     description: String,
+    /// With `rediss://` seeds: the rustls configuration of our own pub/sub
+    /// sockets, and the certificates (if any were set) of the plain
+    /// `redis::Client` that reads the slot map.
+    #[cfg(feature = "tls")]
+    tls: Option<(Arc<rustls::ClientConfig>, Option<redis::TlsCertificates>)>,
 }
 
 impl ClusterTarget {
-    /// Checks the seed URLs (`redis://[user:password@]host:port`) and
-    /// builds the client; connects to nothing yet.
+    /// Checks the seed URLs (`redis://[user:password@]host:port`, or all
+    /// of them `rediss://` with the `tls` feature) and builds the client;
+    /// connects to nothing yet.
     pub(super) fn new(urls: &[String], options: &RedisOptions) -> Result<Arc<Self>> {
         let mut seeds = Vec::with_capacity(urls.len());
+        let mut first_is_tls = None;
         for (index, url) in urls.iter().enumerate() {
+            super::tls::require_tls_feature("cluster_urls", url)?;
             // No error quotes the URL: it may hold a password.
             let info = url.as_str().into_connection_info().map_err(|err| {
                 Error::invalid(
@@ -77,17 +98,44 @@ impl ClusterTarget {
                     format!("URL #{} is not a redis:// URL: {:?}", index + 1, err.kind()),
                 )
             })?;
-            match info.addr() {
-                ConnectionAddr::Tcp(..) => {}
-                _ => {
+            let is_tls = match info.addr() {
+                ConnectionAddr::Tcp(..) => false,
+                ConnectionAddr::TcpTls { insecure: true, .. } => {
                     return Err(Error::invalid(
                         "cluster_urls",
                         format!(
-                            "URL #{}: only redis://host:port is supported with a cluster (no TLS, no Unix socket) yet",
+                            "URL #{}: #insecure (no certificate verification) is not supported: \
+                             trust your CA with tls_root_certificate instead",
                             index + 1
                         ),
                     ));
                 }
+                ConnectionAddr::TcpTls { .. } => true,
+                _ => {
+                    return Err(Error::invalid(
+                        "cluster_urls",
+                        format!(
+                            "URL #{}: only redis://host:port or rediss://host:port is supported \
+                             with a cluster (no Unix socket)",
+                            index + 1
+                        ),
+                    ));
+                }
+            };
+            match first_is_tls {
+                None => first_is_tls = Some(is_tls),
+                Some(first) if first != is_tls => {
+                    return Err(Error::invalid(
+                        "cluster_urls",
+                        format!(
+                            "URL #{} is {} but URL #1 is {}: every seed must use the same scheme",
+                            index + 1,
+                            if is_tls { "rediss://" } else { "redis://" },
+                            if first { "rediss://" } else { "redis://" },
+                        ),
+                    ));
+                }
+                Some(_) => {}
             }
             if info.redis_settings().db() != 0 {
                 return Err(Error::invalid(
@@ -103,7 +151,33 @@ impl ClusterTarget {
                 "at least one node URL is needed",
             ));
         };
-        let client = client_for(seeds.clone(), options)
+        #[cfg(feature = "tls")]
+        let tls = if first_is_tls == Some(true) {
+            // The crate derives every node's TLS from the seeds' scheme
+            // (and the certificates given to `client_for`), for the nodes
+            // it discovers too.
+            let provider = super::tls::crypto_provider();
+            let certificates = if options.tls.is_set() {
+                Some(options.tls.certificates(&provider)?)
+            } else {
+                None
+            };
+            Some((options.tls.client_config(&provider)?, certificates))
+        } else if options.tls.is_set() {
+            return Err(Error::invalid(
+                "cluster_urls",
+                "TLS certificates were given but the URLs are not rediss://",
+            ));
+        } else {
+            None
+        };
+        #[cfg(feature = "tls")]
+        let certificates = tls
+            .as_ref()
+            .and_then(|(_, certificates)| certificates.as_ref());
+        #[cfg(not(feature = "tls"))]
+        let certificates = None;
+        let client = client_for(seeds.clone(), options, certificates)
             .map_err(|err| Error::invalid("cluster_urls", err.to_string()))?;
         let description = format!(
             "cluster {}",
@@ -122,6 +196,8 @@ impl ClusterTarget {
             connection_timeout: options.get_connection_timeout(),
             response_timeout: options.get_response_timeout(),
             description,
+            #[cfg(feature = "tls")]
+            tls,
         }))
     }
 
@@ -188,7 +264,7 @@ impl ClusterTarget {
             .iter()
             .map(|(host, port)| self.node_info(host, *port))
             .collect();
-        if let Ok(client) = client_for(infos, &self.options) {
+        if let Ok(client) = client_for(infos, &self.options, self.certificates()) {
             *discovered = Some(Discovered { nodes, client });
         }
     }
@@ -196,9 +272,31 @@ impl ClusterTarget {
     /// The connection settings of a discovered node: the first seed's
     /// (credentials, timeouts) at the node's address.
     fn node_info(&self, host: &str, port: u16) -> ConnectionInfo {
-        self.template
-            .clone()
-            .set_addr(ConnectionAddr::Tcp(host.to_owned(), port))
+        let addr = match self.template.addr() {
+            ConnectionAddr::TcpTls {
+                insecure,
+                tls_params,
+                ..
+            } => ConnectionAddr::TcpTls {
+                host: host.to_owned(),
+                port,
+                insecure: *insecure,
+                tls_params: tls_params.clone(),
+            },
+            _ => ConnectionAddr::Tcp(host.to_owned(), port),
+        };
+        self.template.clone().set_addr(addr)
+    }
+
+    /// The routed connections' TLS certificates, if any were given.
+    fn certificates(&self) -> Option<&Certificates> {
+        #[cfg(feature = "tls")]
+        return self
+            .tls
+            .as_ref()
+            .and_then(|(_, certificates)| certificates.as_ref());
+        #[cfg(not(feature = "tls"))]
+        None
     }
 
     fn lock_discovered(&self) -> std::sync::MutexGuard<'_, Option<Discovered>> {
@@ -241,13 +339,21 @@ impl ClusterTarget {
         &self,
         seed: &ConnectionInfo,
     ) -> std::result::Result<Vec<SlotRange>, RedisError> {
+        #[cfg(feature = "tls")]
+        let client = match &self.tls {
+            Some((_, Some(certificates))) => {
+                redis::Client::build_with_tls(seed.clone(), certificates.clone())?
+            }
+            _ => redis::Client::open(seed.clone())?,
+        };
+        #[cfg(not(feature = "tls"))]
         let client = redis::Client::open(seed.clone())?;
         let mut conn = client.get_connection_with_timeout(self.connection_timeout)?;
         conn.set_read_timeout(Some(self.response_timeout))?;
         conn.set_write_timeout(Some(self.response_timeout))?;
         let reply: Value = redis::cmd("CLUSTER").arg("SLOTS").query(&mut conn)?;
         let seed_host = match seed.addr() {
-            ConnectionAddr::Tcp(host, _) => host.clone(),
+            ConnectionAddr::Tcp(host, _) | ConnectionAddr::TcpTls { host, .. } => host.clone(),
             other => other.to_string(),
         };
         Ok(parse_slots(&reply, &seed_host))
@@ -273,16 +379,33 @@ struct Discovered {
 /// A cluster client for `nodes` with `options`' timeouts, and none of the
 /// `redis` crate's own retries: they would send a script again after it
 /// may have run (see `cluster_routing`, which retries what is safe).
+/// With `certificates` (feature `tls`, `rediss://` nodes), every node's
+/// connection trusts and presents them.
 fn client_for(
     nodes: Vec<ConnectionInfo>,
     options: &RedisOptions,
+    certificates: Option<&Certificates>,
 ) -> std::result::Result<ClusterClient, RedisError> {
-    ClusterClient::builder(nodes)
+    let builder = ClusterClient::builder(nodes)
         .connection_timeout(options.get_connection_timeout())
         .response_timeout(options.get_response_timeout())
-        .retries(0)
-        .build()
+        .retries(0);
+    #[cfg(feature = "tls")]
+    let builder = match certificates {
+        Some(certificates) => builder.certs(certificates.clone()),
+        None => builder,
+    };
+    #[cfg(not(feature = "tls"))]
+    let _ = certificates;
+    builder.build()
 }
+
+/// The TLS certificates of the routed connections (feature `tls`); none
+/// can exist without it.
+#[cfg(feature = "tls")]
+type Certificates = redis::TlsCertificates;
+#[cfg(not(feature = "tls"))]
+type Certificates = std::convert::Infallible;
 
 /// Slots `start..=end` served by the master at `node` (`host:port`).
 #[derive(Debug, Clone)]
@@ -403,8 +526,39 @@ enum Event {
 
 /// One master's pub/sub connection.
 struct Node {
-    writer: TcpStream,
+    writer: Writer,
     reader: Option<JoinHandle<()>>,
+}
+
+/// The writing half of a pub/sub connection. Over plain TCP, a clone of
+/// the socket the reader thread reads. Over TLS, the session state shared
+/// with the reader thread (see [`tls_io`]).
+enum Writer {
+    Plain(TcpStream),
+    #[cfg(feature = "tls")]
+    Tls(tls_io::TlsWriter),
+}
+
+impl Writer {
+    fn write_all(&mut self, bytes: &[u8]) -> std::io::Result<()> {
+        match self {
+            Writer::Plain(stream) => stream.write_all(bytes),
+            #[cfg(feature = "tls")]
+            Writer::Tls(writer) => writer.write_all(bytes),
+        }
+    }
+
+    /// Unblocks the reader thread, which then ends.
+    // Without the `tls` feature the match has one arm.
+    #[allow(clippy::infallible_destructuring_match)]
+    fn shutdown(&self) {
+        let socket = match self {
+            Writer::Plain(stream) => stream,
+            #[cfg(feature = "tls")]
+            Writer::Tls(writer) => writer.socket(),
+        };
+        let _ = socket.shutdown(std::net::Shutdown::Both);
+    }
 }
 
 /// The sharded subscriptions of one subscriber session; see the module doc.
@@ -469,7 +623,7 @@ impl ClusterPubSub {
     }
 
     /// The writer to `node`, connecting (and logging in) first if needed.
-    fn writer(&mut self, node: &str) -> Result<&mut TcpStream> {
+    fn writer(&mut self, node: &str) -> Result<&mut Writer> {
         if !self.nodes.contains_key(node) {
             let connected = self.connect(node)?;
             self.nodes.insert(node.to_owned(), connected);
@@ -493,46 +647,99 @@ impl ClusterPubSub {
         stream
             .set_write_timeout(Some(target.response_timeout))
             .map_err(io)?;
-        let (username, password) = target.credentials();
-        if let Some(password) = password {
-            let mut auth = redis::cmd("AUTH");
-            if let Some(username) = username {
-                auth.arg(username);
-            }
-            auth.arg(password);
-            stream
-                .set_read_timeout(Some(target.response_timeout))
-                .map_err(io)?;
-            (&stream)
-                .write_all(&auth.get_packed_command())
-                .map_err(io)?;
-            let reply = Parser::new()
-                .parse_value(&stream)
-                .map_err(|err| self.error(format_args!("AUTH on {node}: {err}")))?;
-            if let Value::ServerError(err) = reply {
-                return Err(Error::backend(
-                    format!(
-                        "pub/sub on Redis {}: authentication failed on {node}: {}",
-                        self.address,
-                        err.code()
-                    ),
-                    false,
-                ));
-            }
+        // The handshake and AUTH wait at most the response timeout; then
+        // the reader blocks until a reply or the socket's shutdown (Drop).
+        stream
+            .set_read_timeout(Some(target.response_timeout))
+            .map_err(io)?;
+        #[cfg(feature = "tls")]
+        if let Some((config, _)) = &target.tls {
+            let mut session = self.handshake(node, config, &stream)?;
+            self.authenticate(node, &mut rustls::Stream::new(&mut session, &mut &stream))?;
+            stream.set_read_timeout(None).map_err(io)?;
+            let (reader, writer) = tls_io::split(session, stream).map_err(io)?;
+            return Ok(Node {
+                writer: Writer::Tls(writer),
+                reader: Some(self.spawn_reader(node, reader)?),
+            });
         }
-        // The reader blocks until a reply or the socket's shutdown (Drop).
+        self.authenticate(node, &mut &stream)?;
         stream.set_read_timeout(None).map_err(io)?;
-        let reader_stream = stream.try_clone().map_err(io)?;
+        let reader = BufReader::new(stream.try_clone().map_err(io)?);
+        Ok(Node {
+            writer: Writer::Plain(stream),
+            reader: Some(self.spawn_reader(node, reader)?),
+        })
+    }
+
+    /// Logs in on a fresh connection, if the seeds carry credentials.
+    fn authenticate<S: Read + Write>(&self, node: &str, stream: &mut S) -> Result<()> {
+        let (username, password) = self.target.credentials();
+        let Some(password) = password else {
+            return Ok(());
+        };
+        let mut auth = redis::cmd("AUTH");
+        if let Some(username) = username {
+            auth.arg(username);
+        }
+        auth.arg(password);
+        stream
+            .write_all(&auth.get_packed_command())
+            .and_then(|()| stream.flush())
+            .map_err(|err| self.error(format_args!("connecting to {node}: {err}")))?;
+        let reply = Parser::new()
+            .parse_value(&mut *stream)
+            .map_err(|err| self.error(format_args!("AUTH on {node}: {err}")))?;
+        if let Value::ServerError(err) = reply {
+            return Err(Error::backend(
+                format!(
+                    "pub/sub on Redis {}: authentication failed on {node}: {}",
+                    self.address,
+                    err.code()
+                ),
+                false,
+            ));
+        }
+        Ok(())
+    }
+
+    /// A TLS session with `node`, its certificate verified against the
+    /// node's host (an IP address or a DNS name).
+    #[cfg(feature = "tls")]
+    fn handshake(
+        &self,
+        node: &str,
+        config: &Arc<rustls::ClientConfig>,
+        stream: &TcpStream,
+    ) -> Result<rustls::ClientConnection> {
+        let host = node
+            .rsplit_once(':')
+            .map_or(node, |(host, _)| host)
+            .trim_start_matches('[')
+            .trim_end_matches(']');
+        let name = rustls::pki_types::ServerName::try_from(host.to_owned())
+            .map_err(|err| self.error(format_args!("TLS server name of {node}: {err}")))?;
+        let mut session = rustls::ClientConnection::new(Arc::clone(config), name)
+            .map_err(|err| self.error(format_args!("TLS with {node}: {err}")))?;
+        while session.is_handshaking() {
+            session
+                .complete_io(&mut &*stream)
+                .map_err(|err| self.error(format_args!("TLS handshake with {node}: {err}")))?;
+        }
+        Ok(session)
+    }
+
+    fn spawn_reader<R: Read + Send + 'static>(
+        &self,
+        node: &str,
+        reader: R,
+    ) -> Result<JoinHandle<()>> {
         let sender = self.sender.clone();
         let name = node.to_owned();
-        let reader = std::thread::Builder::new()
+        std::thread::Builder::new()
             .name("redisync-cluster-pubsub".to_owned())
-            .spawn(move || read_replies(name, reader_stream, sender))
-            .map_err(io)?;
-        Ok(Node {
-            writer: stream,
-            reader: Some(reader),
-        })
+            .spawn(move || read_replies(name, reader, sender))
+            .map_err(|err| self.error(format_args!("starting a reader for {node}: {err}")))
     }
 
     fn send(&mut self, node: &str, command: &redis::Cmd) -> Result<()> {
@@ -609,10 +816,9 @@ impl ClusterPubSub {
     }
 }
 
-/// A reader thread: parses replies from `stream` until it closes (or the
+/// A reader thread: parses replies from `reader` until it closes (or the
 /// session ends and drops the receiver).
-fn read_replies(node: String, stream: TcpStream, sender: Sender<Event>) {
-    let mut reader = BufReader::new(stream);
+fn read_replies(node: String, mut reader: impl Read, sender: Sender<Event>) {
     let mut parser = Parser::new();
     loop {
         match parser.parse_value(&mut reader) {
@@ -632,7 +838,7 @@ fn read_replies(node: String, stream: TcpStream, sender: Sender<Event>) {
 impl Drop for ClusterPubSub {
     fn drop(&mut self) {
         for node in self.nodes.values_mut() {
-            let _ = node.writer.shutdown(std::net::Shutdown::Both);
+            node.writer.shutdown();
             if let Some(reader) = node.reader.take() {
                 let _ = reader.join();
             }
@@ -681,6 +887,157 @@ impl PubSubConnection for ClusterPubSub {
     }
 }
 
+/// A TLS pub/sub connection split into a reading half (the reader thread's)
+/// and a writing half (the session's), without a read timeout and without
+/// a thread between the writer and the socket.
+///
+/// A rustls session is a state machine that does no I/O itself, so the two
+/// halves share it behind a mutex and each does its own socket I/O on its
+/// own clone of the TCP socket: the reader blocks in `read` on the raw
+/// socket *without* the lock, then takes it to decrypt what arrived (and to
+/// send anything the session must answer, such as a key update); the writer
+/// takes it to encrypt a command and send the records. Records go out in
+/// the session's order because only the lock holder writes to the socket.
+/// A command therefore leaves at once, even while the reader waits, exactly
+/// as on a plain connection.
+#[cfg(feature = "tls")]
+mod tls_io {
+    use std::io::{self, Read, Write};
+    use std::net::TcpStream;
+    use std::sync::Arc;
+
+    use parking_lot::Mutex;
+    use rustls::ClientConnection;
+
+    /// The reader thread's half: decrypted bytes, for the RESP parser.
+    pub(super) struct TlsReader {
+        session: Arc<Mutex<ClientConnection>>,
+        socket: TcpStream,
+        /// Ciphertext just read from the socket.
+        received: Vec<u8>,
+        /// Decrypted bytes not yet handed out, from `start`.
+        plaintext: Vec<u8>,
+        start: usize,
+        /// The server closed the connection (cleanly or not).
+        closed: bool,
+    }
+
+    /// The session's half: encrypts and sends commands.
+    pub(super) struct TlsWriter {
+        session: Arc<Mutex<ClientConnection>>,
+        socket: TcpStream,
+    }
+
+    /// Splits a session whose handshake is complete.
+    pub(super) fn split(
+        session: ClientConnection,
+        socket: TcpStream,
+    ) -> io::Result<(TlsReader, TlsWriter)> {
+        let session = Arc::new(Mutex::new(session));
+        let reader = TlsReader {
+            session: Arc::clone(&session),
+            socket: socket.try_clone()?,
+            received: vec![0; 16 * 1024],
+            plaintext: Vec::new(),
+            start: 0,
+            closed: false,
+        };
+        Ok((reader, TlsWriter { session, socket }))
+    }
+
+    /// Sends every TLS record the session has ready. The caller holds the
+    /// session's lock.
+    fn flush(session: &mut ClientConnection, mut socket: &TcpStream) -> io::Result<()> {
+        while session.wants_write() {
+            if session.write_tls(&mut socket)? == 0 {
+                return Err(io::ErrorKind::WriteZero.into());
+            }
+        }
+        Ok(())
+    }
+
+    impl TlsWriter {
+        pub(super) fn write_all(&mut self, bytes: &[u8]) -> io::Result<()> {
+            let mut session = self.session.lock();
+            session.writer().write_all(bytes)?;
+            flush(&mut session, &self.socket)
+        }
+
+        pub(super) fn socket(&self) -> &TcpStream {
+            &self.socket
+        }
+    }
+
+    impl TlsReader {
+        /// Moves the session's decrypted bytes to `plaintext`; notes a
+        /// close_notify.
+        fn take_plaintext(&mut self, session: &mut ClientConnection) -> io::Result<()> {
+            match session.reader().read_to_end(&mut self.plaintext) {
+                Ok(_) => {
+                    self.closed = true;
+                    Ok(())
+                }
+                Err(err) if err.kind() == io::ErrorKind::WouldBlock => Ok(()),
+                Err(err) => Err(err),
+            }
+        }
+
+        /// Waits for decrypted bytes (or the end of the connection).
+        fn fill(&mut self) -> io::Result<()> {
+            self.plaintext.clear();
+            self.start = 0;
+            {
+                // Bytes decrypted before the split (none are expected).
+                let session = Arc::clone(&self.session);
+                self.take_plaintext(&mut session.lock())?;
+            }
+            while self.plaintext.is_empty() && !self.closed {
+                // Blocks without the lock, so the writer is never held up.
+                let count = match self.socket.read(&mut self.received) {
+                    Ok(0) => {
+                        self.closed = true;
+                        return Ok(());
+                    }
+                    Ok(count) => count,
+                    Err(err) if err.kind() == io::ErrorKind::Interrupted => continue,
+                    Err(err) => return Err(err),
+                };
+                let session = Arc::clone(&self.session);
+                let mut session = session.lock();
+                let mut fed = 0;
+                while fed < count {
+                    match session.read_tls(&mut &self.received[fed..count])? {
+                        0 => return Err(io::Error::other("the TLS session took no bytes")),
+                        taken => fed += taken,
+                    }
+                    let processed = session.process_new_packets();
+                    // Sends the alert of a failure too, then reports it.
+                    flush(&mut session, &self.socket)?;
+                    processed.map_err(|err| io::Error::new(io::ErrorKind::InvalidData, err))?;
+                    self.take_plaintext(&mut session)?;
+                }
+            }
+            Ok(())
+        }
+    }
+
+    impl Read for TlsReader {
+        fn read(&mut self, out: &mut [u8]) -> io::Result<usize> {
+            if self.start == self.plaintext.len() {
+                if self.closed {
+                    return Ok(0);
+                }
+                self.fill()?;
+            }
+            let available = &self.plaintext[self.start..];
+            let count = available.len().min(out.len());
+            out[..count].copy_from_slice(&available[..count]);
+            self.start += count;
+            Ok(count)
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -725,5 +1082,57 @@ mod tests {
         assert_eq!(ranges[0].node, "10.0.0.1:7000");
         assert_eq!((ranges[1].start, ranges[1].end), (5461, 16383));
         assert_eq!(ranges[1].node, "127.0.0.1:7001");
+    }
+
+    fn seeds_error(urls: &[&str], options: &RedisOptions) -> Error {
+        let urls: Vec<String> = urls.iter().map(|url| (*url).to_owned()).collect();
+        match ClusterTarget::new(&urls, options) {
+            Ok(_) => panic!("{urls:?} accepted"),
+            Err(err) => err,
+        }
+    }
+
+    #[cfg(not(feature = "tls"))]
+    #[test]
+    fn rediss_seed_needs_the_tls_feature() {
+        let err = seeds_error(
+            &["redis://127.0.0.1:7000", "rediss://:pw-xyz@127.0.0.1:7001"],
+            &RedisOptions::default(),
+        );
+        assert!(err.is_invalid_argument(), "{err}");
+        let shown = format!("{err} {err:?}");
+        assert!(shown.contains("`tls` feature"), "{shown}");
+        assert!(shown.contains("cluster_urls"), "{shown}");
+        assert!(!shown.contains("pw-xyz"), "{shown}");
+    }
+
+    #[cfg(feature = "tls")]
+    #[test]
+    fn tls_seeds_are_checked() {
+        let plain = RedisOptions::default();
+        let mixed = seeds_error(
+            &[
+                "rediss://:pw-xyz@127.0.0.1:7000",
+                "redis://:pw-xyz@127.0.0.1:7001",
+            ],
+            &plain,
+        );
+        assert!(mixed.is_invalid_argument(), "{mixed}");
+        let shown = format!("{mixed} {mixed:?}");
+        assert!(shown.contains("URL #2 is redis://"), "{shown}");
+        assert!(!shown.contains("pw-xyz"), "{shown}");
+
+        let insecure = seeds_error(&["rediss://127.0.0.1:7000/#insecure"], &plain);
+        assert!(insecure.is_invalid_argument(), "{insecure}");
+        assert!(insecure.to_string().contains("#insecure"), "{insecure}");
+
+        let with_ca = RedisOptions::default().tls_root_certificate(b"whatever".to_vec());
+        let not_tls = seeds_error(&["redis://127.0.0.1:7000"], &with_ca);
+        assert!(not_tls.to_string().contains("not rediss://"), "{not_tls}");
+        let bad_ca = seeds_error(&["rediss://127.0.0.1:7000"], &with_ca);
+        assert!(
+            bad_ca.to_string().contains("tls_root_certificate"),
+            "{bad_ca}"
+        );
     }
 }

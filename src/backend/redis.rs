@@ -35,7 +35,7 @@ pub struct RedisOptions {
     connection_timeout: Duration,
     response_timeout: Duration,
     /// Certificates for `rediss://` (see `super::tls`).
-    tls: super::tls::TlsSettings,
+    pub(super) tls: super::tls::TlsSettings,
     /// `WAIT` for replicas after every lock-changing script.
     replica_ack: Option<ReplicaAcknowledgement>,
     /// Hears of writes kept despite a replica shortfall (the client's).
@@ -578,10 +578,15 @@ impl RedisBackend {
     /// sharded pub/sub (`SPUBLISH`/`SSUBSCRIBE`, Redis 7 or later), which
     /// is what Redisson uses on a cluster. Only with the `cluster` feature.
     ///
+    /// With the `tls` feature, `rediss://` URLs (all of them) connect to
+    /// every node over TLS, the discovered ones too, which must announce
+    /// their TLS ports (`tls-cluster yes`).
+    ///
     /// # Errors
-    /// `InvalidArgument` for an empty list or a malformed URL (TLS, Unix
-    /// sockets and databases other than 0 are rejected); `Backend` if no
-    /// node can be reached.
+    /// `InvalidArgument` for an empty list or a malformed URL (Unix sockets,
+    /// databases other than 0, `redis://` and `rediss://` URLs mixed, and
+    /// `rediss://` without the `tls` feature are rejected); `Backend` if no
+    /// node can be reached, or (TLS) if a node's certificate is not trusted.
     ///
     /// ```no_run
     /// let backend = redisync::RedisBackend::open_cluster(&[
@@ -604,12 +609,13 @@ impl RedisBackend {
     /// The pool holds up to `pool_size` cluster connections (each with one
     /// socket per node it talks to). With replica acknowledgement, `WAIT`
     /// runs on the master that ran the script, so it counts that master's
-    /// replicas only. TLS options are rejected on a cluster for now. Only
-    /// with the `cluster` feature.
+    /// replicas only. TLS options (`tls_root_certificate`,
+    /// `tls_client_certificate`) apply to every connection to every node and
+    /// need `rediss://` URLs. Only with the `cluster` feature.
     ///
     /// # Errors
     /// As [`open_cluster`](Self::open_cluster), plus `InvalidArgument` for
-    /// invalid options.
+    /// invalid options (TLS options with `redis://` URLs among them).
     ///
     /// ```no_run
     /// let options = redisync::backend::RedisOptions::default().pool_size(4);
@@ -623,13 +629,6 @@ impl RedisBackend {
         I::Item: AsRef<str>,
     {
         options.validate()?;
-        #[cfg(feature = "tls")]
-        if options.tls.is_set() {
-            return Err(Error::invalid(
-                "tls",
-                "TLS is not supported with a cluster yet",
-            ));
-        }
         let urls: Vec<String> = node_urls
             .into_iter()
             .map(|url| url.as_ref().to_owned())

@@ -17,6 +17,8 @@
 //! already installed one (then that one is used).
 
 use std::fmt;
+#[cfg(feature = "tls")]
+use std::sync::Arc;
 
 use redis::IntoConnectionInfo;
 
@@ -91,76 +93,17 @@ impl TlsSettings {
     /// Checks every PEM now, so that a bad certificate or key is an
     /// `InvalidArgument` from `build()` rather than a failure of every
     /// connection attempt. The messages never quote the key.
-    fn certificates(
+    pub(crate) fn certificates(
         &self,
-        provider: &rustls::crypto::CryptoProvider,
+        provider: &Arc<rustls::crypto::CryptoProvider>,
     ) -> Result<redis::TlsCertificates> {
-        use rustls::pki_types::pem::PemObject;
-        use rustls::pki_types::{CertificateDer, PrivateKeyDer};
-
-        let mut roots = rustls::RootCertStore::empty();
-        if let Some(pem) = &self.root_certificates {
-            for cert in CertificateDer::pem_slice_iter(pem) {
-                let cert = cert.map_err(|err| {
-                    Error::invalid(
-                        "tls_root_certificate",
-                        format!("not a PEM certificate: {err}"),
-                    )
-                })?;
-                roots.add(cert).map_err(|err| {
-                    Error::invalid(
-                        "tls_root_certificate",
-                        format!("not a usable CA certificate: {err}"),
-                    )
-                })?;
-            }
-            if roots.is_empty() {
-                return Err(Error::invalid(
-                    "tls_root_certificate",
-                    "no certificate found (expected PEM: -----BEGIN CERTIFICATE-----)",
-                ));
-            }
-        }
+        let roots = self.roots()?;
         let client_tls = match &self.client_identity {
             None => None,
             Some(identity) => {
-                let chain = CertificateDer::pem_slice_iter(&identity.certificate_chain)
-                    .collect::<std::result::Result<Vec<_>, _>>()
-                    .map_err(|err| {
-                        Error::invalid(
-                            "tls_client_certificate",
-                            format!("the certificate chain is not PEM: {err}"),
-                        )
-                    })?;
-                if chain.is_empty() {
-                    return Err(Error::invalid(
-                        "tls_client_certificate",
-                        "no certificate found (expected PEM: -----BEGIN CERTIFICATE-----)",
-                    ));
-                }
-                // Deliberately without the parser's message: it could quote
-                // a line of the key file.
-                let key = PrivateKeyDer::from_pem_slice(&identity.private_key).map_err(|_| {
-                    Error::invalid(
-                        "tls_client_certificate",
-                        "the private key is not a PEM PKCS#8, PKCS#1 or SEC1 key",
-                    )
-                })?;
                 // Builds a rustls configuration once: it rejects a key of an
                 // unsupported type or one that does not match the certificate.
-                rustls::ClientConfig::builder_with_provider(provider.clone().into())
-                    .with_safe_default_protocol_versions()
-                    .and_then(|config| {
-                        config
-                            .with_root_certificates(roots.clone())
-                            .with_client_auth_cert(chain, key)
-                    })
-                    .map_err(|err| {
-                        Error::invalid(
-                            "tls_client_certificate",
-                            format!("unusable certificate and key: {err}"),
-                        )
-                    })?;
+                self.config_with(provider, roots.unwrap_or_else(rustls::RootCertStore::empty))?;
                 Some(redis::ClientTlsConfig {
                     client_cert: identity.certificate_chain.clone(),
                     client_key: identity.private_key.clone(),
@@ -172,6 +115,130 @@ impl TlsSettings {
             root_cert: self.root_certificates.clone(),
         })
     }
+
+    /// The rustls configuration of a TLS connection we make ourselves (the
+    /// cluster's pub/sub sockets), equal to what the `redis` crate builds
+    /// from [`certificates`](Self::certificates): the given roots, or else
+    /// the system's, and the client identity if one is set.
+    #[cfg(feature = "cluster")]
+    pub(crate) fn client_config(
+        &self,
+        provider: &Arc<rustls::crypto::CryptoProvider>,
+    ) -> Result<Arc<rustls::ClientConfig>> {
+        let roots = match self.roots()? {
+            Some(roots) => roots,
+            None => system_roots()?,
+        };
+        self.config_with(provider, roots).map(Arc::new)
+    }
+
+    /// The custom roots, if any were given.
+    fn roots(&self) -> Result<Option<rustls::RootCertStore>> {
+        use rustls::pki_types::CertificateDer;
+        use rustls::pki_types::pem::PemObject;
+
+        let Some(pem) = &self.root_certificates else {
+            return Ok(None);
+        };
+        let mut roots = rustls::RootCertStore::empty();
+        for cert in CertificateDer::pem_slice_iter(pem) {
+            let cert = cert.map_err(|err| {
+                Error::invalid(
+                    "tls_root_certificate",
+                    format!("not a PEM certificate: {err}"),
+                )
+            })?;
+            roots.add(cert).map_err(|err| {
+                Error::invalid(
+                    "tls_root_certificate",
+                    format!("not a usable CA certificate: {err}"),
+                )
+            })?;
+        }
+        if roots.is_empty() {
+            return Err(Error::invalid(
+                "tls_root_certificate",
+                "no certificate found (expected PEM: -----BEGIN CERTIFICATE-----)",
+            ));
+        }
+        Ok(Some(roots))
+    }
+
+    /// A rustls configuration trusting `roots`, presenting the client
+    /// identity if one is set.
+    fn config_with(
+        &self,
+        provider: &Arc<rustls::crypto::CryptoProvider>,
+        roots: rustls::RootCertStore,
+    ) -> Result<rustls::ClientConfig> {
+        use rustls::pki_types::pem::PemObject;
+        use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+
+        let builder = rustls::ClientConfig::builder_with_provider(Arc::clone(provider))
+            .with_safe_default_protocol_versions()
+            .map_err(|err| {
+                Error::invalid(
+                    "tls",
+                    format!("the crypto provider offers no TLS version: {err}"),
+                )
+            })?
+            .with_root_certificates(roots);
+        let Some(identity) = &self.client_identity else {
+            return Ok(builder.with_no_client_auth());
+        };
+        let chain = CertificateDer::pem_slice_iter(&identity.certificate_chain)
+            .collect::<std::result::Result<Vec<_>, _>>()
+            .map_err(|err| {
+                Error::invalid(
+                    "tls_client_certificate",
+                    format!("the certificate chain is not PEM: {err}"),
+                )
+            })?;
+        if chain.is_empty() {
+            return Err(Error::invalid(
+                "tls_client_certificate",
+                "no certificate found (expected PEM: -----BEGIN CERTIFICATE-----)",
+            ));
+        }
+        // Deliberately without the parser's message: it could quote a line
+        // of the key file.
+        let key = PrivateKeyDer::from_pem_slice(&identity.private_key).map_err(|_| {
+            Error::invalid(
+                "tls_client_certificate",
+                "the private key is not a PEM PKCS#8, PKCS#1 or SEC1 key",
+            )
+        })?;
+        builder.with_client_auth_cert(chain, key).map_err(|err| {
+            Error::invalid(
+                "tls_client_certificate",
+                format!("unusable certificate and key: {err}"),
+            )
+        })
+    }
+}
+
+/// The system's root certificates, as the `redis` crate loads them for a
+/// `rediss://` connection without custom roots.
+#[cfg(all(feature = "tls", feature = "cluster"))]
+fn system_roots() -> Result<rustls::RootCertStore> {
+    let loaded = rustls_native_certs::load_native_certs();
+    if let Some(err) = loaded.errors.first() {
+        return Err(Error::invalid(
+            "tls_root_certificate",
+            format!("none given, and the system's could not be loaded: {err}"),
+        ));
+    }
+    let mut roots = rustls::RootCertStore::empty();
+    let (_, ignored) = roots.add_parsable_certificates(loaded.certs);
+    if roots.is_empty() {
+        return Err(Error::invalid(
+            "tls_root_certificate",
+            format!(
+                "none given, and the system has no usable root certificate ({ignored} unparsable)"
+            ),
+        ));
+    }
+    Ok(roots)
 }
 
 /// Whether `url` asks for TLS (`rediss://`, or the `valkeys://` alias).
@@ -181,6 +248,19 @@ fn is_tls_url(url: &str) -> bool {
         .is_some_and(|(scheme, _)| {
             scheme.eq_ignore_ascii_case("rediss") || scheme.eq_ignore_ascii_case("valkeys")
         })
+}
+
+/// `InvalidArgument` for `what` if `url` is `rediss://` and redisync was
+/// built without the `tls` feature (whatever the `redis` crate's features).
+pub(crate) fn require_tls_feature(what: &'static str, url: &str) -> Result<()> {
+    if is_tls_url(url) && cfg!(not(feature = "tls")) {
+        return Err(Error::invalid(
+            what,
+            "rediss:// (TLS) needs redisync's `tls` feature \
+             (features = [\"tls\"] on redisync in Cargo.toml)",
+        ));
+    }
+    Ok(())
 }
 
 /// [`TlsSettings`] checked once (every PEM parsed, the client key matched
@@ -233,13 +313,7 @@ impl TlsSettings {
 /// without the `tls` feature, or `#insecure`. No message quotes the URL (it
 /// may hold a password).
 pub(crate) fn parse_url(url: &str, what: &'static str) -> Result<redis::ConnectionInfo> {
-    if is_tls_url(url) && cfg!(not(feature = "tls")) {
-        return Err(Error::invalid(
-            what,
-            "rediss:// (TLS) needs redisync's `tls` feature \
-             (features = [\"tls\"] on redisync in Cargo.toml)",
-        ));
-    }
+    require_tls_feature(what, url)?;
     let info = url.into_connection_info().map_err(|err| {
         // The crate's message may echo the URL, which may hold a password.
         Error::invalid(what, format!("not a valid Redis URL ({:?})", err.kind()))
@@ -311,7 +385,7 @@ pub(crate) fn open_client(url: &str, tls: &TlsSettings) -> Result<redis::Client>
 /// program has installed none. Never panics: losing a race to another
 /// installer leaves that one's provider in place, which is as good.
 #[cfg(feature = "tls")]
-fn crypto_provider() -> std::sync::Arc<rustls::crypto::CryptoProvider> {
+pub(crate) fn crypto_provider() -> Arc<rustls::crypto::CryptoProvider> {
     use rustls::crypto::CryptoProvider;
     if let Some(provider) = CryptoProvider::get_default() {
         return std::sync::Arc::clone(provider);

@@ -15,11 +15,25 @@ use std::time::{Duration, Instant};
 
 use redisync::Client;
 
-use super::{TestServer, unique_name, wait_until};
+use super::{TestServer, free_port, unique_name, wait_until};
 
 /// Six cluster nodes: after `start`, nodes 0-2 are masters, 3-5 replicas.
 pub struct TestCluster {
     pub nodes: Vec<TestServer>,
+    /// With [`start_tls`](Self::start_tls): each node's TLS port (in the
+    /// order of `nodes`), the only port it announces to clients.
+    pub tls_ports: Vec<u16>,
+    /// The PKI of the TLS nodes' certificates (its files are removed when
+    /// it drops, after the servers).
+    #[cfg(feature = "tls")]
+    pub pki: Option<super::tls::Pki>,
+}
+
+/// A TLS cluster's node arguments (without the TLS port) and `redis-cli`'s
+/// TLS arguments.
+struct TlsArgs {
+    server_args: Vec<String>,
+    cli_args: Vec<String>,
 }
 
 impl TestCluster {
@@ -34,11 +48,54 @@ impl TestCluster {
     /// may be unreachable before the others mark it failed and its replica
     /// starts an election.
     pub fn start_with_node_timeout(node_timeout_ms: u32) -> TestCluster {
+        Self::launch(node_timeout_ms, None)
+    }
+
+    /// As [`start`](Self::start), every node with TLS for clients, the
+    /// cluster bus and replication (`--tls-cluster yes --tls-replication
+    /// yes`), its certificate from a fresh [`pki`](super::tls::pki): the
+    /// nodes announce their TLS ports, so a client discovers only those.
+    /// The plain ports stay open for the harness's admin connections. With
+    /// `require_client_certificates`, a client must present a certificate
+    /// of the PKI on the TLS ports (`--tls-auth-clients yes`).
+    #[cfg(feature = "tls")]
+    pub fn start_tls(require_client_certificates: bool) -> TestCluster {
+        let pki = super::tls::pki();
+        let mut server_args: Vec<String> = ["--tls-cluster", "yes", "--tls-replication", "yes"]
+            .iter()
+            .map(|arg| (*arg).to_owned())
+            .collect();
+        server_args.extend(pki.server_args(require_client_certificates));
+        let path = |file: &str| pki.dir.join(file).to_str().unwrap().to_owned();
+        // redis-cli presents the node certificate (it allows client use).
+        let cli_args = vec![
+            "--tls".to_owned(),
+            "--cacert".to_owned(),
+            path("ca.crt"),
+            "--cert".to_owned(),
+            path("server.crt"),
+            "--key".to_owned(),
+            path("server.key"),
+        ];
+        let mut cluster = Self::launch(
+            2000,
+            Some(TlsArgs {
+                server_args,
+                cli_args,
+            }),
+        );
+        cluster.pki = Some(pki);
+        cluster
+    }
+
+    fn launch(node_timeout_ms: u32, tls: Option<TlsArgs>) -> TestCluster {
+        let tls = tls.map(Arc::new);
         let starting: Vec<_> = (0..6)
             .map(|_| {
                 let node_timeout = node_timeout_ms.to_string();
+                let tls = tls.clone();
                 thread::spawn(move || {
-                    TestServer::start_with(&[
+                    let mut args: Vec<String> = [
                         "--cluster-enabled",
                         "yes",
                         "--cluster-config-file",
@@ -49,19 +106,53 @@ impl TestCluster {
                         // fails.
                         "--cluster-require-full-coverage",
                         "no",
-                    ])
+                    ]
+                    .iter()
+                    .map(|arg| (*arg).to_owned())
+                    .collect();
+                    let Some(tls) = tls else {
+                        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+                        return (TestServer::start_with(&args), None);
+                    };
+                    args.extend(tls.server_args.iter().cloned());
+                    // The harness retries a taken plain port, not a taken
+                    // TLS port: retry that here, on a fresh TLS port.
+                    let mut last = None;
+                    for _ in 0..3 {
+                        let tls_port = free_port();
+                        let mut args = args.clone();
+                        args.extend(["--tls-port".to_owned(), tls_port.to_string()]);
+                        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+                        match std::panic::catch_unwind(|| TestServer::start_with(&args)) {
+                            Ok(server) => return (server, Some(tls_port)),
+                            Err(panic) => last = Some(panic),
+                        }
+                    }
+                    std::panic::resume_unwind(last.unwrap())
                 })
             })
             .collect();
-        let nodes: Vec<TestServer> = starting
+        let (nodes, tls_ports): (Vec<TestServer>, Vec<Option<u16>>) = starting
             .into_iter()
             .map(|handle| handle.join().expect("starting a cluster node"))
-            .collect();
-        let addresses: Vec<String> = nodes
+            .unzip();
+        let tls_ports: Vec<u16> = tls_ports.into_iter().flatten().collect();
+        // With TLS, the nodes meet on their TLS ports (the ports they
+        // announce), through a TLS redis-cli.
+        let ports: Vec<u16> = if tls_ports.is_empty() {
+            nodes.iter().map(|node| node.port()).collect()
+        } else {
+            tls_ports.clone()
+        };
+        let addresses: Vec<String> = ports
             .iter()
-            .map(|node| format!("127.0.0.1:{}", node.port()))
+            .map(|port| format!("127.0.0.1:{port}"))
             .collect();
-        let mut child = Command::new("redis-cli")
+        let mut command = Command::new("redis-cli");
+        if let Some(tls) = &tls {
+            command.args(&tls.cli_args);
+        }
+        let mut child = command
             .args(["--cluster", "create"])
             .args(&addresses)
             .args(["--cluster-replicas", "1", "--cluster-yes"])
@@ -83,7 +174,12 @@ impl TestCluster {
             thread::sleep(Duration::from_millis(50));
         };
         assert!(status.success(), "redis-cli --cluster create: {status}");
-        let cluster = TestCluster { nodes };
+        let cluster = TestCluster {
+            nodes,
+            tls_ports,
+            #[cfg(feature = "tls")]
+            pki: None,
+        };
         for node in &cluster.nodes {
             let mut conn = node.connection();
             wait_until(
@@ -109,8 +205,12 @@ impl TestCluster {
         cluster
     }
 
+    /// Node `index`'s URL: `rediss://` and its TLS port on a TLS cluster.
     pub fn url(&self, index: usize) -> String {
-        format!("redis://127.0.0.1:{}", self.nodes[index].port())
+        match self.tls_ports.get(index) {
+            Some(port) => format!("rediss://127.0.0.1:{port}"),
+            None => format!("redis://127.0.0.1:{}", self.nodes[index].port()),
+        }
     }
 
     pub fn urls(&self) -> Vec<String> {
@@ -119,24 +219,37 @@ impl TestCluster {
 
     /// A client that knows only node `seed` at start.
     pub fn client_seeded(&self, seed: usize) -> Client {
-        Client::builder()
-            .cluster([self.url(seed)])
-            .event_handler(Arc::new(redisync::NopEventHandler))
+        self.builder([self.url(seed)])
             .build()
             .expect("a client on the cluster")
     }
 
     /// A client seeded with every node.
     pub fn client(&self) -> Client {
-        Client::builder()
-            .cluster(self.urls())
-            .event_handler(Arc::new(redisync::NopEventHandler))
+        self.builder(self.urls())
             .build()
             .expect("a client on the cluster")
     }
 
+    /// A quiet client builder on `urls`, trusting the cluster's CA if it
+    /// has one.
+    pub fn builder<I>(&self, urls: I) -> redisync::ClientBuilder
+    where
+        I: IntoIterator,
+        I::Item: AsRef<str>,
+    {
+        let builder = Client::builder()
+            .cluster(urls)
+            .event_handler(Arc::new(redisync::NopEventHandler));
+        #[cfg(feature = "tls")]
+        if let Some(pki) = &self.pki {
+            return builder.tls_root_certificate(pki.ca.as_bytes());
+        }
+        builder
+    }
+
     /// A cluster-routed raw connection (the `redis` crate's): each keyed
-    /// command goes to the master of its key's slot.
+    /// command goes to the master of its key's slot. Plain clusters only.
     pub fn connection(&self) -> redis::cluster::ClusterConnection {
         redis::cluster::ClusterClient::new(self.urls())
             .expect("a cluster client")
@@ -197,8 +310,13 @@ impl TestCluster {
             .unwrap()
     }
 
+    /// The node whose plain or TLS port is `port`.
     pub fn index_of_port(&self, port: u16) -> usize {
-        self.nodes.iter().position(|n| n.port() == port).unwrap()
+        self.nodes
+            .iter()
+            .position(|n| n.port() == port)
+            .or_else(|| self.tls_ports.iter().position(|&p| p == port))
+            .unwrap()
     }
 
     /// One fresh name per master, each served by a different one.

@@ -50,7 +50,12 @@ pub fn pki() -> Pki {
     server
         .distinguished_name
         .push(DnType::CommonName, "redisync test server");
-    server.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
+    // ClientAuth too: a TLS cluster's nodes present it to each other on
+    // the cluster bus, which always requires a client certificate.
+    server.extended_key_usages = vec![
+        ExtendedKeyUsagePurpose::ServerAuth,
+        ExtendedKeyUsagePurpose::ClientAuth,
+    ];
     let server_cert = server.signed_by(&server_key, &issuer).unwrap();
 
     let client_key = KeyPair::generate().unwrap();
