@@ -71,7 +71,10 @@ fn cluster_suite() {
                 a_timed_out_script_is_not_sent_twice,
             ),
             // Last: it stops a node for good.
-            ("the_only_seed_dies", the_only_seed_dies),
+            (
+                "the_only_seed_dies",
+                common::cluster::survives_the_death_of_its_only_seed,
+            ),
         ],
     );
 }
@@ -888,117 +891,4 @@ fn a_timed_out_script_is_not_sent_twice(cluster: &TestCluster) {
         "no reply within the response timeout: {outcome:?}"
     );
     assert!(elapsed < Duration::from_millis(900), "{elapsed:?}");
-}
-
-/// A client whose only seed dies keeps working: new pooled connections
-/// and the pub/sub subscriber find the cluster through the nodes it saw.
-fn the_only_seed_dies(cluster: &TestCluster) {
-    // A replica, so that the cluster itself does not change.
-    let seed = 4;
-    let client = redisync::Client::builder()
-        .cluster([cluster.url(seed)])
-        .pool_size(4)
-        .event_handler(Arc::new(redisync::NopEventHandler))
-        .build()
-        .unwrap();
-    let names = cluster.names_on_every_master("cl-seed");
-    for name in &names {
-        client.lock(name.as_str()).lock().unwrap().unlock().unwrap();
-    }
-    // Killed by its own PID (the cluster's drop stops the rest).
-    let mut nodes: Vec<&common::TestServer> = cluster.nodes.iter().collect();
-    let seed_pid = nodes[seed].pid();
-    common::send_signal(seed_pid, "KILL");
-    wait_until("the seed is gone", Duration::from_secs(10), || {
-        !nodes[seed].is_running()
-    });
-    nodes.remove(seed);
-    // Every connection the client had is dropped: each pooled one and the
-    // subscriber must be made again, and the seed refuses.
-    for node in &nodes {
-        for kind in ["normal", "pubsub"] {
-            let _: redis::RedisResult<i64> = redis::cmd("CLIENT")
-                .arg("KILL")
-                .arg("TYPE")
-                .arg(kind)
-                .query(&mut node.connection());
-        }
-    }
-    // Calls that meet a dropped connection fail and are retried; a bounded
-    // number of them, and then every lock works.
-    let deadline = Instant::now() + Duration::from_secs(20);
-    for name in &names {
-        loop {
-            match client.lock(name.as_str()).lock_with_lease(LONG_LEASE) {
-                Ok(guard) => {
-                    guard.unlock().unwrap();
-                    break;
-                }
-                Err(err) => {
-                    assert!(err.is_backend(), "{err:?}");
-                    assert!(
-                        Instant::now() < deadline,
-                        "no connection to the cluster after its only seed died: {err}"
-                    );
-                    thread::sleep(Duration::from_millis(100));
-                }
-            }
-        }
-    }
-    // Concurrent calls need more pooled connections than were left.
-    let handles: Vec<_> = (0..4)
-        .map(|i| {
-            let client = client.clone();
-            let name = names[i % names.len()].clone();
-            thread::spawn(move || {
-                for _ in 0..20 {
-                    client.lock(name.as_str()).lock().unwrap().unlock().unwrap();
-                }
-            })
-        })
-        .collect();
-    for handle in handles {
-        handle.join().unwrap();
-    }
-    // The subscriber, reconnected through the discovered nodes, wakes a
-    // waiter.
-    let other = cluster.client_seeded(0);
-    let name = &names[0];
-    let guard = other
-        .lock(name.as_str())
-        .lock_with_lease(LONG_LEASE)
-        .unwrap();
-    let waiter = {
-        let name = name.clone();
-        thread::spawn(move || {
-            let guard = client
-                .lock(name.as_str())
-                .try_lock_for(LONG_LEASE)
-                .unwrap()
-                .expect("woken before the lease ends");
-            let woken = Instant::now();
-            guard.unlock().unwrap();
-            woken
-        })
-    };
-    // The waiter's subscriber reached the channel's master (it found the
-    // slot map through the discovered nodes: the seed refuses).
-    let channel = format!("redisson_lock__channel:{{{name}}}");
-    let owner = cluster.index_of_port(cluster.owner_port(name));
-    wait_until("the waiter subscribed", Duration::from_secs(10), || {
-        let reply: (String, i64) = redis::cmd("PUBSUB")
-            .arg("SHARDNUMSUB")
-            .arg(&channel)
-            .query(&mut cluster.nodes[owner].connection())
-            .unwrap();
-        reply.1 >= 1
-    });
-    let released = Instant::now();
-    guard.unlock().unwrap();
-    let woken = waiter.join().unwrap();
-    assert!(
-        woken.duration_since(released) < PROMPT,
-        "woken {:?} after the unlock",
-        woken.duration_since(released)
-    );
 }

@@ -58,6 +58,12 @@ fn cluster_tls_suite() {
             "plain_seed_at_a_tls_port_fails",
             plain_seed_at_a_tls_port_fails,
         ),
+        // Last: it stops a node for good. Over TLS, the discovered nodes
+        // must be reached over TLS too.
+        (
+            "the_only_seed_dies",
+            common::cluster::survives_the_death_of_its_only_seed,
+        ),
     ];
     for (name, case) in cases {
         let started = Instant::now();
