@@ -70,6 +70,7 @@ fn cluster_suite() {
                 "a_timed_out_script_is_not_sent_twice",
                 a_timed_out_script_is_not_sent_twice,
             ),
+            ("credentials_are_never_shown", credentials_are_never_shown),
             // Last: it stops a node for good.
             (
                 "the_only_seed_dies",
@@ -891,4 +892,102 @@ fn a_timed_out_script_is_not_sent_twice(cluster: &TestCluster) {
         "no reply within the response timeout: {outcome:?}"
     );
     assert!(elapsed < Duration::from_millis(900), "{elapsed:?}");
+}
+
+/// Every text an error carries: `Display`, `Debug`, and its sources'.
+fn all_error_text(err: &redisync::Error) -> String {
+    use std::error::Error as _;
+    let mut text = format!("{err}\n{err:?}");
+    let mut source = err.source();
+    while let Some(cause) = source {
+        text.push_str(&format!("\n{cause}\n{cause:?}"));
+        source = cause.source();
+    }
+    text
+}
+
+/// An ACL user's password in the seed URLs never shows in `Debug` output
+/// or in an error (wrong password, unreachable seed), and the user runs
+/// locks and wake-ups on every master (the routed connections and the
+/// sharded pub/sub sockets both log in).
+fn credentials_are_never_shown(cluster: &TestCluster) {
+    const USER: &str = "cl-secret-user";
+    const PASSWORD: &str = "cl-s3cret-pw";
+    const WRONG: &str = "cl-wr0ng-pw";
+    let _: Vec<()> = cluster.on_every_node(
+        redis::cmd("ACL")
+            .arg("SETUSER")
+            .arg(USER)
+            .arg("on")
+            .arg(format!(">{PASSWORD}"))
+            .arg("~*")
+            .arg("&*")
+            .arg("+@all"),
+    );
+    let url = |index: usize, password: &str| {
+        format!(
+            "redis://{USER}:{password}@127.0.0.1:{}",
+            cluster.nodes[index].port()
+        )
+    };
+    let builder = redisync::Client::builder()
+        .cluster([url(0, PASSWORD), url(4, PASSWORD)])
+        .event_handler(Arc::new(redisync::NopEventHandler));
+    let shown = format!("{builder:?} {builder:#?}");
+    assert!(!shown.contains(PASSWORD), "builder: {shown}");
+    let client = builder.build().unwrap();
+    let shown = format!("{client:?} {client:#?}");
+    assert!(!shown.contains(PASSWORD), "client: {shown}");
+    let other = cluster.client();
+    for name in cluster.names_on_every_master("cl-acl") {
+        let guard = other
+            .lock(name.as_str())
+            .lock_with_lease(LONG_LEASE)
+            .unwrap();
+        let waiter = {
+            let lock = client.lock(name.as_str());
+            thread::spawn(move || {
+                lock.try_lock_for(LONG_LEASE)
+                    .unwrap()
+                    .expect("woken")
+                    .unlock()
+                    .unwrap();
+                Instant::now()
+            })
+        };
+        thread::sleep(Duration::from_millis(200));
+        let released = Instant::now();
+        guard.unlock().unwrap();
+        let woken = waiter.join().unwrap();
+        assert!(woken.duration_since(released) < PROMPT, "{name}");
+    }
+
+    let err = redisync::Client::builder()
+        .cluster([url(1, WRONG)])
+        .event_handler(Arc::new(redisync::NopEventHandler))
+        .build()
+        .unwrap_err();
+    let text = all_error_text(&err);
+    assert!(err.is_backend(), "{err:?}");
+    assert!(!text.contains(WRONG), "wrong password shown: {text}");
+    assert!(
+        err.to_string().contains("authentication failed"),
+        "not a clear error: {err}"
+    );
+
+    let free = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let err = redisync::Client::builder()
+        .cluster([format!("redis://{USER}:{PASSWORD}@127.0.0.1:{free}")])
+        .connection_timeout(Duration::from_secs(1))
+        .event_handler(Arc::new(redisync::NopEventHandler))
+        .build()
+        .unwrap_err();
+    let text = all_error_text(&err);
+    assert!(err.is_connection_error(), "{err:?}");
+    assert!(!text.contains(PASSWORD), "password shown: {text}");
+    let _: Vec<()> = cluster.on_every_node(redis::cmd("ACL").arg("DELUSER").arg(USER));
 }
