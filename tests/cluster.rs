@@ -23,44 +23,18 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use common::cluster::TestCluster;
-use common::{unique_name, wait_until};
-
-const LONG_LEASE: Duration = Duration::from_secs(30);
-/// A wake-up through pub/sub arrives well within this; the TTL bound
-/// (`LONG_LEASE`) is far longer, so meeting it proves the message came.
-const PROMPT: Duration = Duration::from_secs(3);
-
-/// A named case of the suite.
-type Case = (&'static str, fn(&TestCluster));
-
-/// Runs the named cases one after another on one cluster.
-fn run_cases(cluster: &TestCluster, cases: &[Case]) {
-    for (name, case) in cases {
-        let started = Instant::now();
-        eprintln!("cluster case {name} ...");
-        case(cluster);
-        eprintln!("cluster case {name} ok ({:?})", started.elapsed());
-    }
-}
+use common::cluster_cases::{self as cases, LONG_LEASE, PROMPT};
+use common::{all_error_text, unique_name, wait_until};
 
 #[test]
 fn cluster_suite() {
     let cluster = TestCluster::start();
-    run_cases(
+    cases::run("cluster", &cluster, cases::EVERY_PRIMITIVE);
+    cases::run(
+        "cluster",
         &cluster,
         &[
-            ("lock_unlock_on_every_master", lock_unlock_on_every_master),
             ("seed_not_owning_the_slot", seed_not_owning_the_slot),
-            ("waiter_woken_across_nodes", waiter_woken_across_nodes),
-            (
-                "fair_lock_hands_over_in_order",
-                fair_lock_hands_over_in_order,
-            ),
-            ("read_write_lock", read_write_lock),
-            ("semaphore_wakes_a_waiter", semaphore_wakes_a_waiter),
-            ("latch_opens_for_every_waiter", latch_opens_for_every_waiter),
-            ("fenced_tokens_grow", fenced_tokens_grow),
-            ("contended_counter", contended_counter),
             ("slot_migrates_under_a_waiter", slot_migrates_under_a_waiter),
             (
                 "replica_acknowledgement_counts_the_slot_masters_replicas",
@@ -71,30 +45,9 @@ fn cluster_suite() {
                 a_timed_out_script_is_not_sent_twice,
             ),
             ("credentials_are_never_shown", credentials_are_never_shown),
-            // Last: it stops a node for good.
-            (
-                "the_only_seed_dies",
-                common::cluster::survives_the_death_of_its_only_seed,
-            ),
+            cases::LAST,
         ],
     );
-}
-
-fn lock_unlock_on_every_master(cluster: &TestCluster) {
-    let client = cluster.client();
-    for name in cluster.names_on_every_master("cl-lock") {
-        let lock = client.lock(name.as_str());
-        let guard = lock.lock().unwrap();
-        assert!(lock.is_locked().unwrap());
-        assert!(lock.is_held_by_current_thread().unwrap());
-        // The hash sits at `name` on the master of its slot.
-        let port = cluster.owner_port(&name);
-        let mut conn = cluster.nodes[cluster.index_of_port(port)].connection();
-        let exists: i64 = redis::cmd("EXISTS").arg(&name).query(&mut conn).unwrap();
-        assert_eq!(exists, 1, "{name} on its slot's master");
-        guard.unlock().unwrap();
-        assert!(!lock.is_locked().unwrap());
-    }
 }
 
 fn seed_not_owning_the_slot(cluster: &TestCluster) {
@@ -108,192 +61,6 @@ fn seed_not_owning_the_slot(cluster: &TestCluster) {
             guard.unlock().unwrap();
         }
     }
-}
-
-fn waiter_woken_across_nodes(cluster: &TestCluster) {
-    // The holder and the waiter know different nodes; each name lives on a
-    // different master, so the unlock's SPUBLISH runs on a node the waiter
-    // has no command connection to.
-    let holder = cluster.client_seeded(0);
-    let waiter = cluster.client_seeded(2);
-    for name in cluster.names_on_every_master("cl-wake") {
-        let lock = holder.lock(name.as_str());
-        let guard = lock.lock_with_lease(LONG_LEASE).unwrap();
-        let waiting = waiter.lock(name.as_str());
-        let (tx, rx) = std::sync::mpsc::channel();
-        let handle = thread::spawn(move || {
-            let guard = waiting.lock_with_lease(LONG_LEASE).unwrap();
-            tx.send(Instant::now()).unwrap();
-            guard.unlock().unwrap();
-        });
-        thread::sleep(Duration::from_millis(300));
-        assert!(rx.try_recv().is_err(), "the waiter must wait");
-        let released = Instant::now();
-        guard.unlock().unwrap();
-        let acquired = rx
-            .recv_timeout(PROMPT)
-            .expect("the waiter was not woken by the unlock");
-        assert!(acquired.duration_since(released) < PROMPT);
-        handle.join().unwrap();
-    }
-}
-
-fn fair_lock_hands_over_in_order(cluster: &TestCluster) {
-    let holder = cluster.client_seeded(1);
-    let name = unique_name("cl-fair");
-    let lock = holder.fair_lock(name.as_str());
-    let guard = lock.lock_with_lease(LONG_LEASE).unwrap();
-    let order = Arc::new(parking_lot::Mutex::new(Vec::new()));
-    let mut handles = Vec::new();
-    for i in 0..3 {
-        let client = cluster.client_seeded(3 + i);
-        let name = name.clone();
-        let order = Arc::clone(&order);
-        handles.push(thread::spawn(move || {
-            let guard = client
-                .fair_lock(name.as_str())
-                .lock_with_lease(LONG_LEASE)
-                .unwrap();
-            order.lock().push(i);
-            thread::sleep(Duration::from_millis(20));
-            guard.unlock().unwrap();
-        }));
-        // Queue them in order.
-        thread::sleep(Duration::from_millis(300));
-    }
-    let started = Instant::now();
-    guard.unlock().unwrap();
-    for handle in handles {
-        handle.join().unwrap();
-    }
-    assert_eq!(*order.lock(), vec![0, 1, 2]);
-    assert!(started.elapsed() < PROMPT * 3, "{:?}", started.elapsed());
-}
-
-fn read_write_lock(cluster: &TestCluster) {
-    let a = cluster.client_seeded(0);
-    let b = cluster.client_seeded(4);
-    let name = unique_name("cl-rw");
-    let write = a.read_write_lock(name.as_str()).write();
-    let guard = write.lock_with_lease(LONG_LEASE).unwrap();
-    let mut readers = Vec::new();
-    let (tx, rx) = std::sync::mpsc::channel();
-    for _ in 0..2 {
-        let read = b.read_write_lock(name.as_str()).read();
-        let tx = tx.clone();
-        readers.push(thread::spawn(move || {
-            let guard = read.lock_with_lease(LONG_LEASE).unwrap();
-            tx.send(()).unwrap();
-            // Both readers hold at once.
-            thread::sleep(Duration::from_millis(200));
-            guard.unlock().unwrap();
-        }));
-    }
-    thread::sleep(Duration::from_millis(300));
-    assert!(rx.try_recv().is_err(), "readers wait for the writer");
-    guard.unlock().unwrap();
-    rx.recv_timeout(PROMPT).expect("first reader woken");
-    rx.recv_timeout(PROMPT).expect("second reader woken");
-    for reader in readers {
-        reader.join().unwrap();
-    }
-    // A writer waits for readers' release in turn.
-    let guard = write
-        .try_lock_for(PROMPT)
-        .unwrap()
-        .expect("write after reads");
-    guard.unlock().unwrap();
-}
-
-fn semaphore_wakes_a_waiter(cluster: &TestCluster) {
-    let a = cluster.client_seeded(2);
-    let b = cluster.client_seeded(5);
-    let name = unique_name("cl-sem");
-    let sem = a.semaphore(name.as_str());
-    assert!(sem.try_set_permits(1).unwrap());
-    let permit = sem.acquire(1).unwrap();
-    assert_eq!(sem.available_permits().unwrap(), 0);
-    let other = b.semaphore(name.as_str());
-    let handle = thread::spawn(move || {
-        let started = Instant::now();
-        let permit = other
-            .try_acquire_for(1, LONG_LEASE)
-            .unwrap()
-            .expect("woken");
-        let waited = started.elapsed();
-        permit.release().unwrap();
-        waited
-    });
-    thread::sleep(Duration::from_millis(300));
-    permit.release().unwrap();
-    let waited = handle.join().unwrap();
-    assert!(waited < Duration::from_millis(300) + PROMPT, "{waited:?}");
-    assert_eq!(sem.available_permits().unwrap(), 1);
-}
-
-fn latch_opens_for_every_waiter(cluster: &TestCluster) {
-    let name = unique_name("cl-latch");
-    let opener = cluster.client_seeded(0);
-    let latch = opener.count_down_latch(name.as_str());
-    assert!(latch.try_set_count(2).unwrap());
-    let mut waiters = Vec::new();
-    for seed in [1, 2, 3] {
-        let latch = cluster.client_seeded(seed).count_down_latch(name.as_str());
-        waiters.push(thread::spawn(move || latch.wait_for(LONG_LEASE).unwrap()));
-    }
-    thread::sleep(Duration::from_millis(300));
-    latch.count_down().unwrap();
-    assert_eq!(latch.count().unwrap(), 1);
-    let started = Instant::now();
-    latch.count_down().unwrap();
-    for waiter in waiters {
-        assert!(waiter.join().unwrap(), "latch opened");
-    }
-    assert!(started.elapsed() < PROMPT, "{:?}", started.elapsed());
-}
-
-fn fenced_tokens_grow(cluster: &TestCluster) {
-    let a = cluster.client_seeded(0);
-    let b = cluster.client_seeded(3);
-    let name = unique_name("cl-fenced");
-    let first = a.fenced_lock(name.as_str()).lock().unwrap();
-    let t1 = first.token().unwrap();
-    first.unlock().unwrap();
-    let second = b.fenced_lock(name.as_str()).lock().unwrap();
-    let t2 = second.token().unwrap();
-    second.unlock().unwrap();
-    assert!(t2 > t1, "{t1} then {t2}");
-}
-
-/// Two clients on different seeds, four threads each, a non-atomic counter
-/// on every master's lock: mutual exclusion holds and nothing is lost.
-fn contended_counter(cluster: &TestCluster) {
-    let names = cluster.names_on_every_master("cl-count");
-    let clients = [cluster.client_seeded(0), cluster.client_seeded(5)];
-    let counters: Vec<Arc<AtomicU64>> = names.iter().map(|_| Arc::default()).collect();
-    let mut handles = Vec::new();
-    for client in &clients {
-        for t in 0..4 {
-            let client = client.clone();
-            let names = names.clone();
-            let counters = counters.clone();
-            handles.push(thread::spawn(move || {
-                for i in 0..25 {
-                    let k = (t + i) % names.len();
-                    let guard = client.lock(names[k].as_str()).lock().unwrap();
-                    let value = counters[k].load(Ordering::Relaxed);
-                    thread::yield_now();
-                    counters[k].store(value + 1, Ordering::Relaxed);
-                    guard.unlock().unwrap();
-                }
-            }));
-        }
-    }
-    for handle in handles {
-        handle.join().unwrap();
-    }
-    let total: u64 = counters.iter().map(|c| c.load(Ordering::Relaxed)).sum();
-    assert_eq!(total, 2 * 4 * 25);
 }
 
 /// Moves `slot` (and its keys) from master `from` to master `to`, the way
@@ -894,18 +661,6 @@ fn a_timed_out_script_is_not_sent_twice(cluster: &TestCluster) {
     assert!(elapsed < Duration::from_millis(900), "{elapsed:?}");
 }
 
-/// Every text an error carries: `Display`, `Debug`, and its sources'.
-fn all_error_text(err: &redisync::Error) -> String {
-    use std::error::Error as _;
-    let mut text = format!("{err}\n{err:?}");
-    let mut source = err.source();
-    while let Some(cause) = source {
-        text.push_str(&format!("\n{cause}\n{cause:?}"));
-        source = cause.source();
-    }
-    text
-}
-
 /// An ACL user's password in the seed URLs never shows in `Debug` output
 /// or in an error (wrong password, unreachable seed), and the user runs
 /// locks and wake-ups on every master (the routed connections and the
@@ -975,11 +730,7 @@ fn credentials_are_never_shown(cluster: &TestCluster) {
         "not a clear error: {err}"
     );
 
-    let free = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let free = common::free_port();
     let err = redisync::Client::builder()
         .cluster([format!("redis://{USER}:{PASSWORD}@127.0.0.1:{free}")])
         .connection_timeout(Duration::from_secs(1))

@@ -21,56 +21,37 @@
 mod common;
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::thread;
 use std::time::{Duration, Instant};
 
 use common::cluster::TestCluster;
+use common::cluster_cases::{self as cases, LONG_LEASE, PROMPT};
 use common::unique_name;
 
-const LONG_LEASE: Duration = Duration::from_secs(30);
-/// A wake-up through pub/sub arrives well within this; the TTL bound
-/// (`LONG_LEASE`) is far longer, so meeting it proves the message came.
-const PROMPT: Duration = Duration::from_secs(3);
 /// A failure to connect must be reported within this (no hang).
 const QUICK_FAILURE: Duration = Duration::from_secs(8);
-
-/// A named case of the suite.
-type Case = (&'static str, fn(&TestCluster));
 
 #[test]
 fn cluster_tls_suite() {
     let started = Instant::now();
     let cluster = TestCluster::start_tls(false);
     eprintln!("TLS cluster started in {:?}", started.elapsed());
-    let cases: &[Case] = &[
-        ("locks_exclude_across_masters", locks_exclude_across_masters),
-        ("waiter_woken_across_nodes", waiter_woken_across_nodes),
-        ("connections_are_tls", connections_are_tls),
-        ("contended_counter", contended_counter),
-        ("semaphore_wakes_a_waiter", semaphore_wakes_a_waiter),
-        ("latch_opens_for_every_waiter", latch_opens_for_every_waiter),
-        ("fair_lock_hands_over", fair_lock_hands_over),
-        ("read_write_lock", read_write_lock),
-        ("fenced_tokens_grow", fenced_tokens_grow),
-        ("untrusted_ca_is_refused", untrusted_ca_is_refused),
-        (
-            "plain_seed_at_a_tls_port_fails",
-            plain_seed_at_a_tls_port_fails,
-        ),
-        // Last: it stops a node for good. Over TLS, the discovered nodes
-        // must be reached over TLS too.
-        (
-            "the_only_seed_dies",
-            common::cluster::survives_the_death_of_its_only_seed,
-        ),
-    ];
-    for (name, case) in cases {
-        let started = Instant::now();
-        eprintln!("cluster TLS case {name} ...");
-        case(&cluster);
-        eprintln!("cluster TLS case {name} ok ({:?})", started.elapsed());
-    }
+    cases::run("cluster TLS", &cluster, cases::EVERY_PRIMITIVE);
+    cases::run(
+        "cluster TLS",
+        &cluster,
+        &[
+            ("locks_exclude_across_masters", locks_exclude_across_masters),
+            ("connections_are_tls", connections_are_tls),
+            ("untrusted_ca_is_refused", untrusted_ca_is_refused),
+            (
+                "plain_seed_at_a_tls_port_fails",
+                plain_seed_at_a_tls_port_fails,
+            ),
+            // Over TLS, the discovered nodes must be reached over TLS too.
+            cases::LAST,
+        ],
+    );
 }
 
 /// On every master: a lock taken by one client excludes another client
@@ -88,36 +69,6 @@ fn locks_exclude_across_masters(cluster: &TestCluster) {
         assert!(a.lock(name.as_str()).try_lock().unwrap().is_none());
         guard.unlock().unwrap();
         assert!(!a.lock(name.as_str()).is_locked().unwrap());
-    }
-}
-
-/// A waiter parked on one client is woken by another client's unlock (the
-/// SPUBLISH runs on the name's master, the waiter's SSUBSCRIBE went there
-/// over TLS) long before the lease would expire, on every master.
-fn waiter_woken_across_nodes(cluster: &TestCluster) {
-    let holder = cluster.client_seeded(0);
-    let waiter = cluster.client_seeded(2);
-    for name in cluster.names_on_every_master("tls-cl-wake") {
-        let guard = holder
-            .lock(name.as_str())
-            .lock_with_lease(LONG_LEASE)
-            .unwrap();
-        let waiting = waiter.lock(name.as_str());
-        let (tx, rx) = std::sync::mpsc::channel();
-        let handle = thread::spawn(move || {
-            let guard = waiting.lock_with_lease(LONG_LEASE).unwrap();
-            tx.send(Instant::now()).unwrap();
-            guard.unlock().unwrap();
-        });
-        thread::sleep(Duration::from_millis(300));
-        assert!(rx.try_recv().is_err(), "the waiter must wait");
-        let released = Instant::now();
-        guard.unlock().unwrap();
-        let acquired = rx
-            .recv_timeout(PROMPT)
-            .expect("the waiter was not woken by the unlock");
-        assert!(acquired.duration_since(released) < PROMPT);
-        handle.join().unwrap();
     }
 }
 
@@ -165,151 +116,6 @@ fn connections_are_tls(cluster: &TestCluster) {
     assert_eq!(over_plain, 0, "no client on the plain port:\n{clients}");
     guard.unlock().unwrap();
     assert!(handle.join().unwrap(), "the waiter got the lock");
-}
-
-/// Two clients, three threads each, a non-atomic counter per master's
-/// lock: mutual exclusion holds over TLS and nothing is lost.
-fn contended_counter(cluster: &TestCluster) {
-    let names = cluster.names_on_every_master("tls-cl-count");
-    let clients = [cluster.client_seeded(0), cluster.client_seeded(5)];
-    let counters: Vec<Arc<AtomicU64>> = names.iter().map(|_| Arc::default()).collect();
-    let mut handles = Vec::new();
-    for client in &clients {
-        for t in 0..3 {
-            let client = client.clone();
-            let names = names.clone();
-            let counters = counters.clone();
-            handles.push(thread::spawn(move || {
-                for i in 0..20 {
-                    let k = (t + i) % names.len();
-                    let guard = client.lock(names[k].as_str()).lock().unwrap();
-                    let value = counters[k].load(Ordering::Relaxed);
-                    thread::yield_now();
-                    counters[k].store(value + 1, Ordering::Relaxed);
-                    guard.unlock().unwrap();
-                }
-            }));
-        }
-    }
-    for handle in handles {
-        handle.join().unwrap();
-    }
-    let total: u64 = counters.iter().map(|c| c.load(Ordering::Relaxed)).sum();
-    assert_eq!(total, 2 * 3 * 20);
-}
-
-fn semaphore_wakes_a_waiter(cluster: &TestCluster) {
-    let a = cluster.client_seeded(2);
-    let b = cluster.client_seeded(5);
-    let name = unique_name("tls-cl-sem");
-    let sem = a.semaphore(name.as_str());
-    assert!(sem.try_set_permits(1).unwrap());
-    let permit = sem.acquire(1).unwrap();
-    assert_eq!(sem.available_permits().unwrap(), 0);
-    let other = b.semaphore(name.as_str());
-    let handle = thread::spawn(move || {
-        let started = Instant::now();
-        let permit = other
-            .try_acquire_for(1, LONG_LEASE)
-            .unwrap()
-            .expect("woken");
-        let waited = started.elapsed();
-        permit.release().unwrap();
-        waited
-    });
-    thread::sleep(Duration::from_millis(300));
-    permit.release().unwrap();
-    let waited = handle.join().unwrap();
-    assert!(waited < Duration::from_millis(300) + PROMPT, "{waited:?}");
-    assert_eq!(sem.available_permits().unwrap(), 1);
-}
-
-fn latch_opens_for_every_waiter(cluster: &TestCluster) {
-    let name = unique_name("tls-cl-latch");
-    let latch = cluster.client_seeded(0).count_down_latch(name.as_str());
-    assert!(latch.try_set_count(2).unwrap());
-    let mut waiters = Vec::new();
-    for seed in [1, 3] {
-        let latch = cluster.client_seeded(seed).count_down_latch(name.as_str());
-        waiters.push(thread::spawn(move || latch.wait_for(LONG_LEASE).unwrap()));
-    }
-    thread::sleep(Duration::from_millis(300));
-    latch.count_down().unwrap();
-    assert_eq!(latch.count().unwrap(), 1);
-    let started = Instant::now();
-    latch.count_down().unwrap();
-    for waiter in waiters {
-        assert!(waiter.join().unwrap(), "latch opened");
-    }
-    assert!(started.elapsed() < PROMPT, "{:?}", started.elapsed());
-}
-
-fn fair_lock_hands_over(cluster: &TestCluster) {
-    let holder = cluster.client_seeded(1);
-    let name = unique_name("tls-cl-fair");
-    let guard = holder
-        .fair_lock(name.as_str())
-        .lock_with_lease(LONG_LEASE)
-        .unwrap();
-    let order = Arc::new(parking_lot::Mutex::new(Vec::new()));
-    let mut handles = Vec::new();
-    for i in 0..2 {
-        let lock = cluster.client_seeded(3 + i).fair_lock(name.as_str());
-        let order = Arc::clone(&order);
-        handles.push(thread::spawn(move || {
-            let guard = lock.lock_with_lease(LONG_LEASE).unwrap();
-            order.lock().push(i);
-            guard.unlock().unwrap();
-        }));
-        // Queue them in order.
-        thread::sleep(Duration::from_millis(300));
-    }
-    let started = Instant::now();
-    guard.unlock().unwrap();
-    for handle in handles {
-        handle.join().unwrap();
-    }
-    assert_eq!(*order.lock(), vec![0, 1]);
-    assert!(started.elapsed() < PROMPT * 2, "{:?}", started.elapsed());
-}
-
-fn read_write_lock(cluster: &TestCluster) {
-    let a = cluster.client_seeded(0);
-    let b = cluster.client_seeded(4);
-    let name = unique_name("tls-cl-rw");
-    let write = a.read_write_lock(name.as_str()).write();
-    let guard = write.lock_with_lease(LONG_LEASE).unwrap();
-    let read = b.read_write_lock(name.as_str()).read();
-    let (tx, rx) = std::sync::mpsc::channel();
-    let reader = thread::spawn(move || {
-        let guard = read.lock_with_lease(LONG_LEASE).unwrap();
-        tx.send(()).unwrap();
-        thread::sleep(Duration::from_millis(100));
-        guard.unlock().unwrap();
-    });
-    thread::sleep(Duration::from_millis(300));
-    assert!(rx.try_recv().is_err(), "the reader waits for the writer");
-    guard.unlock().unwrap();
-    rx.recv_timeout(PROMPT).expect("the reader was not woken");
-    let guard = write
-        .try_lock_for(PROMPT)
-        .unwrap()
-        .expect("write after the read");
-    reader.join().unwrap();
-    guard.unlock().unwrap();
-}
-
-fn fenced_tokens_grow(cluster: &TestCluster) {
-    let a = cluster.client_seeded(0);
-    let b = cluster.client_seeded(3);
-    let name = unique_name("tls-cl-fenced");
-    let first = a.fenced_lock(name.as_str()).lock().unwrap();
-    let t1 = first.token().unwrap();
-    first.unlock().unwrap();
-    let second = b.fenced_lock(name.as_str()).lock().unwrap();
-    let t2 = second.token().unwrap();
-    second.unlock().unwrap();
-    assert!(t2 > t1, "{t1} then {t2}");
 }
 
 /// A client that trusts another CA, or only the system's roots, fails at

@@ -13,14 +13,13 @@
 mod common;
 
 use std::collections::BTreeSet;
-use std::error::Error as _;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Barrier, Mutex, OnceLock, mpsc};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use common::{TestServer, unique_name};
-use redisync::{Client, Error, NopEventHandler};
+use common::{TestServer, all_error_text, free_port, unique_name};
+use redisync::{Client, NopEventHandler};
 
 /// The ACL user of every test (each test has its own server).
 const ACL_USER: &str = "redisync";
@@ -131,18 +130,6 @@ fn acl_refusals(admin: &mut redis::Connection) -> Vec<String> {
         .collect()
 }
 
-/// Every text an error can show: `Display`, `Debug`, and the same for each
-/// error in its source chain.
-fn all_error_text(err: &Error) -> String {
-    let mut text = format!("{err}\n{err:?}");
-    let mut source = err.source();
-    while let Some(cause) = source {
-        text.push_str(&format!("\n{cause}\n{cause:?}"));
-        source = cause.source();
-    }
-    text
-}
-
 fn assert_no_password(what: &str, text: &str) {
     for password in ALL_PASSWORDS {
         assert!(
@@ -150,15 +137,6 @@ fn assert_no_password(what: &str, text: &str) {
             "{what} shows a password ({password}): {text}"
         );
     }
-}
-
-/// A loopback port nothing listens on (bound, read, released).
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
 }
 
 fn acl_url(port: u16, password: &str) -> String {

@@ -26,7 +26,6 @@
 
 mod common;
 
-use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
@@ -34,7 +33,7 @@ use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use common::{TestServer, numsub, unique_name, wait_until};
+use common::{TestServer, free_port, numsub, unique_name, wait_until};
 use redisync::backend::{ReplicaAcknowledgement, ReplicaShortfall};
 use redisync::{Client, ClientBuilder, NopEventHandler};
 
@@ -113,14 +112,6 @@ fn server_binary() -> PathBuf {
         .chain(["/usr/bin/redis-server", "/usr/local/bin/redis-server"].map(PathBuf::from))
         .find(|p| p.is_file())
         .expect("redis-server not found (TestServer would have installed or found it)")
-}
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
 }
 
 fn connect(port: u16) -> redis::RedisResult<redis::Connection> {
@@ -1039,6 +1030,17 @@ fn double_holders_across_a_failover_with_and_without_acknowledgement() {
 mod tls {
     use super::*;
 
+    /// The clients' pooled and pub/sub connections are on `what`'s TLS
+    /// port (its `CLIENT LIST`, read on the plain `port`).
+    fn assert_clients_over_tls(what: &str, port: u16, tls_port: u16) {
+        let (connections, subscribed) = client_connections_on(port, tls_port);
+        assert!(
+            connections >= 2 && subscribed >= 1,
+            "expected the clients' pooled and pub/sub connections on {what}'s TLS port: \
+             {connections} connections, {subscribed} subscribed"
+        );
+    }
+
     /// Connections on `tls_port` of the server whose admin port is
     /// `admin_port`, other than its replicas' and sentinels': (all,
     /// subscribed to a channel).
@@ -1109,12 +1111,7 @@ mod tls {
 
         locks_on(&client, &other, master);
         assert_handoff(&client, &other, master);
-        let (connections, subscribed) = client_connections_on(master, master_tls);
-        assert!(
-            connections >= 2 && subscribed >= 1,
-            "expected the clients' pooled and pub/sub connections on the master's TLS port: \
-             {connections} connections, {subscribed} subscribed"
-        );
+        assert_clients_over_tls("the master", master, master_tls);
 
         let failover = Instant::now();
         cluster.force_failover();
@@ -1126,12 +1123,7 @@ mod tls {
         let recovered = failover.elapsed();
         assert_handoff(&client, &other, new_master);
         assert_handoff(&other, &client, new_master);
-        let (connections, subscribed) = client_connections_on(new_master, new_master_tls);
-        assert!(
-            connections >= 2 && subscribed >= 1,
-            "expected the clients' connections on the new master's TLS port: \
-             {connections} connections, {subscribed} subscribed"
-        );
+        assert_clients_over_tls("the new master", new_master, new_master_tls);
         let fresh = cluster.client();
         fresh
             .lock(unique_name("sentinel:tls:fresh").as_str())

@@ -28,6 +28,8 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 #[cfg(feature = "cluster")]
 pub mod cluster;
+#[cfg(feature = "cluster")]
+pub mod cluster_cases;
 #[cfg(feature = "tls")]
 pub mod tls;
 
@@ -418,7 +420,7 @@ fn diagnostics(dir: &Path, log_offset: u64, stdio_offset: u64) -> String {
 }
 
 /// A port that was free a moment ago (bind to port 0, read it, release it).
-fn free_port() -> u16 {
+pub fn free_port() -> u16 {
     let listener = TcpListener::bind("127.0.0.1:0")
         .unwrap_or_else(|e| panic!("TestServer: cannot bind 127.0.0.1:0: {e}"));
     listener
@@ -596,6 +598,19 @@ pub fn wait_until(what: &str, timeout: Duration, mut check: impl FnMut() -> bool
 /// `PTTL key` on a raw connection.
 pub fn pttl(conn: &mut dyn redis::ConnectionLike, key: &str) -> i64 {
     redis::cmd("PTTL").arg(key).query(conn).unwrap()
+}
+
+/// Every text an error carries: `Display`, `Debug`, and its sources', for
+/// checks that a password shows nowhere.
+pub fn all_error_text(err: &redisync::Error) -> String {
+    use std::error::Error as _;
+    let mut text = format!("{err}\n{err:?}");
+    let mut source = err.source();
+    while let Some(cause) = source {
+        text.push_str(&format!("\n{cause}\n{cause:?}"));
+        source = cause.source();
+    }
+    text
 }
 
 /// `HGETALL key` on a raw connection.

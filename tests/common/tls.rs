@@ -7,7 +7,7 @@ use rcgen::{
     KeyUsagePurpose,
 };
 
-use super::{TestServer, unique_name};
+use super::{TestServer, free_port, unique_name};
 
 /// A CA and the certificates it signed, as PEM, plus the files
 /// redis-server reads (removed on drop).
@@ -151,12 +151,4 @@ impl TlsServer {
         }
         std::panic::resume_unwind(last.unwrap())
     }
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
 }
