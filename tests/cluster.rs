@@ -17,6 +17,7 @@
 
 mod common;
 
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::thread;
@@ -661,10 +662,49 @@ fn a_timed_out_script_is_not_sent_twice(cluster: &TestCluster) {
     assert!(elapsed < Duration::from_millis(900), "{elapsed:?}");
 }
 
+/// README's `ACL SETUSER` line (Security) for `user` with `password`, plus
+/// the rules its Security section adds for a cluster.
+fn readme_cluster_acl_rule(user: &str, password: &str) -> Vec<String> {
+    let readme = include_str!("../README.md");
+    let security = readme
+        .split("\n## ")
+        .find(|section| section.starts_with("Security"))
+        .expect("README.md has a `## Security` section");
+    let base = security
+        .lines()
+        .find_map(|line| line.trim().strip_prefix("ACL SETUSER "))
+        .expect("README's Security section shows an `ACL SETUSER` line");
+    let marker = "On a Redis Cluster, also: `";
+    let extra = &security[security
+        .find(marker)
+        .expect("README names the cluster's rules")
+        + marker.len()..];
+    let extra = &extra[..extra.find('`').expect("a closing backtick")];
+    let mut rule: Vec<String> = base.split_whitespace().map(str::to_owned).collect();
+    rule[0] = user.to_owned();
+    for arg in &mut rule {
+        if arg.starts_with('>') {
+            *arg = format!(">{password}");
+        }
+    }
+    rule.extend(extra.split_whitespace().map(str::to_owned));
+    rule
+}
+
+/// A text field of an `ACL LOG` entry.
+fn log_text(value: Option<&redis::Value>) -> String {
+    match value {
+        Some(redis::Value::BulkString(bytes)) => String::from_utf8_lossy(bytes).into_owned(),
+        Some(redis::Value::SimpleString(text)) => text.clone(),
+        _ => String::new(),
+    }
+}
+
 /// An ACL user's password in the seed URLs never shows in `Debug` output
-/// or in an error (wrong password, unreachable seed), and the user runs
-/// locks and wake-ups on every master (the routed connections and the
-/// sharded pub/sub sockets both log in).
+/// or in an error (wrong password, unreachable seed), and the user, with
+/// exactly README's ACL rules for a cluster, runs locks and wake-ups on
+/// every master (the routed connections and the sharded pub/sub sockets
+/// both log in) without a refusal.
 fn credentials_are_never_shown(cluster: &TestCluster) {
     const USER: &str = "cl-secret-user";
     const PASSWORD: &str = "cl-s3cret-pw";
@@ -672,13 +712,9 @@ fn credentials_are_never_shown(cluster: &TestCluster) {
     let _: Vec<()> = cluster.on_every_node(
         redis::cmd("ACL")
             .arg("SETUSER")
-            .arg(USER)
-            .arg("on")
-            .arg(format!(">{PASSWORD}"))
-            .arg("~*")
-            .arg("&*")
-            .arg("+@all"),
+            .arg(readme_cluster_acl_rule(USER, PASSWORD)),
     );
+    let _: Vec<()> = cluster.on_every_node(redis::cmd("ACL").arg("LOG").arg("RESET"));
     let url = |index: usize, password: &str| {
         format!(
             "redis://{USER}:{password}@127.0.0.1:{}",
@@ -694,7 +730,8 @@ fn credentials_are_never_shown(cluster: &TestCluster) {
     let shown = format!("{client:?} {client:#?}");
     assert!(!shown.contains(PASSWORD), "client: {shown}");
     let other = cluster.client();
-    for name in cluster.names_on_every_master("cl-acl") {
+    let names = cluster.names_on_every_master("cl-acl");
+    for name in &names {
         let guard = other
             .lock(name.as_str())
             .lock_with_lease(LONG_LEASE)
@@ -716,6 +753,38 @@ fn credentials_are_never_shown(cluster: &TestCluster) {
         let woken = waiter.join().unwrap();
         assert!(woken.duration_since(released) < PROMPT, "{name}");
     }
+
+    // Once the waiters are gone (and the subscriber's linger is over), it
+    // leaves every channel: SUNSUBSCRIBE is among the user's rules too.
+    wait_until(
+        "the subscriber left every channel",
+        Duration::from_secs(10),
+        || {
+            names.iter().all(|name| {
+                let channel = format!("redisson_lock__channel:{{{name}}}");
+                let owner = cluster.index_of_port(cluster.owner_port(name));
+                let reply: (String, i64) = redis::cmd("PUBSUB")
+                    .arg("SHARDNUMSUB")
+                    .arg(&channel)
+                    .query(&mut cluster.nodes[owner].connection())
+                    .unwrap();
+                reply.1 == 0
+            })
+        },
+    );
+    // The README's rules were enough: no node refused the user anything
+    // (the `redis` crate's CLIENT SETINFO on connect, whose refusal it
+    // ignores, aside).
+    let logs: Vec<Vec<HashMap<String, redis::Value>>> =
+        cluster.on_every_node(redis::cmd("ACL").arg("LOG"));
+    let refusals: Vec<String> = logs
+        .iter()
+        .flatten()
+        .filter(|entry| log_text(entry.get("username")) == USER)
+        .map(|entry| log_text(entry.get("object")))
+        .filter(|object| !object.starts_with("client"))
+        .collect();
+    assert!(refusals.is_empty(), "refused: {refusals:?}");
 
     let err = redisync::Client::builder()
         .cluster([url(1, WRONG)])
