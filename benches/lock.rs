@@ -68,7 +68,9 @@
 //!   that master's replica); `standalone_lock_unlock`: the same pair on the
 //!   bench server, for criterion's side-by-side view. The summary shows the
 //!   cluster pair against the cluster floor and against the standalone
-//!   pair, and `lock_unlock_ack` against the cluster pair (the `WAIT`
+//!   pairs (the bench server's, and `replica_ack/without`: every write of a
+//!   master with a replica is also sent to it, which costs a wake-up of the
+//!   replica on the shared CPU even without `WAIT`), and `lock_unlock_ack` against the cluster pair (the `WAIT`
 //!   overhead on a cluster) and against `replica_ack/with` (the same on a
 //!   standalone master and replica). The pair without acknowledgement never
 //!   talks to the replicas.
@@ -1659,8 +1661,12 @@ fn own_measurements(
         (us(s[23].median) - us(s[22].median)) / 2.0,
         ratio(s[23].median, pair.median)
     );
-    // Redis Cluster: the same pair on a 3-master cluster (the slot's
-    // master), against the cluster's floor and the standalone pair.
+    // Redis Cluster: the same pair on a 3-master cluster with one replica
+    // per master (the slot's master), against the cluster's floor and the
+    // standalone pairs (the bench server's, which has no replica, and
+    // `replica_ack/without`, a master with one replica as each cluster
+    // master has); and with replica acknowledgement, against the cluster
+    // pair (the WAIT overhead) and `replica_ack/with`.
     #[cfg(feature = "cluster")]
     {
         let at = |n: &str| names.iter().position(|x| *x == n).unwrap();
@@ -1686,10 +1692,12 @@ fn own_measurements(
             names[pair_i],
             cl_pair,
             format!(
-                "  = {:.2} × cluster floor pair, {:.2} × standalone lock_unlock, {:.2} × standalone floor pair",
+                "  = {:.2} × cluster floor pair, {:.2} × standalone lock_unlock, {:.2} × standalone floor pair, \
+                 {:.2} × replica_ack/without",
                 ratio(cl_pair.median, cl_floor.median),
                 ratio(cl_pair.median, redis_wd.median),
-                ratio(cl_pair.median, pair.median)
+                ratio(cl_pair.median, pair.median),
+                ratio(cl_pair.median, s[22].median)
             ),
         );
         line(
