@@ -14,8 +14,8 @@
 //! inherits the mask) and pins it again explicitly by its PID (`taskset -a
 //! -cp 0 <server pid>`); the extra redis-servers of the `multi` group are
 //! started and pinned the same way, each by its own PID, and so are the
-//! master and the replica of the `replica_ack` group, and the 3 masters of
-//! the `cluster` group. Nothing else is pinned. If `taskset` is missing or
+//! master and the replica of the `replica_ack` group, and the 6 nodes (3
+//! masters, 3 replicas) of the `cluster` group. Nothing else is pinned. If `taskset` is missing or
 //! fails, the bench says so and runs unpinned; set `REDISYNC_BENCH_NO_PIN=1`
 //! to run unpinned on purpose.
 //!
@@ -51,17 +51,29 @@
 //!   each of the two scripts, on the same connection). The summary shows
 //!   each against the floor pair and the two against each other: the `WAIT`
 //!   overhead.
-//! - `cluster` (feature `cluster` only): a private 3-master Redis Cluster
-//!   (`--cluster-enabled yes`, joined by `redis-cli --cluster create
-//!   --cluster-replicas 0`; no replicas, which the pair never talks to).
+//! - `cluster` (feature `cluster` only): a private 6-node Redis Cluster, 3
+//!   masters with one replica each, started by the tests' starter
+//!   (`common::cluster::TestCluster::start`: `--cluster-enabled yes`, joined
+//!   by `redis-cli --cluster create --cluster-replicas 1`, then waited for
+//!   until every node sees the cluster ok with 6 known nodes and every
+//!   replica's `master_link_status:up`); every node pinned by its PID.
 //!   `evalsha_pair`: the floor pair's two scripts (the release in its
 //!   `SPUBLISH` form, as the library loads it for a cluster) through the
 //!   `redis` crate's `ClusterConnection`, which routes both to the slot's
 //!   master; `lock_unlock`: the uncontended `lock()` + `unlock()` pair
 //!   through a `Client::open_cluster` client, on the same lock name (so the
-//!   same master); `standalone_lock_unlock`: the same pair on the bench
-//!   server, for criterion's side-by-side view. The summary shows the
-//!   cluster pair against the cluster floor and against the standalone pair.
+//!   same master); `lock_unlock_ack`: the same pair, same name, through a
+//!   cluster client with `ReplicaAcknowledgement::new(1, 500 ms)` (a `WAIT 1
+//!   500` on the master that ran each of the two scripts, which waits for
+//!   that master's replica); `standalone_lock_unlock`: the same pair on the
+//!   bench server, for criterion's side-by-side view. The summary shows the
+//!   cluster pair against the cluster floor and against the standalone
+//!   pairs (the bench server's, and `replica_ack/without`: every write of a
+//!   master with a replica is also sent to it, which costs a wake-up of the
+//!   replica on the shared CPU even without `WAIT`), and `lock_unlock_ack` against the cluster pair (the `WAIT`
+//!   overhead on a cluster) and against `replica_ack/with` (the same on a
+//!   standalone master and replica). The pair without acknowledgement never
+//!   talks to the replicas.
 //! - `handoff`: from one thread's `unlock()` to another thread's return from
 //!   `lock()` on the same lock, with both threads on one client or on two;
 //!   `fair_*`: the same on a fair lock, where the waiter is queued in Redis
@@ -231,9 +243,10 @@ fn main() {
         .build()
         .expect("client with replica acknowledgement");
 
-    // The cluster of the `cluster` group: every node pinned by its PID.
+    // The cluster of the `cluster` group (the tests' starter: 3 masters, one
+    // replica each, every replica linked): every node pinned by its PID.
     #[cfg(feature = "cluster")]
-    let bench_cluster = cluster::BenchCluster::start();
+    let bench_cluster = common::cluster::TestCluster::start();
     #[cfg(feature = "cluster")]
     let cluster_pinned = {
         let each: Vec<bool> = bench_cluster
@@ -243,12 +256,12 @@ fn main() {
             .collect();
         let all = each.iter().all(|p| *p);
         eprintln!(
-            "bench: cluster of {} masters: {}; pinning: {}",
+            "bench: cluster of {} nodes: {}; pinning: {}",
             bench_cluster.nodes.len(),
             bench_cluster
                 .nodes
                 .iter()
-                .map(|n| format!("pid {} at {}", n.pid(), n.url()))
+                .map(|n| format!("{} pid {} at {}", node_role(n), n.pid(), n.url()))
                 .collect::<Vec<_>>()
                 .join(", "),
             if all {
@@ -272,6 +285,13 @@ fn main() {
     #[cfg(feature = "cluster")]
     let cluster_client =
         Client::open_cluster(bench_cluster.urls()).expect("redisync client on the cluster");
+    // The same, with a `WAIT 1` on the script's master after each script.
+    #[cfg(feature = "cluster")]
+    let cluster_ack_client = Client::builder()
+        .cluster(bench_cluster.urls())
+        .replica_acknowledgement(ReplicaAcknowledgement::new(1, ACK_TIMEOUT))
+        .build()
+        .expect("redisync client on the cluster with replica acknowledgement");
 
     let url = server.url();
     let redis_client = Client::open(&url).expect("redisync client on the bench server");
@@ -399,10 +419,13 @@ fn main() {
             .measurement_time(Duration::from_secs(2));
         let name = unique_name("bench:cluster");
         let lock = cluster_client.lock(&name);
+        // The same name (so the same master): each pair ends with it free.
+        let ack_lock = cluster_ack_client.lock(&name);
         let mut floor = cluster::cluster_floor(&bench_cluster, &name);
         let standalone = redis_client.lock(unique_name("bench:cluster:standalone"));
         group.bench_function("evalsha_pair", |b| b.iter(|| floor.pair()));
         group.bench_function("lock_unlock", |b| b.iter(|| lock_unlock(&lock)));
+        group.bench_function("lock_unlock_ack", |b| b.iter(|| lock_unlock(&ack_lock)));
         group.bench_function("standalone_lock_unlock", |b| {
             b.iter(|| lock_unlock(&standalone));
         });
@@ -522,9 +545,14 @@ fn main() {
     {
         let name = unique_name("bench:own:cluster");
         let lock = cluster_client.lock(&name);
+        let ack_lock = cluster_ack_client.lock(&name);
         let mut floor = cluster::cluster_floor(&bench_cluster, &name);
         extra_cases.push(("cluster/evalsha_pair", Box::new(move || floor.pair())));
         extra_cases.push(("cluster/lock_unlock", Box::new(move || lock_unlock(&lock))));
+        extra_cases.push((
+            "cluster/lock_unlock_ack",
+            Box::new(move || lock_unlock(&ack_lock)),
+        ));
     }
     own_measurements(
         &server,
@@ -557,6 +585,19 @@ fn pin_self() -> bool {
     }
     // -a: every thread of the process; threads started later inherit it.
     taskset(std::process::id(), "bench process")
+}
+
+/// A node's `role:` from `INFO replication` (`master` or `slave`), for the
+/// log line.
+#[cfg(feature = "cluster")]
+fn node_role(node: &TestServer) -> String {
+    let info: String = redis::cmd("INFO")
+        .arg("replication")
+        .query(&mut node.connection())
+        .unwrap_or_default();
+    info.lines()
+        .find_map(|l| l.strip_prefix("role:"))
+        .map_or_else(|| "?".to_owned(), |r| r.trim().to_owned())
 }
 
 fn pin_server(pid: u32) -> bool {
@@ -600,60 +641,14 @@ fn cpus_allowed(pid: &str) -> String {
 
 // ---------------------------------------------------------------- cluster --
 
-/// The `cluster` group (feature `cluster`): a private 3-master cluster (no
-/// replicas: the pair only talks to its slot's master), every node pinned to
-/// CPU 0 like the other servers, a redisync client on it, and the floor pair
-/// through the `redis` crate's `ClusterConnection`.
+/// The `cluster` group (feature `cluster`): the tests' 6-node cluster
+/// (`common::cluster::TestCluster`: 3 masters, one replica each), every node
+/// pinned to CPU 0 like the other servers, redisync clients on it (one with
+/// replica acknowledgement), and the floor pair through the `redis` crate's
+/// `ClusterConnection`.
 #[cfg(feature = "cluster")]
 mod cluster {
-    use std::process::{Command, Stdio};
-    use std::time::Duration;
-
-    use super::common::{TestServer, wait_until};
-
-    /// Three `--cluster-enabled yes` redis-servers joined by `redis-cli
-    /// --cluster create --cluster-replicas 0` (a minimal copy of
-    /// tests/cluster.rs's starter, without the replicas).
-    pub(super) struct BenchCluster {
-        pub(super) nodes: Vec<TestServer>,
-    }
-
-    impl BenchCluster {
-        pub(super) fn start() -> BenchCluster {
-            let nodes: Vec<TestServer> = (0..3)
-                .map(|_| {
-                    TestServer::start_with(&[
-                        "--cluster-enabled",
-                        "yes",
-                        "--cluster-config-file",
-                        "nodes.conf",
-                    ])
-                })
-                .collect();
-            let status = Command::new("redis-cli")
-                .args(["--cluster", "create"])
-                .args(nodes.iter().map(|n| format!("127.0.0.1:{}", n.port())))
-                .args(["--cluster-replicas", "0", "--cluster-yes"])
-                .stdin(Stdio::null())
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .status()
-                .expect("running redis-cli --cluster create (package redis-tools)");
-            assert!(status.success(), "redis-cli --cluster create: {status}");
-            for node in &nodes {
-                let mut conn = node.connection();
-                wait_until("the cluster is ok", Duration::from_secs(30), || {
-                    let info: String = redis::cmd("CLUSTER").arg("INFO").query(&mut conn).unwrap();
-                    info.contains("cluster_state:ok") && info.contains("cluster_known_nodes:3")
-                });
-            }
-            BenchCluster { nodes }
-        }
-
-        pub(super) fn urls(&self) -> Vec<String> {
-            self.nodes.iter().map(TestServer::url).collect()
-        }
-    }
+    use super::common::cluster::TestCluster;
 
     /// The cluster floor: `super::Floor::pair`'s two scripts (the release
     /// in its sharded form, `SPUBLISH`, as the library loads it for a
@@ -663,13 +658,12 @@ mod cluster {
 
     /// On lock `name` (the cluster lock's own name, so the same master;
     /// the two never overlap: each call ends with the lock free).
-    pub(super) fn cluster_floor(cluster: &BenchCluster, name: &str) -> ClusterFloor {
-        let client = redis::cluster::ClusterClient::new(cluster.urls()).unwrap();
+    pub(super) fn cluster_floor(cluster: &TestCluster, name: &str) -> ClusterFloor {
         let release = include_str!("../lua/lock_release.lua")
             .replace("redis.call('publish',", "redis.call('spublish',");
         assert!(release.contains("spublish"), "no sharded publish");
         super::Floor {
-            conn: client.get_connection().unwrap(),
+            conn: cluster.connection(),
             acquire: redis::Script::new(include_str!("../lua/lock_acquire.lua")),
             release: redis::Script::new(&release),
             channel: format!("redisson_lock__channel:{{{name}}}"),
@@ -1667,15 +1661,24 @@ fn own_measurements(
         (us(s[23].median) - us(s[22].median)) / 2.0,
         ratio(s[23].median, pair.median)
     );
-    // Redis Cluster: the same pair on a 3-master cluster (the slot's
-    // master), against the cluster's floor and the standalone pair.
+    // Redis Cluster: the same pair on a 3-master cluster with one replica
+    // per master (the slot's master), against the cluster's floor and the
+    // standalone pairs (the bench server's, which has no replica, and
+    // `replica_ack/without`, a master with one replica as each cluster
+    // master has); and with replica acknowledgement, against the cluster
+    // pair (the WAIT overhead) and `replica_ack/with`.
     #[cfg(feature = "cluster")]
     {
         let at = |n: &str| names.iter().position(|x| *x == n).unwrap();
-        let (floor_i, pair_i) = (at("cluster/evalsha_pair"), at("cluster/lock_unlock"));
-        let (cl_floor, cl_pair) = (s[floor_i], s[pair_i]);
+        let (floor_i, pair_i, ack_i) = (
+            at("cluster/evalsha_pair"),
+            at("cluster/lock_unlock"),
+            at("cluster/lock_unlock_ack"),
+        );
+        let (cl_floor, cl_pair, cl_ack) = (s[floor_i], s[pair_i], s[ack_i]);
         eprintln!(
-            "  Redis Cluster (3 masters, pinned; both on one lock name, so on its slot's master):"
+            "  Redis Cluster (3 masters + 3 replicas, pinned; all on one lock name, so on its \
+             slot's master; \"_ack\" = ReplicaAcknowledgement::new(1, {ACK_TIMEOUT:?})):"
         );
         line(
             names[floor_i],
@@ -1689,11 +1692,32 @@ fn own_measurements(
             names[pair_i],
             cl_pair,
             format!(
-                "  = {:.2} × cluster floor pair, {:.2} × standalone lock_unlock, {:.2} × standalone floor pair",
+                "  = {:.2} × cluster floor pair, {:.2} × standalone lock_unlock, {:.2} × standalone floor pair, \
+                 {:.2} × replica_ack/without",
                 ratio(cl_pair.median, cl_floor.median),
                 ratio(cl_pair.median, redis_wd.median),
-                ratio(cl_pair.median, pair.median)
+                ratio(cl_pair.median, pair.median),
+                ratio(cl_pair.median, s[22].median)
             ),
+        );
+        line(
+            names[ack_i],
+            cl_ack,
+            format!(
+                "  = {:.2} × cluster lock_unlock, {:.2} × cluster floor pair, {:.2} × standalone replica_ack/with",
+                ratio(cl_ack.median, cl_pair.median),
+                ratio(cl_ack.median, cl_floor.median),
+                ratio(cl_ack.median, s[23].median)
+            ),
+        );
+        eprintln!(
+            "  cluster WAIT overhead: lock_unlock_ack / lock_unlock = {:.2}× ({:+.1} µs per pair, \
+             {:+.1} µs per WAIT); standalone: {:.2}× ({:+.1} µs per pair)",
+            ratio(cl_ack.median, cl_pair.median),
+            us(cl_ack.median) - us(cl_pair.median),
+            (us(cl_ack.median) - us(cl_pair.median)) / 2.0,
+            ratio(s[23].median, s[22].median),
+            us(s[23].median) - us(s[22].median)
         );
     }
     for (label, st) in &handoff_stats {
