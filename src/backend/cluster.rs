@@ -71,7 +71,6 @@ pub(super) struct ClusterTarget {
     discovered: Mutex<Option<Discovered>>,
     /// The first seed's settings, for the discovered nodes.
     template: ConnectionInfo,
-    options: RedisOptions,
     connection_timeout: Duration,
     response_timeout: Duration,
     description: String,
@@ -177,8 +176,13 @@ impl ClusterTarget {
             .and_then(|(_, certificates)| certificates.as_ref());
         #[cfg(not(feature = "tls"))]
         let certificates = None;
-        let client = client_for(seeds.clone(), options, certificates)
-            .map_err(|err| Error::invalid("cluster_urls", err.to_string()))?;
+        let client = client_for(
+            seeds.clone(),
+            options.get_connection_timeout(),
+            options.get_response_timeout(),
+            certificates,
+        )
+        .map_err(|err| Error::invalid("cluster_urls", err.to_string()))?;
         let description = format!(
             "cluster {}",
             seeds
@@ -192,7 +196,6 @@ impl ClusterTarget {
             seeds,
             discovered: Mutex::new(None),
             template,
-            options: options.clone(),
             connection_timeout: options.get_connection_timeout(),
             response_timeout: options.get_response_timeout(),
             description,
@@ -264,7 +267,12 @@ impl ClusterTarget {
             .iter()
             .map(|(host, port)| self.node_info(host, *port))
             .collect();
-        if let Ok(client) = client_for(infos, &self.options, self.certificates()) {
+        if let Ok(client) = client_for(
+            infos,
+            self.connection_timeout,
+            self.response_timeout,
+            self.certificates(),
+        ) {
             *discovered = Some(Discovered { nodes, client });
         }
     }
@@ -376,19 +384,20 @@ struct Discovered {
     client: ClusterClient,
 }
 
-/// A cluster client for `nodes` with `options`' timeouts, and none of the
+/// A cluster client for `nodes` with the given timeouts, and none of the
 /// `redis` crate's own retries: they would send a script again after it
 /// may have run (see `cluster_routing`, which retries what is safe).
 /// With `certificates` (feature `tls`, `rediss://` nodes), every node's
 /// connection trusts and presents them.
 fn client_for(
     nodes: Vec<ConnectionInfo>,
-    options: &RedisOptions,
+    connection_timeout: Duration,
+    response_timeout: Duration,
     certificates: Option<&Certificates>,
 ) -> std::result::Result<ClusterClient, RedisError> {
     let builder = ClusterClient::builder(nodes)
-        .connection_timeout(options.get_connection_timeout())
-        .response_timeout(options.get_response_timeout())
+        .connection_timeout(connection_timeout)
+        .response_timeout(response_timeout)
         .retries(0);
     #[cfg(feature = "tls")]
     let builder = match certificates {

@@ -259,9 +259,10 @@ impl Target {
     /// to the pool. A READONLY reply: the server was demoted. On a cluster,
     /// also every error that is not a plain server reply (I/O, refused,
     /// timeout, a failed slot refresh): the `redis` crate's cluster
-    /// connection keeps its slot map until a MOVED reply, so after a master
-    /// is killed it would retry the dead address forever; a fresh one reads
-    /// the slot map again and, once a replica is promoted, reaches it.
+    /// connection keeps its slot map until it is replaced, so after a master
+    /// is killed it would keep asking the dead address; a fresh one reads
+    /// the slot map again and, once a replica is promoted, reaches it (and
+    /// after a timeout, the old socket may still deliver a late reply).
     fn discards_after(&self, err: &RedisError) -> bool {
         if is_read_only(err) {
             return true;
