@@ -302,12 +302,20 @@ impl TestCluster {
 
     /// The port of the master serving `key`, as node `via` sees it.
     pub fn owner_port_via(&self, key: &str, via: usize) -> u16 {
+        self.try_owner_port_via(key, via)
+            .unwrap_or_else(|| panic!("node {via} names no master for {key:?}'s slot"))
+    }
+
+    /// The port of the master serving `key`, as node `via` sees it, or
+    /// `None` while that node lists no master for the slot: during a
+    /// failover a node can briefly leave the slot out of `CLUSTER SLOTS`,
+    /// so loops that wait for a failover poll this one.
+    pub fn try_owner_port_via(&self, key: &str, via: usize) -> Option<u16> {
         let slot = self.slot_of_via(key, via);
         self.slot_owners(via)
             .into_iter()
             .find(|(start, end, _)| *start <= slot && slot <= *end)
             .map(|(_, _, port)| port)
-            .unwrap()
     }
 
     /// The node whose plain or TLS port is `port`.
