@@ -38,6 +38,10 @@ fn cluster_suite() {
             ("seed_not_owning_the_slot", seed_not_owning_the_slot),
             ("slot_migrates_under_a_waiter", slot_migrates_under_a_waiter),
             (
+                "scripts_follow_ask_mid_migration",
+                scripts_follow_ask_mid_migration,
+            ),
+            (
                 "replica_acknowledgement_counts_the_slot_masters_replicas",
                 replica_acknowledgement_counts_the_slot_masters_replicas,
             ),
@@ -67,20 +71,43 @@ fn seed_not_owning_the_slot(cluster: &TestCluster) {
 /// Moves `slot` (and its keys) from master `from` to master `to`, the way
 /// `redis-cli --cluster reshard` does.
 fn migrate_slot(cluster: &TestCluster, slot: i64, from: usize, to: usize) {
+    begin_migration(cluster, slot, from, to);
+    move_keys(cluster, slot, from, to);
+    finish_migration(cluster, slot, to);
+}
+
+/// `CLUSTER SETSLOT slot how id` on `conn`.
+fn setslot(conn: &mut redis::Connection, slot: i64, how: &str, id: &str) {
+    redis::cmd("CLUSTER")
+        .arg("SETSLOT")
+        .arg(slot)
+        .arg(how)
+        .arg(id)
+        .query::<()>(conn)
+        .unwrap();
+}
+
+/// Marks `slot` IMPORTING on master `to` and MIGRATING on master `from`:
+/// from here on, `from` answers a command whose keys it lacks with ASK.
+fn begin_migration(cluster: &TestCluster, slot: i64, from: usize, to: usize) {
     let (from_id, to_id) = (cluster.node_id(from), cluster.node_id(to));
+    setslot(
+        &mut cluster.nodes[to].connection(),
+        slot,
+        "IMPORTING",
+        &from_id,
+    );
+    setslot(
+        &mut cluster.nodes[from].connection(),
+        slot,
+        "MIGRATING",
+        &to_id,
+    );
+}
+
+/// Moves every key of `slot` from master `from` to master `to` (`MIGRATE`).
+fn move_keys(cluster: &TestCluster, slot: i64, from: usize, to: usize) {
     let mut source = cluster.nodes[from].connection();
-    let mut dest = cluster.nodes[to].connection();
-    let setslot = |conn: &mut redis::Connection, how: &str, id: &str| {
-        redis::cmd("CLUSTER")
-            .arg("SETSLOT")
-            .arg(slot)
-            .arg(how)
-            .arg(id)
-            .query::<()>(conn)
-            .unwrap();
-    };
-    setslot(&mut dest, "IMPORTING", &from_id);
-    setslot(&mut source, "MIGRATING", &to_id);
     loop {
         let keys: Vec<String> = redis::cmd("CLUSTER")
             .arg("GETKEYSINSLOT")
@@ -102,8 +129,14 @@ fn migrate_slot(cluster: &TestCluster, slot: i64, from: usize, to: usize) {
             .query::<()>(&mut source)
             .unwrap();
     }
+}
+
+/// Gives `slot` to master `to` on every master, and waits until every node
+/// sees it there.
+fn finish_migration(cluster: &TestCluster, slot: i64, to: usize) {
+    let to_id = cluster.node_id(to);
     for index in 0..3 {
-        setslot(&mut cluster.nodes[index].connection(), "NODE", &to_id);
+        setslot(&mut cluster.nodes[index].connection(), slot, "NODE", &to_id);
     }
     wait_until(
         "every node sees the new owner",
@@ -116,6 +149,97 @@ fn migrate_slot(cluster: &TestCluster, slot: i64, from: usize, to: usize) {
             })
         },
     );
+}
+
+/// Mid-migration (the slot MIGRATING on its master and IMPORTING on
+/// another) the old master answers a script whose keys it lacks with ASK,
+/// and the library sends `ASKING` and the script to the importing master,
+/// as a user with exactly README's cluster rules (which is what `+asking`
+/// is for): a new lock is taken there, and found there by the holder and
+/// by another client. A script with a key the slot lacks on both sides
+/// (the unlock's latch) gets TRYAGAIN, which Redis gives multi-key
+/// commands until a migration ends: the unlock is retried until the slot
+/// is handed over, then lands.
+fn scripts_follow_ask_mid_migration(cluster: &TestCluster) {
+    const USER: &str = "cl-ask-user";
+    const PASSWORD: &str = "cl-ask-pw";
+    /// How long the migration stays open while the unlock waits.
+    const OPEN: Duration = Duration::from_millis(400);
+    let _: Vec<()> = cluster.on_every_node(
+        redis::cmd("ACL")
+            .arg("SETUSER")
+            .arg(readme_cluster_acl_rule(USER, PASSWORD)),
+    );
+    let url = |index: usize| {
+        format!(
+            "redis://{USER}:{PASSWORD}@127.0.0.1:{}",
+            cluster.nodes[index].port()
+        )
+    };
+    let client = redisync::Client::builder()
+        .cluster([url(0), url(4)])
+        .event_handler(Arc::new(redisync::NopEventHandler))
+        .build()
+        .unwrap();
+    let other = cluster.client();
+    let name = cluster.names_on_every_master("cl-ask").remove(0);
+    let slot = cluster.slot_of(&name);
+    let from = cluster.index_of_port(cluster.owner_port(&name));
+    let to = (from + 1) % 3;
+    let lock = client.lock(name.as_str());
+
+    begin_migration(cluster, slot, from, to);
+    let taken = lock
+        .try_lock()
+        .unwrap()
+        .expect("a free lock is taken through ASK");
+    // The lock is on the importing master, which answers after ASKING;
+    // the migrating one lacks it, and so redirects.
+    let on_to = || -> i64 {
+        let mut conn = cluster.nodes[to].connection();
+        redis::cmd("ASKING").query::<()>(&mut conn).unwrap();
+        redis::cmd("EXISTS").arg(&name).query(&mut conn).unwrap()
+    };
+    assert_eq!(on_to(), 1, "the lock is on the importing master");
+    let refused = redis::cmd("EXISTS")
+        .arg(&name)
+        .query::<i64>(&mut cluster.nodes[from].connection())
+        .expect_err("the migrating master lacks the lock");
+    assert_eq!(refused.code(), Some("ASK"), "{refused}");
+    assert!(
+        lock.is_held_by_current_thread().unwrap(),
+        "read through ASK"
+    );
+    assert!(
+        other.lock(name.as_str()).try_lock().unwrap().is_none(),
+        "another client finds the lock through ASK"
+    );
+
+    let unlocked = thread::scope(|scope| {
+        scope.spawn(|| {
+            thread::sleep(OPEN);
+            finish_migration(cluster, slot, to);
+        });
+        let started = Instant::now();
+        taken
+            .unlock()
+            .expect("the unlock lands once the migration ends");
+        started.elapsed()
+    });
+    assert!(
+        unlocked >= OPEN / 2,
+        "the unlock returned after {unlocked:?}, before the migration ended"
+    );
+    assert_eq!(on_to(), 0, "released on the new owner");
+    let again = other
+        .lock(name.as_str())
+        .try_lock()
+        .unwrap()
+        .expect("free after the unlock");
+    again.unlock().unwrap();
+    // `+asking` among README's rules: no node refused the user anything.
+    let refusals = acl_refusals(cluster, USER);
+    assert!(refusals.is_empty(), "refused: {refusals:?}");
 }
 
 /// A lock's slot moves to another master while a waiter (of another
@@ -709,6 +833,19 @@ fn readme_cluster_acl_rule(user: &str, password: &str) -> Vec<String> {
     rule
 }
 
+/// What any node's `ACL LOG` shows `user` was refused (the `redis` crate's
+/// `CLIENT SETINFO` on connect, whose refusal it ignores, aside).
+fn acl_refusals(cluster: &TestCluster, user: &str) -> Vec<String> {
+    let logs: Vec<Vec<HashMap<String, redis::Value>>> =
+        cluster.on_every_node(redis::cmd("ACL").arg("LOG"));
+    logs.iter()
+        .flatten()
+        .filter(|entry| log_text(entry.get("username")) == user)
+        .map(|entry| log_text(entry.get("object")))
+        .filter(|object| !object.starts_with("client"))
+        .collect()
+}
+
 /// A text field of an `ACL LOG` entry.
 fn log_text(value: Option<&redis::Value>) -> String {
     match value {
@@ -790,18 +927,8 @@ fn credentials_are_never_shown(cluster: &TestCluster) {
             })
         },
     );
-    // The README's rules were enough: no node refused the user anything
-    // (the `redis` crate's CLIENT SETINFO on connect, whose refusal it
-    // ignores, aside).
-    let logs: Vec<Vec<HashMap<String, redis::Value>>> =
-        cluster.on_every_node(redis::cmd("ACL").arg("LOG"));
-    let refusals: Vec<String> = logs
-        .iter()
-        .flatten()
-        .filter(|entry| log_text(entry.get("username")) == USER)
-        .map(|entry| log_text(entry.get("object")))
-        .filter(|object| !object.starts_with("client"))
-        .collect();
+    // The README's rules were enough: no node refused the user anything.
+    let refusals = acl_refusals(cluster, USER);
     assert!(refusals.is_empty(), "refused: {refusals:?}");
 
     let err = redisync::Client::builder()
