@@ -628,9 +628,34 @@ fn failover_during_contention(fault: Fault, transport: Transport) {
         thread::sleep(Duration::from_millis(10));
     }
     let recovered_at = Instant::now();
+    // While the old master is still writable (until Sentinel demotes it,
+    // seconds later) progress alone does not show that the clients left
+    // it: each leaves when its watcher next asks the sentinels, about a
+    // second after the switch, later on a loaded machine. A lock taken on
+    // the old master until then may be lost, so the failover window ends
+    // a second after a probe lock of every client lands on the new master.
+    let probe = format!("{name}:probe");
+    wait_until(
+        "every client locks on the new master",
+        FAILOVER_TIMEOUT,
+        || {
+            clients
+                .iter()
+                .all(|client| match client.lock(probe.as_str()).lock() {
+                    Ok(guard) => {
+                        let there = exists(new_master, &probe);
+                        // Lost if taken on the old master: fine for a probe.
+                        let _ = guard.unlock();
+                        there
+                    }
+                    Err(_) => false,
+                })
+        },
+    );
+    let moved_at = Instant::now();
+    let settled = recovered_at.max(moved_at) + Duration::from_secs(1);
     // A few more seconds of exclusive work on the new master.
-    let settled = recovered_at + Duration::from_secs(1);
-    thread::sleep(Duration::from_secs(2));
+    thread::sleep((settled + Duration::from_secs(1)).saturating_duration_since(Instant::now()));
     work.stop.store(true, Ordering::SeqCst);
     for handle in handles {
         handle.join().unwrap();
@@ -646,11 +671,13 @@ fn failover_during_contention(fault: Fault, transport: Transport) {
     let lost = work.lost.lock().unwrap().clone();
     eprintln!(
         "failover: fault -> sentinels switched {:?}; switch -> every thread progressed {:?}; \
-         switch -> every thread +10 iterations {:?}; {errors} retried Backend errors; \
-         {} overlaps and {} lost locks inside the failover window; {} iterations in all",
+         switch -> every thread +10 iterations {:?}; switch -> every client on the new \
+         master {:?}; {errors} retried Backend errors; {} overlaps and {} lost locks inside \
+         the failover window; {} iterations in all",
         switched_at.duration_since(fault_at),
         slowest,
         recovered_at.duration_since(switched_at),
+        moved_at.duration_since(switched_at),
         overlaps.len(),
         lost.len(),
         work.counter.load(Ordering::SeqCst)
