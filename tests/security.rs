@@ -767,6 +767,10 @@ mod tls {
             .build()
             .unwrap_err();
         assert!(plain.is_backend(), "{plain:?}");
+        assert!(
+            plain.to_string().contains("use a rediss:// URL"),
+            "a plain URL at a TLS port says what to do: {plain}"
+        );
         assert_no_password("the error", &all_error_text(&plain));
     }
 

@@ -241,6 +241,20 @@ enum Target {
 }
 
 impl Target {
+    /// Whether this is one server reached over plain TCP (`redis://`).
+    fn is_plain_tcp(&self) -> bool {
+        match self {
+            Target::Direct(client) => {
+                matches!(
+                    client.get_connection_info().addr(),
+                    redis::ConnectionAddr::Tcp(..)
+                )
+            }
+            #[allow(unreachable_patterns)]
+            _ => false,
+        }
+    }
+
     /// Whether a connection made under `epoch` may go to a master that a
     /// failover has replaced since (always false for a fixed server).
     fn is_stale(&self, epoch: u64) -> bool {
@@ -646,12 +660,27 @@ impl RedisBackend {
         };
         // Fail now, with the server's own answer (refused, wrong password),
         // rather than after the pool's connection timeout.
+        let first_error = |op: &str, err: RedisError| {
+            if target.is_plain_tcp() && err.is_connection_dropped() {
+                // A TLS port drops anything but a TLS handshake.
+                Error::backend_caused_by(
+                    format!(
+                        "{op} on Redis at {address}: the server closed the connection at \
+                         once (if it expects TLS, use a rediss:// URL)"
+                    ),
+                    err,
+                    true,
+                )
+            } else {
+                redis_error(&address, op, err)
+            }
+        };
         let mut probe = manager
             .connect()
-            .map_err(|err| redis_error(&address, "connecting", err))?;
+            .map_err(|err| first_error("connecting", err))?;
         redis::cmd("PING")
             .query::<()>(probe.conn.as_connection())
-            .map_err(|err| redis_error(&address, "PING", err))?;
+            .map_err(|err| first_error("PING", err))?;
         let pool = r2d2::Pool::builder()
             .max_size(options.pool_size)
             .min_idle(Some(1))
