@@ -345,18 +345,7 @@ fn failover_during_a_contended_run() {
     // Let the run get going, then fail over the master of names[0].
     thread::sleep(Duration::from_millis(500));
     let master = cluster.index_of_port(cluster.owner_port(&names[0]));
-    let master_id = cluster.node_id(master);
-    let replica = (3..6)
-        .find(|&r| {
-            let nodes: String = redis::cmd("CLUSTER")
-                .arg("NODES")
-                .query(&mut cluster.nodes[r].connection())
-                .unwrap();
-            nodes
-                .lines()
-                .any(|line| line.contains("myself") && line.contains(&master_id))
-        })
-        .expect("the master's replica");
+    let replica = replica_of(&cluster, master);
     redis::cmd("CLUSTER")
         .arg("FAILOVER")
         .query::<()>(&mut cluster.nodes[replica].connection())
