@@ -25,6 +25,8 @@ pub(crate) struct Inner {
     /// A fair waiter's queue slot when it waits without a bound.
     pub(crate) fair_wait_timeout: Duration,
     pub(crate) fair_wait_ms: i64,
+    /// Releases still being retried after their call returned (see `cleanup`).
+    pub(crate) cleanup: crate::cleanup::Cleanup,
 }
 
 impl Drop for Inner {
@@ -33,6 +35,7 @@ impl Drop for Inner {
         // stop renewing and stop the subscriber thread.
         self.watchdog.shutdown();
         self.subscriber.shutdown();
+        self.cleanup.shutdown();
     }
 }
 
@@ -183,6 +186,7 @@ impl Client {
                 watchdog_ms,
                 fair_wait_timeout,
                 fair_wait_ms,
+                cleanup: crate::cleanup::Cleanup::default(),
             }),
         }
     }

@@ -122,9 +122,11 @@
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used, clippy::panic))]
 
 pub mod backend;
+mod cleanup;
 mod client;
 mod clock;
 mod config;
+mod deadline;
 mod error;
 mod event;
 mod flavor;

@@ -24,16 +24,21 @@ use crate::{Client, Error, Result, holder, keys};
 /// How long an unlock latch remembers its outcome, so a retried release
 /// whose first reply was lost is not applied twice.
 const UNLOCK_LATCH_MS: i64 = 10_000;
-/// Pauses between retries of a release whose reply was lost (each retry is
-/// idempotent); no retry starts after [`RELEASE_RETRY_BUDGET`].
+/// Pauses between the in-line retries of a release whose reply was lost
+/// (each retry is idempotent: same unlock latch); no retry starts after
+/// [`RELEASE_RETRY_BUDGET`]. What is still not released then is retried in
+/// the background (see `cleanup`), and the unlock returns the error.
 const RELEASE_RETRIES: [Duration; 3] = [
     Duration::from_millis(10),
     Duration::from_millis(100),
-    Duration::from_millis(500),
+    Duration::from_millis(100),
 ];
-/// Retrying stops after this long: each attempt may itself wait up to the
-/// connection timeout, and a guard's `Drop` must not hang.
-const RELEASE_RETRY_BUDGET: Duration = Duration::from_secs(2);
+/// In-line retrying stops after this long, so an unlock (or a guard's
+/// `Drop`) takes at most about one response timeout plus this.
+const RELEASE_RETRY_BUDGET: Duration = Duration::from_millis(300);
+/// How long an acquire waits for an earlier release of the same holder
+/// that the cleanup worker is sending right now (capped by its deadline).
+const SETTLE_WAIT: Duration = Duration::from_secs(3);
 
 /// Cap on the extra releases of an outermost unlock that found the store
 /// still counting holds this thread no longer has (see [`Lock::release`]).
@@ -54,6 +59,13 @@ fn local_hold_taken(key: &(String, String)) {
     let _ = LOCAL_HOLDS.try_with(|holds| *holds.borrow_mut().entry(key.clone()).or_insert(0) += 1);
 }
 
+/// How many guards this thread holds under `key`.
+fn local_holds(key: &(String, String)) -> u32 {
+    LOCAL_HOLDS
+        .try_with(|holds| holds.borrow().get(key).copied().unwrap_or(0))
+        .unwrap_or(0)
+}
+
 /// Uncounts a guard of this thread; true when it was the last one.
 fn local_hold_released(key: &(String, String)) -> bool {
     LOCAL_HOLDS
@@ -72,6 +84,15 @@ fn local_hold_released(key: &(String, String)) -> bool {
             }
         })
         .unwrap_or(false)
+}
+
+/// A fresh unlock latch key for one release of `name`.
+fn new_latch(name: &str) -> String {
+    format!(
+        "{}:{}",
+        keys::unlock_latch_prefix(name),
+        uuid::Uuid::new_v4().simple()
+    )
 }
 
 /// A handle on one reentrant distributed lock; created by
@@ -343,6 +364,12 @@ impl Lock {
     /// The acquire loop behind every public acquire method (and the
     /// multi-lock's parts).
     pub(crate) fn acquire(&self, wait: Wait, lease: Option<Duration>) -> Result<Option<LockGuard>> {
+        // Every round trip of this call, the fair waiter's leaving
+        // included, keeps to the caller's bound.
+        crate::deadline::within(wait.deadline(), || self.acquire_within(wait, lease))
+    }
+
+    fn acquire_within(&self, wait: Wait, lease: Option<Duration>) -> Result<Option<LockGuard>> {
         self.check_name()?;
         let lease_ms = match lease {
             Some(lease) => crate::error::millis("lease", lease)?,
@@ -365,6 +392,13 @@ impl Lock {
             keys.attempt(backend, &holder, lease_ms, allowance_ms, enqueue)
         };
         let acquired = |token| self.guard(&holder, lease, lease_ms, sent.get(), token);
+        // An earlier release of this holder's hold that has not landed yet
+        // goes first, or it could land on the hold about to be taken.
+        if !inner.cleanup.is_empty() {
+            inner
+                .cleanup
+                .settle(&keys.name, &holder.field, crate::deadline::cap(SETTLE_WAIT))?;
+        }
 
         let channel = keys.wait_channel(&holder);
         let waited = crate::wait::until_done(
@@ -397,6 +431,9 @@ impl Lock {
                 if enqueue {
                     let _ = keys.give_up(backend, &holder, allowance_ms);
                 }
+                if err.is_connection_error() {
+                    self.undo_unknown_attempt(&holder, lease_ms, sent.get());
+                }
                 Err(err)
             }
         }
@@ -420,10 +457,7 @@ impl Lock {
             None => (self.client.inner.watchdog.start(&renewal, sent)?, true),
             Some(length) => (Lease::new(sent, length), false),
         };
-        let local = (
-            self.client.inner.id.clone(),
-            format!("{}@{}", holder.field, self.keys.name),
-        );
+        let local = self.local_key(holder);
         local_hold_taken(&local);
         Ok(LockGuard {
             lock: self.clone(),
@@ -446,46 +480,105 @@ impl Lock {
     /// re-taking the lock would keep them alive for ever (each re-take is a
     /// reentry that resets the lease) and starve every other holder; so
     /// they are released too.
-    fn release(&self, holder: &Holder, lease_ms: i64, outermost: bool) -> Result<()> {
-        let mut phantoms = 0;
-        loop {
-            match self.release_once(holder, lease_ms)? {
-                Release::StillHeld if outermost && phantoms < PHANTOM_RELEASES => phantoms += 1,
-                Release::NotHeld if phantoms > 0 => return Ok(()),
-                outcome => return self.released(holder, outcome),
-            }
-        }
+    /// The key of this thread's local hold count for `holder` on this lock.
+    fn local_key(&self, holder: &Holder) -> (String, String) {
+        (
+            self.client.inner.id.clone(),
+            format!("{}@{}", holder.field, self.keys.name),
+        )
     }
 
-    fn release_once(&self, holder: &Holder, lease_ms: i64) -> Result<Release> {
-        let inner = &self.client.inner;
-        let latch = format!(
-            "{}:{}",
-            keys::unlock_latch_prefix(&self.keys.name),
-            uuid::Uuid::new_v4().simple()
-        );
+    /// After an acquire failed with a connection error, its script may
+    /// still have run (the request left; no reply came) and made this
+    /// thread a holder no guard knows of. If the thread holds no guard of
+    /// this lock, every hold the store counts for it is such a hold: the
+    /// cleanup worker releases them until that lands or the lease of the
+    /// attempt would have run out. If it holds a guard, an extra count is
+    /// a phantom that its outermost unlock drains (see [`Lock::release`]).
+    fn undo_unknown_attempt(&self, holder: &Holder, lease_ms: i64, sent: Instant) {
+        if local_holds(&self.local_key(holder)) > 0 {
+            return;
+        }
+        let lease = Duration::from_millis(u64::try_from(lease_ms).unwrap_or(0));
+        let Some(give_up_at) = sent.checked_add(lease) else {
+            return;
+        };
+        let task = self.release_task(holder, lease_ms, new_latch(&self.keys.name), true);
+        self.client
+            .inner
+            .cleanup
+            .push(&self.keys.name, &holder.field, task, give_up_at);
+    }
+
+    /// A cleanup task: the release under `latch` (a repeat of one whose
+    /// reply was lost returns that first outcome), then, when `drain` is
+    /// set, further releases while the store still counts holds.
+    fn release_task(
+        &self,
+        holder: &Holder,
+        lease_ms: i64,
+        latch: String,
+        drain: bool,
+    ) -> crate::cleanup::Task {
+        let backend = Arc::clone(&self.client.inner.backend);
+        let keys = Arc::clone(&self.keys);
+        let holder = holder.clone();
+        let mut latch = latch;
+        Box::new(move || {
+            match keys.release(backend.as_ref(), &holder, lease_ms, &latch, UNLOCK_LATCH_MS)? {
+                Release::StillHeld if drain => {
+                    latch = new_latch(&keys.name);
+                    Ok(false)
+                }
+                Release::StillHeld | Release::NotHeld | Release::Released => Ok(true),
+            }
+        })
+    }
+
+    fn release(&self, holder: &Holder, lease_ms: i64, outermost: bool) -> Result<()> {
+        let backend = self.client.inner.backend.as_ref();
+        let mut phantoms = 0;
+        let mut latch = new_latch(&self.keys.name);
         let started = Instant::now();
         let mut retries = RELEASE_RETRIES.iter();
-        let outcome = loop {
-            match self.keys.release(
-                inner.backend.as_ref(),
-                holder,
-                lease_ms,
-                &latch,
-                UNLOCK_LATCH_MS,
-            ) {
+        loop {
+            match self
+                .keys
+                .release(backend, holder, lease_ms, &latch, UNLOCK_LATCH_MS)
+            {
                 Err(err) if err.is_connection_error() => match retries.next() {
                     // The reply may be lost after the release happened: the
                     // latch makes the retry return that outcome, not release twice.
                     Some(pause) if started.elapsed() < RELEASE_RETRY_BUDGET => {
                         std::thread::sleep(*pause)
                     }
-                    _ => return Err(err),
+                    _ => {
+                        // The lease runs out on its own at the latest (the
+                        // watchdog no longer renews it); until then the
+                        // release keeps being sent in the background, so
+                        // waiters do not wait out a whole lease.
+                        let lease = Duration::from_millis(u64::try_from(lease_ms).unwrap_or(0));
+                        if let Some(give_up_at) = Instant::now().checked_add(lease) {
+                            let task = self.release_task(holder, lease_ms, latch, outermost);
+                            self.client.inner.cleanup.push(
+                                &self.keys.name,
+                                &holder.field,
+                                task,
+                                give_up_at,
+                            );
+                        }
+                        return Err(err);
+                    }
                 },
-                other => break other?,
+                Err(err) => return Err(err),
+                Ok(Release::StillHeld) if outermost && phantoms < PHANTOM_RELEASES => {
+                    phantoms += 1;
+                    latch = new_latch(&self.keys.name);
+                }
+                Ok(Release::NotHeld) if phantoms > 0 => return Ok(()),
+                Ok(outcome) => return self.released(holder, outcome),
             }
-        };
-        Ok(outcome)
+        }
     }
 
     fn released(&self, holder: &Holder, outcome: Release) -> Result<()> {
@@ -635,13 +728,13 @@ impl LockGuard {
     fn release(&mut self) -> Result<()> {
         self.released = true;
         let outermost = local_hold_released(&self.local);
-        let result = self
-            .lock
-            .release(&self.renewal.holder, self.lease_ms, outermost);
+        // The watch goes first: a renewal answered after the release ran
+        // would find the lock gone and report a loss that is none.
         if self.watchdog {
             self.lock.client.inner.watchdog.stop(&self.renewal);
         }
-        result
+        self.lock
+            .release(&self.renewal.holder, self.lease_ms, outermost)
     }
 }
 

@@ -30,6 +30,15 @@ impl Wait {
             .map_or(Wait::Forever, |deadline| Wait::Until(deadline, wait))
     }
 
+    /// The instant this wait gives up, if it ever does (`Never` has none:
+    /// its single attempt is bounded by the response timeout alone).
+    pub(crate) fn deadline(self) -> Option<Instant> {
+        match self {
+            Wait::Until(deadline, _) => Some(deadline),
+            Wait::Forever | Wait::Never => None,
+        }
+    }
+
     pub(crate) fn passed(self) -> bool {
         match self {
             Wait::Forever => false,
@@ -77,7 +86,19 @@ pub(crate) struct Waiting<'a> {
 
 /// Runs `attempt` until it is done (`Ok(Some)`) or the wait runs out
 /// (`Ok(None)`). Errors from `attempt` or the subscriber end the wait.
+/// Every round trip inside runs under the wait's deadline (see `deadline`),
+/// so a server that stops answering cannot hold the caller past its bound.
 pub(crate) fn until_done<T>(
+    subscriber: &Subscriber,
+    waiting: Waiting<'_>,
+    attempt: impl FnMut() -> Result<Attempt<T>>,
+) -> Result<Option<T>> {
+    crate::deadline::within(waiting.wait.deadline(), || {
+        wait_loop(subscriber, waiting, attempt)
+    })
+}
+
+fn wait_loop<T>(
     subscriber: &Subscriber,
     waiting: Waiting<'_>,
     mut attempt: impl FnMut() -> Result<Attempt<T>>,

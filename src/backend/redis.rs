@@ -7,8 +7,8 @@
 
 use std::fmt;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Duration;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
 
 use redis::{ConnectionLike, RedisError, RedisResult};
 
@@ -315,6 +315,16 @@ impl Link {
         }
     }
 
+    fn set_read_timeout(&self, timeout: Duration) -> RedisResult<()> {
+        match self {
+            Link::Single(conn) => conn.set_read_timeout(Some(timeout)),
+            // The routed connection's sockets keep the response timeout
+            // they were made with (see `cluster.rs`).
+            #[cfg(feature = "cluster")]
+            Link::Cluster(_) => Ok(()),
+        }
+    }
+
     fn is_open(&self) -> bool {
         match self {
             Link::Single(conn) => conn.is_open(),
@@ -340,8 +350,73 @@ struct Conn {
     /// The Sentinel epoch it was made under (0 for a fixed server).
     epoch: u64,
     /// Set when a reply showed the server cannot serve us any more (a
-    /// READONLY replica): the pool drops it instead of reusing it.
+    /// READONLY replica), or a round trip failed on the socket (it may
+    /// still deliver a late reply): the pool drops it instead of reusing it.
     broken: bool,
+    /// When it last answered (or was made): a connection idle longer than
+    /// [`IDLE_VALIDATION`], or idle since a fault was seen, is checked with
+    /// a PING before it carries a script.
+    last_used: Instant,
+    /// The read timeout now set on the socket (a syscall to change).
+    read_timeout: Duration,
+}
+
+impl Conn {
+    fn new(conn: Link, epoch: u64, read_timeout: Duration) -> Conn {
+        Conn {
+            conn,
+            epoch,
+            broken: false,
+            last_used: Instant::now(),
+            read_timeout,
+        }
+    }
+
+    /// Sets the socket's read timeout to `timeout` unless it is set already.
+    fn set_read_timeout(&mut self, timeout: Duration) -> RedisResult<()> {
+        let timeout = timeout.max(Duration::from_millis(1));
+        if timeout != self.read_timeout {
+            self.conn.set_read_timeout(timeout)?;
+            self.read_timeout = timeout;
+        }
+        Ok(())
+    }
+}
+
+/// A pooled connection unused for this long is checked with a PING before it
+/// carries a script: the server may have closed it meanwhile (an idle
+/// `timeout`, a restart, `CLIENT KILL`), and a script sent on a dead socket
+/// has an unknown outcome. A busy connection costs no extra round trip.
+const IDLE_VALIDATION: Duration = Duration::from_secs(1);
+
+/// Whether a failed call may be sent again on another connection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Resend {
+    /// Running it twice does no harm: reads, renewals, releases (their
+    /// unlock latch answers a repeat with the first outcome), lock
+    /// acquisitions (a second hold of the same holder is a phantom the
+    /// outermost unlock drains). Sent again after the connection dropped.
+    Harmless,
+    /// Running it twice would count twice (permits, latch counts): sent
+    /// again only when the request provably never left (the write failed).
+    IfUnsent,
+}
+
+impl Resend {
+    /// Whether `err`, met on a connection that was then discarded, allows
+    /// one more try on another connection. Timeouts never do: the server
+    /// may be frozen with the request in hand, and the caller's bound is
+    /// spent.
+    fn allows(self, err: &RedisError) -> bool {
+        if err.is_timeout() {
+            return false;
+        }
+        let write_failed = io_kind(err) == Some(std::io::ErrorKind::BrokenPipe);
+        match self {
+            Resend::Harmless => err.is_connection_dropped() || write_failed,
+            Resend::IfUnsent => write_failed,
+        }
+    }
 }
 
 /// Opens connections with a bound and sets read/write timeouts on each, so a
@@ -357,7 +432,9 @@ impl Manager {
     fn connect_single(&self) -> std::result::Result<(redis::Connection, u64), RedisError> {
         let (conn, epoch) = match &self.target {
             Target::Direct(client) => (
-                client.get_connection_with_timeout(self.options.connection_timeout)?,
+                client.get_connection_with_timeout(crate::deadline::cap(
+                    self.options.connection_timeout,
+                ))?,
                 0,
             ),
             #[cfg(feature = "sentinel")]
@@ -376,20 +453,17 @@ impl Manager {
     }
 
     fn connect(&self) -> std::result::Result<Conn, RedisError> {
+        let timeout = self.options.response_timeout;
         #[cfg(feature = "cluster")]
         if let Target::Cluster(target) = &self.target {
-            return Ok(Conn {
-                conn: Link::Cluster(Box::new(target.connect()?)),
-                epoch: 0,
-                broken: false,
-            });
+            return Ok(Conn::new(
+                Link::Cluster(Box::new(target.connect()?)),
+                0,
+                timeout,
+            ));
         }
         let (conn, epoch) = self.connect_single()?;
-        Ok(Conn {
-            conn: Link::Single(conn),
-            epoch,
-            broken: false,
-        })
+        Ok(Conn::new(Link::Single(conn), epoch, timeout))
     }
 }
 
@@ -436,6 +510,13 @@ pub struct RedisBackend {
     /// connection asks the server directly instead of waiting the pool's
     /// whole connection timeout for a server that refuses connections.
     unreachable: AtomicBool,
+    /// When a call last found a connection the server had closed, in
+    /// nanoseconds since `created` (0: never). Every pooled connection last
+    /// used before then is checked with a PING before it carries a script:
+    /// the fault that closed one (a restart, `CLIENT KILL`) likely closed
+    /// them all.
+    suspect_since: AtomicU64,
+    created: Instant,
     options: RedisOptions,
     /// The URL without credentials, for messages.
     address: String,
@@ -661,7 +742,11 @@ impl RedisBackend {
         // Fail now, with the server's own answer (refused, wrong password),
         // rather than after the pool's connection timeout.
         let first_error = |op: &str, err: RedisError| {
-            if target.is_plain_tcp() && err.is_connection_dropped() {
+            let reset = matches!(
+                io_kind(&err),
+                Some(std::io::ErrorKind::ConnectionReset | std::io::ErrorKind::UnexpectedEof)
+            );
+            if target.is_plain_tcp() && reset {
                 // A TLS port drops anything but a TLS handshake.
                 Error::backend_caused_by(
                     format!(
@@ -672,15 +757,27 @@ impl RedisBackend {
                     true,
                 )
             } else {
-                redis_error(&address, op, err)
+                redis_error(&address, op, err, options.connection_timeout)
             }
         };
-        let mut probe = manager
-            .connect()
-            .map_err(|err| first_error("connecting", err))?;
-        redis::cmd("PING")
-            .query::<()>(probe.conn.as_connection())
-            .map_err(|err| first_error("PING", err))?;
+        // The whole opening (connect, handshake, PING) keeps to the
+        // connection timeout: each step gets what is left of it.
+        let opened = crate::deadline::within(
+            Instant::now().checked_add(options.connection_timeout),
+            || -> Result<()> {
+                let mut probe = manager
+                    .connect()
+                    .map_err(|err| first_error("connecting", err))?;
+                let left = crate::deadline::cap(options.connection_timeout);
+                probe
+                    .set_read_timeout(left)
+                    .map_err(|err| first_error("connecting", err))?;
+                redis::cmd("PING")
+                    .query::<()>(probe.conn.as_connection())
+                    .map_err(|err| first_error("PING", err))
+            },
+        );
+        opened?;
         let pool = r2d2::Pool::builder()
             .max_size(options.pool_size)
             .min_idle(Some(1))
@@ -693,6 +790,8 @@ impl RedisBackend {
             pool,
             target,
             unreachable: AtomicBool::new(false),
+            suspect_since: AtomicU64::new(0),
+            created: Instant::now(),
             options,
             address,
         })
@@ -709,17 +808,59 @@ impl RedisBackend {
         &self.address
     }
 
-    /// A pooled connection, never one made before the last failover.
+    /// A pooled connection, never one made before the last failover, nor
+    /// one the server has closed as far as a PING can tell (see
+    /// [`IDLE_VALIDATION`] and `suspect_since`).
     fn connection(&self) -> Result<r2d2::PooledConnection<Manager>> {
-        // Each stale one is dropped for good: at most the pool's worth.
+        // Each stale or dead one is dropped for good: at most the pool's
+        // worth, then the pool makes new ones.
         for _ in 0..self.options.pool_size {
             let mut conn = self.checkout()?;
-            if !self.target.is_stale(conn.epoch) {
+            if self.target.is_stale(conn.epoch) {
+                conn.broken = true;
+                continue;
+            }
+            if !self.needs_validation(&conn) {
+                return Ok(conn);
+            }
+            let timeout = crate::deadline::cap(self.options.response_timeout);
+            let alive = conn.set_read_timeout(timeout).is_ok()
+                && redis::cmd("PING")
+                    .query::<()>(conn.conn.as_connection())
+                    .is_ok();
+            if alive {
+                conn.last_used = Instant::now();
                 return Ok(conn);
             }
             conn.broken = true;
+            self.note_dead_connection();
         }
         self.checkout()
+    }
+
+    /// Whether `conn` must answer a PING before it carries a script.
+    fn needs_validation(&self, conn: &Conn) -> bool {
+        if conn.last_used.elapsed() >= IDLE_VALIDATION {
+            return true;
+        }
+        match self.suspect_since.load(Ordering::Relaxed) {
+            0 => false,
+            since => {
+                let used = conn.last_used.saturating_duration_since(self.created);
+                u64::try_from(used.as_nanos()).unwrap_or(u64::MAX) < since
+            }
+        }
+    }
+
+    /// A connection was found closed by the server: every connection last
+    /// used before now is checked before its next script.
+    fn note_dead_connection(&self) {
+        let now = u64::try_from(self.created.elapsed().as_nanos()).unwrap_or(u64::MAX);
+        self.suspect_since.store(now.max(1), Ordering::Relaxed);
+        // Until a call gets through again, a call without an idle pooled
+        // connection asks the server directly: a refusing server fails it at
+        // once instead of after the pool's whole connection timeout.
+        self.unreachable.store(true, Ordering::Relaxed);
     }
 
     fn checkout(&self) -> Result<r2d2::PooledConnection<Manager>> {
@@ -734,17 +875,19 @@ impl RedisBackend {
                 target: self.target.clone(),
                 options: self.options.clone(),
             };
+            let timeout = crate::deadline::cap(self.options.connection_timeout);
             manager
                 .connect()
-                .map_err(|err| self.redis_error("connecting", err))?;
+                .map_err(|err| self.redis_error("connecting", err, timeout))?;
             self.unreachable.store(false, Ordering::Relaxed);
         }
-        self.pool.get().map_err(|err| {
+        let timeout = crate::deadline::cap(self.options.connection_timeout);
+        self.pool.get_timeout(timeout).map_err(|err| {
             self.unreachable.store(true, Ordering::Relaxed);
             Error::backend_caused_by(
                 format!(
-                    "no Redis connection to {} within {:?} (server unreachable, or all {} pooled connections busy)",
-                    self.address, self.options.connection_timeout, self.options.pool_size
+                    "no Redis connection to {} within {timeout:?} (server unreachable, or all {} pooled connections busy)",
+                    self.address, self.options.pool_size
                 ),
                 err,
                 true,
@@ -752,12 +895,70 @@ impl RedisBackend {
         })
     }
 
-    fn redis_error(&self, op: &str, err: RedisError) -> Error {
-        let error = redis_error(&self.address, op, err);
+    fn redis_error(&self, op: &str, err: RedisError, timeout: Duration) -> Error {
+        let error = redis_error(&self.address, op, err, timeout);
         if error.is_connection_error() {
             self.unreachable.store(true, Ordering::Relaxed);
         }
         error
+    }
+
+    /// Runs `invocation` on a checked connection: one round trip under the
+    /// caller's deadline; sent once more, on another connection, when the
+    /// first was found closed by the server and `resend` allows it.
+    fn invoke<T: redis::FromRedisValue>(
+        &self,
+        op: &str,
+        invocation: &redis::ScriptInvocation<'_>,
+        resend: Resend,
+    ) -> Result<(T, r2d2::PooledConnection<Manager>)> {
+        let mut conn = self.connection()?;
+        match self.invoke_on(&mut conn, invocation) {
+            Ok(reply) => Ok((reply, conn)),
+            Err((err, timeout)) => {
+                self.discard_after(&mut conn, &err);
+                if !resend.allows(&err) {
+                    return Err(self.redis_error(op, err, timeout));
+                }
+                drop(conn);
+                let mut conn = self.connection()?;
+                match self.invoke_on(&mut conn, invocation) {
+                    Ok(reply) => Ok((reply, conn)),
+                    Err((err, timeout)) => {
+                        self.discard_after(&mut conn, &err);
+                        Err(self.redis_error(op, err, timeout))
+                    }
+                }
+            }
+        }
+    }
+
+    /// One round trip of `invocation` on `conn`, with its read timeout.
+    fn invoke_on<T: redis::FromRedisValue>(
+        &self,
+        conn: &mut Conn,
+        invocation: &redis::ScriptInvocation<'_>,
+    ) -> std::result::Result<T, (RedisError, Duration)> {
+        let timeout = crate::deadline::cap(self.options.response_timeout);
+        conn.set_read_timeout(timeout)
+            .map_err(|err| (err, timeout))?;
+        let reply = invocation
+            .invoke(conn.conn.as_connection())
+            .map_err(|err| (err, timeout))?;
+        conn.last_used = Instant::now();
+        Ok(reply)
+    }
+
+    /// Marks `conn` for dropping after `err` when it can no longer be
+    /// trusted: a demoted master, or any failure on the socket (a timed-out
+    /// request may still be answered late; a reset socket is dead).
+    fn discard_after(&self, conn: &mut Conn, err: &RedisError) {
+        if self.target.discards_after(err) || err.is_io_error() || err.is_timeout() {
+            conn.broken = true;
+        }
+        if err.is_connection_dropped() && !err.is_timeout() {
+            self.note_dead_connection();
+        }
     }
 
     /// Runs a script that may change state (a release, a renewal, a count
@@ -769,9 +970,10 @@ impl RedisBackend {
         op: &'static str,
         name: &str,
         invocation: &redis::ScriptInvocation<'_>,
+        resend: Resend,
         changed: impl Fn(&T) -> bool,
     ) -> Result<T> {
-        let (reply, shortfall) = self.run_acknowledged(op, invocation, changed)?;
+        let (reply, shortfall) = self.run_acknowledged(op, invocation, resend, changed)?;
         match (shortfall, &self.options.replica_ack) {
             (Some(acknowledged), Some(ack)) => {
                 if ack.shortfall() == ReplicaShortfall::Keep {
@@ -800,12 +1002,13 @@ impl RedisBackend {
         op: &'static str,
         name: &str,
         invocation: &redis::ScriptInvocation<'_>,
+        resend: Resend,
         acquired: impl Fn(&T) -> bool,
         rollback: impl Fn(&T) -> Result<()>,
     ) -> Result<T> {
         let mut attempt = 1;
         loop {
-            let (reply, shortfall) = self.run_acknowledged(op, invocation, &acquired)?;
+            let (reply, shortfall) = self.run_acknowledged(op, invocation, resend, &acquired)?;
             let (Some(acknowledged), Some(ack)) = (shortfall, &self.options.replica_ack) else {
                 return Ok(reply);
             };
@@ -835,17 +1038,10 @@ impl RedisBackend {
         &self,
         op: &str,
         invocation: &redis::ScriptInvocation<'_>,
+        resend: Resend,
         changed: impl Fn(&T) -> bool,
     ) -> Result<(T, Option<u32>)> {
-        let mut conn = self.connection()?;
-        let reply: T = invocation
-            .invoke(conn.conn.as_connection())
-            .map_err(|err| {
-                if self.target.discards_after(&err) {
-                    conn.broken = true;
-                }
-                self.redis_error(op, err)
-            })?;
+        let (reply, mut conn) = self.invoke::<T>(op, invocation, resend)?;
         if self.unreachable.load(Ordering::Relaxed) {
             self.unreachable.store(false, Ordering::Relaxed);
         }
@@ -858,7 +1054,10 @@ impl RedisBackend {
         let acknowledged = conn
             .conn
             .wait_for_replicas(ack.replicas(), ack.timeout_ms())
-            .map_err(|err| self.redis_error(op, err))?;
+            .map_err(|err| {
+                self.discard_after(&mut conn, &err);
+                self.redis_error(op, err, conn.read_timeout)
+            })?;
         let acknowledged = u32::try_from(acknowledged).unwrap_or(0);
         Ok((
             reply,
@@ -922,13 +1121,14 @@ impl RedisBackend {
         lua.get(self.sharded())
     }
 
-    /// Runs one script invocation on a pooled connection.
+    /// Runs one script invocation that is harmless to repeat (a read, a
+    /// cancellation, the rollback of a lock hold) on a pooled connection.
     fn run<T: redis::FromRedisValue>(
         &self,
         op: &str,
         invocation: &redis::ScriptInvocation<'_>,
     ) -> Result<T> {
-        self.run_acknowledged(op, invocation, |_: &T| false)
+        self.run_acknowledged(op, invocation, Resend::Harmless, |_: &T| false)
             .map(|(reply, _)| reply)
     }
 }
@@ -1053,8 +1253,12 @@ mod release_invocation {
 const ROLLBACK_LATCH_MS: i64 = 1_000;
 
 /// Converts a `redis` error: WRONGTYPE is a protocol error; I/O, refusal
-/// and timeouts are connection errors.
-fn redis_error(address: &str, op: &str, err: RedisError) -> Error {
+/// and timeouts are connection errors, said in words with the address and
+/// the operation (`timeout` is the read timeout the round trip had).
+fn redis_error(address: &str, op: &str, err: RedisError, timeout: Duration) -> Error {
+    if let Some(error) = connection_failure(address, op, &err, timeout) {
+        return error;
+    }
     let text = err.to_string();
     // A demoted master: the connection is useless (the pool drops it, see
     // `Conn::broken`) and a retry on a new one reaches the new master.
@@ -1121,6 +1325,43 @@ fn redis_error(address: &str, op: &str, err: RedisError) -> Error {
     Error::backend_caused_by(format!("{op} on Redis at {address}"), err, connection)
 }
 
+/// A connection failure said in words: what happened, where, during what.
+/// `None` for any other error. The `redis` crate's own text ("Resource
+/// temporarily unavailable (os error 11)") stays out of the message: it
+/// says neither what happened nor where.
+fn connection_failure(
+    address: &str,
+    op: &str,
+    err: &RedisError,
+    timeout: Duration,
+) -> Option<Error> {
+    use std::io::ErrorKind as Io;
+    let what = if err.is_timeout() {
+        format!("timed out after {timeout:?} waiting for a reply from {address} ({op})")
+    } else {
+        match io_kind(err) {
+            Some(Io::ConnectionRefused) => format!("connection refused by {address} ({op})"),
+            Some(
+                Io::UnexpectedEof | Io::ConnectionReset | Io::ConnectionAborted | Io::BrokenPipe,
+            ) => {
+                format!("the server {address} closed the connection ({op})")
+            }
+            Some(Io::HostUnreachable | Io::NetworkUnreachable) => {
+                format!("no route to {address} ({op})")
+            }
+            _ => return None,
+        }
+    };
+    Some(Error::backend(what, true))
+}
+
+/// The kind of the I/O error behind `err`, if it is one.
+fn io_kind(err: &RedisError) -> Option<std::io::ErrorKind> {
+    std::error::Error::source(err)
+        .and_then(|source| source.downcast_ref::<std::io::Error>())
+        .map(std::io::Error::kind)
+}
+
 /// Parses a counter returned as stored (a decimal string; nil = 0).
 fn parse_counter(name: &str, value: Option<String>) -> Result<i64> {
     match value {
@@ -1171,6 +1412,7 @@ impl LockBackend for RedisBackend {
                 .key(name)
                 .arg(lease_ms)
                 .arg(holder),
+            Resend::Harmless,
             Option::is_none,
             |_| self.roll_back_lock(name, holder, lease_ms),
         )?;
@@ -1192,6 +1434,7 @@ impl LockBackend for RedisBackend {
                 .key(token_key)
                 .arg(lease_ms)
                 .arg(holder),
+            Resend::Harmless,
             |(pttl, token): &(i64, redis::Value)| {
                 *pttl == -1 && matches!(token, redis::Value::BulkString(_))
             },
@@ -1225,6 +1468,7 @@ impl LockBackend for RedisBackend {
                 .key(name)
                 .arg(lease_ms)
                 .arg(holder),
+            Resend::Harmless,
             |renewed: &i64| *renewed == 1,
         )?;
         Ok(renewed == 1)
@@ -1251,6 +1495,7 @@ impl LockBackend for RedisBackend {
                 holder,
                 latch_ms,
             ),
+            Resend::Harmless,
             Option::is_some,
         )?;
         release_outcome("lock release", outcome)
@@ -1264,6 +1509,7 @@ impl LockBackend for RedisBackend {
                 .key(name)
                 .key(channel)
                 .arg(crate::keys::UNLOCK_MESSAGE),
+            Resend::Harmless,
             |existed: &i64| *existed == 1,
         )?;
         Ok(existed == 1)
@@ -1302,6 +1548,7 @@ impl LockBackend for RedisBackend {
                 .arg(wait_ms)
                 .arg(now_ms)
                 .arg(u8::from(enqueue)),
+            Resend::Harmless,
             Option::is_none,
             |_| {
                 let latch = Self::rollback_latch(keys.name);
@@ -1344,6 +1591,7 @@ impl LockBackend for RedisBackend {
                 latch_key,
                 latch_ms,
             ),
+            Resend::Harmless,
             Option::is_some,
         )?;
         release_outcome("fair lock release", outcome)
@@ -1372,6 +1620,7 @@ impl LockBackend for RedisBackend {
                 .key(keys.channel_prefix)
                 .arg(crate::keys::UNLOCK_MESSAGE)
                 .arg(now_ms),
+            Resend::Harmless,
             |existed: &i64| *existed == 1,
         )?;
         Ok(existed == 1)
@@ -1387,6 +1636,7 @@ impl LockBackend for RedisBackend {
                 .arg(lease_ms)
                 .arg(keys.holder)
                 .arg(keys.write_field),
+            Resend::Harmless,
             Option::is_none,
             |_| {
                 let latch = Self::rollback_latch(keys.name);
@@ -1409,6 +1659,7 @@ impl LockBackend for RedisBackend {
                 .arg(lease_ms)
                 .arg(keys.write_field)
                 .arg(keys.holder),
+            Resend::Harmless,
             Option::is_none,
             |_| {
                 let latch = Self::rollback_latch(keys.name);
@@ -1441,6 +1692,7 @@ impl LockBackend for RedisBackend {
             "read lock release",
             keys.name,
             &release_invocation::read_lock(self.sharded(), keys, latch_key, latch_ms),
+            Resend::Harmless,
             Option::is_some,
         )?;
         release_outcome("read lock release", outcome)
@@ -1457,6 +1709,7 @@ impl LockBackend for RedisBackend {
             "write lock release",
             keys.name,
             &release_invocation::write_lock(self.sharded(), keys, lease_ms, latch_key, latch_ms),
+            Resend::Harmless,
             Option::is_some,
         )?;
         release_outcome("write lock release", outcome)
@@ -1471,6 +1724,7 @@ impl LockBackend for RedisBackend {
                 .key(keys.timeout_prefix)
                 .arg(lease_ms)
                 .arg(keys.holder),
+            Resend::Harmless,
             |renewed: &i64| *renewed == 1,
         )?;
         Ok(renewed == 1)
@@ -1489,6 +1743,7 @@ impl LockBackend for RedisBackend {
                 .key(keys.channel)
                 .arg(mode.as_str())
                 .arg(message),
+            Resend::Harmless,
             |deleted: &i64| *deleted == 1,
         )?;
         Ok(deleted == 1)
@@ -1531,6 +1786,7 @@ impl LockBackend for RedisBackend {
                 .key(channel)
                 .arg(value)
                 .arg(message),
+            Resend::Harmless,
             |set: &i64| *set == 1,
         )?;
         Ok(set == 1)
@@ -1547,6 +1803,7 @@ impl LockBackend for RedisBackend {
             "semaphore add",
             name,
             &release_invocation::semaphore_add(self.sharded(), name, channel, delta),
+            Resend::IfUnsent,
             |_: &i64| true,
         )
     }
@@ -1558,9 +1815,11 @@ impl LockBackend for RedisBackend {
             self.script(&scripts::SEMAPHORE_TRY_ACQUIRE)
                 .key(name)
                 .arg(permits),
+            Resend::IfUnsent,
             |taken: &i64| *taken == 1,
             |_| {
-                let _: i64 = self.run(
+                // Returning permits twice would make some: sent once.
+                self.run_acknowledged(
                     "semaphore acquire rollback",
                     &release_invocation::semaphore_add(
                         self.sharded(),
@@ -1568,6 +1827,8 @@ impl LockBackend for RedisBackend {
                         &crate::keys::semaphore_channel(name),
                         permits,
                     ),
+                    Resend::IfUnsent,
+                    |_: &i64| false,
                 )?;
                 Ok(())
             },
@@ -1580,6 +1841,7 @@ impl LockBackend for RedisBackend {
             "semaphore drain",
             name,
             &self.script(&scripts::SEMAPHORE_DRAIN).key(name),
+            Resend::IfUnsent,
             |_: &Option<String>| true,
         )?;
         parse_counter(name, value)
@@ -1602,6 +1864,7 @@ impl LockBackend for RedisBackend {
                 .arg(permit_id)
                 .arg(lease_end_ms)
                 .arg(now_ms),
+            Resend::IfUnsent,
             Option::is_none,
             |_| {
                 let _: i64 = self.run(
@@ -1624,6 +1887,7 @@ impl LockBackend for RedisBackend {
             "expirable semaphore release",
             keys.name,
             &release_invocation::expirable(self.sharded(), keys, permit_id, now_ms),
+            Resend::Harmless,
             |released: &i64| *released == 1,
         )?;
         Ok(released == 1)
@@ -1649,6 +1913,7 @@ impl LockBackend for RedisBackend {
                 .key(name)
                 .key(channel)
                 .arg(crate::keys::LATCH_ZERO_MESSAGE),
+            Resend::IfUnsent,
             |_: &i64| true,
         )
     }
@@ -1661,30 +1926,44 @@ impl LockBackend for RedisBackend {
                 .key(name)
                 .key(channel)
                 .arg(crate::keys::LATCH_NEW_COUNT_MESSAGE),
+            Resend::Harmless,
             |existed: &i64| *existed == 1,
         )?;
         Ok(existed == 1)
     }
 
     fn publish(&self, channel: &str, payload: &str) -> Result<()> {
-        let mut conn = self.connection()?;
         // On a cluster, sharded: the waiters SSUBSCRIBE (see `with_pubsub`).
         let command = if self.sharded() {
             "SPUBLISH"
         } else {
             "PUBLISH"
         };
-        redis::cmd(command)
-            .arg(channel)
-            .arg(payload)
-            .query::<i64>(conn.conn.as_connection())
-            .map(drop)
-            .map_err(|err| {
-                if self.target.discards_after(&err) {
-                    conn.broken = true;
+        let mut cmd = redis::cmd(command);
+        cmd.arg(channel).arg(payload);
+        // A message sent twice wakes a waiter twice: harmless, so a
+        // connection found closed by the server costs one more try.
+        let mut tries = 0;
+        loop {
+            tries += 1;
+            let mut conn = self.connection()?;
+            let timeout = crate::deadline::cap(self.options.response_timeout);
+            let sent = conn
+                .set_read_timeout(timeout)
+                .and_then(|()| cmd.query::<i64>(conn.conn.as_connection()));
+            match sent {
+                Ok(_) => {
+                    conn.last_used = Instant::now();
+                    return Ok(());
                 }
-                self.redis_error(command, err)
-            })
+                Err(err) => {
+                    self.discard_after(&mut conn, &err);
+                    if tries > 1 || !Resend::Harmless.allows(&err) {
+                        return Err(self.redis_error(command, err, timeout));
+                    }
+                }
+            }
+        }
     }
 
     fn with_pubsub(
@@ -1701,9 +1980,13 @@ impl LockBackend for RedisBackend {
             let mut pubsub = super::cluster::ClusterPubSub::new(target, &self.address)?;
             return session(&mut pubsub);
         }
-        let (mut conn, epoch) = manager
-            .connect_single()
-            .map_err(|err| self.redis_error("opening the pub/sub connection", err))?;
+        let (mut conn, epoch) = manager.connect_single().map_err(|err| {
+            self.redis_error(
+                "opening the pub/sub connection",
+                err,
+                self.options.connection_timeout,
+            )
+        })?;
         let mut pubsub = RedisPubSub {
             backend: self,
             pubsub: conn.as_pubsub(),
@@ -1730,9 +2013,10 @@ impl RedisPubSub<'_> {
     fn set_read_timeout(&mut self, timeout: Duration) -> Result<()> {
         let timeout = timeout.max(Duration::from_millis(1));
         if self.read_timeout != Some(timeout) {
-            self.pubsub
-                .set_read_timeout(Some(timeout))
-                .map_err(|err| self.backend.redis_error("configuring pub/sub", err))?;
+            self.pubsub.set_read_timeout(Some(timeout)).map_err(|err| {
+                self.backend
+                    .redis_error("configuring pub/sub", err, timeout)
+            })?;
             self.read_timeout = Some(timeout);
         }
         Ok(())
@@ -1748,9 +2032,10 @@ impl PubSubConnection for RedisPubSub<'_> {
         // give it the full response timeout and treat a timeout as a broken
         // connection (the subscriber then reconnects).
         self.set_read_timeout(self.backend.options.response_timeout)?;
-        self.pubsub
-            .subscribe(channels)
-            .map_err(|err| self.backend.redis_error("SUBSCRIBE", err))
+        self.pubsub.subscribe(channels).map_err(|err| {
+            self.backend
+                .redis_error("SUBSCRIBE", err, self.backend.options.response_timeout)
+        })
     }
 
     fn unsubscribe(&mut self, channels: &[String]) -> Result<()> {
@@ -1758,9 +2043,10 @@ impl PubSubConnection for RedisPubSub<'_> {
             return Ok(());
         }
         self.set_read_timeout(self.backend.options.response_timeout)?;
-        self.pubsub
-            .unsubscribe(channels)
-            .map_err(|err| self.backend.redis_error("UNSUBSCRIBE", err))
+        self.pubsub.unsubscribe(channels).map_err(|err| {
+            self.backend
+                .redis_error("UNSUBSCRIBE", err, self.backend.options.response_timeout)
+        })
     }
 
     fn next_message(&mut self, timeout: Duration) -> Result<Option<Message>> {
@@ -1780,7 +2066,10 @@ impl PubSubConnection for RedisPubSub<'_> {
                 Ok(Some(Message::new(msg.get_channel_name(), payload)))
             }
             Err(err) if err.is_timeout() => Ok(None),
-            Err(err) => Err(self.backend.redis_error("reading pub/sub", err)),
+            // A signal (SIGSTOP/SIGCONT of this process) interrupted the
+            // read: the connection is fine; the subscriber reads again.
+            Err(err) if io_kind(&err) == Some(std::io::ErrorKind::Interrupted) => Ok(None),
+            Err(err) => Err(self.backend.redis_error("reading pub/sub", err, timeout)),
         }
     }
 }
