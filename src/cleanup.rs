@@ -29,6 +29,9 @@ const MAX_PAUSE: Duration = Duration::from_secs(1);
 /// Tries of one task that return `Ok(false)` in a row before it waits: a
 /// bound on the phantom holds one pass drains.
 const PROGRESS_STEPS: usize = 32;
+/// How often a release that landed is sent again while its attempt could
+/// still land late (see [`Cleanup::push`]).
+const RECHECK_EVERY: Duration = Duration::from_millis(250);
 
 struct Pending {
     /// Oldest first; the front one runs, the next runs once it landed.
@@ -39,6 +42,9 @@ struct Pending {
     pause: Duration,
     /// Taken out by the worker or a settling caller right now.
     running: bool,
+    /// Until then the worker sends the release again after it landed (see
+    /// [`Cleanup::push`]).
+    recheck_until: Option<Instant>,
 }
 
 #[derive(Default)]
@@ -72,10 +78,23 @@ impl std::fmt::Debug for Cleanup {
 
 impl Cleanup {
     /// Queues `task` for (name, field), to be retried until it lands or
-    /// `give_up_at`. A task already pending for the same key is kept and
-    /// runs first (it is older); the new one replaces it once it lands, so
-    /// each key has one task. Never blocks on the network.
-    pub(crate) fn push(&self, name: &str, field: &str, task: Task, give_up_at: Instant) {
+    /// `give_up_at`. A task already pending for the same key runs first.
+    /// Never blocks on the network.
+    ///
+    /// With `recheck`, the worker keeps sending the release every
+    /// [`RECHECK_EVERY`] after it landed, until `give_up_at`: it undoes an
+    /// acquire whose request may still be waiting in a frozen server's
+    /// socket buffer and land after a first release found nothing. The
+    /// holder's next acquire ends that ([`settle`](Self::settle)).
+    pub(crate) fn push(
+        &self,
+        name: &str,
+        field: &str,
+        task: Task,
+        give_up_at: Instant,
+        recheck: bool,
+    ) {
+        let recheck_until = recheck.then_some(give_up_at);
         let mut state = self.shared.state.lock();
         let key = (name.to_owned(), field.to_owned());
         match state.pending.get_mut(&key) {
@@ -83,6 +102,7 @@ impl Cleanup {
             // first, then this one; the later give-up covers both.
             Some(pending) => {
                 pending.give_up_at = pending.give_up_at.max(give_up_at);
+                pending.recheck_until = pending.recheck_until.max(recheck_until);
                 pending.tasks.push_back(task);
             }
             None => {
@@ -94,6 +114,7 @@ impl Cleanup {
                         next_try: Instant::now(),
                         pause: FIRST_PAUSE,
                         running: false,
+                        recheck_until,
                     },
                 );
             }
@@ -164,7 +185,7 @@ impl Cleanup {
                     drop(state);
                     let outcome = run_to_completion(&mut task);
                     state = self.shared.state.lock();
-                    finish(&mut state, &key, task, &outcome);
+                    finish(&mut state, &key, task, &outcome, false);
                     self.shared.changed.notify_all();
                     // Landed: settle the next one too, if any.
                     outcome?;
@@ -191,18 +212,37 @@ fn run_to_completion(task: &mut Task) -> Result<bool> {
     Ok(false)
 }
 
-/// Puts a task back at the front after a run that did not land, or drops
-/// it when it landed; drops the whole entry once nothing is left or its
-/// holds would have expired anyway.
-fn finish(state: &mut State, key: &(String, String), task: Task, outcome: &Result<bool>) {
+/// Puts a task back at the front after a run that did not land (or, run
+/// by the worker, landed but is to be sent again: `recheck_until`), or
+/// drops it when it landed; drops the whole entry once nothing is left or
+/// its holds would have expired anyway.
+fn finish(
+    state: &mut State,
+    key: &(String, String),
+    task: Task,
+    outcome: &Result<bool>,
+    by_worker: bool,
+) {
     let Some(pending) = state.pending.get_mut(key) else {
         return;
     };
     pending.running = false;
     let now = Instant::now();
     let landed = matches!(outcome, Ok(true));
-    if !landed {
+    let recheck = landed
+        && by_worker
+        && pending.tasks.is_empty()
+        && pending.recheck_until.is_some_and(|until| now < until);
+    if !landed || recheck {
         pending.tasks.push_front(task);
+    }
+    if recheck {
+        pending.next_try = now.checked_add(RECHECK_EVERY).unwrap_or(now);
+        return;
+    }
+    if landed && !by_worker {
+        // The holder is about to acquire again: no more rechecks.
+        pending.recheck_until = None;
     }
     if pending.tasks.is_empty() || now >= pending.give_up_at {
         if !pending.tasks.is_empty() {
@@ -241,7 +281,7 @@ fn run(shared: &Shared) {
                 drop(state);
                 let outcome = run_to_completion(&mut task);
                 let mut state = shared.state.lock();
-                finish(&mut state, &key, task, &outcome);
+                finish(&mut state, &key, task, &outcome, true);
                 shared.changed.notify_all();
             }
             None => {
@@ -289,7 +329,7 @@ mod tests {
     fn the_worker_retries_until_the_release_lands() {
         let cleanup = Cleanup::default();
         let calls = Arc::new(AtomicUsize::new(0));
-        cleanup.push("lock", "holder", counting(3, &calls), far());
+        cleanup.push("lock", "holder", counting(3, &calls), far(), false);
         let start = Instant::now();
         while !cleanup.is_empty() {
             assert!(start.elapsed() < Duration::from_secs(5), "never landed");
@@ -303,7 +343,7 @@ mod tests {
         let cleanup = Cleanup::default();
         let calls = Arc::new(AtomicUsize::new(0));
         // Fails twice: the worker's first try fails, settle's may too.
-        cleanup.push("lock", "holder", counting(1, &calls), far());
+        cleanup.push("lock", "holder", counting(1, &calls), far(), false);
         let mut settled = cleanup.settle("lock", "holder", Duration::from_secs(2));
         if settled.is_err() {
             settled = cleanup.settle("lock", "holder", Duration::from_secs(2));
@@ -323,6 +363,7 @@ mod tests {
             "holder",
             counting(usize::MAX, &calls),
             Instant::now() + Duration::from_millis(200),
+            false,
         );
         let start = Instant::now();
         while !cleanup.is_empty() {
@@ -352,6 +393,7 @@ mod tests {
                 Ok(true)
             }),
             far(),
+            false,
         );
         let o2 = Arc::clone(&order);
         cleanup.push(
@@ -362,6 +404,7 @@ mod tests {
                 Ok(true)
             }),
             far(),
+            false,
         );
         gate.store(1, Ordering::SeqCst);
         let start = Instant::now();

@@ -507,7 +507,7 @@ impl Lock {
         self.client
             .inner
             .cleanup
-            .push(&self.keys.name, &holder.field, task, give_up_at);
+            .push(&self.keys.name, &holder.field, task, give_up_at, true);
     }
 
     /// A cleanup task: the release under `latch` (a repeat of one whose
@@ -530,7 +530,11 @@ impl Lock {
                     latch = new_latch(&keys.name);
                     Ok(false)
                 }
-                Release::StillHeld | Release::NotHeld | Release::Released => Ok(true),
+                Release::StillHeld | Release::NotHeld | Release::Released => {
+                    // A recheck (see `Cleanup::push`) is a new release.
+                    latch = new_latch(&keys.name);
+                    Ok(true)
+                }
             }
         })
     }
@@ -565,6 +569,7 @@ impl Lock {
                                 &holder.field,
                                 task,
                                 give_up_at,
+                                false,
                             );
                         }
                         return Err(err);

@@ -383,6 +383,10 @@ impl Conn {
     }
 }
 
+/// The replies the `redis` crate's connection setup always waits for (its
+/// two `CLIENT SETINFO` commands); AUTH and SELECT add one each.
+const SETUP_COMMANDS: u32 = 2;
+
 /// A pooled connection unused for this long is checked with a PING before it
 /// carries a script: the server may have closed it meanwhile (an idle
 /// `timeout`, a restart, `CLIENT KILL`), and a script sent on a dead socket
@@ -431,12 +435,17 @@ impl Manager {
     /// master), and its epoch. Not for a cluster.
     fn connect_single(&self) -> std::result::Result<(redis::Connection, u64), RedisError> {
         let (conn, epoch) = match &self.target {
-            Target::Direct(client) => (
-                client.get_connection_with_timeout(crate::deadline::cap(
-                    self.options.connection_timeout,
-                ))?,
-                0,
-            ),
+            Target::Direct(client) => {
+                // The crate gives the TCP connect and then each reply of its
+                // setup pipeline the whole timeout it is passed, so a frozen
+                // server would cost it once per setup command: split it.
+                let settings = client.get_connection_info().redis_settings();
+                let steps = SETUP_COMMANDS
+                    + u32::from(settings.password().is_some())
+                    + u32::from(settings.db() != 0);
+                let timeout = crate::deadline::cap(self.options.connection_timeout) / steps;
+                (client.get_connection_with_timeout(timeout)?, 0)
+            }
             #[cfg(feature = "sentinel")]
             Target::Sentinel(target) => target.connect()?,
             #[cfg(feature = "cluster")]
@@ -1357,9 +1366,22 @@ fn connection_failure(
 
 /// The kind of the I/O error behind `err`, if it is one.
 fn io_kind(err: &RedisError) -> Option<std::io::ErrorKind> {
-    std::error::Error::source(err)
-        .and_then(|source| source.downcast_ref::<std::io::Error>())
-        .map(std::io::Error::kind)
+    type Shared = Arc<dyn std::error::Error + Send + Sync>;
+    // The crate keeps its I/O errors behind an `Arc<dyn Error>`.
+    let source = std::error::Error::source(err)?;
+    let io = match source.downcast_ref::<Shared>() {
+        Some(shared) => shared.downcast_ref::<std::io::Error>(),
+        None => source.downcast_ref::<std::io::Error>(),
+    };
+    match io {
+        Some(io) => Some(io.kind()),
+        // Errors the crate makes up itself (its parser's "unexpected end
+        // of file") carry no `io::Error`; its predicates still know them.
+        None if err.is_timeout() => Some(std::io::ErrorKind::TimedOut),
+        None if err.is_connection_refusal() => Some(std::io::ErrorKind::ConnectionRefused),
+        None if err.is_connection_dropped() => Some(std::io::ErrorKind::UnexpectedEof),
+        None => None,
+    }
 }
 
 /// Parses a counter returned as stored (a decimal string; nil = 0).
