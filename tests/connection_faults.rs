@@ -329,7 +329,7 @@ fn errors_name_a_refusing_server_and_never_show_a_password() {
         .unwrap_err();
     let text = all_error_text(&err);
     assert!(
-        text.contains(&format!("connection refused by 127.0.0.1:{port}")),
+        text.contains(&format!("connection refused by Redis at 127.0.0.1:{port}")),
         "{text}"
     );
     assert!(

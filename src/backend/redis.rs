@@ -1346,17 +1346,17 @@ fn connection_failure(
 ) -> Option<Error> {
     use std::io::ErrorKind as Io;
     let what = if err.is_timeout() {
-        format!("timed out after {timeout:?} waiting for a reply from {address} ({op})")
+        format!("timed out after {timeout:?} waiting for a reply from Redis at {address} ({op})")
     } else {
         match io_kind(err) {
-            Some(Io::ConnectionRefused) => format!("connection refused by {address} ({op})"),
+            Some(Io::ConnectionRefused) => format!("connection refused by Redis at {address} ({op})"),
             Some(
                 Io::UnexpectedEof | Io::ConnectionReset | Io::ConnectionAborted | Io::BrokenPipe,
             ) => {
-                format!("the server {address} closed the connection ({op})")
+                format!("Redis at {address} closed the connection ({op})")
             }
             Some(Io::HostUnreachable | Io::NetworkUnreachable) => {
-                format!("no route to {address} ({op})")
+                format!("no route to Redis at {address} ({op})")
             }
             _ => return None,
         }
