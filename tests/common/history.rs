@@ -13,9 +13,9 @@
 //!   an outage longer than the lease) or knew it was lost;
 //! - tokens going backwards: a section that entered after another one left
 //!   must have a greater token;
-//! - a stale write accepted: a section's write was accepted although a
-//!   section with a greater token had its write accepted and left before it
-//!   entered.
+//! - a stale write accepted: a section's write (made just before it left)
+//!   was accepted although a section with a greater token had its write
+//!   accepted and left before.
 
 use std::fmt;
 use std::sync::Mutex;
@@ -245,22 +245,16 @@ pub fn check(sections: &[Section], excuses: &[Excuse]) -> Verdict {
         }
     }
 
-    // Tokens and stale writes: sweep the sections in order of leaving; when
-    // `b` enters, every section that left before has been seen.
+    // Tokens: sweep the sections in order of leaving; when `b` enters,
+    // every section that left before has been seen.
     let mut by_exit: Vec<&Section> = sections.iter().collect();
     by_exit.sort_by_key(|s| s.exit_ns);
     let mut left = by_exit.iter().peekable();
     let mut highest: Option<&Section> = None;
-    let mut highest_accepted: Option<&Section> = None;
     for b in &by_enter {
         while let Some(a) = left.next_if(|a| a.exit_ns <= b.enter_ns) {
             if a.token > highest.and_then(|h| h.token) {
                 highest = Some(a);
-            }
-            if a.write_accepted == Some(true)
-                && a.token > highest_accepted.and_then(|h| h.token)
-            {
-                highest_accepted = Some(a);
             }
         }
         let Some(token) = b.token else { continue };
@@ -269,12 +263,21 @@ pub fn check(sections: &[Section], excuses: &[Excuse]) -> Verdict {
                 "token went backwards: {b}\n    entered after {h} left"
             ));
         }
-        if b.write_accepted == Some(true) {
-            if let Some(h) = highest_accepted.filter(|h| h.token.is_some_and(|t| t > token)) {
-                verdict.violations.push(format!(
-                    "stale write accepted: {b}\n    after the write of {h}"
-                ));
-            }
+    }
+
+    // Stale writes: a section writes just before it leaves, so in order of
+    // leaving, an accepted write's token is at least every token accepted
+    // before it.
+    let mut highest_accepted: Option<&Section> = None;
+    for b in &by_exit {
+        if b.write_accepted != Some(true) {
+            continue;
+        }
+        match highest_accepted {
+            Some(h) if h.token > b.token => verdict.violations.push(format!(
+                "stale write accepted: {b}\n    after the write of {h}"
+            )),
+            _ => highest_accepted = Some(b),
         }
     }
     verdict

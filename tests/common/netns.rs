@@ -205,6 +205,9 @@ impl NetnsServer {
             .arg(server_binary())
             .args(["--port", &port.to_string(), "--bind", SERVER_ADDR])
             .args(["--save", "", "--appendonly", "no", "--daemonize", "no"])
+            // Reachable only inside the test's own namespaces; without this
+            // it refuses every non-loopback client.
+            .args(["--protected-mode", "no"])
             .arg("--dir")
             .arg(&dir)
             .arg("--logfile")
