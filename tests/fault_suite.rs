@@ -229,36 +229,91 @@ fn errors_since(calls: &[Call], ns: u64) -> Vec<Call> {
         .collect()
 }
 
-/// Asserts that every call kept to its bound; returns the slowest.
-fn assert_bounded(what: &str, calls: &[Call]) -> Duration {
-    let over: Vec<String> = calls
-        .iter()
-        .filter(|c| c.took() > c.bound)
-        .map(ToString::to_string)
-        .collect();
-    let slowest = calls.iter().map(Call::took).max().unwrap_or_default();
-    assert!(
-        over.is_empty(),
-        "{what}: {} call(s) out of their bound (slowest {slowest:?}):\n{}",
-        over.len(),
-        over.iter().take(10).cloned().collect::<Vec<_>>().join("\n")
-    );
-    slowest
+/// The failed expectations of one test, collected so that a failing test
+/// reports every one of them, not only the first (the library's engineer
+/// sees everything there is to fix). `finish` panics if there is any.
+#[derive(Debug)]
+struct Checks {
+    what: String,
+    failed: Vec<String>,
 }
 
-/// Asserts that none of `errors` (calls that failed) exists.
-fn assert_no_errors(what: &str, errors: &[Call]) {
-    assert!(
-        errors.is_empty(),
-        "{what}: {} failed call(s):\n{}",
-        errors.len(),
-        errors
+impl Checks {
+    fn new(what: &str) -> Checks {
+        Checks {
+            what: what.to_owned(),
+            failed: Vec::new(),
+        }
+    }
+
+    fn check(&mut self, ok: bool, message: impl FnOnce() -> String) {
+        if !ok {
+            let message = message();
+            eprintln!("{}: FAILED: {message}", self.what);
+            self.failed.push(message);
+        }
+    }
+
+    /// Every call kept to its bound; returns the slowest.
+    fn bounded(&mut self, calls: &[Call]) -> Duration {
+        let over: Vec<String> = calls
             .iter()
-            .take(10)
+            .filter(|c| c.took() > c.bound)
             .map(ToString::to_string)
-            .collect::<Vec<_>>()
-            .join("\n")
-    );
+            .collect();
+        let slowest = calls.iter().map(Call::took).max().unwrap_or_default();
+        self.check(over.is_empty(), || {
+            format!(
+                "{} call(s) out of their bound (slowest {slowest:?}):\n{}",
+                over.len(),
+                over.iter().take(10).cloned().collect::<Vec<_>>().join("\n")
+            )
+        });
+        slowest
+    }
+
+    /// None of `errors` (calls that failed) exists.
+    fn no_errors(&mut self, when: &str, errors: &[Call]) {
+        self.check(errors.is_empty(), || {
+            format!(
+                "{when}: {} failed call(s):\n{}",
+                errors.len(),
+                errors
+                    .iter()
+                    .take(10)
+                    .map(ToString::to_string)
+                    .collect::<Vec<_>>()
+                    .join("\n")
+            )
+        });
+    }
+
+    /// The history's verdict has no violation.
+    fn clean(&mut self, verdict: &Verdict) {
+        self.check(verdict.violations.is_empty(), || {
+            format!(
+                "{} violation(s) in the history:\n{}",
+                verdict.violations.len(),
+                verdict
+                    .violations
+                    .iter()
+                    .take(10)
+                    .cloned()
+                    .collect::<Vec<_>>()
+                    .join("\n")
+            )
+        });
+    }
+
+    fn finish(self) {
+        assert!(
+            self.failed.is_empty(),
+            "{}: {} failed check(s):\n- {}",
+            self.what,
+            self.failed.len(),
+            self.failed.join("\n- ")
+        );
+    }
 }
 
 // ---------------------------------------------------------------------------
@@ -433,7 +488,8 @@ fn clients(url: &str, n: usize, watchdog: Duration) -> (Vec<Client>, Arc<Events>
 
 /// Checks the history (with `excuses`) and prints a summary; with no
 /// excused overlap the local counter lost no update.
-fn check_history(what: &str, workload: &Workload, excuses: &[Excuse]) -> Verdict {
+fn check_history(checks: &mut Checks, workload: &Workload, excuses: &[Excuse]) -> Verdict {
+    let what = checks.what.clone();
     let verdict = workload.history.check(excuses);
     let sections = workload.history.sections();
     let lost = sections.iter().filter(|s| s.lost).count();
@@ -446,14 +502,16 @@ fn check_history(what: &str, workload: &Workload, excuses: &[Excuse]) -> Verdict
     for text in verdict.excused.iter().take(3) {
         eprintln!("{what}: excused {text}");
     }
-    verdict.assert_clean(what);
+    checks.clean(&verdict);
     if verdict.excused.is_empty() {
         if let Store::Local(_) = &*workload.store {
             let (accepted, refused, value) = workload.local_counts();
-            assert_eq!(
-                value, accepted,
-                "{what}: lost updates (no overlap, {refused} refused writes)"
-            );
+            checks.check(value == accepted, || {
+                format!(
+                    "lost updates: counter {value} after {accepted} accepted writes \
+                     (no overlap, {refused} refused writes)"
+                )
+            });
         }
     }
     verdict
@@ -595,15 +653,22 @@ fn sigstop_shorter_than_the_lease_loses_nothing() {
     workload.stop();
 
     eprintln!("short stop: paused {:.0} ms", ms_between(paused_ns, resumed_ns));
-    check_history("short stop", &workload, &[]);
+    let mut checks = Checks::new("short stop");
+    check_history(&mut checks, &workload, &[]);
     let calls = workload.calls.all();
-    let slowest = assert_bounded("short stop", &calls);
+    let slowest = checks.bounded(&calls);
     eprintln!("short stop: slowest call {slowest:?}");
-    assert_no_errors("short stop (the server paused shorter than a response timeout)", &errors_since(&calls, 0));
+    checks.no_errors(
+        "the server paused shorter than a response timeout",
+        &errors_since(&calls, 0),
+    );
     let lost: Vec<_> = workload.history.sections().into_iter().filter(|s| s.lost).collect();
-    assert!(lost.is_empty(), "short stop: sections lost: {lost:?}");
-    assert_eq!(events.lost(), vec![], "short stop: lock-lost events");
-    assert_eq!(fields(&server, &name), Vec::<String>::new(), "holders left");
+    checks.check(lost.is_empty(), || format!("sections lost: {lost:?}"));
+    let events = events.lost();
+    checks.check(events.is_empty(), || format!("lock-lost events: {events:?}"));
+    let left = fields(&server, &name);
+    checks.check(left.is_empty(), || format!("holds left: {left:?}"));
+    checks.finish();
 }
 
 // ---------------------------------------------------------------------------
@@ -723,23 +788,28 @@ fn sigstop_longer_than_the_lease_bounds_every_call_and_undoes_unknown_acquires()
         events.lost()
     );
 
+    let mut checks = Checks::new("long stop");
     // Bounds.
-    assert!(!probes.is_empty(), "no probe ran during the freeze");
+    checks.check(!probes.is_empty(), || "no probe ran during the freeze".to_owned());
     let late: Vec<_> = probes.iter().filter(|p| p.took > PROBE_WAIT + SLACK).collect();
-    assert!(
-        late.is_empty(),
-        "try_lock_for({PROBE_WAIT:?}) during the freeze took longer than {:?}: {late:?}",
-        PROBE_WAIT + SLACK
-    );
-    assert!(
-        open_took <= Duration::from_secs(1) + SLACK,
-        "Client::open with a 1 s connection timeout took {open_took:?} against a frozen server"
-    );
-    let slowest = assert_bounded("long stop", &calls);
+    checks.check(late.is_empty(), || {
+        format!(
+            "try_lock_for({PROBE_WAIT:?}) during the freeze took longer than {:?}: {late:?}",
+            PROBE_WAIT + SLACK
+        )
+    });
+    checks.check(open_took <= Duration::from_secs(1) + SLACK, || {
+        format!(
+            "Client::open with a 1 s connection timeout took {open_took:?} against a frozen \
+             server (bound {:?})",
+            Duration::from_secs(1) + SLACK
+        )
+    });
+    let slowest = checks.bounded(&calls);
     eprintln!("long stop: slowest workload call {slowest:?}");
     // Errors say what happened and where.
     let address = format!("127.0.0.1:{port}");
-    let messages = probes
+    let messages: Vec<String> = probes
         .iter()
         .filter_map(|p| match &p.outcome {
             Outcome::Err(m) => Some(m.clone()),
@@ -749,43 +819,51 @@ fn sigstop_longer_than_the_lease_bounds_every_call_and_undoes_unknown_acquires()
         .chain(calls.iter().filter_map(|c| match &c.outcome {
             Outcome::Err(m) => Some(m.clone()),
             _ => None,
-        }));
-    for message in messages {
-        assert!(
-            message.contains(&address) && message.to_lowercase().contains("timed out"),
-            "long stop: an error should say it timed out and name {address}: {message:?}"
-        );
-    }
+        }))
+        .collect();
+    let unclear: Vec<&String> = messages
+        .iter()
+        .filter(|m| !(m.contains(&address) && m.to_lowercase().contains("timed out")))
+        .collect();
+    checks.check(unclear.is_empty(), || {
+        format!(
+            "{} of {} errors do not say they timed out and name {address}, e.g. {:?}",
+            unclear.len(),
+            messages.len(),
+            unclear.iter().take(3).collect::<Vec<_>>()
+        )
+    });
     // The holder across the freeze knows, and was told.
-    assert!(
-        lost_at.is_some(),
-        "long stop: the holder across a {PAUSE:?} freeze (lease {WATCHDOG:?}) never saw is_lost()"
-    );
-    assert!(
-        events.lost_of(&long_name) >= 1,
-        "long stop: no on_lock_lost event for the lost {long_name}: {:?}",
-        events.lost()
-    );
-    let unlock_err = unlocked.expect_err("long stop: unlocking the lost hold succeeded");
-    eprintln!("long stop: the lost hold's unlock: {unlock_err}");
+    checks.check(lost_at.is_some(), || {
+        format!(
+            "the holder across a {PAUSE:?} freeze (lease {WATCHDOG:?}) never saw is_lost()"
+        )
+    });
+    checks.check(events.lost_of(&long_name) >= 1, || {
+        format!("no on_lock_lost event for the lost {long_name}: {:?}", events.lost())
+    });
+    match &unlocked {
+        Ok(()) => checks.check(false, || "unlocking the lost hold succeeded".to_owned()),
+        Err(e) => eprintln!("long stop: the lost hold's unlock: {e}"),
+    }
     // Overlaps only around the freeze.
     check_history(
-        "long stop",
+        &mut checks,
         &workload,
         &[excuse("the freeze", paused_ns, resumed_ns, WATCHDOG)],
     );
-    assert_no_errors(
-        "long stop: calls after the server answered again (+1.5 s)",
+    checks.no_errors(
+        "calls after the server answered again (+1.5 s)",
         &errors_since(&calls, settle_ns),
     );
     // No acquire that returned an error left its hold behind.
     for lock in [&name, &long_name, &probe_name] {
-        assert_eq!(
-            fields(&server, lock),
-            Vec::<String>::new(),
-            "long stop: holds left on {lock} after every holder finished"
-        );
+        let left = fields(&server, lock);
+        checks.check(left.is_empty(), || {
+            format!("holds left on {lock} 2 s after every holder finished: {left:?}")
+        });
     }
+    checks.finish();
 }
 
 // ---------------------------------------------------------------------------
@@ -837,22 +915,25 @@ fn restart_without_persistence_keeps_tokens_increasing() {
         .map(|s| s.to_string())
         .take(5)
         .collect();
-    assert!(
-        backwards.is_empty(),
-        "restart: tokens after the restart not above {before} (the highest before):\n{}",
-        backwards.join("\n")
-    );
+    let mut checks = Checks::new("restart");
+    checks.check(backwards.is_empty(), || {
+        format!(
+            "tokens after the restart not above {before} (the highest before):\n{}",
+            backwards.join("\n")
+        )
+    });
     check_history(
-        "restart",
+        &mut checks,
         &workload,
         &[excuse("the restart", killed_ns, back_ns, WATCHDOG)],
     );
-    assert_bounded("restart", &calls);
-    assert_no_errors(
-        "restart: calls after the server answered again",
+    checks.bounded(&calls);
+    checks.no_errors(
+        "calls after the server answered again",
         &errors_since(&calls, back_ns),
     );
     eprintln!("restart: lost events {:?}", events.lost());
+    checks.finish();
 }
 
 // ---------------------------------------------------------------------------
@@ -868,7 +949,7 @@ fn harmless_fault(
     threads: usize,
     fenced: bool,
     fault: impl FnOnce(&TestServer, &Workload),
-) -> (TestServer, Workload) {
+) -> (TestServer, Workload, Checks) {
     let server = TestServer::start();
     let name = unique_name(&format!("fault-suite:{what}"));
     let (clients, events) = clients(&server.url(), 2, watchdog);
@@ -887,15 +968,16 @@ fn harmless_fault(
     workload.stop();
 
     let calls = workload.calls.all();
-    let slowest = assert_bounded(what, &calls);
+    let mut checks = Checks::new(what);
+    let slowest = checks.bounded(&calls);
     eprintln!(
         "{what}: fault took {:.0} ms; next section {:.0} ms after it; {} calls, slowest {slowest:?}",
         ms_between(fault_ns, over_ns),
         ms_between(over_ns, first),
         calls.len()
     );
-    check_history(what, &workload, &[]);
-    assert_no_errors(&format!("{what}: calls after the fault began"), &errors_since(&calls, fault_ns));
+    check_history(&mut checks, &workload, &[]);
+    checks.no_errors("calls after the fault began", &errors_since(&calls, fault_ns));
     let lost: Vec<String> = workload
         .history
         .sections()
@@ -903,15 +985,17 @@ fn harmless_fault(
         .filter(|s| s.lost)
         .map(ToString::to_string)
         .collect();
-    assert!(lost.is_empty(), "{what}: sections lost:\n{}", lost.join("\n"));
-    assert_eq!(events.lost(), vec![], "{what}: lock-lost events");
-    assert_eq!(fields(&server, &name), Vec::<String>::new(), "{what}: holds left");
-    (server, workload)
+    checks.check(lost.is_empty(), || format!("sections lost:\n{}", lost.join("\n")));
+    let events = events.lost();
+    checks.check(events.is_empty(), || format!("lock-lost events: {events:?}"));
+    let left = fields(&server, &name);
+    checks.check(left.is_empty(), || format!("holds left: {left:?}"));
+    (server, workload, checks)
 }
 
 #[test]
 fn client_kill_type_normal_costs_no_call_and_no_lock() {
-    harmless_fault("client-kill-normal", Duration::from_millis(1000), 3, true, |server, _| {
+    let (_server, _workload, checks) = harmless_fault("client-kill-normal", Duration::from_millis(1000), 3, true, |server, _| {
         let mut conn = server.connection();
         for round in 0..3 {
             let killed: i64 = redis::cmd("CLIENT")
@@ -926,6 +1010,7 @@ fn client_kill_type_normal_costs_no_call_and_no_lock() {
             thread::sleep(Duration::from_millis(300));
         }
     });
+    checks.finish();
 }
 
 #[test]
@@ -933,7 +1018,7 @@ fn client_kill_type_pubsub_still_wakes_parked_waiters() {
     // A long lease: a waiter that missed its wake-up would sleep up to the
     // lock's TTL (the watchdog timeout).
     const WATCHDOG: Duration = Duration::from_secs(5);
-    let (_server, workload) = harmless_fault("client-kill-pubsub", WATCHDOG, 3, false, |server, _| {
+    let (_server, workload, mut checks) = harmless_fault("client-kill-pubsub", WATCHDOG, 3, false, |server, _| {
         let mut conn = server.connection();
         for _ in 0..5 {
             let killed: i64 = redis::cmd("CLIENT")
@@ -957,38 +1042,42 @@ fn client_kill_type_pubsub_still_wakes_parked_waiters() {
         .unwrap_or(0);
     let gap = Duration::from_nanos(gap);
     eprintln!("client-kill-pubsub: largest gap between sections {gap:?}");
-    assert!(
-        gap < WATCHDOG / 2,
-        "client-kill-pubsub: the lock sat free {gap:?} while threads waited (lease {WATCHDOG:?})"
-    );
+    checks.check(gap < WATCHDOG / 2, || {
+        format!("the lock sat free {gap:?} while threads waited (lease {WATCHDOG:?})")
+    });
     let timeouts = workload
         .calls
         .all()
         .into_iter()
         .filter(|c| c.outcome == Outcome::NotAcquired)
         .count();
-    assert_eq!(timeouts, 0, "client-kill-pubsub: try_lock_for({WAIT:?}) timed out");
+    checks.check(timeouts == 0, || {
+        format!("{timeouts} try_lock_for({WAIT:?}) timed out while the lock was in use")
+    });
+    checks.finish();
 }
 
 #[test]
 fn idle_connections_reaped_by_the_server_cost_no_call() {
-    harmless_fault("idle-timeout", Duration::from_millis(1000), 3, true, |server, workload| {
+    let (_server, _workload, checks) = harmless_fault("idle-timeout", Duration::from_millis(1000), 3, true, |server, workload| {
         redis_cmd(server, &["CONFIG", "SET", "timeout", "1"]);
         workload.paused.store(true, Ordering::SeqCst);
         // Every pooled connection idles past the server's timeout.
         thread::sleep(Duration::from_millis(2500));
         workload.paused.store(false, Ordering::SeqCst);
     });
+    checks.finish();
 }
 
 #[test]
 fn script_flush_mid_run_costs_no_call() {
-    harmless_fault("script-flush", Duration::from_millis(1000), 3, true, |server, _| {
+    let (_server, _workload, checks) = harmless_fault("script-flush", Duration::from_millis(1000), 3, true, |server, _| {
         for _ in 0..5 {
             redis_cmd(server, &["SCRIPT", "FLUSH"]);
             thread::sleep(Duration::from_millis(200));
         }
     });
+    checks.finish();
 }
 
 // ---------------------------------------------------------------------------
@@ -1055,19 +1144,23 @@ fn a_holder_process_paused_past_its_lease_is_fenced_off() {
         lost,
         write_accepted: Some(accepted),
     });
-    assert_eq!(
-        result, "refused lost=true",
-        "the resumed holder's write; child output:\n{}",
-        child.transcript()
-    );
+    let mut checks = Checks::new("child pause");
+    checks.check(result == "refused lost=true", || {
+        format!(
+            "the resumed holder's write: {result:?}, expected \"refused lost=true\"; \
+             child output:\n{}",
+            child.transcript()
+        )
+    });
     check_history(
-        "child pause",
+        &mut checks,
         &workload,
         &[excuse("the child's pause", stopped_ns, resumed_ns, Duration::ZERO)],
     );
     let calls = workload.calls.all();
-    assert_bounded("child pause", &calls);
-    assert_no_errors("child pause", &errors_since(&calls, 0));
+    checks.bounded(&calls);
+    checks.no_errors("the workload", &errors_since(&calls, 0));
+    checks.finish();
 }
 
 #[test]
@@ -1093,14 +1186,15 @@ fn a_killed_holder_process_frees_the_lock_within_a_lease() {
         lost: false,
         write_accepted: Some(true),
     });
-    assert!(
-        freed < WATCHDOG + SLACK,
-        "child kill: the dead holder's lock was taken only {freed:?} after the kill"
-    );
-    check_history("child kill", &workload, &[]);
+    let mut checks = Checks::new("child kill");
+    checks.check(freed < WATCHDOG + SLACK, || {
+        format!("the dead holder's lock was taken only {freed:?} after the kill")
+    });
+    check_history(&mut checks, &workload, &[]);
     let calls = workload.calls.all();
-    assert_bounded("child kill", &calls);
-    assert_no_errors("child kill", &errors_since(&calls, 0));
+    checks.bounded(&calls);
+    checks.no_errors("the workload", &errors_since(&calls, 0));
+    checks.finish();
 }
 
 // ---------------------------------------------------------------------------
@@ -1275,37 +1369,47 @@ fn network_partition_longer_than_the_lease() {
         eprintln!("partition: during the cut: {call}");
     }
 
-    let slowest = assert_bounded("partition", &calls);
+    let mut checks = Checks::new("partition");
+    let slowest = checks.bounded(&calls);
     eprintln!("partition: slowest call {slowest:?}");
-    for call in &during {
-        if let Outcome::Err(message) = &call.outcome {
-            assert!(
-                message.contains(&address) && message.to_lowercase().contains("timed out"),
-                "partition: an error should say it timed out and name {address}: {call}"
-            );
-        }
-    }
-    assert!(
+    let unclear: Vec<String> = during
+        .iter()
+        .filter(|c| match &c.outcome {
+            Outcome::Err(m) => !(m.contains(&address) && m.to_lowercase().contains("timed out")),
+            _ => false,
+        })
+        .map(ToString::to_string)
+        .collect();
+    checks.check(unclear.is_empty(), || {
+        format!(
+            "{} error(s) during the cut do not say they timed out and name {address}, e.g.:\n{}",
+            unclear.len(),
+            unclear.iter().take(3).cloned().collect::<Vec<_>>().join("\n")
+        )
+    });
+    checks.check(
         during.iter().any(|c| c.op.starts_with("probe") && c.is_err()),
-        "partition: no probe failed during the cut: {during:?}"
+        || format!("no probe failed during the cut: {during:?}"),
     );
-    assert!(
-        !long_lost.is_empty(),
-        "partition: the holder across a {CUT:?} cut (lease {WATCHDOG:?}) never saw is_lost(); \
-         child output:\n{}",
-        child.transcript()
-    );
-    assert!(
+    checks.check(!long_lost.is_empty(), || {
+        format!("the holder across a {CUT:?} cut (lease {WATCHDOG:?}) never saw is_lost()")
+    });
+    checks.check(
         events.iter().any(|e| e.contains(&format!("{name}:long"))),
-        "partition: no on_lock_lost event for the long holder: {events:?}"
+        || format!("no on_lock_lost event for the long holder: {events:?}"),
     );
-    assert!(first_after.is_some(), "partition: no work after the heal");
-    history::check(&sections, &[excuse("the partition", cut_ns, healed_ns, WATCHDOG)])
-        .assert_clean("partition");
-    assert_no_errors(
-        "partition: calls 1 s after the server answered again",
+    checks.check(first_after.is_some(), || "no work after the heal".to_owned());
+    checks.clean(&history::check(
+        &sections,
+        &[excuse("the partition", cut_ns, healed_ns, WATCHDOG)],
+    ));
+    checks.no_errors(
+        "calls 1 s after the server answered again",
         &errors_since(&calls, settle_ns),
     );
     let status = child.wait_exit(Duration::from_secs(30));
-    assert!(status.success(), "partition child failed: {status}; output:\n{}", child.transcript());
+    checks.check(status.success(), || {
+        format!("the child failed: {status}; output:\n{}", child.transcript())
+    });
+    checks.finish();
 }

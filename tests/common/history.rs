@@ -150,23 +150,6 @@ pub struct Verdict {
     pub violations: Vec<String>,
 }
 
-impl Verdict {
-    /// Panics, listing the violations, if there are any.
-    pub fn assert_clean(&self, what: &str) {
-        assert!(
-            self.violations.is_empty(),
-            "{what}: {} violation(s) in the history:\n{}",
-            self.violations.len(),
-            self.violations
-                .iter()
-                .take(20)
-                .cloned()
-                .collect::<Vec<_>>()
-                .join("\n")
-        );
-    }
-}
-
 /// The sections of one run, from any number of threads.
 #[derive(Debug, Default)]
 pub struct History {
