@@ -29,13 +29,11 @@ use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
 use common::child::{
-    self, ChildProcess, LOCK_ENV, READY, READY_TIMEOUT, ROLE_ENV, URL_ENV, WATCHDOG_MS_ENV,
-    WRITE, WRITE_RESULT, announce, env, env_ms, ms, parent_lines, raw_connection,
-    spawn_fenced_holder, store_data_key, store_write,
+    self, ChildProcess, LOCK_ENV, READY, READY_TIMEOUT, ROLE_ENV, URL_ENV, WATCHDOG_MS_ENV, WRITE,
+    WRITE_RESULT, announce, env, env_ms, ms, parent_lines, raw_connection, spawn_fenced_holder,
+    store_data_key, store_write,
 };
-use common::history::{
-    self, Excuse, FencedStore, History, Section, Verdict, mono_ns, ms_between,
-};
+use common::history::{self, Excuse, FencedStore, History, Section, Verdict, mono_ns, ms_between};
 use common::netns::{NetnsServer, Partition, SERVER_ADDR};
 use common::{TestServer, hgetall, unique_name, wait_until};
 use redisync::{Client, EventHandler, LockLostEvent};
@@ -151,7 +149,10 @@ impl Call {
     fn from_line(line: &str) -> Call {
         let words: Vec<&str> = line.splitn(7, ' ').collect();
         assert!(words.len() >= 6, "bad call line {line:?}");
-        let num = |w: &str| -> u64 { w.parse().unwrap_or_else(|_| panic!("bad call line {line:?}")) };
+        let num = |w: &str| -> u64 {
+            w.parse()
+                .unwrap_or_else(|_| panic!("bad call line {line:?}"))
+        };
         Call {
             op: words[0].to_owned(),
             client: words[1].to_owned(),
@@ -350,7 +351,12 @@ impl Store {
             Store::Local(store) => store.write(token, value),
             Store::Redis { url, store } => {
                 let conn = conn.get_or_insert_with(|| raw_connection(url));
-                store_write(conn, store, token.expect("a fenced lock"), &value.to_string())
+                store_write(
+                    conn,
+                    store,
+                    token.expect("a fenced lock"),
+                    &value.to_string(),
+                )
             }
         }
     }
@@ -369,7 +375,13 @@ struct Workload {
 impl Workload {
     /// Starts `threads` threads on each of `clients`, on the lock `name`
     /// (fenced or not).
-    fn start(clients: &[Client], threads: usize, name: &str, fenced: bool, store: Store) -> Workload {
+    fn start(
+        clients: &[Client],
+        threads: usize,
+        name: &str,
+        fenced: bool,
+        store: Store,
+    ) -> Workload {
         let mut workload = Workload {
             stop: Arc::default(),
             paused: Arc::default(),
@@ -421,9 +433,8 @@ impl Workload {
                             lost,
                             write_accepted: Some(accepted),
                         });
-                        let _ = calls.run("unlock", &who, UNLOCK_BOUND, || {
-                            guard.unlock().map(Some)
-                        });
+                        let _ =
+                            calls.run("unlock", &who, UNLOCK_BOUND, || guard.unlock().map(Some));
                     }
                 }));
             }
@@ -530,7 +541,9 @@ fn excuse(why: &str, from_ns: u64, to_ns: u64, lease: Duration) -> Excuse {
 
 /// The lock hash's fields (holders) left after the run.
 fn fields(server: &TestServer, name: &str) -> Vec<String> {
-    hgetall(&mut server.connection(), name).into_keys().collect()
+    hgetall(&mut server.connection(), name)
+        .into_keys()
+        .collect()
 }
 
 fn redis_cmd(server: &TestServer, args: &[&str]) -> redis::Value {
@@ -561,7 +574,10 @@ fn section(client: &str, token: u64, enter_ns: u64, exit_ns: u64, accepted: bool
 
 #[test]
 fn history_checker_catches_an_overlap_unless_a_fault_explains_it() {
-    let sections = [section("a", 1, 100, 200, true), section("b", 2, 150, 250, true)];
+    let sections = [
+        section("a", 1, 100, 200, true),
+        section("b", 2, 150, 250, true),
+    ];
     let verdict = history::check(&sections, &[]);
     assert_eq!(verdict.violations.len(), 1, "{verdict:?}");
     assert!(verdict.violations[0].contains("overlap"), "{verdict:?}");
@@ -579,20 +595,32 @@ fn history_checker_catches_an_overlap_unless_a_fault_explains_it() {
     knew[0].lost = true;
     assert!(history::check(&knew, &[]).violations.is_empty());
 
-    let apart = [section("a", 1, 100, 200, true), section("b", 2, 200, 250, true)];
+    let apart = [
+        section("a", 1, 100, 200, true),
+        section("b", 2, 200, 250, true),
+    ];
     let verdict = history::check(&apart, &[]);
-    assert!(verdict.violations.is_empty() && verdict.excused.is_empty(), "{verdict:?}");
+    assert!(
+        verdict.violations.is_empty() && verdict.excused.is_empty(),
+        "{verdict:?}"
+    );
 }
 
 #[test]
 fn history_checker_catches_a_backwards_token_and_a_stale_write() {
-    let backwards = [section("a", 5, 100, 200, true), section("b", 3, 300, 400, false)];
+    let backwards = [
+        section("a", 5, 100, 200, true),
+        section("b", 3, 300, 400, false),
+    ];
     let verdict = history::check(&backwards, &[]);
     assert_eq!(verdict.violations.len(), 1, "{verdict:?}");
     assert!(verdict.violations[0].contains("backwards"), "{verdict:?}");
 
     // Same token twice is backwards too (tokens are unique per acquisition).
-    let repeated = [section("a", 5, 100, 200, true), section("b", 5, 300, 400, false)];
+    let repeated = [
+        section("a", 5, 100, 200, true),
+        section("b", 5, 300, 400, false),
+    ];
     assert_eq!(history::check(&repeated, &[]).violations.len(), 1);
 
     // A stale write accepted after a newer one: flagged even when excused.
@@ -648,11 +676,19 @@ fn sigstop_shorter_than_the_lease_loses_nothing() {
     thread::sleep(PAUSE);
     server.resume();
     let resumed_ns = mono_ns();
-    workload.await_sections("work after the pause", resumed_ns, 30, Duration::from_secs(20));
+    workload.await_sections(
+        "work after the pause",
+        resumed_ns,
+        30,
+        Duration::from_secs(20),
+    );
     thread::sleep(WATCHDOG);
     workload.stop();
 
-    eprintln!("short stop: paused {:.0} ms", ms_between(paused_ns, resumed_ns));
+    eprintln!(
+        "short stop: paused {:.0} ms",
+        ms_between(paused_ns, resumed_ns)
+    );
     let mut checks = Checks::new("short stop");
     check_history(&mut checks, &workload, &[]);
     let calls = workload.calls.all();
@@ -662,10 +698,17 @@ fn sigstop_shorter_than_the_lease_loses_nothing() {
         "the server paused shorter than a response timeout",
         &errors_since(&calls, 0),
     );
-    let lost: Vec<_> = workload.history.sections().into_iter().filter(|s| s.lost).collect();
+    let lost: Vec<_> = workload
+        .history
+        .sections()
+        .into_iter()
+        .filter(|s| s.lost)
+        .collect();
     checks.check(lost.is_empty(), || format!("sections lost: {lost:?}"));
     let events = events.lost();
-    checks.check(events.is_empty(), || format!("lock-lost events: {events:?}"));
+    checks.check(events.is_empty(), || {
+        format!("lock-lost events: {events:?}")
+    });
     let left = fields(&server, &name);
     checks.check(left.is_empty(), || format!("holds left: {left:?}"));
     checks.finish();
@@ -759,7 +802,12 @@ fn sigstop_longer_than_the_lease_bounds_every_call_and_undoes_unknown_acquires()
 
     // The workload recovers; after a short settle no call fails.
     let settle_ns = resumed_ns + 1_500_000_000;
-    workload.await_sections("work after the freeze", settle_ns, 30, Duration::from_secs(30));
+    workload.await_sections(
+        "work after the freeze",
+        settle_ns,
+        30,
+        Duration::from_secs(30),
+    );
     let (lost_at, unlocked) = {
         done_tx.send(()).unwrap();
         long_holder.join().unwrap()
@@ -790,8 +838,13 @@ fn sigstop_longer_than_the_lease_bounds_every_call_and_undoes_unknown_acquires()
 
     let mut checks = Checks::new("long stop");
     // Bounds.
-    checks.check(!probes.is_empty(), || "no probe ran during the freeze".to_owned());
-    let late: Vec<_> = probes.iter().filter(|p| p.took > PROBE_WAIT + SLACK).collect();
+    checks.check(!probes.is_empty(), || {
+        "no probe ran during the freeze".to_owned()
+    });
+    let late: Vec<_> = probes
+        .iter()
+        .filter(|p| p.took > PROBE_WAIT + SLACK)
+        .collect();
     checks.check(late.is_empty(), || {
         format!(
             "try_lock_for({PROBE_WAIT:?}) during the freeze took longer than {:?}: {late:?}",
@@ -835,12 +888,13 @@ fn sigstop_longer_than_the_lease_bounds_every_call_and_undoes_unknown_acquires()
     });
     // The holder across the freeze knows, and was told.
     checks.check(lost_at.is_some(), || {
-        format!(
-            "the holder across a {PAUSE:?} freeze (lease {WATCHDOG:?}) never saw is_lost()"
-        )
+        format!("the holder across a {PAUSE:?} freeze (lease {WATCHDOG:?}) never saw is_lost()")
     });
     checks.check(events.lost_of(&long_name) >= 1, || {
-        format!("no on_lock_lost event for the lost {long_name}: {:?}", events.lost())
+        format!(
+            "no on_lock_lost event for the lost {long_name}: {:?}",
+            events.lost()
+        )
     });
     match &unlocked {
         Ok(()) => checks.check(false, || "unlocking the lost hold succeeded".to_owned()),
@@ -879,7 +933,11 @@ fn restart_without_persistence_keeps_tokens_increasing() {
         .arg("save")
         .query::<Vec<String>>(&mut server.connection())
         .unwrap();
-    assert_eq!(config.get(1).map(String::as_str), Some(""), "persistence is on: {config:?}");
+    assert_eq!(
+        config.get(1).map(String::as_str),
+        Some(""),
+        "persistence is on: {config:?}"
+    );
     let name = unique_name("fault-suite:restart");
     let (clients, events) = clients(&server.url(), 2, WATCHDOG);
     let mut workload = Workload::start(&clients, 2, &name, true, Store::Local(FencedStore::new()));
@@ -888,7 +946,12 @@ fn restart_without_persistence_keeps_tokens_increasing() {
     let killed_ns = mono_ns();
     server.restart();
     let back_ns = mono_ns();
-    let first = workload.await_sections("work after the restart", back_ns, 30, Duration::from_secs(30));
+    let first = workload.await_sections(
+        "work after the restart",
+        back_ns,
+        30,
+        Duration::from_secs(30),
+    );
     thread::sleep(WATCHDOG);
     workload.stop();
 
@@ -953,7 +1016,13 @@ fn harmless_fault(
     let server = TestServer::start();
     let name = unique_name(&format!("fault-suite:{what}"));
     let (clients, events) = clients(&server.url(), 2, watchdog);
-    let mut workload = Workload::start(&clients, threads, &name, fenced, Store::Local(FencedStore::new()));
+    let mut workload = Workload::start(
+        &clients,
+        threads,
+        &name,
+        fenced,
+        Store::Local(FencedStore::new()),
+    );
     workload.await_sections("warm-up", 0, 20, Duration::from_secs(20));
     let fault_ns = mono_ns();
     fault(&server, &workload);
@@ -977,7 +1046,10 @@ fn harmless_fault(
         calls.len()
     );
     check_history(&mut checks, &workload, &[]);
-    checks.no_errors("calls after the fault began", &errors_since(&calls, fault_ns));
+    checks.no_errors(
+        "calls after the fault began",
+        &errors_since(&calls, fault_ns),
+    );
     let lost: Vec<String> = workload
         .history
         .sections()
@@ -985,9 +1057,13 @@ fn harmless_fault(
         .filter(|s| s.lost)
         .map(ToString::to_string)
         .collect();
-    checks.check(lost.is_empty(), || format!("sections lost:\n{}", lost.join("\n")));
+    checks.check(lost.is_empty(), || {
+        format!("sections lost:\n{}", lost.join("\n"))
+    });
     let events = events.lost();
-    checks.check(events.is_empty(), || format!("lock-lost events: {events:?}"));
+    checks.check(events.is_empty(), || {
+        format!("lock-lost events: {events:?}")
+    });
     let left = fields(&server, &name);
     checks.check(left.is_empty(), || format!("holds left: {left:?}"));
     (server, workload, checks)
@@ -995,21 +1071,27 @@ fn harmless_fault(
 
 #[test]
 fn client_kill_type_normal_costs_no_call_and_no_lock() {
-    let (_server, _workload, checks) = harmless_fault("client-kill-normal", Duration::from_millis(1000), 3, true, |server, _| {
-        let mut conn = server.connection();
-        for round in 0..3 {
-            let killed: i64 = redis::cmd("CLIENT")
-                .arg("KILL")
-                .arg("TYPE")
-                .arg("normal")
-                .query(&mut conn)
-                .unwrap();
-            eprintln!("client-kill-normal: round {round}: killed {killed} connections");
-            // Later rounds find what the clients reopened since, if anything.
-            assert!(round > 0 || killed >= 1, "no connection to kill");
-            thread::sleep(Duration::from_millis(300));
-        }
-    });
+    let (_server, _workload, checks) = harmless_fault(
+        "client-kill-normal",
+        Duration::from_millis(1000),
+        3,
+        true,
+        |server, _| {
+            let mut conn = server.connection();
+            for round in 0..3 {
+                let killed: i64 = redis::cmd("CLIENT")
+                    .arg("KILL")
+                    .arg("TYPE")
+                    .arg("normal")
+                    .query(&mut conn)
+                    .unwrap();
+                eprintln!("client-kill-normal: round {round}: killed {killed} connections");
+                // Later rounds find what the clients reopened since, if anything.
+                assert!(round > 0 || killed >= 1, "no connection to kill");
+                thread::sleep(Duration::from_millis(300));
+            }
+        },
+    );
     checks.finish();
 }
 
@@ -1018,19 +1100,20 @@ fn client_kill_type_pubsub_still_wakes_parked_waiters() {
     // A long lease: a waiter that missed its wake-up would sleep up to the
     // lock's TTL (the watchdog timeout).
     const WATCHDOG: Duration = Duration::from_secs(5);
-    let (_server, workload, mut checks) = harmless_fault("client-kill-pubsub", WATCHDOG, 3, false, |server, _| {
-        let mut conn = server.connection();
-        for _ in 0..5 {
-            let killed: i64 = redis::cmd("CLIENT")
-                .arg("KILL")
-                .arg("TYPE")
-                .arg("pubsub")
-                .query(&mut conn)
-                .unwrap();
-            assert!(killed >= 1, "no pub/sub connection to kill");
-            thread::sleep(Duration::from_millis(200));
-        }
-    });
+    let (_server, workload, mut checks) =
+        harmless_fault("client-kill-pubsub", WATCHDOG, 3, false, |server, _| {
+            let mut conn = server.connection();
+            for _ in 0..5 {
+                let killed: i64 = redis::cmd("CLIENT")
+                    .arg("KILL")
+                    .arg("TYPE")
+                    .arg("pubsub")
+                    .query(&mut conn)
+                    .unwrap();
+                assert!(killed >= 1, "no pub/sub connection to kill");
+                thread::sleep(Duration::from_millis(200));
+            }
+        });
     // Work never stalled: the largest gap between one section leaving and
     // the next entering is far below the lease.
     let mut sections = workload.history.sections();
@@ -1059,24 +1142,36 @@ fn client_kill_type_pubsub_still_wakes_parked_waiters() {
 
 #[test]
 fn idle_connections_reaped_by_the_server_cost_no_call() {
-    let (_server, _workload, checks) = harmless_fault("idle-timeout", Duration::from_millis(1000), 3, true, |server, workload| {
-        redis_cmd(server, &["CONFIG", "SET", "timeout", "1"]);
-        workload.paused.store(true, Ordering::SeqCst);
-        // Every pooled connection idles past the server's timeout.
-        thread::sleep(Duration::from_millis(2500));
-        workload.paused.store(false, Ordering::SeqCst);
-    });
+    let (_server, _workload, checks) = harmless_fault(
+        "idle-timeout",
+        Duration::from_millis(1000),
+        3,
+        true,
+        |server, workload| {
+            redis_cmd(server, &["CONFIG", "SET", "timeout", "1"]);
+            workload.paused.store(true, Ordering::SeqCst);
+            // Every pooled connection idles past the server's timeout.
+            thread::sleep(Duration::from_millis(2500));
+            workload.paused.store(false, Ordering::SeqCst);
+        },
+    );
     checks.finish();
 }
 
 #[test]
 fn script_flush_mid_run_costs_no_call() {
-    let (_server, _workload, checks) = harmless_fault("script-flush", Duration::from_millis(1000), 3, true, |server, _| {
-        for _ in 0..5 {
-            redis_cmd(server, &["SCRIPT", "FLUSH"]);
-            thread::sleep(Duration::from_millis(200));
-        }
-    });
+    let (_server, _workload, checks) = harmless_fault(
+        "script-flush",
+        Duration::from_millis(1000),
+        3,
+        true,
+        |server, _| {
+            for _ in 0..5 {
+                redis_cmd(server, &["SCRIPT", "FLUSH"]);
+                thread::sleep(Duration::from_millis(200));
+            }
+        },
+    );
     checks.finish();
 }
 
@@ -1106,7 +1201,34 @@ fn child_holder_and_workload(
             store,
         },
     );
+    // The child holds the lock: nobody else enters.
+    thread::sleep(Duration::from_millis(300));
+    assert_eq!(
+        workload.history.len(),
+        0,
+        "the workload entered while the child held the lock"
+    );
     (child, token, held_ns, workload, events)
+}
+
+/// The child holder's section, for the history.
+fn child_section(
+    child: &ChildProcess,
+    token: u64,
+    held_ns: u64,
+    exit_ns: u64,
+    lost: bool,
+    accepted: bool,
+) -> Section {
+    Section {
+        client: format!("child-{}", child.pid()),
+        thread: 0,
+        token: Some(token),
+        enter_ns: held_ns,
+        exit_ns,
+        lost,
+        write_accepted: Some(accepted),
+    }
 }
 
 #[test]
@@ -1116,17 +1238,25 @@ fn a_holder_process_paused_past_its_lease_is_fenced_off() {
     let name = unique_name("fault-suite:child-pause");
     let (mut child, token, held_ns, mut workload, _events) =
         child_holder_and_workload(&server, &name, WATCHDOG);
-    thread::sleep(Duration::from_millis(300));
-    assert_eq!(workload.history.len(), 0, "the workload entered while the child held the lock");
 
     common::send_signal(child.pid(), "STOP");
     let stopped_ns = mono_ns();
-    let first = workload.await_sections("the workload takes over", stopped_ns, 20, Duration::from_secs(20));
+    let first = workload.await_sections(
+        "the workload takes over",
+        stopped_ns,
+        20,
+        Duration::from_secs(20),
+    );
     child.send(&format!("{WRITE} zombie"));
     common::send_signal(child.pid(), "CONT");
     let result = child.expect_line(WRITE_RESULT, READY_TIMEOUT);
     let resumed_ns = mono_ns();
-    workload.await_sections("work after the child resumed", resumed_ns, 10, Duration::from_secs(20));
+    workload.await_sections(
+        "work after the child resumed",
+        resumed_ns,
+        10,
+        Duration::from_secs(20),
+    );
     workload.stop();
     eprintln!(
         "child pause: the workload took over {:.0} ms after the SIGSTOP; the resumed child: {result}",
@@ -1135,15 +1265,9 @@ fn a_holder_process_paused_past_its_lease_is_fenced_off() {
 
     let lost = result.ends_with("lost=true");
     let accepted = result.starts_with("accepted");
-    workload.history.record(Section {
-        client: format!("child-{}", child.pid()),
-        thread: 0,
-        token: Some(token),
-        enter_ns: held_ns,
-        exit_ns: resumed_ns,
-        lost,
-        write_accepted: Some(accepted),
-    });
+    workload.history.record(child_section(
+        &child, token, held_ns, resumed_ns, lost, accepted,
+    ));
     let mut checks = Checks::new("child pause");
     checks.check(result == "refused lost=true", || {
         format!(
@@ -1155,7 +1279,12 @@ fn a_holder_process_paused_past_its_lease_is_fenced_off() {
     check_history(
         &mut checks,
         &workload,
-        &[excuse("the child's pause", stopped_ns, resumed_ns, Duration::ZERO)],
+        &[excuse(
+            "the child's pause",
+            stopped_ns,
+            resumed_ns,
+            Duration::ZERO,
+        )],
     );
     let calls = workload.calls.all();
     checks.bounded(&calls);
@@ -1170,22 +1299,23 @@ fn a_killed_holder_process_frees_the_lock_within_a_lease() {
     let name = unique_name("fault-suite:child-kill");
     let (mut child, token, held_ns, mut workload, _events) =
         child_holder_and_workload(&server, &name, WATCHDOG);
-    thread::sleep(Duration::from_millis(300));
     let killed_ns = mono_ns();
     child.kill();
-    let first = workload.await_sections("the workload takes over", killed_ns, 20, Duration::from_secs(20));
+    let first = workload.await_sections(
+        "the workload takes over",
+        killed_ns,
+        20,
+        Duration::from_secs(20),
+    );
     workload.stop();
     let freed = Duration::from_nanos(first - killed_ns);
-    eprintln!("child kill: the workload took over {freed:?} after the SIGKILL (lease {WATCHDOG:?})");
-    workload.history.record(Section {
-        client: format!("child-{}", child.pid()),
-        thread: 0,
-        token: Some(token),
-        enter_ns: held_ns,
-        exit_ns: killed_ns,
-        lost: false,
-        write_accepted: Some(true),
-    });
+    eprintln!(
+        "child kill: the workload took over {freed:?} after the SIGKILL (lease {WATCHDOG:?})"
+    );
+    // Its one write (with its token) was accepted before the kill.
+    workload.history.record(child_section(
+        &child, token, held_ns, killed_ns, false, true,
+    ));
     let mut checks = Checks::new("child kill");
     checks.check(freed < WATCHDOG + SLACK, || {
         format!("the dead holder's lock was taken only {freed:?} after the kill")
@@ -1240,7 +1370,9 @@ fn child_partition_workload() {
             drop(guard);
         })
     };
-    held_rx.recv_timeout(READY_TIMEOUT).expect("child: long holder");
+    held_rx
+        .recv_timeout(READY_TIMEOUT)
+        .expect("child: long holder");
     let probe_client = Client::builder()
         .redis_url(url.as_str())
         .event_handler(Arc::clone(&events) as Arc<dyn EventHandler>)
@@ -1256,17 +1388,29 @@ fn child_partition_workload() {
         };
         match line.trim() {
             "probe" => {
-                let _ = workload.calls.run("probe_try_lock_for", "probe", Duration::from_millis(100) + SLACK, || {
-                    probe_lock.try_lock_for(Duration::from_millis(100)).map(|g| g.map(drop))
-                });
-                let _ = workload.calls.run("probe_open", "probe", Duration::from_secs(1) + SLACK, || {
-                    Client::builder()
-                        .redis_url(url.as_str())
-                        .connection_timeout(Duration::from_secs(1))
-                        .event_handler(Arc::new(redisync::NopEventHandler))
-                        .build()
-                        .map(Some)
-                });
+                let _ = workload.calls.run(
+                    "probe_try_lock_for",
+                    "probe",
+                    Duration::from_millis(100) + SLACK,
+                    || {
+                        probe_lock
+                            .try_lock_for(Duration::from_millis(100))
+                            .map(|g| g.map(drop))
+                    },
+                );
+                let _ = workload.calls.run(
+                    "probe_open",
+                    "probe",
+                    Duration::from_secs(1) + SLACK,
+                    || {
+                        Client::builder()
+                            .redis_url(url.as_str())
+                            .connection_timeout(Duration::from_secs(1))
+                            .event_handler(Arc::new(redisync::NopEventHandler))
+                            .build()
+                            .map(Some)
+                    },
+                );
                 announce(PROBE_LINE);
             }
             "stop" => break,
@@ -1283,7 +1427,10 @@ fn child_partition_workload() {
         announce(&format!("{CALL_LINE} {}", call.to_line()));
     }
     for (at, lock, reason) in events.lost() {
-        announce(&format!("{EVENT_LINE} {at} {lock} {}", reason.replace('\n', " ")));
+        announce(&format!(
+            "{EVENT_LINE} {at} {lock} {}",
+            reason.replace('\n', " ")
+        ));
     }
     announce(REPORT_DONE);
 }
@@ -1293,7 +1440,10 @@ fn reported(child: &ChildProcess, marker: &str) -> Vec<String> {
     child
         .transcript()
         .lines()
-        .filter_map(|l| l.split_once(&format!("{marker} ")).map(|(_, rest)| rest.to_owned()))
+        .filter_map(|l| {
+            l.split_once(&format!("{marker} "))
+                .map(|(_, rest)| rest.to_owned())
+        })
         .collect()
 }
 
@@ -1310,7 +1460,8 @@ fn network_partition_longer_than_the_lease() {
         (LOCK_ENV, name.clone()),
         (WATCHDOG_MS_ENV, ms(WATCHDOG)),
     ];
-    let mut child = ChildProcess::spawn_under(&partition.client_prefix(), "partition_workload", &envs);
+    let mut child =
+        ChildProcess::spawn_under(&partition.client_prefix(), "partition_workload", &envs);
     child.expect_line(READY, READY_TIMEOUT);
     thread::sleep(Duration::from_secs(1));
 
@@ -1327,9 +1478,11 @@ fn network_partition_longer_than_the_lease() {
     partition.heal();
     let healed_ns = mono_ns();
     // "The server answers again": a PING through the link.
-    wait_until("the server answers through the restored link", Duration::from_secs(10), || {
-        partition.redis_cli(server.port, &["PING"]).as_deref() == Some("PONG")
-    });
+    wait_until(
+        "the server answers through the restored link",
+        Duration::from_secs(10),
+        || partition.redis_cli(server.port, &["PING"]).as_deref() == Some("PONG"),
+    );
     let answers_ns = mono_ns();
     let settle_ns = answers_ns + 1_000_000_000;
     thread::sleep(Duration::from_secs(3));
@@ -1342,7 +1495,10 @@ fn network_partition_longer_than_the_lease() {
         .iter()
         .map(|l| Section::from_line(l))
         .collect();
-    let calls: Vec<Call> = reported(&child, CALL_LINE).iter().map(|l| Call::from_line(l)).collect();
+    let calls: Vec<Call> = reported(&child, CALL_LINE)
+        .iter()
+        .map(|l| Call::from_line(l))
+        .collect();
     let events = reported(&child, EVENT_LINE);
     let long_lost = reported(&child, LONG_LOST_LINE);
     let first_after = sections
@@ -1384,11 +1540,18 @@ fn network_partition_longer_than_the_lease() {
         format!(
             "{} error(s) during the cut do not say they timed out and name {address}, e.g.:\n{}",
             unclear.len(),
-            unclear.iter().take(3).cloned().collect::<Vec<_>>().join("\n")
+            unclear
+                .iter()
+                .take(3)
+                .cloned()
+                .collect::<Vec<_>>()
+                .join("\n")
         )
     });
     checks.check(
-        during.iter().any(|c| c.op.starts_with("probe") && c.is_err()),
+        during
+            .iter()
+            .any(|c| c.op.starts_with("probe") && c.is_err()),
         || format!("no probe failed during the cut: {during:?}"),
     );
     checks.check(!long_lost.is_empty(), || {
@@ -1398,7 +1561,9 @@ fn network_partition_longer_than_the_lease() {
         events.iter().any(|e| e.contains(&format!("{name}:long"))),
         || format!("no on_lock_lost event for the long holder: {events:?}"),
     );
-    checks.check(first_after.is_some(), || "no work after the heal".to_owned());
+    checks.check(first_after.is_some(), || {
+        "no work after the heal".to_owned()
+    });
     checks.clean(&history::check(
         &sections,
         &[excuse("the partition", cut_ns, healed_ns, WATCHDOG)],
@@ -1409,7 +1574,10 @@ fn network_partition_longer_than_the_lease() {
     );
     let status = child.wait_exit(Duration::from_secs(30));
     checks.check(status.success(), || {
-        format!("the child failed: {status}; output:\n{}", child.transcript())
+        format!(
+            "the child failed: {status}; output:\n{}",
+            child.transcript()
+        )
     });
     checks.finish();
 }

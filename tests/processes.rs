@@ -84,13 +84,6 @@ fn child_role_entrypoint() {
     }
 }
 
-
-
-
-
-
-
-
 /// Says it is ready, then waits for the parent's "go".
 fn ready_then_await_go() {
     let from_parent = parent_lines();
@@ -109,7 +102,6 @@ fn child_holder() {
     ready_until_parent_done(&client.current_holder_id());
     drop(guard);
 }
-
 
 /// Connects and says the holder id of its waiting thread; on "go" that
 /// thread queues for the fair lock (`lock()`, with the given fair-lock wait
@@ -214,7 +206,6 @@ fn child_incrementer() {
     announce(DONE);
 }
 
-
 /// Counts one violation on `key` (the parent asserts there are none) and
 /// says what it was on stderr, which the parent's failure message shows.
 fn report_violation(raw: &mut redis::Connection, key: &str, what: &str) {
@@ -232,10 +223,6 @@ fn await_go(from_parent: &Receiver<String>) {
         other => panic!("child: expected {GO:?} from the parent, got {other:?}"),
     }
 }
-
-
-
-
 
 /// Waits for "go", then runs `THREADS` threads, each taking the fenced lock
 /// `ITERATIONS` times and, inside it, doing a non-atomic check-and-set of the
@@ -320,7 +307,6 @@ fn run_threads_then_done<S: Send + 'static>(
     }
     announce(DONE);
 }
-
 
 /// Waits for "go", then runs `THREADS` threads, each taking a `MultiLock`
 /// over the lock `LOCK` on every server of `URLS` (in reverse order when
@@ -418,7 +404,6 @@ fn child_multi_incrementer() {
 // Parent side
 // ---------------------------------------------------------------------------
 
-
 /// A plain client on `server`, for the parent.
 fn parent_client(server: &TestServer) -> Client {
     Client::builder()
@@ -426,11 +411,6 @@ fn parent_client(server: &TestServer) -> Client {
         .build()
         .expect("parent client")
 }
-
-
-
-
-
 
 #[test]
 fn holder_killed_with_sigkill_frees_the_lock_within_the_watchdog_timeout() {
@@ -1062,8 +1042,6 @@ fn fencing_tokens_order_holders_across_processes() {
     );
     assert_eq!(exists(&mut raw, &[&name]), 0, "the lock was left behind");
 }
-
-
 
 /// A fenced-lock holder process is SIGKILLed while holding the lock. Its
 /// lock expires (nothing renews it); the next holder gets a greater token,

@@ -210,7 +210,10 @@ pub fn check(sections: &[Section], excuses: &[Excuse]) -> Verdict {
 
     // Overlaps: the later one entered before the earlier one left.
     for (i, a) in by_enter.iter().enumerate() {
-        for b in by_enter[i + 1..].iter().take_while(|b| b.enter_ns < a.exit_ns) {
+        for b in by_enter[i + 1..]
+            .iter()
+            .take_while(|b| b.enter_ns < a.exit_ns)
+        {
             let excuse = excuses
                 .iter()
                 .find(|e| e.from_ns < a.exit_ns && a.enter_ns < e.to_ns);
@@ -219,7 +222,9 @@ pub fn check(sections: &[Section], excuses: &[Excuse]) -> Verdict {
                 ms_between(b.enter_ns, a.exit_ns.min(b.exit_ns))
             );
             match excuse {
-                Some(excuse) => verdict.excused.push(format!("{text} (during {})", excuse.why)),
+                Some(excuse) => verdict
+                    .excused
+                    .push(format!("{text} (during {})", excuse.why)),
                 None if a.lost => verdict
                     .excused
                     .push(format!("{text} (the first knew it was lost)")),
