@@ -2,10 +2,8 @@
 //!
 //! The children are this very test binary, re-executed with
 //! `--exact child_role_entrypoint` and a role in the environment
-//! ([`ROLE_ENV`]); see [`child_role_entrypoint`]. Every child is owned by a
-//! [`ChildProcess`] whose `Drop` kills and reaps it, so a failing assertion
-//! never leaves one behind, and every child also exits on its own when its
-//! stdin closes (the parent died) or after [`CHILD_MAX_LIFETIME`].
+//! ([`ROLE_ENV`]); see [`child_role_entrypoint`] and tests/common/child.rs
+//! (the child processes' plumbing, shared with tests/fault_suite.rs).
 #![allow(
     clippy::unwrap_used,
     clippy::expect_used,
@@ -16,25 +14,21 @@
 mod common;
 
 use std::collections::HashMap;
-use std::io::{BufRead as _, BufReader, Read as _, Write as _};
-use std::os::unix::process::ExitStatusExt as _;
-use std::process::{Child, ChildStdin, Command, ExitStatus, Stdio};
-use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
-use std::sync::{Arc, Barrier, Mutex};
+use std::sync::mpsc::{self, Receiver};
+use std::sync::{Arc, Barrier};
 use std::thread;
 use std::time::{Duration, Instant};
 
+use common::child::{
+    CHILD_MAX_LIFETIME, ChildProcess, LOCK_ENV, READY, READY_TIMEOUT, ROLE_ENV, URL_ENV,
+    WATCHDOG_MS_ENV, WRITE, WRITE_RESULT, announce, child_builder, child_client_with_watchdog,
+    child_fenced_holder, env, env_ms, get, ms, parent_lines, raw_connection,
+    ready_until_parent_done, spawn_fenced_holder, spawn_ready, store_data_key, store_highest_key,
+    store_write, take_once_freed, until_parent_done,
+};
 use common::{TestServer, hgetall, pttl, unique_name};
 use redisync::{Client, MultiLock};
 
-/// Selects what a re-executed child does; absent in a normal test run.
-const ROLE_ENV: &str = "REDISYNC_CHILD_ROLE";
-/// The Redis URL the child connects to.
-const URL_ENV: &str = "REDISYNC_URL";
-/// The lock name the child uses.
-const LOCK_ENV: &str = "REDISYNC_LOCK";
-/// The holder child's watchdog timeout, in milliseconds.
-const WATCHDOG_MS_ENV: &str = "REDISYNC_WATCHDOG_MS";
 /// The incrementer child's counter key.
 const COUNTER_ENV: &str = "REDISYNC_COUNTER";
 /// The incrementer child's "someone is inside the critical section" key.
@@ -50,34 +44,18 @@ const THREADS_ENV: &str = "REDISYNC_THREADS";
 /// The key where children count what went wrong (a fencing or exclusion
 /// violation), for the parent to check.
 const VIOLATIONS_ENV: &str = "REDISYNC_VIOLATIONS";
-/// The key prefix of the fenced-holder child's downstream store.
-const STORE_ENV: &str = "REDISYNC_STORE";
 /// The multi-incrementer child's Redis URLs, comma-separated (one server
 /// per part of its multi-lock).
 const URLS_ENV: &str = "REDISYNC_URLS";
 /// `1` when the multi-incrementer child lists its parts in reverse order.
 const REVERSE_ENV: &str = "REDISYNC_REVERSE";
 
-/// Printed by a child once it is ready (followed by its holder id for the
-/// holder role).
-const READY: &str = "REDISYNC-CHILD-READY";
 /// Printed by an incrementer child after its last increment.
 const DONE: &str = "REDISYNC-CHILD-DONE";
 /// Printed by a fair-waiter child if it ever gets the lock.
 const ACQUIRED: &str = "REDISYNC-CHILD-ACQUIRED";
 /// Sent by the parent on a child's stdin to start the incrementers together.
 const GO: &str = "go";
-/// Sent by the parent to the fenced-holder child: write to the downstream
-/// store with your token (the rest of the line is the value).
-const WRITE: &str = "write";
-/// The fenced-holder child's answer to [`WRITE`]: `accepted` or `refused`,
-/// then `lost=<is_lost>`.
-const WRITE_RESULT: &str = "REDISYNC-CHILD-WRITE-RESULT";
-
-/// A child never outlives this, even if its parent forgets it.
-const CHILD_MAX_LIFETIME: Duration = Duration::from_secs(120);
-/// How long the parent waits for a child's ready line (includes connecting).
-const READY_TIMEOUT: Duration = Duration::from_secs(30);
 
 // ---------------------------------------------------------------------------
 // Child side
@@ -106,63 +84,6 @@ fn child_role_entrypoint() {
     }
 }
 
-fn env(name: &str) -> String {
-    std::env::var(name).unwrap_or_else(|_| panic!("child: {name} is not set"))
-}
-
-/// Prints one protocol line for the parent. A leading newline keeps it off
-/// libtest's `test child_role_entrypoint ... ` line.
-fn announce(line: &str) {
-    let mut out = std::io::stdout().lock();
-    writeln!(out, "\n{line}").expect("child: stdout");
-    out.flush().expect("child: flush stdout");
-}
-
-/// Lines from the parent on stdin; the channel disconnects at EOF (the
-/// parent closed the pipe or died).
-fn parent_lines() -> Receiver<String> {
-    let (tx, rx) = mpsc::channel();
-    thread::spawn(move || {
-        for line in std::io::stdin().lock().lines() {
-            let Ok(line) = line else { return };
-            if tx.send(line).is_err() {
-                return;
-            }
-        }
-    });
-    rx
-}
-
-/// A duration in milliseconds from the environment variable `name`.
-fn env_ms(name: &str) -> Duration {
-    let ms = env(name);
-    Duration::from_millis(
-        ms.parse()
-            .unwrap_or_else(|_| panic!("child: {name}={ms:?} is not a number of ms")),
-    )
-}
-
-/// A builder for the child's client, on `URL`.
-fn child_builder() -> redisync::ClientBuilder {
-    Client::builder().redis_url(env(URL_ENV))
-}
-
-/// The child's client on `URL` with the watchdog timeout `WATCHDOG_MS`.
-fn child_client_with_watchdog() -> Client {
-    child_builder()
-        .watchdog_timeout(env_ms(WATCHDOG_MS_ENV))
-        .build()
-        .expect("child: connect")
-}
-
-/// Says it is ready, followed by `what` (its holder or permit id), then
-/// blocks until the parent closes stdin (or dies), or the lifetime cap.
-fn ready_until_parent_done(what: &str) {
-    let from_parent = parent_lines();
-    announce(&format!("{READY} {what}"));
-    until_parent_done(&from_parent);
-}
-
 /// Says it is ready, then waits for the parent's "go".
 fn ready_then_await_go() {
     let from_parent = parent_lines();
@@ -180,16 +101,6 @@ fn child_holder() {
     // cap ends the child cleanly instead.
     ready_until_parent_done(&client.current_holder_id());
     drop(guard);
-}
-
-/// Blocks until the parent closes stdin (or dies), or the lifetime cap.
-fn until_parent_done(from_parent: &Receiver<String>) {
-    let deadline = Instant::now() + CHILD_MAX_LIFETIME;
-    while let Some(left) = deadline.checked_duration_since(Instant::now()) {
-        if from_parent.recv_timeout(left).is_err() {
-            break;
-        }
-    }
 }
 
 /// Connects and says the holder id of its waiting thread; on "go" that
@@ -295,15 +206,6 @@ fn child_incrementer() {
     announce(DONE);
 }
 
-/// A fresh plain connection to `url` (a child's own, for the protected
-/// resource).
-fn raw_connection(url: &str) -> redis::Connection {
-    redis::Client::open(url)
-        .expect("child: url")
-        .get_connection_with_timeout(Duration::from_secs(5))
-        .expect("child: raw connection")
-}
-
 /// Counts one violation on `key` (the parent asserts there are none) and
 /// says what it was on stderr, which the parent's failure message shows.
 fn report_violation(raw: &mut redis::Connection, key: &str, what: &str) {
@@ -320,44 +222,6 @@ fn await_go(from_parent: &Receiver<String>) {
         Ok(line) if line.trim() == GO => {}
         other => panic!("child: expected {GO:?} from the parent, got {other:?}"),
     }
-}
-
-/// A downstream store that protects itself with fencing tokens: it accepts
-/// a write only with a token above every token it accepted before (the check
-/// and the write are one script, so atomic). KEYS[1] the highest token
-/// accepted, KEYS[2] the data; ARGV[1] the token, ARGV[2] the value. Returns
-/// 1 when accepted, 0 when refused.
-const FENCED_STORE_WRITE: &str = r"
-local highest = tonumber(redis.call('get', KEYS[1]) or '0')
-if tonumber(ARGV[1]) <= highest then
-    return 0
-end
-redis.call('set', KEYS[1], ARGV[1])
-redis.call('set', KEYS[2], ARGV[2])
-return 1
-";
-
-/// The downstream store's key of the highest token it accepted.
-fn store_highest_key(store: &str) -> String {
-    format!("{store}:highest")
-}
-
-/// The downstream store's data key.
-fn store_data_key(store: &str) -> String {
-    format!("{store}:data")
-}
-
-/// Writes `value` to the downstream store `store` stamped with `token`;
-/// true when the store accepted it.
-fn store_write(raw: &mut redis::Connection, store: &str, token: u64, value: &str) -> bool {
-    let accepted: i64 = redis::Script::new(FENCED_STORE_WRITE)
-        .key(store_highest_key(store))
-        .key(store_data_key(store))
-        .arg(token)
-        .arg(value)
-        .invoke(raw)
-        .expect("downstream store write");
-    accepted == 1
 }
 
 /// Waits for "go", then runs `THREADS` threads, each taking the fenced lock
@@ -442,47 +306,6 @@ fn run_threads_then_done<S: Send + 'static>(
         worker.join().expect("child: worker panicked");
     }
     announce(DONE);
-}
-
-/// Takes the fenced lock with the watchdog (short timeout) and writes to the
-/// downstream store `STORE` with its token; says so with the token and its
-/// holder id, then holds the lock until killed (or stdin closes). On a
-/// `write <value>` line it writes again with the same token and reports
-/// whether the store accepted it and whether its guard knows it is lost.
-fn child_fenced_holder() {
-    let url = env(URL_ENV);
-    let store = env(STORE_ENV);
-    let client = child_client_with_watchdog();
-    let mut raw = raw_connection(&url);
-    let guard = client
-        .fenced_lock(env(LOCK_ENV))
-        .lock()
-        .expect("child: fenced lock");
-    let token = guard
-        .token()
-        .expect("child: a fenced guard without a token");
-    let first = format!("first write of pid {}", std::process::id());
-    assert!(
-        store_write(&mut raw, &store, token, &first),
-        "child: the store refused the holder's first write (token {token})"
-    );
-    let from_parent = parent_lines();
-    announce(&format!("{READY} {token} {}", client.current_holder_id()));
-    let deadline = Instant::now() + CHILD_MAX_LIFETIME;
-    while let Some(left) = deadline.checked_duration_since(Instant::now()) {
-        let Ok(line) = from_parent.recv_timeout(left) else {
-            break;
-        };
-        if let Some(value) = line.trim().strip_prefix(WRITE) {
-            let accepted = store_write(&mut raw, &store, token, value.trim());
-            announce(&format!(
-                "{WRITE_RESULT} {} lost={}",
-                if accepted { "accepted" } else { "refused" },
-                guard.is_lost()
-            ));
-        }
-    }
-    drop(guard);
 }
 
 /// Waits for "go", then runs `THREADS` threads, each taking a `MultiLock`
@@ -581,197 +404,12 @@ fn child_multi_incrementer() {
 // Parent side
 // ---------------------------------------------------------------------------
 
-/// Takes a lock that a dead or frozen child held with the watchdog timeout
-/// `watchdog`: `try_lock_for` waiting up to `watchdog` plus 10 s must get
-/// it. `whose` names the holder in the failure message.
-fn take_once_freed<G>(
-    whose: &str,
-    watchdog: Duration,
-    try_lock_for: impl FnOnce(Duration) -> redisync::Result<Option<G>>,
-) -> G {
-    let wait = watchdog + Duration::from_secs(10);
-    try_lock_for(wait)
-        .unwrap()
-        .unwrap_or_else(|| panic!("{whose} lock not freed within {wait:?}"))
-}
-
 /// A plain client on `server`, for the parent.
 fn parent_client(server: &TestServer) -> Client {
     Client::builder()
         .redis_url(server.url())
         .build()
         .expect("parent client")
-}
-
-/// Spawns a `role` child on `server` for the lock (or semaphore) `name`,
-/// with the `extra` settings, and waits for its ready line; returns it with
-/// what follows the ready marker (its holder id, token, ...).
-fn spawn_ready(
-    role: &str,
-    server: &TestServer,
-    name: &str,
-    extra: &[(&str, String)],
-) -> (ChildProcess, String) {
-    let mut envs = vec![(URL_ENV, server.url()), (LOCK_ENV, name.to_owned())];
-    envs.extend_from_slice(extra);
-    let child = ChildProcess::spawn(role, &envs);
-    let ready = child.expect_line(READY, READY_TIMEOUT);
-    (child, ready)
-}
-
-/// A duration as a child's `*_MS` setting.
-fn ms(duration: Duration) -> String {
-    duration.as_millis().to_string()
-}
-
-/// A child process (this binary re-executed in a role). Dropping it kills
-/// (SIGKILL) and reaps it, so no test leaves a child behind.
-struct ChildProcess {
-    role: String,
-    child: Child,
-    stdin: Option<ChildStdin>,
-    lines: Receiver<String>,
-    /// Everything the child wrote, for failure messages.
-    transcript: Arc<Mutex<String>>,
-}
-
-impl ChildProcess {
-    fn spawn(role: &str, envs: &[(&str, String)]) -> ChildProcess {
-        let exe = std::env::current_exe().expect("current_exe");
-        let mut command = Command::new(exe);
-        command
-            .args([
-                "--exact",
-                "child_role_entrypoint",
-                "--nocapture",
-                "--test-threads=1",
-            ])
-            .env(ROLE_ENV, role)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
-        for (key, value) in envs {
-            command.env(key, value);
-        }
-        let mut child = command
-            .spawn()
-            .unwrap_or_else(|e| panic!("cannot spawn the {role} child: {e}"));
-        let stdin = child.stdin.take();
-        let stdout = child.stdout.take().expect("child stdout");
-        let stderr = child.stderr.take().expect("child stderr");
-        let transcript = Arc::new(Mutex::new(String::new()));
-        let (tx, lines) = mpsc::channel();
-        let log = Arc::clone(&transcript);
-        thread::spawn(move || {
-            for line in BufReader::new(stdout).lines() {
-                let Ok(line) = line else { return };
-                log.lock().unwrap().push_str(&format!("[stdout] {line}\n"));
-                // The receiver may be gone (test over): keep draining.
-                let _ = tx.send(line);
-            }
-        });
-        let log = Arc::clone(&transcript);
-        thread::spawn(move || {
-            let mut text = String::new();
-            let _ = BufReader::new(stderr).read_to_string(&mut text);
-            log.lock().unwrap().push_str(&format!("[stderr] {text}\n"));
-        });
-        ChildProcess {
-            role: role.to_owned(),
-            child,
-            stdin,
-            lines,
-            transcript,
-        }
-    }
-
-    fn pid(&self) -> u32 {
-        self.child.id()
-    }
-
-    fn transcript(&self) -> String {
-        self.transcript.lock().unwrap().clone()
-    }
-
-    /// Waits for a line containing `marker`; returns what follows it.
-    fn expect_line(&self, marker: &str, timeout: Duration) -> String {
-        let deadline = Instant::now() + timeout;
-        loop {
-            let left = deadline.saturating_duration_since(Instant::now());
-            match self.lines.recv_timeout(left) {
-                Ok(line) => {
-                    if let Some(at) = line.find(marker) {
-                        return line[at + marker.len()..].trim().to_owned();
-                    }
-                }
-                Err(RecvTimeoutError::Timeout) => panic!(
-                    "{} child (pid {}) printed no {marker:?} within {timeout:?}; output:\n{}",
-                    self.role,
-                    self.pid(),
-                    self.transcript()
-                ),
-                Err(RecvTimeoutError::Disconnected) => {
-                    // Let the stderr reader finish before reporting.
-                    thread::sleep(Duration::from_millis(200));
-                    panic!(
-                        "{} child (pid {}) exited before printing {marker:?}; output:\n{}",
-                        self.role,
-                        self.pid(),
-                        self.transcript()
-                    )
-                }
-            }
-        }
-    }
-
-    fn send(&mut self, line: &str) {
-        let stdin = self.stdin.as_mut().expect("child stdin");
-        writeln!(stdin, "{line}").expect("write to child stdin");
-        stdin.flush().expect("flush child stdin");
-    }
-
-    fn is_running(&mut self) -> bool {
-        matches!(self.child.try_wait(), Ok(None))
-    }
-
-    /// SIGKILL through the child's own handle, then reap it and check that
-    /// the SIGKILL is what ended it.
-    fn kill(&mut self) {
-        self.child.kill().expect("kill the child");
-        let status = self.child.wait().expect("reap the child");
-        assert_eq!(
-            status.signal(),
-            Some(9),
-            "child was not SIGKILLed: {status}"
-        );
-    }
-
-    /// Waits (bounded) for the child to exit by itself.
-    fn wait_exit(&mut self, timeout: Duration) -> ExitStatus {
-        let deadline = Instant::now() + timeout;
-        loop {
-            if let Some(status) = self.child.try_wait().expect("poll the child") {
-                return status;
-            }
-            if Instant::now() >= deadline {
-                panic!(
-                    "{} child (pid {}) still running after {timeout:?}; output:\n{}",
-                    self.role,
-                    self.pid(),
-                    self.transcript()
-                );
-            }
-            thread::sleep(Duration::from_millis(20));
-        }
-    }
-}
-
-impl Drop for ChildProcess {
-    fn drop(&mut self) {
-        drop(self.stdin.take());
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
 }
 
 #[test]
@@ -1403,37 +1041,6 @@ fn fencing_tokens_order_holders_across_processes() {
         "the token counter has a TTL"
     );
     assert_eq!(exists(&mut raw, &[&name]), 0, "the lock was left behind");
-}
-
-/// Spawns a fenced-holder child (watchdog `watchdog`) on `server` for the
-/// lock `name` and the downstream store `store`; returns it with its token
-/// and holder id once it holds the lock and has written once.
-fn spawn_fenced_holder(
-    server: &TestServer,
-    name: &str,
-    store: &str,
-    watchdog: Duration,
-) -> (ChildProcess, u64, String) {
-    let (child, ready) = spawn_ready(
-        "fenced_holder",
-        server,
-        name,
-        &[
-            (STORE_ENV, store.to_owned()),
-            (WATCHDOG_MS_ENV, ms(watchdog)),
-        ],
-    );
-    let mut words = ready.split_whitespace();
-    let token: u64 = words
-        .next()
-        .and_then(|t| t.parse().ok())
-        .unwrap_or_else(|| panic!("bad ready line {ready:?}"));
-    let holder = words.next().expect("holder id").to_owned();
-    (child, token, holder)
-}
-
-fn get(raw: &mut redis::Connection, key: &str) -> Option<String> {
-    redis::cmd("GET").arg(key).query(raw).unwrap()
 }
 
 /// A fenced-lock holder process is SIGKILLed while holding the lock. Its

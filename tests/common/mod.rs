@@ -26,10 +26,13 @@ use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::thread;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+pub mod child;
 #[cfg(feature = "cluster")]
 pub mod cluster;
 #[cfg(feature = "cluster")]
 pub mod cluster_cases;
+pub mod history;
+pub mod netns;
 #[cfg(feature = "tls")]
 pub mod tls;
 
