@@ -251,7 +251,12 @@ fn an_acquire_that_failed_leaves_no_hold_behind() {
     let client = client(&server);
     let name = unique_name("unknown-outcome");
     // Loads the script: an EVALSHA the server does not know would not run.
-    client.lock(unique_name("warm-up").as_str()).lock().unwrap().unlock().unwrap();
+    client
+        .lock(unique_name("warm-up").as_str())
+        .lock()
+        .unwrap()
+        .unlock()
+        .unwrap();
     server.pause();
     // The request reaches the frozen server's socket and times out here;
     // the script runs once the server resumes.

@@ -1349,7 +1349,9 @@ fn connection_failure(
         format!("timed out after {timeout:?} waiting for a reply from Redis at {address} ({op})")
     } else {
         match io_kind(err) {
-            Some(Io::ConnectionRefused) => format!("connection refused by Redis at {address} ({op})"),
+            Some(Io::ConnectionRefused) => {
+                format!("connection refused by Redis at {address} ({op})")
+            }
             Some(
                 Io::UnexpectedEof | Io::ConnectionReset | Io::ConnectionAborted | Io::BrokenPipe,
             ) => {
