@@ -387,6 +387,20 @@ impl Conn {
 /// two `CLIENT SETINFO` commands); AUTH and SELECT add one each.
 const SETUP_COMMANDS: u32 = 2;
 
+/// Opens a connection through `client` within `timeout` in all (capped by
+/// the caller's deadline). The `redis` crate gives the TCP connect and then
+/// each reply of its setup pipeline the whole timeout it is passed, so a
+/// frozen server would cost it once per setup command: it is split.
+pub(super) fn connect_within(
+    client: &redis::Client,
+    timeout: Duration,
+) -> RedisResult<redis::Connection> {
+    let settings = client.get_connection_info().redis_settings();
+    let steps =
+        SETUP_COMMANDS + u32::from(settings.password().is_some()) + u32::from(settings.db() != 0);
+    client.get_connection_with_timeout(crate::deadline::cap(timeout) / steps)
+}
+
 /// A pooled connection unused for this long is checked with a PING before it
 /// carries a script: the server may have closed it meanwhile (an idle
 /// `timeout`, a restart, `CLIENT KILL`), and a script sent on a dead socket
@@ -435,17 +449,7 @@ impl Manager {
     /// master), and its epoch. Not for a cluster.
     fn connect_single(&self) -> std::result::Result<(redis::Connection, u64), RedisError> {
         let (conn, epoch) = match &self.target {
-            Target::Direct(client) => {
-                // The crate gives the TCP connect and then each reply of its
-                // setup pipeline the whole timeout it is passed, so a frozen
-                // server would cost it once per setup command: split it.
-                let settings = client.get_connection_info().redis_settings();
-                let steps = SETUP_COMMANDS
-                    + u32::from(settings.password().is_some())
-                    + u32::from(settings.db() != 0);
-                let timeout = crate::deadline::cap(self.options.connection_timeout) / steps;
-                (client.get_connection_with_timeout(timeout)?, 0)
-            }
+            Target::Direct(client) => (connect_within(client, self.options.connection_timeout)?, 0),
             #[cfg(feature = "sentinel")]
             Target::Sentinel(target) => target.connect()?,
             #[cfg(feature = "cluster")]
