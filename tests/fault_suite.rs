@@ -514,16 +514,16 @@ fn check_history(checks: &mut Checks, workload: &Workload, excuses: &[Excuse]) -
         eprintln!("{what}: excused {text}");
     }
     checks.clean(&verdict);
-    if verdict.excused.is_empty() {
-        if let Store::Local(_) = &*workload.store {
-            let (accepted, refused, value) = workload.local_counts();
-            checks.check(value == accepted, || {
-                format!(
-                    "lost updates: counter {value} after {accepted} accepted writes \
-                     (no overlap, {refused} refused writes)"
-                )
-            });
-        }
+    if verdict.excused.is_empty()
+        && let Store::Local(_) = &*workload.store
+    {
+        let (accepted, refused, value) = workload.local_counts();
+        checks.check(value == accepted, || {
+            format!(
+                "lost updates: counter {value} after {accepted} accepted writes \
+                 (no overlap, {refused} refused writes)"
+            )
+        });
     }
     verdict
 }
@@ -591,7 +591,7 @@ fn history_checker_catches_an_overlap_unless_a_fault_explains_it() {
     assert!(verdict.violations.is_empty(), "{verdict:?}");
     assert_eq!(verdict.excused.len(), 1);
 
-    let mut knew = sections.clone();
+    let mut knew = sections;
     knew[0].lost = true;
     assert!(history::check(&knew, &[]).violations.is_empty());
 
@@ -634,7 +634,7 @@ fn history_checker_catches_a_backwards_token_and_a_stale_write() {
         to_ns: 500,
         why: "a pause".to_owned(),
     };
-    let verdict = history::check(&stale, &[pause.clone()]);
+    let verdict = history::check(&stale, std::slice::from_ref(&pause));
     assert!(
         verdict.violations.iter().any(|v| v.contains("stale write")),
         "{verdict:?}"

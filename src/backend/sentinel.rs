@@ -398,7 +398,7 @@ impl SentinelTarget {
         &self,
         sentinel: &redis::Client,
     ) -> std::result::Result<Option<(u64, MasterAddress)>, RedisError> {
-        let mut conn = super::redis::connect_within(&sentinel, self.connection_timeout)?;
+        let mut conn = super::redis::connect_within(sentinel, self.connection_timeout)?;
         conn.set_read_timeout(Some(self.response_timeout))?;
         conn.set_write_timeout(Some(self.response_timeout))?;
         let reply: redis::RedisResult<HashMap<String, String>> = redis::cmd("SENTINEL")
