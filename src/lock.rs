@@ -218,8 +218,14 @@ impl Lock {
     /// Waits up to `wait` for the lock. `Ok(None)` on timeout. A `wait` too
     /// long to represent as a deadline (e.g. `Duration::MAX`) waits forever.
     ///
+    /// Returns within `wait` plus at most 100 ms even when Redis stops
+    /// answering: each round trip gets what is left of `wait` (at least
+    /// 100 ms), not the whole response timeout.
+    ///
     /// # Errors
-    /// As [`lock`](Self::lock).
+    /// As [`lock`](Self::lock). After an error the thread does not hold the
+    /// lock: if the failed request may have run, the client releases what
+    /// it took in the background (README, Failure model).
     ///
     /// ```
     /// # use std::time::Duration;
@@ -716,10 +722,13 @@ impl LockGuard {
 
     /// Releases this hold and returns any error.
     ///
+    /// Takes at most about one response timeout plus 300 ms of retries.
+    ///
     /// # Errors
     /// `NotHeld` when the lock was no longer this thread's (lease expired,
-    /// force-unlocked); `Backend` if Redis failed after retries (the lock then
-    /// frees itself when its lease runs out).
+    /// force-unlocked); `Backend` if Redis failed after retries: the
+    /// release then goes on in the background until it lands or the lease
+    /// runs out, whichever comes first.
     ///
     /// ```
     /// # let client = redisync::Client::builder().backend(redisync::MemoryBackend::new()).build()?;
