@@ -10,6 +10,11 @@
 --          {-2, counter} without taking it when the counter is not
 --          positive after INCR (it was set to a negative value);
 --          otherwise {PTTL, -1} (PTTL -1 = no expiry).
+-- Checked before any write (a script error does not undo earlier writes).
+local bad = bad_ms(ARGV[1], 'lease')
+if bad then
+    return bad
+end
 if redis.call('exists', KEYS[1]) == 0 or redis.call('hexists', KEYS[1], ARGV[2]) == 1 then
     -- The counter first: a script error does not roll back what ran before
     -- it, and a failed INCR (a non-integer counter) must not leave a hold.

@@ -143,7 +143,7 @@ mod watchdog;
 pub use backend::{LockBackend, MemoryBackend, RedisBackend};
 pub use client::Client;
 pub use config::ClientBuilder;
-pub use error::{Error, Result};
+pub use error::{Error, MAX_LEASE, Result};
 pub use event::{
     EventHandler, LockLostEvent, LoggingEventHandler, NopEventHandler, RenewFailedEvent,
     ReplicaShortfallEvent, SubscriberEvent, UnlockFailedEvent,

@@ -60,6 +60,7 @@ use super::{
 use crate::keys::{
     LATCH_NEW_COUNT_MESSAGE, LATCH_ZERO_MESSAGE, READ_UNLOCK_MESSAGE, UNLOCK_MESSAGE,
 };
+use crate::error::{MAX_LEASE_MS, check_ms, check_time_ms};
 use crate::{Error, Result};
 
 /// An in-process [`LockBackend`] with exactly the semantics of the Redis
@@ -863,13 +864,14 @@ impl MemoryBackend {
         if expired.is_empty() {
             return Ok(());
         }
-        // The script removes them in batches only to stay within Lua's
-        // `unpack` limit; one `ZREM` each is the same.
+        // The count first, as the script does: a failed INCRBY loses no
+        // lease. The script removes them in batches only to stay within
+        // Lua's `unpack` limit; one `ZREM` each is the same.
+        let reclaimed = i64::try_from(expired.len()).map_err(|_| increment_overflow(keys.name))?;
+        let value = db.incrby(keys.name, reclaimed)?;
         for permit in &expired {
             db.zrem(keys.leases, permit)?;
         }
-        let reclaimed = i64::try_from(expired.len()).map_err(|_| increment_overflow(keys.name))?;
-        let value = db.incrby(keys.name, reclaimed)?;
         if value > 0 {
             self.publish_locked(keys.channel, &value.to_string());
         }
@@ -899,6 +901,7 @@ impl LockBackend for MemoryBackend {
     // Each method ports its script in `lua/` statement by statement.
 
     fn lock_acquire(&self, name: &str, holder: &str, lease_ms: i64) -> Result<Acquire> {
+        check_ms("lease", lease_ms)?;
         self.run(|db| {
             if !db.exists(name) || db.hexists(name, holder)? {
                 db.hincrby(name, holder, 1)?;
@@ -916,6 +919,7 @@ impl LockBackend for MemoryBackend {
         holder: &str,
         lease_ms: i64,
     ) -> Result<FencedAcquire> {
+        check_ms("lease", lease_ms)?;
         self.run(|db| {
             if !db.exists(name) || db.hexists(name, holder)? {
                 let token = db.incr(token_key)?;
@@ -936,6 +940,7 @@ impl LockBackend for MemoryBackend {
     }
 
     fn lock_renew(&self, name: &str, holder: &str, lease_ms: i64) -> Result<bool> {
+        check_ms("lease", lease_ms)?;
         self.run(|db| {
             if db.hexists(name, holder)? {
                 db.pexpire(name, lease_ms);
@@ -954,6 +959,8 @@ impl LockBackend for MemoryBackend {
         latch_key: &str,
         latch_ms: i64,
     ) -> Result<Release> {
+        check_ms("lease", lease_ms)?;
+        check_ms("latch timeout", latch_ms)?;
         self.run(|db| {
             if let Some(outcome) = replay_latch(db, latch_key)? {
                 return Ok(outcome);
@@ -1002,6 +1009,9 @@ impl LockBackend for MemoryBackend {
         now_ms: i64,
         enqueue: bool,
     ) -> Result<Acquire> {
+        check_ms("lease", lease_ms)?;
+        check_ms("wait allowance", wait_ms)?;
+        check_time_ms("now", now_ms)?;
         self.run(|db| {
             evict_stale_waiters(db, keys, now_ms)?;
             // Free, and nobody queued or the caller is first: take it.
@@ -1084,6 +1094,9 @@ impl LockBackend for MemoryBackend {
         latch_key: &str,
         latch_ms: i64,
     ) -> Result<Release> {
+        check_ms("lease", lease_ms)?;
+        check_time_ms("now", now_ms)?;
+        check_ms("latch timeout", latch_ms)?;
         self.run(|db| {
             if let Some(outcome) = replay_latch(db, latch_key)? {
                 return Ok(outcome);
@@ -1106,6 +1119,7 @@ impl LockBackend for MemoryBackend {
     }
 
     fn fair_lock_cancel(&self, keys: &FairLockKeys<'_>, holder: &str, wait_ms: i64) -> Result<()> {
+        check_ms("wait allowance", wait_ms)?;
         self.run(|db| {
             let queue = db.lrange_all(keys.queue)?;
             let Some(position) = queue.iter().position(|waiter| waiter == holder) else {
@@ -1124,6 +1138,7 @@ impl LockBackend for MemoryBackend {
     }
 
     fn fair_lock_force_release(&self, keys: &FairLockKeys<'_>, now_ms: i64) -> Result<bool> {
+        check_time_ms("now", now_ms)?;
         self.run(|db| {
             evict_stale_waiters(db, keys, now_ms)?;
             if db.del(keys.name) {
@@ -1135,6 +1150,7 @@ impl LockBackend for MemoryBackend {
     }
 
     fn read_lock_acquire(&self, keys: &RwLockKeys<'_>, lease_ms: i64) -> Result<Acquire> {
+        check_ms("lease", lease_ms)?;
         self.run(|db| {
             let Some(mode) = db.hget(keys.name, "mode")? else {
                 db.hset(keys.name, "mode", RwMode::Read.as_str())?;
@@ -1161,6 +1177,7 @@ impl LockBackend for MemoryBackend {
     }
 
     fn write_lock_acquire(&self, keys: &RwLockKeys<'_>, lease_ms: i64) -> Result<Acquire> {
+        check_ms("lease", lease_ms)?;
         self.run(|db| {
             let Some(mode) = db.hget(keys.name, "mode")? else {
                 db.hset(keys.name, "mode", RwMode::Write.as_str())?;
@@ -1169,10 +1186,11 @@ impl LockBackend for MemoryBackend {
                 return Ok(Acquire::Acquired);
             };
             if mode == RwMode::Write.as_str() && db.hexists(keys.name, keys.write_field)? {
+                // Re-entry adds the lease to the remaining TTL, as Redisson
+                // does, up to the longest lease (as the script caps it).
+                let ttl = db.pttl(keys.name).saturating_add(lease_ms).min(MAX_LEASE_MS);
                 db.hincrby(keys.name, keys.write_field, 1)?;
-                // Re-entry adds the lease to the remaining TTL, as Redisson does.
-                let pttl = db.pttl(keys.name);
-                db.pexpire(keys.name, pttl.saturating_add(lease_ms));
+                db.pexpire(keys.name, ttl);
                 return Ok(Acquire::Acquired);
             }
             if mode == RwMode::Read.as_str() && db.hexists(keys.name, keys.holder)? {
@@ -1189,6 +1207,7 @@ impl LockBackend for MemoryBackend {
         latch_key: &str,
         latch_ms: i64,
     ) -> Result<Release> {
+        check_ms("latch timeout", latch_ms)?;
         self.run(|db| {
             if let Some(outcome) = replay_latch(db, latch_key)? {
                 return Ok(outcome);
@@ -1241,6 +1260,8 @@ impl LockBackend for MemoryBackend {
         latch_key: &str,
         latch_ms: i64,
     ) -> Result<Release> {
+        check_ms("lease", lease_ms)?;
+        check_ms("latch timeout", latch_ms)?;
         self.run(|db| {
             if let Some(outcome) = replay_latch(db, latch_key)? {
                 return Ok(outcome);
@@ -1268,6 +1289,7 @@ impl LockBackend for MemoryBackend {
     }
 
     fn read_lock_renew(&self, keys: &RwLockKeys<'_>, lease_ms: i64) -> Result<bool> {
+        check_ms("lease", lease_ms)?;
         self.run(|db| {
             let Some(holds) = db.hget(keys.name, keys.holder)? else {
                 return Ok(false);
@@ -1358,6 +1380,12 @@ impl LockBackend for MemoryBackend {
     }
 
     fn semaphore_try_acquire(&self, name: &str, permits: i64) -> Result<bool> {
+        if permits < 1 {
+            return Err(Error::invalid(
+                "permits",
+                format!("must be at least 1, got {permits}"),
+            ));
+        }
         self.run(|db| {
             let available = match db.get(name)? {
                 Some(value) => Some(counter_number(name, &value)?),
@@ -1390,6 +1418,8 @@ impl LockBackend for MemoryBackend {
         lease_end_ms: i64,
         now_ms: i64,
     ) -> Result<Acquire> {
+        check_time_ms("lease end", lease_end_ms)?;
+        check_time_ms("now", now_ms)?;
         self.run(|db| {
             self.reclaim_expired(db, keys, now_ms)?;
             let available = match db.get(keys.name)? {
@@ -1416,6 +1446,7 @@ impl LockBackend for MemoryBackend {
         permit_id: &str,
         now_ms: i64,
     ) -> Result<bool> {
+        check_time_ms("now", now_ms)?;
         self.run(|db| {
             let lease_end = db.zscore(keys.leases, permit_id)?;
             if lease_end.is_none_or(|lease_end| lease_end <= now_ms) {
@@ -1423,14 +1454,16 @@ impl LockBackend for MemoryBackend {
                 self.reclaim_expired(db, keys, now_ms)?;
                 return Ok(false);
             }
-            db.zrem(keys.leases, permit_id)?;
+            // The count first, as the script does: a failed INCR keeps the lease.
             let value = db.incr(keys.name)?;
+            db.zrem(keys.leases, permit_id)?;
             self.publish_locked(keys.channel, &value.to_string());
             Ok(true)
         })
     }
 
     fn expirable_available(&self, keys: &ExpirableKeys<'_>, now_ms: i64) -> Result<i64> {
+        check_time_ms("now", now_ms)?;
         self.run(|db| {
             self.reclaim_expired(db, keys, now_ms)?;
             counter_number(keys.name, db.get(keys.name)?.as_deref().unwrap_or("0"))
@@ -1901,15 +1934,21 @@ mod tests {
     }
 
     #[test]
-    fn huge_lease_means_no_expiry_instead_of_overflow() {
+    fn leases_past_the_longest_are_refused_before_any_write() {
         let backend = MemoryBackend::new();
+        for lease in [i64::MAX, MAX_LEASE_MS + 1, 0, -1] {
+            let err = backend.lock_acquire("l", "a:1", lease).unwrap_err();
+            assert!(err.is_invalid_argument(), "{lease}: {err}");
+            assert!(backend.is_empty(), "{lease}");
+        }
         assert!(
             backend
-                .lock_acquire("l", "a:1", i64::MAX)
+                .lock_acquire("l", "a:1", MAX_LEASE_MS)
                 .unwrap()
                 .is_acquired()
         );
-        assert!(backend.lock_state("l", "a:1").unwrap().locked);
+        let state = backend.lock_state("l", "a:1").unwrap();
+        assert!(state.locked && state.ttl.is_some_and(|ttl| ttl > Duration::ZERO));
     }
 
     // ---- Redis command semantics (`Db`) ----
@@ -2084,7 +2123,11 @@ mod tests {
         assert!(!fair_acquire(&backend, "a:1", a).is_acquired());
         assert_eq!(queue(&backend), ["a:1"]);
         // Force release evicts too: a's new slot has passed far later.
-        assert!(backend.fair_lock_force_release(&FAIR, i64::MAX).unwrap());
+        assert!(
+            backend
+                .fair_lock_force_release(&FAIR, crate::error::MAX_TIME_MS)
+                .unwrap()
+        );
         assert!(!live(&backend, FAIR.queue));
         assert_eq!(backend.len(), 1); // the latch
     }
