@@ -6,7 +6,7 @@
 //! | flavor | Redisson | holder field | waiters listen on | renewal |
 //! |---|---|---|---|---|
 //! | reentrant | `RLock` | `<uuid>:<thread>` | `redisson_lock__channel:{name}` | hash TTL |
-//! | fenced | `RFencedLock` | as reentrant; each acquisition also takes a token from `redisson_lock_token:{name}` | as reentrant | hash TTL |
+//! | fenced | `RFencedLock` | as reentrant; each acquisition also takes a token from `redisson_lock_token:{name}` (at least the server clock in µs) | as reentrant | hash TTL |
 //! | fair | `RFairLock` | `<uuid>:<thread>` | `redisson_lock__channel:{name}:<uuid>:<thread>` (own channel) | hash TTL |
 //! | read | `RReadWriteLock.readLock()` | `<uuid>:<thread>` | `redisson_rwlock:{name}` | own read-hold keys + hash |
 //! | write | `RReadWriteLock.writeLock()` | `<uuid>:<thread>:write` | `redisson_rwlock:{name}` | hash TTL |

@@ -168,6 +168,13 @@ fn deadline(now: Instant, ms: i64) -> Option<Instant> {
     now.checked_add(Duration::from_millis(u64::try_from(ms).unwrap_or(0)))
 }
 
+/// The clock in µs since the epoch (the fenced token floor; Redis' `TIME`).
+fn clock_micros() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_micros()).unwrap_or(i64::MAX))
+}
+
 /// Redis' reply to a command against a key of another type.
 fn wrong_type(key: &str) -> Error {
     Error::protocol(format!(
@@ -922,8 +929,14 @@ impl LockBackend for MemoryBackend {
         check_ms("lease", lease_ms)?;
         self.run(|db| {
             if !db.exists(name) || db.hexists(name, holder)? {
-                let token = db.incr(token_key)?;
-                // Not a token (the counter was set below zero): take no hold.
+                let mut token = db.incr(token_key)?;
+                // At least the clock in µs, so tokens keep increasing after
+                // the counter is lost (see lua/fenced_lock_acquire.lua).
+                let floor = clock_micros();
+                if token < floor {
+                    db.set(token_key, &floor.to_string());
+                    token = floor;
+                }
                 let Some(token) = u64::try_from(token).ok().filter(|token| *token > 0) else {
                     return Err(Error::protocol(format!(
                         "fenced lock acquire: token counter {token_key:?} holds {token}, not a positive integer"
