@@ -13,8 +13,12 @@
 //!
 //! - **Real clock.** TTLs are measured with [`std::time::Instant`]; a lease of
 //!   50 ms really ends 50 ms later.
-//! - **Lazy expiry.** There is no background thread: an expired key is treated
-//!   as absent by every access and removed when it is next touched.
+//! - **Active expiry.** An expired key is treated as absent by every access,
+//!   and every operation first drops all keys whose TTL has run out (an
+//!   index by deadline makes that cost O(expired), like Redis' active
+//!   expiry), so unlock latches and lapsed leases do not pile up in a
+//!   long-running process. There is no background thread: a store that is
+//!   not called holds no more than it held after its last call.
 //! - **Pub/sub fan-out.** [`publish`](LockBackend::publish) (and the unlock
 //!   message of a release) is delivered to every open
 //!   [`with_pubsub`](LockBackend::with_pubsub) connection subscribed to the
@@ -44,7 +48,7 @@
 //! # Ok::<(), redisync::Error>(())
 //! ```
 
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::{BTreeSet, HashMap, HashSet, VecDeque};
 use std::fmt;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -71,8 +75,9 @@ use crate::{Error, Result};
 /// connections, like clients of one Redis server.
 ///
 /// - TTLs run on the real clock ([`std::time::Instant`]).
-/// - Expiry is lazy: there is no background thread; an expired key is treated
-///   as absent by every access and removed when next touched.
+/// - Expired keys are absent to every access and dropped by the next
+///   operation, touched or not (no background thread: an idle store keeps
+///   what it held after its last call).
 /// - Published messages (including the unlock message of a release) fan out
 ///   to every open [`with_pubsub`](LockBackend::with_pubsub) connection
 ///   subscribed to the channel, fire and forget like Redis `PUBLISH`.
@@ -98,7 +103,7 @@ pub struct MemoryBackend {
 /// Lock order: `keys` before `subscribers`, never the other way round.
 #[derive(Default)]
 struct Inner {
-    keys: Mutex<HashMap<String, Entry>>,
+    keys: Mutex<Keyspace>,
     subscribers: Mutex<Subscribers>,
 }
 
@@ -107,6 +112,86 @@ struct Entry {
     value: Value,
     /// `None`: no expiry (`PTTL` = -1).
     expires_at: Option<Instant>,
+}
+
+/// The keys, and an index of those with an expiry by deadline, so expired
+/// keys are dropped in O(expired × log keys) by the next script (Redis'
+/// active expiry), not only when touched again: every unlock writes an
+/// unlock latch with a TTL, and a long-running process would otherwise keep
+/// them all.
+#[derive(Default)]
+struct Keyspace {
+    map: HashMap<String, Entry>,
+    /// `(deadline, key)` for exactly the entries whose `expires_at` is
+    /// `Some(deadline)`: kept in step by every method below, so change an
+    /// expiry only through [`set_expiry`](Self::set_expiry).
+    expiries: BTreeSet<(Instant, String)>,
+}
+
+impl Keyspace {
+    fn get(&self, key: &str) -> Option<&Entry> {
+        self.map.get(key)
+    }
+
+    /// The entry at `key`; its `expires_at` must not be changed through it.
+    fn get_mut(&mut self, key: &str) -> Option<&mut Entry> {
+        self.map.get_mut(key)
+    }
+
+    /// Forgets `entry`'s place in the expiry index.
+    fn unindex(&mut self, key: &str, entry: &Entry) {
+        if let Some(at) = entry.expires_at {
+            self.expiries.remove(&(at, key.to_owned()));
+        }
+    }
+
+    fn insert(&mut self, key: &str, entry: Entry) {
+        if let Some(old) = self.map.remove(key) {
+            self.unindex(key, &old);
+        }
+        if let Some(at) = entry.expires_at {
+            self.expiries.insert((at, key.to_owned()));
+        }
+        self.map.insert(key.to_owned(), entry);
+    }
+
+    fn remove(&mut self, key: &str) -> Option<Entry> {
+        let entry = self.map.remove(key)?;
+        self.unindex(key, &entry);
+        Some(entry)
+    }
+
+    /// The entry at `key`, created empty and without expiry when absent.
+    fn get_or_insert(&mut self, key: &str, empty: fn() -> Value) -> &mut Entry {
+        self.map.entry(key.to_owned()).or_insert_with(|| Entry {
+            value: empty(),
+            expires_at: None,
+        })
+    }
+
+    /// Sets the expiry of `key` if it exists (`PEXPIRE`).
+    fn set_expiry(&mut self, key: &str, at: Option<Instant>) {
+        let Some(entry) = self.map.get_mut(key) else {
+            return;
+        };
+        let old = std::mem::replace(&mut entry.expires_at, at);
+        if let Some(old) = old {
+            self.expiries.remove(&(old, key.to_owned()));
+        }
+        if let Some(at) = at {
+            self.expiries.insert((at, key.to_owned()));
+        }
+    }
+
+    /// Drops every key whose deadline is at or before `now`; the index is
+    /// ordered by deadline, so this touches only those keys.
+    fn expire_due(&mut self, now: Instant) {
+        while self.expiries.first().is_some_and(|(at, _)| *at <= now) {
+            if let Some((_, key)) = self.expiries.pop_first() {
+                self.map.remove(&key);
+            }
+        }
+    }
 }
 
 /// The Redis types the scripts use.
@@ -189,7 +274,7 @@ fn script_error(detail: String) -> Error {
 }
 
 /// Removes `key` if it has expired, so that afterwards a present key is live.
-fn purge(keys: &mut HashMap<String, Entry>, key: &str, now: Instant) {
+fn purge(keys: &mut Keyspace, key: &str, now: Instant) {
     if keys.get(key).is_some_and(|entry| entry.is_expired(now)) {
         keys.remove(key);
     }
@@ -198,13 +283,13 @@ fn purge(keys: &mut HashMap<String, Entry>, key: &str, now: Instant) {
 /// `SET key value` (`expires_at` `None`) or `SET key value PX ms`: replaces
 /// whatever `key` held, and its expiry.
 fn store_string(
-    keys: &mut HashMap<String, Entry>,
+    keys: &mut Keyspace,
     key: &str,
     value: &str,
     expires_at: Option<Instant>,
 ) {
     keys.insert(
-        key.to_owned(),
+        key,
         Entry {
             value: Value::Str(value.to_owned()),
             expires_at,
@@ -357,16 +442,18 @@ fn list_position(len: usize, index: i64) -> Option<usize> {
 /// `EXISTS`, `PTTL`, `PEXPIRE` and `SET` take any type); a hash, list or
 /// sorted set that becomes empty ceases to exist.
 struct Db<'a> {
-    keys: &'a mut HashMap<String, Entry>,
+    keys: &'a mut Keyspace,
     now: Instant,
 }
 
 impl<'a> Db<'a> {
-    fn new(keys: &'a mut HashMap<String, Entry>) -> Self {
-        Db {
-            keys,
-            now: Instant::now(),
-        }
+    /// A script's view; first drops every key that has expired (active
+    /// expiry), so the keyspace never holds more than the live keys plus
+    /// those that expired since the last script ran.
+    fn new(keys: &'a mut Keyspace) -> Self {
+        let now = Instant::now();
+        keys.expire_due(now);
+        Db { keys, now }
     }
 
     /// The live entry at `key`.
@@ -396,10 +483,7 @@ impl<'a> Db<'a> {
         empty: fn() -> Value,
     ) -> Result<&mut T> {
         purge(self.keys, key, self.now);
-        let entry = self.keys.entry(key.to_owned()).or_insert_with(|| Entry {
-            value: empty(),
-            expires_at: None,
-        });
+        let entry = self.keys.get_or_insert(key, empty);
         pick(&mut entry.value).ok_or_else(|| wrong_type(key))
     }
 
@@ -438,10 +522,8 @@ impl<'a> Db<'a> {
     /// `PEXPIRE key ms`: nothing when absent; a non-positive `ms` expires
     /// the key at once (Redis deletes it).
     fn pexpire(&mut self, key: &str, ms: i64) {
-        let now = self.now;
-        if let Some(entry) = self.entry(key) {
-            entry.expires_at = deadline(now, ms);
-        }
+        purge(self.keys, key, self.now);
+        self.keys.set_expiry(key, deadline(self.now, ms));
     }
 
     /// `GET key`.
@@ -770,10 +852,9 @@ impl MemoryBackend {
     /// # Ok::<(), redisync::Error>(())
     /// ```
     pub fn len(&self) -> usize {
-        let now = Instant::now();
         let mut keys = self.inner.keys.lock();
-        keys.retain(|_, entry| !entry.is_expired(now));
-        keys.len()
+        keys.expire_due(Instant::now());
+        keys.map.len()
     }
 
     /// True when no live key is stored.
@@ -893,6 +974,7 @@ impl fmt::Debug for MemoryBackend {
             .inner
             .keys
             .lock()
+            .map
             .values()
             .filter(|entry| !entry.is_expired(now))
             .count();
@@ -1917,6 +1999,74 @@ mod tests {
         assert!(theirs.locked);
         assert_eq!(theirs.hold_count, 0);
         assert!(theirs.ttl.is_some());
+    }
+
+    /// Keys stored, expired or not (what the process holds in memory).
+    fn stored(backend: &MemoryBackend) -> usize {
+        backend.inner.keys.lock().map.len()
+    }
+
+    /// The expiry index lists exactly the keys that have an expiry.
+    fn assert_index_exact(backend: &MemoryBackend) {
+        let keys = backend.inner.keys.lock();
+        let expected: BTreeSet<(Instant, String)> = keys
+            .map
+            .iter()
+            .filter_map(|(key, entry)| entry.expires_at.map(|at| (at, key.clone())))
+            .collect();
+        assert_eq!(keys.expiries, expected);
+    }
+
+    #[test]
+    fn expired_keys_are_dropped_without_being_touched_again() {
+        const CYCLES: usize = 10_000;
+        const LATCH_MS: i64 = 200;
+        let backend = MemoryBackend::new();
+        for i in 0..CYCLES {
+            let name = format!("l{}", i % 10);
+            assert!(backend.lock_acquire(&name, "a:1", LEASE).unwrap().is_acquired());
+            let latch = format!("redisson_unlock_latch:{{{name}}}:{i}");
+            let released = backend
+                .lock_release(&name, CHANNEL, "a:1", LEASE, &latch, LATCH_MS)
+                .unwrap();
+            assert_eq!(released, Release::Released);
+        }
+        // Every unlock left its latch (the 200 ms have not passed yet for
+        // most of them), so the test below measures something.
+        let before = stored(&backend);
+        assert!(before > CYCLES / 2, "only {before} latches stored");
+        assert_index_exact(&backend);
+        thread::sleep(Duration::from_millis(250));
+        // No latch is touched again; any script runs the active expiry.
+        backend.lock_state("elsewhere", "a:1").unwrap();
+        let after = stored(&backend);
+        assert!(after < 100, "{after} keys stored after the latches expired");
+        assert_eq!(after, 0);
+        assert_index_exact(&backend);
+    }
+
+    #[test]
+    fn expiry_index_follows_every_change_of_expiry() {
+        let backend = MemoryBackend::new();
+        backend.lock_acquire("l", "a:1", LEASE).unwrap();
+        // Renewals replace the deadline: the index keeps one entry per key.
+        for _ in 0..1_000 {
+            assert!(backend.lock_renew("l", "a:1", LEASE).unwrap());
+        }
+        assert_eq!(backend.inner.keys.lock().expiries.len(), 1);
+        // SET without PX clears it; a deleted key leaves the index.
+        backend.set_string("l", "x");
+        assert_index_exact(&backend);
+        assert!(backend.inner.keys.lock().expiries.is_empty());
+        backend.lock_acquire("m", "a:1", 30).unwrap();
+        assert!(backend.lock_force_release("m", CHANNEL).unwrap());
+        assert_index_exact(&backend);
+        backend.lock_acquire("n", "a:1", 30).unwrap();
+        assert_eq!(backend.inner.keys.lock().expiries.len(), 1);
+        thread::sleep(Duration::from_millis(60));
+        // len() expires too (and counts only live keys).
+        assert_eq!(backend.len(), 1);
+        assert_index_exact(&backend);
     }
 
     #[test]
