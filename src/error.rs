@@ -350,9 +350,12 @@ mod tests {
         assert_eq!(millis("lease", Duration::from_secs(30)).unwrap(), 30_000);
         assert_eq!(millis("lease", MAX_LEASE).unwrap(), MAX_LEASE_MS);
         assert_eq!(
-            millis("lease", Duration::from_millis(u64::try_from(i64::MAX).unwrap()))
-                .unwrap_err()
-                .to_string(),
+            millis(
+                "lease",
+                Duration::from_millis(u64::try_from(i64::MAX).unwrap())
+            )
+            .unwrap_err()
+            .to_string(),
             "invalid lease: 9223372036854775807ms is beyond the longest expiry redisync \
              sends to Redis (140737488355328ms = 2^47 ms, about 4459 years)"
         );
@@ -368,7 +371,9 @@ mod tests {
         );
         assert!(check_ms("lease", 0).is_err() && check_ms("lease", MAX_LEASE_MS + 1).is_err());
         assert!(check_ms("lease", 1).is_ok() && check_ms("lease", MAX_LEASE_MS).is_ok());
-        assert!(check_time_ms("now", -1).is_err() && check_time_ms("now", MAX_TIME_MS + 1).is_err());
+        assert!(
+            check_time_ms("now", -1).is_err() && check_time_ms("now", MAX_TIME_MS + 1).is_err()
+        );
     }
 
     #[test]

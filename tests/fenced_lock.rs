@@ -222,7 +222,11 @@ fn reentrant_acquisition_gets_a_new_higher_token(env: &Env) {
 
     inner.unlock().unwrap();
     assert_eq!(lock.hold_count().unwrap(), 1);
-    assert_eq!(token_of(&outer), base + 1, "the outer guard's token changed");
+    assert_eq!(
+        token_of(&outer),
+        base + 1,
+        "the outer guard's token changed"
+    );
     // Still held: the other client cannot get in (and takes no token).
     assert!(b.fenced_lock(name.as_str()).try_lock().unwrap().is_none());
 
@@ -680,7 +684,10 @@ fn tokens_are_unique_and_increasing_under_contention(env: &Env) {
     assert_eq!(count, total);
     assert_eq!(all.len(), total, "duplicate tokens");
     let expected: HashSet<u64> = (base + 1..=base + total as u64).collect();
-    assert_eq!(all, expected, "the tokens are not exactly base+1..=base+{total}");
+    assert_eq!(
+        all, expected,
+        "the tokens are not exactly base+1..=base+{total}"
+    );
     assert_eq!(highest.load(Ordering::SeqCst), base + total as u64);
     assert_raw_counter(env, &name, base + total as u64);
 }

@@ -61,10 +61,10 @@ use super::{
     Acquire, ExpirableKeys, FairLockKeys, FencedAcquire, LockBackend, LockState, Message,
     PubSubConnection, Release, RwLockKeys, RwLockState, RwMode,
 };
+use crate::error::{MAX_LEASE_MS, check_ms, check_time_ms};
 use crate::keys::{
     LATCH_NEW_COUNT_MESSAGE, LATCH_ZERO_MESSAGE, READ_UNLOCK_MESSAGE, UNLOCK_MESSAGE,
 };
-use crate::error::{MAX_LEASE_MS, check_ms, check_time_ms};
 use crate::{Error, Result};
 
 /// An in-process [`LockBackend`] with exactly the semantics of the Redis
@@ -282,12 +282,7 @@ fn purge(keys: &mut Keyspace, key: &str, now: Instant) {
 
 /// `SET key value` (`expires_at` `None`) or `SET key value PX ms`: replaces
 /// whatever `key` held, and its expiry.
-fn store_string(
-    keys: &mut Keyspace,
-    key: &str,
-    value: &str,
-    expires_at: Option<Instant>,
-) {
+fn store_string(keys: &mut Keyspace, key: &str, value: &str, expires_at: Option<Instant>) {
     keys.insert(
         key,
         Entry {
@@ -1283,7 +1278,10 @@ impl LockBackend for MemoryBackend {
             if mode == RwMode::Write.as_str() && db.hexists(keys.name, keys.write_field)? {
                 // Re-entry adds the lease to the remaining TTL, as Redisson
                 // does, up to the longest lease (as the script caps it).
-                let ttl = db.pttl(keys.name).saturating_add(lease_ms).min(MAX_LEASE_MS);
+                let ttl = db
+                    .pttl(keys.name)
+                    .saturating_add(lease_ms)
+                    .min(MAX_LEASE_MS);
                 db.hincrby(keys.name, keys.write_field, 1)?;
                 db.pexpire(keys.name, ttl);
                 return Ok(Acquire::Acquired);
@@ -2024,7 +2022,12 @@ mod tests {
         let backend = MemoryBackend::new();
         for i in 0..CYCLES {
             let name = format!("l{}", i % 10);
-            assert!(backend.lock_acquire(&name, "a:1", LEASE).unwrap().is_acquired());
+            assert!(
+                backend
+                    .lock_acquire(&name, "a:1", LEASE)
+                    .unwrap()
+                    .is_acquired()
+            );
             let latch = format!("redisson_unlock_latch:{{{name}}}:{i}");
             let released = backend
                 .lock_release(&name, CHANNEL, "a:1", LEASE, &latch, LATCH_MS)

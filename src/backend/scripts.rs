@@ -48,8 +48,7 @@ fn sharded(code: &str) -> String {
 }
 
 /// `lua/lock_acquire.lua`: KEYS lock; ARGV lease ms, holder. nil = acquired, else PTTL.
-pub(crate) static LOCK_ACQUIRE: LazyLock<Lua> =
-    LazyLock::new(|| {
+pub(crate) static LOCK_ACQUIRE: LazyLock<Lua> = LazyLock::new(|| {
     Lua::new(concat!(
         include_str!("../../lua/args_prelude.lua"),
         include_str!("../../lua/lock_acquire.lua")
@@ -58,8 +57,7 @@ pub(crate) static LOCK_ACQUIRE: LazyLock<Lua> =
 
 /// `lua/fenced_lock_acquire.lua`: KEYS lock, token counter; ARGV lease ms,
 /// holder. {-1, token} = acquired , else {PTTL, -1}.
-pub(crate) static FENCED_LOCK_ACQUIRE: LazyLock<Lua> =
-    LazyLock::new(|| {
+pub(crate) static FENCED_LOCK_ACQUIRE: LazyLock<Lua> = LazyLock::new(|| {
     Lua::new(concat!(
         include_str!("../../lua/args_prelude.lua"),
         include_str!("../../lua/fenced_lock_acquire.lua")
@@ -67,8 +65,7 @@ pub(crate) static FENCED_LOCK_ACQUIRE: LazyLock<Lua> =
 });
 
 /// `lua/lock_renew.lua`: KEYS lock; ARGV lease ms, holder. 1 = renewed, 0 = not ours.
-pub(crate) static LOCK_RENEW: LazyLock<Lua> =
-    LazyLock::new(|| {
+pub(crate) static LOCK_RENEW: LazyLock<Lua> = LazyLock::new(|| {
     Lua::new(concat!(
         include_str!("../../lua/args_prelude.lua"),
         include_str!("../../lua/lock_renew.lua")
@@ -77,8 +74,7 @@ pub(crate) static LOCK_RENEW: LazyLock<Lua> =
 
 /// `lua/lock_release.lua`: KEYS lock, channel, latch; ARGV message, lease ms,
 /// holder, latch ms. nil = not held, 0 = still held, 1 = released.
-pub(crate) static LOCK_RELEASE: LazyLock<Lua> =
-    LazyLock::new(|| {
+pub(crate) static LOCK_RELEASE: LazyLock<Lua> = LazyLock::new(|| {
     Lua::new(concat!(
         include_str!("../../lua/args_prelude.lua"),
         include_str!("../../lua/lock_release.lua")
@@ -112,8 +108,7 @@ pub(crate) static FAIR_LOCK_RELEASE: LazyLock<Lua> = LazyLock::new(|| {
 });
 
 /// `lua/fair_lock_cancel.lua`: KEYS queue, slots; ARGV waiter, allowance ms. 1 = was queued.
-pub(crate) static FAIR_LOCK_CANCEL: LazyLock<Lua> =
-    LazyLock::new(|| {
+pub(crate) static FAIR_LOCK_CANCEL: LazyLock<Lua> = LazyLock::new(|| {
     Lua::new(concat!(
         include_str!("../../lua/args_prelude.lua"),
         include_str!("../../lua/fair_lock_cancel.lua")
@@ -130,8 +125,7 @@ pub(crate) static FAIR_LOCK_FORCE_RELEASE: LazyLock<Lua> = LazyLock::new(|| {
 });
 
 /// `lua/read_lock_acquire.lua`: KEYS lock, timeout prefix; ARGV lease ms, holder, write field. nil = acquired, else PTTL.
-pub(crate) static READ_LOCK_ACQUIRE: LazyLock<Lua> =
-    LazyLock::new(|| {
+pub(crate) static READ_LOCK_ACQUIRE: LazyLock<Lua> = LazyLock::new(|| {
     Lua::new(concat!(
         include_str!("../../lua/args_prelude.lua"),
         include_str!("../../lua/read_lock_acquire.lua")
@@ -139,8 +133,7 @@ pub(crate) static READ_LOCK_ACQUIRE: LazyLock<Lua> =
 });
 
 /// `lua/write_lock_acquire.lua`: KEYS lock; ARGV lease ms, write field, read field. nil = acquired, -3 = caller reads, else PTTL.
-pub(crate) static WRITE_LOCK_ACQUIRE: LazyLock<Lua> =
-    LazyLock::new(|| {
+pub(crate) static WRITE_LOCK_ACQUIRE: LazyLock<Lua> = LazyLock::new(|| {
     Lua::new(concat!(
         include_str!("../../lua/args_prelude.lua"),
         include_str!("../../lua/write_lock_acquire.lua")
@@ -148,8 +141,7 @@ pub(crate) static WRITE_LOCK_ACQUIRE: LazyLock<Lua> =
 });
 
 /// `lua/read_lock_release.lua`: KEYS lock, channel, timeout prefix, key prefix, latch; ARGV message, holder, latch ms. nil/0/1.
-pub(crate) static READ_LOCK_RELEASE: LazyLock<Lua> =
-    LazyLock::new(|| {
+pub(crate) static READ_LOCK_RELEASE: LazyLock<Lua> = LazyLock::new(|| {
     Lua::new(concat!(
         include_str!("../../lua/args_prelude.lua"),
         include_str!("../../lua/read_lock_release.lua")
@@ -157,8 +149,7 @@ pub(crate) static READ_LOCK_RELEASE: LazyLock<Lua> =
 });
 
 /// `lua/write_lock_release.lua`: KEYS lock, channel, latch; ARGV message, lease ms, write field, latch ms. nil/0/1.
-pub(crate) static WRITE_LOCK_RELEASE: LazyLock<Lua> =
-    LazyLock::new(|| {
+pub(crate) static WRITE_LOCK_RELEASE: LazyLock<Lua> = LazyLock::new(|| {
     Lua::new(concat!(
         include_str!("../../lua/args_prelude.lua"),
         include_str!("../../lua/write_lock_release.lua")
@@ -166,8 +157,7 @@ pub(crate) static WRITE_LOCK_RELEASE: LazyLock<Lua> =
 });
 
 /// `lua/read_lock_renew.lua`: KEYS lock, timeout prefix; ARGV lease ms, holder. 1 = renewed.
-pub(crate) static READ_LOCK_RENEW: LazyLock<Lua> =
-    LazyLock::new(|| {
+pub(crate) static READ_LOCK_RENEW: LazyLock<Lua> = LazyLock::new(|| {
     Lua::new(concat!(
         include_str!("../../lua/args_prelude.lua"),
         include_str!("../../lua/read_lock_renew.lua")
@@ -183,8 +173,7 @@ pub(crate) static RW_LOCK_STATE: LazyLock<Lua> =
     LazyLock::new(|| Lua::new(include_str!("../../lua/rw_lock_state.lua")));
 
 /// `lua/counter_set_if_absent.lua`: KEYS counter, channel; ARGV value, message. 1 = set.
-pub(crate) static COUNTER_SET_IF_ABSENT: LazyLock<Lua> =
-    LazyLock::new(|| {
+pub(crate) static COUNTER_SET_IF_ABSENT: LazyLock<Lua> = LazyLock::new(|| {
     Lua::new(concat!(
         include_str!("../../lua/args_prelude.lua"),
         include_str!("../../lua/counter_set_if_absent.lua")
@@ -196,8 +185,7 @@ pub(crate) static COUNTER_GET: LazyLock<Lua> =
     LazyLock::new(|| Lua::new(include_str!("../../lua/counter_get.lua")));
 
 /// `lua/semaphore_add.lua`: KEYS semaphore, channel; ARGV delta. The new count.
-pub(crate) static SEMAPHORE_ADD: LazyLock<Lua> =
-    LazyLock::new(|| {
+pub(crate) static SEMAPHORE_ADD: LazyLock<Lua> = LazyLock::new(|| {
     Lua::new(concat!(
         include_str!("../../lua/args_prelude.lua"),
         include_str!("../../lua/semaphore_add.lua")
@@ -205,8 +193,7 @@ pub(crate) static SEMAPHORE_ADD: LazyLock<Lua> =
 });
 
 /// `lua/semaphore_try_acquire.lua`: KEYS semaphore; ARGV permits. 1 = taken.
-pub(crate) static SEMAPHORE_TRY_ACQUIRE: LazyLock<Lua> =
-    LazyLock::new(|| {
+pub(crate) static SEMAPHORE_TRY_ACQUIRE: LazyLock<Lua> = LazyLock::new(|| {
     Lua::new(concat!(
         include_str!("../../lua/args_prelude.lua"),
         include_str!("../../lua/semaphore_try_acquire.lua")
