@@ -2018,7 +2018,9 @@ mod tests {
     #[test]
     fn expired_keys_are_dropped_without_being_touched_again() {
         const CYCLES: usize = 10_000;
-        const LATCH_MS: i64 = 200;
+        // Long enough that the loop ends before the first latch expires,
+        // even on a loaded machine (a debug build runs it in well under 1 s).
+        const LATCH_MS: i64 = 3_000;
         let backend = MemoryBackend::new();
         for i in 0..CYCLES {
             let name = format!("l{}", i % 10);
@@ -2034,12 +2036,12 @@ mod tests {
                 .unwrap();
             assert_eq!(released, Release::Released);
         }
-        // Every unlock left its latch (the 200 ms have not passed yet for
-        // most of them), so the test below measures something.
+        // Every unlock left its latch (most of the 3 s have not passed
+        // yet), so the test below measures something.
         let before = stored(&backend);
         assert!(before > CYCLES / 2, "only {before} latches stored");
         assert_index_exact(&backend);
-        thread::sleep(Duration::from_millis(250));
+        thread::sleep(Duration::from_millis(3_100));
         // No latch is touched again; any script runs the active expiry.
         backend.lock_state("elsewhere", "a:1").unwrap();
         let after = stored(&backend);
