@@ -438,11 +438,21 @@ pub trait PubSubConnection {
 /// # Pub/sub
 /// [`publish`](Self::publish), [`with_pubsub`](Self::with_pubsub).
 ///
+/// # Argument ranges
+/// Durations (`lease_ms`, `latch_ms`, `wait_ms`) are 1 ms to
+/// [`MAX_LEASE`](crate::MAX_LEASE) (2^47 ms); clock readings and lease ends
+/// (`now_ms`, `lease_end_ms`) are 0 to 2^48 ms since the epoch; permits
+/// taken are at least 1. The clients never pass anything else. A backend
+/// must refuse other values without changing anything: the scripts reply
+/// with an error before their first write, and [`MemoryBackend`]
+/// returns `InvalidArgument`.
+///
 /// ```
 /// use redisync::backend::{Acquire, LockBackend};
 /// let backend = redisync::MemoryBackend::new();
 /// assert_eq!(backend.lock_acquire("doc:trait", "c1:1", 30_000)?, Acquire::Acquired);
 /// assert!(!backend.lock_acquire("doc:trait", "c2:1", 30_000)?.is_acquired());
+/// assert!(backend.lock_acquire("doc:trait", "c3:1", 0).unwrap_err().is_invalid_argument());
 /// # Ok::<(), redisync::Error>(())
 /// ```
 pub trait LockBackend: Send + Sync + 'static {
