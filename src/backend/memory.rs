@@ -17,8 +17,9 @@
 //!   and every operation first drops all keys whose TTL has run out (an
 //!   index by deadline makes that cost O(expired), like Redis' active
 //!   expiry), so unlock latches and lapsed leases do not pile up in a
-//!   long-running process. There is no background thread: a store that is
-//!   not called holds no more than it held after its last call.
+//!   long-running process. A store nobody calls is swept too, every 0.5 s,
+//!   by one thread shared by all stores of the process (it ends when the
+//!   last store is dropped).
 //! - **Pub/sub fan-out.** [`publish`](LockBackend::publish) (and the unlock
 //!   message of a release) is delivered to every open
 //!   [`with_pubsub`](LockBackend::with_pubsub) connection subscribed to the
@@ -50,8 +51,8 @@
 
 use std::collections::{BTreeSet, HashMap, HashSet, VecDeque};
 use std::fmt;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
@@ -76,8 +77,8 @@ use crate::{Error, Result};
 ///
 /// - TTLs run on the real clock ([`std::time::Instant`]).
 /// - Expired keys are absent to every access and dropped by the next
-///   operation, touched or not (no background thread: an idle store keeps
-///   what it held after its last call).
+///   operation, touched or not, or within 0.5 s by a sweeper thread shared
+///   by every store of the process when nobody calls.
 /// - Published messages (including the unlock message of a release) fan out
 ///   to every open [`with_pubsub`](LockBackend::with_pubsub) connection
 ///   subscribed to the channel, fire and forget like Redis `PUBLISH`.
@@ -93,9 +94,71 @@ use crate::{Error, Result};
 /// assert_eq!(shared.len(), 1);
 /// # Ok::<(), redisync::Error>(())
 /// ```
-#[derive(Clone, Default)]
+#[derive(Clone)]
 pub struct MemoryBackend {
     inner: Arc<Inner>,
+}
+
+impl Default for MemoryBackend {
+    /// As [`MemoryBackend::new`].
+    ///
+    /// ```
+    /// assert!(redisync::MemoryBackend::default().is_empty());
+    /// ```
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// How often the sweeper thread drops the expired keys of stores nobody
+/// calls (a called store drops them on every call).
+const IDLE_SWEEP: Duration = Duration::from_millis(500);
+
+/// Every live store, for the process's one sweeper thread; `running` says
+/// whether that thread exists.
+struct IdleSweep {
+    stores: Vec<Weak<Inner>>,
+    running: bool,
+}
+
+static IDLE_STORES: Mutex<IdleSweep> = Mutex::new(IdleSweep {
+    stores: Vec::new(),
+    running: false,
+});
+
+/// Adds a new store to the sweep, starting the sweeper thread if none runs.
+/// One thread for all stores, holding only weak references: it ends once
+/// every store is dropped. If it cannot be spawned, expiry still runs on
+/// every call.
+fn register_for_idle_sweep(inner: &Arc<Inner>) {
+    let mut sweep = IDLE_STORES.lock();
+    sweep.stores.push(Arc::downgrade(inner));
+    if !sweep.running {
+        sweep.running = std::thread::Builder::new()
+            .name("redisync-memory-expiry".to_owned())
+            .spawn(sweep_idle_stores)
+            .is_ok();
+    }
+}
+
+/// The sweeper thread: every [`IDLE_SWEEP`], drops the expired keys of every
+/// live store; ends when no store is left.
+fn sweep_idle_stores() {
+    loop {
+        std::thread::sleep(IDLE_SWEEP);
+        let live: Vec<Arc<Inner>> = {
+            let mut sweep = IDLE_STORES.lock();
+            sweep.stores.retain(|store| store.strong_count() > 0);
+            if sweep.stores.is_empty() {
+                sweep.running = false;
+                return;
+            }
+            sweep.stores.iter().filter_map(Weak::upgrade).collect()
+        };
+        for inner in live {
+            inner.keys.lock().expire_due(Instant::now());
+        }
+    }
 }
 
 /// The shared state behind every clone of a [`MemoryBackend`].
@@ -833,7 +896,11 @@ impl MemoryBackend {
     /// assert!(backend.is_empty());
     /// ```
     pub fn new() -> Self {
-        Self::default()
+        let backend = MemoryBackend {
+            inner: Arc::new(Inner::default()),
+        };
+        register_for_idle_sweep(&backend.inner);
+        backend
     }
 
     /// The number of live (unexpired) keys: locks, fair-lock queues and slot
@@ -2048,6 +2115,28 @@ mod tests {
         assert!(after < 100, "{after} keys stored after the latches expired");
         assert_eq!(after, 0);
         assert_index_exact(&backend);
+    }
+
+    #[test]
+    fn an_idle_store_shrinks_too() {
+        let backend = MemoryBackend::new();
+        for i in 0..100 {
+            let latch = format!("redisson_unlock_latch:{{l}}:{i}");
+            backend.lock_acquire("l", "a:1", LEASE).unwrap();
+            backend
+                .lock_release("l", CHANNEL, "a:1", LEASE, &latch, 100)
+                .unwrap();
+        }
+        backend.lock_acquire("kept", "a:1", LEASE).unwrap();
+        assert!(stored(&backend) > 50);
+        // No call from here on: only the sweeper thread can drop them.
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while stored(&backend) > 1 {
+            assert!(Instant::now() < deadline, "{} keys", stored(&backend));
+            thread::sleep(Duration::from_millis(50));
+        }
+        assert_index_exact(&backend);
+        assert!(backend.lock_state("kept", "a:1").unwrap().locked);
     }
 
     #[test]
