@@ -9,6 +9,12 @@
 -- ARGV[3]  the caller's wall clock in ms
 -- Returns  nil when taken (the id is recorded with its lease end); otherwise
 --          ms until the earliest lease ends (-1 when no permit is leased).
+-- Checked before any write (a script error does not undo earlier writes).
+local bad = bad_time(ARGV[2], 'lease end')
+    or bad_time(ARGV[3], 'now')
+if bad then
+    return bad
+end
 reclaim_expired(KEYS[1], KEYS[2], KEYS[3], ARGV[3])
 local value = redis.call('get', KEYS[1])
 if value ~= false and tonumber(value) >= 1 then

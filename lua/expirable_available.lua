@@ -7,5 +7,10 @@
 -- ARGV[1]  the caller's wall clock in ms
 -- Returns  the available permits as stored (a decimal string; nil when
 --          absent = 0).
+-- Checked before any write (a script error does not undo earlier writes).
+local bad = bad_time(ARGV[1], 'now')
+if bad then
+    return bad
+end
 reclaim_expired(KEYS[1], KEYS[2], KEYS[3], ARGV[1])
 return redis.call('get', KEYS[1])

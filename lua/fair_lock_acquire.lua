@@ -11,6 +11,13 @@
 -- Returns  nil when acquired (hold count + 1, TTL reset to the lease);
 --          otherwise how long to wait in ms before trying again (the slot
 --          ahead's remaining time, or the lock's PTTL; -1 = until a message).
+-- Checked before any write (a script error does not undo earlier writes).
+local bad = bad_ms(ARGV[1], 'lease')
+    or bad_ms(ARGV[3], 'wait allowance')
+    or bad_time(ARGV[4], 'now')
+if bad then
+    return bad
+end
 local now = tonumber(ARGV[4])
 evict_stale_waiters(KEYS[2], KEYS[3], now)
 -- Free, and nobody queued or the caller is first: take it.

@@ -5,6 +5,11 @@
 -- ARGV[1]  the leaving waiter's id
 -- ARGV[2]  its allowance in ms
 -- Returns  1 if it was queued, 0 otherwise.
+-- Checked before any write (a script error does not undo earlier writes).
+local bad = bad_ms(ARGV[2], 'wait allowance')
+if bad then
+    return bad
+end
 local queue = redis.call('lrange', KEYS[1], 0, -1)
 local i = 1
 while i <= #queue and queue[i] ~= ARGV[1] do

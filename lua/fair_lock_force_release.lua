@@ -7,6 +7,11 @@
 -- ARGV[1]  the unlock message (0)
 -- ARGV[2]  the caller's wall clock in ms
 -- Returns  1 when the lock existed; 0 otherwise.
+-- Checked before any write (a script error does not undo earlier writes).
+local bad = bad_time(ARGV[2], 'now')
+if bad then
+    return bad
+end
 local now = tonumber(ARGV[2])
 evict_stale_waiters(KEYS[2], KEYS[3], now)
 if redis.call('del', KEYS[1]) == 1 then

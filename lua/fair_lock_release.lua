@@ -14,6 +14,13 @@
 -- Returns  nil = the lock exists but the holder does not hold it; 0 = one hold
 --          released, still held; 1 = released (or already gone, as in Redisson)
 --          and the head waiter told.
+-- Checked before any write (a script error does not undo earlier writes).
+local bad = bad_ms(ARGV[2], 'lease')
+    or bad_time(ARGV[4], 'now')
+    or bad_ms(ARGV[5], 'latch timeout')
+if bad then
+    return bad
+end
 local done = redis.call('get', KEYS[5])
 if done then
     return tonumber(done)

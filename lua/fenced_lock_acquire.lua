@@ -7,15 +7,39 @@
 -- ARGV[2]  holder id, <client uuid>:<thread number>
 -- Returns  {-1, token} when acquired; the token is read back with GET so it
 --          stays exact beyond 2^53 (Lua numbers are doubles);
---          {-2, counter} without taking it when the counter is not
---          positive after INCR (it was set to a negative value);
 --          otherwise {PTTL, -1} (PTTL -1 = no expiry).
+--
+-- The token is INCR of the counter, as in Redisson, raised when needed to
+-- at least the server's clock in microseconds since the epoch. So tokens
+-- keep increasing when the counter is lost (a restart without persistence,
+-- a failover to a replica that missed the last INCR) as long as the server
+-- that answers after the loss has a clock later than the old one's when it
+-- issued the last token. A counter set below the clock (even negative) is
+-- raised the same way.
+
+-- Redis before 5 replicates scripts verbatim unless told to replicate their
+-- effects, and then refuses a write after TIME; from Redis 5 effects are
+-- the default and from 7 the call is a no-op. It must come before any write.
+if redis.replicate_commands ~= nil then
+    redis.replicate_commands()
+end
+-- Checked before any write (a script error does not undo earlier writes).
+local bad = bad_ms(ARGV[1], 'lease')
+if bad then
+    return bad
+end
 if redis.call('exists', KEYS[1]) == 0 or redis.call('hexists', KEYS[1], ARGV[2]) == 1 then
-    -- The counter first: a script error does not roll back what ran before
-    -- it, and a failed INCR (a non-integer counter) must not leave a hold.
-    if redis.call('incr', KEYS[2]) < 1 then
-        -- Not a token (the counter was set below zero): take no hold.
-        return {-2, redis.call('get', KEYS[2])}
+    -- The counter first: a failed INCR (a non-integer counter, or one at the
+    -- 64-bit limit) must fail before the hold is taken.
+    local token = redis.call('incr', KEYS[2])
+    -- The clock floor in µs: about 1.8e15, below 2^53, so the Lua double
+    -- is exact; formatted as digits (never 1.8e+15) by string.format.
+    local time = redis.call('time')
+    local floor = tonumber(time[1]) * 1000000 + tonumber(time[2])
+    if token < floor then
+        -- SET, not INCRBY of the difference: exact even when the counter
+        -- was far below zero (the difference would then pass 2^53).
+        redis.call('set', KEYS[2], string.format('%.0f', floor))
     end
     redis.call('hincrby', KEYS[1], ARGV[2], 1)
     redis.call('pexpire', KEYS[1], ARGV[1])

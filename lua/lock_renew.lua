@@ -3,6 +3,11 @@
 -- ARGV[1]  lease in milliseconds
 -- ARGV[2]  holder id
 -- Returns  1 when renewed; 0 when the holder no longer holds it.
+-- Checked before any write (a script error does not undo earlier writes).
+local bad = bad_ms(ARGV[1], 'lease')
+if bad then
+    return bad
+end
 if redis.call('hexists', KEYS[1], ARGV[2]) == 1 then
     redis.call('pexpire', KEYS[1], ARGV[1])
     return 1

@@ -7,6 +7,11 @@
 -- ARGV[2]  holder id, <client uuid>:<thread number>
 -- ARGV[3]  the same holder's write field, <holder>:write (a writer may also read)
 -- Returns  nil when acquired; otherwise the lock's PTTL in ms.
+-- Checked before any write (a script error does not undo earlier writes).
+local bad = bad_ms(ARGV[1], 'lease')
+if bad then
+    return bad
+end
 local mode = redis.call('hget', KEYS[1], 'mode')
 if mode == false then
     redis.call('hset', KEYS[1], 'mode', 'read')

@@ -10,6 +10,11 @@
 -- Returns  nil = the holder holds no read hold; 0 = released, the lock is still
 --          held (by other reads, or the holder's write); 1 = the lock is free
 --          and the unlock message published.
+-- Checked before any write (a script error does not undo earlier writes).
+local bad = bad_ms(ARGV[3], 'latch timeout')
+if bad then
+    return bad
+end
 local done = redis.call('get', KEYS[5])
 if done then
     return tonumber(done)

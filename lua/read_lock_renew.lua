@@ -5,6 +5,11 @@
 -- ARGV[1]  lease in milliseconds
 -- ARGV[2]  holder id
 -- Returns  1 when renewed; 0 when the holder holds no read hold.
+-- Checked before any write (a script error does not undo earlier writes).
+local bad = bad_ms(ARGV[1], 'lease')
+if bad then
+    return bad
+end
 local holds = redis.call('hget', KEYS[1], ARGV[2])
 if holds == false then
     return 0

@@ -4,8 +4,13 @@
 -- ARGV[2]  the holder's write field, <client uuid>:<thread number>:write
 -- ARGV[3]  the holder's read field, <client uuid>:<thread number>
 -- Returns  nil when acquired (re-entry adds the lease to the remaining TTL, as
---          Redisson does); -3 when the caller holds the read half (read -> write
+--          Redisson does, up to 2^47 ms); -3 when the caller holds the read half (read -> write
 --          cannot be granted: waiting would wait for itself); otherwise the PTTL.
+-- Checked before any write (a script error does not undo earlier writes).
+local bad = bad_ms(ARGV[1], 'lease')
+if bad then
+    return bad
+end
 local mode = redis.call('hget', KEYS[1], 'mode')
 if mode == false then
     redis.call('hset', KEYS[1], 'mode', 'write')
@@ -14,8 +19,11 @@ if mode == false then
     return nil
 end
 if mode == 'write' and redis.call('hexists', KEYS[1], ARGV[2]) == 1 then
+    -- Capped at the longest lease, so repeated reentry never sums past
+    -- what PEXPIRE accepts (an error after the HINCRBY would keep the hold).
+    local ttl = math.min(redis.call('pttl', KEYS[1]) + tonumber(ARGV[1]), 140737488355328)
     redis.call('hincrby', KEYS[1], ARGV[2], 1)
-    redis.call('pexpire', KEYS[1], redis.call('pttl', KEYS[1]) + tonumber(ARGV[1]))
+    redis.call('pexpire', KEYS[1], ttl)
     return nil
 end
 if mode == 'read' and redis.call('hexists', KEYS[1], ARGV[3]) == 1 then

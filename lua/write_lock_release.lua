@@ -9,6 +9,12 @@
 -- Returns  nil = the holder does not hold the write lock; 0 = one hold released,
 --          still held; 1 = the write hold is gone: the lock is free (message
 --          published) or left in read mode to the holder's own read holds.
+-- Checked before any write (a script error does not undo earlier writes).
+local bad = bad_ms(ARGV[2], 'lease')
+    or bad_ms(ARGV[4], 'latch timeout')
+if bad then
+    return bad
+end
 local done = redis.call('get', KEYS[3])
 if done then
     return tonumber(done)

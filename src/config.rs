@@ -203,7 +203,8 @@ impl ClientBuilder {
     /// holder's lock frees itself within this time.
     ///
     /// Defaults to 30 seconds (Redisson's `lockWatchdogTimeout`). `build()`
-    /// rejects less than 3 ms or more than `i64::MAX` milliseconds.
+    /// rejects less than 3 ms or more than [`MAX_LEASE`](crate::MAX_LEASE)
+    /// (2^47 ms).
     ///
     /// ```
     /// # use std::time::Duration;
@@ -224,7 +225,10 @@ impl ClientBuilder {
     /// uses `wait` instead.
     ///
     /// Defaults to 300 seconds (Redisson's current `fairLockWaitTimeout`;
-    /// 5 s before mid-2020). `build()` rejects less than 1 ms.
+    /// 5 s before mid-2020). `build()` rejects less than 1 ms or more than
+    /// [`MAX_LEASE`](crate::MAX_LEASE) (2^47 ms: the scripts add it to the
+    /// clock). A `try_lock_for` wait longer than that is fine: its queue
+    /// slot is capped at `MAX_LEASE`.
     ///
     /// ```
     /// # use std::time::Duration;

@@ -232,18 +232,91 @@ pub(crate) fn read_to_write_upgrade(name: &str) -> Error {
     )
 }
 
+/// The longest lease, watchdog timeout, wait allowance or timeout redisync
+/// sends to Redis: 2^47 ms, about 4,459 years.
+///
+/// Redis itself refuses an expiry (`PEXPIRE`, `SET ... PX`) once the server's
+/// clock in ms plus the value passes `i64::MAX` ("invalid expire time"); that
+/// bound moves with the server's clock, which the client does not know, and
+/// the scripts also add durations to each other and to the clock in Lua,
+/// whose numbers are doubles (exact only below 2^53). 2^47 ms keeps the
+/// clock (about 2^41 ms today) plus dozens of such durations exact and far
+/// from both limits, while no real lease comes near it. Longer values are
+/// rejected with [`Error::InvalidArgument`] before anything is sent, and the
+/// scripts refuse them too, before their first write.
+///
+/// ```
+/// use std::time::Duration;
+/// assert_eq!(redisync::MAX_LEASE, Duration::from_millis(1 << 47));
+/// let client = redisync::Client::builder().backend(redisync::MemoryBackend::new()).build()?;
+/// let lock = client.lock("doc:max_lease");
+/// drop(lock.lock_with_lease(redisync::MAX_LEASE)?);
+/// let err = lock.lock_with_lease(redisync::MAX_LEASE + Duration::from_millis(1)).unwrap_err();
+/// assert!(err.is_invalid_argument());
+/// # Ok::<(), redisync::Error>(())
+/// ```
+pub const MAX_LEASE: std::time::Duration = std::time::Duration::from_millis(1 << 47);
+
+/// [`MAX_LEASE`] in ms, as the scripts check it (`lua/args_prelude.lua`).
+pub(crate) const MAX_LEASE_MS: i64 = 1 << 47;
+
+/// The latest absolute time in ms since the epoch a script accepts (a
+/// caller's clock, a permit's lease end): 2^48 ms, the year 10889, so a
+/// clock plus [`MAX_LEASE`] always fits.
+pub(crate) const MAX_TIME_MS: i64 = 1 << 48;
+
 /// Checks a duration the user passed and converts it to whole milliseconds
-/// for Redis (which takes `i64`).
+/// for Redis: at least 1 ms and at most [`MAX_LEASE`].
 pub(crate) fn millis(what: &'static str, value: std::time::Duration) -> Result<i64> {
-    let ms = i64::try_from(value.as_millis())
-        .map_err(|_| Error::invalid(what, format!("{value:?} does not fit in i64 milliseconds")))?;
-    if ms <= 0 {
+    let ms = value.as_millis();
+    if ms == 0 {
         return Err(Error::invalid(
             what,
             format!("must be at least 1ms, got {value:?}"),
         ));
     }
-    Ok(ms)
+    match i64::try_from(ms) {
+        Ok(ms) if ms <= MAX_LEASE_MS => Ok(ms),
+        _ => Err(beyond_max(what, ms)),
+    }
+}
+
+/// The error for `ms` past [`MAX_LEASE`].
+fn beyond_max(what: &'static str, ms: impl fmt::Display) -> Error {
+    Error::invalid(
+        what,
+        format!(
+            "{ms}ms is beyond the longest expiry redisync sends to Redis \
+             ({MAX_LEASE_MS}ms = 2^47 ms, about 4459 years)"
+        ),
+    )
+}
+
+/// A backend's check of a duration in ms it was given (the scripts' own
+/// guard, for backends that do not run them): 1 to [`MAX_LEASE_MS`].
+pub(crate) fn check_ms(what: &'static str, ms: i64) -> Result<()> {
+    if ms < 1 {
+        return Err(Error::invalid(
+            what,
+            format!("must be at least 1ms, got {ms}ms"),
+        ));
+    }
+    if ms > MAX_LEASE_MS {
+        return Err(beyond_max(what, ms));
+    }
+    Ok(())
+}
+
+/// A backend's check of an absolute time in ms since the epoch: 0 to
+/// [`MAX_TIME_MS`].
+pub(crate) fn check_time_ms(what: &'static str, ms: i64) -> Result<()> {
+    if !(0..=MAX_TIME_MS).contains(&ms) {
+        return Err(Error::invalid(
+            what,
+            format!("{ms} is not a time from 0 to {MAX_TIME_MS} ms since the epoch"),
+        ));
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -275,6 +348,32 @@ mod tests {
                 .is_invalid_argument()
         );
         assert_eq!(millis("lease", Duration::from_secs(30)).unwrap(), 30_000);
+        assert_eq!(millis("lease", MAX_LEASE).unwrap(), MAX_LEASE_MS);
+        assert_eq!(
+            millis(
+                "lease",
+                Duration::from_millis(u64::try_from(i64::MAX).unwrap())
+            )
+            .unwrap_err()
+            .to_string(),
+            "invalid lease: 9223372036854775807ms is beyond the longest expiry redisync \
+             sends to Redis (140737488355328ms = 2^47 ms, about 4459 years)"
+        );
+        assert!(
+            millis("lease", MAX_LEASE + Duration::from_millis(1))
+                .unwrap_err()
+                .is_invalid_argument()
+        );
+        // Sub-millisecond parts are dropped, as before.
+        assert_eq!(
+            millis("lease", MAX_LEASE + Duration::from_micros(999)).unwrap(),
+            MAX_LEASE_MS
+        );
+        assert!(check_ms("lease", 0).is_err() && check_ms("lease", MAX_LEASE_MS + 1).is_err());
+        assert!(check_ms("lease", 1).is_ok() && check_ms("lease", MAX_LEASE_MS).is_ok());
+        assert!(
+            check_time_ms("now", -1).is_err() && check_time_ms("now", MAX_TIME_MS + 1).is_err()
+        );
     }
 
     #[test]

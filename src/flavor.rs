@@ -6,7 +6,7 @@
 //! | flavor | Redisson | holder field | waiters listen on | renewal |
 //! |---|---|---|---|---|
 //! | reentrant | `RLock` | `<uuid>:<thread>` | `redisson_lock__channel:{name}` | hash TTL |
-//! | fenced | `RFencedLock` | as reentrant; each acquisition also takes a token from `redisson_lock_token:{name}` | as reentrant | hash TTL |
+//! | fenced | `RFencedLock` | as reentrant; each acquisition also takes a token from `redisson_lock_token:{name}` (at least the server clock in µs) | as reentrant | hash TTL |
 //! | fair | `RFairLock` | `<uuid>:<thread>` | `redisson_lock__channel:{name}:<uuid>:<thread>` (own channel) | hash TTL |
 //! | read | `RReadWriteLock.readLock()` | `<uuid>:<thread>` | `redisson_rwlock:{name}` | own read-hold keys + hash |
 //! | write | `RReadWriteLock.writeLock()` | `<uuid>:<thread>:write` | `redisson_rwlock:{name}` | hash TTL |
@@ -324,7 +324,24 @@ impl Renewal {
     }
 }
 
-/// Milliseconds of a validated duration, saturating (for allowances).
+/// Milliseconds of a duration, saturating at [`MAX_LEASE`](crate::MAX_LEASE)
+/// (for a fair waiter's allowance, which a `try_lock_for` wait sets: a wait
+/// of any length is fine, but the queue slot it becomes is a time the
+/// scripts add to the clock, so it is capped where they accept it).
 pub(crate) fn saturating_ms(value: Duration) -> i64 {
-    i64::try_from(value.as_millis()).unwrap_or(i64::MAX)
+    i64::try_from(value.as_millis())
+        .unwrap_or(i64::MAX)
+        .min(crate::error::MAX_LEASE_MS)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn allowances_saturate_at_the_longest_lease() {
+        assert_eq!(saturating_ms(Duration::from_millis(5)), 5);
+        assert_eq!(saturating_ms(Duration::MAX), crate::error::MAX_LEASE_MS);
+        assert_eq!(saturating_ms(crate::MAX_LEASE), crate::error::MAX_LEASE_MS);
+    }
 }

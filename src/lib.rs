@@ -47,7 +47,10 @@
 //! - Fenced lock ([`Client::fenced_lock`], a [`Lock`] too): Redisson's
 //!   `RFencedLock`; every acquisition returns a fencing token
 //!   ([`LockGuard::token`]) greater than all earlier ones, so a downstream
-//!   store can reject a stale holder.
+//!   store can reject a stale holder. Tokens are at least the Redis
+//!   server's clock in µs, so they keep increasing even when Redis loses
+//!   the counter, provided the answering server's clock has moved past the
+//!   old one's last token (README, fenced lock).
 //! - [`MultiLock`]: Redisson's `RedissonMultiLock`, several locks (any kind,
 //!   any client or server) taken all or none, without deadlock between
 //!   multi-locks that list the same locks in different orders.
@@ -145,7 +148,7 @@ mod watchdog;
 pub use backend::{LockBackend, MemoryBackend, RedisBackend};
 pub use client::Client;
 pub use config::ClientBuilder;
-pub use error::{Error, Result};
+pub use error::{Error, MAX_LEASE, Result};
 pub use event::{
     EventHandler, LockLostEvent, LoggingEventHandler, NopEventHandler, RenewFailedEvent,
     ReplicaShortfallEvent, SubscriberEvent, UnlockFailedEvent,

@@ -339,7 +339,8 @@ macro_rules! acquire_methods {
         /// parts of one round are taken one round trip apart.
         ///
         /// # Errors
-        /// As [`lock`](Self::lock), and `InvalidArgument` for a lease under 1 ms.
+        /// As [`lock`](Self::lock), and `InvalidArgument` for a lease under
+        /// 1 ms or over [`MAX_LEASE`](crate::MAX_LEASE), before any part is taken.
         ///
         /// ```
         /// # use std::time::Duration;

@@ -171,8 +171,9 @@ impl PermitExpirableSemaphore {
     /// returns to the pool when the lease runs out unless released first.
     ///
     /// # Errors
-    /// `InvalidArgument` for an empty name or a lease under 1 ms; `Backend`
-    /// if Redis fails; `Protocol` on a wrong type.
+    /// `InvalidArgument` for an empty name or a lease under 1 ms or over
+    /// [`MAX_LEASE`](crate::MAX_LEASE); `Backend` if Redis fails; `Protocol`
+    /// on a wrong type.
     ///
     /// ```
     /// # use std::time::Duration;

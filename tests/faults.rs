@@ -16,11 +16,19 @@ use redisync::{Client, Error, NopEventHandler};
 
 const LUA_DIR: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/lua");
 
-/// The SHA-1 the client sends with EVALSHA for `lua/<file>`.
+/// The SHA-1 the client sends with EVALSHA for `lua/<file>`: the file,
+/// after `lua/args_prelude.lua` (the argument checks) when it takes numbers
+/// in ARGV, as `src/backend/scripts.rs` loads it.
 fn sha(file: &str) -> String {
-    let path = Path::new(LUA_DIR).join(file);
-    let source = std::fs::read_to_string(&path)
-        .unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()));
+    let read = |file: &str| {
+        let path = Path::new(LUA_DIR).join(file);
+        std::fs::read_to_string(&path)
+            .unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()))
+    };
+    let mut source = read(file);
+    if source.contains("bad_ms(") || source.contains("bad_integer(") {
+        source = read("args_prelude.lua") + &source;
+    }
     redis::Script::new(&source).get_hash().to_owned()
 }
 

@@ -998,11 +998,27 @@ fn transcripts(children: &[ChildProcess]) -> String {
         .collect()
 }
 
+/// A token counter value far above the clock floor (the server's clock in
+/// µs, about 1.8e15 today; 4e15 µs is the year 2096): set before a test's
+/// acquisitions, every token is exactly one more than the last again, so
+/// the tests can count them.
+const TOKEN_BASE: u64 = 4_000_000_000_000_000;
+
+/// Sets the token counter of the fenced lock `name` to [`TOKEN_BASE`].
+fn start_token_counter(raw: &mut redis::Connection, name: &str) -> u64 {
+    let () = redis::cmd("SET")
+        .arg(format!("redisson_lock_token:{{{name}}}"))
+        .arg(TOKEN_BASE)
+        .query(raw)
+        .unwrap();
+    TOKEN_BASE
+}
+
 /// Two processes × four threads take one fenced lock many times and, inside
 /// it, do a non-atomic check-and-set of the last token seen (GET, compare,
 /// SET): every holder's token is above the last one stored, so the tokens
 /// order the holders across processes; the counter ends at the number of
-/// acquisitions, without a TTL.
+/// acquisitions past where it started, without a TTL.
 #[test]
 fn fencing_tokens_order_holders_across_processes() {
     const CHILDREN: u64 = 2;
@@ -1014,6 +1030,7 @@ fn fencing_tokens_order_holders_across_processes() {
     let violations = format!("{name}:violations");
     let token_key = format!("redisson_lock_token:{{{name}}}");
     let mut raw = server.connection();
+    let base = start_token_counter(&mut raw, &name);
 
     let envs = vec![
         (URL_ENV, server.url()),
@@ -1029,10 +1046,11 @@ fn fencing_tokens_order_holders_across_processes() {
 
     assert_no_violations(&mut raw, &violations, "fencing violations", &children);
     let last: u64 = redis::cmd("GET").arg(&last).query(&mut raw).unwrap();
-    assert_eq!(last, total, "the last holder's token");
+    assert_eq!(last, base + total, "the last holder's token");
     let counter: u64 = redis::cmd("GET").arg(&token_key).query(&mut raw).unwrap();
     assert_eq!(
-        counter, total,
+        counter,
+        base + total,
         "one token per acquisition, no more, no less"
     );
     assert_eq!(
@@ -1058,15 +1076,16 @@ fn token_of_a_sigkilled_fenced_holder_is_refused_downstream() {
     let parent = parent_client(&server);
     let lock = parent.fenced_lock(name.as_str());
 
+    let base = start_token_counter(&mut raw, &name);
     let (mut child, dead_token, holder) = spawn_fenced_holder(&server, &name, &store, WATCHDOG);
-    assert_eq!(dead_token, 1, "a fresh name's first token");
+    assert_eq!(dead_token, base + 1, "the first token after the base");
     assert_eq!(
         hgetall(&mut raw, &name),
         HashMap::from([(holder, "1".to_owned())])
     );
     assert_eq!(
         get(&mut raw, &store_highest_key(&store)),
-        Some("1".to_owned())
+        Some(dead_token.to_string())
     );
     assert!(lock.try_lock().unwrap().is_none(), "the child holds it");
 
@@ -1127,7 +1146,9 @@ fn paused_fenced_holder_is_refused_downstream_after_its_lock_expires() {
     let parent = parent_client(&server);
     let lock = parent.fenced_lock(name.as_str());
 
+    let base = start_token_counter(&mut raw, &name);
     let (mut child, old_token, _) = spawn_fenced_holder(&server, &name, &store, WATCHDOG);
+    assert_eq!(old_token, base + 1);
     common::send_signal(child.pid(), "STOP");
     let stopped = Instant::now();
     let guard = take_once_freed("the frozen holder's", WATCHDOG, |wait| {

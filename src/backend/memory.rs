@@ -13,8 +13,13 @@
 //!
 //! - **Real clock.** TTLs are measured with [`std::time::Instant`]; a lease of
 //!   50 ms really ends 50 ms later.
-//! - **Lazy expiry.** There is no background thread: an expired key is treated
-//!   as absent by every access and removed when it is next touched.
+//! - **Active expiry.** An expired key is treated as absent by every access,
+//!   and every operation first drops all keys whose TTL has run out (an
+//!   index by deadline makes that cost O(expired), like Redis' active
+//!   expiry), so unlock latches and lapsed leases do not pile up in a
+//!   long-running process. A store nobody calls is swept too, every 0.5 s,
+//!   by one thread shared by all stores of the process (it ends when the
+//!   last store is dropped).
 //! - **Pub/sub fan-out.** [`publish`](LockBackend::publish) (and the unlock
 //!   message of a release) is delivered to every open
 //!   [`with_pubsub`](LockBackend::with_pubsub) connection subscribed to the
@@ -44,10 +49,10 @@
 //! # Ok::<(), redisync::Error>(())
 //! ```
 
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::{BTreeSet, HashMap, HashSet, VecDeque};
 use std::fmt;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
@@ -57,6 +62,7 @@ use super::{
     Acquire, ExpirableKeys, FairLockKeys, FencedAcquire, LockBackend, LockState, Message,
     PubSubConnection, Release, RwLockKeys, RwLockState, RwMode,
 };
+use crate::error::{MAX_LEASE_MS, check_ms, check_time_ms};
 use crate::keys::{
     LATCH_NEW_COUNT_MESSAGE, LATCH_ZERO_MESSAGE, READ_UNLOCK_MESSAGE, UNLOCK_MESSAGE,
 };
@@ -70,8 +76,9 @@ use crate::{Error, Result};
 /// connections, like clients of one Redis server.
 ///
 /// - TTLs run on the real clock ([`std::time::Instant`]).
-/// - Expiry is lazy: there is no background thread; an expired key is treated
-///   as absent by every access and removed when next touched.
+/// - Expired keys are absent to every access and dropped by the next
+///   operation, touched or not, or within 0.5 s by a sweeper thread shared
+///   by every store of the process when nobody calls.
 /// - Published messages (including the unlock message of a release) fan out
 ///   to every open [`with_pubsub`](LockBackend::with_pubsub) connection
 ///   subscribed to the channel, fire and forget like Redis `PUBLISH`.
@@ -87,9 +94,71 @@ use crate::{Error, Result};
 /// assert_eq!(shared.len(), 1);
 /// # Ok::<(), redisync::Error>(())
 /// ```
-#[derive(Clone, Default)]
+#[derive(Clone)]
 pub struct MemoryBackend {
     inner: Arc<Inner>,
+}
+
+impl Default for MemoryBackend {
+    /// As [`MemoryBackend::new`].
+    ///
+    /// ```
+    /// assert!(redisync::MemoryBackend::default().is_empty());
+    /// ```
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// How often the sweeper thread drops the expired keys of stores nobody
+/// calls (a called store drops them on every call).
+const IDLE_SWEEP: Duration = Duration::from_millis(500);
+
+/// Every live store, for the process's one sweeper thread; `running` says
+/// whether that thread exists.
+struct IdleSweep {
+    stores: Vec<Weak<Inner>>,
+    running: bool,
+}
+
+static IDLE_STORES: Mutex<IdleSweep> = Mutex::new(IdleSweep {
+    stores: Vec::new(),
+    running: false,
+});
+
+/// Adds a new store to the sweep, starting the sweeper thread if none runs.
+/// One thread for all stores, holding only weak references: it ends once
+/// every store is dropped. If it cannot be spawned, expiry still runs on
+/// every call.
+fn register_for_idle_sweep(inner: &Arc<Inner>) {
+    let mut sweep = IDLE_STORES.lock();
+    sweep.stores.push(Arc::downgrade(inner));
+    if !sweep.running {
+        sweep.running = std::thread::Builder::new()
+            .name("redisync-memory-expiry".to_owned())
+            .spawn(sweep_idle_stores)
+            .is_ok();
+    }
+}
+
+/// The sweeper thread: every [`IDLE_SWEEP`], drops the expired keys of every
+/// live store; ends when no store is left.
+fn sweep_idle_stores() {
+    loop {
+        std::thread::sleep(IDLE_SWEEP);
+        let live: Vec<Arc<Inner>> = {
+            let mut sweep = IDLE_STORES.lock();
+            sweep.stores.retain(|store| store.strong_count() > 0);
+            if sweep.stores.is_empty() {
+                sweep.running = false;
+                return;
+            }
+            sweep.stores.iter().filter_map(Weak::upgrade).collect()
+        };
+        for inner in live {
+            inner.keys.lock().expire_due(Instant::now());
+        }
+    }
 }
 
 /// The shared state behind every clone of a [`MemoryBackend`].
@@ -97,7 +166,7 @@ pub struct MemoryBackend {
 /// Lock order: `keys` before `subscribers`, never the other way round.
 #[derive(Default)]
 struct Inner {
-    keys: Mutex<HashMap<String, Entry>>,
+    keys: Mutex<Keyspace>,
     subscribers: Mutex<Subscribers>,
 }
 
@@ -106,6 +175,86 @@ struct Entry {
     value: Value,
     /// `None`: no expiry (`PTTL` = -1).
     expires_at: Option<Instant>,
+}
+
+/// The keys, and an index of those with an expiry by deadline, so expired
+/// keys are dropped in O(expired × log keys) by the next script (Redis'
+/// active expiry), not only when touched again: every unlock writes an
+/// unlock latch with a TTL, and a long-running process would otherwise keep
+/// them all.
+#[derive(Default)]
+struct Keyspace {
+    map: HashMap<String, Entry>,
+    /// `(deadline, key)` for exactly the entries whose `expires_at` is
+    /// `Some(deadline)`: kept in step by every method below, so change an
+    /// expiry only through [`set_expiry`](Self::set_expiry).
+    expiries: BTreeSet<(Instant, String)>,
+}
+
+impl Keyspace {
+    fn get(&self, key: &str) -> Option<&Entry> {
+        self.map.get(key)
+    }
+
+    /// The entry at `key`; its `expires_at` must not be changed through it.
+    fn get_mut(&mut self, key: &str) -> Option<&mut Entry> {
+        self.map.get_mut(key)
+    }
+
+    /// Forgets `entry`'s place in the expiry index.
+    fn unindex(&mut self, key: &str, entry: &Entry) {
+        if let Some(at) = entry.expires_at {
+            self.expiries.remove(&(at, key.to_owned()));
+        }
+    }
+
+    fn insert(&mut self, key: &str, entry: Entry) {
+        if let Some(old) = self.map.remove(key) {
+            self.unindex(key, &old);
+        }
+        if let Some(at) = entry.expires_at {
+            self.expiries.insert((at, key.to_owned()));
+        }
+        self.map.insert(key.to_owned(), entry);
+    }
+
+    fn remove(&mut self, key: &str) -> Option<Entry> {
+        let entry = self.map.remove(key)?;
+        self.unindex(key, &entry);
+        Some(entry)
+    }
+
+    /// The entry at `key`, created empty and without expiry when absent.
+    fn get_or_insert(&mut self, key: &str, empty: fn() -> Value) -> &mut Entry {
+        self.map.entry(key.to_owned()).or_insert_with(|| Entry {
+            value: empty(),
+            expires_at: None,
+        })
+    }
+
+    /// Sets the expiry of `key` if it exists (`PEXPIRE`).
+    fn set_expiry(&mut self, key: &str, at: Option<Instant>) {
+        let Some(entry) = self.map.get_mut(key) else {
+            return;
+        };
+        let old = std::mem::replace(&mut entry.expires_at, at);
+        if let Some(old) = old {
+            self.expiries.remove(&(old, key.to_owned()));
+        }
+        if let Some(at) = at {
+            self.expiries.insert((at, key.to_owned()));
+        }
+    }
+
+    /// Drops every key whose deadline is at or before `now`; the index is
+    /// ordered by deadline, so this touches only those keys.
+    fn expire_due(&mut self, now: Instant) {
+        while self.expiries.first().is_some_and(|(at, _)| *at <= now) {
+            if let Some((_, key)) = self.expiries.pop_first() {
+                self.map.remove(&key);
+            }
+        }
+    }
 }
 
 /// The Redis types the scripts use.
@@ -167,6 +316,13 @@ fn deadline(now: Instant, ms: i64) -> Option<Instant> {
     now.checked_add(Duration::from_millis(u64::try_from(ms).unwrap_or(0)))
 }
 
+/// The clock in µs since the epoch (the fenced token floor; Redis' `TIME`).
+fn clock_micros() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_micros()).unwrap_or(i64::MAX))
+}
+
 /// Redis' reply to a command against a key of another type.
 fn wrong_type(key: &str) -> Error {
     Error::protocol(format!(
@@ -181,7 +337,7 @@ fn script_error(detail: String) -> Error {
 }
 
 /// Removes `key` if it has expired, so that afterwards a present key is live.
-fn purge(keys: &mut HashMap<String, Entry>, key: &str, now: Instant) {
+fn purge(keys: &mut Keyspace, key: &str, now: Instant) {
     if keys.get(key).is_some_and(|entry| entry.is_expired(now)) {
         keys.remove(key);
     }
@@ -189,14 +345,9 @@ fn purge(keys: &mut HashMap<String, Entry>, key: &str, now: Instant) {
 
 /// `SET key value` (`expires_at` `None`) or `SET key value PX ms`: replaces
 /// whatever `key` held, and its expiry.
-fn store_string(
-    keys: &mut HashMap<String, Entry>,
-    key: &str,
-    value: &str,
-    expires_at: Option<Instant>,
-) {
+fn store_string(keys: &mut Keyspace, key: &str, value: &str, expires_at: Option<Instant>) {
     keys.insert(
-        key.to_owned(),
+        key,
         Entry {
             value: Value::Str(value.to_owned()),
             expires_at,
@@ -349,16 +500,18 @@ fn list_position(len: usize, index: i64) -> Option<usize> {
 /// `EXISTS`, `PTTL`, `PEXPIRE` and `SET` take any type); a hash, list or
 /// sorted set that becomes empty ceases to exist.
 struct Db<'a> {
-    keys: &'a mut HashMap<String, Entry>,
+    keys: &'a mut Keyspace,
     now: Instant,
 }
 
 impl<'a> Db<'a> {
-    fn new(keys: &'a mut HashMap<String, Entry>) -> Self {
-        Db {
-            keys,
-            now: Instant::now(),
-        }
+    /// A script's view; first drops every key that has expired (active
+    /// expiry), so the keyspace never holds more than the live keys plus
+    /// those that expired since the last script ran.
+    fn new(keys: &'a mut Keyspace) -> Self {
+        let now = Instant::now();
+        keys.expire_due(now);
+        Db { keys, now }
     }
 
     /// The live entry at `key`.
@@ -388,10 +541,7 @@ impl<'a> Db<'a> {
         empty: fn() -> Value,
     ) -> Result<&mut T> {
         purge(self.keys, key, self.now);
-        let entry = self.keys.entry(key.to_owned()).or_insert_with(|| Entry {
-            value: empty(),
-            expires_at: None,
-        });
+        let entry = self.keys.get_or_insert(key, empty);
         pick(&mut entry.value).ok_or_else(|| wrong_type(key))
     }
 
@@ -430,10 +580,8 @@ impl<'a> Db<'a> {
     /// `PEXPIRE key ms`: nothing when absent; a non-positive `ms` expires
     /// the key at once (Redis deletes it).
     fn pexpire(&mut self, key: &str, ms: i64) {
-        let now = self.now;
-        if let Some(entry) = self.entry(key) {
-            entry.expires_at = deadline(now, ms);
-        }
+        purge(self.keys, key, self.now);
+        self.keys.set_expiry(key, deadline(self.now, ms));
     }
 
     /// `GET key`.
@@ -748,7 +896,11 @@ impl MemoryBackend {
     /// assert!(backend.is_empty());
     /// ```
     pub fn new() -> Self {
-        Self::default()
+        let backend = MemoryBackend {
+            inner: Arc::new(Inner::default()),
+        };
+        register_for_idle_sweep(&backend.inner);
+        backend
     }
 
     /// The number of live (unexpired) keys: locks, fair-lock queues and slot
@@ -762,10 +914,9 @@ impl MemoryBackend {
     /// # Ok::<(), redisync::Error>(())
     /// ```
     pub fn len(&self) -> usize {
-        let now = Instant::now();
         let mut keys = self.inner.keys.lock();
-        keys.retain(|_, entry| !entry.is_expired(now));
-        keys.len()
+        keys.expire_due(Instant::now());
+        keys.map.len()
     }
 
     /// True when no live key is stored.
@@ -863,13 +1014,14 @@ impl MemoryBackend {
         if expired.is_empty() {
             return Ok(());
         }
-        // The script removes them in batches only to stay within Lua's
-        // `unpack` limit; one `ZREM` each is the same.
+        // The count first, as the script does: a failed INCRBY loses no
+        // lease. The script removes them in batches only to stay within
+        // Lua's `unpack` limit; one `ZREM` each is the same.
+        let reclaimed = i64::try_from(expired.len()).map_err(|_| increment_overflow(keys.name))?;
+        let value = db.incrby(keys.name, reclaimed)?;
         for permit in &expired {
             db.zrem(keys.leases, permit)?;
         }
-        let reclaimed = i64::try_from(expired.len()).map_err(|_| increment_overflow(keys.name))?;
-        let value = db.incrby(keys.name, reclaimed)?;
         if value > 0 {
             self.publish_locked(keys.channel, &value.to_string());
         }
@@ -884,6 +1036,7 @@ impl fmt::Debug for MemoryBackend {
             .inner
             .keys
             .lock()
+            .map
             .values()
             .filter(|entry| !entry.is_expired(now))
             .count();
@@ -899,6 +1052,7 @@ impl LockBackend for MemoryBackend {
     // Each method ports its script in `lua/` statement by statement.
 
     fn lock_acquire(&self, name: &str, holder: &str, lease_ms: i64) -> Result<Acquire> {
+        check_ms("lease", lease_ms)?;
         self.run(|db| {
             if !db.exists(name) || db.hexists(name, holder)? {
                 db.hincrby(name, holder, 1)?;
@@ -916,10 +1070,17 @@ impl LockBackend for MemoryBackend {
         holder: &str,
         lease_ms: i64,
     ) -> Result<FencedAcquire> {
+        check_ms("lease", lease_ms)?;
         self.run(|db| {
             if !db.exists(name) || db.hexists(name, holder)? {
-                let token = db.incr(token_key)?;
-                // Not a token (the counter was set below zero): take no hold.
+                let mut token = db.incr(token_key)?;
+                // At least the clock in µs, so tokens keep increasing after
+                // the counter is lost (see lua/fenced_lock_acquire.lua).
+                let floor = clock_micros();
+                if token < floor {
+                    db.set(token_key, &floor.to_string());
+                    token = floor;
+                }
                 let Some(token) = u64::try_from(token).ok().filter(|token| *token > 0) else {
                     return Err(Error::protocol(format!(
                         "fenced lock acquire: token counter {token_key:?} holds {token}, not a positive integer"
@@ -936,6 +1097,7 @@ impl LockBackend for MemoryBackend {
     }
 
     fn lock_renew(&self, name: &str, holder: &str, lease_ms: i64) -> Result<bool> {
+        check_ms("lease", lease_ms)?;
         self.run(|db| {
             if db.hexists(name, holder)? {
                 db.pexpire(name, lease_ms);
@@ -954,6 +1116,8 @@ impl LockBackend for MemoryBackend {
         latch_key: &str,
         latch_ms: i64,
     ) -> Result<Release> {
+        check_ms("lease", lease_ms)?;
+        check_ms("latch timeout", latch_ms)?;
         self.run(|db| {
             if let Some(outcome) = replay_latch(db, latch_key)? {
                 return Ok(outcome);
@@ -1002,6 +1166,9 @@ impl LockBackend for MemoryBackend {
         now_ms: i64,
         enqueue: bool,
     ) -> Result<Acquire> {
+        check_ms("lease", lease_ms)?;
+        check_ms("wait allowance", wait_ms)?;
+        check_time_ms("now", now_ms)?;
         self.run(|db| {
             evict_stale_waiters(db, keys, now_ms)?;
             // Free, and nobody queued or the caller is first: take it.
@@ -1084,6 +1251,9 @@ impl LockBackend for MemoryBackend {
         latch_key: &str,
         latch_ms: i64,
     ) -> Result<Release> {
+        check_ms("lease", lease_ms)?;
+        check_time_ms("now", now_ms)?;
+        check_ms("latch timeout", latch_ms)?;
         self.run(|db| {
             if let Some(outcome) = replay_latch(db, latch_key)? {
                 return Ok(outcome);
@@ -1106,6 +1276,7 @@ impl LockBackend for MemoryBackend {
     }
 
     fn fair_lock_cancel(&self, keys: &FairLockKeys<'_>, holder: &str, wait_ms: i64) -> Result<()> {
+        check_ms("wait allowance", wait_ms)?;
         self.run(|db| {
             let queue = db.lrange_all(keys.queue)?;
             let Some(position) = queue.iter().position(|waiter| waiter == holder) else {
@@ -1124,6 +1295,7 @@ impl LockBackend for MemoryBackend {
     }
 
     fn fair_lock_force_release(&self, keys: &FairLockKeys<'_>, now_ms: i64) -> Result<bool> {
+        check_time_ms("now", now_ms)?;
         self.run(|db| {
             evict_stale_waiters(db, keys, now_ms)?;
             if db.del(keys.name) {
@@ -1135,6 +1307,7 @@ impl LockBackend for MemoryBackend {
     }
 
     fn read_lock_acquire(&self, keys: &RwLockKeys<'_>, lease_ms: i64) -> Result<Acquire> {
+        check_ms("lease", lease_ms)?;
         self.run(|db| {
             let Some(mode) = db.hget(keys.name, "mode")? else {
                 db.hset(keys.name, "mode", RwMode::Read.as_str())?;
@@ -1161,6 +1334,7 @@ impl LockBackend for MemoryBackend {
     }
 
     fn write_lock_acquire(&self, keys: &RwLockKeys<'_>, lease_ms: i64) -> Result<Acquire> {
+        check_ms("lease", lease_ms)?;
         self.run(|db| {
             let Some(mode) = db.hget(keys.name, "mode")? else {
                 db.hset(keys.name, "mode", RwMode::Write.as_str())?;
@@ -1169,10 +1343,14 @@ impl LockBackend for MemoryBackend {
                 return Ok(Acquire::Acquired);
             };
             if mode == RwMode::Write.as_str() && db.hexists(keys.name, keys.write_field)? {
+                // Re-entry adds the lease to the remaining TTL, as Redisson
+                // does, up to the longest lease (as the script caps it).
+                let ttl = db
+                    .pttl(keys.name)
+                    .saturating_add(lease_ms)
+                    .min(MAX_LEASE_MS);
                 db.hincrby(keys.name, keys.write_field, 1)?;
-                // Re-entry adds the lease to the remaining TTL, as Redisson does.
-                let pttl = db.pttl(keys.name);
-                db.pexpire(keys.name, pttl.saturating_add(lease_ms));
+                db.pexpire(keys.name, ttl);
                 return Ok(Acquire::Acquired);
             }
             if mode == RwMode::Read.as_str() && db.hexists(keys.name, keys.holder)? {
@@ -1189,6 +1367,7 @@ impl LockBackend for MemoryBackend {
         latch_key: &str,
         latch_ms: i64,
     ) -> Result<Release> {
+        check_ms("latch timeout", latch_ms)?;
         self.run(|db| {
             if let Some(outcome) = replay_latch(db, latch_key)? {
                 return Ok(outcome);
@@ -1241,6 +1420,8 @@ impl LockBackend for MemoryBackend {
         latch_key: &str,
         latch_ms: i64,
     ) -> Result<Release> {
+        check_ms("lease", lease_ms)?;
+        check_ms("latch timeout", latch_ms)?;
         self.run(|db| {
             if let Some(outcome) = replay_latch(db, latch_key)? {
                 return Ok(outcome);
@@ -1268,6 +1449,7 @@ impl LockBackend for MemoryBackend {
     }
 
     fn read_lock_renew(&self, keys: &RwLockKeys<'_>, lease_ms: i64) -> Result<bool> {
+        check_ms("lease", lease_ms)?;
         self.run(|db| {
             let Some(holds) = db.hget(keys.name, keys.holder)? else {
                 return Ok(false);
@@ -1358,6 +1540,12 @@ impl LockBackend for MemoryBackend {
     }
 
     fn semaphore_try_acquire(&self, name: &str, permits: i64) -> Result<bool> {
+        if permits < 1 {
+            return Err(Error::invalid(
+                "permits",
+                format!("must be at least 1, got {permits}"),
+            ));
+        }
         self.run(|db| {
             let available = match db.get(name)? {
                 Some(value) => Some(counter_number(name, &value)?),
@@ -1390,6 +1578,8 @@ impl LockBackend for MemoryBackend {
         lease_end_ms: i64,
         now_ms: i64,
     ) -> Result<Acquire> {
+        check_time_ms("lease end", lease_end_ms)?;
+        check_time_ms("now", now_ms)?;
         self.run(|db| {
             self.reclaim_expired(db, keys, now_ms)?;
             let available = match db.get(keys.name)? {
@@ -1416,6 +1606,7 @@ impl LockBackend for MemoryBackend {
         permit_id: &str,
         now_ms: i64,
     ) -> Result<bool> {
+        check_time_ms("now", now_ms)?;
         self.run(|db| {
             let lease_end = db.zscore(keys.leases, permit_id)?;
             if lease_end.is_none_or(|lease_end| lease_end <= now_ms) {
@@ -1423,14 +1614,16 @@ impl LockBackend for MemoryBackend {
                 self.reclaim_expired(db, keys, now_ms)?;
                 return Ok(false);
             }
-            db.zrem(keys.leases, permit_id)?;
+            // The count first, as the script does: a failed INCR keeps the lease.
             let value = db.incr(keys.name)?;
+            db.zrem(keys.leases, permit_id)?;
             self.publish_locked(keys.channel, &value.to_string());
             Ok(true)
         })
     }
 
     fn expirable_available(&self, keys: &ExpirableKeys<'_>, now_ms: i64) -> Result<i64> {
+        check_time_ms("now", now_ms)?;
         self.run(|db| {
             self.reclaim_expired(db, keys, now_ms)?;
             counter_number(keys.name, db.get(keys.name)?.as_deref().unwrap_or("0"))
@@ -1873,6 +2066,103 @@ mod tests {
         assert!(theirs.ttl.is_some());
     }
 
+    /// Keys stored, expired or not (what the process holds in memory).
+    fn stored(backend: &MemoryBackend) -> usize {
+        backend.inner.keys.lock().map.len()
+    }
+
+    /// The expiry index lists exactly the keys that have an expiry.
+    fn assert_index_exact(backend: &MemoryBackend) {
+        let keys = backend.inner.keys.lock();
+        let expected: BTreeSet<(Instant, String)> = keys
+            .map
+            .iter()
+            .filter_map(|(key, entry)| entry.expires_at.map(|at| (at, key.clone())))
+            .collect();
+        assert_eq!(keys.expiries, expected);
+    }
+
+    #[test]
+    fn expired_keys_are_dropped_without_being_touched_again() {
+        const CYCLES: usize = 10_000;
+        // Long enough that the loop ends before the first latch expires,
+        // even on a loaded machine (a debug build runs it in well under 1 s).
+        const LATCH_MS: i64 = 3_000;
+        let backend = MemoryBackend::new();
+        for i in 0..CYCLES {
+            let name = format!("l{}", i % 10);
+            assert!(
+                backend
+                    .lock_acquire(&name, "a:1", LEASE)
+                    .unwrap()
+                    .is_acquired()
+            );
+            let latch = format!("redisson_unlock_latch:{{{name}}}:{i}");
+            let released = backend
+                .lock_release(&name, CHANNEL, "a:1", LEASE, &latch, LATCH_MS)
+                .unwrap();
+            assert_eq!(released, Release::Released);
+        }
+        // Every unlock left its latch (most of the 3 s have not passed
+        // yet), so the test below measures something.
+        let before = stored(&backend);
+        assert!(before > CYCLES / 2, "only {before} latches stored");
+        assert_index_exact(&backend);
+        thread::sleep(Duration::from_millis(3_100));
+        // No latch is touched again; any script runs the active expiry.
+        backend.lock_state("elsewhere", "a:1").unwrap();
+        let after = stored(&backend);
+        assert!(after < 100, "{after} keys stored after the latches expired");
+        assert_eq!(after, 0);
+        assert_index_exact(&backend);
+    }
+
+    #[test]
+    fn an_idle_store_shrinks_too() {
+        let backend = MemoryBackend::new();
+        for i in 0..100 {
+            let latch = format!("redisson_unlock_latch:{{l}}:{i}");
+            backend.lock_acquire("l", "a:1", LEASE).unwrap();
+            backend
+                .lock_release("l", CHANNEL, "a:1", LEASE, &latch, 100)
+                .unwrap();
+        }
+        backend.lock_acquire("kept", "a:1", LEASE).unwrap();
+        assert!(stored(&backend) > 50);
+        // No call from here on: only the sweeper thread can drop them.
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while stored(&backend) > 1 {
+            assert!(Instant::now() < deadline, "{} keys", stored(&backend));
+            thread::sleep(Duration::from_millis(50));
+        }
+        assert_index_exact(&backend);
+        assert!(backend.lock_state("kept", "a:1").unwrap().locked);
+    }
+
+    #[test]
+    fn expiry_index_follows_every_change_of_expiry() {
+        let backend = MemoryBackend::new();
+        backend.lock_acquire("l", "a:1", LEASE).unwrap();
+        // Renewals replace the deadline: the index keeps one entry per key.
+        for _ in 0..1_000 {
+            assert!(backend.lock_renew("l", "a:1", LEASE).unwrap());
+        }
+        assert_eq!(backend.inner.keys.lock().expiries.len(), 1);
+        // SET without PX clears it; a deleted key leaves the index.
+        backend.set_string("l", "x");
+        assert_index_exact(&backend);
+        assert!(backend.inner.keys.lock().expiries.is_empty());
+        backend.lock_acquire("m", "a:1", 30).unwrap();
+        assert!(backend.lock_force_release("m", CHANNEL).unwrap());
+        assert_index_exact(&backend);
+        backend.lock_acquire("n", "a:1", 30).unwrap();
+        assert_eq!(backend.inner.keys.lock().expiries.len(), 1);
+        thread::sleep(Duration::from_millis(60));
+        // len() expires too (and counts only live keys).
+        assert_eq!(backend.len(), 1);
+        assert_index_exact(&backend);
+    }
+
     #[test]
     fn debug_shows_counts_not_contents() {
         let backend = MemoryBackend::new();
@@ -1901,15 +2191,21 @@ mod tests {
     }
 
     #[test]
-    fn huge_lease_means_no_expiry_instead_of_overflow() {
+    fn leases_past_the_longest_are_refused_before_any_write() {
         let backend = MemoryBackend::new();
+        for lease in [i64::MAX, MAX_LEASE_MS + 1, 0, -1] {
+            let err = backend.lock_acquire("l", "a:1", lease).unwrap_err();
+            assert!(err.is_invalid_argument(), "{lease}: {err}");
+            assert!(backend.is_empty(), "{lease}");
+        }
         assert!(
             backend
-                .lock_acquire("l", "a:1", i64::MAX)
+                .lock_acquire("l", "a:1", MAX_LEASE_MS)
                 .unwrap()
                 .is_acquired()
         );
-        assert!(backend.lock_state("l", "a:1").unwrap().locked);
+        let state = backend.lock_state("l", "a:1").unwrap();
+        assert!(state.locked && state.ttl.is_some_and(|ttl| ttl > Duration::ZERO));
     }
 
     // ---- Redis command semantics (`Db`) ----
@@ -2084,7 +2380,11 @@ mod tests {
         assert!(!fair_acquire(&backend, "a:1", a).is_acquired());
         assert_eq!(queue(&backend), ["a:1"]);
         // Force release evicts too: a's new slot has passed far later.
-        assert!(backend.fair_lock_force_release(&FAIR, i64::MAX).unwrap());
+        assert!(
+            backend
+                .fair_lock_force_release(&FAIR, crate::error::MAX_TIME_MS)
+                .unwrap()
+        );
         assert!(!live(&backend, FAIR.queue));
         assert_eq!(backend.len(), 1); // the latch
     }

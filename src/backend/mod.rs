@@ -11,7 +11,7 @@
 //! | object | key | type | contents | TTL | channel | messages |
 //! |---|---|---|---|---|---|---|
 //! | reentrant lock | `name` | hash | field `<client uuid>:<thread>` = hold count | the lease; reset on every acquire and renewal | `redisson_lock__channel:{name}` | `0` = unlocked |
-//! | fenced-lock tokens | `redisson_lock_token:{name}` | string | the last fencing token handed out (`INCR` on every acquisition of the lock `name`) | none | as the reentrant lock | as the reentrant lock |
+//! | fenced-lock tokens | `redisson_lock_token:{name}` | string | the last fencing token handed out (`INCR` on every acquisition of the lock `name`, then raised to the server clock in µs if below it) | none | as the reentrant lock | as the reentrant lock |
 //! | unlock latch | `redisson_unlock_latch:{name}:<request id>` | string | `0` still held, `1` released | a few seconds | | |
 //! | fair lock | `name` | hash | as the reentrant lock | the lease | per waiter: `redisson_lock__channel:{name}:<waiter id>` | `0` = your turn |
 //! | fair-lock queue | `redisson_lock_queue:{name}` | list | waiter ids, FIFO | none | | |
@@ -91,7 +91,9 @@ impl Acquire {
 #[non_exhaustive]
 pub enum FencedAcquire {
     /// The caller now holds it; `token` is greater than every token handed
-    /// out before for this lock name.
+    /// out before for this lock name, and at least the store's clock in µs
+    /// since the epoch (so it stays greater after the counter is lost, if
+    /// that clock has moved past the last token).
     Acquired {
         /// The value of the lock's token counter after this acquisition.
         token: u64,
@@ -436,11 +438,21 @@ pub trait PubSubConnection {
 /// # Pub/sub
 /// [`publish`](Self::publish), [`with_pubsub`](Self::with_pubsub).
 ///
+/// # Argument ranges
+/// Durations (`lease_ms`, `latch_ms`, `wait_ms`) are 1 ms to
+/// [`MAX_LEASE`](crate::MAX_LEASE) (2^47 ms); clock readings and lease ends
+/// (`now_ms`, `lease_end_ms`) are 0 to 2^48 ms since the epoch; permits
+/// taken are at least 1. The clients never pass anything else. A backend
+/// must refuse other values without changing anything: the scripts reply
+/// with an error before their first write, and [`MemoryBackend`]
+/// returns `InvalidArgument`.
+///
 /// ```
 /// use redisync::backend::{Acquire, LockBackend};
 /// let backend = redisync::MemoryBackend::new();
 /// assert_eq!(backend.lock_acquire("doc:trait", "c1:1", 30_000)?, Acquire::Acquired);
 /// assert!(!backend.lock_acquire("doc:trait", "c2:1", 30_000)?.is_acquired());
+/// assert!(backend.lock_acquire("doc:trait", "c3:1", 0).unwrap_err().is_invalid_argument());
 /// # Ok::<(), redisync::Error>(())
 /// ```
 pub trait LockBackend: Send + Sync + 'static {

@@ -4,8 +4,10 @@
 //! so a `SCRIPT FLUSH` or a server restart mid-run costs one extra round trip.
 //! The KEYS/ARGV/return contract of each is in its file's header comment.
 //! The fair-lock scripts share `lua/fair_lock_prelude.lua`, and the
-//! permit-expirable semaphore's share `lua/expirable_prelude.lua`, prepended
-//! at compile time: each operation is still one self-contained script.
+//! permit-expirable semaphore's share `lua/expirable_prelude.lua`, and every
+//! script that takes a number in ARGV starts with `lua/args_prelude.lua` (the
+//! argument checks it runs before its first write), prepended at compile
+//! time: each operation is still one self-contained script.
 
 use std::sync::LazyLock;
 
@@ -46,22 +48,38 @@ fn sharded(code: &str) -> String {
 }
 
 /// `lua/lock_acquire.lua`: KEYS lock; ARGV lease ms, holder. nil = acquired, else PTTL.
-pub(crate) static LOCK_ACQUIRE: LazyLock<Lua> =
-    LazyLock::new(|| Lua::new(include_str!("../../lua/lock_acquire.lua")));
+pub(crate) static LOCK_ACQUIRE: LazyLock<Lua> = LazyLock::new(|| {
+    Lua::new(concat!(
+        include_str!("../../lua/args_prelude.lua"),
+        include_str!("../../lua/lock_acquire.lua")
+    ))
+});
 
 /// `lua/fenced_lock_acquire.lua`: KEYS lock, token counter; ARGV lease ms,
-/// holder. {-1, token} = acquired, else {PTTL, -1}.
-pub(crate) static FENCED_LOCK_ACQUIRE: LazyLock<Lua> =
-    LazyLock::new(|| Lua::new(include_str!("../../lua/fenced_lock_acquire.lua")));
+/// holder. {-1, token} = acquired , else {PTTL, -1}.
+pub(crate) static FENCED_LOCK_ACQUIRE: LazyLock<Lua> = LazyLock::new(|| {
+    Lua::new(concat!(
+        include_str!("../../lua/args_prelude.lua"),
+        include_str!("../../lua/fenced_lock_acquire.lua")
+    ))
+});
 
 /// `lua/lock_renew.lua`: KEYS lock; ARGV lease ms, holder. 1 = renewed, 0 = not ours.
-pub(crate) static LOCK_RENEW: LazyLock<Lua> =
-    LazyLock::new(|| Lua::new(include_str!("../../lua/lock_renew.lua")));
+pub(crate) static LOCK_RENEW: LazyLock<Lua> = LazyLock::new(|| {
+    Lua::new(concat!(
+        include_str!("../../lua/args_prelude.lua"),
+        include_str!("../../lua/lock_renew.lua")
+    ))
+});
 
 /// `lua/lock_release.lua`: KEYS lock, channel, latch; ARGV message, lease ms,
 /// holder, latch ms. nil = not held, 0 = still held, 1 = released.
-pub(crate) static LOCK_RELEASE: LazyLock<Lua> =
-    LazyLock::new(|| Lua::new(include_str!("../../lua/lock_release.lua")));
+pub(crate) static LOCK_RELEASE: LazyLock<Lua> = LazyLock::new(|| {
+    Lua::new(concat!(
+        include_str!("../../lua/args_prelude.lua"),
+        include_str!("../../lua/lock_release.lua")
+    ))
+});
 
 /// `lua/lock_force_release.lua`: KEYS lock, channel; ARGV message. 1 = existed.
 pub(crate) static LOCK_FORCE_RELEASE: LazyLock<Lua> =
@@ -74,6 +92,7 @@ pub(crate) static LOCK_STATE: LazyLock<Lua> =
 /// `lua/fair_lock_acquire.lua`: KEYS lock, queue, slots; ARGV lease ms, holder, allowance ms, now ms, enqueue. nil = acquired, else ms to wait.
 pub(crate) static FAIR_LOCK_ACQUIRE: LazyLock<Lua> = LazyLock::new(|| {
     Lua::new(concat!(
+        include_str!("../../lua/args_prelude.lua"),
         include_str!("../../lua/fair_lock_prelude.lua"),
         include_str!("../../lua/fair_lock_acquire.lua")
     ))
@@ -82,42 +101,68 @@ pub(crate) static FAIR_LOCK_ACQUIRE: LazyLock<Lua> = LazyLock::new(|| {
 /// `lua/fair_lock_release.lua`: KEYS lock, queue, slots, channel prefix, latch; ARGV message, lease ms, holder, now ms, latch ms. nil/0/1.
 pub(crate) static FAIR_LOCK_RELEASE: LazyLock<Lua> = LazyLock::new(|| {
     Lua::new(concat!(
+        include_str!("../../lua/args_prelude.lua"),
         include_str!("../../lua/fair_lock_prelude.lua"),
         include_str!("../../lua/fair_lock_release.lua")
     ))
 });
 
 /// `lua/fair_lock_cancel.lua`: KEYS queue, slots; ARGV waiter, allowance ms. 1 = was queued.
-pub(crate) static FAIR_LOCK_CANCEL: LazyLock<Lua> =
-    LazyLock::new(|| Lua::new(include_str!("../../lua/fair_lock_cancel.lua")));
+pub(crate) static FAIR_LOCK_CANCEL: LazyLock<Lua> = LazyLock::new(|| {
+    Lua::new(concat!(
+        include_str!("../../lua/args_prelude.lua"),
+        include_str!("../../lua/fair_lock_cancel.lua")
+    ))
+});
 
 /// `lua/fair_lock_force_release.lua`: KEYS lock, queue, slots, channel prefix; ARGV message, now ms. 1 = existed.
 pub(crate) static FAIR_LOCK_FORCE_RELEASE: LazyLock<Lua> = LazyLock::new(|| {
     Lua::new(concat!(
+        include_str!("../../lua/args_prelude.lua"),
         include_str!("../../lua/fair_lock_prelude.lua"),
         include_str!("../../lua/fair_lock_force_release.lua")
     ))
 });
 
 /// `lua/read_lock_acquire.lua`: KEYS lock, timeout prefix; ARGV lease ms, holder, write field. nil = acquired, else PTTL.
-pub(crate) static READ_LOCK_ACQUIRE: LazyLock<Lua> =
-    LazyLock::new(|| Lua::new(include_str!("../../lua/read_lock_acquire.lua")));
+pub(crate) static READ_LOCK_ACQUIRE: LazyLock<Lua> = LazyLock::new(|| {
+    Lua::new(concat!(
+        include_str!("../../lua/args_prelude.lua"),
+        include_str!("../../lua/read_lock_acquire.lua")
+    ))
+});
 
 /// `lua/write_lock_acquire.lua`: KEYS lock; ARGV lease ms, write field, read field. nil = acquired, -3 = caller reads, else PTTL.
-pub(crate) static WRITE_LOCK_ACQUIRE: LazyLock<Lua> =
-    LazyLock::new(|| Lua::new(include_str!("../../lua/write_lock_acquire.lua")));
+pub(crate) static WRITE_LOCK_ACQUIRE: LazyLock<Lua> = LazyLock::new(|| {
+    Lua::new(concat!(
+        include_str!("../../lua/args_prelude.lua"),
+        include_str!("../../lua/write_lock_acquire.lua")
+    ))
+});
 
 /// `lua/read_lock_release.lua`: KEYS lock, channel, timeout prefix, key prefix, latch; ARGV message, holder, latch ms. nil/0/1.
-pub(crate) static READ_LOCK_RELEASE: LazyLock<Lua> =
-    LazyLock::new(|| Lua::new(include_str!("../../lua/read_lock_release.lua")));
+pub(crate) static READ_LOCK_RELEASE: LazyLock<Lua> = LazyLock::new(|| {
+    Lua::new(concat!(
+        include_str!("../../lua/args_prelude.lua"),
+        include_str!("../../lua/read_lock_release.lua")
+    ))
+});
 
 /// `lua/write_lock_release.lua`: KEYS lock, channel, latch; ARGV message, lease ms, write field, latch ms. nil/0/1.
-pub(crate) static WRITE_LOCK_RELEASE: LazyLock<Lua> =
-    LazyLock::new(|| Lua::new(include_str!("../../lua/write_lock_release.lua")));
+pub(crate) static WRITE_LOCK_RELEASE: LazyLock<Lua> = LazyLock::new(|| {
+    Lua::new(concat!(
+        include_str!("../../lua/args_prelude.lua"),
+        include_str!("../../lua/write_lock_release.lua")
+    ))
+});
 
 /// `lua/read_lock_renew.lua`: KEYS lock, timeout prefix; ARGV lease ms, holder. 1 = renewed.
-pub(crate) static READ_LOCK_RENEW: LazyLock<Lua> =
-    LazyLock::new(|| Lua::new(include_str!("../../lua/read_lock_renew.lua")));
+pub(crate) static READ_LOCK_RENEW: LazyLock<Lua> = LazyLock::new(|| {
+    Lua::new(concat!(
+        include_str!("../../lua/args_prelude.lua"),
+        include_str!("../../lua/read_lock_renew.lua")
+    ))
+});
 
 /// `lua/rw_lock_force_release.lua`: KEYS lock, channel; ARGV mode, message. 1 = deleted.
 pub(crate) static RW_LOCK_FORCE_RELEASE: LazyLock<Lua> =
@@ -128,20 +173,32 @@ pub(crate) static RW_LOCK_STATE: LazyLock<Lua> =
     LazyLock::new(|| Lua::new(include_str!("../../lua/rw_lock_state.lua")));
 
 /// `lua/counter_set_if_absent.lua`: KEYS counter, channel; ARGV value, message. 1 = set.
-pub(crate) static COUNTER_SET_IF_ABSENT: LazyLock<Lua> =
-    LazyLock::new(|| Lua::new(include_str!("../../lua/counter_set_if_absent.lua")));
+pub(crate) static COUNTER_SET_IF_ABSENT: LazyLock<Lua> = LazyLock::new(|| {
+    Lua::new(concat!(
+        include_str!("../../lua/args_prelude.lua"),
+        include_str!("../../lua/counter_set_if_absent.lua")
+    ))
+});
 
 /// `lua/counter_get.lua`: KEYS counter. Its value, 0 when absent.
 pub(crate) static COUNTER_GET: LazyLock<Lua> =
     LazyLock::new(|| Lua::new(include_str!("../../lua/counter_get.lua")));
 
 /// `lua/semaphore_add.lua`: KEYS semaphore, channel; ARGV delta. The new count.
-pub(crate) static SEMAPHORE_ADD: LazyLock<Lua> =
-    LazyLock::new(|| Lua::new(include_str!("../../lua/semaphore_add.lua")));
+pub(crate) static SEMAPHORE_ADD: LazyLock<Lua> = LazyLock::new(|| {
+    Lua::new(concat!(
+        include_str!("../../lua/args_prelude.lua"),
+        include_str!("../../lua/semaphore_add.lua")
+    ))
+});
 
 /// `lua/semaphore_try_acquire.lua`: KEYS semaphore; ARGV permits. 1 = taken.
-pub(crate) static SEMAPHORE_TRY_ACQUIRE: LazyLock<Lua> =
-    LazyLock::new(|| Lua::new(include_str!("../../lua/semaphore_try_acquire.lua")));
+pub(crate) static SEMAPHORE_TRY_ACQUIRE: LazyLock<Lua> = LazyLock::new(|| {
+    Lua::new(concat!(
+        include_str!("../../lua/args_prelude.lua"),
+        include_str!("../../lua/semaphore_try_acquire.lua")
+    ))
+});
 
 /// `lua/semaphore_drain.lua`: KEYS semaphore. How many were available.
 pub(crate) static SEMAPHORE_DRAIN: LazyLock<Lua> =
@@ -150,6 +207,7 @@ pub(crate) static SEMAPHORE_DRAIN: LazyLock<Lua> =
 /// `lua/expirable_acquire.lua`: KEYS available, leases, channel; ARGV id, lease end ms, now ms. nil = taken, else ms to wait.
 pub(crate) static EXPIRABLE_ACQUIRE: LazyLock<Lua> = LazyLock::new(|| {
     Lua::new(concat!(
+        include_str!("../../lua/args_prelude.lua"),
         include_str!("../../lua/expirable_prelude.lua"),
         include_str!("../../lua/expirable_acquire.lua")
     ))
@@ -158,6 +216,7 @@ pub(crate) static EXPIRABLE_ACQUIRE: LazyLock<Lua> = LazyLock::new(|| {
 /// `lua/expirable_release.lua`: KEYS available, leases, channel; ARGV id, now ms. 1 = released.
 pub(crate) static EXPIRABLE_RELEASE: LazyLock<Lua> = LazyLock::new(|| {
     Lua::new(concat!(
+        include_str!("../../lua/args_prelude.lua"),
         include_str!("../../lua/expirable_prelude.lua"),
         include_str!("../../lua/expirable_release.lua")
     ))
@@ -166,6 +225,7 @@ pub(crate) static EXPIRABLE_RELEASE: LazyLock<Lua> = LazyLock::new(|| {
 /// `lua/expirable_available.lua`: KEYS available, leases, channel; ARGV now ms. The available permits.
 pub(crate) static EXPIRABLE_AVAILABLE: LazyLock<Lua> = LazyLock::new(|| {
     Lua::new(concat!(
+        include_str!("../../lua/args_prelude.lua"),
         include_str!("../../lua/expirable_prelude.lua"),
         include_str!("../../lua/expirable_available.lua")
     ))
