@@ -213,7 +213,10 @@ impl Client {
     /// Read it with [`LockGuard::token`](crate::LockGuard::token): it is
     /// greater than every token handed out before for `name`, so a
     /// downstream store that remembers the highest token it has accepted can
-    /// reject a stale holder (one that paused past its lease).
+    /// reject a stale holder (one that paused past its lease). Tokens are at
+    /// least the server's clock in microseconds, so they keep increasing
+    /// when Redis loses the counter (see `LockGuard::token` for the clock
+    /// assumption this rests on).
     ///
     /// ```
     /// # let client = redisync::Client::builder().backend(redisync::MemoryBackend::new()).build()?;

@@ -185,7 +185,8 @@ impl Lock {
     /// the lock frees itself after `lease` even if the guard still lives.
     ///
     /// # Errors
-    /// As [`lock`](Self::lock), and `InvalidArgument` for a lease under 1 ms.
+    /// As [`lock`](Self::lock), and `InvalidArgument` for a lease under 1 ms
+    /// or over [`MAX_LEASE`](crate::MAX_LEASE).
     ///
     /// ```
     /// # use std::time::Duration;
@@ -679,6 +680,13 @@ impl LockGuard {
     /// have the resource reject a token lower than the highest it has seen:
     /// a holder that lost the lock (a pause longer than its lease) is then
     /// refused instead of overwriting its successor's work.
+    ///
+    /// Each token is at least the server's clock in microseconds as well as
+    /// one more than the last, so tokens keep increasing even when Redis
+    /// loses the counter (a restart without persistence, a failover to a
+    /// replica that missed it), provided the clock of the server that
+    /// answers afterwards reads later than the old one's did at its last
+    /// token (clock skew smaller than the outage).
     ///
     /// ```
     /// # let client = redisync::Client::builder().backend(redisync::MemoryBackend::new()).build()?;

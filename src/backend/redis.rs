@@ -17,6 +17,7 @@ use super::{
     PubSubConnection, Release, ReplicaAcknowledgement, ReplicaShortfall, RwLockKeys, RwLockState,
     RwMode, scripts,
 };
+use crate::error::{check_ms, check_time_ms};
 use crate::event::{EventHandler, LoggingEventHandler, ReplicaShortfallEvent};
 use crate::{Error, Result};
 
@@ -1272,6 +1273,9 @@ fn redis_error(address: &str, op: &str, err: RedisError, timeout: Duration) -> E
     if let Some(error) = connection_failure(address, op, &err, timeout) {
         return error;
     }
+    if let Some(error) = refused_argument(&err) {
+        return error;
+    }
     let text = err.to_string();
     // A demoted master: the connection is useless (the pool drops it, see
     // `Conn::broken`) and a retry on a new one reaches the new master.
@@ -1370,6 +1374,41 @@ fn connection_failure(
     Some(Error::backend(what, true))
 }
 
+/// The arguments the scripts check (`lua/args_prelude.lua`), by the name
+/// their error reply gives; longer names first, so "lease end" is not read
+/// as "lease".
+const SCRIPT_ARGUMENTS: [&str; 8] = [
+    "lease end",
+    "latch timeout",
+    "wait allowance",
+    "lease",
+    "now",
+    "value",
+    "delta",
+    "permits",
+];
+
+/// A script's refusal of an argument (`-invalid <what>: <why>`), which
+/// changed nothing: the same `InvalidArgument` the in-memory backend gives.
+/// The backend checks its arguments before sending, so this is the
+/// scripts' own guard answering a caller that bypassed those checks.
+fn refused_argument(err: &RedisError) -> Option<Error> {
+    if err.code() != Some("invalid") {
+        return None;
+    }
+    let detail = err.detail().unwrap_or_default();
+    let (what, why) = SCRIPT_ARGUMENTS
+        .iter()
+        .find_map(|what| {
+            detail
+                .strip_prefix(what)
+                .and_then(|rest| rest.strip_prefix(':'))
+                .map(|why| (*what, why.trim()))
+        })
+        .unwrap_or(("script argument", detail));
+    Some(Error::invalid(what, why.to_owned()))
+}
+
 /// The kind of the I/O error behind `err`, if it is one.
 fn io_kind(err: &RedisError) -> Option<std::io::ErrorKind> {
     type Shared = Arc<dyn std::error::Error + Send + Sync>;
@@ -1433,6 +1472,7 @@ fn ttl_from_pttl(pttl: i64) -> Option<Duration> {
 
 impl LockBackend for RedisBackend {
     fn lock_acquire(&self, name: &str, holder: &str, lease_ms: i64) -> Result<Acquire> {
+        check_ms("lease", lease_ms)?;
         let pttl: Option<i64> = self.run_acquiring(
             "lock acquire",
             name,
@@ -1454,6 +1494,7 @@ impl LockBackend for RedisBackend {
         holder: &str,
         lease_ms: i64,
     ) -> Result<FencedAcquire> {
+        check_ms("lease", lease_ms)?;
         let (pttl, token): (i64, redis::Value) = self.run_acquiring(
             "fenced lock acquire",
             name,
@@ -1489,6 +1530,7 @@ impl LockBackend for RedisBackend {
     }
 
     fn lock_renew(&self, name: &str, holder: &str, lease_ms: i64) -> Result<bool> {
+        check_ms("lease", lease_ms)?;
         let renewed: i64 = self.run_changing(
             "lock renew",
             name,
@@ -1511,6 +1553,8 @@ impl LockBackend for RedisBackend {
         latch_key: &str,
         latch_ms: i64,
     ) -> Result<Release> {
+        check_ms("lease", lease_ms)?;
+        check_ms("latch timeout", latch_ms)?;
         let outcome: Option<i64> = self.run_changing(
             "lock release",
             name,
@@ -1564,6 +1608,9 @@ impl LockBackend for RedisBackend {
         now_ms: i64,
         enqueue: bool,
     ) -> Result<Acquire> {
+        check_ms("lease", lease_ms)?;
+        check_ms("wait allowance", wait_ms)?;
+        check_time_ms("now", now_ms)?;
         let wait: Option<i64> = self.run_acquiring(
             "fair lock acquire",
             keys.name,
@@ -1607,6 +1654,9 @@ impl LockBackend for RedisBackend {
         latch_key: &str,
         latch_ms: i64,
     ) -> Result<Release> {
+        check_ms("lease", lease_ms)?;
+        check_time_ms("now", now_ms)?;
+        check_ms("latch timeout", latch_ms)?;
         let outcome: Option<i64> = self.run_changing(
             "fair lock release",
             keys.name,
@@ -1626,6 +1676,7 @@ impl LockBackend for RedisBackend {
     }
 
     fn fair_lock_cancel(&self, keys: &FairLockKeys<'_>, holder: &str, wait_ms: i64) -> Result<()> {
+        check_ms("wait allowance", wait_ms)?;
         let _: i64 = self.run(
             "fair lock cancel",
             self.script(&scripts::FAIR_LOCK_CANCEL)
@@ -1638,6 +1689,7 @@ impl LockBackend for RedisBackend {
     }
 
     fn fair_lock_force_release(&self, keys: &FairLockKeys<'_>, now_ms: i64) -> Result<bool> {
+        check_time_ms("now", now_ms)?;
         let existed: i64 = self.run_changing(
             "fair lock force release",
             keys.name,
@@ -1655,6 +1707,7 @@ impl LockBackend for RedisBackend {
     }
 
     fn read_lock_acquire(&self, keys: &RwLockKeys<'_>, lease_ms: i64) -> Result<Acquire> {
+        check_ms("lease", lease_ms)?;
         let pttl: Option<i64> = self.run_acquiring(
             "read lock acquire",
             keys.name,
@@ -1679,6 +1732,7 @@ impl LockBackend for RedisBackend {
     }
 
     fn write_lock_acquire(&self, keys: &RwLockKeys<'_>, lease_ms: i64) -> Result<Acquire> {
+        check_ms("lease", lease_ms)?;
         let pttl: Option<i64> = self.run_acquiring(
             "write lock acquire",
             keys.name,
@@ -1716,6 +1770,7 @@ impl LockBackend for RedisBackend {
         latch_key: &str,
         latch_ms: i64,
     ) -> Result<Release> {
+        check_ms("latch timeout", latch_ms)?;
         let outcome: Option<i64> = self.run_changing(
             "read lock release",
             keys.name,
@@ -1733,6 +1788,8 @@ impl LockBackend for RedisBackend {
         latch_key: &str,
         latch_ms: i64,
     ) -> Result<Release> {
+        check_ms("lease", lease_ms)?;
+        check_ms("latch timeout", latch_ms)?;
         let outcome: Option<i64> = self.run_changing(
             "write lock release",
             keys.name,
@@ -1744,6 +1801,7 @@ impl LockBackend for RedisBackend {
     }
 
     fn read_lock_renew(&self, keys: &RwLockKeys<'_>, lease_ms: i64) -> Result<bool> {
+        check_ms("lease", lease_ms)?;
         let renewed: i64 = self.run_changing(
             "read lock renew",
             keys.name,
@@ -1837,6 +1895,12 @@ impl LockBackend for RedisBackend {
     }
 
     fn semaphore_try_acquire(&self, name: &str, permits: i64) -> Result<bool> {
+        if permits < 1 {
+            return Err(Error::invalid(
+                "permits",
+                format!("must be at least 1, got {permits}"),
+            ));
+        }
         let taken: i64 = self.run_acquiring(
             "semaphore acquire",
             name,
@@ -1882,6 +1946,8 @@ impl LockBackend for RedisBackend {
         lease_end_ms: i64,
         now_ms: i64,
     ) -> Result<Acquire> {
+        check_time_ms("lease end", lease_end_ms)?;
+        check_time_ms("now", now_ms)?;
         let wait: Option<i64> = self.run_acquiring(
             "expirable semaphore acquire",
             keys.name,
@@ -1911,6 +1977,7 @@ impl LockBackend for RedisBackend {
         permit_id: &str,
         now_ms: i64,
     ) -> Result<bool> {
+        check_time_ms("now", now_ms)?;
         let released: i64 = self.run_changing(
             "expirable semaphore release",
             keys.name,
@@ -1922,6 +1989,7 @@ impl LockBackend for RedisBackend {
     }
 
     fn expirable_available(&self, keys: &ExpirableKeys<'_>, now_ms: i64) -> Result<i64> {
+        check_time_ms("now", now_ms)?;
         let value: Option<String> = self.run(
             "expirable semaphore available",
             self.script(&scripts::EXPIRABLE_AVAILABLE)
