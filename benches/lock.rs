@@ -659,12 +659,14 @@ mod cluster {
     /// On lock `name` (the cluster lock's own name, so the same master;
     /// the two never overlap: each call ends with the lock free).
     pub(super) fn cluster_floor(cluster: &TestCluster, name: &str) -> ClusterFloor {
-        let release = include_str!("../lua/lock_release.lua")
+        let release = super::with_prelude(include_str!("../lua/lock_release.lua"))
             .replace("redis.call('publish',", "redis.call('spublish',");
         assert!(release.contains("spublish"), "no sharded publish");
         super::Floor {
             conn: cluster.connection(),
-            acquire: redis::Script::new(include_str!("../lua/lock_acquire.lua")),
+            acquire: redis::Script::new(&super::with_prelude(include_str!(
+                "../lua/lock_acquire.lua"
+            ))),
             release: redis::Script::new(&release),
             channel: format!("redisson_lock__channel:{{{name}}}"),
             latch_prefix: format!("redisson_unlock_latch:{{{name}}}:floor"),
@@ -683,6 +685,12 @@ fn replicated_pair() -> (TestServer, TestServer) {
 }
 
 // ------------------------------------------------------------------ floor --
+
+/// `script` as the library loads it: after `lua/args_prelude.lua`, the
+/// argument checks every script with numbers in ARGV starts with.
+fn with_prelude(script: &str) -> String {
+    format!("{}{script}", include_str!("../lua/args_prelude.lua"))
+}
 
 /// The lock pair with the `redis` crate alone: the same two scripts the
 /// library runs, on one plain connection, with a unique latch key per release
@@ -703,8 +711,8 @@ impl Floor {
         let name = unique_name("bench:floor");
         Floor {
             conn: server.connection(),
-            acquire: redis::Script::new(include_str!("../lua/lock_acquire.lua")),
-            release: redis::Script::new(include_str!("../lua/lock_release.lua")),
+            acquire: redis::Script::new(&with_prelude(include_str!("../lua/lock_acquire.lua"))),
+            release: redis::Script::new(&with_prelude(include_str!("../lua/lock_release.lua"))),
             channel: format!("redisson_lock__channel:{{{name}}}"),
             latch_prefix: format!("redisson_unlock_latch:{{{name}}}"),
             holder: format!("{}:1", uuid::Uuid::new_v4()),

@@ -6,6 +6,7 @@
 -- ARGV[2]  the message to publish (semaphore: the permit count; latch: 1, "new count")
 -- Returns  1 when set; 0 when it already existed.
 -- Checked before any write (a script error does not undo earlier writes).
+local _, bad_count = count_checks()
 local bad = bad_count(ARGV[1], 'value')
 if bad then
     return bad

@@ -10,8 +10,8 @@
 -- Returns  nil when taken (the id is recorded with its lease end); otherwise
 --          ms until the earliest lease ends (-1 when no permit is leased).
 -- Checked before any write (a script error does not undo earlier writes).
-local bad = bad_time(ARGV[2], 'lease end')
-    or bad_time(ARGV[3], 'now')
+local bad = bad_bounded(ARGV[2], 'lease end', 0, MAX_TIME)
+    or bad_bounded(ARGV[3], 'now', 0, MAX_TIME)
 if bad then
     return bad
 end

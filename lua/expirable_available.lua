@@ -8,7 +8,7 @@
 -- Returns  the available permits as stored (a decimal string; nil when
 --          absent = 0).
 -- Checked before any write (a script error does not undo earlier writes).
-local bad = bad_time(ARGV[1], 'now')
+local bad = bad_bounded(ARGV[1], 'now', 0, MAX_TIME)
 if bad then
     return bad
 end

@@ -9,7 +9,7 @@
 --          published); 0 when it is unknown or its lease had run out (an
 --          expired permit is reclaimed, not released by its holder).
 -- Checked before any write (a script error does not undo earlier writes).
-local bad = bad_time(ARGV[2], 'now')
+local bad = bad_bounded(ARGV[2], 'now', 0, MAX_TIME)
 if bad then
     return bad
 end

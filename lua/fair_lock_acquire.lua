@@ -12,9 +12,9 @@
 --          otherwise how long to wait in ms before trying again (the slot
 --          ahead's remaining time, or the lock's PTTL; -1 = until a message).
 -- Checked before any write (a script error does not undo earlier writes).
-local bad = bad_ms(ARGV[1], 'lease')
-    or bad_ms(ARGV[3], 'wait allowance')
-    or bad_time(ARGV[4], 'now')
+local bad = bad_bounded(ARGV[1], 'lease', 1, MAX_MS)
+    or bad_bounded(ARGV[3], 'wait allowance', 1, MAX_MS)
+    or bad_bounded(ARGV[4], 'now', 0, MAX_TIME)
 if bad then
     return bad
 end

@@ -6,7 +6,7 @@
 -- ARGV[2]  its allowance in ms
 -- Returns  1 if it was queued, 0 otherwise.
 -- Checked before any write (a script error does not undo earlier writes).
-local bad = bad_ms(ARGV[2], 'wait allowance')
+local bad = bad_bounded(ARGV[2], 'wait allowance', 1, MAX_MS)
 if bad then
     return bad
 end

@@ -8,7 +8,7 @@
 -- ARGV[2]  the caller's wall clock in ms
 -- Returns  1 when the lock existed; 0 otherwise.
 -- Checked before any write (a script error does not undo earlier writes).
-local bad = bad_time(ARGV[2], 'now')
+local bad = bad_bounded(ARGV[2], 'now', 0, MAX_TIME)
 if bad then
     return bad
 end

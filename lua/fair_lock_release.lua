@@ -15,9 +15,9 @@
 --          released, still held; 1 = released (or already gone, as in Redisson)
 --          and the head waiter told.
 -- Checked before any write (a script error does not undo earlier writes).
-local bad = bad_ms(ARGV[2], 'lease')
-    or bad_time(ARGV[4], 'now')
-    or bad_ms(ARGV[5], 'latch timeout')
+local bad = bad_bounded(ARGV[2], 'lease', 1, MAX_MS)
+    or bad_bounded(ARGV[4], 'now', 0, MAX_TIME)
+    or bad_bounded(ARGV[5], 'latch timeout', 1, MAX_MS)
 if bad then
     return bad
 end

@@ -24,7 +24,7 @@ if redis.replicate_commands ~= nil then
     redis.replicate_commands()
 end
 -- Checked before any write (a script error does not undo earlier writes).
-local bad = bad_ms(ARGV[1], 'lease')
+local bad = bad_bounded(ARGV[1], 'lease', 1, MAX_MS)
 if bad then
     return bad
 end

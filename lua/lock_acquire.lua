@@ -5,7 +5,7 @@
 -- Returns  nil when acquired (hold count + 1, TTL reset to the lease);
 --          otherwise the lock's remaining TTL in ms (PTTL; -1 = no expiry).
 -- Checked before any write (a script error does not undo earlier writes).
-local bad = bad_ms(ARGV[1], 'lease')
+local bad = bad_bounded(ARGV[1], 'lease', 1, MAX_MS)
 if bad then
     return bad
 end

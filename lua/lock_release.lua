@@ -10,8 +10,8 @@
 --          1 = released and the unlock message published. A retry with the same
 --          latch key returns the first outcome without releasing again.
 -- Checked before any write (a script error does not undo earlier writes).
-local bad = bad_ms(ARGV[2], 'lease')
-    or bad_ms(ARGV[4], 'latch timeout')
+local bad = bad_bounded(ARGV[2], 'lease', 1, MAX_MS)
+    or bad_bounded(ARGV[4], 'latch timeout', 1, MAX_MS)
 if bad then
     return bad
 end

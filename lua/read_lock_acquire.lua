@@ -8,7 +8,7 @@
 -- ARGV[3]  the same holder's write field, <holder>:write (a writer may also read)
 -- Returns  nil when acquired; otherwise the lock's PTTL in ms.
 -- Checked before any write (a script error does not undo earlier writes).
-local bad = bad_ms(ARGV[1], 'lease')
+local bad = bad_bounded(ARGV[1], 'lease', 1, MAX_MS)
 if bad then
     return bad
 end

@@ -11,7 +11,7 @@
 --          held (by other reads, or the holder's write); 1 = the lock is free
 --          and the unlock message published.
 -- Checked before any write (a script error does not undo earlier writes).
-local bad = bad_ms(ARGV[3], 'latch timeout')
+local bad = bad_bounded(ARGV[3], 'latch timeout', 1, MAX_MS)
 if bad then
     return bad
 end

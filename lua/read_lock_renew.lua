@@ -6,7 +6,7 @@
 -- ARGV[2]  holder id
 -- Returns  1 when renewed; 0 when the holder holds no read hold.
 -- Checked before any write (a script error does not undo earlier writes).
-local bad = bad_ms(ARGV[1], 'lease')
+local bad = bad_bounded(ARGV[1], 'lease', 1, MAX_MS)
 if bad then
     return bad
 end

@@ -6,6 +6,7 @@
 -- Returns  the new count; when the delta is positive the new count is
 --          published, which wakes up to that many waiters.
 -- Checked before any write (a script error does not undo earlier writes).
+local _, bad_count = count_checks()
 local bad = bad_count(ARGV[1], 'delta')
 if bad then
     return bad

@@ -3,6 +3,7 @@
 -- ARGV[1]  how many permits (positive)
 -- Returns  1 when taken; 0 when fewer are available.
 -- Checked before any write (a script error does not undo earlier writes).
+local bad_integer, _, integer_below = count_checks()
 local bad = bad_integer(ARGV[1], 'permits', '1', '9223372036854775807')
 if bad then
     return bad

@@ -7,7 +7,7 @@
 --          Redisson does, up to 2^47 ms); -3 when the caller holds the read half (read -> write
 --          cannot be granted: waiting would wait for itself); otherwise the PTTL.
 -- Checked before any write (a script error does not undo earlier writes).
-local bad = bad_ms(ARGV[1], 'lease')
+local bad = bad_bounded(ARGV[1], 'lease', 1, MAX_MS)
 if bad then
     return bad
 end

@@ -10,8 +10,8 @@
 --          still held; 1 = the write hold is gone: the lock is free (message
 --          published) or left in read mode to the holder's own read holds.
 -- Checked before any write (a script error does not undo earlier writes).
-local bad = bad_ms(ARGV[2], 'lease')
-    or bad_ms(ARGV[4], 'latch timeout')
+local bad = bad_bounded(ARGV[2], 'lease', 1, MAX_MS)
+    or bad_bounded(ARGV[4], 'latch timeout', 1, MAX_MS)
 if bad then
     return bad
 end

@@ -26,7 +26,7 @@ fn sha(file: &str) -> String {
             .unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()))
     };
     let mut source = read(file);
-    if source.contains("bad_ms(") || source.contains("bad_integer(") {
+    if source.contains("bad_bounded(") || source.contains("count_checks()") {
         source = read("args_prelude.lua") + &source;
     }
     redis::Script::new(&source).get_hash().to_owned()

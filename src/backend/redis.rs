@@ -1388,15 +1388,17 @@ const SCRIPT_ARGUMENTS: [&str; 8] = [
     "permits",
 ];
 
-/// A script's refusal of an argument (`-invalid <what>: <why>`), which
+/// A script's refusal of an argument (`-ERR invalid <what>: <why>`), which
 /// changed nothing: the same `InvalidArgument` the in-memory backend gives.
 /// The backend checks its arguments before sending, so this is the
 /// scripts' own guard answering a caller that bypassed those checks.
 fn refused_argument(err: &RedisError) -> Option<Error> {
-    if err.code() != Some("invalid") {
-        return None;
-    }
-    let detail = err.detail().unwrap_or_default();
+    // `ERR invalid lease: ...` (the scripts' form), or `invalid lease: ...`.
+    let detail = match err.code() {
+        Some("ERR") => err.detail().unwrap_or_default().strip_prefix("invalid ")?,
+        Some("invalid") => err.detail().unwrap_or_default(),
+        _ => return None,
+    };
     let (what, why) = SCRIPT_ARGUMENTS
         .iter()
         .find_map(|what| {
