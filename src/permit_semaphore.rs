@@ -284,7 +284,7 @@ impl PermitExpirableSemaphore {
         let inner = &self.client.inner;
         let keys = self.keys();
         let id = PermitId(uuid::Uuid::new_v4().simple().to_string());
-        crate::wait::until_done(
+        let taken = crate::wait::until_done(
             &inner.subscriber,
             Waiting {
                 channel: &self.channel,
@@ -309,6 +309,41 @@ impl PermitExpirableSemaphore {
                 )
             },
         )
-        .map(|taken| taken.map(|()| id.clone()))
+        .map(|taken| taken.map(|()| id.clone()));
+        if let Err(err) = &taken
+            && err.is_connection_error()
+        {
+            self.undo_unknown_attempt(&id, lease_ms);
+        }
+        taken
+    }
+
+    /// After an acquire failed with a connection error, its request may
+    /// still have run and leased the permit `id` to nobody. Releasing that
+    /// id is exact (an id never leased is not found), so the client's
+    /// cleanup thread sends the release until it lands or the lease would
+    /// have ended anyway.
+    fn undo_unknown_attempt(&self, id: &PermitId, lease_ms: i64) {
+        let lease = Duration::from_millis(u64::try_from(lease_ms).unwrap_or(0));
+        let Some(give_up_at) = std::time::Instant::now().checked_add(lease) else {
+            return;
+        };
+        let backend = std::sync::Arc::clone(&self.client.inner.backend);
+        let (name, leases, channel) =
+            (self.name.clone(), self.leases.clone(), self.channel.clone());
+        let permit = id.as_str().to_owned();
+        let task: crate::cleanup::Task = Box::new(move || {
+            let keys = ExpirableKeys {
+                name: &name,
+                leases: &leases,
+                channel: &channel,
+            };
+            backend.expirable_release(&keys, &permit, crate::clock::wall_clock_ms())?;
+            Ok(true)
+        });
+        self.client
+            .inner
+            .cleanup
+            .push(&self.name, id.as_str(), task, give_up_at, false);
     }
 }

@@ -386,3 +386,35 @@ fn a_script_that_refuses_an_argument_is_an_invalid_argument_error() {
     assert!(text.contains("invalid lease"), "{text}");
     assert!(hgetall(&mut raw, "refused").is_empty());
 }
+
+#[test]
+fn an_expirable_permit_acquire_that_failed_leaves_no_lease_behind() {
+    let server = TestServer::start();
+    let client = client(&server);
+    let semaphore = client.permit_expirable_semaphore(unique_name("unknown-permit").as_str());
+    assert!(semaphore.try_set_permits(1).unwrap());
+    // Loads the scripts, so the frozen server holds a request it can run.
+    let warm = semaphore.acquire(Duration::from_secs(30)).unwrap();
+    semaphore.release(&warm).unwrap();
+    server.pause();
+    let err = semaphore
+        .try_acquire_for(Duration::from_millis(150), Duration::from_secs(30))
+        .map(|id| id.is_some())
+        .expect_err("a frozen server cannot answer");
+    assert!(err.is_connection_error(), "{err:?}");
+    std::thread::sleep(Duration::from_millis(300));
+    server.resume();
+    // The permit the late request leased (if it ran) is released by id
+    // well before its 30 s lease ends.
+    wait_until(
+        "the failed acquire's permit is back",
+        Duration::from_secs(8),
+        || semaphore.available_permits().unwrap() == 1,
+    );
+    let mut raw = server.connection();
+    let leased: i64 = redis::cmd("ZCARD")
+        .arg(format!("{{{}}}:timeout", semaphore.name()))
+        .query(&mut raw)
+        .unwrap();
+    assert_eq!(leased, 0);
+}
