@@ -45,6 +45,9 @@ struct Pending {
     /// Until then the worker sends the release again after it landed (see
     /// [`Cleanup::push`]).
     recheck_until: Option<Instant>,
+    /// What made the release necessary (the failed call's error), for the
+    /// error of an acquire that cannot wait for it.
+    cause: String,
 }
 
 #[derive(Default)]
@@ -93,8 +96,10 @@ impl Cleanup {
         task: Task,
         give_up_at: Instant,
         recheck: bool,
+        cause: &crate::Error,
     ) {
         let recheck_until = recheck.then_some(give_up_at);
+        let cause = cause.to_string();
         let mut state = self.shared.state.lock();
         let key = (name.to_owned(), field.to_owned());
         match state.pending.get_mut(&key) {
@@ -104,6 +109,7 @@ impl Cleanup {
                 pending.give_up_at = pending.give_up_at.max(give_up_at);
                 pending.recheck_until = pending.recheck_until.max(recheck_until);
                 pending.tasks.push_back(task);
+                pending.cause = cause;
             }
             None => {
                 state.pending.insert(
@@ -115,6 +121,7 @@ impl Cleanup {
                         pause: FIRST_PAUSE,
                         running: false,
                         recheck_until,
+                        cause,
                     },
                 );
             }
@@ -155,6 +162,7 @@ impl Cleanup {
             match state.pending.get_mut(&key) {
                 None => return Ok(()),
                 Some(pending) if pending.running => {
+                    let cause = pending.cause.clone();
                     let timed_out = match deadline {
                         Some(deadline) => self
                             .shared
@@ -169,8 +177,9 @@ impl Cleanup {
                     if timed_out {
                         return Err(crate::Error::backend(
                             format!(
-                                "an earlier release of lock {name:?} by this thread is still \
-                                 being retried (the server did not answer it)"
+                                "timed out after {wait:?} waiting for the release that undoes an \
+                                 earlier call on lock {name:?} by this thread (that call failed: \
+                                 {cause}); it is still being retried"
                             ),
                             true,
                         ));
@@ -321,6 +330,10 @@ mod tests {
         })
     }
 
+    fn down() -> crate::Error {
+        crate::Error::backend("down", true)
+    }
+
     fn far() -> Instant {
         Instant::now() + Duration::from_secs(60)
     }
@@ -329,7 +342,7 @@ mod tests {
     fn the_worker_retries_until_the_release_lands() {
         let cleanup = Cleanup::default();
         let calls = Arc::new(AtomicUsize::new(0));
-        cleanup.push("lock", "holder", counting(3, &calls), far(), false);
+        cleanup.push("lock", "holder", counting(3, &calls), far(), false, &down());
         let start = Instant::now();
         while !cleanup.is_empty() {
             assert!(start.elapsed() < Duration::from_secs(5), "never landed");
@@ -343,7 +356,7 @@ mod tests {
         let cleanup = Cleanup::default();
         let calls = Arc::new(AtomicUsize::new(0));
         // Fails twice: the worker's first try fails, settle's may too.
-        cleanup.push("lock", "holder", counting(1, &calls), far(), false);
+        cleanup.push("lock", "holder", counting(1, &calls), far(), false, &down());
         let mut settled = cleanup.settle("lock", "holder", Duration::from_secs(2));
         if settled.is_err() {
             settled = cleanup.settle("lock", "holder", Duration::from_secs(2));
@@ -364,6 +377,7 @@ mod tests {
             counting(usize::MAX, &calls),
             Instant::now() + Duration::from_millis(200),
             false,
+            &down(),
         );
         let start = Instant::now();
         while !cleanup.is_empty() {
@@ -394,6 +408,7 @@ mod tests {
             }),
             far(),
             false,
+            &down(),
         );
         let o2 = Arc::clone(&order);
         cleanup.push(
@@ -405,6 +420,7 @@ mod tests {
             }),
             far(),
             false,
+            &down(),
         );
         gate.store(1, Ordering::SeqCst);
         let start = Instant::now();

@@ -439,7 +439,7 @@ impl Lock {
                     let _ = keys.give_up(backend, &holder, allowance_ms);
                 }
                 if err.is_connection_error() {
-                    self.undo_unknown_attempt(&holder, lease_ms, sent.get());
+                    self.undo_unknown_attempt(&holder, lease_ms, sent.get(), &err);
                 }
                 Err(err)
             }
@@ -502,7 +502,7 @@ impl Lock {
     /// cleanup worker releases them until that lands or the lease of the
     /// attempt would have run out. If it holds a guard, an extra count is
     /// a phantom that its outermost unlock drains (see [`Lock::release`]).
-    fn undo_unknown_attempt(&self, holder: &Holder, lease_ms: i64, sent: Instant) {
+    fn undo_unknown_attempt(&self, holder: &Holder, lease_ms: i64, sent: Instant, cause: &Error) {
         if local_holds(&self.local_key(holder)) > 0 {
             return;
         }
@@ -511,10 +511,14 @@ impl Lock {
             return;
         };
         let task = self.release_task(holder, lease_ms, new_latch(&self.keys.name), true);
-        self.client
-            .inner
-            .cleanup
-            .push(&self.keys.name, &holder.field, task, give_up_at, true);
+        self.client.inner.cleanup.push(
+            &self.keys.name,
+            &holder.field,
+            task,
+            give_up_at,
+            true,
+            cause,
+        );
     }
 
     /// A cleanup task: the release under `latch` (a repeat of one whose
@@ -577,6 +581,7 @@ impl Lock {
                                 task,
                                 give_up_at,
                                 false,
+                                &err,
                             );
                         }
                         return Err(err);

@@ -313,7 +313,7 @@ impl PermitExpirableSemaphore {
         if let Err(err) = &taken
             && err.is_connection_error()
         {
-            self.undo_unknown_attempt(&id, lease_ms);
+            self.undo_unknown_attempt(&id, lease_ms, err);
         }
         taken
     }
@@ -323,7 +323,7 @@ impl PermitExpirableSemaphore {
     /// id is exact (an id never leased is not found), so the client's
     /// cleanup thread sends the release until it lands or the lease would
     /// have ended anyway.
-    fn undo_unknown_attempt(&self, id: &PermitId, lease_ms: i64) {
+    fn undo_unknown_attempt(&self, id: &PermitId, lease_ms: i64, cause: &Error) {
         let lease = Duration::from_millis(u64::try_from(lease_ms).unwrap_or(0));
         let Some(give_up_at) = std::time::Instant::now().checked_add(lease) else {
             return;
@@ -344,6 +344,6 @@ impl PermitExpirableSemaphore {
         self.client
             .inner
             .cleanup
-            .push(&self.name, id.as_str(), task, give_up_at, false);
+            .push(&self.name, id.as_str(), task, give_up_at, false, cause);
     }
 }
