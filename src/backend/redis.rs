@@ -384,22 +384,20 @@ impl Conn {
     }
 }
 
-/// The replies the `redis` crate's connection setup always waits for (its
-/// two `CLIENT SETINFO` commands); AUTH and SELECT add one each.
-const SETUP_COMMANDS: u32 = 2;
-
 /// Opens a connection through `client` within `timeout` in all (capped by
-/// the caller's deadline). The `redis` crate gives the TCP connect and then
-/// each reply of its setup pipeline the whole timeout it is passed, so a
-/// frozen server would cost it once per setup command: it is split.
+/// the caller's deadline). The `redis` crate waits what is left of the
+/// timeout after the connect (and TLS handshake) once for each reply of
+/// its setup pipeline, so a frozen server would cost it once per setup
+/// command: with AUTH and SELECT both, it is split in two. (Clients made
+/// by `tls::client_for` send no `CLIENT SETINFO`, so there are at most
+/// these two.)
 pub(super) fn connect_within(
     client: &redis::Client,
     timeout: Duration,
 ) -> RedisResult<redis::Connection> {
     let settings = client.get_connection_info().redis_settings();
-    let steps =
-        SETUP_COMMANDS + u32::from(settings.password().is_some()) + u32::from(settings.db() != 0);
-    client.get_connection_with_timeout(crate::deadline::cap(timeout) / steps)
+    let steps = u32::from(settings.password().is_some()) + u32::from(settings.db() != 0);
+    client.get_connection_with_timeout(crate::deadline::cap(timeout) / steps.max(1))
 }
 
 /// A pooled connection unused for this long is checked with a PING before it
