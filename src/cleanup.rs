@@ -141,8 +141,8 @@ impl Cleanup {
         self.shared.changed.notify_all();
     }
 
-    /// Whether any release is pending (one atomic-free lock; the acquire
-    /// path calls [`settle`](Self::settle) only when this is true).
+    /// Whether no release is pending (an uncontended mutex, on every
+    /// acquire: [`settle`](Self::settle) runs only when something is).
     pub(crate) fn is_empty(&self) -> bool {
         self.shared.state.lock().pending.is_empty()
     }

@@ -479,14 +479,6 @@ impl Lock {
         })
     }
 
-    /// Releases one hold. When `outermost` (this thread has no other guard
-    /// of this lock) and the store still counts holds of this holder, those
-    /// are phantoms: holds the store gained or kept without a guard, e.g. a
-    /// release that went to an old master during a failover while the
-    /// promoted replica kept the hold. Left alone, a thread that keeps
-    /// re-taking the lock would keep them alive for ever (each re-take is a
-    /// reentry that resets the lease) and starve every other holder; so
-    /// they are released too.
     /// The key of this thread's local hold count for `holder` on this lock.
     fn local_key(&self, holder: &Holder) -> (String, String) {
         (
@@ -506,19 +498,33 @@ impl Lock {
         if local_holds(&self.local_key(holder)) > 0 {
             return;
         }
-        let lease = Duration::from_millis(u64::try_from(lease_ms).unwrap_or(0));
-        let Some(give_up_at) = sent.checked_add(lease) else {
-            return;
-        };
         let task = self.release_task(holder, lease_ms, new_latch(&self.keys.name), true);
-        self.client.inner.cleanup.push(
-            &self.keys.name,
-            &holder.field,
-            task,
-            give_up_at,
-            true,
-            cause,
-        );
+        self.release_later(holder, task, sent, lease_ms, true, cause);
+    }
+
+    /// Hands `task` to the cleanup worker, to be retried until it lands or
+    /// the hold it releases would have expired on its own (`lease_ms` after
+    /// `from`, when the hold was last set).
+    fn release_later(
+        &self,
+        holder: &Holder,
+        task: crate::cleanup::Task,
+        from: Instant,
+        lease_ms: i64,
+        recheck: bool,
+        cause: &Error,
+    ) {
+        let lease = Duration::from_millis(u64::try_from(lease_ms).unwrap_or(0));
+        if let Some(give_up_at) = from.checked_add(lease) {
+            self.client.inner.cleanup.push(
+                &self.keys.name,
+                &holder.field,
+                task,
+                give_up_at,
+                recheck,
+                cause,
+            );
+        }
     }
 
     /// A cleanup task: the release under `latch` (a repeat of one whose
@@ -550,6 +556,14 @@ impl Lock {
         })
     }
 
+    /// Releases one hold. When `outermost` (this thread has no other guard
+    /// of this lock) and the store still counts holds of this holder, those
+    /// are phantoms: holds the store gained or kept without a guard, e.g. a
+    /// release that went to an old master during a failover while the
+    /// promoted replica kept the hold. Left alone, a thread that keeps
+    /// re-taking the lock would keep them alive for ever (each re-take is a
+    /// reentry that resets the lease) and starve every other holder; so
+    /// they are released too.
     fn release(&self, holder: &Holder, lease_ms: i64, outermost: bool) -> Result<()> {
         let backend = self.client.inner.backend.as_ref();
         let mut phantoms = 0;
@@ -572,18 +586,8 @@ impl Lock {
                         // watchdog no longer renews it); until then the
                         // release keeps being sent in the background, so
                         // waiters do not wait out a whole lease.
-                        let lease = Duration::from_millis(u64::try_from(lease_ms).unwrap_or(0));
-                        if let Some(give_up_at) = Instant::now().checked_add(lease) {
-                            let task = self.release_task(holder, lease_ms, latch, outermost);
-                            self.client.inner.cleanup.push(
-                                &self.keys.name,
-                                &holder.field,
-                                task,
-                                give_up_at,
-                                false,
-                                &err,
-                            );
-                        }
+                        let task = self.release_task(holder, lease_ms, latch, outermost);
+                        self.release_later(holder, task, Instant::now(), lease_ms, false, &err);
                         return Err(err);
                     }
                 },

@@ -915,50 +915,47 @@ impl RedisBackend {
         error
     }
 
-    /// Runs `invocation` on a checked connection: one round trip under the
-    /// caller's deadline; sent once more, on another connection, when the
-    /// first was found closed by the server and `resend` allows it.
+    /// Runs `invocation` on a checked connection (see [`round_trip`](Self::round_trip)).
     fn invoke<T: redis::FromRedisValue>(
         &self,
         op: &str,
         invocation: &redis::ScriptInvocation<'_>,
         resend: Resend,
     ) -> Result<(T, r2d2::PooledConnection<Manager>)> {
-        let mut conn = self.connection()?;
-        match self.invoke_on(&mut conn, invocation) {
-            Ok(reply) => Ok((reply, conn)),
-            Err((err, timeout)) => {
-                self.discard_after(&mut conn, &err);
-                if !resend.allows(&err) {
-                    return Err(self.redis_error(op, err, timeout));
+        self.round_trip(op, resend, |conn| invocation.invoke(conn))
+    }
+
+    /// One request (`call`) on a checked connection, under the caller's
+    /// deadline; sent once more, on another connection, when the first was
+    /// found closed by the server and `resend` allows it. Returns the reply
+    /// and the connection (replica acknowledgement `WAIT`s on it).
+    fn round_trip<T>(
+        &self,
+        op: &str,
+        resend: Resend,
+        mut call: impl FnMut(&mut dyn ConnectionLike) -> RedisResult<T>,
+    ) -> Result<(T, r2d2::PooledConnection<Manager>)> {
+        let mut tries = 0;
+        loop {
+            tries += 1;
+            let mut conn = self.connection()?;
+            let timeout = crate::deadline::cap(self.options.response_timeout);
+            let reply = conn
+                .set_read_timeout(timeout)
+                .and_then(|()| call(conn.conn.as_connection()));
+            match reply {
+                Ok(reply) => {
+                    conn.last_used = Instant::now();
+                    return Ok((reply, conn));
                 }
-                drop(conn);
-                let mut conn = self.connection()?;
-                match self.invoke_on(&mut conn, invocation) {
-                    Ok(reply) => Ok((reply, conn)),
-                    Err((err, timeout)) => {
-                        self.discard_after(&mut conn, &err);
-                        Err(self.redis_error(op, err, timeout))
+                Err(err) => {
+                    self.discard_after(&mut conn, &err);
+                    if tries > 1 || !resend.allows(&err) {
+                        return Err(self.redis_error(op, err, timeout));
                     }
                 }
             }
         }
-    }
-
-    /// One round trip of `invocation` on `conn`, with its read timeout.
-    fn invoke_on<T: redis::FromRedisValue>(
-        &self,
-        conn: &mut Conn,
-        invocation: &redis::ScriptInvocation<'_>,
-    ) -> std::result::Result<T, (RedisError, Duration)> {
-        let timeout = crate::deadline::cap(self.options.response_timeout);
-        conn.set_read_timeout(timeout)
-            .map_err(|err| (err, timeout))?;
-        let reply = invocation
-            .invoke(conn.conn.as_connection())
-            .map_err(|err| (err, timeout))?;
-        conn.last_used = Instant::now();
-        Ok(reply)
     }
 
     /// Marks `conn` for dropping after `err` when it can no longer be
@@ -2037,29 +2034,9 @@ impl LockBackend for RedisBackend {
         };
         let mut cmd = redis::cmd(command);
         cmd.arg(channel).arg(payload);
-        // A message sent twice wakes a waiter twice: harmless, so a
-        // connection found closed by the server costs one more try.
-        let mut tries = 0;
-        loop {
-            tries += 1;
-            let mut conn = self.connection()?;
-            let timeout = crate::deadline::cap(self.options.response_timeout);
-            let sent = conn
-                .set_read_timeout(timeout)
-                .and_then(|()| cmd.query::<i64>(conn.conn.as_connection()));
-            match sent {
-                Ok(_) => {
-                    conn.last_used = Instant::now();
-                    return Ok(());
-                }
-                Err(err) => {
-                    self.discard_after(&mut conn, &err);
-                    if tries > 1 || !Resend::Harmless.allows(&err) {
-                        return Err(self.redis_error(command, err, timeout));
-                    }
-                }
-            }
-        }
+        // A message sent twice wakes a waiter twice: harmless.
+        self.round_trip(command, Resend::Harmless, |conn| cmd.query::<i64>(conn))
+            .map(drop)
     }
 
     fn with_pubsub(
