@@ -36,7 +36,7 @@ mod cluster_routing;
 mod memory;
 mod redis;
 mod replication;
-mod scripts;
+mod script;
 #[cfg(feature = "sentinel")]
 mod sentinel;
 mod tls;
@@ -44,6 +44,8 @@ mod tls;
 pub use self::memory::MemoryBackend;
 pub use self::redis::{RedisBackend, RedisOptions};
 pub use self::replication::{ReplicaAcknowledgement, ReplicaShortfall};
+pub use self::script::{Arg, Effect, Reply, Resend, Script, ScriptCall};
+pub(crate) use self::script::part;
 #[cfg(feature = "sentinel")]
 pub use self::sentinel::SentinelConfig;
 
@@ -387,339 +389,38 @@ pub trait PubSubConnection {
     fn next_message(&mut self, timeout: Duration) -> Result<Option<Message>>;
 }
 
-/// The atomic operations redisync needs from a store, one method each.
+/// The seam between redisync and a store: run a script, publish, open a
+/// pub/sub connection. Every operation of every primitive is a function of
+/// [`crate::ops`] that builds a [`ScriptCall`] (one script of `lua/`) and
+/// reads its [`Reply`]; a store only runs it.
 ///
-/// Object safe (`Arc<dyn LockBackend>`), `Send + Sync`. Every method may block
-/// for one round trip and must not wait for a lock: waiting is done above this
-/// trait. Arguments are already validated (non-empty names, positive
-/// milliseconds); key and channel names are built by the caller in Redisson's
-/// format, so a backend only stores and publishes them.
+/// Object safe (`Arc<dyn LockBackend>`), `Send + Sync`. Every method may
+/// block for one round trip and must not wait for a lock: waiting is done
+/// above this trait. [`RedisBackend`] (a single server, Sentinel or
+/// Cluster) runs scripts with `EVALSHA` (loading them on `NOSCRIPT`);
+/// [`MemoryBackend`] runs the very same scripts in an embedded Lua 5.1
+/// over an in-memory keyspace.
 ///
-/// # Reentrant lock
-/// [`lock_acquire`](Self::lock_acquire), [`lock_renew`](Self::lock_renew),
-/// [`lock_release`](Self::lock_release),
-/// [`lock_force_release`](Self::lock_force_release),
-/// [`lock_state`](Self::lock_state).
-///
-/// # Fair lock
-/// [`fair_lock_acquire`](Self::fair_lock_acquire),
-/// [`fair_lock_release`](Self::fair_lock_release),
-/// [`fair_lock_cancel`](Self::fair_lock_cancel),
-/// [`fair_lock_force_release`](Self::fair_lock_force_release); renewal and
-/// state are the reentrant lock's ([`lock_renew`](Self::lock_renew),
-/// [`lock_state`](Self::lock_state)): the hash is the same.
-///
-/// # Read-write lock
-/// [`read_lock_acquire`](Self::read_lock_acquire),
-/// [`write_lock_acquire`](Self::write_lock_acquire),
-/// [`read_lock_release`](Self::read_lock_release),
-/// [`write_lock_release`](Self::write_lock_release),
-/// [`read_lock_renew`](Self::read_lock_renew) (the write half renews with
-/// [`lock_renew`](Self::lock_renew) on its `:write` field),
-/// [`rw_lock_force_release`](Self::rw_lock_force_release),
-/// [`rw_lock_state`](Self::rw_lock_state).
-///
-/// # Semaphore and count-down latch
-/// Both keep an integer in a string:
-/// [`counter_set_if_absent`](Self::counter_set_if_absent),
-/// [`counter_get`](Self::counter_get); the semaphore adds
-/// [`semaphore_add`](Self::semaphore_add),
-/// [`semaphore_try_acquire`](Self::semaphore_try_acquire),
-/// [`semaphore_drain`](Self::semaphore_drain); the latch adds
-/// [`latch_count_down`](Self::latch_count_down),
-/// [`latch_delete`](Self::latch_delete).
-///
-/// # Permit-expirable semaphore
-/// [`expirable_acquire`](Self::expirable_acquire),
-/// [`expirable_release`](Self::expirable_release),
-/// [`expirable_available`](Self::expirable_available); setting and adding
-/// permits use the semaphore's methods (the count is the same string).
-///
-/// # Pub/sub
-/// [`publish`](Self::publish), [`with_pubsub`](Self::with_pubsub).
-///
-/// # Argument ranges
-/// Durations (`lease_ms`, `latch_ms`, `wait_ms`) are 1 ms to
-/// [`MAX_LEASE`](crate::MAX_LEASE) (2^47 ms); clock readings and lease ends
-/// (`now_ms`, `lease_end_ms`) are 0 to 2^48 ms since the epoch; permits
-/// taken are at least 1. The clients never pass anything else. A backend
-/// must refuse other values without changing anything: the scripts reply
-/// with an error before their first write, and [`MemoryBackend`]
-/// returns `InvalidArgument`.
+/// A script that fails on the data it finds (`WRONGTYPE`, a non-integer)
+/// or refuses an argument (`ERR invalid lease: ...`) answers
+/// `Ok(Reply::Error(..))`: the operations say what that means. `Err` is
+/// for the store itself: a connection, a timeout, a refused command.
 ///
 /// ```
 /// use redisync::backend::{Acquire, LockBackend};
 /// let backend = redisync::MemoryBackend::new();
-/// assert_eq!(backend.lock_acquire("doc:trait", "c1:1", 30_000)?, Acquire::Acquired);
-/// assert!(!backend.lock_acquire("doc:trait", "c2:1", 30_000)?.is_acquired());
-/// assert!(backend.lock_acquire("doc:trait", "c3:1", 0).unwrap_err().is_invalid_argument());
+/// assert_eq!(redisync::ops::lock::acquire(&backend, "doc:trait", "c1:1", 30_000)?, Acquire::Acquired);
+/// assert!(!redisync::ops::lock::acquire(&backend, "doc:trait", "c2:1", 30_000)?.is_acquired());
 /// # Ok::<(), redisync::Error>(())
 /// ```
 pub trait LockBackend: Send + Sync + 'static {
-    /// Acquires lock `name` for `holder`, or re-enters it if `holder` already
-    /// holds it (hold count + 1); either way the TTL becomes `lease_ms`.
+    /// Runs `call`'s script with its KEYS and ARGV, atomically, and returns
+    /// the script's reply.
     ///
     /// # Errors
-    /// A backend failure, or `Protocol` if `name` holds another type.
-    fn lock_acquire(&self, name: &str, holder: &str, lease_ms: i64) -> Result<Acquire>;
-
-    /// As [`lock_acquire`](Self::lock_acquire), and on success increments
-    /// the fencing-token counter `token_key` (never expiring) and returns its
-    /// new value: every acquisition, reentry included, takes a new token.
-    ///
-    /// # Errors
-    /// As [`lock_acquire`](Self::lock_acquire); `Protocol` if `token_key`
-    /// does not hold a positive integer.
-    fn fenced_lock_acquire(
-        &self,
-        name: &str,
-        token_key: &str,
-        holder: &str,
-        lease_ms: i64,
-    ) -> Result<FencedAcquire>;
-
-    /// Resets the TTL of `name` to `lease_ms` if `holder` still holds it.
-    /// Returns `false` when the lock is no longer `holder`'s.
-    ///
-    /// # Errors
-    /// A backend failure, or `Protocol` if `name` holds another type.
-    fn lock_renew(&self, name: &str, holder: &str, lease_ms: i64) -> Result<bool>;
-
-    /// Releases one hold of `holder` on `name`. On the last hold, deletes the
-    /// lock and publishes the unlock message `0` on `channel`; otherwise resets
-    /// the TTL to `lease_ms`.
-    ///
-    /// `latch_key` makes a retry idempotent: the outcome is stored there for
-    /// `latch_ms`, and a second call with the same `latch_key` returns it
-    /// without releasing again (WIRE.md's unlock latch).
-    ///
-    /// # Errors
-    /// A backend failure, or `Protocol` if `name` holds another type.
-    fn lock_release(
-        &self,
-        name: &str,
-        channel: &str,
-        holder: &str,
-        lease_ms: i64,
-        latch_key: &str,
-        latch_ms: i64,
-    ) -> Result<Release>;
-
-    /// Deletes lock `name` whoever holds it and, if it existed, publishes the
-    /// unlock message on `channel`. Returns whether it existed.
-    ///
-    /// # Errors
-    /// A backend failure.
-    fn lock_force_release(&self, name: &str, channel: &str) -> Result<bool>;
-
-    /// Reads whether `name` is locked, `holder`'s hold count and the TTL.
-    ///
-    /// # Errors
-    /// A backend failure, or `Protocol` if `name` holds another type.
-    fn lock_state(&self, name: &str, holder: &str) -> Result<LockState>;
-
-    /// Acquires or re-enters fair lock `keys.name` for `holder`, in queue
-    /// order: the lock is granted only when it is free and the queue is empty
-    /// or `holder` is at its head. Waiters whose slot deadline is before
-    /// `now_ms` are evicted first. If it cannot be granted and `enqueue` is
-    /// true, `holder` joins the tail with a slot lasting `wait_ms` past the
-    /// slot ahead. `Held { ttl }` is how long to wait before trying again.
-    ///
-    /// # Errors
-    /// A backend failure, or `Protocol` if a key holds another type.
-    fn fair_lock_acquire(
-        &self,
-        keys: &FairLockKeys<'_>,
-        holder: &str,
-        lease_ms: i64,
-        wait_ms: i64,
-        now_ms: i64,
-        enqueue: bool,
-    ) -> Result<Acquire>;
-
-    /// Releases one hold of `holder`; on the last one deletes the lock and
-    /// publishes `0` on the head waiter's channel
-    /// (`<keys.channel_prefix>:<waiter id>`). A lock that no longer exists
-    /// counts as released (Redisson's behaviour). `latch_key`/`latch_ms` as in
-    /// [`lock_release`](Self::lock_release).
-    ///
-    /// # Errors
-    /// A backend failure, or `Protocol` if a key holds another type.
-    fn fair_lock_release(
-        &self,
-        keys: &FairLockKeys<'_>,
-        holder: &str,
-        lease_ms: i64,
-        now_ms: i64,
-        latch_key: &str,
-        latch_ms: i64,
-    ) -> Result<Release>;
-
-    /// Removes `holder` from the queue (a waiter that gave up); the slots of
-    /// the waiters behind it move up by `wait_ms`.
-    ///
-    /// # Errors
-    /// A backend failure, or `Protocol` if a key holds another type.
-    fn fair_lock_cancel(&self, keys: &FairLockKeys<'_>, holder: &str, wait_ms: i64) -> Result<()>;
-
-    /// Deletes the fair lock whoever holds it and tells the head waiter.
-    /// Returns whether it existed.
-    ///
-    /// # Errors
-    /// A backend failure.
-    fn fair_lock_force_release(&self, keys: &FairLockKeys<'_>, now_ms: i64) -> Result<bool>;
-
-    /// Acquires or re-enters the read half for `keys.holder`: granted when the
-    /// lock is free, in read mode, or write-held by the same holder. Each read
-    /// hold n gets its own key `<keys.timeout_prefix>:<n>` expiring after
-    /// `lease_ms`; the hash lives as long as its longest hold.
-    ///
-    /// # Errors
-    /// A backend failure, or `Protocol` if the key holds another type.
-    fn read_lock_acquire(&self, keys: &RwLockKeys<'_>, lease_ms: i64) -> Result<Acquire>;
-
-    /// Acquires or re-enters the write half for `keys.holder` (field
-    /// `keys.write_field`). Re-entry adds `lease_ms` to the remaining TTL.
-    ///
-    /// # Errors
-    /// `InvalidArgument` when the holder holds the read half (read to write
-    /// would wait for itself); a backend failure; `Protocol` on a wrong type.
-    fn write_lock_acquire(&self, keys: &RwLockKeys<'_>, lease_ms: i64) -> Result<Acquire>;
-
-    /// Releases one read hold of `keys.holder`. `Released` when the lock is
-    /// now free (and `0` was published on `keys.channel`), `StillHeld` when
-    /// other holds remain.
-    ///
-    /// # Errors
-    /// A backend failure, or `Protocol` if the key holds another type.
-    fn read_lock_release(
-        &self,
-        keys: &RwLockKeys<'_>,
-        latch_key: &str,
-        latch_ms: i64,
-    ) -> Result<Release>;
-
-    /// Releases one write hold of `keys.holder`. On the last one the lock is
-    /// deleted (or, if the holder also reads, left in read mode) and `1`
-    /// (read-unlock: wakes every waiter) is published on `keys.channel`.
-    ///
-    /// # Errors
-    /// A backend failure, or `Protocol` if the key holds another type.
-    fn write_lock_release(
-        &self,
-        keys: &RwLockKeys<'_>,
-        lease_ms: i64,
-        latch_key: &str,
-        latch_ms: i64,
-    ) -> Result<Release>;
-
-    /// Renews `keys.holder`'s read holds (its own timeout keys only, so a
-    /// dead reader's holds still expire) and the hash. `false` when the
-    /// holder holds no read hold any more.
-    ///
-    /// # Errors
-    /// A backend failure, or `Protocol` if the key holds another type.
-    fn read_lock_renew(&self, keys: &RwLockKeys<'_>, lease_ms: i64) -> Result<bool>;
-
-    /// Deletes the lock if it is held in `mode` and publishes that half's
-    /// message (`0` for read, `1` for write). Returns whether it was.
-    ///
-    /// # Errors
-    /// A backend failure, or `Protocol` if the key holds another type.
-    fn rw_lock_force_release(&self, keys: &RwLockKeys<'_>, mode: RwMode) -> Result<bool>;
-
-    /// Reads the lock's mode, the hold count of `field` and the TTL.
-    ///
-    /// # Errors
-    /// A backend failure, or `Protocol` if the key holds another type.
-    fn rw_lock_state(&self, name: &str, field: &str) -> Result<RwLockState>;
-
-    /// Sets counter `name` to `value` only if it is absent, and then
-    /// publishes `message` on `channel`. Returns whether it was set.
-    ///
-    /// # Errors
-    /// A backend failure, or `Protocol` if the key holds another type.
-    fn counter_set_if_absent(
-        &self,
-        name: &str,
-        channel: &str,
-        value: i64,
-        message: &str,
-    ) -> Result<bool>;
-
-    /// Reads counter `name` (0 when absent).
-    ///
-    /// # Errors
-    /// A backend failure, or `Protocol` if the key holds another type or a
-    /// non-integer.
-    fn counter_get(&self, name: &str) -> Result<i64>;
-
-    /// Adds `delta` (may be negative) to semaphore `name`; when `delta` is
-    /// positive, publishes the new count on `channel`. Returns the new count.
-    ///
-    /// # Errors
-    /// A backend failure, or `Protocol` on a wrong type or an overflow.
-    fn semaphore_add(&self, name: &str, channel: &str, delta: i64) -> Result<i64>;
-
-    /// Takes `permits` (positive) from semaphore `name` if that many are
-    /// available. Returns whether it did.
-    ///
-    /// # Errors
-    /// A backend failure, or `Protocol` on a wrong type.
-    fn semaphore_try_acquire(&self, name: &str, permits: i64) -> Result<bool>;
-
-    /// Takes every available permit of semaphore `name`; returns how many.
-    ///
-    /// # Errors
-    /// A backend failure, or `Protocol` on a wrong type.
-    fn semaphore_drain(&self, name: &str) -> Result<i64>;
-
-    /// Reclaims expired leases, then takes one permit as `permit_id` with a
-    /// lease ending at `lease_end_ms`. `Held { ttl }`: none available; `ttl`
-    /// is the time until the earliest lease ends.
-    ///
-    /// # Errors
-    /// A backend failure, or `Protocol` on a wrong type.
-    fn expirable_acquire(
-        &self,
-        keys: &ExpirableKeys<'_>,
-        permit_id: &str,
-        lease_end_ms: i64,
-        now_ms: i64,
-    ) -> Result<Acquire>;
-
-    /// Returns permit `permit_id` to the pool and publishes the new count.
-    /// `false` when the permit is unknown or its lease had run out (it is
-    /// then reclaimed, not released).
-    ///
-    /// # Errors
-    /// A backend failure, or `Protocol` on a wrong type.
-    fn expirable_release(
-        &self,
-        keys: &ExpirableKeys<'_>,
-        permit_id: &str,
-        now_ms: i64,
-    ) -> Result<bool>;
-
-    /// Reclaims expired leases and returns the available permits.
-    ///
-    /// # Errors
-    /// A backend failure, or `Protocol` on a wrong type.
-    fn expirable_available(&self, keys: &ExpirableKeys<'_>, now_ms: i64) -> Result<i64>;
-
-    /// Counts latch `name` down by one; at zero or below deletes it, and at
-    /// exactly zero publishes `0` on `channel`. Returns the new count.
-    ///
-    /// # Errors
-    /// A backend failure, or `Protocol` on a wrong type.
-    fn latch_count_down(&self, name: &str, channel: &str) -> Result<i64>;
-
-    /// Deletes latch `name`; if it existed publishes `1` (new count) on
-    /// `channel` and returns `true`.
-    ///
-    /// # Errors
-    /// A backend failure.
-    fn latch_delete(&self, name: &str, channel: &str) -> Result<bool>;
+    /// The store failed (a connection error, a timeout, a refusal); a
+    /// script's own error reply is `Ok(Reply::Error(..))`.
+    fn run_script(&self, call: &ScriptCall<'_>) -> Result<Reply>;
 
     /// Publishes `payload` on `channel` (used to nudge a subscriber).
     ///

@@ -1,0 +1,444 @@
+//! What crosses the store seam: a [`Script`] (one of `lua/`), a
+//! [`ScriptCall`] (the script with its KEYS and ARGV, and what the store may
+//! do about faults and replicas) and its [`Reply`].
+//!
+//! The operations themselves (which script, which keys, how to read the
+//! reply) live in [`crate::ops`], one module per primitive; a store only
+//! runs what it is given.
+
+use std::borrow::Cow;
+use std::sync::OnceLock;
+
+use crate::{Error, Result};
+
+/// One Lua script of `lua/`, as the operations define it: a stable id (the
+/// file's stem), the operation it performs in words (for error messages)
+/// and its code, argument checks included.
+///
+/// A store runs [`code`](Self::code), or on a Redis Cluster
+/// [`sharded_code`](Self::sharded_code), whose messages go through sharded
+/// pub/sub (`SPUBLISH`, as Redisson does on Redis 7+ clusters).
+///
+/// ```
+/// let script = redisync::backend::Script::new("greet", "greeting", "return 'hi'");
+/// assert_eq!(script.id(), "greet");
+/// assert_eq!(script.operation(), "greeting");
+/// assert_eq!(script.sharded_code(), "return 'hi'");
+/// ```
+#[derive(Debug)]
+pub struct Script {
+    id: &'static str,
+    operation: &'static str,
+    code: &'static str,
+    sharded: OnceLock<String>,
+}
+
+impl Script {
+    /// A script; `const`, so operations define theirs as `static`s.
+    ///
+    /// ```
+    /// static PING: redisync::backend::Script =
+    ///     redisync::backend::Script::new("ping", "ping", "return 1");
+    /// assert_eq!(PING.code(), "return 1");
+    /// ```
+    pub const fn new(id: &'static str, operation: &'static str, code: &'static str) -> Self {
+        Script {
+            id,
+            operation,
+            code,
+            sharded: OnceLock::new(),
+        }
+    }
+
+    /// The id: the stem of its file in `lua/` (`lock_acquire`).
+    ///
+    /// ```
+    /// assert_eq!(redisync::backend::Script::new("a", "b", "").id(), "a");
+    /// ```
+    pub fn id(&self) -> &'static str {
+        self.id
+    }
+
+    /// What it does, in words (`lock acquire`), for messages.
+    ///
+    /// ```
+    /// assert_eq!(redisync::backend::Script::new("a", "b", "").operation(), "b");
+    /// ```
+    pub fn operation(&self) -> &'static str {
+        self.operation
+    }
+
+    /// The code for a single server (or Sentinel's master).
+    ///
+    /// ```
+    /// assert_eq!(redisync::backend::Script::new("a", "b", "return 1").code(), "return 1");
+    /// ```
+    pub fn code(&self) -> &'static str {
+        self.code
+    }
+
+    /// The code for a Redis Cluster: every `redis.call('publish', ...)` is
+    /// `spublish` (the two pub/sub namespaces do not see each other).
+    ///
+    /// ```
+    /// let script = redisync::backend::Script::new("a", "b", "redis.call('publish', KEYS[1], 0)");
+    /// assert_eq!(script.sharded_code(), "redis.call('spublish', KEYS[1], 0)");
+    /// ```
+    pub fn sharded_code(&self) -> &str {
+        self.sharded.get_or_init(|| {
+            self.code
+                .replace("redis.call('publish',", "redis.call('spublish',")
+        })
+    }
+}
+
+/// Whether a store may send a call again, on another connection, after the
+/// connection it used failed.
+///
+/// ```
+/// assert_ne!(redisync::backend::Resend::Harmless, redisync::backend::Resend::IfUnsent);
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Resend {
+    /// Running it twice is harmless (a read, a renewal, a release behind
+    /// its unlock latch, a lock acquisition whose phantom hold the
+    /// outermost unlock drains): resend after a connection the server had
+    /// closed.
+    Harmless,
+    /// It counts (permits, a latch count): resend only when the request
+    /// provably never left (the write to the socket failed).
+    IfUnsent,
+}
+
+/// What a call does to the store, for replica acknowledgement: a store that
+/// waits for replicas (`WAIT`) after a write does so only when
+/// [`changed`](Self::changed) says the reply reports a change.
+///
+/// ```
+/// use redisync::backend::{Effect, Reply};
+/// assert!(!Effect::Read.changed(&Reply::Int(1)));
+/// assert!(Effect::Change(|reply| reply.is_nil()).changed(&Reply::Nil));
+/// ```
+#[derive(Debug, Clone, Copy)]
+#[non_exhaustive]
+pub enum Effect {
+    /// Changes nothing that must reach a replica.
+    Read,
+    /// May change state; the function says from the reply whether it did
+    /// (a release that released, a renewal that renewed).
+    Change(fn(&Reply) -> bool),
+    /// An acquisition: the function says whether it acquired. When too few
+    /// replicas confirm it and the policy is to fail, the store runs
+    /// `undo` (built from this call and its reply) and tries again.
+    Acquire {
+        /// Whether the reply is an acquisition.
+        acquired: fn(&Reply) -> bool,
+        /// The call that gives the acquisition back.
+        undo: fn(&ScriptCall<'_>, &Reply) -> ScriptCall<'static>,
+    },
+}
+
+impl Effect {
+    /// Whether `reply` reports a change that replicas must confirm.
+    ///
+    /// ```
+    /// use redisync::backend::{Effect, Reply};
+    /// assert!(Effect::Change(|_| true).changed(&Reply::Nil));
+    /// ```
+    pub fn changed(&self, reply: &Reply) -> bool {
+        match self {
+            Effect::Read => false,
+            Effect::Change(changed) => changed(reply),
+            Effect::Acquire { acquired, .. } => acquired(reply),
+        }
+    }
+}
+
+/// One script to run: the [`Script`], its KEYS and ARGV, and what the store
+/// may do about a fault ([`Resend`]) and about replicas ([`Effect`]).
+///
+/// ```
+/// use redisync::backend::{Effect, Resend, Script, ScriptCall};
+/// static GET: Script = Script::new("get", "get", "return redis.call('get', KEYS[1])");
+/// let call = ScriptCall::new(&GET, Resend::Harmless, Effect::Read).key("k").arg(7);
+/// assert_eq!(call.keys(), ["k"]);
+/// assert_eq!(call.args(), ["7"]);
+/// ```
+#[derive(Debug, Clone)]
+pub struct ScriptCall<'a> {
+    script: &'static Script,
+    keys: Vec<Cow<'a, str>>,
+    args: Vec<Cow<'a, str>>,
+    resend: Resend,
+    effect: Effect,
+}
+
+impl<'a> ScriptCall<'a> {
+    /// A call of `script` with no keys or arguments yet.
+    ///
+    /// ```
+    /// use redisync::backend::{Effect, Resend, Script, ScriptCall};
+    /// static ONE: Script = Script::new("one", "one", "return 1");
+    /// assert!(ScriptCall::new(&ONE, Resend::Harmless, Effect::Read).keys().is_empty());
+    /// ```
+    pub fn new(script: &'static Script, resend: Resend, effect: Effect) -> Self {
+        ScriptCall {
+            script,
+            keys: Vec::with_capacity(4),
+            args: Vec::with_capacity(6),
+            resend,
+            effect,
+        }
+    }
+
+    /// Adds a key (KEYS[n]); on a cluster the first key picks the node.
+    ///
+    /// ```
+    /// use redisync::backend::{Effect, Resend, Script, ScriptCall};
+    /// static ONE: Script = Script::new("one", "one", "return 1");
+    /// let call = ScriptCall::new(&ONE, Resend::Harmless, Effect::Read).key(String::from("a"));
+    /// assert_eq!(call.keys(), ["a"]);
+    /// ```
+    #[must_use]
+    pub fn key(mut self, key: impl Into<Cow<'a, str>>) -> Self {
+        self.keys.push(key.into());
+        self
+    }
+
+    /// Adds an argument (ARGV[n]), as Redis passes it: a string.
+    ///
+    /// ```
+    /// use redisync::backend::{Effect, Resend, Script, ScriptCall};
+    /// static ONE: Script = Script::new("one", "one", "return 1");
+    /// let call = ScriptCall::new(&ONE, Resend::Harmless, Effect::Read).arg(-3).arg("x");
+    /// assert_eq!(call.args(), ["-3", "x"]);
+    /// ```
+    #[must_use]
+    pub fn arg(mut self, arg: impl Arg<'a>) -> Self {
+        self.args.push(arg.into_arg());
+        self
+    }
+
+    /// The script.
+    ///
+    /// ```
+    /// use redisync::backend::{Effect, Resend, Script, ScriptCall};
+    /// static ONE: Script = Script::new("one", "one", "return 1");
+    /// assert_eq!(ScriptCall::new(&ONE, Resend::Harmless, Effect::Read).script().id(), "one");
+    /// ```
+    pub fn script(&self) -> &'static Script {
+        self.script
+    }
+
+    /// KEYS, in order.
+    ///
+    /// ```
+    /// use redisync::backend::{Effect, Resend, Script, ScriptCall};
+    /// static ONE: Script = Script::new("one", "one", "return 1");
+    /// let call = ScriptCall::new(&ONE, Resend::Harmless, Effect::Read).key("a").key("b");
+    /// assert_eq!(call.keys(), ["a", "b"]);
+    /// ```
+    pub fn keys(&self) -> &[Cow<'a, str>] {
+        &self.keys
+    }
+
+    /// ARGV, in order.
+    ///
+    /// ```
+    /// use redisync::backend::{Effect, Resend, Script, ScriptCall};
+    /// static ONE: Script = Script::new("one", "one", "return 1");
+    /// assert_eq!(ScriptCall::new(&ONE, Resend::Harmless, Effect::Read).arg(1).args(), ["1"]);
+    /// ```
+    pub fn args(&self) -> &[Cow<'a, str>] {
+        &self.args
+    }
+
+    /// Whether it may be sent again after a connection fault.
+    ///
+    /// ```
+    /// use redisync::backend::{Effect, Resend, Script, ScriptCall};
+    /// static ONE: Script = Script::new("one", "one", "return 1");
+    /// let call = ScriptCall::new(&ONE, Resend::IfUnsent, Effect::Read);
+    /// assert_eq!(call.resend(), Resend::IfUnsent);
+    /// ```
+    pub fn resend(&self) -> Resend {
+        self.resend
+    }
+
+    /// What it does, for replica acknowledgement.
+    ///
+    /// ```
+    /// use redisync::backend::{Effect, Reply, Resend, Script, ScriptCall};
+    /// static ONE: Script = Script::new("one", "one", "return 1");
+    /// let call = ScriptCall::new(&ONE, Resend::Harmless, Effect::Read);
+    /// assert!(!call.effect().changed(&Reply::Int(1)));
+    /// ```
+    pub fn effect(&self) -> Effect {
+        self.effect
+    }
+
+    /// The same call with every key and argument owned.
+    ///
+    /// ```
+    /// use redisync::backend::{Effect, Resend, Script, ScriptCall};
+    /// static ONE: Script = Script::new("one", "one", "return 1");
+    /// let name = String::from("k");
+    /// let owned = ScriptCall::new(&ONE, Resend::Harmless, Effect::Read).key(name.as_str()).into_owned();
+    /// drop(name);
+    /// assert_eq!(owned.keys(), ["k"]);
+    /// ```
+    pub fn into_owned(self) -> ScriptCall<'static> {
+        let own = |items: Vec<Cow<'a, str>>| {
+            items
+                .into_iter()
+                .map(|item| Cow::Owned(item.into_owned()))
+                .collect()
+        };
+        ScriptCall {
+            script: self.script,
+            keys: own(self.keys),
+            args: own(self.args),
+            resend: self.resend,
+            effect: self.effect,
+        }
+    }
+}
+
+/// A value that can be a script argument: text, or an integer (sent in
+/// decimal, as Redis clients send numbers).
+///
+/// ```
+/// use redisync::backend::Arg;
+/// assert_eq!(42_i64.into_arg(), "42");
+/// assert_eq!("x".into_arg(), "x");
+/// ```
+pub trait Arg<'a> {
+    /// The argument as Redis receives it.
+    fn into_arg(self) -> Cow<'a, str>;
+}
+
+impl<'a> Arg<'a> for &'a str {
+    fn into_arg(self) -> Cow<'a, str> {
+        Cow::Borrowed(self)
+    }
+}
+
+impl<'a> Arg<'a> for String {
+    fn into_arg(self) -> Cow<'a, str> {
+        Cow::Owned(self)
+    }
+}
+
+impl<'a> Arg<'a> for i64 {
+    fn into_arg(self) -> Cow<'a, str> {
+        Cow::Owned(self.to_string())
+    }
+}
+
+/// A script's reply, as Redis converts a Lua value (`false`/`nil` → nil,
+/// a number → an integer, truncated; a table → an array up to its first
+/// nil; `{err=...}` or `redis.error_reply` → an error reply).
+///
+/// ```
+/// use redisync::backend::Reply;
+/// assert_eq!(Reply::Int(3).as_int(), Some(3));
+/// assert_eq!(Reply::Bulk(b"7".to_vec()).as_text(), Some("7"));
+/// assert!(Reply::Nil.is_nil());
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Reply {
+    /// Nil (Lua `nil` or `false`).
+    Nil,
+    /// An integer.
+    Int(i64),
+    /// A bulk string (a Lua string).
+    Bulk(Vec<u8>),
+    /// A status reply (`{ok=...}`).
+    Status(String),
+    /// An array (a Lua table).
+    Array(Vec<Reply>),
+    /// An error reply (`{err=...}`, `redis.error_reply`, or a command that
+    /// failed inside the script): its whole text, code first
+    /// (`WRONGTYPE Operation against a key ...`).
+    Error(String),
+}
+
+impl Reply {
+    /// Whether it is nil.
+    ///
+    /// ```
+    /// assert!(!redisync::backend::Reply::Int(0).is_nil());
+    /// ```
+    pub fn is_nil(&self) -> bool {
+        matches!(self, Reply::Nil)
+    }
+
+    /// The integer, if it is one.
+    ///
+    /// ```
+    /// assert_eq!(redisync::backend::Reply::Nil.as_int(), None);
+    /// ```
+    pub fn as_int(&self) -> Option<i64> {
+        match self {
+            Reply::Int(value) => Some(*value),
+            _ => None,
+        }
+    }
+
+    /// The text of a bulk string or status, if it is one and UTF-8.
+    ///
+    /// ```
+    /// assert_eq!(redisync::backend::Reply::Status("OK".into()).as_text(), Some("OK"));
+    /// ```
+    pub fn as_text(&self) -> Option<&str> {
+        match self {
+            Reply::Bulk(bytes) => std::str::from_utf8(bytes).ok(),
+            Reply::Status(text) => Some(text),
+            _ => None,
+        }
+    }
+
+    /// The items of an array, if it is one.
+    ///
+    /// ```
+    /// use redisync::backend::Reply;
+    /// assert_eq!(Reply::Array(vec![Reply::Nil]).as_array().map(<[_]>::len), Some(1));
+    /// ```
+    pub fn as_array(&self) -> Option<&[Reply]> {
+        match self {
+            Reply::Array(items) => Some(items),
+            _ => None,
+        }
+    }
+
+    /// The error code of an error reply (its first word: `ERR`,
+    /// `WRONGTYPE`).
+    ///
+    /// ```
+    /// use redisync::backend::Reply;
+    /// assert_eq!(Reply::Error("WRONGTYPE Operation".into()).error_code(), Some("WRONGTYPE"));
+    /// ```
+    pub fn error_code(&self) -> Option<&str> {
+        match self {
+            Reply::Error(text) => text.split_whitespace().next(),
+            _ => None,
+        }
+    }
+
+    /// A protocol error for a reply an operation did not expect.
+    pub(crate) fn unexpected(&self, operation: &str, expected: &str) -> Error {
+        Error::protocol(format!(
+            "{operation} script returned {self:?}, expected {expected}"
+        ))
+    }
+}
+
+/// Reads one of a reply's parts, for the operations' parsers.
+pub(crate) fn part<'r>(reply: &'r Reply, index: usize, operation: &str) -> Result<&'r Reply> {
+    reply
+        .as_array()
+        .and_then(|items| items.get(index))
+        .ok_or_else(|| reply.unexpected(operation, &format!("an array of at least {} items", index + 1)))
+}

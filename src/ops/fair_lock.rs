@@ -1,0 +1,241 @@
+//! The fair lock (Redisson's `RFairLock`): the reentrant lock's hash, a
+//! FIFO queue of waiter ids and each waiter's slot deadline. An unlock
+//! wakes only the head of the queue, on its own channel. Renewal and state
+//! are the reentrant lock's ([`super::lock::renew`], [`super::lock::state`]).
+
+use super::lock::{acquire_outcome, release_outcome};
+use super::{ROLLBACK_LATCH_MS, is_one, is_some, rollback_latch, run, script};
+use crate::backend::{Acquire, Effect, FairLockKeys, LockBackend, Release, Reply, Resend, ScriptCall};
+use crate::error::{check_ms, check_time_ms};
+use crate::keys::UNLOCK_MESSAGE;
+use crate::Result;
+
+script!(
+    /// KEYS lock, queue, slots; ARGV lease ms, holder, allowance ms, now ms,
+    /// enqueue. nil = acquired, else ms to wait.
+    ACQUIRE = "fair_lock_acquire", "fair lock acquire", after "args_prelude", after "fair_lock_prelude"
+);
+script!(
+    /// KEYS lock, queue, slots, channel prefix, latch; ARGV message, lease
+    /// ms, holder, now ms, latch ms. nil/0/1.
+    RELEASE = "fair_lock_release", "fair lock release", after "args_prelude", after "fair_lock_prelude"
+);
+script!(
+    /// KEYS queue, slots; ARGV waiter, allowance ms. 1 = was queued.
+    CANCEL = "fair_lock_cancel", "fair lock cancel", after "args_prelude"
+);
+script!(
+    /// KEYS lock, queue, slots, channel prefix; ARGV message, now ms. 1 =
+    /// existed.
+    FORCE_RELEASE = "fair_lock_force_release", "fair lock force release", after "args_prelude", after "fair_lock_prelude"
+);
+
+/// Acquires or re-enters fair lock `keys.name` for `holder`, in queue
+/// order: granted only when the lock is free and the queue is empty or
+/// `holder` is at its head. Waiters whose slot deadline is before `now_ms`
+/// are evicted first. If it cannot be granted and `enqueue` is true,
+/// `holder` joins the tail with a slot lasting `wait_ms` past the slot
+/// ahead. `Held { ttl }` is how long to wait before trying again.
+///
+/// # Errors
+/// A store failure, an argument out of range, or `Protocol` if a key holds
+/// another type.
+///
+/// ```
+/// use redisync::backend::{Acquire, FairLockKeys};
+/// let keys = FairLockKeys {
+///     name: "doc:fair",
+///     queue: "redisson_lock_queue:{doc:fair}",
+///     timeouts: "redisson_lock_timeout:{doc:fair}",
+///     channel_prefix: "redisson_lock__channel:{doc:fair}",
+/// };
+/// let store = redisync::MemoryBackend::new();
+/// let now = 1_700_000_000_000;
+/// let first = redisync::ops::fair_lock::acquire(&store, &keys, "c1:1", 30_000, 5_000, now, true)?;
+/// assert_eq!(first, Acquire::Acquired);
+/// # Ok::<(), redisync::Error>(())
+/// ```
+pub fn acquire<B: LockBackend + ?Sized>(
+    backend: &B,
+    keys: &FairLockKeys<'_>,
+    holder: &str,
+    lease_ms: i64,
+    wait_ms: i64,
+    now_ms: i64,
+    enqueue: bool,
+) -> Result<Acquire> {
+    check_ms("lease", lease_ms)?;
+    check_ms("wait allowance", wait_ms)?;
+    check_time_ms("now", now_ms)?;
+    let call = ScriptCall::new(
+        &ACQUIRE,
+        Resend::Harmless,
+        Effect::Acquire {
+            acquired: Reply::is_nil,
+            undo: undo_acquire,
+        },
+    )
+    .key(keys.name)
+    .key(keys.queue)
+    .key(keys.timeouts)
+    .arg(lease_ms)
+    .arg(holder)
+    .arg(wait_ms)
+    .arg(now_ms)
+    .arg(i64::from(enqueue));
+    acquire_outcome(&run(backend, &call)?, ACQUIRE.operation())
+}
+
+/// Gives back the hold an acquire call took (KEYS lock, queue, slots; ARGV
+/// lease, holder, ...).
+fn undo_acquire(call: &ScriptCall<'_>, _: &Reply) -> ScriptCall<'static> {
+    let name = call.keys()[0].as_ref();
+    let channel_prefix = crate::keys::lock_channel(name);
+    let keys = FairLockKeys {
+        name,
+        queue: call.keys()[1].as_ref(),
+        timeouts: call.keys()[2].as_ref(),
+        channel_prefix: &channel_prefix,
+    };
+    release_call(
+        &keys,
+        call.args()[1].as_ref(),
+        call.args()[0].parse().unwrap_or(1),
+        crate::clock::wall_clock_ms(),
+        &rollback_latch(name),
+        ROLLBACK_LATCH_MS,
+    )
+    .into_owned()
+}
+
+/// Releases one hold of `holder`; on the last one deletes the lock and
+/// publishes `0` on the head waiter's channel
+/// (`<keys.channel_prefix>:<waiter id>`). A lock that no longer exists
+/// counts as released (Redisson's behaviour). `latch_key`/`latch_ms` as in
+/// [`super::lock::release`].
+///
+/// # Errors
+/// A store failure, an argument out of range, or `Protocol` if a key holds
+/// another type.
+///
+/// ```
+/// use redisync::backend::{FairLockKeys, Release};
+/// let keys = FairLockKeys {
+///     name: "doc:fair-rel",
+///     queue: "redisson_lock_queue:{doc:fair-rel}",
+///     timeouts: "redisson_lock_timeout:{doc:fair-rel}",
+///     channel_prefix: "redisson_lock__channel:{doc:fair-rel}",
+/// };
+/// let store = redisync::MemoryBackend::new();
+/// let now = 1_700_000_000_000;
+/// redisync::ops::fair_lock::acquire(&store, &keys, "c1:1", 30_000, 5_000, now, true)?;
+/// let latch = "redisson_unlock_latch:{doc:fair-rel}:1";
+/// let outcome = redisync::ops::fair_lock::release(&store, &keys, "c1:1", 30_000, now, latch, 5_000)?;
+/// assert_eq!(outcome, Release::Released);
+/// # Ok::<(), redisync::Error>(())
+/// ```
+pub fn release<B: LockBackend + ?Sized>(
+    backend: &B,
+    keys: &FairLockKeys<'_>,
+    holder: &str,
+    lease_ms: i64,
+    now_ms: i64,
+    latch_key: &str,
+    latch_ms: i64,
+) -> Result<Release> {
+    check_ms("lease", lease_ms)?;
+    check_time_ms("now", now_ms)?;
+    check_ms("latch timeout", latch_ms)?;
+    let call = release_call(keys, holder, lease_ms, now_ms, latch_key, latch_ms);
+    release_outcome(&run(backend, &call)?, RELEASE.operation())
+}
+
+/// The release script's call, shared with the undo of an acquisition.
+fn release_call<'a>(
+    keys: &FairLockKeys<'a>,
+    holder: &'a str,
+    lease_ms: i64,
+    now_ms: i64,
+    latch_key: &'a str,
+    latch_ms: i64,
+) -> ScriptCall<'a> {
+    ScriptCall::new(&RELEASE, Resend::Harmless, Effect::Change(is_some))
+        .key(keys.name)
+        .key(keys.queue)
+        .key(keys.timeouts)
+        .key(keys.channel_prefix)
+        .key(latch_key)
+        .arg(UNLOCK_MESSAGE)
+        .arg(lease_ms)
+        .arg(holder)
+        .arg(now_ms)
+        .arg(latch_ms)
+}
+
+/// Removes `holder` from the queue (a waiter that gave up); the slots of
+/// the waiters behind it move up by `wait_ms`.
+///
+/// # Errors
+/// A store failure, a bad allowance, or `Protocol` if a key holds another
+/// type.
+///
+/// ```
+/// use redisync::backend::FairLockKeys;
+/// let keys = FairLockKeys {
+///     name: "doc:fair-cancel",
+///     queue: "redisson_lock_queue:{doc:fair-cancel}",
+///     timeouts: "redisson_lock_timeout:{doc:fair-cancel}",
+///     channel_prefix: "redisson_lock__channel:{doc:fair-cancel}",
+/// };
+/// let store = redisync::MemoryBackend::new();
+/// redisync::ops::fair_lock::cancel(&store, &keys, "c1:1", 5_000)?;
+/// # Ok::<(), redisync::Error>(())
+/// ```
+pub fn cancel<B: LockBackend + ?Sized>(
+    backend: &B,
+    keys: &FairLockKeys<'_>,
+    holder: &str,
+    wait_ms: i64,
+) -> Result<()> {
+    check_ms("wait allowance", wait_ms)?;
+    let call = ScriptCall::new(&CANCEL, Resend::Harmless, Effect::Read)
+        .key(keys.queue)
+        .key(keys.timeouts)
+        .arg(holder)
+        .arg(wait_ms);
+    run(backend, &call).map(drop)
+}
+
+/// Deletes the fair lock whoever holds it and tells the head waiter.
+/// Returns whether it existed.
+///
+/// # Errors
+/// A store failure, or a bad clock reading.
+///
+/// ```
+/// use redisync::backend::FairLockKeys;
+/// let keys = FairLockKeys {
+///     name: "doc:fair-force",
+///     queue: "redisson_lock_queue:{doc:fair-force}",
+///     timeouts: "redisson_lock_timeout:{doc:fair-force}",
+///     channel_prefix: "redisson_lock__channel:{doc:fair-force}",
+/// };
+/// let store = redisync::MemoryBackend::new();
+/// assert!(!redisync::ops::fair_lock::force_release(&store, &keys, 1_700_000_000_000)?);
+/// # Ok::<(), redisync::Error>(())
+/// ```
+pub fn force_release<B: LockBackend + ?Sized>(
+    backend: &B,
+    keys: &FairLockKeys<'_>,
+    now_ms: i64,
+) -> Result<bool> {
+    check_time_ms("now", now_ms)?;
+    let call = ScriptCall::new(&FORCE_RELEASE, Resend::Harmless, Effect::Change(is_one))
+        .key(keys.name)
+        .key(keys.queue)
+        .key(keys.timeouts)
+        .key(keys.channel_prefix)
+        .arg(UNLOCK_MESSAGE)
+        .arg(now_ms);
+    super::flag(&run(backend, &call)?, FORCE_RELEASE.operation())
+}

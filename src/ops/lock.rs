@@ -1,0 +1,322 @@
+//! The reentrant lock (Redisson's `RLock`) and the fenced lock
+//! (`RFencedLock`): a hash of holder id → hold count under the lock's name,
+//! whose TTL is the lease. The fair lock and the read-write lock's write
+//! half renew and read their state with [`renew`] and [`state`] (the hash is
+//! the same).
+
+use super::{ROLLBACK_LATCH_MS, int, is_one, is_some, optional_int, rollback_latch, run, script, ttl_from_pttl};
+use crate::backend::{
+    Acquire, Effect, FencedAcquire, LockBackend, LockState, Release, Reply, Resend, ScriptCall,
+};
+use crate::error::check_ms;
+use crate::keys::UNLOCK_MESSAGE;
+use crate::{Error, Result};
+
+script!(
+    /// KEYS lock; ARGV lease ms, holder. nil = acquired, else PTTL.
+    ACQUIRE = "lock_acquire", "lock acquire", after "args_prelude"
+);
+script!(
+    /// KEYS lock, token counter; ARGV lease ms, holder. {-1, token} =
+    /// acquired, else {PTTL, -1}.
+    FENCED_ACQUIRE = "fenced_lock_acquire", "fenced lock acquire", after "args_prelude"
+);
+script!(
+    /// KEYS lock; ARGV lease ms, holder. 1 = renewed, 0 = not ours.
+    RENEW = "lock_renew", "lock renew", after "args_prelude"
+);
+script!(
+    /// KEYS lock, channel, latch; ARGV message, lease ms, holder, latch ms.
+    /// nil = not held, 0 = still held, 1 = released.
+    RELEASE = "lock_release", "lock release", after "args_prelude"
+);
+script!(
+    /// KEYS lock, channel; ARGV message. 1 = existed.
+    FORCE_RELEASE = "lock_force_release", "lock force release"
+);
+script!(
+    /// KEYS lock; ARGV holder. {exists, hold count, PTTL}.
+    STATE = "lock_state", "lock state"
+);
+
+/// Acquires lock `name` for `holder`, or re-enters it if `holder` already
+/// holds it (hold count + 1); either way the TTL becomes `lease_ms`.
+///
+/// # Errors
+/// A store failure; `InvalidArgument` for a lease outside 1 ms to
+/// [`MAX_LEASE`](crate::MAX_LEASE); `Protocol` if `name` holds another type.
+///
+/// ```
+/// use redisync::backend::Acquire;
+/// let store = redisync::MemoryBackend::new();
+/// assert_eq!(redisync::ops::lock::acquire(&store, "doc:acq", "c1:1", 30_000)?, Acquire::Acquired);
+/// assert!(redisync::ops::lock::acquire(&store, "doc:acq", "c1:1", 0).unwrap_err().is_invalid_argument());
+/// # Ok::<(), redisync::Error>(())
+/// ```
+pub fn acquire<B: LockBackend + ?Sized>(
+    backend: &B,
+    name: &str,
+    holder: &str,
+    lease_ms: i64,
+) -> Result<Acquire> {
+    check_ms("lease", lease_ms)?;
+    let call = ScriptCall::new(
+        &ACQUIRE,
+        // A second acquisition is a phantom hold the outermost unlock drains.
+        Resend::Harmless,
+        Effect::Acquire {
+            acquired: Reply::is_nil,
+            undo: undo_acquire,
+        },
+    )
+    .key(name)
+    .arg(lease_ms)
+    .arg(holder);
+    acquire_outcome(&run(backend, &call)?, ACQUIRE.operation())
+}
+
+/// Gives back one hold taken by an acquire call (KEYS lock; ARGV lease,
+/// holder): a release behind a fresh unlock latch.
+fn undo_acquire(call: &ScriptCall<'_>, _: &Reply) -> ScriptCall<'static> {
+    let name = call.keys()[0].as_ref();
+    release_call(
+        name,
+        &crate::keys::lock_channel(name),
+        call.args()[1].as_ref(),
+        call.args()[0].parse().unwrap_or(1),
+        &rollback_latch(name),
+        ROLLBACK_LATCH_MS,
+    )
+    .into_owned()
+}
+
+/// As [`acquire`], and on success increments the fencing-token counter
+/// `token_key` (never expiring), raises it to the server clock in µs if
+/// below it, and returns it: every acquisition, reentry included, takes a
+/// new token.
+///
+/// # Errors
+/// As [`acquire`]; `Protocol` if `token_key` does not hold a positive
+/// integer.
+///
+/// ```
+/// let store = redisync::MemoryBackend::new();
+/// let first = redisync::ops::lock::fenced_acquire(&store, "doc:f", "redisson_lock_token:{doc:f}", "c1:1", 30_000)?;
+/// let again = redisync::ops::lock::fenced_acquire(&store, "doc:f", "redisson_lock_token:{doc:f}", "c1:1", 30_000)?;
+/// assert!(again.token() > first.token());
+/// # Ok::<(), redisync::Error>(())
+/// ```
+pub fn fenced_acquire<B: LockBackend + ?Sized>(
+    backend: &B,
+    name: &str,
+    token_key: &str,
+    holder: &str,
+    lease_ms: i64,
+) -> Result<FencedAcquire> {
+    check_ms("lease", lease_ms)?;
+    let call = ScriptCall::new(
+        &FENCED_ACQUIRE,
+        Resend::Harmless,
+        Effect::Acquire {
+            acquired: fenced_acquired,
+            undo: undo_fenced_acquire,
+        },
+    )
+    .key(name)
+    .key(token_key)
+    .arg(lease_ms)
+    .arg(holder);
+    let reply = run(backend, &call)?;
+    let operation = FENCED_ACQUIRE.operation();
+    let pttl = int(super::part(&reply, 0, operation)?, operation)?;
+    // A held lock's reply carries the integer -1 where a token would be (its
+    // PTTL may itself be -1: a hash without expiry).
+    let counter = match super::part(&reply, 1, operation)? {
+        Reply::Int(-1) => {
+            return Ok(FencedAcquire::Held {
+                ttl: ttl_from_pttl(pttl),
+            });
+        }
+        token => token.as_text().map(str::to_owned),
+    };
+    let token = counter
+        .as_deref()
+        .and_then(crate::backend::parse_fence_token);
+    match token {
+        Some(token) if pttl == -1 => Ok(FencedAcquire::Acquired { token }),
+        _ => Err(Error::protocol(format!(
+            "fenced lock acquire: token counter {token_key:?} holds {counter:?}, not a positive integer"
+        ))),
+    }
+}
+
+/// Whether a fenced acquire's reply is an acquisition: `{-1, "<token>"}`.
+fn fenced_acquired(reply: &Reply) -> bool {
+    reply.as_array().is_some_and(|items| {
+        items.first() == Some(&Reply::Int(-1)) && matches!(items.get(1), Some(Reply::Bulk(_)))
+    })
+}
+
+/// Gives back one hold taken by a fenced acquire (KEYS lock, counter; ARGV
+/// lease, holder). The token stays spent: tokens only grow.
+fn undo_fenced_acquire(call: &ScriptCall<'_>, _: &Reply) -> ScriptCall<'static> {
+    let name = call.keys()[0].as_ref();
+    release_call(
+        name,
+        &crate::keys::lock_channel(name),
+        call.args()[1].as_ref(),
+        call.args()[0].parse().unwrap_or(1),
+        &rollback_latch(name),
+        ROLLBACK_LATCH_MS,
+    )
+    .into_owned()
+}
+
+/// Resets the TTL of `name` to `lease_ms` if the hash field `holder` still
+/// holds it. `false` when the lock is no longer `holder`'s.
+///
+/// # Errors
+/// A store failure, a bad lease, or `Protocol` if `name` holds another type.
+///
+/// ```
+/// let store = redisync::MemoryBackend::new();
+/// assert!(!redisync::ops::lock::renew(&store, "doc:renew", "c1:1", 30_000)?);
+/// # Ok::<(), redisync::Error>(())
+/// ```
+pub fn renew<B: LockBackend + ?Sized>(
+    backend: &B,
+    name: &str,
+    holder: &str,
+    lease_ms: i64,
+) -> Result<bool> {
+    check_ms("lease", lease_ms)?;
+    let call = ScriptCall::new(&RENEW, Resend::Harmless, Effect::Change(is_one))
+        .key(name)
+        .arg(lease_ms)
+        .arg(holder);
+    super::flag(&run(backend, &call)?, RENEW.operation())
+}
+
+/// Releases one hold of `holder` on `name`. On the last hold, deletes the
+/// lock and publishes the unlock message `0` on `channel`; otherwise resets
+/// the TTL to `lease_ms`.
+///
+/// `latch_key` makes a retry idempotent: the outcome is stored there for
+/// `latch_ms`, and a second call with the same `latch_key` returns it
+/// without releasing again (the unlock latch of the schema table).
+///
+/// # Errors
+/// A store failure, a bad lease or latch time, or `Protocol` if `name`
+/// holds another type.
+///
+/// ```
+/// use redisync::backend::Release;
+/// let store = redisync::MemoryBackend::new();
+/// let outcome = redisync::ops::lock::release(&store, "doc:rel", "redisson_lock__channel:{doc:rel}", "c1:1", 30_000, "redisson_unlock_latch:{doc:rel}:1", 5_000)?;
+/// assert_eq!(outcome, Release::NotHeld);
+/// # Ok::<(), redisync::Error>(())
+/// ```
+pub fn release<B: LockBackend + ?Sized>(
+    backend: &B,
+    name: &str,
+    channel: &str,
+    holder: &str,
+    lease_ms: i64,
+    latch_key: &str,
+    latch_ms: i64,
+) -> Result<Release> {
+    check_ms("lease", lease_ms)?;
+    check_ms("latch timeout", latch_ms)?;
+    let call = release_call(name, channel, holder, lease_ms, latch_key, latch_ms);
+    release_outcome(&run(backend, &call)?, RELEASE.operation())
+}
+
+/// The release script's call, shared with the undo of an acquisition.
+fn release_call<'a>(
+    name: &'a str,
+    channel: &'a str,
+    holder: &'a str,
+    lease_ms: i64,
+    latch_key: &'a str,
+    latch_ms: i64,
+) -> ScriptCall<'a> {
+    // Behind its unlock latch, a repeat returns the first outcome.
+    ScriptCall::new(&RELEASE, Resend::Harmless, Effect::Change(is_some))
+        .key(name)
+        .key(channel)
+        .key(latch_key)
+        .arg(UNLOCK_MESSAGE)
+        .arg(lease_ms)
+        .arg(holder)
+        .arg(latch_ms)
+}
+
+/// Deletes lock `name` whoever holds it and, if it existed, publishes the
+/// unlock message on `channel`. Returns whether it existed.
+///
+/// # Errors
+/// A store failure.
+///
+/// ```
+/// let store = redisync::MemoryBackend::new();
+/// assert!(!redisync::ops::lock::force_release(&store, "doc:force", "redisson_lock__channel:{doc:force}")?);
+/// # Ok::<(), redisync::Error>(())
+/// ```
+pub fn force_release<B: LockBackend + ?Sized>(
+    backend: &B,
+    name: &str,
+    channel: &str,
+) -> Result<bool> {
+    let call = ScriptCall::new(&FORCE_RELEASE, Resend::Harmless, Effect::Change(is_one))
+        .key(name)
+        .key(channel)
+        .arg(UNLOCK_MESSAGE);
+    super::flag(&run(backend, &call)?, FORCE_RELEASE.operation())
+}
+
+/// Reads whether `name` is locked, `holder`'s hold count and the TTL.
+///
+/// # Errors
+/// A store failure, or `Protocol` if `name` holds another type.
+///
+/// ```
+/// let store = redisync::MemoryBackend::new();
+/// assert!(!redisync::ops::lock::state(&store, "doc:state", "c1:1")?.locked);
+/// # Ok::<(), redisync::Error>(())
+/// ```
+pub fn state<B: LockBackend + ?Sized>(backend: &B, name: &str, holder: &str) -> Result<LockState> {
+    let call = ScriptCall::new(&STATE, Resend::Harmless, Effect::Read)
+        .key(name)
+        .arg(holder);
+    let reply = run(backend, &call)?;
+    let operation = STATE.operation();
+    let exists = int(super::part(&reply, 0, operation)?, operation)?;
+    let hold_count = int(super::part(&reply, 1, operation)?, operation)?;
+    let pttl = int(super::part(&reply, 2, operation)?, operation)?;
+    Ok(LockState::new(
+        exists == 1,
+        u64::try_from(hold_count).unwrap_or(0),
+        ttl_from_pttl(pttl),
+    ))
+}
+
+/// An acquire script's reply: nil = acquired, else the time to wait (a
+/// negative PTTL: no expiry known).
+pub(crate) fn acquire_outcome(reply: &Reply, operation: &str) -> Result<Acquire> {
+    Ok(match optional_int(reply, operation)? {
+        None => Acquire::Acquired,
+        Some(pttl) => Acquire::Held {
+            ttl: ttl_from_pttl(pttl),
+        },
+    })
+}
+
+/// A release script's reply: nil = not held, 0 = still held, 1 = released.
+pub(crate) fn release_outcome(reply: &Reply, operation: &str) -> Result<Release> {
+    match optional_int(reply, operation)? {
+        None => Ok(Release::NotHeld),
+        Some(0) => Ok(Release::StillHeld),
+        Some(1) => Ok(Release::Released),
+        Some(_) => Err(reply.unexpected(operation, "nil, 0 or 1")),
+    }
+}

@@ -1,0 +1,200 @@
+//! Every operation of every primitive, written once: one function per
+//! script of `lua/`, next to the script it runs, building its KEYS and ARGV
+//! and reading its reply. They run on any [`LockBackend`]: a store only
+//! runs scripts (see [`LockBackend::run_script`]).
+//!
+//! The primitives (`Lock`, `Semaphore`, ...) call these; so can a tool that
+//! needs one atomic step without the blocking, retry and renewal logic the
+//! primitives add on top. Key and channel names are Redisson's (see the
+//! schema table of [`crate::backend`]); [`crate::keys`]-style names are
+//! built by the primitives and passed in.
+//!
+//! ```
+//! use redisync::backend::{Acquire, Release};
+//! use redisync::ops::lock;
+//!
+//! let store = redisync::MemoryBackend::new();
+//! assert_eq!(lock::acquire(&store, "doc:ops", "c1:1", 30_000)?, Acquire::Acquired);
+//! let release = lock::release(
+//!     &store, "doc:ops", "redisson_lock__channel:{doc:ops}", "c1:1", 30_000,
+//!     "redisson_unlock_latch:{doc:ops}:r1", 5_000,
+//! )?;
+//! assert_eq!(release, Release::Released);
+//! # Ok::<(), redisync::Error>(())
+//! ```
+
+use std::time::Duration;
+
+use crate::backend::{LockBackend, Reply, ScriptCall};
+use crate::{Error, Result};
+
+pub mod counter;
+pub mod expirable;
+pub mod fair_lock;
+pub mod latch;
+pub mod lock;
+pub mod rw_lock;
+pub mod semaphore;
+
+/// Defines a [`Script`](crate::backend::Script) `static` from `lua/<id>.lua`,
+/// after the shared preludes it needs (`lua/<prelude>.lua`, in order).
+macro_rules! script {
+    ($(#[$doc:meta])* $static:ident = $id:literal, $operation:literal $(, after $prelude:literal)*) => {
+        $(#[$doc])*
+        pub(crate) static $static: $crate::backend::Script = $crate::backend::Script::new(
+            $id,
+            $operation,
+            concat!(
+                $(include_str!(concat!("../../lua/", $prelude, ".lua")),)*
+                include_str!(concat!("../../lua/", $id, ".lua"))
+            ),
+        );
+    };
+}
+pub(crate) use script;
+
+/// Runs `call` on `backend` and turns a script's error reply into an
+/// [`Error`]: an argument the script refused is `InvalidArgument` (which
+/// argument, why); data of another type or shape is `Protocol`.
+pub(crate) fn run<B: LockBackend + ?Sized>(backend: &B, call: &ScriptCall<'_>) -> Result<Reply> {
+    match backend.run_script(call)? {
+        Reply::Error(text) => Err(script_error(call.script().operation(), &text)),
+        reply => Ok(reply),
+    }
+}
+
+/// The arguments the scripts check (`lua/args_prelude.lua`), by the name
+/// their error reply gives; longer names first, so "lease end" is not read
+/// as "lease".
+const SCRIPT_ARGUMENTS: [&str; 8] = [
+    "lease end",
+    "latch timeout",
+    "wait allowance",
+    "lease",
+    "now",
+    "value",
+    "delta",
+    "permits",
+];
+
+/// What a script's error reply `text` means for `operation`.
+fn script_error(operation: &str, text: &str) -> Error {
+    let (code, detail) = text.split_once(' ').unwrap_or((text, ""));
+    match code {
+        // `ERR invalid lease: ...`: the scripts' own refusal of an argument,
+        // before any write.
+        "ERR" if detail.starts_with("invalid ") => {
+            let detail = &detail["invalid ".len()..];
+            let (what, why) = SCRIPT_ARGUMENTS
+                .iter()
+                .find_map(|what| {
+                    detail
+                        .strip_prefix(what)
+                        .and_then(|rest| rest.strip_prefix(':'))
+                        .map(|why| (*what, why.trim()))
+                })
+                .unwrap_or(("script argument", detail));
+            Error::invalid(what, why.to_owned())
+        }
+        "WRONGTYPE" => Error::protocol(format!(
+            "{operation}: the key holds another Redis type than this primitive uses (WRONGTYPE)"
+        )),
+        // A non-integer count, an overflow, a script failing on data it
+        // cannot use: the key was changed behind the scripts' back.
+        _ => Error::protocol(format!("{operation}: {text}")),
+    }
+}
+
+/// An integer reply.
+fn int(reply: &Reply, operation: &str) -> Result<i64> {
+    reply
+        .as_int()
+        .ok_or_else(|| reply.unexpected(operation, "an integer"))
+}
+
+/// A 0/1 reply as a flag.
+fn flag(reply: &Reply, operation: &str) -> Result<bool> {
+    match reply.as_int() {
+        Some(0) => Ok(false),
+        Some(1) => Ok(true),
+        _ => Err(reply.unexpected(operation, "0 or 1")),
+    }
+}
+
+/// Whether a 0/1 reply is 1 (an [`Effect`](crate::backend::Effect) test).
+fn is_one(reply: &Reply) -> bool {
+    reply.as_int() == Some(1)
+}
+
+/// Whether a reply is not nil (a release that found a hold).
+fn is_some(reply: &Reply) -> bool {
+    !reply.is_nil()
+}
+
+/// Any reply (an effect that always changes something).
+fn always(_: &Reply) -> bool {
+    true
+}
+
+/// A nil-or-integer reply (an acquire's nil, or the time to wait).
+fn optional_int(reply: &Reply, operation: &str) -> Result<Option<i64>> {
+    match reply {
+        Reply::Nil => Ok(None),
+        Reply::Int(value) => Ok(Some(*value)),
+        _ => Err(reply.unexpected(operation, "nil or an integer")),
+    }
+}
+
+/// A remaining TTL as Redis reports it (negative: no expiry known).
+fn ttl_from_pttl(pttl: i64) -> Option<Duration> {
+    u64::try_from(pttl).ok().map(Duration::from_millis)
+}
+
+/// A counter returned as stored (a decimal string; nil = 0).
+fn counter_value(name: &str, reply: &Reply, operation: &str) -> Result<i64> {
+    match reply {
+        Reply::Nil => Ok(0),
+        Reply::Int(value) => Ok(*value),
+        Reply::Bulk(_) => {
+            let text = reply.as_text().unwrap_or_default();
+            text.parse().map_err(|_| {
+                Error::protocol(format!("key {name:?} holds {text:?}, not an integer count"))
+            })
+        }
+        _ => Err(reply.unexpected(operation, "a count")),
+    }
+}
+
+/// A latch key for a rollback's release (a fresh request id).
+fn rollback_latch(name: &str) -> String {
+    format!(
+        "{}:rollback-{}",
+        crate::keys::unlock_latch_prefix(name),
+        uuid::Uuid::new_v4().simple()
+    )
+}
+
+/// How long a rollback's unlock latch lives (it is never retried).
+const ROLLBACK_LATCH_MS: i64 = 1_000;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn refused_arguments_name_the_argument() {
+        let err = script_error("lock acquire", "ERR invalid lease end: must be at most 2^48");
+        assert!(err.is_invalid_argument(), "{err}");
+        assert!(err.to_string().contains("lease end"), "{err}");
+        let err = script_error("lock acquire", "ERR invalid lease: 0");
+        assert!(err.to_string().contains("lease"), "{err}");
+    }
+
+    #[test]
+    fn wrong_types_are_protocol_errors_that_say_so() {
+        let err = script_error("latch count down", "WRONGTYPE Operation against a key");
+        assert!(err.is_protocol_error() && err.to_string().contains("WRONGTYPE"), "{err}");
+        let err = script_error("semaphore add", "ERR increment or decrement would overflow");
+        assert!(err.is_protocol_error() && err.to_string().contains("overflow"), "{err}");
+    }
+}

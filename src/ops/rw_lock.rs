@@ -1,0 +1,372 @@
+//! The read-write lock (Redisson's `RReadWriteLock`): one hash with a
+//! `mode` field, each reader's holds (and one expiring key per read hold)
+//! and the writer's `:write` field. The write half renews with
+//! [`super::lock::renew`] on its `:write` field.
+
+use super::lock::{acquire_outcome, release_outcome};
+use super::{ROLLBACK_LATCH_MS, int, is_one, is_some, rollback_latch, run, script, ttl_from_pttl};
+use crate::backend::{
+    Acquire, Effect, LockBackend, Release, Reply, Resend, RwLockKeys, RwLockState, RwMode,
+    ScriptCall, part,
+};
+use crate::error::check_ms;
+use crate::keys::{READ_UNLOCK_MESSAGE, UNLOCK_MESSAGE};
+use crate::{Error, Result};
+
+script!(
+    /// KEYS lock, timeout prefix; ARGV lease ms, holder, write field. nil =
+    /// acquired, else PTTL.
+    READ_ACQUIRE = "read_lock_acquire", "read lock acquire", after "args_prelude"
+);
+script!(
+    /// KEYS lock; ARGV lease ms, write field, read field. nil = acquired,
+    /// -3 = the caller reads, else PTTL.
+    WRITE_ACQUIRE = "write_lock_acquire", "write lock acquire", after "args_prelude"
+);
+script!(
+    /// KEYS lock, channel, timeout prefix, key prefix, latch; ARGV message,
+    /// holder, latch ms. nil/0/1.
+    READ_RELEASE = "read_lock_release", "read lock release", after "args_prelude"
+);
+script!(
+    /// KEYS lock, channel, latch; ARGV message, lease ms, write field, latch
+    /// ms. nil/0/1.
+    WRITE_RELEASE = "write_lock_release", "write lock release", after "args_prelude"
+);
+script!(
+    /// KEYS lock, timeout prefix; ARGV lease ms, holder. 1 = renewed.
+    READ_RENEW = "read_lock_renew", "read lock renew", after "args_prelude"
+);
+script!(
+    /// KEYS lock, channel; ARGV mode, message. 1 = deleted.
+    FORCE_RELEASE = "rw_lock_force_release", "read-write lock force release"
+);
+script!(
+    /// KEYS lock; ARGV field. {mode, hold count, PTTL}.
+    STATE = "rw_lock_state", "read-write lock state"
+);
+
+/// The reply of a write acquire by a holder that holds the read half.
+const CALLER_READS: i64 = -3;
+
+/// Acquires or re-enters the read half for `keys.holder`: granted when the
+/// lock is free, in read mode, or write-held by the same holder. Each read
+/// hold n gets its own key `<keys.timeout_prefix>:<n>` expiring after
+/// `lease_ms`; the hash lives as long as its longest hold.
+///
+/// # Errors
+/// A store failure, a bad lease, or `Protocol` if the key holds another
+/// type.
+///
+/// ```
+/// use redisync::backend::{Acquire, RwLockKeys};
+/// let keys = RwLockKeys {
+///     name: "doc:rw", channel: "redisson_rwlock:{doc:rw}", holder: "c1:1",
+///     write_field: "c1:1:write", timeout_prefix: "{doc:rw}:c1:1:rwlock_timeout",
+///     key_prefix: "{doc:rw}",
+/// };
+/// let store = redisync::MemoryBackend::new();
+/// assert_eq!(redisync::ops::rw_lock::read_acquire(&store, &keys, 30_000)?, Acquire::Acquired);
+/// # Ok::<(), redisync::Error>(())
+/// ```
+pub fn read_acquire<B: LockBackend + ?Sized>(
+    backend: &B,
+    keys: &RwLockKeys<'_>,
+    lease_ms: i64,
+) -> Result<Acquire> {
+    check_ms("lease", lease_ms)?;
+    let call = ScriptCall::new(
+        &READ_ACQUIRE,
+        Resend::Harmless,
+        Effect::Acquire {
+            acquired: Reply::is_nil,
+            undo: undo_read_acquire,
+        },
+    )
+    .key(keys.name)
+    .key(keys.timeout_prefix)
+    .arg(lease_ms)
+    .arg(keys.holder)
+    .arg(keys.write_field);
+    acquire_outcome(&run(backend, &call)?, READ_ACQUIRE.operation())
+}
+
+/// Gives back the read hold an acquire call took (KEYS lock, timeout
+/// prefix; ARGV lease, holder, write field).
+fn undo_read_acquire(call: &ScriptCall<'_>, _: &Reply) -> ScriptCall<'static> {
+    let name = call.keys()[0].as_ref();
+    let channel = crate::keys::rw_channel(name);
+    let key_prefix = crate::keys::rw_key_prefix(name);
+    let keys = RwLockKeys {
+        name,
+        channel: &channel,
+        holder: call.args()[1].as_ref(),
+        write_field: call.args()[2].as_ref(),
+        timeout_prefix: call.keys()[1].as_ref(),
+        key_prefix: &key_prefix,
+    };
+    read_release_call(&keys, &rollback_latch(name), ROLLBACK_LATCH_MS).into_owned()
+}
+
+/// Acquires or re-enters the write half for `keys.holder` (field
+/// `keys.write_field`). Re-entry adds `lease_ms` to the remaining TTL.
+///
+/// # Errors
+/// `InvalidArgument` when the holder holds the read half (read to write
+/// would wait for itself) or for a bad lease; a store failure; `Protocol`
+/// on a wrong type.
+///
+/// ```
+/// use redisync::backend::{Acquire, RwLockKeys};
+/// let keys = RwLockKeys {
+///     name: "doc:rw-w", channel: "redisson_rwlock:{doc:rw-w}", holder: "c1:1",
+///     write_field: "c1:1:write", timeout_prefix: "{doc:rw-w}:c1:1:rwlock_timeout",
+///     key_prefix: "{doc:rw-w}",
+/// };
+/// let store = redisync::MemoryBackend::new();
+/// assert_eq!(redisync::ops::rw_lock::write_acquire(&store, &keys, 30_000)?, Acquire::Acquired);
+/// # Ok::<(), redisync::Error>(())
+/// ```
+pub fn write_acquire<B: LockBackend + ?Sized>(
+    backend: &B,
+    keys: &RwLockKeys<'_>,
+    lease_ms: i64,
+) -> Result<Acquire> {
+    check_ms("lease", lease_ms)?;
+    let call = ScriptCall::new(
+        &WRITE_ACQUIRE,
+        Resend::Harmless,
+        Effect::Acquire {
+            acquired: Reply::is_nil,
+            undo: undo_write_acquire,
+        },
+    )
+    .key(keys.name)
+    .arg(lease_ms)
+    .arg(keys.write_field)
+    .arg(keys.holder);
+    let reply = run(backend, &call)?;
+    if reply.as_int() == Some(CALLER_READS) {
+        return Err(crate::error::read_to_write_upgrade(keys.name));
+    }
+    acquire_outcome(&reply, WRITE_ACQUIRE.operation())
+}
+
+/// Gives back the write hold an acquire call took (KEYS lock; ARGV lease,
+/// write field, holder).
+fn undo_write_acquire(call: &ScriptCall<'_>, _: &Reply) -> ScriptCall<'static> {
+    let name = call.keys()[0].as_ref();
+    let channel = crate::keys::rw_channel(name);
+    write_release_call(
+        name,
+        &channel,
+        call.args()[1].as_ref(),
+        call.args()[0].parse().unwrap_or(1),
+        &rollback_latch(name),
+        ROLLBACK_LATCH_MS,
+    )
+    .into_owned()
+}
+
+/// Releases one read hold of `keys.holder`. `Released` when the lock is
+/// now free (and `0` was published on `keys.channel`), `StillHeld` when
+/// other holds remain.
+///
+/// # Errors
+/// A store failure, a bad latch time, or `Protocol` if the key holds
+/// another type.
+///
+/// ```
+/// use redisync::backend::{Release, RwLockKeys};
+/// let keys = RwLockKeys {
+///     name: "doc:rw-r", channel: "redisson_rwlock:{doc:rw-r}", holder: "c1:1",
+///     write_field: "c1:1:write", timeout_prefix: "{doc:rw-r}:c1:1:rwlock_timeout",
+///     key_prefix: "{doc:rw-r}",
+/// };
+/// let store = redisync::MemoryBackend::new();
+/// let latch = "redisson_unlock_latch:{doc:rw-r}:1";
+/// assert_eq!(redisync::ops::rw_lock::read_release(&store, &keys, latch, 5_000)?, Release::NotHeld);
+/// # Ok::<(), redisync::Error>(())
+/// ```
+pub fn read_release<B: LockBackend + ?Sized>(
+    backend: &B,
+    keys: &RwLockKeys<'_>,
+    latch_key: &str,
+    latch_ms: i64,
+) -> Result<Release> {
+    check_ms("latch timeout", latch_ms)?;
+    let call = read_release_call(keys, latch_key, latch_ms);
+    release_outcome(&run(backend, &call)?, READ_RELEASE.operation())
+}
+
+fn read_release_call<'a>(keys: &RwLockKeys<'a>, latch_key: &'a str, latch_ms: i64) -> ScriptCall<'a> {
+    ScriptCall::new(&READ_RELEASE, Resend::Harmless, Effect::Change(is_some))
+        .key(keys.name)
+        .key(keys.channel)
+        .key(keys.timeout_prefix)
+        .key(keys.key_prefix)
+        .key(latch_key)
+        .arg(UNLOCK_MESSAGE)
+        .arg(keys.holder)
+        .arg(latch_ms)
+}
+
+/// Releases one write hold of `keys.holder`. On the last one the lock is
+/// deleted (or, if the holder also reads, left in read mode) and `1`
+/// (read-unlock: wakes every waiter) is published on `keys.channel`.
+///
+/// # Errors
+/// A store failure, a bad lease or latch time, or `Protocol` if the key
+/// holds another type.
+///
+/// ```
+/// use redisync::backend::{Release, RwLockKeys};
+/// let keys = RwLockKeys {
+///     name: "doc:rw-wr", channel: "redisson_rwlock:{doc:rw-wr}", holder: "c1:1",
+///     write_field: "c1:1:write", timeout_prefix: "{doc:rw-wr}:c1:1:rwlock_timeout",
+///     key_prefix: "{doc:rw-wr}",
+/// };
+/// let store = redisync::MemoryBackend::new();
+/// let latch = "redisson_unlock_latch:{doc:rw-wr}:1";
+/// assert_eq!(redisync::ops::rw_lock::write_release(&store, &keys, 30_000, latch, 5_000)?, Release::NotHeld);
+/// # Ok::<(), redisync::Error>(())
+/// ```
+pub fn write_release<B: LockBackend + ?Sized>(
+    backend: &B,
+    keys: &RwLockKeys<'_>,
+    lease_ms: i64,
+    latch_key: &str,
+    latch_ms: i64,
+) -> Result<Release> {
+    check_ms("lease", lease_ms)?;
+    check_ms("latch timeout", latch_ms)?;
+    let call = write_release_call(
+        keys.name,
+        keys.channel,
+        keys.write_field,
+        lease_ms,
+        latch_key,
+        latch_ms,
+    );
+    release_outcome(&run(backend, &call)?, WRITE_RELEASE.operation())
+}
+
+fn write_release_call<'a>(
+    name: &'a str,
+    channel: &'a str,
+    write_field: &'a str,
+    lease_ms: i64,
+    latch_key: &'a str,
+    latch_ms: i64,
+) -> ScriptCall<'a> {
+    ScriptCall::new(&WRITE_RELEASE, Resend::Harmless, Effect::Change(is_some))
+        .key(name)
+        .key(channel)
+        .key(latch_key)
+        .arg(READ_UNLOCK_MESSAGE)
+        .arg(lease_ms)
+        .arg(write_field)
+        .arg(latch_ms)
+}
+
+/// Renews `keys.holder`'s read holds (its own timeout keys only, so a dead
+/// reader's holds still expire) and the hash. `false` when the holder holds
+/// no read hold any more.
+///
+/// # Errors
+/// A store failure, a bad lease, or `Protocol` if the key holds another
+/// type.
+///
+/// ```
+/// use redisync::backend::RwLockKeys;
+/// let keys = RwLockKeys {
+///     name: "doc:rw-renew", channel: "redisson_rwlock:{doc:rw-renew}", holder: "c1:1",
+///     write_field: "c1:1:write", timeout_prefix: "{doc:rw-renew}:c1:1:rwlock_timeout",
+///     key_prefix: "{doc:rw-renew}",
+/// };
+/// let store = redisync::MemoryBackend::new();
+/// assert!(!redisync::ops::rw_lock::read_renew(&store, &keys, 30_000)?);
+/// # Ok::<(), redisync::Error>(())
+/// ```
+pub fn read_renew<B: LockBackend + ?Sized>(
+    backend: &B,
+    keys: &RwLockKeys<'_>,
+    lease_ms: i64,
+) -> Result<bool> {
+    check_ms("lease", lease_ms)?;
+    let call = ScriptCall::new(&READ_RENEW, Resend::Harmless, Effect::Change(is_one))
+        .key(keys.name)
+        .key(keys.timeout_prefix)
+        .arg(lease_ms)
+        .arg(keys.holder);
+    super::flag(&run(backend, &call)?, READ_RENEW.operation())
+}
+
+/// Deletes the lock if it is held in `mode` and publishes that half's
+/// message (`0` for read, `1` for write). Returns whether it was.
+///
+/// # Errors
+/// A store failure, or `Protocol` if the key holds another type.
+///
+/// ```
+/// use redisync::backend::{RwLockKeys, RwMode};
+/// let keys = RwLockKeys {
+///     name: "doc:rw-force", channel: "redisson_rwlock:{doc:rw-force}", holder: "",
+///     write_field: ":write", timeout_prefix: "{doc:rw-force}::rwlock_timeout",
+///     key_prefix: "{doc:rw-force}",
+/// };
+/// let store = redisync::MemoryBackend::new();
+/// assert!(!redisync::ops::rw_lock::force_release(&store, &keys, RwMode::Write)?);
+/// # Ok::<(), redisync::Error>(())
+/// ```
+pub fn force_release<B: LockBackend + ?Sized>(
+    backend: &B,
+    keys: &RwLockKeys<'_>,
+    mode: RwMode,
+) -> Result<bool> {
+    let message = match mode {
+        RwMode::Read => UNLOCK_MESSAGE,
+        RwMode::Write => READ_UNLOCK_MESSAGE,
+    };
+    let call = ScriptCall::new(&FORCE_RELEASE, Resend::Harmless, Effect::Change(is_one))
+        .key(keys.name)
+        .key(keys.channel)
+        .arg(mode.as_str())
+        .arg(message);
+    super::flag(&run(backend, &call)?, FORCE_RELEASE.operation())
+}
+
+/// Reads the lock's mode, the hold count of `field` and the TTL.
+///
+/// # Errors
+/// A store failure, or `Protocol` if the key holds another type.
+///
+/// ```
+/// let store = redisync::MemoryBackend::new();
+/// assert!(redisync::ops::rw_lock::state(&store, "doc:rw-state", "c1:1")?.mode.is_none());
+/// # Ok::<(), redisync::Error>(())
+/// ```
+pub fn state<B: LockBackend + ?Sized>(backend: &B, name: &str, field: &str) -> Result<RwLockState> {
+    let call = ScriptCall::new(&STATE, Resend::Harmless, Effect::Read)
+        .key(name)
+        .arg(field);
+    let reply = run(backend, &call)?;
+    let operation = STATE.operation();
+    let mode = match part(&reply, 0, operation)?.as_text() {
+        Some("") => None,
+        Some("read") => Some(RwMode::Read),
+        Some("write") => Some(RwMode::Write),
+        other => {
+            return Err(Error::protocol(format!(
+                "read-write lock {name:?} has mode {other:?}, expected read or write"
+            )));
+        }
+    };
+    let hold_count = int(part(&reply, 1, operation)?, operation)?;
+    let pttl = int(part(&reply, 2, operation)?, operation)?;
+    Ok(RwLockState::new(
+        mode,
+        u64::try_from(hold_count).unwrap_or(0),
+        ttl_from_pttl(pttl),
+    ))
+}
