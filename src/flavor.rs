@@ -161,10 +161,13 @@ impl LockKeys {
         enqueue: bool,
     ) -> Result<(Acquire, Option<u64>)> {
         let acquire = match self.flavor {
-            Flavor::Reentrant => backend.lock_acquire(&self.name, &holder.id, lease_ms),
+            Flavor::Reentrant => {
+                crate::ops::lock::acquire(&*backend, &self.name, &holder.id, lease_ms)
+            }
             Flavor::Fenced => {
                 return Ok(
-                    match backend.fenced_lock_acquire(
+                    match crate::ops::lock::fenced_acquire(
+                        &*backend,
                         &self.name,
                         &self.extra[0],
                         &holder.id,
@@ -175,7 +178,8 @@ impl LockKeys {
                     },
                 );
             }
-            Flavor::Fair => backend.fair_lock_acquire(
+            Flavor::Fair => crate::ops::fair_lock::acquire(
+                &*backend,
                 &self.fair(),
                 &holder.id,
                 lease_ms,
@@ -183,8 +187,12 @@ impl LockKeys {
                 crate::clock::wall_clock_ms(),
                 enqueue,
             ),
-            Flavor::Read => backend.read_lock_acquire(&self.rw(holder), lease_ms),
-            Flavor::Write => backend.write_lock_acquire(&self.rw(holder), lease_ms),
+            Flavor::Read => {
+                crate::ops::rw_lock::read_acquire(&*backend, &self.rw(holder), lease_ms)
+            }
+            Flavor::Write => {
+                crate::ops::rw_lock::write_acquire(&*backend, &self.rw(holder), lease_ms)
+            }
         };
         Ok((acquire?, None))
     }
@@ -213,7 +221,9 @@ impl LockKeys {
         allowance_ms: i64,
     ) -> Result<()> {
         match self.flavor {
-            Flavor::Fair => backend.fair_lock_cancel(&self.fair(), &holder.id, allowance_ms),
+            Flavor::Fair => {
+                crate::ops::fair_lock::cancel(&*backend, &self.fair(), &holder.id, allowance_ms)
+            }
             _ => Ok(()),
         }
     }
@@ -227,7 +237,8 @@ impl LockKeys {
         latch_ms: i64,
     ) -> Result<Release> {
         match self.flavor {
-            Flavor::Reentrant | Flavor::Fenced => backend.lock_release(
+            Flavor::Reentrant | Flavor::Fenced => crate::ops::lock::release(
+                &*backend,
                 &self.name,
                 &self.channel,
                 &holder.id,
@@ -235,7 +246,8 @@ impl LockKeys {
                 latch_key,
                 latch_ms,
             ),
-            Flavor::Fair => backend.fair_lock_release(
+            Flavor::Fair => crate::ops::fair_lock::release(
+                &*backend,
                 &self.fair(),
                 &holder.id,
                 lease_ms,
@@ -243,10 +255,16 @@ impl LockKeys {
                 latch_key,
                 latch_ms,
             ),
-            Flavor::Read => backend.read_lock_release(&self.rw(holder), latch_key, latch_ms),
-            Flavor::Write => {
-                backend.write_lock_release(&self.rw(holder), lease_ms, latch_key, latch_ms)
+            Flavor::Read => {
+                crate::ops::rw_lock::read_release(&*backend, &self.rw(holder), latch_key, latch_ms)
             }
+            Flavor::Write => crate::ops::rw_lock::write_release(
+                &*backend,
+                &self.rw(holder),
+                lease_ms,
+                latch_key,
+                latch_ms,
+            ),
         }
     }
 
@@ -260,20 +278,22 @@ impl LockKeys {
     ) -> Result<bool> {
         match self.flavor {
             Flavor::Reentrant | Flavor::Fenced | Flavor::Fair | Flavor::Write => {
-                backend.lock_renew(&self.name, &holder.field, lease_ms)
+                crate::ops::lock::renew(&*backend, &self.name, &holder.field, lease_ms)
             }
-            Flavor::Read => backend.read_lock_renew(&self.rw(holder), lease_ms),
+            Flavor::Read => crate::ops::rw_lock::read_renew(&*backend, &self.rw(holder), lease_ms),
         }
     }
 
     pub(crate) fn force_release(&self, backend: &dyn LockBackend) -> Result<bool> {
         match self.flavor {
             Flavor::Reentrant | Flavor::Fenced => {
-                backend.lock_force_release(&self.name, &self.channel)
+                crate::ops::lock::force_release(&*backend, &self.name, &self.channel)
             }
-            Flavor::Fair => {
-                backend.fair_lock_force_release(&self.fair(), crate::clock::wall_clock_ms())
-            }
+            Flavor::Fair => crate::ops::fair_lock::force_release(
+                &*backend,
+                &self.fair(),
+                crate::clock::wall_clock_ms(),
+            ),
             Flavor::Read | Flavor::Write => {
                 let mode = if self.flavor == Flavor::Read {
                     RwMode::Read
@@ -281,7 +301,7 @@ impl LockKeys {
                     RwMode::Write
                 };
                 let nobody = self.holder(String::new());
-                backend.rw_lock_force_release(&self.rw(&nobody), mode)
+                crate::ops::rw_lock::force_release(&*backend, &self.rw(&nobody), mode)
             }
         }
     }
@@ -292,7 +312,7 @@ impl LockKeys {
     pub(crate) fn state(&self, backend: &dyn LockBackend, holder: &Holder) -> Result<LockState> {
         match self.flavor {
             Flavor::Reentrant | Flavor::Fenced | Flavor::Fair => {
-                backend.lock_state(&self.name, &holder.id)
+                crate::ops::lock::state(&*backend, &self.name, &holder.id)
             }
             Flavor::Read | Flavor::Write => {
                 let own = if self.flavor == Flavor::Read {
@@ -300,7 +320,7 @@ impl LockKeys {
                 } else {
                     RwMode::Write
                 };
-                let state = backend.rw_lock_state(&self.name, &holder.field)?;
+                let state = crate::ops::rw_lock::state(&*backend, &self.name, &holder.field)?;
                 Ok(LockState::new(
                     state.mode == Some(own),
                     state.hold_count,

@@ -86,7 +86,8 @@ impl CountDownLatch {
     pub fn try_set_count(&self, count: u64) -> Result<bool> {
         check_name(&self.name)?;
         let count = crate::semaphore::permit_count("count", count)?;
-        self.client.inner.backend.counter_set_if_absent(
+        crate::ops::counter::set_if_absent(
+            &*self.client.inner.backend,
             &self.name,
             &self.channel,
             count,
@@ -111,10 +112,7 @@ impl CountDownLatch {
     /// ```
     pub fn count_down(&self) -> Result<()> {
         check_name(&self.name)?;
-        self.client
-            .inner
-            .backend
-            .latch_count_down(&self.name, &self.channel)
+        crate::ops::latch::count_down(&*self.client.inner.backend, &self.name, &self.channel)
             .map(drop)
     }
 
@@ -130,7 +128,7 @@ impl CountDownLatch {
     /// ```
     pub fn count(&self) -> Result<u64> {
         check_name(&self.name)?;
-        let count = self.client.inner.backend.counter_get(&self.name)?;
+        let count = crate::ops::counter::get(&*self.client.inner.backend, &self.name)?;
         Ok(u64::try_from(count).unwrap_or(0))
     }
 
@@ -185,10 +183,7 @@ impl CountDownLatch {
     /// ```
     pub fn delete(&self) -> Result<bool> {
         check_name(&self.name)?;
-        self.client
-            .inner
-            .backend
-            .latch_delete(&self.name, &self.channel)
+        crate::ops::latch::delete(&*self.client.inner.backend, &self.name, &self.channel)
     }
 
     fn wait_within(&self, wait: Wait) -> Result<Option<()>> {
@@ -204,11 +199,13 @@ impl CountDownLatch {
                 defer_to_woken: false,
             },
             || {
-                Ok(if inner.backend.counter_get(&self.name)? <= 0 {
-                    Attempt::Done(())
-                } else {
-                    Attempt::Retry(None)
-                })
+                Ok(
+                    if crate::ops::counter::get(&*inner.backend, &self.name)? <= 0 {
+                        Attempt::Done(())
+                    } else {
+                        Attempt::Retry(None)
+                    },
+                )
             },
         )
     }

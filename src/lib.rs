@@ -138,6 +138,7 @@ mod keys;
 mod latch;
 mod lock;
 pub mod multi_lock;
+pub mod ops;
 mod permit_semaphore;
 mod pubsub;
 mod rw_lock;

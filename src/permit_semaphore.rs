@@ -161,10 +161,11 @@ impl PermitExpirableSemaphore {
     /// ```
     pub fn available_permits(&self) -> Result<i64> {
         check_name(&self.name)?;
-        self.client
-            .inner
-            .backend
-            .expirable_available(&self.keys(), crate::clock::wall_clock_ms())
+        crate::ops::expirable::available(
+            &*self.client.inner.backend,
+            &self.keys(),
+            crate::clock::wall_clock_ms(),
+        )
     }
 
     /// Blocks until a permit is available and takes it for `lease`; it
@@ -237,7 +238,8 @@ impl PermitExpirableSemaphore {
     /// ```
     pub fn try_release(&self, id: &PermitId) -> Result<bool> {
         check_name(&self.name)?;
-        self.client.inner.backend.expirable_release(
+        crate::ops::expirable::release(
+            &*self.client.inner.backend,
             &self.keys(),
             id.as_str(),
             crate::clock::wall_clock_ms(),
@@ -299,10 +301,13 @@ impl PermitExpirableSemaphore {
                     Error::invalid("lease", format!("{lease:?} from now overflows the clock"))
                 })?;
                 Ok(
-                    match inner
-                        .backend
-                        .expirable_acquire(&keys, id.as_str(), ends, now)?
-                    {
+                    match crate::ops::expirable::acquire(
+                        &*inner.backend,
+                        &keys,
+                        id.as_str(),
+                        ends,
+                        now,
+                    )? {
                         Acquire::Acquired => Attempt::Done(()),
                         Acquire::Held { ttl } => Attempt::Retry(ttl),
                     },
@@ -338,7 +343,12 @@ impl PermitExpirableSemaphore {
                 leases: &leases,
                 channel: &channel,
             };
-            backend.expirable_release(&keys, &permit, crate::clock::wall_clock_ms())?;
+            crate::ops::expirable::release(
+                &*backend,
+                &keys,
+                &permit,
+                crate::clock::wall_clock_ms(),
+            )?;
             Ok(true)
         });
         self.client

@@ -107,7 +107,8 @@ impl Semaphore {
                 format!("must be at most i64::MAX, got {permits}"),
             )
         })?;
-        self.client.inner.backend.counter_set_if_absent(
+        crate::ops::counter::set_if_absent(
+            &*self.client.inner.backend,
             &self.name,
             &self.channel,
             permits,
@@ -132,11 +133,13 @@ impl Semaphore {
     /// ```
     pub fn add_permits(&self, delta: i64) -> Result<()> {
         check_name(&self.name)?;
-        self.client
-            .inner
-            .backend
-            .semaphore_add(&self.name, &self.channel, delta)
-            .map(drop)
+        crate::ops::semaphore::add(
+            &*self.client.inner.backend,
+            &self.name,
+            &self.channel,
+            delta,
+        )
+        .map(drop)
     }
 
     /// Blocks until `permits` permits are available and takes them.
@@ -220,7 +223,7 @@ impl Semaphore {
     /// ```
     pub fn available_permits(&self) -> Result<i64> {
         check_name(&self.name)?;
-        self.client.inner.backend.counter_get(&self.name)
+        crate::ops::counter::get(&*self.client.inner.backend, &self.name)
     }
 
     /// Takes every available permit and returns how many there were. They
@@ -239,7 +242,7 @@ impl Semaphore {
     /// ```
     pub fn drain_permits(&self) -> Result<i64> {
         check_name(&self.name)?;
-        self.client.inner.backend.semaphore_drain(&self.name)
+        crate::ops::semaphore::drain(&*self.client.inner.backend, &self.name)
     }
 
     fn acquire_within(&self, permits: u64, wait: Wait) -> Result<Option<SemaphorePermit>> {
@@ -256,11 +259,13 @@ impl Semaphore {
                 defer_to_woken: false,
             },
             || {
-                Ok(if inner.backend.semaphore_try_acquire(&self.name, count)? {
-                    Attempt::Done(())
-                } else {
-                    Attempt::Retry(None)
-                })
+                Ok(
+                    if crate::ops::semaphore::try_acquire(&*inner.backend, &self.name, count)? {
+                        Attempt::Done(())
+                    } else {
+                        Attempt::Retry(None)
+                    },
+                )
             },
         )?;
         Ok(taken.map(|()| SemaphorePermit {

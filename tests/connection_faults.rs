@@ -364,11 +364,10 @@ fn errors_name_a_refusing_server_and_never_show_a_password() {
 
 #[test]
 fn a_script_that_refuses_an_argument_is_an_invalid_argument_error() {
-    use redisync::backend::LockBackend;
     let server = TestServer::start();
     let backend = redisync::RedisBackend::open(&server.url()).unwrap();
     // Through the backend, the check before sending answers.
-    let err = backend.lock_acquire("refused", "holder:1", 0).unwrap_err();
+    let err = redisync::ops::lock::acquire(&backend, "refused", "holder:1", 0).unwrap_err();
     assert!(err.is_invalid_argument(), "{err:?}");
     // The script's own guard: the same answer, and nothing written.
     let script = format!(

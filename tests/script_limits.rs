@@ -438,21 +438,26 @@ fn backends_refuse_out_of_range_arguments(env: &Env) {
     };
     for ms in [0, -1, MAX_MS + 1, i64::MAX] {
         refused(
-            backend.lock_acquire(&name, &holder, ms).map(drop),
+            redisync::ops::lock::acquire(backend, &name, &holder, ms).map(drop),
             &format!("lock_acquire {ms}"),
         );
         refused(
-            backend
-                .fenced_lock_acquire(
-                    &name,
-                    &format!("redisson_lock_token:{{{name}}}"),
-                    &holder,
-                    ms,
-                )
-                .map(drop),
+            redisync::ops::lock::fenced_acquire(
+                backend,
+                &name,
+                &format!("redisson_lock_token:{{{name}}}"),
+                &holder,
+                ms,
+            )
+            .map(drop),
             &format!("fenced_lock_acquire {ms}"),
         );
-        assert!(!backend.lock_state(&name, &holder).unwrap().locked, "{ms}");
+        assert!(
+            !redisync::ops::lock::state(backend, &name, &holder)
+                .unwrap()
+                .locked,
+            "{ms}"
+        );
     }
     if let Some(mut conn) = env.redis_connection() {
         let exists: i64 = ::redis::cmd("EXISTS")
@@ -465,14 +470,12 @@ fn backends_refuse_out_of_range_arguments(env: &Env) {
     // Held twice: a release or renewal with a bad lease or latch changes
     // neither the hold count nor the TTL.
     assert!(
-        backend
-            .lock_acquire(&name, &holder, 60_000)
+        redisync::ops::lock::acquire(backend, &name, &holder, 60_000)
             .unwrap()
             .is_acquired()
     );
     assert!(
-        backend
-            .lock_acquire(&name, &holder, 60_000)
+        redisync::ops::lock::acquire(backend, &name, &holder, 60_000)
             .unwrap()
             .is_acquired()
     );
@@ -481,12 +484,13 @@ fn backends_refuse_out_of_range_arguments(env: &Env) {
     for (lease, latch_ms) in [(MAX_MS + 1, 5_000), (60_000, MAX_MS + 1), (60_000, 0)] {
         let what = format!("lock_release lease {lease} latch {latch_ms}");
         refused(
-            backend
-                .lock_release(&name, &channel, &holder, lease, &latch, latch_ms)
-                .map(drop),
+            redisync::ops::lock::release(
+                backend, &name, &channel, &holder, lease, &latch, latch_ms,
+            )
+            .map(drop),
             &what,
         );
-        let state = backend.lock_state(&name, &holder).unwrap();
+        let state = redisync::ops::lock::state(backend, &name, &holder).unwrap();
         assert_eq!(state.hold_count, 2, "{what}");
         assert!(
             state.ttl.is_some_and(|ttl| ttl <= Duration::from_secs(60)),
@@ -496,10 +500,10 @@ fn backends_refuse_out_of_range_arguments(env: &Env) {
 
     for lease in [MAX_MS + 1, 0, -1] {
         refused(
-            backend.lock_renew(&name, &holder, lease).map(drop),
+            redisync::ops::lock::renew(backend, &name, &holder, lease).map(drop),
             &format!("lock_renew {lease}"),
         );
-        let state = backend.lock_state(&name, &holder).unwrap();
+        let state = redisync::ops::lock::state(backend, &name, &holder).unwrap();
         assert!(
             state.ttl.is_some_and(|ttl| ttl <= Duration::from_secs(60)),
             "renew {lease}"
@@ -520,13 +524,18 @@ fn backends_refuse_out_of_range_arguments(env: &Env) {
     let now = epoch_ms();
     for (allowance, clock) in [(MAX_MS + 1, now), (0, now), (5_000, -1), (5_000, 1 << 49)] {
         refused(
-            backend
-                .fair_lock_acquire(&fair, &holder, 60_000, allowance, clock, true)
-                .map(drop),
+            redisync::ops::fair_lock::acquire(
+                backend, &fair, &holder, 60_000, allowance, clock, true,
+            )
+            .map(drop),
             &format!("fair_lock_acquire allowance {allowance} now {clock}"),
         );
     }
-    assert!(!backend.lock_state(&fair_name, &holder).unwrap().locked);
+    assert!(
+        !redisync::ops::lock::state(backend, &fair_name, &holder)
+            .unwrap()
+            .locked
+    );
     let permits = format!("{{{name}}}:p");
     let leases = format!("{{{name}}}:p:timeout");
     let sc = format!("redisson_sc:{{{name}}}:p");
@@ -535,20 +544,17 @@ fn backends_refuse_out_of_range_arguments(env: &Env) {
         leases: &leases,
         channel: &sc,
     };
-    assert!(
-        backend
-            .counter_set_if_absent(&permits, &sc, 1, "1")
-            .unwrap()
-    );
+    assert!(redisync::ops::counter::set_if_absent(backend, &permits, &sc, 1, "1").unwrap());
     for end in [-1, i64::MAX] {
         refused(
-            backend
-                .expirable_acquire(&expirable, "id", end, now)
-                .map(drop),
+            redisync::ops::expirable::acquire(backend, &expirable, "id", end, now).map(drop),
             &format!("expirable_acquire end {end}"),
         );
     }
-    assert_eq!(backend.expirable_available(&expirable, now).unwrap(), 1);
+    assert_eq!(
+        redisync::ops::expirable::available(backend, &expirable, now).unwrap(),
+        1
+    );
 }
 
 // ---------------------------------------------------------------------------

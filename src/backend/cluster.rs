@@ -15,7 +15,7 @@
 //! then retry.
 //!
 //! Messages use sharded pub/sub, as Redisson does on Redis 7+ clusters: the
-//! scripts `SPUBLISH` (see `scripts::Lua`) and the subscriber `SSUBSCRIBE`s
+//! scripts `SPUBLISH` (see `Script::sharded_code`) and the subscriber `SSUBSCRIBE`s
 //! each channel on the master that owns its slot. A sharded subscription
 //! must be made on that very node, and the `redis` crate's blocking
 //! connection can neither do that for us nor be read from one thread while

@@ -60,7 +60,7 @@ use parking_lot::Mutex;
 
 use super::{
     Acquire, ExpirableKeys, FairLockKeys, FencedAcquire, LockBackend, LockState, Message,
-    PubSubConnection, Release, RwLockKeys, RwLockState, RwMode,
+    PubSubConnection, Release, Reply, RwLockKeys, RwLockState, RwMode, ScriptCall,
 };
 use crate::error::{MAX_LEASE_MS, check_ms, check_time_ms};
 use crate::keys::{
@@ -1048,7 +1048,10 @@ impl fmt::Debug for MemoryBackend {
     }
 }
 
-impl LockBackend for MemoryBackend {
+/// The Rust port of the scripts, reached through [`LockBackend::run_script`]
+/// by script id until the embedded Lua interpreter runs the scripts
+/// themselves.
+impl MemoryBackend {
     // Each method ports its script in `lua/` statement by statement.
 
     fn lock_acquire(&self, name: &str, holder: &str, lease_ms: i64) -> Result<Acquire> {
@@ -1652,6 +1655,215 @@ impl LockBackend for MemoryBackend {
             }
             Ok(false)
         })
+    }
+}
+
+impl MemoryBackend {
+    /// Runs the Rust port of `call`'s script.
+    fn dispatch(&self, call: &ScriptCall<'_>) -> Result<Reply> {
+        let key = |i: usize| call.keys().get(i).map_or("", |key| key.as_ref());
+        let arg = |i: usize| call.args().get(i).map_or("", |arg| arg.as_ref());
+        let num = |i: usize| -> Result<i64> {
+            arg(i).parse().map_err(|_| {
+                Error::invalid("script argument", format!("{:?} is not an integer", arg(i)))
+            })
+        };
+        let acquired = |outcome: Acquire| match outcome {
+            Acquire::Acquired => Reply::Nil,
+            Acquire::Held { ttl } => Reply::Int(pttl_of(ttl)),
+        };
+        let released = |outcome: Release| match outcome {
+            Release::NotHeld => Reply::Nil,
+            Release::StillHeld => Reply::Int(0),
+            Release::Released => Reply::Int(1),
+        };
+        let flag = |value: bool| Reply::Int(i64::from(value));
+        let name = key(0);
+        let fair = || FairLockKeys {
+            name,
+            queue: key(1),
+            timeouts: key(2),
+            channel_prefix: key(3),
+        };
+        let rw_channel = crate::keys::rw_channel(name);
+        let rw_key_prefix = crate::keys::rw_key_prefix(name);
+        let expirable = || ExpirableKeys {
+            name,
+            leases: key(1),
+            channel: key(2),
+        };
+        Ok(match call.script().id() {
+            "lock_acquire" => acquired(self.lock_acquire(name, arg(1), num(0)?)?),
+            "fenced_lock_acquire" => {
+                match self.fenced_lock_acquire(name, key(1), arg(1), num(0)?)? {
+                    FencedAcquire::Acquired { token } => Reply::Array(vec![
+                        Reply::Int(-1),
+                        Reply::Bulk(token.to_string().into_bytes()),
+                    ]),
+                    FencedAcquire::Held { ttl } => {
+                        Reply::Array(vec![Reply::Int(pttl_of(ttl)), Reply::Int(-1)])
+                    }
+                }
+            }
+            "lock_renew" => flag(self.lock_renew(name, arg(1), num(0)?)?),
+            "lock_release" => {
+                released(self.lock_release(name, key(1), arg(2), num(1)?, key(2), num(3)?)?)
+            }
+            "lock_force_release" => flag(self.lock_force_release(name, key(1))?),
+            "lock_state" => {
+                let state = self.lock_state(name, arg(0))?;
+                Reply::Array(vec![
+                    Reply::Int(i64::from(state.locked)),
+                    Reply::Int(i64::try_from(state.hold_count).unwrap_or(i64::MAX)),
+                    Reply::Int(pttl_of(state.ttl)),
+                ])
+            }
+            "fair_lock_acquire" => {
+                let channel_prefix = crate::keys::lock_channel(name);
+                let keys = FairLockKeys {
+                    channel_prefix: &channel_prefix,
+                    ..fair()
+                };
+                acquired(self.fair_lock_acquire(
+                    &keys,
+                    arg(1),
+                    num(0)?,
+                    num(2)?,
+                    num(3)?,
+                    arg(4) == "1",
+                )?)
+            }
+            "fair_lock_release" => released(self.fair_lock_release(
+                &fair(),
+                arg(2),
+                num(1)?,
+                num(3)?,
+                key(4),
+                num(4)?,
+            )?),
+            "fair_lock_cancel" => {
+                let keys = FairLockKeys {
+                    name: "",
+                    queue: key(0),
+                    timeouts: key(1),
+                    channel_prefix: "",
+                };
+                self.fair_lock_cancel(&keys, arg(0), num(1)?)?;
+                Reply::Int(0)
+            }
+            "fair_lock_force_release" => flag(self.fair_lock_force_release(&fair(), num(1)?)?),
+            "read_lock_acquire" | "read_lock_renew" | "read_lock_release" => {
+                let holder = arg(if call.script().id() == "read_lock_release" {
+                    1
+                } else {
+                    1
+                });
+                let write_field = format!("{holder}:write");
+                let timeout_prefix = if call.script().id() == "read_lock_release" {
+                    key(2)
+                } else {
+                    key(1)
+                };
+                let keys = RwLockKeys {
+                    name,
+                    channel: &rw_channel,
+                    holder,
+                    write_field: &write_field,
+                    timeout_prefix,
+                    key_prefix: &rw_key_prefix,
+                };
+                match call.script().id() {
+                    "read_lock_acquire" => acquired(self.read_lock_acquire(&keys, num(0)?)?),
+                    "read_lock_renew" => flag(self.read_lock_renew(&keys, num(0)?)?),
+                    _ => released(self.read_lock_release(&keys, key(4), num(2)?)?),
+                }
+            }
+            "write_lock_acquire" | "write_lock_release" => {
+                let write_field = if call.script().id() == "write_lock_acquire" {
+                    arg(1)
+                } else {
+                    arg(2)
+                };
+                let holder = write_field.strip_suffix(":write").unwrap_or(write_field);
+                let timeout_prefix = crate::keys::rw_timeout_prefix(name, holder);
+                let keys = RwLockKeys {
+                    name,
+                    channel: &rw_channel,
+                    holder,
+                    write_field,
+                    timeout_prefix: &timeout_prefix,
+                    key_prefix: &rw_key_prefix,
+                };
+                if call.script().id() == "write_lock_acquire" {
+                    acquired(self.write_lock_acquire(&keys, num(0)?)?)
+                } else {
+                    released(self.write_lock_release(&keys, num(1)?, key(2), num(3)?)?)
+                }
+            }
+            "rw_lock_force_release" => {
+                let mode = if arg(0) == "read" {
+                    RwMode::Read
+                } else {
+                    RwMode::Write
+                };
+                let keys = RwLockKeys {
+                    name,
+                    channel: key(1),
+                    holder: "",
+                    write_field: ":write",
+                    timeout_prefix: "",
+                    key_prefix: &rw_key_prefix,
+                };
+                flag(self.rw_lock_force_release(&keys, mode)?)
+            }
+            "rw_lock_state" => {
+                let state = self.rw_lock_state(name, arg(0))?;
+                Reply::Array(vec![
+                    Reply::Bulk(state.mode.map_or("", RwMode::as_str).as_bytes().to_vec()),
+                    Reply::Int(i64::try_from(state.hold_count).unwrap_or(i64::MAX)),
+                    Reply::Int(pttl_of(state.ttl)),
+                ])
+            }
+            "counter_set_if_absent" => {
+                flag(self.counter_set_if_absent(name, key(1), num(0)?, arg(1))?)
+            }
+            "counter_get" => Reply::Int(self.counter_get(name)?),
+            "semaphore_add" => Reply::Int(self.semaphore_add(name, key(1), num(0)?)?),
+            "semaphore_try_acquire" => flag(self.semaphore_try_acquire(name, num(0)?)?),
+            "semaphore_drain" => Reply::Int(self.semaphore_drain(name)?),
+            "expirable_acquire" => {
+                acquired(self.expirable_acquire(&expirable(), arg(0), num(1)?, num(2)?)?)
+            }
+            "expirable_release" => flag(self.expirable_release(&expirable(), arg(0), num(1)?)?),
+            "expirable_available" => Reply::Int(self.expirable_available(&expirable(), num(0)?)?),
+            "latch_count_down" => Reply::Int(self.latch_count_down(name, key(1))?),
+            "latch_delete" => flag(self.latch_delete(name, key(1))?),
+            other => Reply::Error(format!("ERR unknown script {other:?}")),
+        })
+    }
+}
+
+/// A TTL as PTTL reports it (-1: no expiry).
+fn pttl_of(ttl: Option<Duration>) -> i64 {
+    ttl.map_or(-1, |ttl| i64::try_from(ttl.as_millis()).unwrap_or(i64::MAX))
+}
+
+impl LockBackend for MemoryBackend {
+    fn run_script(&self, call: &ScriptCall<'_>) -> Result<Reply> {
+        match self.dispatch(call) {
+            Ok(reply) => Ok(reply),
+            Err(Error::InvalidArgument { what, why }) => {
+                if call.script().id() == "write_lock_acquire" {
+                    return Ok(Reply::Int(-3));
+                }
+                Ok(Reply::Error(format!("ERR invalid {what}: {why}")))
+            }
+            Err(Error::Protocol { detail }) if detail.contains("WRONGTYPE") => {
+                Ok(Reply::Error(format!("WRONGTYPE {detail}")))
+            }
+            Err(Error::Protocol { detail }) => Ok(Reply::Error(format!("ERR {detail}"))),
+            Err(other) => Err(other),
+        }
     }
 
     fn publish(&self, channel: &str, payload: &str) -> Result<()> {

@@ -45,7 +45,6 @@ pub use self::memory::MemoryBackend;
 pub use self::redis::{RedisBackend, RedisOptions};
 pub use self::replication::{ReplicaAcknowledgement, ReplicaShortfall};
 pub use self::script::{Arg, Effect, Reply, Resend, Script, ScriptCall};
-pub(crate) use self::script::part;
 #[cfg(feature = "sentinel")]
 pub use self::sentinel::SentinelConfig;
 
@@ -437,4 +436,32 @@ pub trait LockBackend: Send + Sync + 'static {
         &self,
         session: &mut dyn FnMut(&mut dyn PubSubConnection) -> Result<()>,
     ) -> Result<()>;
+}
+
+/// A shared backend is a backend: `Arc<dyn LockBackend>` (what
+/// [`Client::backend`](crate::Client::backend) returns) can be passed to the
+/// [`crate::ops`] functions as it is.
+///
+/// ```
+/// use std::sync::Arc;
+/// use redisync::backend::LockBackend;
+/// let shared: Arc<dyn LockBackend> = Arc::new(redisync::MemoryBackend::new());
+/// assert!(redisync::ops::lock::acquire(&shared, "doc:arc", "c1:1", 30_000)?.is_acquired());
+/// # Ok::<(), redisync::Error>(())
+/// ```
+impl<T: LockBackend + ?Sized> LockBackend for std::sync::Arc<T> {
+    fn run_script(&self, call: &ScriptCall<'_>) -> Result<Reply> {
+        (**self).run_script(call)
+    }
+
+    fn publish(&self, channel: &str, payload: &str) -> Result<()> {
+        (**self).publish(channel, payload)
+    }
+
+    fn with_pubsub(
+        &self,
+        session: &mut dyn FnMut(&mut dyn PubSubConnection) -> Result<()>,
+    ) -> Result<()> {
+        (**self).with_pubsub(session)
+    }
 }

@@ -13,11 +13,9 @@ use std::time::{Duration, Instant};
 use redis::{ConnectionLike, RedisError, RedisResult};
 
 use super::{
-    Acquire, ExpirableKeys, FairLockKeys, FencedAcquire, LockBackend, LockState, Message,
-    PubSubConnection, Release, ReplicaAcknowledgement, ReplicaShortfall, RwLockKeys, RwLockState,
-    RwMode, scripts,
+    Effect, LockBackend, Message, PubSubConnection, ReplicaAcknowledgement, ReplicaShortfall,
+    Reply, Resend, ScriptCall,
 };
-use crate::error::{check_ms, check_time_ms};
 use crate::event::{EventHandler, LoggingEventHandler, ReplicaShortfallEvent};
 use crate::{Error, Result};
 
@@ -406,33 +404,18 @@ pub(super) fn connect_within(
 /// has an unknown outcome. A busy connection costs no extra round trip.
 const IDLE_VALIDATION: Duration = Duration::from_secs(1);
 
-/// Whether a failed call may be sent again on another connection.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Resend {
-    /// Running it twice does no harm: reads, renewals, releases (their
-    /// unlock latch answers a repeat with the first outcome), lock
-    /// acquisitions (a second hold of the same holder is a phantom the
-    /// outermost unlock drains). Sent again after the connection dropped.
-    Harmless,
-    /// Running it twice would count twice (permits, latch counts): sent
-    /// again only when the request provably never left (the write failed).
-    IfUnsent,
-}
-
-impl Resend {
-    /// Whether `err`, met on a connection that was then discarded, allows
-    /// one more try on another connection. Timeouts never do: the server
-    /// may be frozen with the request in hand, and the caller's bound is
-    /// spent.
-    fn allows(self, err: &RedisError) -> bool {
-        if err.is_timeout() {
-            return false;
-        }
-        let write_failed = io_kind(err) == Some(std::io::ErrorKind::BrokenPipe);
-        match self {
-            Resend::Harmless => err.is_connection_dropped() || write_failed,
-            Resend::IfUnsent => write_failed,
-        }
+/// Whether `err`, met on a connection that was then discarded, allows one
+/// more try on another connection under `resend`. Timeouts never do: the
+/// server may be frozen with the request in hand, and the caller's bound is
+/// spent.
+fn resend_allows(resend: Resend, err: &RedisError) -> bool {
+    if err.is_timeout() {
+        return false;
+    }
+    let write_failed = io_kind(err) == Some(std::io::ErrorKind::BrokenPipe);
+    match resend {
+        Resend::IfUnsent => write_failed,
+        _ => err.is_connection_dropped() || write_failed,
     }
 }
 
@@ -500,7 +483,6 @@ impl r2d2::ManageConnection for Manager {
 /// server was a master and a failover demoted it.
 fn is_read_only(err: &RedisError) -> bool {
     err.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::ReadOnly)
-        || err.to_string().contains("READONLY")
 }
 
 /// The [`LockBackend`] on a Redis server, reached through a connection pool.
@@ -915,16 +897,6 @@ impl RedisBackend {
         error
     }
 
-    /// Runs `invocation` on a checked connection (see [`round_trip`](Self::round_trip)).
-    fn invoke<T: redis::FromRedisValue>(
-        &self,
-        op: &str,
-        invocation: &redis::ScriptInvocation<'_>,
-        resend: Resend,
-    ) -> Result<(T, r2d2::PooledConnection<Manager>)> {
-        self.round_trip(op, resend, |conn| invocation.invoke(conn))
-    }
-
     /// One request (`call`) on a checked connection, under the caller's
     /// deadline; sent once more, on another connection, when the first was
     /// found closed by the server and `resend` allows it. Returns the reply
@@ -950,7 +922,7 @@ impl RedisBackend {
                 }
                 Err(err) => {
                     self.discard_after(&mut conn, &err);
-                    if tries > 1 || !resend.allows(&err) {
+                    if tries > 1 || !resend_allows(resend, &err) {
                         return Err(self.redis_error(op, err, timeout));
                     }
                 }
@@ -970,66 +942,58 @@ impl RedisBackend {
         }
     }
 
-    /// Runs a script that may change state (a release, a renewal, a count
-    /// change). With replica acknowledgement, a reply for which `changed`
-    /// is true is reported only after `WAIT`; a shortfall fails the call or
-    /// is reported to the event handler, as the policy says.
-    fn run_changing<T: redis::FromRedisValue>(
-        &self,
-        op: &'static str,
-        name: &str,
-        invocation: &redis::ScriptInvocation<'_>,
-        resend: Resend,
-        changed: impl Fn(&T) -> bool,
-    ) -> Result<T> {
-        let (reply, shortfall) = self.run_acknowledged(op, invocation, resend, changed)?;
+    /// Runs `call` as its [`Effect`] asks: an acquisition that too few
+    /// replicas confirm is undone and retried (or kept and reported); a
+    /// change that too few confirm fails the call (or is reported).
+    fn run_call(&self, call: &ScriptCall<'_>) -> Result<Reply> {
+        if let Effect::Acquire { undo, .. } = call.effect() {
+            return self.run_acquiring(call, undo);
+        }
+        let (reply, shortfall) = self.run_acknowledged(call)?;
         match (shortfall, &self.options.replica_ack) {
+            (Some(acknowledged), Some(ack)) if ack.shortfall() != ReplicaShortfall::Keep => {
+                Err(super::replication::shortfall_error(
+                    call.script().operation(),
+                    call_name(call),
+                    &self.address,
+                    acknowledged,
+                    ack,
+                    false,
+                ))
+            }
             (Some(acknowledged), Some(ack)) => {
-                if ack.shortfall() == ReplicaShortfall::Keep {
-                    self.report_shortfall(op, name, acknowledged, ack);
-                    Ok(reply)
-                } else {
-                    Err(super::replication::shortfall_error(
-                        op,
-                        name,
-                        &self.address,
-                        acknowledged,
-                        ack,
-                        false,
-                    ))
-                }
+                self.report_shortfall(call, acknowledged, ack);
+                Ok(reply)
             }
             _ => Ok(reply),
         }
     }
 
-    /// Runs an acquisition script. With replica acknowledgement, an
-    /// acquisition (`acquired`) that too few replicas confirm is undone by
-    /// `rollback` and retried, or kept and reported, as the policy says.
-    fn run_acquiring<T: redis::FromRedisValue>(
+    /// Runs an acquisition. With replica acknowledgement, an acquisition
+    /// that too few replicas confirm is given back by `undo` and retried,
+    /// or kept and reported, as the policy says.
+    fn run_acquiring(
         &self,
-        op: &'static str,
-        name: &str,
-        invocation: &redis::ScriptInvocation<'_>,
-        resend: Resend,
-        acquired: impl Fn(&T) -> bool,
-        rollback: impl Fn(&T) -> Result<()>,
-    ) -> Result<T> {
+        call: &ScriptCall<'_>,
+        undo: fn(&ScriptCall<'_>, &Reply) -> ScriptCall<'static>,
+    ) -> Result<Reply> {
         let mut attempt = 1;
         loop {
-            let (reply, shortfall) = self.run_acknowledged(op, invocation, resend, &acquired)?;
+            let (reply, shortfall) = self.run_acknowledged(call)?;
             let (Some(acknowledged), Some(ack)) = (shortfall, &self.options.replica_ack) else {
                 return Ok(reply);
             };
             if ack.shortfall() == ReplicaShortfall::Keep {
-                self.report_shortfall(op, name, acknowledged, ack);
+                self.report_shortfall(call, acknowledged, ack);
                 return Ok(reply);
             }
-            rollback(&reply)?;
+            // The undo is not acknowledged itself: it only gives back.
+            let undo = undo(call, &reply);
+            self.invoke(&undo)?;
             if attempt >= super::replication::ACQUIRE_ATTEMPTS {
                 return Err(super::replication::shortfall_error(
-                    op,
-                    name,
+                    call.script().operation(),
+                    call_name(call),
                     &self.address,
                     acknowledged,
                     ack,
@@ -1040,24 +1004,18 @@ impl RedisBackend {
         }
     }
 
-    /// Runs a script and, if it changed something and replica
+    /// Runs `call` and, if its reply reports a change and replica
     /// acknowledgement is on, `WAIT`s on the same connection. Returns the
     /// reply and, on a shortfall, how many replicas confirmed it.
-    fn run_acknowledged<T: redis::FromRedisValue>(
-        &self,
-        op: &str,
-        invocation: &redis::ScriptInvocation<'_>,
-        resend: Resend,
-        changed: impl Fn(&T) -> bool,
-    ) -> Result<(T, Option<u32>)> {
-        let (reply, mut conn) = self.invoke::<T>(op, invocation, resend)?;
+    fn run_acknowledged(&self, call: &ScriptCall<'_>) -> Result<(Reply, Option<u32>)> {
+        let (reply, mut conn) = self.invoke(call)?;
         if self.unreachable.load(Ordering::Relaxed) {
             self.unreachable.store(false, Ordering::Relaxed);
         }
         let Some(ack) = &self.options.replica_ack else {
             return Ok((reply, None));
         };
-        if !changed(&reply) {
+        if matches!(reply, Reply::Error(_)) || !call.effect().changed(&reply) {
             return Ok((reply, None));
         }
         let acknowledged = conn
@@ -1065,7 +1023,7 @@ impl RedisBackend {
             .wait_for_replicas(ack.replicas(), ack.timeout_ms())
             .map_err(|err| {
                 self.discard_after(&mut conn, &err);
-                self.redis_error(op, err, conn.read_timeout)
+                self.redis_error(call.script().operation(), err, conn.read_timeout)
             })?;
         let acknowledged = u32::try_from(acknowledged).unwrap_or(0);
         Ok((
@@ -1074,16 +1032,37 @@ impl RedisBackend {
         ))
     }
 
+    /// Runs `call`'s script (EVALSHA, loaded on NOSCRIPT) on a checked
+    /// connection (see [`round_trip`](Self::round_trip)). The script's own
+    /// error reply is a [`Reply::Error`]; everything else that failed is an
+    /// [`Error`].
+    fn invoke(&self, call: &ScriptCall<'_>) -> Result<(Reply, r2d2::PooledConnection<Manager>)> {
+        let script = loaded_script(call.script(), self.sharded());
+        let mut invocation = script.prepare_invoke();
+        for key in call.keys() {
+            invocation.key(key.as_ref());
+        }
+        for arg in call.args() {
+            invocation.arg(arg.as_ref());
+        }
+        let operation = call.script().operation();
+        self.round_trip(operation, call.resend(), |conn| {
+            match invocation.invoke::<redis::Value>(conn) {
+                Ok(value) => Ok(reply_from_value(value)),
+                Err(err) => script_error_reply(&err).ok_or(err),
+            }
+        })
+    }
+
     fn report_shortfall(
         &self,
-        operation: &'static str,
-        name: &str,
+        call: &ScriptCall<'_>,
         acknowledged: u32,
         ack: &ReplicaAcknowledgement,
     ) {
         let event = ReplicaShortfallEvent {
-            operation,
-            name: name.to_owned(),
+            operation: call.script().operation(),
+            name: call_name(call).to_owned(),
             acknowledged,
             required: ack.replicas(),
         };
@@ -1093,173 +1072,88 @@ impl RedisBackend {
         }
     }
 
-    /// Undoes one acquisition of a reentrant (or fenced) lock.
-    fn roll_back_lock(&self, name: &str, holder: &str, lease_ms: i64) -> Result<()> {
-        let latch = Self::rollback_latch(name);
-        let _: Option<i64> = self.run(
-            "lock acquire rollback",
-            &release_invocation::lock(
-                self.sharded(),
-                name,
-                &crate::keys::lock_channel(name),
-                &latch,
-                lease_ms,
-                holder,
-                ROLLBACK_LATCH_MS,
-            ),
-        )?;
-        Ok(())
-    }
-
-    /// A latch key for a rollback's release (a fresh request id).
-    fn rollback_latch(name: &str) -> String {
-        format!(
-            "{}:rollback-{}",
-            crate::keys::unlock_latch_prefix(name),
-            uuid::Uuid::new_v4().simple()
-        )
-    }
-
     /// Whether scripts publish through sharded pub/sub (a cluster).
     fn sharded(&self) -> bool {
         self.target.is_cluster()
     }
+}
 
-    /// `lua` in the form this backend's server needs.
-    fn script<'s>(&self, lua: &'s scripts::Lua) -> &'s redis::Script {
-        lua.get(self.sharded())
+/// The name a call is about (its first key), for messages and events.
+fn call_name<'c>(call: &'c ScriptCall<'_>) -> &'c str {
+    call.keys().first().map_or("", |key| key.as_ref())
+}
+
+/// The `redis` crate's form of a script (its SHA1 computed once per
+/// process), plain or sharded.
+fn loaded_script(script: &'static super::Script, sharded: bool) -> Arc<redis::Script> {
+    type Cache = parking_lot::RwLock<std::collections::HashMap<(usize, bool), Arc<redis::Script>>>;
+    static CACHE: std::sync::LazyLock<Cache> = std::sync::LazyLock::new(Cache::default);
+    // A `Script` is a `static`: its address identifies it.
+    let id = (std::ptr::from_ref(script) as usize, sharded);
+    if let Some(loaded) = CACHE.read().get(&id) {
+        return Arc::clone(loaded);
     }
+    let code = if sharded {
+        script.sharded_code()
+    } else {
+        script.code()
+    };
+    Arc::clone(
+        CACHE
+            .write()
+            .entry(id)
+            .or_insert_with(|| Arc::new(redis::Script::new(code))),
+    )
+}
 
-    /// Runs one script invocation that is harmless to repeat (a read, a
-    /// cancellation, the rollback of a lock hold) on a pooled connection.
-    fn run<T: redis::FromRedisValue>(
-        &self,
-        op: &str,
-        invocation: &redis::ScriptInvocation<'_>,
-    ) -> Result<T> {
-        self.run_acknowledged(op, invocation, Resend::Harmless, |_: &T| false)
-            .map(|(reply, _)| reply)
+/// A script's reply as the seam carries it.
+fn reply_from_value(value: redis::Value) -> Reply {
+    use redis::Value;
+    match value {
+        Value::Nil => Reply::Nil,
+        Value::Int(value) => Reply::Int(value),
+        Value::BulkString(bytes) => Reply::Bulk(bytes),
+        Value::Array(items) | Value::Set(items) => {
+            Reply::Array(items.into_iter().map(reply_from_value).collect())
+        }
+        Value::SimpleString(text) => Reply::Status(text),
+        Value::Okay => Reply::Status("OK".to_owned()),
+        Value::Boolean(flag) => Reply::Int(i64::from(flag)),
+        Value::ServerError(err) => Reply::Error(format!(
+            "{} {}",
+            err.code(),
+            err.details().unwrap_or_default()
+        )),
+        other => Reply::Status(format!("{other:?}")),
     }
 }
 
-/// The release scripts' invocations, shared by each release and by the
-/// rollback of an acquisition (replica acknowledgement), so each script's
-/// KEYS/ARGV order is written once.
-mod release_invocation {
-    use redis::ScriptInvocation;
+/// The error codes a script's own failure carries: `ERR` (a refused
+/// argument, a runtime error, a command's `ERR` reply) and `WRONGTYPE`.
+/// Every other code is the server's state (READONLY, NOPERM, LOADING,
+/// MISCONF, ...), not the script's answer.
+const SCRIPT_ERROR_CODES: [&str; 2] = ["ERR", "WRONGTYPE"];
 
-    use super::super::{ExpirableKeys, FairLockKeys, RwLockKeys};
-    use super::scripts;
-    use crate::keys::{READ_UNLOCK_MESSAGE, UNLOCK_MESSAGE};
-
-    pub(super) fn lock(
-        sharded: bool,
-        name: &str,
-        channel: &str,
-        latch_key: &str,
-        lease_ms: i64,
-        holder: &str,
-        latch_ms: i64,
-    ) -> ScriptInvocation<'static> {
-        let mut invocation = scripts::LOCK_RELEASE.get(sharded).key(name);
-        invocation
-            .key(channel)
-            .key(latch_key)
-            .arg(UNLOCK_MESSAGE)
-            .arg(lease_ms)
-            .arg(holder)
-            .arg(latch_ms);
-        invocation
+/// The script's own error reply in `err`, if that is what it is.
+fn script_error_reply(err: &RedisError) -> Option<Reply> {
+    let code = err.code()?;
+    if !SCRIPT_ERROR_CODES.contains(&code) || is_acl_refusal(err) {
+        return None;
     }
-
-    pub(super) fn fair_lock(
-        sharded: bool,
-        keys: &FairLockKeys<'_>,
-        lease_ms: i64,
-        holder: &str,
-        now_ms: i64,
-        latch_key: &str,
-        latch_ms: i64,
-    ) -> ScriptInvocation<'static> {
-        let mut invocation = scripts::FAIR_LOCK_RELEASE.get(sharded).key(keys.name);
-        invocation
-            .key(keys.queue)
-            .key(keys.timeouts)
-            .key(keys.channel_prefix)
-            .key(latch_key)
-            .arg(UNLOCK_MESSAGE)
-            .arg(lease_ms)
-            .arg(holder)
-            .arg(now_ms)
-            .arg(latch_ms);
-        invocation
-    }
-
-    pub(super) fn read_lock(
-        sharded: bool,
-        keys: &RwLockKeys<'_>,
-        latch_key: &str,
-        latch_ms: i64,
-    ) -> ScriptInvocation<'static> {
-        let mut invocation = scripts::READ_LOCK_RELEASE.get(sharded).key(keys.name);
-        invocation
-            .key(keys.channel)
-            .key(keys.timeout_prefix)
-            .key(keys.key_prefix)
-            .key(latch_key)
-            .arg(UNLOCK_MESSAGE)
-            .arg(keys.holder)
-            .arg(latch_ms);
-        invocation
-    }
-
-    pub(super) fn write_lock(
-        sharded: bool,
-        keys: &RwLockKeys<'_>,
-        lease_ms: i64,
-        latch_key: &str,
-        latch_ms: i64,
-    ) -> ScriptInvocation<'static> {
-        let mut invocation = scripts::WRITE_LOCK_RELEASE.get(sharded).key(keys.name);
-        invocation
-            .key(keys.channel)
-            .key(latch_key)
-            .arg(READ_UNLOCK_MESSAGE)
-            .arg(lease_ms)
-            .arg(keys.write_field)
-            .arg(latch_ms);
-        invocation
-    }
-
-    pub(super) fn expirable(
-        sharded: bool,
-        keys: &ExpirableKeys<'_>,
-        permit_id: &str,
-        now_ms: i64,
-    ) -> ScriptInvocation<'static> {
-        let mut invocation = scripts::EXPIRABLE_RELEASE.get(sharded).key(keys.name);
-        invocation
-            .key(keys.leases)
-            .key(keys.channel)
-            .arg(permit_id)
-            .arg(now_ms);
-        invocation
-    }
-
-    pub(super) fn semaphore_add(
-        sharded: bool,
-        name: &str,
-        channel: &str,
-        delta: i64,
-    ) -> ScriptInvocation<'static> {
-        let mut invocation = scripts::SEMAPHORE_ADD.get(sharded).key(name);
-        invocation.key(channel).arg(delta);
-        invocation
-    }
+    Some(Reply::Error(format!(
+        "{code} {}",
+        err.detail().unwrap_or_default()
+    )))
 }
 
-/// How long a rollback's unlock latch lives (it is never retried).
-const ROLLBACK_LATCH_MS: i64 = 1_000;
+/// An ACL refusal: NOPERM at top level, or a command, key or channel a
+/// script used (Redis 7 answers those with `ERR`, naming the user).
+fn is_acl_refusal(err: &RedisError) -> bool {
+    err.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoPerm)
+        || err
+            .detail()
+            .is_some_and(|detail| detail.contains("The user executing the script can't"))
+}
 
 /// Converts a `redis` error: WRONGTYPE is a protocol error; I/O, refusal
 /// and timeouts are connection errors, said in words with the address and
@@ -1268,10 +1162,6 @@ fn redis_error(address: &str, op: &str, err: RedisError, timeout: Duration) -> E
     if let Some(error) = connection_failure(address, op, &err, timeout) {
         return error;
     }
-    if let Some(error) = refused_argument(&err) {
-        return error;
-    }
-    let text = err.to_string();
     // A demoted master: the connection is useless (the pool drops it, see
     // `Conn::broken`) and a retry on a new one reaches the new master.
     if is_read_only(&err) {
@@ -1281,16 +1171,10 @@ fn redis_error(address: &str, op: &str, err: RedisError, timeout: Duration) -> E
             true,
         );
     }
-    if text.contains("WRONGTYPE") {
-        return Error::protocol(format!(
-            "{op}: the key holds another Redis type than this primitive uses (WRONGTYPE)"
-        ));
-    }
     // Say it in words: the crate's own text for a refused AUTH is terse.
     // Neither text carries the password (the server never echoes it).
     if err.kind() == redis::ErrorKind::AuthenticationFailed
-        || text.contains("WRONGPASS")
-        || text.contains("NOAUTH")
+        || matches!(err.code(), Some("WRONGPASS" | "NOAUTH"))
     {
         return Error::backend_caused_by(
             format!(
@@ -1301,12 +1185,7 @@ fn redis_error(address: &str, op: &str, err: RedisError, timeout: Duration) -> E
             false,
         );
     }
-    // A refusal at top level (NOPERM), or of a command, key or channel a
-    // script used (Redis checks those against the caller's ACL too).
-    if err.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoPerm)
-        || text.contains("NOPERM")
-        || text.contains("The user executing the script can't")
-    {
+    if is_acl_refusal(&err) {
         return Error::backend_caused_by(
             format!(
                 "{op} on Redis at {address}: permission denied by the server's ACL \
@@ -1315,20 +1194,6 @@ fn redis_error(address: &str, op: &str, err: RedisError, timeout: Duration) -> E
             err,
             false,
         );
-    }
-    // The key holds data this primitive cannot use (a non-integer count, an
-    // overflow), or a script failed on such data: the same class of error
-    // as WRONGTYPE, and what MemoryBackend reports.
-    if [
-        "not an integer",
-        "overflow",
-        "attempt to",
-        "Error running script",
-    ]
-    .iter()
-    .any(|needle| text.contains(needle))
-    {
-        return Error::protocol(format!("{op} on Redis at {address}: {text}"));
     }
     let connection = err.is_io_error()
         || err.is_connection_dropped()
@@ -1369,43 +1234,6 @@ fn connection_failure(
     Some(Error::backend(what, true))
 }
 
-/// The arguments the scripts check (`lua/args_prelude.lua`), by the name
-/// their error reply gives; longer names first, so "lease end" is not read
-/// as "lease".
-const SCRIPT_ARGUMENTS: [&str; 8] = [
-    "lease end",
-    "latch timeout",
-    "wait allowance",
-    "lease",
-    "now",
-    "value",
-    "delta",
-    "permits",
-];
-
-/// A script's refusal of an argument (`-ERR invalid <what>: <why>`), which
-/// changed nothing: the same `InvalidArgument` the in-memory backend gives.
-/// The backend checks its arguments before sending, so this is the
-/// scripts' own guard answering a caller that bypassed those checks.
-fn refused_argument(err: &RedisError) -> Option<Error> {
-    // `ERR invalid lease: ...` (the scripts' form), or `invalid lease: ...`.
-    let detail = match err.code() {
-        Some("ERR") => err.detail().unwrap_or_default().strip_prefix("invalid ")?,
-        Some("invalid") => err.detail().unwrap_or_default(),
-        _ => return None,
-    };
-    let (what, why) = SCRIPT_ARGUMENTS
-        .iter()
-        .find_map(|what| {
-            detail
-                .strip_prefix(what)
-                .and_then(|rest| rest.strip_prefix(':'))
-                .map(|why| (*what, why.trim()))
-        })
-        .unwrap_or(("script argument", detail));
-    Some(Error::invalid(what, why.to_owned()))
-}
-
 /// The kind of the I/O error behind `err`, if it is one.
 fn io_kind(err: &RedisError) -> Option<std::io::ErrorKind> {
     type Shared = Arc<dyn std::error::Error + Send + Sync>;
@@ -1426,603 +1254,13 @@ fn io_kind(err: &RedisError) -> Option<std::io::ErrorKind> {
     }
 }
 
-/// Parses a counter returned as stored (a decimal string; nil = 0).
-fn parse_counter(name: &str, value: Option<String>) -> Result<i64> {
-    match value {
-        None => Ok(0),
-        Some(text) => text.parse().map_err(|_| {
-            Error::protocol(format!("key {name:?} holds {text:?}, not an integer count"))
-        }),
-    }
-}
-
-/// Maps a release script's reply: nil = not held, 0 = still held, 1 = released.
-fn release_outcome(op: &str, outcome: Option<i64>) -> Result<Release> {
-    match outcome {
-        None => Ok(Release::NotHeld),
-        Some(0) => Ok(Release::StillHeld),
-        Some(1) => Ok(Release::Released),
-        Some(other) => Err(Error::protocol(format!(
-            "{op} script returned {other}, expected nil, 0 or 1"
-        ))),
-    }
-}
-
-/// Maps an acquire script's reply: nil = acquired, else the time to wait.
-fn acquire_outcome(pttl: Option<i64>) -> Acquire {
-    match pttl {
-        None => Acquire::Acquired,
-        // A negative PTTL means no expiry is known.
-        Some(pttl) => Acquire::Held {
-            ttl: ttl_from_pttl(pttl),
-        },
-    }
-}
-
 fn redacted_address(info: &redis::ConnectionInfo) -> String {
     format!("{}/{}", info.addr(), info.redis_settings().db())
 }
 
-fn ttl_from_pttl(pttl: i64) -> Option<Duration> {
-    u64::try_from(pttl).ok().map(Duration::from_millis)
-}
-
 impl LockBackend for RedisBackend {
-    fn lock_acquire(&self, name: &str, holder: &str, lease_ms: i64) -> Result<Acquire> {
-        check_ms("lease", lease_ms)?;
-        let pttl: Option<i64> = self.run_acquiring(
-            "lock acquire",
-            name,
-            self.script(&scripts::LOCK_ACQUIRE)
-                .key(name)
-                .arg(lease_ms)
-                .arg(holder),
-            Resend::Harmless,
-            Option::is_none,
-            |_| self.roll_back_lock(name, holder, lease_ms),
-        )?;
-        Ok(acquire_outcome(pttl))
-    }
-
-    fn fenced_lock_acquire(
-        &self,
-        name: &str,
-        token_key: &str,
-        holder: &str,
-        lease_ms: i64,
-    ) -> Result<FencedAcquire> {
-        check_ms("lease", lease_ms)?;
-        let (pttl, token): (i64, redis::Value) = self.run_acquiring(
-            "fenced lock acquire",
-            name,
-            self.script(&scripts::FENCED_LOCK_ACQUIRE)
-                .key(name)
-                .key(token_key)
-                .arg(lease_ms)
-                .arg(holder),
-            Resend::Harmless,
-            |(pttl, token): &(i64, redis::Value)| {
-                *pttl == -1 && matches!(token, redis::Value::BulkString(_))
-            },
-            |_| self.roll_back_lock(name, holder, lease_ms),
-        )?;
-        // A held lock's reply carries the integer -1 where a token would be
-        // (its PTTL may itself be -1: a hash without expiry).
-        let counter = match token {
-            redis::Value::Int(-1) => {
-                return Ok(FencedAcquire::Held {
-                    ttl: ttl_from_pttl(pttl),
-                });
-            }
-            redis::Value::BulkString(bytes) => String::from_utf8(bytes).ok(),
-            _ => None,
-        };
-        let token = counter.as_deref().and_then(super::parse_fence_token);
-        match token {
-            Some(token) if pttl == -1 => Ok(FencedAcquire::Acquired { token }),
-            _ => Err(Error::protocol(format!(
-                "fenced lock acquire: token counter {token_key:?} holds {counter:?}, not a positive integer"
-            ))),
-        }
-    }
-
-    fn lock_renew(&self, name: &str, holder: &str, lease_ms: i64) -> Result<bool> {
-        check_ms("lease", lease_ms)?;
-        let renewed: i64 = self.run_changing(
-            "lock renew",
-            name,
-            self.script(&scripts::LOCK_RENEW)
-                .key(name)
-                .arg(lease_ms)
-                .arg(holder),
-            Resend::Harmless,
-            |renewed: &i64| *renewed == 1,
-        )?;
-        Ok(renewed == 1)
-    }
-
-    fn lock_release(
-        &self,
-        name: &str,
-        channel: &str,
-        holder: &str,
-        lease_ms: i64,
-        latch_key: &str,
-        latch_ms: i64,
-    ) -> Result<Release> {
-        check_ms("lease", lease_ms)?;
-        check_ms("latch timeout", latch_ms)?;
-        let outcome: Option<i64> = self.run_changing(
-            "lock release",
-            name,
-            &release_invocation::lock(
-                self.sharded(),
-                name,
-                channel,
-                latch_key,
-                lease_ms,
-                holder,
-                latch_ms,
-            ),
-            Resend::Harmless,
-            Option::is_some,
-        )?;
-        release_outcome("lock release", outcome)
-    }
-
-    fn lock_force_release(&self, name: &str, channel: &str) -> Result<bool> {
-        let existed: i64 = self.run_changing(
-            "lock force release",
-            name,
-            self.script(&scripts::LOCK_FORCE_RELEASE)
-                .key(name)
-                .key(channel)
-                .arg(crate::keys::UNLOCK_MESSAGE),
-            Resend::Harmless,
-            |existed: &i64| *existed == 1,
-        )?;
-        Ok(existed == 1)
-    }
-
-    fn lock_state(&self, name: &str, holder: &str) -> Result<LockState> {
-        let (exists, hold_count, pttl): (i64, i64, i64) = self.run(
-            "lock state",
-            self.script(&scripts::LOCK_STATE).key(name).arg(holder),
-        )?;
-        Ok(LockState::new(
-            exists == 1,
-            u64::try_from(hold_count).unwrap_or(0),
-            ttl_from_pttl(pttl),
-        ))
-    }
-
-    fn fair_lock_acquire(
-        &self,
-        keys: &FairLockKeys<'_>,
-        holder: &str,
-        lease_ms: i64,
-        wait_ms: i64,
-        now_ms: i64,
-        enqueue: bool,
-    ) -> Result<Acquire> {
-        check_ms("lease", lease_ms)?;
-        check_ms("wait allowance", wait_ms)?;
-        check_time_ms("now", now_ms)?;
-        let wait: Option<i64> = self.run_acquiring(
-            "fair lock acquire",
-            keys.name,
-            self.script(&scripts::FAIR_LOCK_ACQUIRE)
-                .key(keys.name)
-                .key(keys.queue)
-                .key(keys.timeouts)
-                .arg(lease_ms)
-                .arg(holder)
-                .arg(wait_ms)
-                .arg(now_ms)
-                .arg(u8::from(enqueue)),
-            Resend::Harmless,
-            Option::is_none,
-            |_| {
-                let latch = Self::rollback_latch(keys.name);
-                let _: Option<i64> = self.run(
-                    "fair lock acquire rollback",
-                    &release_invocation::fair_lock(
-                        self.sharded(),
-                        keys,
-                        lease_ms,
-                        holder,
-                        crate::clock::wall_clock_ms(),
-                        &latch,
-                        ROLLBACK_LATCH_MS,
-                    ),
-                )?;
-                Ok(())
-            },
-        )?;
-        Ok(acquire_outcome(wait))
-    }
-
-    fn fair_lock_release(
-        &self,
-        keys: &FairLockKeys<'_>,
-        holder: &str,
-        lease_ms: i64,
-        now_ms: i64,
-        latch_key: &str,
-        latch_ms: i64,
-    ) -> Result<Release> {
-        check_ms("lease", lease_ms)?;
-        check_time_ms("now", now_ms)?;
-        check_ms("latch timeout", latch_ms)?;
-        let outcome: Option<i64> = self.run_changing(
-            "fair lock release",
-            keys.name,
-            &release_invocation::fair_lock(
-                self.sharded(),
-                keys,
-                lease_ms,
-                holder,
-                now_ms,
-                latch_key,
-                latch_ms,
-            ),
-            Resend::Harmless,
-            Option::is_some,
-        )?;
-        release_outcome("fair lock release", outcome)
-    }
-
-    fn fair_lock_cancel(&self, keys: &FairLockKeys<'_>, holder: &str, wait_ms: i64) -> Result<()> {
-        check_ms("wait allowance", wait_ms)?;
-        let _: i64 = self.run(
-            "fair lock cancel",
-            self.script(&scripts::FAIR_LOCK_CANCEL)
-                .key(keys.queue)
-                .key(keys.timeouts)
-                .arg(holder)
-                .arg(wait_ms),
-        )?;
-        Ok(())
-    }
-
-    fn fair_lock_force_release(&self, keys: &FairLockKeys<'_>, now_ms: i64) -> Result<bool> {
-        check_time_ms("now", now_ms)?;
-        let existed: i64 = self.run_changing(
-            "fair lock force release",
-            keys.name,
-            self.script(&scripts::FAIR_LOCK_FORCE_RELEASE)
-                .key(keys.name)
-                .key(keys.queue)
-                .key(keys.timeouts)
-                .key(keys.channel_prefix)
-                .arg(crate::keys::UNLOCK_MESSAGE)
-                .arg(now_ms),
-            Resend::Harmless,
-            |existed: &i64| *existed == 1,
-        )?;
-        Ok(existed == 1)
-    }
-
-    fn read_lock_acquire(&self, keys: &RwLockKeys<'_>, lease_ms: i64) -> Result<Acquire> {
-        check_ms("lease", lease_ms)?;
-        let pttl: Option<i64> = self.run_acquiring(
-            "read lock acquire",
-            keys.name,
-            self.script(&scripts::READ_LOCK_ACQUIRE)
-                .key(keys.name)
-                .key(keys.timeout_prefix)
-                .arg(lease_ms)
-                .arg(keys.holder)
-                .arg(keys.write_field),
-            Resend::Harmless,
-            Option::is_none,
-            |_| {
-                let latch = Self::rollback_latch(keys.name);
-                let _: Option<i64> = self.run(
-                    "read lock acquire rollback",
-                    &release_invocation::read_lock(self.sharded(), keys, &latch, ROLLBACK_LATCH_MS),
-                )?;
-                Ok(())
-            },
-        )?;
-        Ok(acquire_outcome(pttl))
-    }
-
-    fn write_lock_acquire(&self, keys: &RwLockKeys<'_>, lease_ms: i64) -> Result<Acquire> {
-        check_ms("lease", lease_ms)?;
-        let pttl: Option<i64> = self.run_acquiring(
-            "write lock acquire",
-            keys.name,
-            self.script(&scripts::WRITE_LOCK_ACQUIRE)
-                .key(keys.name)
-                .arg(lease_ms)
-                .arg(keys.write_field)
-                .arg(keys.holder),
-            Resend::Harmless,
-            Option::is_none,
-            |_| {
-                let latch = Self::rollback_latch(keys.name);
-                let _: Option<i64> = self.run(
-                    "write lock acquire rollback",
-                    &release_invocation::write_lock(
-                        self.sharded(),
-                        keys,
-                        lease_ms,
-                        &latch,
-                        ROLLBACK_LATCH_MS,
-                    ),
-                )?;
-                Ok(())
-            },
-        )?;
-        if pttl == Some(-3) {
-            return Err(crate::error::read_to_write_upgrade(keys.name));
-        }
-        Ok(acquire_outcome(pttl))
-    }
-
-    fn read_lock_release(
-        &self,
-        keys: &RwLockKeys<'_>,
-        latch_key: &str,
-        latch_ms: i64,
-    ) -> Result<Release> {
-        check_ms("latch timeout", latch_ms)?;
-        let outcome: Option<i64> = self.run_changing(
-            "read lock release",
-            keys.name,
-            &release_invocation::read_lock(self.sharded(), keys, latch_key, latch_ms),
-            Resend::Harmless,
-            Option::is_some,
-        )?;
-        release_outcome("read lock release", outcome)
-    }
-
-    fn write_lock_release(
-        &self,
-        keys: &RwLockKeys<'_>,
-        lease_ms: i64,
-        latch_key: &str,
-        latch_ms: i64,
-    ) -> Result<Release> {
-        check_ms("lease", lease_ms)?;
-        check_ms("latch timeout", latch_ms)?;
-        let outcome: Option<i64> = self.run_changing(
-            "write lock release",
-            keys.name,
-            &release_invocation::write_lock(self.sharded(), keys, lease_ms, latch_key, latch_ms),
-            Resend::Harmless,
-            Option::is_some,
-        )?;
-        release_outcome("write lock release", outcome)
-    }
-
-    fn read_lock_renew(&self, keys: &RwLockKeys<'_>, lease_ms: i64) -> Result<bool> {
-        check_ms("lease", lease_ms)?;
-        let renewed: i64 = self.run_changing(
-            "read lock renew",
-            keys.name,
-            self.script(&scripts::READ_LOCK_RENEW)
-                .key(keys.name)
-                .key(keys.timeout_prefix)
-                .arg(lease_ms)
-                .arg(keys.holder),
-            Resend::Harmless,
-            |renewed: &i64| *renewed == 1,
-        )?;
-        Ok(renewed == 1)
-    }
-
-    fn rw_lock_force_release(&self, keys: &RwLockKeys<'_>, mode: RwMode) -> Result<bool> {
-        let message = match mode {
-            RwMode::Read => crate::keys::UNLOCK_MESSAGE,
-            RwMode::Write => crate::keys::READ_UNLOCK_MESSAGE,
-        };
-        let deleted: i64 = self.run_changing(
-            "read-write lock force release",
-            keys.name,
-            self.script(&scripts::RW_LOCK_FORCE_RELEASE)
-                .key(keys.name)
-                .key(keys.channel)
-                .arg(mode.as_str())
-                .arg(message),
-            Resend::Harmless,
-            |deleted: &i64| *deleted == 1,
-        )?;
-        Ok(deleted == 1)
-    }
-
-    fn rw_lock_state(&self, name: &str, field: &str) -> Result<RwLockState> {
-        let (mode, hold_count, pttl): (String, i64, i64) = self.run(
-            "read-write lock state",
-            self.script(&scripts::RW_LOCK_STATE).key(name).arg(field),
-        )?;
-        let mode = match mode.as_str() {
-            "" => None,
-            "read" => Some(RwMode::Read),
-            "write" => Some(RwMode::Write),
-            other => {
-                return Err(Error::protocol(format!(
-                    "read-write lock {name:?} has mode {other:?}, expected read or write"
-                )));
-            }
-        };
-        Ok(RwLockState::new(
-            mode,
-            u64::try_from(hold_count).unwrap_or(0),
-            ttl_from_pttl(pttl),
-        ))
-    }
-
-    fn counter_set_if_absent(
-        &self,
-        name: &str,
-        channel: &str,
-        value: i64,
-        message: &str,
-    ) -> Result<bool> {
-        let set: i64 = self.run_changing(
-            "counter set",
-            name,
-            self.script(&scripts::COUNTER_SET_IF_ABSENT)
-                .key(name)
-                .key(channel)
-                .arg(value)
-                .arg(message),
-            Resend::Harmless,
-            |set: &i64| *set == 1,
-        )?;
-        Ok(set == 1)
-    }
-
-    fn counter_get(&self, name: &str) -> Result<i64> {
-        let value: Option<String> =
-            self.run("counter get", &self.script(&scripts::COUNTER_GET).key(name))?;
-        parse_counter(name, value)
-    }
-
-    fn semaphore_add(&self, name: &str, channel: &str, delta: i64) -> Result<i64> {
-        self.run_changing(
-            "semaphore add",
-            name,
-            &release_invocation::semaphore_add(self.sharded(), name, channel, delta),
-            Resend::IfUnsent,
-            |_: &i64| true,
-        )
-    }
-
-    fn semaphore_try_acquire(&self, name: &str, permits: i64) -> Result<bool> {
-        if permits < 1 {
-            return Err(Error::invalid(
-                "permits",
-                format!("must be at least 1, got {permits}"),
-            ));
-        }
-        let taken: i64 = self.run_acquiring(
-            "semaphore acquire",
-            name,
-            self.script(&scripts::SEMAPHORE_TRY_ACQUIRE)
-                .key(name)
-                .arg(permits),
-            Resend::IfUnsent,
-            |taken: &i64| *taken == 1,
-            |_| {
-                // Returning permits twice would make some: sent once.
-                self.run_acknowledged(
-                    "semaphore acquire rollback",
-                    &release_invocation::semaphore_add(
-                        self.sharded(),
-                        name,
-                        &crate::keys::semaphore_channel(name),
-                        permits,
-                    ),
-                    Resend::IfUnsent,
-                    |_: &i64| false,
-                )?;
-                Ok(())
-            },
-        )?;
-        Ok(taken == 1)
-    }
-
-    fn semaphore_drain(&self, name: &str) -> Result<i64> {
-        let value: Option<String> = self.run_changing(
-            "semaphore drain",
-            name,
-            &self.script(&scripts::SEMAPHORE_DRAIN).key(name),
-            Resend::IfUnsent,
-            |_: &Option<String>| true,
-        )?;
-        parse_counter(name, value)
-    }
-
-    fn expirable_acquire(
-        &self,
-        keys: &ExpirableKeys<'_>,
-        permit_id: &str,
-        lease_end_ms: i64,
-        now_ms: i64,
-    ) -> Result<Acquire> {
-        check_time_ms("lease end", lease_end_ms)?;
-        check_time_ms("now", now_ms)?;
-        let wait: Option<i64> = self.run_acquiring(
-            "expirable semaphore acquire",
-            keys.name,
-            self.script(&scripts::EXPIRABLE_ACQUIRE)
-                .key(keys.name)
-                .key(keys.leases)
-                .key(keys.channel)
-                .arg(permit_id)
-                .arg(lease_end_ms)
-                .arg(now_ms),
-            Resend::IfUnsent,
-            Option::is_none,
-            |_| {
-                let _: i64 = self.run(
-                    "expirable semaphore acquire rollback",
-                    &release_invocation::expirable(self.sharded(), keys, permit_id, now_ms),
-                )?;
-                Ok(())
-            },
-        )?;
-        Ok(acquire_outcome(wait))
-    }
-
-    fn expirable_release(
-        &self,
-        keys: &ExpirableKeys<'_>,
-        permit_id: &str,
-        now_ms: i64,
-    ) -> Result<bool> {
-        check_time_ms("now", now_ms)?;
-        let released: i64 = self.run_changing(
-            "expirable semaphore release",
-            keys.name,
-            &release_invocation::expirable(self.sharded(), keys, permit_id, now_ms),
-            Resend::Harmless,
-            |released: &i64| *released == 1,
-        )?;
-        Ok(released == 1)
-    }
-
-    fn expirable_available(&self, keys: &ExpirableKeys<'_>, now_ms: i64) -> Result<i64> {
-        check_time_ms("now", now_ms)?;
-        let value: Option<String> = self.run(
-            "expirable semaphore available",
-            self.script(&scripts::EXPIRABLE_AVAILABLE)
-                .key(keys.name)
-                .key(keys.leases)
-                .key(keys.channel)
-                .arg(now_ms),
-        )?;
-        parse_counter(keys.name, value)
-    }
-
-    fn latch_count_down(&self, name: &str, channel: &str) -> Result<i64> {
-        self.run_changing(
-            "latch count down",
-            name,
-            self.script(&scripts::LATCH_COUNT_DOWN)
-                .key(name)
-                .key(channel)
-                .arg(crate::keys::LATCH_ZERO_MESSAGE),
-            Resend::IfUnsent,
-            |_: &i64| true,
-        )
-    }
-
-    fn latch_delete(&self, name: &str, channel: &str) -> Result<bool> {
-        let existed: i64 = self.run_changing(
-            "latch delete",
-            name,
-            self.script(&scripts::LATCH_DELETE)
-                .key(name)
-                .key(channel)
-                .arg(crate::keys::LATCH_NEW_COUNT_MESSAGE),
-            Resend::Harmless,
-            |existed: &i64| *existed == 1,
-        )?;
-        Ok(existed == 1)
+    fn run_script(&self, call: &ScriptCall<'_>) -> Result<Reply> {
+        self.run_call(call)
     }
 
     fn publish(&self, channel: &str, payload: &str) -> Result<()> {

@@ -9,7 +9,7 @@
 use std::borrow::Cow;
 use std::sync::OnceLock;
 
-use crate::{Error, Result};
+use crate::Error;
 
 /// One Lua script of `lua/`, as the operations define it: a stable id (the
 /// file's stem), the operation it performs in words (for error messages)
@@ -433,12 +433,4 @@ impl Reply {
             "{operation} script returned {self:?}, expected {expected}"
         ))
     }
-}
-
-/// Reads one of a reply's parts, for the operations' parsers.
-pub(crate) fn part<'r>(reply: &'r Reply, index: usize, operation: &str) -> Result<&'r Reply> {
-    reply
-        .as_array()
-        .and_then(|items| items.get(index))
-        .ok_or_else(|| reply.unexpected(operation, &format!("an array of at least {} items", index + 1)))
 }

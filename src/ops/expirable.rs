@@ -75,7 +75,12 @@ fn undo_acquire(call: &ScriptCall<'_>, _: &Reply) -> ScriptCall<'static> {
         leases: call.keys()[1].as_ref(),
         channel: call.keys()[2].as_ref(),
     };
-    release_call(&keys, call.args()[0].as_ref(), call.args()[2].parse().unwrap_or(0)).into_owned()
+    release_call(
+        &keys,
+        call.args()[0].as_ref(),
+        call.args()[2].parse().unwrap_or(0),
+    )
+    .into_owned()
 }
 
 /// Returns permit `permit_id` to the pool and publishes the new count.

@@ -5,10 +5,12 @@
 
 use super::lock::{acquire_outcome, release_outcome};
 use super::{ROLLBACK_LATCH_MS, is_one, is_some, rollback_latch, run, script};
-use crate::backend::{Acquire, Effect, FairLockKeys, LockBackend, Release, Reply, Resend, ScriptCall};
+use crate::Result;
+use crate::backend::{
+    Acquire, Effect, FairLockKeys, LockBackend, Release, Reply, Resend, ScriptCall,
+};
 use crate::error::{check_ms, check_time_ms};
 use crate::keys::UNLOCK_MESSAGE;
-use crate::Result;
 
 script!(
     /// KEYS lock, queue, slots; ARGV lease ms, holder, allowance ms, now ms,

@@ -4,7 +4,10 @@
 //! half renew and read their state with [`renew`] and [`state`] (the hash is
 //! the same).
 
-use super::{ROLLBACK_LATCH_MS, int, is_one, is_some, optional_int, rollback_latch, run, script, ttl_from_pttl};
+use super::{
+    ROLLBACK_LATCH_MS, int, is_one, is_some, optional_int, rollback_latch, run, script,
+    ttl_from_pttl,
+};
 use crate::backend::{
     Acquire, Effect, FencedAcquire, LockBackend, LockState, Release, Reply, Resend, ScriptCall,
 };
@@ -75,8 +78,8 @@ pub fn acquire<B: LockBackend + ?Sized>(
     acquire_outcome(&run(backend, &call)?, ACQUIRE.operation())
 }
 
-/// Gives back one hold taken by an acquire call (KEYS lock; ARGV lease,
-/// holder): a release behind a fresh unlock latch.
+/// Gives back one hold taken by an acquire or a fenced acquire call (KEYS
+/// lock, ...; ARGV lease, holder): a release behind a fresh unlock latch.
 fn undo_acquire(call: &ScriptCall<'_>, _: &Reply) -> ScriptCall<'static> {
     let name = call.keys()[0].as_ref();
     release_call(
@@ -119,7 +122,8 @@ pub fn fenced_acquire<B: LockBackend + ?Sized>(
         Resend::Harmless,
         Effect::Acquire {
             acquired: fenced_acquired,
-            undo: undo_fenced_acquire,
+            // The token stays spent: tokens only grow.
+            undo: undo_acquire,
         },
     )
     .key(name)
@@ -155,21 +159,6 @@ fn fenced_acquired(reply: &Reply) -> bool {
     reply.as_array().is_some_and(|items| {
         items.first() == Some(&Reply::Int(-1)) && matches!(items.get(1), Some(Reply::Bulk(_)))
     })
-}
-
-/// Gives back one hold taken by a fenced acquire (KEYS lock, counter; ARGV
-/// lease, holder). The token stays spent: tokens only grow.
-fn undo_fenced_acquire(call: &ScriptCall<'_>, _: &Reply) -> ScriptCall<'static> {
-    let name = call.keys()[0].as_ref();
-    release_call(
-        name,
-        &crate::keys::lock_channel(name),
-        call.args()[1].as_ref(),
-        call.args()[0].parse().unwrap_or(1),
-        &rollback_latch(name),
-        ROLLBACK_LATCH_MS,
-    )
-    .into_owned()
 }
 
 /// Resets the TTL of `name` to `lease_ms` if the hash field `holder` still

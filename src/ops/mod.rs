@@ -105,6 +105,19 @@ fn script_error(operation: &str, text: &str) -> Error {
     }
 }
 
+/// One of a reply's parts (an array's item `index`).
+fn part<'r>(reply: &'r Reply, index: usize, operation: &str) -> Result<&'r Reply> {
+    reply
+        .as_array()
+        .and_then(|items| items.get(index))
+        .ok_or_else(|| {
+            reply.unexpected(
+                operation,
+                &format!("an array of at least {} items", index + 1),
+            )
+        })
+}
+
 /// An integer reply.
 fn int(reply: &Reply, operation: &str) -> Result<i64> {
     reply
@@ -183,7 +196,10 @@ mod tests {
 
     #[test]
     fn refused_arguments_name_the_argument() {
-        let err = script_error("lock acquire", "ERR invalid lease end: must be at most 2^48");
+        let err = script_error(
+            "lock acquire",
+            "ERR invalid lease end: must be at most 2^48",
+        );
         assert!(err.is_invalid_argument(), "{err}");
         assert!(err.to_string().contains("lease end"), "{err}");
         let err = script_error("lock acquire", "ERR invalid lease: 0");
@@ -193,8 +209,14 @@ mod tests {
     #[test]
     fn wrong_types_are_protocol_errors_that_say_so() {
         let err = script_error("latch count down", "WRONGTYPE Operation against a key");
-        assert!(err.is_protocol_error() && err.to_string().contains("WRONGTYPE"), "{err}");
+        assert!(
+            err.is_protocol_error() && err.to_string().contains("WRONGTYPE"),
+            "{err}"
+        );
         let err = script_error("semaphore add", "ERR increment or decrement would overflow");
-        assert!(err.is_protocol_error() && err.to_string().contains("overflow"), "{err}");
+        assert!(
+            err.is_protocol_error() && err.to_string().contains("overflow"),
+            "{err}"
+        );
     }
 }

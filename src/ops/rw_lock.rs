@@ -4,10 +4,12 @@
 //! [`super::lock::renew`] on its `:write` field.
 
 use super::lock::{acquire_outcome, release_outcome};
-use super::{ROLLBACK_LATCH_MS, int, is_one, is_some, rollback_latch, run, script, ttl_from_pttl};
+use super::{
+    ROLLBACK_LATCH_MS, int, is_one, is_some, part, rollback_latch, run, script, ttl_from_pttl,
+};
 use crate::backend::{
     Acquire, Effect, LockBackend, Release, Reply, Resend, RwLockKeys, RwLockState, RwMode,
-    ScriptCall, part,
+    ScriptCall,
 };
 use crate::error::check_ms;
 use crate::keys::{READ_UNLOCK_MESSAGE, UNLOCK_MESSAGE};
@@ -199,7 +201,11 @@ pub fn read_release<B: LockBackend + ?Sized>(
     release_outcome(&run(backend, &call)?, READ_RELEASE.operation())
 }
 
-fn read_release_call<'a>(keys: &RwLockKeys<'a>, latch_key: &'a str, latch_ms: i64) -> ScriptCall<'a> {
+fn read_release_call<'a>(
+    keys: &RwLockKeys<'a>,
+    latch_key: &'a str,
+    latch_ms: i64,
+) -> ScriptCall<'a> {
     ScriptCall::new(&READ_RELEASE, Resend::Harmless, Effect::Change(is_some))
         .key(keys.name)
         .key(keys.channel)

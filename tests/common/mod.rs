@@ -36,10 +36,7 @@ pub mod netns;
 #[cfg(feature = "tls")]
 pub mod tls;
 
-use redisync::backend::{
-    Acquire, ExpirableKeys, FairLockKeys, FencedAcquire, LockBackend, LockState, Message,
-    PubSubConnection, Release, RwLockKeys, RwLockState, RwMode,
-};
+use redisync::backend::{LockBackend, Message, PubSubConnection, Reply, ScriptCall};
 
 /// Environment variable that overrides the `redis-server` binary to use.
 pub const SERVER_BIN_ENV: &str = "REDISYNC_SERVER_BIN";
@@ -944,7 +941,7 @@ fn outage_check(down: &AtomicBool) -> redisync::Result<()> {
 /// A [`LockBackend`] that forwards every operation to another backend, with
 /// three test hooks:
 ///
-/// - it counts the calls per method ([`calls`](Self::calls)), so a test can
+/// - it counts the calls per script id ([`calls`](Self::calls)), so a test can
 ///   tell a parked waiter from one that polls;
 /// - it can lose the replies of the next releases after applying them, as a
 ///   dropped connection would ([`lose_release_replies`](Self::lose_release_replies));
@@ -981,8 +978,8 @@ impl CountingBackend {
         self.lost_release_replies.store(n, Ordering::SeqCst);
     }
 
-    /// How many times `method` was called so far (calls refused by an
-    /// outage included).
+    /// How many times script `id` (`lock_release`, ...) or `publish` was
+    /// called so far (calls refused by an outage included).
     pub fn calls(&self, method: &str) -> u64 {
         let calls = self.calls.lock().unwrap_or_else(|e| e.into_inner());
         calls.get(method).copied().unwrap_or(0)
@@ -1008,95 +1005,31 @@ impl CountingBackend {
     }
 }
 
-/// The [`LockBackend`] methods that [`CountingBackend`] forwards as they
-/// are: each [`enter`](CountingBackend::enter)s, then calls the inner
-/// backend's method of the same name with the same arguments.
-macro_rules! forward {
-    ($(fn $method:ident(&self $(, $arg:ident: $ty:ty)*) -> $ret:ty;)*) => {
-        $(
-            fn $method(&self $(, $arg: $ty)*) -> redisync::Result<$ret> {
-                self.enter(stringify!($method))?;
-                self.inner.$method($($arg),*)
-            }
-        )*
-    };
-}
-
 impl LockBackend for CountingBackend {
-    forward! {
-        fn lock_acquire(&self, name: &str, holder: &str, lease_ms: i64) -> Acquire;
-        fn fenced_lock_acquire(
-            &self, name: &str, token_key: &str, holder: &str, lease_ms: i64
-        ) -> FencedAcquire;
-        fn lock_renew(&self, name: &str, holder: &str, lease_ms: i64) -> bool;
-        fn lock_force_release(&self, name: &str, channel: &str) -> bool;
-        fn lock_state(&self, name: &str, holder: &str) -> LockState;
-        fn fair_lock_acquire(
-            &self, keys: &FairLockKeys<'_>, holder: &str, lease_ms: i64, wait_ms: i64,
-            now_ms: i64, enqueue: bool
-        ) -> Acquire;
-        fn fair_lock_release(
-            &self, keys: &FairLockKeys<'_>, holder: &str, lease_ms: i64, now_ms: i64,
-            latch_key: &str, latch_ms: i64
-        ) -> Release;
-        fn fair_lock_cancel(&self, keys: &FairLockKeys<'_>, holder: &str, wait_ms: i64) -> ();
-        fn fair_lock_force_release(&self, keys: &FairLockKeys<'_>, now_ms: i64) -> bool;
-        fn read_lock_acquire(&self, keys: &RwLockKeys<'_>, lease_ms: i64) -> Acquire;
-        fn write_lock_acquire(&self, keys: &RwLockKeys<'_>, lease_ms: i64) -> Acquire;
-        fn read_lock_release(
-            &self, keys: &RwLockKeys<'_>, latch_key: &str, latch_ms: i64
-        ) -> Release;
-        fn write_lock_release(
-            &self, keys: &RwLockKeys<'_>, lease_ms: i64, latch_key: &str, latch_ms: i64
-        ) -> Release;
-        fn read_lock_renew(&self, keys: &RwLockKeys<'_>, lease_ms: i64) -> bool;
-        fn rw_lock_force_release(&self, keys: &RwLockKeys<'_>, mode: RwMode) -> bool;
-        fn rw_lock_state(&self, name: &str, field: &str) -> RwLockState;
-        fn counter_set_if_absent(
-            &self, name: &str, channel: &str, value: i64, message: &str
-        ) -> bool;
-        fn counter_get(&self, name: &str) -> i64;
-        fn semaphore_add(&self, name: &str, channel: &str, delta: i64) -> i64;
-        fn semaphore_try_acquire(&self, name: &str, permits: i64) -> bool;
-        fn semaphore_drain(&self, name: &str) -> i64;
-        fn expirable_acquire(
-            &self, keys: &ExpirableKeys<'_>, permit_id: &str, lease_end_ms: i64, now_ms: i64
-        ) -> Acquire;
-        fn expirable_release(
-            &self, keys: &ExpirableKeys<'_>, permit_id: &str, now_ms: i64
-        ) -> bool;
-        fn expirable_available(&self, keys: &ExpirableKeys<'_>, now_ms: i64) -> i64;
-        fn latch_count_down(&self, name: &str, channel: &str) -> i64;
-        fn latch_delete(&self, name: &str, channel: &str) -> bool;
-        fn publish(&self, channel: &str, payload: &str) -> ();
-    }
-
-    /// Forwarded, then (while [`lose_release_replies`](Self::lose_release_replies)
-    /// has some left) the reply is replaced by a connection error.
-    fn lock_release(
-        &self,
-        name: &str,
-        channel: &str,
-        holder: &str,
-        lease_ms: i64,
-        latch_key: &str,
-        latch_ms: i64,
-    ) -> redisync::Result<Release> {
-        self.enter("lock_release")?;
-        let outcome = self
-            .inner
-            .lock_release(name, channel, holder, lease_ms, latch_key, latch_ms)?;
-        let lost = self
-            .lost_release_replies
-            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
-            .is_ok();
+    /// Counted by script id (`lock_acquire`, ...: the `lua/` file stem) and
+    /// forwarded; while [`lose_release_replies`](Self::lose_release_replies)
+    /// has some left, a reentrant lock release is applied and its reply
+    /// replaced by a connection error.
+    fn run_script(&self, call: &ScriptCall<'_>) -> redisync::Result<Reply> {
+        self.enter(call.script().id())?;
+        let reply = self.inner.run_script(call)?;
+        let lost = call.script().id() == "lock_release"
+            && self
+                .lost_release_replies
+                .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+                .is_ok();
         if lost {
             return Err(redisync::Error::backend(
                 "connection reset before the reply",
                 true,
             ));
         }
-        Ok(outcome)
+        Ok(reply)
+    }
+
+    fn publish(&self, channel: &str, payload: &str) -> redisync::Result<()> {
+        self.enter("publish")?;
+        self.inner.publish(channel, payload)
     }
 
     /// Forwarded, with the session's connection behind the outage switch.
