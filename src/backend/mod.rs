@@ -41,7 +41,7 @@ mod script;
 mod sentinel;
 mod tls;
 
-pub use self::memory::MemoryBackend;
+pub use self::memory::{DumpedKey, DumpedValue, MemoryBackend};
 pub use self::redis::{RedisBackend, RedisOptions};
 pub use self::replication::{ReplicaAcknowledgement, ReplicaShortfall};
 pub use self::script::{Arg, Effect, Reply, Resend, Script, ScriptCall};

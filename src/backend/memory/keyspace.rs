@@ -1,0 +1,355 @@
+//! The keyspace: typed values under binary-safe keys, with expiry.
+//!
+//! Expiry is active, as in Redis: an expired key is absent to every access,
+//! and [`Keyspace::expire_due`] drops every key whose deadline has passed
+//! through an index ordered by deadline, so the cost is O(expired), not
+//! O(keys).
+
+use std::collections::{BTreeSet, HashMap, VecDeque};
+use std::time::Instant;
+
+/// The Redis types the scripts use.
+#[derive(Debug, Clone)]
+pub(super) enum Value {
+    /// A string (an unlock latch, a counter, a read hold).
+    Str(Vec<u8>),
+    /// A hash (a lock: holder → hold count; a read-write lock's `mode`).
+    Hash(HashMap<Vec<u8>, Vec<u8>>),
+    /// A list (a fair lock's queue).
+    List(VecDeque<Vec<u8>>),
+    /// A sorted set, member → score (slot deadlines, lease ends).
+    ZSet(HashMap<Vec<u8>, f64>),
+}
+
+impl Value {
+    /// An empty hash, list or sorted set, which Redis never keeps.
+    pub(super) fn is_empty_container(&self) -> bool {
+        match self {
+            Value::Str(_) => false,
+            Value::Hash(fields) => fields.is_empty(),
+            Value::List(items) => items.is_empty(),
+            Value::ZSet(members) => members.is_empty(),
+        }
+    }
+}
+
+/// One key's value and deadline.
+#[derive(Debug)]
+pub(super) struct Entry {
+    pub(super) value: Value,
+    /// `None`: no expiry (`PTTL` -1). Changed only through
+    /// [`Keyspace::set_expiry`], which keeps the index in step.
+    expires_at: Option<Instant>,
+}
+
+impl Entry {
+    /// The deadline, if any.
+    pub(super) fn expires_at(&self) -> Option<Instant> {
+        self.expires_at
+    }
+
+    fn is_expired(&self, now: Instant) -> bool {
+        self.expires_at.is_some_and(|at| at <= now)
+    }
+}
+
+/// The keys, and an index by deadline of those with an expiry: every unlock
+/// writes a latch with a TTL, and a long-running process must not keep
+/// them all.
+#[derive(Debug, Default)]
+pub(super) struct Keyspace {
+    map: HashMap<Vec<u8>, Entry>,
+    /// `(deadline, key)` for exactly the entries whose `expires_at` is
+    /// `Some(deadline)`.
+    expiries: BTreeSet<(Instant, Vec<u8>)>,
+}
+
+impl Keyspace {
+    /// The live entry at `key`; an expired one is dropped first.
+    pub(super) fn live(&mut self, key: &[u8], now: Instant) -> Option<&mut Entry> {
+        if self.map.get(key)?.is_expired(now) {
+            self.remove(key);
+            return None;
+        }
+        self.map.get_mut(key)
+    }
+
+    /// Whether `key` holds a live value.
+    pub(super) fn exists(&mut self, key: &[u8], now: Instant) -> bool {
+        self.live(key, now).is_some()
+    }
+
+    /// The live entry at `key`, created with `empty()` and no expiry when
+    /// absent.
+    pub(super) fn live_or_insert(
+        &mut self,
+        key: &[u8],
+        now: Instant,
+        empty: fn() -> Value,
+    ) -> &mut Entry {
+        if self.map.get(key).is_some_and(|entry| entry.is_expired(now)) {
+            self.remove(key);
+        }
+        self.map.entry(key.to_vec()).or_insert_with(|| Entry {
+            value: empty(),
+            expires_at: None,
+        })
+    }
+
+    /// Stores `value` at `key` with `expires_at`, replacing whatever was
+    /// there and its expiry (`SET`).
+    pub(super) fn insert(&mut self, key: &[u8], value: Value, expires_at: Option<Instant>) {
+        self.remove(key);
+        if let Some(at) = expires_at {
+            self.expiries.insert((at, key.to_vec()));
+        }
+        self.map.insert(key.to_vec(), Entry { value, expires_at });
+    }
+
+    /// Deletes `key`, expired or not.
+    pub(super) fn remove(&mut self, key: &[u8]) -> Option<Entry> {
+        let entry = self.map.remove(key)?;
+        if let Some(at) = entry.expires_at {
+            self.expiries.remove(&(at, key.to_vec()));
+        }
+        Some(entry)
+    }
+
+    /// Deletes `key` if it holds an empty container (Redis deletes a hash,
+    /// list or sorted set when its last element goes).
+    pub(super) fn drop_if_empty(&mut self, key: &[u8]) {
+        if self
+            .map
+            .get(key)
+            .is_some_and(|entry| entry.value.is_empty_container())
+        {
+            self.remove(key);
+        }
+    }
+
+    /// Sets the deadline of `key` if it exists.
+    pub(super) fn set_expiry(&mut self, key: &[u8], at: Option<Instant>) {
+        let Some(entry) = self.map.get_mut(key) else {
+            return;
+        };
+        let old = std::mem::replace(&mut entry.expires_at, at);
+        if old == at {
+            return;
+        }
+        if let Some(old) = old {
+            self.expiries.remove(&(old, key.to_vec()));
+        }
+        if let Some(at) = at {
+            self.expiries.insert((at, key.to_vec()));
+        }
+    }
+
+    /// Drops every key whose deadline is at or before `now`; the index is
+    /// ordered by deadline, so this touches only those keys.
+    pub(super) fn expire_due(&mut self, now: Instant) {
+        while self.expiries.first().is_some_and(|(at, _)| *at <= now) {
+            if let Some((_, key)) = self.expiries.pop_first() {
+                self.map.remove(&key);
+            }
+        }
+    }
+
+    /// Keys stored, expired or not.
+    pub(super) fn stored(&self) -> usize {
+        self.map.len()
+    }
+
+    /// Every key whose value is live at `now`.
+    pub(super) fn iter_live(&self, now: Instant) -> impl Iterator<Item = (&[u8], &Entry)> {
+        self.map
+            .iter()
+            .filter(move |(_, entry)| !entry.is_expired(now))
+            .map(|(key, entry)| (key.as_slice(), entry))
+    }
+
+    /// Whether the index lists exactly the keys with an expiry (tests).
+    #[cfg(test)]
+    pub(super) fn index_is_exact(&self) -> bool {
+        let expected: BTreeSet<(Instant, Vec<u8>)> = self
+            .map
+            .iter()
+            .filter_map(|(key, entry)| entry.expires_at.map(|at| (at, key.clone())))
+            .collect();
+        expected == self.expiries
+    }
+
+    /// How many keys the index lists (tests).
+    #[cfg(test)]
+    pub(super) fn indexed(&self) -> usize {
+        self.expiries.len()
+    }
+}
+
+/// Parses `bytes` as Redis parses an integer (`string2ll`): an optional
+/// `-`, then digits without a leading zero (`0` alone is fine), fitting in
+/// 64 bits. No `+`, no spaces, no `-0`.
+pub(super) fn parse_integer(bytes: &[u8]) -> Option<i64> {
+    let (negative, digits) = match bytes.split_first()? {
+        (b'-', rest) => (true, rest),
+        _ => (false, bytes),
+    };
+    match digits {
+        [b'0'] if !negative => return Some(0),
+        [b'1'..=b'9', rest @ ..] if rest.iter().all(u8::is_ascii_digit) => {}
+        _ => return None,
+    }
+    let mut value: i64 = 0;
+    for digit in digits {
+        let digit = i64::from(digit - b'0');
+        value = value.checked_mul(10)?;
+        value = if negative {
+            value.checked_sub(digit)?
+        } else {
+            value.checked_add(digit)?
+        };
+    }
+    Some(value)
+}
+
+/// Parses a score as Redis does (`strtod` on the whole string): a decimal
+/// or exponent form, `inf`/`+inf`/`-inf` (and `infinity`); not NaN, not a
+/// value out of the double range, not surrounded by spaces. Hexadecimal
+/// floats, which `strtod` also reads, are refused (the scripts never send
+/// one).
+pub(super) fn parse_score(bytes: &[u8]) -> Option<f64> {
+    let text = std::str::from_utf8(bytes).ok()?;
+    if text.is_empty() || text.starts_with(char::is_whitespace) || text.ends_with(char::is_whitespace) {
+        return None;
+    }
+    let value: f64 = text.parse().ok()?;
+    if value.is_nan() {
+        return None;
+    }
+    if value.is_infinite() {
+        // Only a spelled-out infinity; `1e400` overflows (ERANGE).
+        let word = text.trim_start_matches(['+', '-']).to_ascii_lowercase();
+        if word != "inf" && word != "infinity" {
+            return None;
+        }
+    }
+    Some(value)
+}
+
+/// Formats a double as C's `printf("%.17g")`, which is how Redis 7.0 writes
+/// a score in a reply and a Lua number passed to `redis.call`.
+pub(super) fn format_g17(value: f64) -> String {
+    if value.is_nan() {
+        return "nan".to_owned();
+    }
+    if value.is_infinite() {
+        return if value > 0.0 { "inf" } else { "-inf" }.to_owned();
+    }
+    if value == 0.0 {
+        return if value.is_sign_negative() { "-0" } else { "0" }.to_owned();
+    }
+    // 17 significant digits in exponent form tell the decimal exponent
+    // after rounding, which picks %g's style.
+    let scientific = format!("{value:.16e}");
+    let (mantissa, exponent) = scientific.split_once('e').unwrap_or((&scientific, "0"));
+    let exponent: i32 = exponent.parse().unwrap_or(0);
+    if !(-4..17).contains(&exponent) {
+        let mantissa = strip_fraction_zeros(mantissa);
+        let sign = if exponent < 0 { '-' } else { '+' };
+        format!("{mantissa}e{sign}{:02}", exponent.unsigned_abs())
+    } else {
+        let decimals = usize::try_from(16 - exponent).unwrap_or(0);
+        strip_fraction_zeros(&format!("{value:.decimals$}")).to_owned()
+    }
+}
+
+/// `1.2500` → `1.25`, `3.000` → `3` (what %g does to the fraction).
+fn strip_fraction_zeros(text: &str) -> &str {
+    if text.contains('.') {
+        text.trim_end_matches('0').trim_end_matches('.')
+    } else {
+        text
+    }
+}
+
+/// A score as Redis 7.0 replies with it: `%.17g`, infinities as `inf` and
+/// `-inf`, and zero as `0`.
+pub(super) fn format_score(score: f64) -> String {
+    if score == 0.0 {
+        return "0".to_owned();
+    }
+    format_g17(score)
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn integers_parse_as_redis_parses_them() {
+        for (text, value) in [
+            ("0", Some(0)),
+            ("7", Some(7)),
+            ("-7", Some(-7)),
+            ("9223372036854775807", Some(i64::MAX)),
+            ("-9223372036854775808", Some(i64::MIN)),
+            ("9223372036854775808", None),
+            ("-0", None),
+            ("07", None),
+            ("+7", None),
+            (" 7", None),
+            ("7 ", None),
+            ("", None),
+            ("-", None),
+            ("1.5", None),
+            ("1e3", None),
+        ] {
+            assert_eq!(parse_integer(text.as_bytes()), value, "{text:?}");
+        }
+    }
+
+    #[test]
+    fn scores_parse_as_strtod_does() {
+        for (text, value) in [
+            ("1", Some(1.0)),
+            ("-2.5", Some(-2.5)),
+            (".5", Some(0.5)),
+            ("3.", Some(3.0)),
+            ("+3", Some(3.0)),
+            ("1e20", Some(1e20)),
+            ("inf", Some(f64::INFINITY)),
+            ("-inf", Some(f64::NEG_INFINITY)),
+            ("+inf", Some(f64::INFINITY)),
+            ("nan", None),
+            ("1e400", None),
+            ("abc", None),
+            (" 1", None),
+            ("", None),
+        ] {
+            assert_eq!(parse_score(text.as_bytes()), value, "{text:?}");
+        }
+    }
+
+    #[test]
+    fn doubles_format_as_printf_g17() {
+        for (value, text) in [
+            (5.0, "5"),
+            (5.5, "5.5"),
+            (0.1, "0.10000000000000001"),
+            (1e20, "1e+20"),
+            (1e17, "1e+17"),
+            (1e16, "10000000000000000"),
+            (123_456_789_012.0, "123456789012"),
+            (1.0000000000000001e-5, "1.0000000000000001e-05"),
+            (0.0001, "0.0001"),
+            (-1.6000000000000001, "-1.6000000000000001"),
+            (1.2345678901234567e19, "1.2345678901234567e+19"),
+            (-0.0, "-0"),
+            (f64::INFINITY, "inf"),
+        ] {
+            assert_eq!(format_g17(value), text, "{value}");
+        }
+        assert_eq!(format_score(-0.0), "0");
+        assert_eq!(format_score(f64::NEG_INFINITY), "-inf");
+    }
+}
