@@ -11,9 +11,8 @@ use crate::backend::{
     Acquire, Effect, ExpirableKeys, FairLockKeys, FencedAcquire, LockState, Message, Release,
     Resend, RwLockKeys, RwLockState, RwMode, Script,
 };
-use crate::backend::LockBackend as _;
 use crate::error::MAX_LEASE_MS;
-use crate::keys::{LATCH_NEW_COUNT_MESSAGE, LATCH_ZERO_MESSAGE, READ_UNLOCK_MESSAGE, UNLOCK_MESSAGE};
+use crate::keys::LATCH_NEW_COUNT_MESSAGE;
 use crate::ops;
 
 /// The operations under the names the Rust port had, so its tests read as
@@ -457,7 +456,6 @@ fn wrongtype_after_set_string() {
     for err in errors {
         assert!(err.is_protocol_error(), "{err}");
         assert!(err.to_string().contains("WRONGTYPE"), "{err}");
-        assert!(err.to_string().contains("\"s\""), "{err}");
     }
     // A latch key holding a hash is a WRONGTYPE as well.
     backend.lock_acquire("h", "a:1", LEASE).unwrap();
@@ -1326,10 +1324,10 @@ fn wrongtype_on_every_type_mismatch() {
                 .unwrap_err(),
         ),
     ];
-    for (key, err) in errors {
+    // Redis' WRONGTYPE does not name the key (the Rust port's did).
+    for (_key, err) in errors {
         assert!(err.is_protocol_error(), "{err}");
         assert!(err.to_string().contains("WRONGTYPE"), "{err}");
-        assert!(err.to_string().contains(&format!("{key:?}")), "{err}");
     }
     // Nothing was changed on the way.
     assert_eq!(backend.len(), before);
@@ -1736,10 +1734,10 @@ fn counters_fail_with_wrongtype_on_a_hash() {
             backend.latch_count_down("z", LATCH_CHANNEL).unwrap_err(),
         ),
     ];
-    for (key, err) in errors {
+    // Redis' WRONGTYPE does not name the key (the Rust port's did).
+    for (_key, err) in errors {
         assert!(err.is_protocol_error(), "{err}");
         assert!(err.to_string().contains("WRONGTYPE"), "{err}");
-        assert!(err.to_string().contains(&format!("{key:?}")), "{err}");
     }
     // Nothing was changed on the way.
     assert_eq!(backend.len(), 3);
@@ -1803,3 +1801,373 @@ fn db_counter_and_sorted_set_commands() {
         .unwrap();
 }
 
+
+// ---- The interpreter: Redis' conversions and library ----
+
+/// Runs `code` as a script with `keys` and `args`.
+fn eval(backend: &MemoryBackend, code: &str, keys: &[&str], args: &[&str]) -> Reply {
+    let code: &'static str = Box::leak(code.to_owned().into_boxed_str());
+    let script: &'static Script = Box::leak(Box::new(Script::new("test", "test", code)));
+    let mut call = ScriptCall::new(script, Resend::Harmless, Effect::Read);
+    for key in keys {
+        call = call.key(*key);
+    }
+    for arg in args {
+        call = call.arg(*arg);
+    }
+    backend.run_script(&call).unwrap()
+}
+
+fn bulk(text: &str) -> Reply {
+    Reply::Bulk(text.as_bytes().to_vec())
+}
+
+const WRONGTYPE: &str = "WRONGTYPE Operation against a key holding the wrong kind of value";
+
+#[test]
+fn lua_values_convert_to_replies_as_redis_converts_them() {
+    let backend = MemoryBackend::new();
+    let cases = [
+        ("return nil", Reply::Nil),
+        ("return false", Reply::Nil),
+        ("return true", Reply::Int(1)),
+        ("return 3.99", Reply::Int(3)),
+        ("return -3.99", Reply::Int(-3)),
+        ("return 1e30", Reply::Int(i64::MIN)),
+        ("return 0/0", Reply::Int(i64::MIN)),
+        ("return 'x'", bulk("x")),
+        ("return ''", bulk("")),
+        ("return {}", Reply::Array(vec![])),
+        (
+            "return {1, 'a', nil, 3}",
+            Reply::Array(vec![Reply::Int(1), bulk("a")]),
+        ),
+        (
+            "return {1, {2, false, 3}, true}",
+            Reply::Array(vec![
+                Reply::Int(1),
+                Reply::Array(vec![Reply::Int(2), Reply::Nil, Reply::Int(3)]),
+                Reply::Int(1),
+            ]),
+        ),
+        ("return {err='MY thing'}", Reply::Error("MY thing".to_owned())),
+        ("return {ok='FINE'}", Reply::Status("FINE".to_owned())),
+        ("return {err=5}", Reply::Array(vec![])),
+        ("return redis.error_reply('ERR invalid x')", Reply::Error("ERR invalid x".to_owned())),
+        ("return redis.status_reply('FINE')", Reply::Status("FINE".to_owned())),
+        ("return {redis.error_reply('E x')}", Reply::Array(vec![Reply::Error("E x".to_owned())])),
+        ("return print", Reply::Nil),
+        ("return 1, 2", Reply::Int(1)),
+        ("return redis.replicate_commands()", Reply::Int(1)),
+    ];
+    for (code, expected) in cases {
+        assert_eq!(eval(&backend, code, &[], &[]), expected, "{code}");
+    }
+}
+
+#[test]
+fn keys_and_argv_are_one_based_string_tables_reset_on_every_call() {
+    let backend = MemoryBackend::new();
+    let code = "return {#KEYS, #ARGV, KEYS[1], ARGV[2], type(ARGV[1])}";
+    assert_eq!(
+        eval(&backend, code, &["k1", "k2"], &["5", "x", "y"]),
+        Reply::Array(vec![Reply::Int(2), Reply::Int(3), bulk("k1"), bulk("x"), bulk("string")])
+    );
+    // Fewer this time: nothing is left over from the call before.
+    assert_eq!(
+        eval(&backend, "return {#KEYS, #ARGV, KEYS[2] == nil, ARGV[3] == nil}", &["a"], &[]),
+        Reply::Array(vec![Reply::Int(1), Reply::Int(0), Reply::Int(1), Reply::Int(1)])
+    );
+}
+
+#[test]
+fn command_replies_convert_to_lua_as_redis_converts_them() {
+    let backend = MemoryBackend::new();
+    let code = r"
+        redis.call('hset', 'h', 'f', '7')
+        local set = redis.call('set', 's', 'v')
+        local missing = redis.call('get', 'nothing')
+        local failed = redis.pcall('hget', 's', 'f')
+        return {
+            type(redis.call('hincrby', 'h', 'f', 1)),
+            type(redis.call('get', 's')),
+            tostring(missing),
+            type(set), set.ok,
+            type(failed), failed.err,
+            type(redis.call('lrange', 'nothing', 0, -1)),
+        }";
+    assert_eq!(
+        eval(&backend, code, &[], &[]),
+        Reply::Array(vec![
+            bulk("number"),
+            bulk("string"),
+            bulk("false"),
+            bulk("table"),
+            bulk("OK"),
+            bulk("table"),
+            bulk(WRONGTYPE),
+            bulk("table"),
+        ])
+    );
+}
+
+#[test]
+fn numbers_reach_commands_as_redis_formats_them() {
+    let backend = MemoryBackend::new();
+    let code = r"
+        redis.call('set', 'a', 5.0)
+        redis.call('set', 'b', 5.5)
+        redis.call('set', 'c', 0.1)
+        redis.call('set', 'd', 1e20)
+        redis.call('set', 'e', 123456789012)
+        redis.call('set', 'f', -7)
+        return {redis.call('get', 'a'), redis.call('get', 'b'), redis.call('get', 'c'),
+            redis.call('get', 'd'), redis.call('get', 'e'), redis.call('get', 'f')}";
+    assert_eq!(
+        eval(&backend, code, &[], &[]),
+        Reply::Array(
+            ["5", "5.5", "0.10000000000000001", "1e+20", "123456789012", "-7"]
+                .into_iter()
+                .map(bulk)
+                .collect()
+        )
+    );
+    assert_eq!(
+        eval(&backend, "return redis.pcall('set', 'k', true)", &[], &[]),
+        Reply::Error("ERR Lua redis lib command arguments must be strings or integers".to_owned())
+    );
+    assert_eq!(
+        eval(&backend, "return redis.pcall()", &[], &[]),
+        Reply::Error("ERR Please specify at least one argument for this redis lib call".to_owned())
+    );
+}
+
+#[test]
+fn g17_matches_lua_own_printf() {
+    // Lua's string.format is C's printf: the reference for "%.17g".
+    let backend = MemoryBackend::new();
+    let values = [
+        0.1, 1.0 / 3.0, 2.5e-7, 1e-5, 1e15, 1e16, 1e17, 123.456, -9.87654321e-12, 4.6e18,
+        1.7976931348623157e308, 5e-324, 1_234_567_890_123.5, 0.0001, 0.00001, 99_999_999_999_999_999.0,
+    ];
+    for value in values {
+        let code = format!("return string.format('%.17g', {value:e})");
+        let expected = eval(&backend, &code, &[], &[]);
+        assert_eq!(
+            Reply::Bulk(keyspace::format_g17(value).into_bytes()),
+            expected,
+            "{value:e}"
+        );
+    }
+}
+
+#[test]
+fn errors_come_back_as_error_replies_with_redis_codes() {
+    let backend = MemoryBackend::new();
+    backend.set_string("s", "x");
+    // A failed redis.call ends the script with the command's error.
+    assert_eq!(
+        eval(&backend, "redis.call('hget', KEYS[1], 'a'); return 1", &["s"], &[]),
+        Reply::Error(WRONGTYPE.to_owned())
+    );
+    // redis.pcall returns it instead.
+    assert_eq!(
+        eval(&backend, "local r = redis.pcall('hget', KEYS[1], 'a'); return r.err", &["s"], &[]),
+        bulk(WRONGTYPE)
+    );
+    // Runtime errors carry the script's position, with ERR.
+    assert_eq!(
+        eval(&backend, "local x = nil\nreturn x + 1", &[], &[]),
+        Reply::Error(
+            "ERR user_script:2: attempt to perform arithmetic on local 'x' (a nil value)".to_owned()
+        )
+    );
+    assert_eq!(
+        eval(&backend, "error('boom')", &[], &[]),
+        Reply::Error("ERR user_script:1: boom".to_owned())
+    );
+    assert_eq!(
+        eval(&backend, "error({err='MY thing'})", &[], &[]),
+        Reply::Error("MY thing".to_owned())
+    );
+    let Reply::Error(text) = eval(&backend, "return (", &[], &[]) else {
+        panic!("a script that does not compile is an error reply")
+    };
+    assert!(text.starts_with("ERR Error compiling script (new function): user_script:1:"), "{text}");
+    // A command the store lacks fails loudly.
+    assert_eq!(
+        eval(&backend, "return redis.call('HGETALL', 'h')", &[], &[]),
+        Reply::Error(
+            "ERR unknown command 'HGETALL' (MemoryBackend implements only the commands redisync's scripts use)"
+                .to_owned()
+        )
+    );
+    // Writes before the error stay, as on Redis.
+    eval(&backend, "redis.call('set', 'w', '1'); redis.call('incr', 's')", &[], &[]);
+    assert_eq!(backend.run(|db| db.get("w")).unwrap().as_deref(), Some("1"));
+}
+
+#[test]
+fn time_is_frozen_for_one_run() {
+    let backend = MemoryBackend::new();
+    let code = r"
+        local first = redis.call('time')
+        local spin = 0
+        for i = 1, 2000000 do spin = spin + i end
+        local second = redis.call('time')
+        return {first[1], first[2], second[1], second[2], type(first[1])}";
+    let Reply::Array(items) = eval(&backend, code, &[], &[]) else { panic!() };
+    assert_eq!(items[0], items[2]);
+    assert_eq!(items[1], items[3]);
+    assert_eq!(items[4], bulk("string"));
+    let seconds: u64 = items[0].as_text().unwrap().parse().unwrap();
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
+    assert!(seconds.abs_diff(now) <= 2, "{seconds} vs {now}");
+    // Expiry is judged at the run's start too: a key set with PX 1 is
+    // still there after the script has spun past it.
+    let code = r"
+        redis.call('set', 'k', 'v', 'px', 1)
+        local spin = 0
+        for i = 1, 2000000 do spin = spin + i end
+        return redis.call('get', 'k')";
+    assert_eq!(eval(&backend, code, &[], &[]), bulk("v"));
+    thread::sleep(Duration::from_millis(5));
+    assert_eq!(eval(&backend, "return redis.call('get', 'k')", &[], &[]), Reply::Nil);
+}
+
+#[test]
+fn pexpire_and_pttl_through_scripts() {
+    let backend = MemoryBackend::new();
+    assert_eq!(eval(&backend, "return redis.call('pttl', 'k')", &[], &[]), Reply::Int(-2));
+    eval(&backend, "redis.call('set', 'k', 'v')", &[], &[]);
+    assert_eq!(eval(&backend, "return redis.call('pttl', 'k')", &[], &[]), Reply::Int(-1));
+    assert_eq!(eval(&backend, "return redis.call('pexpire', 'k', 40)", &[], &[]), Reply::Int(1));
+    let Reply::Int(ttl) = eval(&backend, "return redis.call('pttl', 'k')", &[], &[]) else { panic!() };
+    assert!((1..=40).contains(&ttl), "{ttl}");
+    assert_eq!(backend.dump()[0].pttl_ms.map(|ttl| ttl <= 40), Some(true));
+    thread::sleep(Duration::from_millis(60));
+    assert_eq!(eval(&backend, "return redis.call('exists', 'k')", &[], &[]), Reply::Int(0));
+    assert!(backend.is_empty());
+    // A non-positive TTL deletes.
+    eval(&backend, "redis.call('set', 'k', 'v')", &[], &[]);
+    assert_eq!(eval(&backend, "return redis.call('pexpire', 'k', -1)", &[], &[]), Reply::Int(1));
+    assert!(backend.is_empty());
+}
+
+#[test]
+fn a_scripts_publish_reaches_subscribers_with_its_writes() {
+    let backend = MemoryBackend::new();
+    let other = backend.clone();
+    backend
+        .with_pubsub(&mut |conn| {
+            conn.subscribe(&["c".to_owned()])?;
+            let reply = eval(&other, "redis.call('set', 'k', 'v'); return redis.call('publish', 'c', 'hi')", &[], &[]);
+            assert_eq!(reply, Reply::Int(1));
+            assert_eq!(conn.next_message(Duration::from_secs(5))?, Some(Message::new("c", "hi")));
+            assert_eq!(eval(&other, "return redis.call('publish', 'nobody', 5)", &[], &[]), Reply::Int(0));
+            assert_eq!(conn.next_message(Duration::from_millis(10))?, None);
+            Ok(())
+        })
+        .unwrap();
+    assert_eq!(backend.connections(), 0);
+}
+
+#[test]
+fn dump_lists_every_live_key_with_its_value_and_ttl() {
+    let backend = MemoryBackend::new();
+    eval(
+        &backend,
+        r"redis.call('set', 's', 'v', 'px', 30000)
+          redis.call('hset', 'h', 'b', '2', 'a', '1')
+          redis.call('rpush', 'l', 'x', 'y')
+          redis.call('zadd', 'z', 2, 'm', 1, 'n', 1, 'a')
+          redis.call('set', 'gone', 'v', 'px', 1)",
+        &[],
+        &[],
+    );
+    thread::sleep(Duration::from_millis(5));
+    let dump = backend.dump();
+    let keys: Vec<&str> = dump.iter().map(|key| key.key.as_str()).collect();
+    assert_eq!(keys, ["h", "l", "s", "z"]);
+    assert_eq!(
+        dump[0].value,
+        DumpedValue::Hash(BTreeMap::from([(b"a".to_vec(), b"1".to_vec()), (b"b".to_vec(), b"2".to_vec())]))
+    );
+    assert_eq!(dump[0].pttl_ms, None);
+    assert_eq!(dump[1].value, DumpedValue::List(vec![b"x".to_vec(), b"y".to_vec()]));
+    assert_eq!(dump[2].value, DumpedValue::String(b"v".to_vec()));
+    assert!(dump[2].pttl_ms.is_some_and(|ttl| (29_000..=30_000).contains(&ttl)));
+    assert_eq!(
+        dump[3].value,
+        DumpedValue::ZSet(vec![(b"a".to_vec(), 1.0), (b"n".to_vec(), 1.0), (b"m".to_vec(), 2.0)])
+    );
+}
+
+#[test]
+fn fenced_tokens_grow_and_start_at_the_clock_in_micros() {
+    let backend = MemoryBackend::new();
+    let token_key = "redisson_lock_token:{fenced}";
+    let before = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_micros();
+    let first = backend
+        .fenced_lock_acquire("fenced", token_key, "a:1", LEASE)
+        .unwrap()
+        .token()
+        .unwrap();
+    assert!(u128::from(first) >= before, "{first} < {before}");
+    let again = backend
+        .fenced_lock_acquire("fenced", token_key, "a:1", LEASE)
+        .unwrap()
+        .token()
+        .unwrap();
+    assert!(again > first);
+    assert!(matches!(
+        backend.fenced_lock_acquire("fenced", token_key, "b:1", LEASE).unwrap(),
+        FencedAcquire::Held { ttl: Some(_) }
+    ));
+    // A counter far ahead of the clock just increments.
+    backend.set_string(token_key, "99999999999999999");
+    assert_eq!(
+        backend
+            .fenced_lock_acquire("fenced", token_key, "a:1", LEASE)
+            .unwrap()
+            .token(),
+        Some(100_000_000_000_000_000)
+    );
+}
+
+#[test]
+fn backend_is_send_sync_clone_default_debug() {
+    fn check<T: Send + Sync + Clone + Default + fmt::Debug + 'static>() {}
+    check::<MemoryBackend>();
+}
+
+/// The uncontended lock + unlock pair through a `Client` (run with
+/// `cargo test --release --lib -- --ignored lock_unlock_pair_speed
+/// --nocapture`).
+#[test]
+#[ignore = "a timing, not a check"]
+#[allow(clippy::print_stdout)]
+fn lock_unlock_pair_speed() {
+    let backend = MemoryBackend::new();
+    let pairs = 100_000_u32;
+    let start = Instant::now();
+    for i in 0..pairs {
+        ops::lock::acquire(&backend, "speed", "c1:1", LEASE).unwrap();
+        let latch = format!("redisson_unlock_latch:{{speed}}:{i}");
+        ops::lock::release(&backend, "speed", CHANNEL, "c1:1", LEASE, &latch, 5_000).unwrap();
+    }
+    println!("ops: {:?} per acquire + release", start.elapsed() / pairs);
+    let client = crate::Client::builder().backend(backend).build().unwrap();
+    let lock = client.lock("speed-client");
+    let start = Instant::now();
+    for _ in 0..pairs {
+        lock.lock().unwrap().unlock().unwrap();
+    }
+    println!("Client: {:?} per lock + unlock", start.elapsed() / pairs);
+}
