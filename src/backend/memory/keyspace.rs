@@ -247,6 +247,12 @@ pub(super) fn format_g17(value: f64) -> String {
     if value == 0.0 {
         return if value.is_sign_negative() { "-0" } else { "0" }.to_owned();
     }
+    // The common case, fast: an integer of at most 17 digits is its own
+    // %.17g (the scripts pass hold counts, TTLs and clock readings).
+    if value.fract() == 0.0 && value.abs() < 1e17 {
+        #[allow(clippy::cast_possible_truncation)] // integral and below 1e17: exact
+        return (value as i64).to_string();
+    }
     // 17 significant digits in exponent form tell the decimal exponent
     // after rounding, which picks %g's style.
     let scientific = format!("{value:.16e}");

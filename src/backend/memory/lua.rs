@@ -12,7 +12,7 @@ use std::borrow::Cow;
 use std::collections::HashMap;
 
 use mlua::{
-    AppDataRefMut, BorrowedBytes, Function, Lua, LuaOptions, MultiValue, StdLib, Table, Value,
+    AppDataRefMut, Function, Lua, LuaOptions, MultiValue, StdLib, Table, Value,
 };
 
 use super::commands::{self, Store};
@@ -104,6 +104,10 @@ impl Engine {
         let runner = lua.load(RUNNER).set_name("@runner").call::<Function>(())?;
         let keys = lua.create_table_with_capacity(8, 0)?;
         let argv = lua.create_table_with_capacity(8, 0)?;
+        // The same two tables for every call (refilled by `run`); the
+        // scripts only read them.
+        lua.globals().raw_set("KEYS", &keys)?;
+        lua.globals().raw_set("ARGV", &argv)?;
         Ok(Engine {
             lua,
             runner,
@@ -138,9 +142,6 @@ impl Engine {
         };
         fill(&self.keys, keys)?;
         fill(&self.argv, args)?;
-        let globals = self.lua.globals();
-        globals.raw_set("KEYS", &self.keys)?;
-        globals.raw_set("ARGV", &self.argv)?;
         let (ok, value) = self.runner.call::<(bool, Value)>(script)?;
         Ok(if ok {
             to_reply(&value, 0)
@@ -184,30 +185,19 @@ fn fill(table: &Table, items: &[Cow<'_, str>]) -> mlua::Result<()> {
     Ok(())
 }
 
-/// One argument of `redis.call`, as Redis converts it to bytes.
-enum Arg {
-    Text(mlua::String),
-    Number(String),
-}
-
-/// An argument's bytes.
-enum Bytes<'a> {
-    Lua(BorrowedBytes<'a>),
-    Plain(&'a [u8]),
-}
-
 /// `redis.pcall`: runs one command; an error reply (a bad argument, an
 /// unknown command, the command's own error) is returned as `{err=...}`.
 fn redis_command(lua: &Lua, values: MultiValue) -> mlua::Result<Value> {
-    let mut args = Vec::with_capacity(values.len());
-    for value in values {
-        args.push(match value {
-            Value::String(text) => Arg::Text(text),
-            // Redis writes a Lua number with "%.17g" (Lua's own tostring
-            // would lose precision).
+    // Redis writes a Lua number with "%.17g" (Lua's own tostring would lose
+    // precision); strings are borrowed from Lua, not copied.
+    let mut numbers = Vec::new();
+    let mut strings = Vec::with_capacity(values.len());
+    for value in &values {
+        match value {
+            Value::String(text) => strings.push(text.as_bytes()),
             #[allow(clippy::cast_precision_loss)] // an integer from a Lua 5.1 double: exact
-            Value::Integer(n) => Arg::Number(format_g17(n as f64)),
-            Value::Number(n) => Arg::Number(format_g17(n)),
+            Value::Integer(n) => numbers.push(format_g17(*n as f64)),
+            Value::Number(n) => numbers.push(format_g17(*n)),
             _ => {
                 return to_lua(
                     lua,
@@ -216,23 +206,17 @@ fn redis_command(lua: &Lua, values: MultiValue) -> mlua::Result<Value> {
                     ),
                 );
             }
-        });
+        }
     }
-    // Borrowed from Lua's strings, not copied.
-    let bytes: Vec<Bytes<'_>> = args
-        .iter()
-        .map(|arg| match arg {
-            Arg::Text(text) => Bytes::Lua(text.as_bytes()),
-            Arg::Number(text) => Bytes::Plain(text.as_bytes()),
-        })
-        .collect();
-    let slices: Vec<&[u8]> = bytes
-        .iter()
-        .map(|bytes| match bytes {
-            Bytes::Lua(bytes) => &**bytes,
-            Bytes::Plain(bytes) => bytes,
-        })
-        .collect();
+    let (mut strings_left, mut numbers_left) = (strings.iter(), numbers.iter());
+    let mut slices: Vec<&[u8]> = Vec::with_capacity(values.len());
+    for value in &values {
+        let next = match value {
+            Value::String(_) => strings_left.next().map(|bytes| &**bytes),
+            _ => numbers_left.next().map(String::as_bytes),
+        };
+        slices.extend(next);
+    }
     let reply = {
         let mut store = lua
             .app_data_mut::<Store>()
