@@ -68,6 +68,9 @@ const ARITY: &str = "ERR Wrong number of args calling Redis command from script"
 /// A command's reply, or its error reply.
 type Outcome = Result<Reply, Reply>;
 
+/// A command: the store and the arguments after its name.
+type Command = fn(&mut Store, &[&[u8]]) -> Outcome;
+
 fn error(text: &str) -> Reply {
     Reply::Error(text.to_owned())
 }
@@ -87,7 +90,7 @@ pub(super) fn execute(store: &mut Store, args: &[&[u8]]) -> Reply {
     let command = &lower[..if known { name.len() } else { 0 }];
     // (arity as Redis declares it: n = exactly n, -n = at least n, the
     // name included; the command)
-    let (arity, run): (i32, fn(&mut Store, &[&[u8]]) -> Outcome) = match command {
+    let (arity, run): (i32, Command) = match command {
         b"decr" => (2, |s, a| incr_by(s, a[0], -1)),
         b"decrby" => (3, decrby),
         b"del" => (-2, del),
@@ -143,7 +146,9 @@ fn typed<'s, T>(
 ) -> Result<Option<&'s mut T>, Reply> {
     match store.keys.live(key, store.now) {
         None => Ok(None),
-        Some(entry) => pick(&mut entry.value).map(Some).ok_or_else(|| error(WRONGTYPE)),
+        Some(entry) => pick(&mut entry.value)
+            .map(Some)
+            .ok_or_else(|| error(WRONGTYPE)),
     }
 }
 
@@ -243,7 +248,11 @@ fn del(store: &mut Store, args: &[&[u8]]) -> Outcome {
 
 fn exists(store: &mut Store, args: &[&[u8]]) -> Outcome {
     let now = store.now;
-    Ok(count(args.iter().filter(|key| store.keys.exists(key, now)).count()))
+    Ok(count(
+        args.iter()
+            .filter(|key| store.keys.exists(key, now))
+            .count(),
+    ))
 }
 
 fn pttl(store: &mut Store, args: &[&[u8]]) -> Outcome {
@@ -316,7 +325,9 @@ fn set(store: &mut Store, args: &[&[u8]]) -> Outcome {
             return Err(error(SYNTAX));
         }
     }
-    store.keys.insert(args[0], Value::Str(args[1].to_vec()), expires_at);
+    store
+        .keys
+        .insert(args[0], Value::Str(args[1].to_vec()), expires_at);
     Ok(ok())
 }
 
@@ -368,7 +379,7 @@ fn hexists(store: &mut Store, args: &[&[u8]]) -> Outcome {
 }
 
 fn hset(store: &mut Store, args: &[&[u8]]) -> Outcome {
-    if args.len() % 2 == 0 {
+    if args.len().is_multiple_of(2) {
         return Err(error("ERR wrong number of arguments for 'hset' command"));
     }
     let fields = typed_or_insert(store, args[0], new_hash, as_hash)?;
@@ -394,16 +405,22 @@ fn hdel(store: &mut Store, args: &[&[u8]]) -> Outcome {
 }
 
 fn hlen(store: &mut Store, args: &[&[u8]]) -> Outcome {
-    Ok(count(typed(store, args[0], as_hash)?.map_or(0, |fields| fields.len())))
+    Ok(count(
+        typed(store, args[0], as_hash)?.map_or(0, |fields| fields.len()),
+    ))
 }
 
 fn hkeys(store: &mut Store, args: &[&[u8]]) -> Outcome {
     let fields = typed(store, args[0], as_hash)?;
-    let mut keys: Vec<&Vec<u8>> = fields.map(|fields| fields.keys().collect()).unwrap_or_default();
+    let mut keys: Vec<&Vec<u8>> = fields
+        .map(|fields| fields.keys().collect())
+        .unwrap_or_default();
     // A HashMap has no order; Redis' is insertion order. Sorted at least
     // makes a run reproducible.
     keys.sort();
-    Ok(Reply::Array(keys.into_iter().map(|key| bulk(key)).collect()))
+    Ok(Reply::Array(
+        keys.into_iter().map(|key| bulk(key)).collect(),
+    ))
 }
 
 fn hincrby(store: &mut Store, args: &[&[u8]]) -> Outcome {
@@ -432,7 +449,11 @@ fn hincrby(store: &mut Store, args: &[&[u8]]) -> Outcome {
 /// The position of `index` (negative: from the end) in a list of `len`.
 fn list_position(len: usize, index: i64) -> Option<usize> {
     let len = i64::try_from(len).ok()?;
-    let index = if index < 0 { index.checked_add(len)? } else { index };
+    let index = if index < 0 {
+        index.checked_add(len)?
+    } else {
+        index
+    };
     if (0..len).contains(&index) {
         usize::try_from(index).ok()
     } else {
@@ -444,8 +465,16 @@ fn list_position(len: usize, index: i64) -> Option<usize> {
 /// LRANGE and ZRANGE read it; `None` when empty.
 fn range(len: usize, start: i64, stop: i64) -> Option<(usize, usize)> {
     let len = i64::try_from(len).ok()?;
-    let start = if start < 0 { start.saturating_add(len).max(0) } else { start };
-    let stop = if stop < 0 { stop.saturating_add(len) } else { stop };
+    let start = if start < 0 {
+        start.saturating_add(len).max(0)
+    } else {
+        start
+    };
+    let stop = if stop < 0 {
+        stop.saturating_add(len)
+    } else {
+        stop
+    };
     if start > stop || start >= len {
         return None;
     }
@@ -514,7 +543,11 @@ fn lrem(store: &mut Store, args: &[&[u8]]) -> Outcome {
         return Ok(Reply::Int(0));
     };
     let wanted = args[2];
-    let most = if limit == 0 { usize::MAX } else { usize::try_from(limit.unsigned_abs()).unwrap_or(usize::MAX) };
+    let most = if limit == 0 {
+        usize::MAX
+    } else {
+        usize::try_from(limit.unsigned_abs()).unwrap_or(usize::MAX)
+    };
     let mut removed = 0;
     if limit >= 0 {
         let mut i = 0;
@@ -573,7 +606,7 @@ fn with_scores(members: &[(&[u8], f64)], scores: bool) -> Reply {
 
 fn zadd(store: &mut Store, args: &[&[u8]]) -> Outcome {
     let pairs = &args[1..];
-    if pairs.len() % 2 != 0 {
+    if !pairs.len().is_multiple_of(2) {
         // Also where NX, XX, GT, LT, CH or INCR would be: no script uses them.
         return Err(error(SYNTAX));
     }
@@ -676,8 +709,15 @@ fn zrangebyscore(store: &mut Store, args: &[&[u8]]) -> Outcome {
         return Ok(Reply::Array(Vec::new()));
     };
     let in_range = |score: f64| {
-        (if min_exclusive { score > min } else { score >= min })
-            && (if max_exclusive { score < max } else { score <= max })
+        (if min_exclusive {
+            score > min
+        } else {
+            score >= min
+        }) && (if max_exclusive {
+            score < max
+        } else {
+            score <= max
+        })
     };
     let mut sorted: Vec<(&[u8], f64)> = ordered(members)
         .into_iter()
@@ -725,7 +765,9 @@ mod tests {
         assert_eq!(run(&mut s, "pttl k"), Reply::Int(-2));
         assert_eq!(run(&mut s, "pexpire k 1000"), Reply::Int(0));
         assert_eq!(run(&mut s, "SET k v PX 30000"), ok());
-        let Reply::Int(ttl) = run(&mut s, "pttl k") else { panic!() };
+        let Reply::Int(ttl) = run(&mut s, "pttl k") else {
+            panic!()
+        };
         assert!((29_000..=30_000).contains(&ttl), "{ttl}");
         assert_eq!(run(&mut s, "set k w"), ok());
         assert_eq!(run(&mut s, "pttl k"), Reply::Int(-1), "SET clears the TTL");
@@ -734,23 +776,36 @@ mod tests {
         assert_eq!(run(&mut s, "incr n"), Reply::Int(1));
         assert_eq!(run(&mut s, "pexpire n 5000"), Reply::Int(1));
         assert_eq!(run(&mut s, "incrby n 41"), Reply::Int(42));
-        assert!(matches!(run(&mut s, "pttl n"), Reply::Int(ttl) if ttl > 0), "INCR keeps the TTL");
+        assert!(
+            matches!(run(&mut s, "pttl n"), Reply::Int(ttl) if ttl > 0),
+            "INCR keeps the TTL"
+        );
         assert_eq!(run(&mut s, "decrby n 2"), Reply::Int(40));
         assert_eq!(run(&mut s, "decr n"), Reply::Int(39));
         assert_eq!(run(&mut s, "incrby n 1.5"), err(NOT_INTEGER));
-        assert_eq!(run(&mut s, "decrby n -9223372036854775808"), err("ERR decrement would overflow"));
+        assert_eq!(
+            run(&mut s, "decrby n -9223372036854775808"),
+            err("ERR decrement would overflow")
+        );
         assert_eq!(run(&mut s, "set n 9223372036854775807"), ok());
         assert_eq!(run(&mut s, "incr n"), err(OVERFLOW));
         assert_eq!(run(&mut s, "set n 05"), ok());
         assert_eq!(run(&mut s, "incr n"), err(NOT_INTEGER), "strict integers");
         assert_eq!(run(&mut s, "pexpire n 0"), Reply::Int(1));
-        assert_eq!(run(&mut s, "exists n k k"), Reply::Int(2), "a past deadline deletes");
+        assert_eq!(
+            run(&mut s, "exists n k k"),
+            Reply::Int(2),
+            "a past deadline deletes"
+        );
         assert_eq!(run(&mut s, "pexpire k x"), err(NOT_INTEGER));
         assert_eq!(
             run(&mut s, "pexpire k 9223372036854775807"),
             err("ERR invalid expire time in 'pexpire' command")
         );
-        assert_eq!(run(&mut s, "set a b px 0"), err("ERR invalid expire time in 'set' command"));
+        assert_eq!(
+            run(&mut s, "set a b px 0"),
+            err("ERR invalid expire time in 'set' command")
+        );
         assert_eq!(run(&mut s, "set a b px"), err(SYNTAX));
         assert_eq!(run(&mut s, "set a b px x"), err(NOT_INTEGER));
         assert_eq!(run(&mut s, "set a b nx"), err(SYNTAX));
@@ -775,11 +830,29 @@ mod tests {
         run(&mut s, "set str x");
         run(&mut s, "hset hash f 1");
         for command in [
-            "hget str f", "hexists str f", "hset str f 1", "hincrby str f 1", "hdel str f",
-            "hlen str", "hkeys str", "lindex str 0", "lpop str", "rpush str a", "lrange str 0 -1",
-            "lrem str 0 a", "zadd str 1 m", "zincrby str 1 m", "zrange str 0 -1",
-            "zrangebyscore str -inf +inf", "zrem str m", "zscore str m", "get hash", "incr hash",
-            "decr hash", "incrby hash 1", "decrby hash 1",
+            "hget str f",
+            "hexists str f",
+            "hset str f 1",
+            "hincrby str f 1",
+            "hdel str f",
+            "hlen str",
+            "hkeys str",
+            "lindex str 0",
+            "lpop str",
+            "rpush str a",
+            "lrange str 0 -1",
+            "lrem str 0 a",
+            "zadd str 1 m",
+            "zincrby str 1 m",
+            "zrange str 0 -1",
+            "zrangebyscore str -inf +inf",
+            "zrem str m",
+            "zscore str m",
+            "get hash",
+            "incr hash",
+            "decr hash",
+            "incrby hash 1",
+            "decrby hash 1",
         ] {
             assert_eq!(run(&mut s, command), err(WRONGTYPE), "{command}");
         }
@@ -797,13 +870,20 @@ mod tests {
         assert_eq!(run(&mut s, "hincrby h mode 1"), err(HASH_NOT_INTEGER));
         assert_eq!(run(&mut s, "hincrby h f x"), err(NOT_INTEGER));
         assert_eq!(run(&mut s, "hset h f"), err(ARITY));
-        assert_eq!(run(&mut s, "hset h f 1 g"), err("ERR wrong number of arguments for 'hset' command"));
+        assert_eq!(
+            run(&mut s, "hset h f 1 g"),
+            err("ERR wrong number of arguments for 'hset' command")
+        );
         assert_eq!(run(&mut s, "hlen h"), Reply::Int(3));
         assert_eq!(run(&mut s, "hkeys h"), bulks(&["f", "mode", "n"]));
         assert_eq!(run(&mut s, "hget h mode"), bulk_of("write"));
         assert_eq!(run(&mut s, "hexists h n"), Reply::Int(1));
         assert_eq!(run(&mut s, "hdel h f mode n x"), Reply::Int(3));
-        assert_eq!(run(&mut s, "exists h"), Reply::Int(0), "an emptied hash ceases to exist");
+        assert_eq!(
+            run(&mut s, "exists h"),
+            Reply::Int(0),
+            "an emptied hash ceases to exist"
+        );
         assert_eq!(run(&mut s, "hincrby h f x"), err(NOT_INTEGER));
         assert_eq!(s.keys.stored(), 0, "a failed HINCRBY leaves no empty hash");
     }
@@ -818,7 +898,11 @@ mod tests {
         assert_eq!(run(&mut s, "lindex q -5"), Reply::Nil);
         assert_eq!(run(&mut s, "lindex q 4"), Reply::Nil);
         assert_eq!(run(&mut s, "lindex q x"), err(NOT_INTEGER));
-        assert_eq!(run(&mut s, "lindex missing x"), Reply::Nil, "the key first, as Redis");
+        assert_eq!(
+            run(&mut s, "lindex missing x"),
+            Reply::Nil,
+            "the key first, as Redis"
+        );
         assert_eq!(run(&mut s, "lrange q 0 -1"), bulks(&["a", "b", "a", "c"]));
         assert_eq!(run(&mut s, "lrange q -2 10"), bulks(&["a", "c"]));
         assert_eq!(run(&mut s, "lrange q 3 1"), bulks(&[]));
@@ -826,9 +910,16 @@ mod tests {
         assert_eq!(run(&mut s, "lrange q 0 -1"), bulks(&["a", "b", "c"]));
         assert_eq!(run(&mut s, "lrem q 0 a"), Reply::Int(1));
         assert_eq!(run(&mut s, "lpop q"), bulk_of("b"));
-        assert_eq!(run(&mut s, "lpop q -1"), err("ERR value is out of range, must be positive"));
+        assert_eq!(
+            run(&mut s, "lpop q -1"),
+            err("ERR value is out of range, must be positive")
+        );
         assert_eq!(run(&mut s, "lpop q 5"), bulks(&["c"]));
-        assert_eq!(run(&mut s, "exists q"), Reply::Int(0), "an emptied list ceases to exist");
+        assert_eq!(
+            run(&mut s, "exists q"),
+            Reply::Int(0),
+            "an emptied list ceases to exist"
+        );
         assert_eq!(run(&mut s, "lpop q"), Reply::Nil);
     }
 
@@ -845,23 +936,33 @@ mod tests {
         assert_eq!(run(&mut s, "zscore z x"), Reply::Nil);
         assert_eq!(run(&mut s, "zincrby z 1.5 n"), bulk_of("4.5"));
         assert_eq!(run(&mut s, "zrange z 0 -1"), bulks(&["m", "o", "n"]));
-        assert_eq!(
-            run(&mut s, "zrange z 0 0 WITHSCORES"),
-            bulks(&["m", "-5"])
-        );
+        assert_eq!(run(&mut s, "zrange z 0 0 WITHSCORES"), bulks(&["m", "-5"]));
         assert_eq!(run(&mut s, "zrange z 0 -1 rev"), err(SYNTAX));
         assert_eq!(run(&mut s, "zrangebyscore z -inf 0.1"), bulks(&["m", "o"]));
-        assert_eq!(run(&mut s, "zrangebyscore z (-5 +inf withscores"), bulks(&["o", "0.10000000000000001", "n", "4.5"]));
-        assert_eq!(run(&mut s, "zrangebyscore z -inf +inf LIMIT 1 1"), bulks(&["o"]));
+        assert_eq!(
+            run(&mut s, "zrangebyscore z (-5 +inf withscores"),
+            bulks(&["o", "0.10000000000000001", "n", "4.5"])
+        );
+        assert_eq!(
+            run(&mut s, "zrangebyscore z -inf +inf LIMIT 1 1"),
+            bulks(&["o"])
+        );
         assert_eq!(run(&mut s, "zrangebyscore z x 1"), err(MIN_MAX));
         assert_eq!(run(&mut s, "zadd z inf i"), Reply::Int(1));
-        assert_eq!(run(&mut s, "zincrby z -inf i"), err("ERR resulting score is not a number (NaN)"));
+        assert_eq!(
+            run(&mut s, "zincrby z -inf i"),
+            err("ERR resulting score is not a number (NaN)")
+        );
         assert_eq!(run(&mut s, "zscore z i"), bulk_of("inf"));
         // Ties are ordered by member.
         assert_eq!(run(&mut s, "zadd t 1 b 1 a 0 c"), Reply::Int(3));
         assert_eq!(run(&mut s, "zrange t 0 -1"), bulks(&["c", "a", "b"]));
         assert_eq!(run(&mut s, "zrem z m n o i x"), Reply::Int(4));
-        assert_eq!(run(&mut s, "exists z"), Reply::Int(0), "an emptied sorted set ceases to exist");
+        assert_eq!(
+            run(&mut s, "exists z"),
+            Reply::Int(0),
+            "an emptied sorted set ceases to exist"
+        );
     }
 
     #[test]
@@ -869,10 +970,17 @@ mod tests {
         let mut s = store();
         assert_eq!(
             run(&mut s, "HGETALL h"),
-            err("ERR unknown command 'HGETALL' (MemoryBackend implements only the commands redisync's scripts use)")
+            err(
+                "ERR unknown command 'HGETALL' (MemoryBackend implements only the commands redisync's scripts use)"
+            )
         );
-        assert!(matches!(run(&mut s, "averyveryverylongcommandname"), Reply::Error(text) if text.starts_with("ERR unknown command")));
-        assert_eq!(execute(&mut s, &[]), err("ERR Please specify at least one argument for this redis lib call"));
+        assert!(
+            matches!(run(&mut s, "averyveryverylongcommandname"), Reply::Error(text) if text.starts_with("ERR unknown command"))
+        );
+        assert_eq!(
+            execute(&mut s, &[]),
+            err("ERR Please specify at least one argument for this redis lib call")
+        );
     }
 
     #[test]

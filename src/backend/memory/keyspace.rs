@@ -90,10 +90,20 @@ impl Keyspace {
         if self.map.get(key).is_some_and(|entry| entry.is_expired(now)) {
             self.remove(key);
         }
-        self.map.entry(key.to_vec()).or_insert_with(|| Entry {
-            value: empty(),
-            expires_at: None,
-        })
+        // Looked up before `entry`, which would copy the key every time.
+        if !self.map.contains_key(key) {
+            self.map.insert(
+                key.to_vec(),
+                Entry {
+                    value: empty(),
+                    expires_at: None,
+                },
+            );
+        }
+        // Present: inserted just above if it was not. (Returning the
+        // `get_mut` of a first lookup does not pass today's borrow checker.)
+        #[allow(clippy::unwrap_used)]
+        self.map.get_mut(key).unwrap()
     }
 
     /// Stores `value` at `key` with `expires_at`, replacing whatever was
@@ -218,7 +228,10 @@ pub(super) fn parse_integer(bytes: &[u8]) -> Option<i64> {
 /// one).
 pub(super) fn parse_score(bytes: &[u8]) -> Option<f64> {
     let text = std::str::from_utf8(bytes).ok()?;
-    if text.is_empty() || text.starts_with(char::is_whitespace) || text.ends_with(char::is_whitespace) {
+    if text.is_empty()
+        || text.starts_with(char::is_whitespace)
+        || text.ends_with(char::is_whitespace)
+    {
         return None;
     }
     let value: f64 = text.parse().ok()?;
@@ -346,9 +359,9 @@ mod tests {
             (1e17, "1e+17"),
             (1e16, "10000000000000000"),
             (123_456_789_012.0, "123456789012"),
-            (1.0000000000000001e-5, "1.0000000000000001e-05"),
+            (1e-5, "1.0000000000000001e-05"),
             (0.0001, "0.0001"),
-            (-1.6000000000000001, "-1.6000000000000001"),
+            (-1.6, "-1.6000000000000001"),
             (1.2345678901234567e19, "1.2345678901234567e+19"),
             (-0.0, "-0"),
             (f64::INFINITY, "inf"),

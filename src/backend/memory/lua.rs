@@ -11,9 +11,7 @@
 use std::borrow::Cow;
 use std::collections::HashMap;
 
-use mlua::{
-    AppDataRefMut, Function, Lua, LuaOptions, MultiValue, StdLib, Table, Value,
-};
+use mlua::{AppDataRefMut, Function, Lua, LuaOptions, MultiValue, StdLib, Table, Value};
 
 use super::commands::{self, Store};
 use super::keyspace::format_g17;
@@ -98,9 +96,7 @@ impl Engine {
         )?;
         lua.set_app_data(store);
         let raw = lua.create_function(redis_command)?;
-        lua.load(REDIS_LIB)
-            .set_name("@redis_lib")
-            .call::<()>(raw)?;
+        lua.load(REDIS_LIB).set_name("@redis_lib").call::<()>(raw)?;
         let runner = lua.load(RUNNER).set_name("@runner").call::<Function>(())?;
         let keys = lua.create_table_with_capacity(8, 0)?;
         let argv = lua.create_table_with_capacity(8, 0)?;
@@ -202,7 +198,8 @@ fn redis_command(lua: &Lua, values: MultiValue) -> mlua::Result<Value> {
                 return to_lua(
                     lua,
                     Reply::Error(
-                        "ERR Lua redis lib command arguments must be strings or integers".to_owned(),
+                        "ERR Lua redis lib command arguments must be strings or integers"
+                            .to_owned(),
                     ),
                 );
             }

@@ -19,29 +19,87 @@ use crate::ops;
 /// they did.
 trait Ops {
     fn lock_acquire(&self, name: &str, holder: &str, lease_ms: i64) -> Result<Acquire>;
-    fn fenced_lock_acquire(&self, name: &str, token_key: &str, holder: &str, lease_ms: i64) -> Result<FencedAcquire>;
+    fn fenced_lock_acquire(
+        &self,
+        name: &str,
+        token_key: &str,
+        holder: &str,
+        lease_ms: i64,
+    ) -> Result<FencedAcquire>;
     fn lock_renew(&self, name: &str, holder: &str, lease_ms: i64) -> Result<bool>;
-    fn lock_release(&self, name: &str, channel: &str, holder: &str, lease_ms: i64, latch_key: &str, latch_ms: i64) -> Result<Release>;
+    fn lock_release(
+        &self,
+        name: &str,
+        channel: &str,
+        holder: &str,
+        lease_ms: i64,
+        latch_key: &str,
+        latch_ms: i64,
+    ) -> Result<Release>;
     fn lock_force_release(&self, name: &str, channel: &str) -> Result<bool>;
     fn lock_state(&self, name: &str, holder: &str) -> Result<LockState>;
-    fn fair_lock_acquire(&self, keys: &FairLockKeys<'_>, holder: &str, lease_ms: i64, wait_ms: i64, now_ms: i64, enqueue: bool) -> Result<Acquire>;
-    fn fair_lock_release(&self, keys: &FairLockKeys<'_>, holder: &str, lease_ms: i64, now_ms: i64, latch_key: &str, latch_ms: i64) -> Result<Release>;
+    fn fair_lock_acquire(
+        &self,
+        keys: &FairLockKeys<'_>,
+        holder: &str,
+        lease_ms: i64,
+        wait_ms: i64,
+        now_ms: i64,
+        enqueue: bool,
+    ) -> Result<Acquire>;
+    fn fair_lock_release(
+        &self,
+        keys: &FairLockKeys<'_>,
+        holder: &str,
+        lease_ms: i64,
+        now_ms: i64,
+        latch_key: &str,
+        latch_ms: i64,
+    ) -> Result<Release>;
     fn fair_lock_cancel(&self, keys: &FairLockKeys<'_>, holder: &str, wait_ms: i64) -> Result<()>;
     fn fair_lock_force_release(&self, keys: &FairLockKeys<'_>, now_ms: i64) -> Result<bool>;
     fn read_lock_acquire(&self, keys: &RwLockKeys<'_>, lease_ms: i64) -> Result<Acquire>;
     fn write_lock_acquire(&self, keys: &RwLockKeys<'_>, lease_ms: i64) -> Result<Acquire>;
-    fn read_lock_release(&self, keys: &RwLockKeys<'_>, latch_key: &str, latch_ms: i64) -> Result<Release>;
-    fn write_lock_release(&self, keys: &RwLockKeys<'_>, lease_ms: i64, latch_key: &str, latch_ms: i64) -> Result<Release>;
+    fn read_lock_release(
+        &self,
+        keys: &RwLockKeys<'_>,
+        latch_key: &str,
+        latch_ms: i64,
+    ) -> Result<Release>;
+    fn write_lock_release(
+        &self,
+        keys: &RwLockKeys<'_>,
+        lease_ms: i64,
+        latch_key: &str,
+        latch_ms: i64,
+    ) -> Result<Release>;
     fn read_lock_renew(&self, keys: &RwLockKeys<'_>, lease_ms: i64) -> Result<bool>;
     fn rw_lock_force_release(&self, keys: &RwLockKeys<'_>, mode: RwMode) -> Result<bool>;
     fn rw_lock_state(&self, name: &str, field: &str) -> Result<RwLockState>;
-    fn counter_set_if_absent(&self, name: &str, channel: &str, value: i64, message: &str) -> Result<bool>;
+    fn counter_set_if_absent(
+        &self,
+        name: &str,
+        channel: &str,
+        value: i64,
+        message: &str,
+    ) -> Result<bool>;
     fn counter_get(&self, name: &str) -> Result<i64>;
     fn semaphore_add(&self, name: &str, channel: &str, delta: i64) -> Result<i64>;
     fn semaphore_try_acquire(&self, name: &str, permits: i64) -> Result<bool>;
     fn semaphore_drain(&self, name: &str) -> Result<i64>;
-    fn expirable_acquire(&self, keys: &ExpirableKeys<'_>, permit_id: &str, lease_end_ms: i64, now_ms: i64) -> Result<Acquire>;
-    fn expirable_release(&self, keys: &ExpirableKeys<'_>, permit_id: &str, now_ms: i64) -> Result<bool>;
+    fn expirable_acquire(
+        &self,
+        keys: &ExpirableKeys<'_>,
+        permit_id: &str,
+        lease_end_ms: i64,
+        now_ms: i64,
+    ) -> Result<Acquire>;
+    fn expirable_release(
+        &self,
+        keys: &ExpirableKeys<'_>,
+        permit_id: &str,
+        now_ms: i64,
+    ) -> Result<bool>;
     fn expirable_available(&self, keys: &ExpirableKeys<'_>, now_ms: i64) -> Result<i64>;
     fn latch_count_down(&self, name: &str, channel: &str) -> Result<i64>;
     fn latch_delete(&self, name: &str, channel: &str) -> Result<bool>;
@@ -51,13 +109,27 @@ impl Ops for MemoryBackend {
     fn lock_acquire(&self, name: &str, holder: &str, lease_ms: i64) -> Result<Acquire> {
         ops::lock::acquire(self, name, holder, lease_ms)
     }
-    fn fenced_lock_acquire(&self, name: &str, token_key: &str, holder: &str, lease_ms: i64) -> Result<FencedAcquire> {
+    fn fenced_lock_acquire(
+        &self,
+        name: &str,
+        token_key: &str,
+        holder: &str,
+        lease_ms: i64,
+    ) -> Result<FencedAcquire> {
         ops::lock::fenced_acquire(self, name, token_key, holder, lease_ms)
     }
     fn lock_renew(&self, name: &str, holder: &str, lease_ms: i64) -> Result<bool> {
         ops::lock::renew(self, name, holder, lease_ms)
     }
-    fn lock_release(&self, name: &str, channel: &str, holder: &str, lease_ms: i64, latch_key: &str, latch_ms: i64) -> Result<Release> {
+    fn lock_release(
+        &self,
+        name: &str,
+        channel: &str,
+        holder: &str,
+        lease_ms: i64,
+        latch_key: &str,
+        latch_ms: i64,
+    ) -> Result<Release> {
         ops::lock::release(self, name, channel, holder, lease_ms, latch_key, latch_ms)
     }
     fn lock_force_release(&self, name: &str, channel: &str) -> Result<bool> {
@@ -66,10 +138,26 @@ impl Ops for MemoryBackend {
     fn lock_state(&self, name: &str, holder: &str) -> Result<LockState> {
         ops::lock::state(self, name, holder)
     }
-    fn fair_lock_acquire(&self, keys: &FairLockKeys<'_>, holder: &str, lease_ms: i64, wait_ms: i64, now_ms: i64, enqueue: bool) -> Result<Acquire> {
+    fn fair_lock_acquire(
+        &self,
+        keys: &FairLockKeys<'_>,
+        holder: &str,
+        lease_ms: i64,
+        wait_ms: i64,
+        now_ms: i64,
+        enqueue: bool,
+    ) -> Result<Acquire> {
         ops::fair_lock::acquire(self, keys, holder, lease_ms, wait_ms, now_ms, enqueue)
     }
-    fn fair_lock_release(&self, keys: &FairLockKeys<'_>, holder: &str, lease_ms: i64, now_ms: i64, latch_key: &str, latch_ms: i64) -> Result<Release> {
+    fn fair_lock_release(
+        &self,
+        keys: &FairLockKeys<'_>,
+        holder: &str,
+        lease_ms: i64,
+        now_ms: i64,
+        latch_key: &str,
+        latch_ms: i64,
+    ) -> Result<Release> {
         ops::fair_lock::release(self, keys, holder, lease_ms, now_ms, latch_key, latch_ms)
     }
     fn fair_lock_cancel(&self, keys: &FairLockKeys<'_>, holder: &str, wait_ms: i64) -> Result<()> {
@@ -84,10 +172,21 @@ impl Ops for MemoryBackend {
     fn write_lock_acquire(&self, keys: &RwLockKeys<'_>, lease_ms: i64) -> Result<Acquire> {
         ops::rw_lock::write_acquire(self, keys, lease_ms)
     }
-    fn read_lock_release(&self, keys: &RwLockKeys<'_>, latch_key: &str, latch_ms: i64) -> Result<Release> {
+    fn read_lock_release(
+        &self,
+        keys: &RwLockKeys<'_>,
+        latch_key: &str,
+        latch_ms: i64,
+    ) -> Result<Release> {
         ops::rw_lock::read_release(self, keys, latch_key, latch_ms)
     }
-    fn write_lock_release(&self, keys: &RwLockKeys<'_>, lease_ms: i64, latch_key: &str, latch_ms: i64) -> Result<Release> {
+    fn write_lock_release(
+        &self,
+        keys: &RwLockKeys<'_>,
+        lease_ms: i64,
+        latch_key: &str,
+        latch_ms: i64,
+    ) -> Result<Release> {
         ops::rw_lock::write_release(self, keys, lease_ms, latch_key, latch_ms)
     }
     fn read_lock_renew(&self, keys: &RwLockKeys<'_>, lease_ms: i64) -> Result<bool> {
@@ -99,7 +198,13 @@ impl Ops for MemoryBackend {
     fn rw_lock_state(&self, name: &str, field: &str) -> Result<RwLockState> {
         ops::rw_lock::state(self, name, field)
     }
-    fn counter_set_if_absent(&self, name: &str, channel: &str, value: i64, message: &str) -> Result<bool> {
+    fn counter_set_if_absent(
+        &self,
+        name: &str,
+        channel: &str,
+        value: i64,
+        message: &str,
+    ) -> Result<bool> {
         ops::counter::set_if_absent(self, name, channel, value, message)
     }
     fn counter_get(&self, name: &str) -> Result<i64> {
@@ -114,10 +219,21 @@ impl Ops for MemoryBackend {
     fn semaphore_drain(&self, name: &str) -> Result<i64> {
         ops::semaphore::drain(self, name)
     }
-    fn expirable_acquire(&self, keys: &ExpirableKeys<'_>, permit_id: &str, lease_end_ms: i64, now_ms: i64) -> Result<Acquire> {
+    fn expirable_acquire(
+        &self,
+        keys: &ExpirableKeys<'_>,
+        permit_id: &str,
+        lease_end_ms: i64,
+        now_ms: i64,
+    ) -> Result<Acquire> {
         ops::expirable::acquire(self, keys, permit_id, lease_end_ms, now_ms)
     }
-    fn expirable_release(&self, keys: &ExpirableKeys<'_>, permit_id: &str, now_ms: i64) -> Result<bool> {
+    fn expirable_release(
+        &self,
+        keys: &ExpirableKeys<'_>,
+        permit_id: &str,
+        now_ms: i64,
+    ) -> Result<bool> {
         ops::expirable::release(self, keys, permit_id, now_ms)
     }
     fn expirable_available(&self, keys: &ExpirableKeys<'_>, now_ms: i64) -> Result<i64> {
@@ -220,7 +336,8 @@ impl Db<'_> {
         self.int(&["hdel", key, field]).map(|n| n == 1)
     }
     fn hlen(&mut self, key: &str) -> Result<usize> {
-        self.int(&["hlen", key]).map(|n| usize::try_from(n).unwrap())
+        self.int(&["hlen", key])
+            .map(|n| usize::try_from(n).unwrap())
     }
     fn lindex(&mut self, key: &str, index: i64) -> Result<Option<String>> {
         checked(self.0.command(&["lindex", key, &index.to_string()])).map(text)
@@ -229,20 +346,23 @@ impl Db<'_> {
         checked(self.0.command(&["lpop", key])).map(text)
     }
     fn rpush(&mut self, key: &str, value: &str) -> Result<usize> {
-        self.int(&["rpush", key, value]).map(|n| usize::try_from(n).unwrap())
+        self.int(&["rpush", key, value])
+            .map(|n| usize::try_from(n).unwrap())
     }
     fn lrange_all(&mut self, key: &str) -> Result<Vec<String>> {
         checked(self.0.command(&["lrange", key, "0", "-1"])).map(texts)
     }
     fn lrem_all(&mut self, key: &str, value: &str) -> Result<usize> {
-        self.int(&["lrem", key, "0", value]).map(|n| usize::try_from(n).unwrap())
+        self.int(&["lrem", key, "0", value])
+            .map(|n| usize::try_from(n).unwrap())
     }
     fn zscore(&mut self, key: &str, member: &str) -> Result<Option<i64>> {
         checked(self.0.command(&["zscore", key, member]))
             .map(|reply| text(reply).map(|score| score.parse().unwrap()))
     }
     fn zadd(&mut self, key: &str, score: i64, member: &str) -> Result<bool> {
-        self.int(&["zadd", key, &score.to_string(), member]).map(|n| n == 1)
+        self.int(&["zadd", key, &score.to_string(), member])
+            .map(|n| n == 1)
     }
     fn zrem(&mut self, key: &str, member: &str) -> Result<bool> {
         self.int(&["zrem", key, member]).map(|n| n == 1)
@@ -254,9 +374,18 @@ impl Db<'_> {
     fn zrange_all(&mut self, key: &str) -> Result<Vec<String>> {
         checked(self.0.command(&["zrange", key, "0", "-1"])).map(texts)
     }
-    fn zrange_with_scores(&mut self, key: &str, start: i64, stop: i64) -> Result<Vec<(String, i64)>> {
+    fn zrange_with_scores(
+        &mut self,
+        key: &str,
+        start: i64,
+        stop: i64,
+    ) -> Result<Vec<(String, i64)>> {
         let items = texts(checked(self.0.command(&[
-            "zrange", key, &start.to_string(), &stop.to_string(), "WITHSCORES",
+            "zrange",
+            key,
+            &start.to_string(),
+            &stop.to_string(),
+            "WITHSCORES",
         ]))?);
         Ok(items
             .chunks(2)
@@ -264,7 +393,11 @@ impl Db<'_> {
             .collect())
     }
     fn zrangebyscore(&mut self, key: &str, max: i64) -> Result<Vec<String>> {
-        checked(self.0.command(&["zrangebyscore", key, "-inf", &max.to_string()])).map(texts)
+        checked(
+            self.0
+                .command(&["zrangebyscore", key, "-inf", &max.to_string()]),
+        )
+        .map(texts)
     }
     fn incrby(&mut self, key: &str, by: i64) -> Result<i64> {
         self.int(&["incrby", key, &by.to_string()])
@@ -588,7 +721,12 @@ fn stored(backend: &MemoryBackend) -> usize {
 
 /// The expiry index lists exactly the keys that have an expiry.
 fn assert_index_exact(backend: &MemoryBackend) {
-    assert!(backend.inner.with_store(|store| store.keys.index_is_exact()).unwrap());
+    assert!(
+        backend
+            .inner
+            .with_store(|store| store.keys.index_is_exact())
+            .unwrap()
+    );
 }
 
 #[test]
@@ -1621,12 +1759,7 @@ fn latch_count_down_opens_at_zero_and_deletes() {
     backend
         .with_pubsub(&mut |conn| {
             conn.subscribe(&subscribed_to(LATCH_CHANNEL))?;
-            assert!(other.counter_set_if_absent(
-                "l",
-                LATCH_CHANNEL,
-                2,
-                LATCH_NEW_COUNT_MESSAGE
-            )?);
+            assert!(other.counter_set_if_absent("l", LATCH_CHANNEL, 2, LATCH_NEW_COUNT_MESSAGE)?);
             assert_eq!(next(conn), Some(Message::new(LATCH_CHANNEL, "1")));
             assert_eq!(other.latch_count_down("l", LATCH_CHANNEL)?, 1);
             assert_eq!(next(conn), None);
@@ -1801,7 +1934,6 @@ fn db_counter_and_sorted_set_commands() {
         .unwrap();
 }
 
-
 // ---- The interpreter: Redis' conversions and library ----
 
 /// Runs `code` as a script with `keys` and `args`.
@@ -1850,12 +1982,24 @@ fn lua_values_convert_to_replies_as_redis_converts_them() {
                 Reply::Int(1),
             ]),
         ),
-        ("return {err='MY thing'}", Reply::Error("MY thing".to_owned())),
+        (
+            "return {err='MY thing'}",
+            Reply::Error("MY thing".to_owned()),
+        ),
         ("return {ok='FINE'}", Reply::Status("FINE".to_owned())),
         ("return {err=5}", Reply::Array(vec![])),
-        ("return redis.error_reply('ERR invalid x')", Reply::Error("ERR invalid x".to_owned())),
-        ("return redis.status_reply('FINE')", Reply::Status("FINE".to_owned())),
-        ("return {redis.error_reply('E x')}", Reply::Array(vec![Reply::Error("E x".to_owned())])),
+        (
+            "return redis.error_reply('ERR invalid x')",
+            Reply::Error("ERR invalid x".to_owned()),
+        ),
+        (
+            "return redis.status_reply('FINE')",
+            Reply::Status("FINE".to_owned()),
+        ),
+        (
+            "return {redis.error_reply('E x')}",
+            Reply::Array(vec![Reply::Error("E x".to_owned())]),
+        ),
         ("return print", Reply::Nil),
         ("return 1, 2", Reply::Int(1)),
         ("return redis.replicate_commands()", Reply::Int(1)),
@@ -1871,12 +2015,28 @@ fn keys_and_argv_are_one_based_string_tables_reset_on_every_call() {
     let code = "return {#KEYS, #ARGV, KEYS[1], ARGV[2], type(ARGV[1])}";
     assert_eq!(
         eval(&backend, code, &["k1", "k2"], &["5", "x", "y"]),
-        Reply::Array(vec![Reply::Int(2), Reply::Int(3), bulk("k1"), bulk("x"), bulk("string")])
+        Reply::Array(vec![
+            Reply::Int(2),
+            Reply::Int(3),
+            bulk("k1"),
+            bulk("x"),
+            bulk("string")
+        ])
     );
     // Fewer this time: nothing is left over from the call before.
     assert_eq!(
-        eval(&backend, "return {#KEYS, #ARGV, KEYS[2] == nil, ARGV[3] == nil}", &["a"], &[]),
-        Reply::Array(vec![Reply::Int(1), Reply::Int(0), Reply::Int(1), Reply::Int(1)])
+        eval(
+            &backend,
+            "return {#KEYS, #ARGV, KEYS[2] == nil, ARGV[3] == nil}",
+            &["a"],
+            &[]
+        ),
+        Reply::Array(vec![
+            Reply::Int(1),
+            Reply::Int(0),
+            Reply::Int(1),
+            Reply::Int(1)
+        ])
     );
 }
 
@@ -1926,10 +2086,17 @@ fn numbers_reach_commands_as_redis_formats_them() {
     assert_eq!(
         eval(&backend, code, &[], &[]),
         Reply::Array(
-            ["5", "5.5", "0.10000000000000001", "1e+20", "123456789012", "-7"]
-                .into_iter()
-                .map(bulk)
-                .collect()
+            [
+                "5",
+                "5.5",
+                "0.10000000000000001",
+                "1e+20",
+                "123456789012",
+                "-7"
+            ]
+            .into_iter()
+            .map(bulk)
+            .collect()
         )
     );
     assert_eq!(
@@ -1947,8 +2114,22 @@ fn g17_matches_lua_own_printf() {
     // Lua's string.format is C's printf: the reference for "%.17g".
     let backend = MemoryBackend::new();
     let values = [
-        0.1, 1.0 / 3.0, 2.5e-7, 1e-5, 1e15, 1e16, 1e17, 123.456, -9.87654321e-12, 4.6e18,
-        1.7976931348623157e308, 5e-324, 1_234_567_890_123.5, 0.0001, 0.00001, 99_999_999_999_999_999.0,
+        0.1,
+        1.0 / 3.0,
+        2.5e-7,
+        1e-5,
+        1e15,
+        1e16,
+        1e17,
+        123.456,
+        -9.87654321e-12,
+        4.6e18,
+        1.7976931348623157e308,
+        5e-324,
+        1_234_567_890_123.5,
+        0.0001,
+        0.00001,
+        99_999_999_999_999_999.0,
     ];
     for value in values {
         let code = format!("return string.format('%.17g', {value:e})");
@@ -1967,19 +2148,30 @@ fn errors_come_back_as_error_replies_with_redis_codes() {
     backend.set_string("s", "x");
     // A failed redis.call ends the script with the command's error.
     assert_eq!(
-        eval(&backend, "redis.call('hget', KEYS[1], 'a'); return 1", &["s"], &[]),
+        eval(
+            &backend,
+            "redis.call('hget', KEYS[1], 'a'); return 1",
+            &["s"],
+            &[]
+        ),
         Reply::Error(WRONGTYPE.to_owned())
     );
     // redis.pcall returns it instead.
     assert_eq!(
-        eval(&backend, "local r = redis.pcall('hget', KEYS[1], 'a'); return r.err", &["s"], &[]),
+        eval(
+            &backend,
+            "local r = redis.pcall('hget', KEYS[1], 'a'); return r.err",
+            &["s"],
+            &[]
+        ),
         bulk(WRONGTYPE)
     );
     // Runtime errors carry the script's position, with ERR.
     assert_eq!(
         eval(&backend, "local x = nil\nreturn x + 1", &[], &[]),
         Reply::Error(
-            "ERR user_script:2: attempt to perform arithmetic on local 'x' (a nil value)".to_owned()
+            "ERR user_script:2: attempt to perform arithmetic on local 'x' (a nil value)"
+                .to_owned()
         )
     );
     assert_eq!(
@@ -1993,7 +2185,10 @@ fn errors_come_back_as_error_replies_with_redis_codes() {
     let Reply::Error(text) = eval(&backend, "return (", &[], &[]) else {
         panic!("a script that does not compile is an error reply")
     };
-    assert!(text.starts_with("ERR Error compiling script (new function): user_script:1:"), "{text}");
+    assert!(
+        text.starts_with("ERR Error compiling script (new function): user_script:1:"),
+        "{text}"
+    );
     // A command the store lacks fails loudly.
     assert_eq!(
         eval(&backend, "return redis.call('HGETALL', 'h')", &[], &[]),
@@ -2003,7 +2198,12 @@ fn errors_come_back_as_error_replies_with_redis_codes() {
         )
     );
     // Writes before the error stay, as on Redis.
-    eval(&backend, "redis.call('set', 'w', '1'); redis.call('incr', 's')", &[], &[]);
+    eval(
+        &backend,
+        "redis.call('set', 'w', '1'); redis.call('incr', 's')",
+        &[],
+        &[],
+    );
     assert_eq!(backend.run(|db| db.get("w")).unwrap().as_deref(), Some("1"));
 }
 
@@ -2016,7 +2216,9 @@ fn time_is_frozen_for_one_run() {
         for i = 1, 2000000 do spin = spin + i end
         local second = redis.call('time')
         return {first[1], first[2], second[1], second[2], type(first[1])}";
-    let Reply::Array(items) = eval(&backend, code, &[], &[]) else { panic!() };
+    let Reply::Array(items) = eval(&backend, code, &[], &[]) else {
+        panic!()
+    };
     assert_eq!(items[0], items[2]);
     assert_eq!(items[1], items[3]);
     assert_eq!(items[4], bulk("string"));
@@ -2035,25 +2237,45 @@ fn time_is_frozen_for_one_run() {
         return redis.call('get', 'k')";
     assert_eq!(eval(&backend, code, &[], &[]), bulk("v"));
     thread::sleep(Duration::from_millis(5));
-    assert_eq!(eval(&backend, "return redis.call('get', 'k')", &[], &[]), Reply::Nil);
+    assert_eq!(
+        eval(&backend, "return redis.call('get', 'k')", &[], &[]),
+        Reply::Nil
+    );
 }
 
 #[test]
 fn pexpire_and_pttl_through_scripts() {
     let backend = MemoryBackend::new();
-    assert_eq!(eval(&backend, "return redis.call('pttl', 'k')", &[], &[]), Reply::Int(-2));
+    assert_eq!(
+        eval(&backend, "return redis.call('pttl', 'k')", &[], &[]),
+        Reply::Int(-2)
+    );
     eval(&backend, "redis.call('set', 'k', 'v')", &[], &[]);
-    assert_eq!(eval(&backend, "return redis.call('pttl', 'k')", &[], &[]), Reply::Int(-1));
-    assert_eq!(eval(&backend, "return redis.call('pexpire', 'k', 40)", &[], &[]), Reply::Int(1));
-    let Reply::Int(ttl) = eval(&backend, "return redis.call('pttl', 'k')", &[], &[]) else { panic!() };
+    assert_eq!(
+        eval(&backend, "return redis.call('pttl', 'k')", &[], &[]),
+        Reply::Int(-1)
+    );
+    assert_eq!(
+        eval(&backend, "return redis.call('pexpire', 'k', 40)", &[], &[]),
+        Reply::Int(1)
+    );
+    let Reply::Int(ttl) = eval(&backend, "return redis.call('pttl', 'k')", &[], &[]) else {
+        panic!()
+    };
     assert!((1..=40).contains(&ttl), "{ttl}");
     assert_eq!(backend.dump()[0].pttl_ms.map(|ttl| ttl <= 40), Some(true));
     thread::sleep(Duration::from_millis(60));
-    assert_eq!(eval(&backend, "return redis.call('exists', 'k')", &[], &[]), Reply::Int(0));
+    assert_eq!(
+        eval(&backend, "return redis.call('exists', 'k')", &[], &[]),
+        Reply::Int(0)
+    );
     assert!(backend.is_empty());
     // A non-positive TTL deletes.
     eval(&backend, "redis.call('set', 'k', 'v')", &[], &[]);
-    assert_eq!(eval(&backend, "return redis.call('pexpire', 'k', -1)", &[], &[]), Reply::Int(1));
+    assert_eq!(
+        eval(&backend, "return redis.call('pexpire', 'k', -1)", &[], &[]),
+        Reply::Int(1)
+    );
     assert!(backend.is_empty());
 }
 
@@ -2064,10 +2286,26 @@ fn a_scripts_publish_reaches_subscribers_with_its_writes() {
     backend
         .with_pubsub(&mut |conn| {
             conn.subscribe(&["c".to_owned()])?;
-            let reply = eval(&other, "redis.call('set', 'k', 'v'); return redis.call('publish', 'c', 'hi')", &[], &[]);
+            let reply = eval(
+                &other,
+                "redis.call('set', 'k', 'v'); return redis.call('publish', 'c', 'hi')",
+                &[],
+                &[],
+            );
             assert_eq!(reply, Reply::Int(1));
-            assert_eq!(conn.next_message(Duration::from_secs(5))?, Some(Message::new("c", "hi")));
-            assert_eq!(eval(&other, "return redis.call('publish', 'nobody', 5)", &[], &[]), Reply::Int(0));
+            assert_eq!(
+                conn.next_message(Duration::from_secs(5))?,
+                Some(Message::new("c", "hi"))
+            );
+            assert_eq!(
+                eval(
+                    &other,
+                    "return redis.call('publish', 'nobody', 5)",
+                    &[],
+                    &[]
+                ),
+                Reply::Int(0)
+            );
             assert_eq!(conn.next_message(Duration::from_millis(10))?, None);
             Ok(())
         })
@@ -2094,15 +2332,29 @@ fn dump_lists_every_live_key_with_its_value_and_ttl() {
     assert_eq!(keys, ["h", "l", "s", "z"]);
     assert_eq!(
         dump[0].value,
-        DumpedValue::Hash(BTreeMap::from([(b"a".to_vec(), b"1".to_vec()), (b"b".to_vec(), b"2".to_vec())]))
+        DumpedValue::Hash(BTreeMap::from([
+            (b"a".to_vec(), b"1".to_vec()),
+            (b"b".to_vec(), b"2".to_vec())
+        ]))
     );
     assert_eq!(dump[0].pttl_ms, None);
-    assert_eq!(dump[1].value, DumpedValue::List(vec![b"x".to_vec(), b"y".to_vec()]));
+    assert_eq!(
+        dump[1].value,
+        DumpedValue::List(vec![b"x".to_vec(), b"y".to_vec()])
+    );
     assert_eq!(dump[2].value, DumpedValue::String(b"v".to_vec()));
-    assert!(dump[2].pttl_ms.is_some_and(|ttl| (29_000..=30_000).contains(&ttl)));
+    assert!(
+        dump[2]
+            .pttl_ms
+            .is_some_and(|ttl| (29_000..=30_000).contains(&ttl))
+    );
     assert_eq!(
         dump[3].value,
-        DumpedValue::ZSet(vec![(b"a".to_vec(), 1.0), (b"n".to_vec(), 1.0), (b"m".to_vec(), 2.0)])
+        DumpedValue::ZSet(vec![
+            (b"a".to_vec(), 1.0),
+            (b"n".to_vec(), 1.0),
+            (b"m".to_vec(), 2.0)
+        ])
     );
 }
 
@@ -2127,7 +2379,9 @@ fn fenced_tokens_grow_and_start_at_the_clock_in_micros() {
         .unwrap();
     assert!(again > first);
     assert!(matches!(
-        backend.fenced_lock_acquire("fenced", token_key, "b:1", LEASE).unwrap(),
+        backend
+            .fenced_lock_acquire("fenced", token_key, "b:1", LEASE)
+            .unwrap(),
         FencedAcquire::Held { ttl: Some(_) }
     ));
     // A counter far ahead of the clock just increments.
@@ -2180,11 +2434,18 @@ fn breakdown_speed() {
     let n = 100_000_u32;
     static ONE: Script = Script::new("one", "one", "return 1");
     static GET: Script = Script::new("get", "get", "return redis.call('get', KEYS[1])");
-    static PRELUDE: Script = Script::new("pre", "pre", concat!(include_str!("../../../lua/args_prelude.lua"), "return 1"));
+    static PRELUDE: Script = Script::new(
+        "pre",
+        "pre",
+        concat!(include_str!("../../../lua/args_prelude.lua"), "return 1"),
+    );
     for (name, script) in [("return 1", &ONE), ("get", &GET), ("prelude", &PRELUDE)] {
         let start = Instant::now();
         for _ in 0..n {
-            let call = ScriptCall::new(script, Resend::Harmless, Effect::Read).key("k").arg("30000").arg("c1:1");
+            let call = ScriptCall::new(script, Resend::Harmless, Effect::Read)
+                .key("k")
+                .arg("30000")
+                .arg("c1:1");
             backend.run_script(&call).unwrap();
         }
         println!("{name}: {:?}", start.elapsed() / n);
@@ -2226,5 +2487,16 @@ fn release_not_held_loop() {
     let backend = MemoryBackend::new();
     for _ in 0..1_000_000 {
         ops::lock::release(&backend, "nothing", CHANNEL, "c1:1", LEASE, "latch", 5_000).unwrap();
+    }
+}
+
+#[test]
+#[ignore = "a timing, not a check"]
+fn pair_loop() {
+    let backend = MemoryBackend::new();
+    for i in 0..300_000 {
+        ops::lock::acquire(&backend, "speed", "c1:1", LEASE).unwrap();
+        let latch = format!("redisson_unlock_latch:{{speed}}:{i}");
+        ops::lock::release(&backend, "speed", CHANNEL, "c1:1", LEASE, &latch, 5_000).unwrap();
     }
 }
