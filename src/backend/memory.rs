@@ -34,9 +34,9 @@
 //! use redisync::backend::{Acquire, LockBackend, Release};
 //! let backend = redisync::MemoryBackend::new();
 //! let other_process = backend.clone();
-//! assert_eq!(backend.lock_acquire("doc:memory", "c1:1", 30_000)?, Acquire::Acquired);
-//! assert!(!other_process.lock_acquire("doc:memory", "c2:1", 30_000)?.is_acquired());
-//! let released = backend.lock_release(
+//! assert_eq!(redisync::ops::lock::acquire(&backend, "doc:memory", "c1:1", 30_000)?, Acquire::Acquired);
+//! assert!(!redisync::ops::lock::acquire(&other_process, "doc:memory", "c2:1", 30_000)?.is_acquired());
+//! let released = redisync::ops::lock::release(&backend,
 //!     "doc:memory",
 //!     "redisson_lock__channel:{doc:memory}",
 //!     "c1:1",
@@ -45,7 +45,7 @@
 //!     5_000,
 //! )?;
 //! assert_eq!(released, Release::Released);
-//! assert!(other_process.lock_acquire("doc:memory", "c2:1", 30_000)?.is_acquired());
+//! assert!(redisync::ops::lock::acquire(&other_process, "doc:memory", "c2:1", 30_000)?.is_acquired());
 //! # Ok::<(), redisync::Error>(())
 //! ```
 
@@ -90,7 +90,7 @@ use crate::{Error, Result};
 /// use redisync::backend::{Acquire, LockBackend};
 /// let backend = redisync::MemoryBackend::new();
 /// let shared = backend.clone();
-/// assert_eq!(backend.lock_acquire("doc:backend", "c1:1", 30_000)?, Acquire::Acquired);
+/// assert_eq!(redisync::ops::lock::acquire(&backend, "doc:backend", "c1:1", 30_000)?, Acquire::Acquired);
 /// assert_eq!(shared.len(), 1);
 /// # Ok::<(), redisync::Error>(())
 /// ```
@@ -909,7 +909,7 @@ impl MemoryBackend {
     /// ```
     /// use redisync::backend::LockBackend;
     /// let backend = redisync::MemoryBackend::new();
-    /// backend.lock_acquire("doc:len", "c1:1", 30_000)?;
+    /// redisync::ops::lock::acquire(&backend, "doc:len", "c1:1", 30_000)?;
     /// assert_eq!(backend.len(), 1);
     /// # Ok::<(), redisync::Error>(())
     /// ```
@@ -925,7 +925,7 @@ impl MemoryBackend {
     /// use redisync::backend::LockBackend;
     /// let backend = redisync::MemoryBackend::new();
     /// assert!(backend.is_empty());
-    /// backend.lock_acquire("doc:is_empty", "c1:1", 30_000)?;
+    /// redisync::ops::lock::acquire(&backend, "doc:is_empty", "c1:1", 30_000)?;
     /// assert!(!backend.is_empty());
     /// # Ok::<(), redisync::Error>(())
     /// ```
@@ -971,7 +971,7 @@ impl MemoryBackend {
     /// use redisync::backend::LockBackend;
     /// let backend = redisync::MemoryBackend::new();
     /// backend.set_string("doc:string", "hello");
-    /// let err = backend.lock_acquire("doc:string", "c1:1", 30_000).unwrap_err();
+    /// let err = redisync::ops::lock::acquire(&backend, "doc:string", "c1:1", 30_000).unwrap_err();
     /// assert!(err.is_protocol_error());
     /// assert!(err.to_string().contains("WRONGTYPE"));
     /// ```
@@ -1753,11 +1753,7 @@ impl MemoryBackend {
             }
             "fair_lock_force_release" => flag(self.fair_lock_force_release(&fair(), num(1)?)?),
             "read_lock_acquire" | "read_lock_renew" | "read_lock_release" => {
-                let holder = arg(if call.script().id() == "read_lock_release" {
-                    1
-                } else {
-                    1
-                });
+                let holder = arg(1);
                 let write_field = format!("{holder}:write");
                 let timeout_prefix = if call.script().id() == "read_lock_release" {
                     key(2)
