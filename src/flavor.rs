@@ -18,6 +18,7 @@ use std::time::Duration;
 use crate::backend::{
     Acquire, FairLockKeys, FencedAcquire, LockBackend, LockState, Release, RwLockKeys, RwMode,
 };
+use crate::ops;
 use crate::{Result, keys};
 
 /// Which primitive a lock handle drives.
@@ -161,13 +162,11 @@ impl LockKeys {
         enqueue: bool,
     ) -> Result<(Acquire, Option<u64>)> {
         let acquire = match self.flavor {
-            Flavor::Reentrant => {
-                crate::ops::lock::acquire(&*backend, &self.name, &holder.id, lease_ms)
-            }
+            Flavor::Reentrant => ops::lock::acquire(backend, &self.name, &holder.id, lease_ms),
             Flavor::Fenced => {
                 return Ok(
-                    match crate::ops::lock::fenced_acquire(
-                        &*backend,
+                    match ops::lock::fenced_acquire(
+                        backend,
                         &self.name,
                         &self.extra[0],
                         &holder.id,
@@ -178,8 +177,8 @@ impl LockKeys {
                     },
                 );
             }
-            Flavor::Fair => crate::ops::fair_lock::acquire(
-                &*backend,
+            Flavor::Fair => ops::fair_lock::acquire(
+                backend,
                 &self.fair(),
                 &holder.id,
                 lease_ms,
@@ -187,12 +186,8 @@ impl LockKeys {
                 crate::clock::wall_clock_ms(),
                 enqueue,
             ),
-            Flavor::Read => {
-                crate::ops::rw_lock::read_acquire(&*backend, &self.rw(holder), lease_ms)
-            }
-            Flavor::Write => {
-                crate::ops::rw_lock::write_acquire(&*backend, &self.rw(holder), lease_ms)
-            }
+            Flavor::Read => ops::rw_lock::read_acquire(backend, &self.rw(holder), lease_ms),
+            Flavor::Write => ops::rw_lock::write_acquire(backend, &self.rw(holder), lease_ms),
         };
         Ok((acquire?, None))
     }
@@ -221,9 +216,7 @@ impl LockKeys {
         allowance_ms: i64,
     ) -> Result<()> {
         match self.flavor {
-            Flavor::Fair => {
-                crate::ops::fair_lock::cancel(&*backend, &self.fair(), &holder.id, allowance_ms)
-            }
+            Flavor::Fair => ops::fair_lock::cancel(backend, &self.fair(), &holder.id, allowance_ms),
             _ => Ok(()),
         }
     }
@@ -237,8 +230,8 @@ impl LockKeys {
         latch_ms: i64,
     ) -> Result<Release> {
         match self.flavor {
-            Flavor::Reentrant | Flavor::Fenced => crate::ops::lock::release(
-                &*backend,
+            Flavor::Reentrant | Flavor::Fenced => ops::lock::release(
+                backend,
                 &self.name,
                 &self.channel,
                 &holder.id,
@@ -246,8 +239,8 @@ impl LockKeys {
                 latch_key,
                 latch_ms,
             ),
-            Flavor::Fair => crate::ops::fair_lock::release(
-                &*backend,
+            Flavor::Fair => ops::fair_lock::release(
+                backend,
                 &self.fair(),
                 &holder.id,
                 lease_ms,
@@ -256,10 +249,10 @@ impl LockKeys {
                 latch_ms,
             ),
             Flavor::Read => {
-                crate::ops::rw_lock::read_release(&*backend, &self.rw(holder), latch_key, latch_ms)
+                ops::rw_lock::read_release(backend, &self.rw(holder), latch_key, latch_ms)
             }
-            Flavor::Write => crate::ops::rw_lock::write_release(
-                &*backend,
+            Flavor::Write => ops::rw_lock::write_release(
+                backend,
                 &self.rw(holder),
                 lease_ms,
                 latch_key,
@@ -278,22 +271,20 @@ impl LockKeys {
     ) -> Result<bool> {
         match self.flavor {
             Flavor::Reentrant | Flavor::Fenced | Flavor::Fair | Flavor::Write => {
-                crate::ops::lock::renew(&*backend, &self.name, &holder.field, lease_ms)
+                ops::lock::renew(backend, &self.name, &holder.field, lease_ms)
             }
-            Flavor::Read => crate::ops::rw_lock::read_renew(&*backend, &self.rw(holder), lease_ms),
+            Flavor::Read => ops::rw_lock::read_renew(backend, &self.rw(holder), lease_ms),
         }
     }
 
     pub(crate) fn force_release(&self, backend: &dyn LockBackend) -> Result<bool> {
         match self.flavor {
             Flavor::Reentrant | Flavor::Fenced => {
-                crate::ops::lock::force_release(&*backend, &self.name, &self.channel)
+                ops::lock::force_release(backend, &self.name, &self.channel)
             }
-            Flavor::Fair => crate::ops::fair_lock::force_release(
-                &*backend,
-                &self.fair(),
-                crate::clock::wall_clock_ms(),
-            ),
+            Flavor::Fair => {
+                ops::fair_lock::force_release(backend, &self.fair(), crate::clock::wall_clock_ms())
+            }
             Flavor::Read | Flavor::Write => {
                 let mode = if self.flavor == Flavor::Read {
                     RwMode::Read
@@ -301,7 +292,7 @@ impl LockKeys {
                     RwMode::Write
                 };
                 let nobody = self.holder(String::new());
-                crate::ops::rw_lock::force_release(&*backend, &self.rw(&nobody), mode)
+                ops::rw_lock::force_release(backend, &self.rw(&nobody), mode)
             }
         }
     }
@@ -312,7 +303,7 @@ impl LockKeys {
     pub(crate) fn state(&self, backend: &dyn LockBackend, holder: &Holder) -> Result<LockState> {
         match self.flavor {
             Flavor::Reentrant | Flavor::Fenced | Flavor::Fair => {
-                crate::ops::lock::state(&*backend, &self.name, &holder.id)
+                ops::lock::state(backend, &self.name, &holder.id)
             }
             Flavor::Read | Flavor::Write => {
                 let own = if self.flavor == Flavor::Read {
@@ -320,7 +311,7 @@ impl LockKeys {
                 } else {
                     RwMode::Write
                 };
-                let state = crate::ops::rw_lock::state(&*backend, &self.name, &holder.field)?;
+                let state = ops::rw_lock::state(backend, &self.name, &holder.field)?;
                 Ok(LockState::new(
                     state.mode == Some(own),
                     state.hold_count,

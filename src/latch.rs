@@ -4,6 +4,7 @@
 use std::fmt;
 use std::time::Duration;
 
+use crate::ops;
 use crate::pubsub::Wake;
 use crate::semaphore::check_name;
 use crate::wait::{Attempt, Wait, Waiting};
@@ -86,7 +87,7 @@ impl CountDownLatch {
     pub fn try_set_count(&self, count: u64) -> Result<bool> {
         check_name(&self.name)?;
         let count = crate::semaphore::permit_count("count", count)?;
-        crate::ops::counter::set_if_absent(
+        ops::counter::set_if_absent(
             &*self.client.inner.backend,
             &self.name,
             &self.channel,
@@ -112,8 +113,7 @@ impl CountDownLatch {
     /// ```
     pub fn count_down(&self) -> Result<()> {
         check_name(&self.name)?;
-        crate::ops::latch::count_down(&*self.client.inner.backend, &self.name, &self.channel)
-            .map(drop)
+        ops::latch::count_down(&*self.client.inner.backend, &self.name, &self.channel).map(drop)
     }
 
     /// The current count (0 when open or never set).
@@ -128,7 +128,7 @@ impl CountDownLatch {
     /// ```
     pub fn count(&self) -> Result<u64> {
         check_name(&self.name)?;
-        let count = crate::ops::counter::get(&*self.client.inner.backend, &self.name)?;
+        let count = ops::counter::get(&*self.client.inner.backend, &self.name)?;
         Ok(u64::try_from(count).unwrap_or(0))
     }
 
@@ -183,7 +183,7 @@ impl CountDownLatch {
     /// ```
     pub fn delete(&self) -> Result<bool> {
         check_name(&self.name)?;
-        crate::ops::latch::delete(&*self.client.inner.backend, &self.name, &self.channel)
+        ops::latch::delete(&*self.client.inner.backend, &self.name, &self.channel)
     }
 
     fn wait_within(&self, wait: Wait) -> Result<Option<()>> {
@@ -199,13 +199,11 @@ impl CountDownLatch {
                 defer_to_woken: false,
             },
             || {
-                Ok(
-                    if crate::ops::counter::get(&*inner.backend, &self.name)? <= 0 {
-                        Attempt::Done(())
-                    } else {
-                        Attempt::Retry(None)
-                    },
-                )
+                Ok(if ops::counter::get(&*inner.backend, &self.name)? <= 0 {
+                    Attempt::Done(())
+                } else {
+                    Attempt::Retry(None)
+                })
             },
         )
     }

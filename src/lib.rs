@@ -60,10 +60,13 @@
 //!
 //! # Backends
 //!
-//! A [`Client`] talks to its store through the [`LockBackend`] trait: one
-//! method per atomic operation.
-//! - [`RedisBackend`]: an r2d2 pool of `redis` connections; each operation is
-//!   one Lua script (EVALSHA, reloaded on NOSCRIPT).
+//! Every atomic operation of every primitive is one Lua script of `lua/`,
+//! written once in [`ops`] (the script, its keys and arguments, how its
+//! reply reads). A [`Client`] runs them on its store through the narrow
+//! [`LockBackend`] seam: run a script, publish, open a pub/sub connection.
+//! - [`RedisBackend`]: an r2d2 pool of `redis` connections to a single
+//!   server, a Sentinel-managed master or a Cluster; scripts run with
+//!   EVALSHA (loaded on NOSCRIPT).
 //! - [`MemoryBackend`]: in-process, same semantics (TTLs, reentrancy, pub/sub).
 //!   Two clients on one `MemoryBackend` behave like two processes on one Redis.
 //!

@@ -12,6 +12,7 @@ use std::fmt;
 use std::time::Duration;
 
 use crate::backend::{Acquire, ExpirableKeys};
+use crate::ops;
 use crate::pubsub::Wake;
 use crate::semaphore::check_name;
 use crate::wait::{Attempt, Wait, Waiting};
@@ -161,7 +162,7 @@ impl PermitExpirableSemaphore {
     /// ```
     pub fn available_permits(&self) -> Result<i64> {
         check_name(&self.name)?;
-        crate::ops::expirable::available(
+        ops::expirable::available(
             &*self.client.inner.backend,
             &self.keys(),
             crate::clock::wall_clock_ms(),
@@ -238,7 +239,7 @@ impl PermitExpirableSemaphore {
     /// ```
     pub fn try_release(&self, id: &PermitId) -> Result<bool> {
         check_name(&self.name)?;
-        crate::ops::expirable::release(
+        ops::expirable::release(
             &*self.client.inner.backend,
             &self.keys(),
             id.as_str(),
@@ -301,13 +302,7 @@ impl PermitExpirableSemaphore {
                     Error::invalid("lease", format!("{lease:?} from now overflows the clock"))
                 })?;
                 Ok(
-                    match crate::ops::expirable::acquire(
-                        &*inner.backend,
-                        &keys,
-                        id.as_str(),
-                        ends,
-                        now,
-                    )? {
+                    match ops::expirable::acquire(&*inner.backend, &keys, id.as_str(), ends, now)? {
                         Acquire::Acquired => Attempt::Done(()),
                         Acquire::Held { ttl } => Attempt::Retry(ttl),
                     },
@@ -343,12 +338,7 @@ impl PermitExpirableSemaphore {
                 leases: &leases,
                 channel: &channel,
             };
-            crate::ops::expirable::release(
-                &*backend,
-                &keys,
-                &permit,
-                crate::clock::wall_clock_ms(),
-            )?;
+            ops::expirable::release(&*backend, &keys, &permit, crate::clock::wall_clock_ms())?;
             Ok(true)
         });
         self.client

@@ -11,6 +11,7 @@ use std::fmt;
 use std::time::Duration;
 
 use crate::event::UnlockFailedEvent;
+use crate::ops;
 use crate::pubsub::Wake;
 use crate::wait::{Attempt, Wait, Waiting};
 use crate::{Client, Error, Result, keys};
@@ -107,7 +108,7 @@ impl Semaphore {
                 format!("must be at most i64::MAX, got {permits}"),
             )
         })?;
-        crate::ops::counter::set_if_absent(
+        ops::counter::set_if_absent(
             &*self.client.inner.backend,
             &self.name,
             &self.channel,
@@ -133,7 +134,7 @@ impl Semaphore {
     /// ```
     pub fn add_permits(&self, delta: i64) -> Result<()> {
         check_name(&self.name)?;
-        crate::ops::semaphore::add(
+        ops::semaphore::add(
             &*self.client.inner.backend,
             &self.name,
             &self.channel,
@@ -223,7 +224,7 @@ impl Semaphore {
     /// ```
     pub fn available_permits(&self) -> Result<i64> {
         check_name(&self.name)?;
-        crate::ops::counter::get(&*self.client.inner.backend, &self.name)
+        ops::counter::get(&*self.client.inner.backend, &self.name)
     }
 
     /// Takes every available permit and returns how many there were. They
@@ -242,7 +243,7 @@ impl Semaphore {
     /// ```
     pub fn drain_permits(&self) -> Result<i64> {
         check_name(&self.name)?;
-        crate::ops::semaphore::drain(&*self.client.inner.backend, &self.name)
+        ops::semaphore::drain(&*self.client.inner.backend, &self.name)
     }
 
     fn acquire_within(&self, permits: u64, wait: Wait) -> Result<Option<SemaphorePermit>> {
@@ -260,7 +261,7 @@ impl Semaphore {
             },
             || {
                 Ok(
-                    if crate::ops::semaphore::try_acquire(&*inner.backend, &self.name, count)? {
+                    if ops::semaphore::try_acquire(&*inner.backend, &self.name, count)? {
                         Attempt::Done(())
                     } else {
                         Attempt::Retry(None)

@@ -192,7 +192,7 @@ impl<'a> ScriptCall<'a> {
         }
     }
 
-    /// Adds a key (KEYS[n]); on a cluster the first key picks the node.
+    /// Adds a key (`KEYS[n]`); on a cluster the first key picks the node.
     ///
     /// ```
     /// use redisync::backend::{Effect, Resend, Script, ScriptCall};
@@ -206,7 +206,7 @@ impl<'a> ScriptCall<'a> {
         self
     }
 
-    /// Adds an argument (ARGV[n]), as Redis passes it: a string.
+    /// Adds an argument (`ARGV[n]`), as Redis passes it: a string.
     ///
     /// ```
     /// use redisync::backend::{Effect, Resend, Script, ScriptCall};

@@ -6,8 +6,8 @@
 //! The primitives (`Lock`, `Semaphore`, ...) call these; so can a tool that
 //! needs one atomic step without the blocking, retry and renewal logic the
 //! primitives add on top. Key and channel names are Redisson's (see the
-//! schema table of [`crate::backend`]); [`crate::keys`]-style names are
-//! built by the primitives and passed in.
+//! schema table of [`crate::backend`]): the caller builds them and passes
+//! them in, as the primitives do.
 //!
 //! ```
 //! use redisync::backend::{Acquire, Release};
@@ -52,6 +52,40 @@ macro_rules! script {
     };
 }
 pub(crate) use script;
+
+/// Every script of every operation (tests check them all).
+#[cfg(test)]
+pub(crate) fn all_scripts() -> [&'static crate::backend::Script; 27] {
+    [
+        &lock::ACQUIRE,
+        &lock::FENCED_ACQUIRE,
+        &lock::RENEW,
+        &lock::RELEASE,
+        &lock::FORCE_RELEASE,
+        &lock::STATE,
+        &fair_lock::ACQUIRE,
+        &fair_lock::RELEASE,
+        &fair_lock::CANCEL,
+        &fair_lock::FORCE_RELEASE,
+        &rw_lock::READ_ACQUIRE,
+        &rw_lock::WRITE_ACQUIRE,
+        &rw_lock::READ_RELEASE,
+        &rw_lock::WRITE_RELEASE,
+        &rw_lock::READ_RENEW,
+        &rw_lock::FORCE_RELEASE,
+        &rw_lock::STATE,
+        &counter::SET_IF_ABSENT,
+        &counter::GET,
+        &semaphore::ADD,
+        &semaphore::TRY_ACQUIRE,
+        &semaphore::DRAIN,
+        &expirable::ACQUIRE,
+        &expirable::RELEASE,
+        &expirable::AVAILABLE,
+        &latch::COUNT_DOWN,
+        &latch::DELETE,
+    ]
+}
 
 /// Runs `call` on `backend` and turns a script's error reply into an
 /// [`Error`]: an argument the script refused is `InvalidArgument` (which
@@ -191,8 +225,64 @@ fn rollback_latch(name: &str) -> String {
 const ROLLBACK_LATCH_MS: i64 = 1_000;
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_lua_file_is_one_script_with_a_distinct_id() {
+        let ids: std::collections::HashSet<_> = all_scripts().iter().map(|s| s.id()).collect();
+        assert_eq!(ids.len(), all_scripts().len());
+        let preludes = ["args_prelude", "fair_lock_prelude", "expirable_prelude"];
+        let mut files = std::fs::read_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/lua"))
+            .unwrap()
+            .map(|entry| entry.unwrap().file_name().into_string().unwrap())
+            .filter_map(|file| file.strip_suffix(".lua").map(str::to_owned))
+            .filter(|stem| !preludes.contains(&stem.as_str()))
+            .collect::<Vec<_>>();
+        files.sort();
+        let mut ids = ids.into_iter().map(str::to_owned).collect::<Vec<_>>();
+        ids.sort();
+        assert_eq!(
+            files, ids,
+            "a lua/ file without an operation, or the reverse"
+        );
+    }
+
+    #[test]
+    fn scripts_taking_numbers_check_them_first() {
+        for script in all_scripts() {
+            if script.code().contains("bad_bounded(") || script.code().contains("count_checks()") {
+                assert!(
+                    script
+                        .code()
+                        .starts_with(include_str!("../../lua/args_prelude.lua")),
+                    "{}",
+                    script.id()
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn sharded_forms_publish_with_spublish_only() {
+        let mut publishing = 0;
+        for script in all_scripts() {
+            let sharded = script.sharded_code();
+            assert!(!sharded.contains("'publish'"), "{}", script.id());
+            if script.code().contains("'publish'") {
+                publishing += 1;
+                assert!(
+                    sharded.contains("redis.call('spublish',"),
+                    "{}",
+                    script.id()
+                );
+            } else {
+                assert_eq!(sharded, script.code(), "{}", script.id());
+            }
+        }
+        assert!(publishing >= 12, "{publishing}");
+    }
 
     #[test]
     fn refused_arguments_name_the_argument() {
