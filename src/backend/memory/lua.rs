@@ -11,7 +11,9 @@
 use std::borrow::Cow;
 use std::collections::HashMap;
 
-use mlua::{AppDataRefMut, Function, Lua, LuaOptions, MultiValue, StdLib, Table, Value};
+use mlua::{
+    AppDataRefMut, BorrowedBytes, Function, Lua, LuaOptions, MultiValue, StdLib, Table, Value,
+};
 
 use super::commands::{self, Store};
 use super::keyspace::format_g17;
@@ -185,35 +187,60 @@ fn fill(table: &Table, items: &[Cow<'_, str>]) -> mlua::Result<()> {
 /// unknown command, the command's own error) is returned as `{err=...}`.
 fn redis_command(lua: &Lua, values: MultiValue) -> mlua::Result<Value> {
     // Redis writes a Lua number with "%.17g" (Lua's own tostring would lose
-    // precision); strings are borrowed from Lua, not copied.
-    let mut numbers = Vec::new();
-    let mut strings = Vec::with_capacity(values.len());
-    for value in &values {
+    // precision); strings are borrowed from Lua, not copied. The scripts
+    // pass at most a few arguments: up to `INLINE` live on the stack, so a
+    // call allocates nothing here.
+    const INLINE: usize = 8;
+    if values.len() > INLINE {
+        return redis_command_many(lua, &values);
+    }
+    let mut numbers: [Option<String>; INLINE] = Default::default();
+    let mut strings: [Option<BorrowedBytes<'_>>; INLINE] = Default::default();
+    for (i, value) in values.iter().enumerate() {
         match value {
-            Value::String(text) => strings.push(text.as_bytes()),
+            Value::String(text) => strings[i] = Some(text.as_bytes()),
             #[allow(clippy::cast_precision_loss)] // an integer from a Lua 5.1 double: exact
-            Value::Integer(n) => numbers.push(format_g17(*n as f64)),
-            Value::Number(n) => numbers.push(format_g17(*n)),
-            _ => {
-                return to_lua(
-                    lua,
-                    Reply::Error(
-                        "ERR Lua redis lib command arguments must be strings or integers"
-                            .to_owned(),
-                    ),
-                );
-            }
+            Value::Integer(n) => numbers[i] = Some(format_g17(*n as f64)),
+            Value::Number(n) => numbers[i] = Some(format_g17(*n)),
+            _ => return to_lua(lua, not_a_string()),
         }
     }
-    let (mut strings_left, mut numbers_left) = (strings.iter(), numbers.iter());
-    let mut slices: Vec<&[u8]> = Vec::with_capacity(values.len());
-    for value in &values {
-        let next = match value {
-            Value::String(_) => strings_left.next().map(|bytes| &**bytes),
-            _ => numbers_left.next().map(String::as_bytes),
+    let mut slices: [&[u8]; INLINE] = [&[]; INLINE];
+    for (i, slice) in slices.iter_mut().enumerate().take(values.len()) {
+        *slice = match (&strings[i], &numbers[i]) {
+            (Some(bytes), _) => bytes,
+            (None, Some(text)) => text.as_bytes(),
+            (None, None) => &[],
         };
-        slices.extend(next);
     }
+    let slices = &slices[..values.len()];
+    let reply = {
+        let mut store = lua
+            .app_data_mut::<Store>()
+            .ok_or_else(|| mlua::Error::runtime("the keyspace is missing"))?;
+        commands::execute(&mut store, slices)
+    };
+    to_lua(lua, reply)
+}
+
+/// The error reply for an argument that is neither a string nor a number.
+fn not_a_string() -> Reply {
+    Reply::Error("ERR Lua redis lib command arguments must be strings or integers".to_owned())
+}
+
+/// [`redis_command`] with more arguments than fit on the stack.
+fn redis_command_many(lua: &Lua, values: &MultiValue) -> mlua::Result<Value> {
+    let mut owned: Vec<Vec<u8>> = Vec::with_capacity(values.len());
+    for value in values {
+        owned.push(match value {
+            Value::String(text) => text.as_bytes().to_vec(),
+            #[allow(clippy::cast_precision_loss)] // an integer from a Lua 5.1 double: exact
+            Value::Integer(n) => format_g17(*n as f64).into_bytes(),
+            Value::Number(n) => format_g17(*n).into_bytes(),
+            _ => return to_lua(lua, not_a_string()),
+        });
+    }
+    let slices: Vec<&[u8]> = owned.iter().map(Vec::as_slice).collect();
     let reply = {
         let mut store = lua
             .app_data_mut::<Store>()
