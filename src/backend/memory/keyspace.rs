@@ -6,6 +6,7 @@
 //! O(keys).
 
 use std::collections::{BTreeSet, HashMap, VecDeque};
+use std::sync::Arc;
 use std::time::Instant;
 
 /// The Redis types the scripts use.
@@ -56,12 +57,15 @@ impl Entry {
 /// The keys, and an index by deadline of those with an expiry: every unlock
 /// writes a latch with a TTL, and a long-running process must not keep
 /// them all.
+///
+/// A key is stored once and shared by the map and the index (`Arc`), so
+/// changing an expiry allocates nothing.
 #[derive(Debug, Default)]
 pub(super) struct Keyspace {
-    map: HashMap<Vec<u8>, Entry>,
+    map: HashMap<Arc<[u8]>, Entry>,
     /// `(deadline, key)` for exactly the entries whose `expires_at` is
     /// `Some(deadline)`.
-    expiries: BTreeSet<(Instant, Vec<u8>)>,
+    expiries: BTreeSet<(Instant, Arc<[u8]>)>,
 }
 
 impl Keyspace {
@@ -93,7 +97,7 @@ impl Keyspace {
         // Looked up before `entry`, which would copy the key every time.
         if !self.map.contains_key(key) {
             self.map.insert(
-                key.to_vec(),
+                Arc::from(key),
                 Entry {
                     value: empty(),
                     expires_at: None,
@@ -110,17 +114,18 @@ impl Keyspace {
     /// there and its expiry (`SET`).
     pub(super) fn insert(&mut self, key: &[u8], value: Value, expires_at: Option<Instant>) {
         self.remove(key);
+        let key: Arc<[u8]> = Arc::from(key);
         if let Some(at) = expires_at {
-            self.expiries.insert((at, key.to_vec()));
+            self.expiries.insert((at, Arc::clone(&key)));
         }
-        self.map.insert(key.to_vec(), Entry { value, expires_at });
+        self.map.insert(key, Entry { value, expires_at });
     }
 
     /// Deletes `key`, expired or not.
     pub(super) fn remove(&mut self, key: &[u8]) -> Option<Entry> {
-        let entry = self.map.remove(key)?;
+        let (key, entry) = self.map.remove_entry(key)?;
         if let Some(at) = entry.expires_at {
-            self.expiries.remove(&(at, key.to_vec()));
+            self.expiries.remove(&(at, key));
         }
         Some(entry)
     }
@@ -139,18 +144,21 @@ impl Keyspace {
 
     /// Sets the deadline of `key` if it exists.
     pub(super) fn set_expiry(&mut self, key: &[u8], at: Option<Instant>) {
-        let Some(entry) = self.map.get_mut(key) else {
+        let Some((key, entry)) = self.map.get_key_value(key) else {
             return;
         };
-        let old = std::mem::replace(&mut entry.expires_at, at);
+        let (key, old) = (Arc::clone(key), entry.expires_at);
         if old == at {
             return;
         }
+        if let Some(entry) = self.map.get_mut(&key) {
+            entry.expires_at = at;
+        }
         if let Some(old) = old {
-            self.expiries.remove(&(old, key.to_vec()));
+            self.expiries.remove(&(old, Arc::clone(&key)));
         }
         if let Some(at) = at {
-            self.expiries.insert((at, key.to_vec()));
+            self.expiries.insert((at, key));
         }
     }
 
@@ -174,13 +182,13 @@ impl Keyspace {
         self.map
             .iter()
             .filter(move |(_, entry)| !entry.is_expired(now))
-            .map(|(key, entry)| (key.as_slice(), entry))
+            .map(|(key, entry)| (&**key, entry))
     }
 
     /// Whether the index lists exactly the keys with an expiry (tests).
     #[cfg(test)]
     pub(super) fn index_is_exact(&self) -> bool {
-        let expected: BTreeSet<(Instant, Vec<u8>)> = self
+        let expected: BTreeSet<(Instant, Arc<[u8]>)> = self
             .map
             .iter()
             .filter_map(|(key, entry)| entry.expires_at.map(|at| (at, key.clone())))

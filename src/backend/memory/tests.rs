@@ -2401,29 +2401,37 @@ fn backend_is_send_sync_clone_default_debug() {
     check::<MemoryBackend>();
 }
 
-/// The uncontended lock + unlock pair through a `Client` (run with
-/// `cargo test --release --lib -- --ignored lock_unlock_pair_speed
-/// --nocapture`).
+/// The uncontended lock + unlock pair, through the operations and through
+/// a `Client`: the best of five rounds (run with `cargo test --release
+/// --lib -- --ignored lock_unlock_pair_speed --nocapture`).
 #[test]
 #[ignore = "a timing, not a check"]
 #[allow(clippy::print_stdout)]
 fn lock_unlock_pair_speed() {
+    let pairs = 50_000_u32;
     let backend = MemoryBackend::new();
-    let pairs = 100_000_u32;
-    let start = Instant::now();
-    for i in 0..pairs {
-        ops::lock::acquire(&backend, "speed", "c1:1", LEASE).unwrap();
-        let latch = format!("redisson_unlock_latch:{{speed}}:{i}");
-        ops::lock::release(&backend, "speed", CHANNEL, "c1:1", LEASE, &latch, 5_000).unwrap();
+    let mut best = Duration::MAX;
+    for round in 0..5 {
+        let start = Instant::now();
+        for i in 0..pairs {
+            ops::lock::acquire(&backend, "speed", "c1:1", LEASE).unwrap();
+            let latch = format!("redisson_unlock_latch:{{speed}}:{round}:{i}");
+            ops::lock::release(&backend, "speed", CHANNEL, "c1:1", LEASE, &latch, 5_000).unwrap();
+        }
+        best = best.min(start.elapsed() / pairs);
     }
-    println!("ops: {:?} per acquire + release", start.elapsed() / pairs);
+    println!("ops: {best:?} per acquire + release");
     let client = crate::Client::builder().backend(backend).build().unwrap();
     let lock = client.lock("speed-client");
-    let start = Instant::now();
-    for _ in 0..pairs {
-        lock.lock().unwrap().unlock().unwrap();
+    let mut best = Duration::MAX;
+    for _ in 0..5 {
+        let start = Instant::now();
+        for _ in 0..pairs {
+            lock.lock().unwrap().unlock().unwrap();
+        }
+        best = best.min(start.elapsed() / pairs);
     }
-    println!("Client: {:?} per lock + unlock", start.elapsed() / pairs);
+    println!("Client: {best:?} per lock + unlock");
 }
 
 #[test]
