@@ -7,13 +7,13 @@
 //! an error reply that says so, so a script that starts using a new
 //! command fails loudly instead of silently diverging from Redis.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
 use parking_lot::Mutex;
 
-use super::keyspace::{Keyspace, Value, format_score, parse_integer, parse_score};
+use super::keyspace::{FastMap, Keyspace, Value, format_score, parse_integer, parse_score};
 use super::pubsub::Subscribers;
 use crate::backend::Reply;
 
@@ -172,7 +172,7 @@ fn as_str(value: &mut Value) -> Option<&mut Vec<u8>> {
     }
 }
 
-fn as_hash(value: &mut Value) -> Option<&mut HashMap<Vec<u8>, Vec<u8>>> {
+fn as_hash(value: &mut Value) -> Option<&mut FastMap<Vec<u8>, Vec<u8>>> {
     match value {
         Value::Hash(fields) => Some(fields),
         _ => None,
@@ -186,7 +186,7 @@ fn as_list(value: &mut Value) -> Option<&mut VecDeque<Vec<u8>>> {
     }
 }
 
-fn as_zset(value: &mut Value) -> Option<&mut HashMap<Vec<u8>, f64>> {
+fn as_zset(value: &mut Value) -> Option<&mut FastMap<Vec<u8>, f64>> {
     match value {
         Value::ZSet(members) => Some(members),
         _ => None,
@@ -194,7 +194,7 @@ fn as_zset(value: &mut Value) -> Option<&mut HashMap<Vec<u8>, f64>> {
 }
 
 fn new_hash() -> Value {
-    Value::Hash(HashMap::new())
+    Value::Hash(FastMap::default())
 }
 
 fn new_list() -> Value {
@@ -202,7 +202,7 @@ fn new_list() -> Value {
 }
 
 fn new_zset() -> Value {
-    Value::ZSet(HashMap::new())
+    Value::ZSet(FastMap::default())
 }
 
 fn integer_arg(arg: &[u8]) -> Result<i64, Reply> {
@@ -584,7 +584,7 @@ fn score_reply(score: f64) -> Reply {
 }
 
 /// The members in Redis' order: by score, then by member bytes.
-fn ordered(members: &HashMap<Vec<u8>, f64>) -> Vec<(&[u8], f64)> {
+fn ordered(members: &FastMap<Vec<u8>, f64>) -> Vec<(&[u8], f64)> {
     let mut sorted: Vec<(&[u8], f64)> = members
         .iter()
         .map(|(member, score)| (member.as_slice(), *score))
