@@ -19,22 +19,15 @@ use super::commands::{self, Store};
 use super::keyspace::format_g17;
 use crate::backend::Reply;
 
-/// `redis.*` as Redis 7 defines it for the scripts: `call` raises a
-/// command's error reply, `pcall` returns it as `{err=...}`. `raw` is the
-/// Rust command runner, which returns errors as `{err=...}` (an array
-/// reply never has an `err` field).
+/// `redis.*` as Redis 7 defines it for the scripts, around the two Rust
+/// command runners: `call` raises a command's error reply, `pcall` returns
+/// it as `{err=...}`.
 const REDIS_LIB: &str = r"
-local raw = ...
-local error, type = error, type
+local call, pcall = ...
+local type = type
 redis = {}
-redis.pcall = raw
-redis.call = function(...)
-    local reply = raw(...)
-    if type(reply) == 'table' and reply.err ~= nil then
-        error(reply, 0)
-    end
-    return reply
-end
+redis.call = call
+redis.pcall = pcall
 redis.error_reply = function(message)
     if type(message) ~= 'string' then
         return {err = 'ERR wrong number or type of arguments'}
@@ -97,8 +90,11 @@ impl Engine {
             LuaOptions::new(),
         )?;
         lua.set_app_data(store);
-        let raw = lua.create_function(redis_command)?;
-        lua.load(REDIS_LIB).set_name("@redis_lib").call::<()>(raw)?;
+        let call = lua.create_function(redis_call)?;
+        let pcall = lua.create_function(redis_pcall)?;
+        lua.load(REDIS_LIB)
+            .set_name("@redis_lib")
+            .call::<()>((call, pcall))?;
         let runner = lua.load(RUNNER).set_name("@runner").call::<Function>(())?;
         let keys = lua.create_table_with_capacity(8, 0)?;
         let argv = lua.create_table_with_capacity(8, 0)?;
@@ -183,16 +179,46 @@ fn fill(table: &Table, items: &[Cow<'_, str>]) -> mlua::Result<()> {
     Ok(())
 }
 
-/// `redis.pcall`: runs one command; an error reply (a bad argument, an
-/// unknown command, the command's own error) is returned as `{err=...}`.
-fn redis_command(lua: &Lua, values: MultiValue) -> mlua::Result<Value> {
+/// A command's error reply raised by `redis.call`: the runner's `pcall`
+/// gets it back (as mlua's error value) and the script's reply is its text.
+#[derive(Debug)]
+struct CommandError(String);
+
+impl std::fmt::Display for CommandError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for CommandError {}
+
+/// `redis.call`: runs one command and raises its error reply (a bad
+/// argument, an unknown command, the command's own error). Raised from
+/// Rust rather than by a Lua wrapper around `redis.pcall`: one Lua call
+/// less on every command.
+fn redis_call(lua: &Lua, values: MultiValue) -> mlua::Result<Value> {
+    match command_reply(lua, &values)? {
+        Reply::Error(text) => Err(mlua::Error::external(CommandError(text))),
+        reply => to_lua(lua, reply),
+    }
+}
+
+/// `redis.pcall`: runs one command; an error reply is returned as
+/// `{err=...}`.
+fn redis_pcall(lua: &Lua, values: MultiValue) -> mlua::Result<Value> {
+    let reply = command_reply(lua, &values)?;
+    to_lua(lua, reply)
+}
+
+/// Runs the command `values` (its name first) on the keyspace.
+fn command_reply(lua: &Lua, values: &MultiValue) -> mlua::Result<Reply> {
     // Redis writes a Lua number with "%.17g" (Lua's own tostring would lose
     // precision); strings are borrowed from Lua, not copied. The scripts
     // pass at most a few arguments: up to `INLINE` live on the stack, so a
     // call allocates nothing here.
     const INLINE: usize = 8;
     if values.len() > INLINE {
-        return redis_command_many(lua, &values);
+        return command_reply_many(lua, values);
     }
     let mut numbers: [Option<String>; INLINE] = Default::default();
     let mut strings: [Option<BorrowedBytes<'_>>; INLINE] = Default::default();
@@ -202,7 +228,7 @@ fn redis_command(lua: &Lua, values: MultiValue) -> mlua::Result<Value> {
             #[allow(clippy::cast_precision_loss)] // an integer from a Lua 5.1 double: exact
             Value::Integer(n) => numbers[i] = Some(format_g17(*n as f64)),
             Value::Number(n) => numbers[i] = Some(format_g17(*n)),
-            _ => return to_lua(lua, not_a_string()),
+            _ => return Ok(not_a_string()),
         }
     }
     let mut slices: [&[u8]; INLINE] = [&[]; INLINE];
@@ -213,14 +239,15 @@ fn redis_command(lua: &Lua, values: MultiValue) -> mlua::Result<Value> {
             (None, None) => &[],
         };
     }
-    let slices = &slices[..values.len()];
-    let reply = {
-        let mut store = lua
-            .app_data_mut::<Store>()
-            .ok_or_else(|| mlua::Error::runtime("the keyspace is missing"))?;
-        commands::execute(&mut store, slices)
-    };
-    to_lua(lua, reply)
+    execute(lua, &slices[..values.len()])
+}
+
+/// Runs a command on the keyspace of `lua`.
+fn execute(lua: &Lua, args: &[&[u8]]) -> mlua::Result<Reply> {
+    let mut store = lua
+        .app_data_mut::<Store>()
+        .ok_or_else(|| mlua::Error::runtime("the keyspace is missing"))?;
+    Ok(commands::execute(&mut store, args))
 }
 
 /// The error reply for an argument that is neither a string nor a number.
@@ -228,8 +255,8 @@ fn not_a_string() -> Reply {
     Reply::Error("ERR Lua redis lib command arguments must be strings or integers".to_owned())
 }
 
-/// [`redis_command`] with more arguments than fit on the stack.
-fn redis_command_many(lua: &Lua, values: &MultiValue) -> mlua::Result<Value> {
+/// [`command_reply`] with more arguments than fit on the stack.
+fn command_reply_many(lua: &Lua, values: &MultiValue) -> mlua::Result<Reply> {
     let mut owned: Vec<Vec<u8>> = Vec::with_capacity(values.len());
     for value in values {
         owned.push(match value {
@@ -237,17 +264,11 @@ fn redis_command_many(lua: &Lua, values: &MultiValue) -> mlua::Result<Value> {
             #[allow(clippy::cast_precision_loss)] // an integer from a Lua 5.1 double: exact
             Value::Integer(n) => format_g17(*n as f64).into_bytes(),
             Value::Number(n) => format_g17(*n).into_bytes(),
-            _ => return to_lua(lua, not_a_string()),
+            _ => return Ok(not_a_string()),
         });
     }
     let slices: Vec<&[u8]> = owned.iter().map(Vec::as_slice).collect();
-    let reply = {
-        let mut store = lua
-            .app_data_mut::<Store>()
-            .ok_or_else(|| mlua::Error::runtime("the keyspace is missing"))?;
-        commands::execute(&mut store, &slices)
-    };
-    to_lua(lua, reply)
+    execute(lua, &slices)
 }
 
 /// A command's reply as Redis hands it to Lua: an integer as a number, a
@@ -324,6 +345,18 @@ fn truncate(n: f64) -> i64 {
     }
 }
 
+/// The error reply a `redis.call` raised, found in the error mlua hands
+/// back for it.
+fn command_error(err: &mlua::Error) -> Option<&str> {
+    match err {
+        mlua::Error::CallbackError { cause, .. } => command_error(cause),
+        mlua::Error::ExternalError(source) => source
+            .downcast_ref::<CommandError>()
+            .map(|error| error.0.as_str()),
+        _ => None,
+    }
+}
+
 /// The text of a script's error: a raised `{err=...}` (a failed
 /// `redis.call`, or the script's own `error({err=...})`) as it is; a
 /// runtime error or `error('text')` with Redis' `ERR` code.
@@ -336,7 +369,7 @@ fn error_text(value: &Value) -> String {
         Value::String(text) => format!("ERR {}", text.to_string_lossy()),
         Value::Integer(n) => format!("ERR {n}"),
         Value::Number(n) => format!("ERR {}", format_g17(*n)),
-        Value::Error(err) => format!("ERR {err}"),
+        Value::Error(err) => command_error(err).map_or_else(|| format!("ERR {err}"), str::to_owned),
         _ => "ERR user_script: an error object that is not a string".to_owned(),
     }
 }
