@@ -22,7 +22,7 @@ use crate::backend::Reply;
 /// `redis.*` as Redis 7 defines it for the scripts, around the two Rust
 /// command runners: `call` raises a command's error reply, `pcall` returns
 /// it as `{err=...}`.
-const REDIS_LIB: &str = r"
+const REDIS_LIB: &str = r#"
 local call, pcall = ...
 local type = type
 redis = {}
@@ -44,7 +44,21 @@ end
 redis.replicate_commands = function()
     return true
 end
-";
+-- Globals are read-only to scripts, and reading a missing one is an error,
+-- as on Redis 7: a script that forgets a `local` fails here as it would
+-- there. (Redis also freezes the existing globals, which plain Lua 5.1
+-- cannot.)
+local error, tostring = error, tostring
+setmetatable(_G, {
+    __index = function(_, name)
+        error("Script attempted to access nonexistent global variable '"
+            .. tostring(name) .. "'", 2)
+    end,
+    __newindex = function()
+        error('Attempt to modify a readonly table', 2)
+    end,
+})
+"#;
 
 /// Runs a compiled script in protected mode: `true, reply` or `false,
 /// error value` (a Lua error never escapes as an mlua error, whose text
