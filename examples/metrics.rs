@@ -6,6 +6,8 @@
 //! let `metrics-exporter-prometheus` listen itself with its `http-listener`
 //! feature); any other `metrics` exporter works the same way.
 
+#![allow(clippy::print_stdout)]
+
 use std::time::Duration;
 
 use metrics_exporter_prometheus::PrometheusBuilder;
