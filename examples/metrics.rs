@@ -23,13 +23,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let lock = client.lock("metrics:example");
     let guard = lock.lock()?;
     // Another thread waits for it, then gives up: a timeout.
-    let waiter = {
-        let lock = lock.clone();
-        std::thread::spawn(move || {
-            lock.try_lock_for(Duration::from_millis(50))
-                .map(|g| g.is_none())
-        })
-    };
+    let waiter = std::thread::spawn(move || {
+        lock.try_lock_for(Duration::from_millis(50))
+            .map(|g| g.is_none())
+    });
     assert!(waiter.join().map_err(|_| "waiter panicked")??);
     guard.unlock()?;
 
