@@ -375,6 +375,7 @@ impl ClientBuilder {
     /// assert!(err.is_invalid_argument());
     /// ```
     pub fn build(self) -> Result<Client> {
+        crate::telemetry::describe();
         let watchdog_ms = crate::error::millis("watchdog_timeout", self.watchdog_timeout)?;
         if watchdog_ms < 3 {
             return Err(Error::invalid(

@@ -140,6 +140,18 @@ impl LockKeys {
         }
     }
 
+    /// The metrics' label of this flavor.
+    pub(crate) fn primitive(&self) -> crate::telemetry::Primitive {
+        use crate::telemetry::Primitive;
+        match self.flavor {
+            Flavor::Reentrant => Primitive::Lock,
+            Flavor::Fenced => Primitive::FencedLock,
+            Flavor::Fair => Primitive::FairLock,
+            Flavor::Read => Primitive::ReadLock,
+            Flavor::Write => Primitive::WriteLock,
+        }
+    }
+
     /// Whether a new local attempt should let a just-woken local waiter go
     /// first: only for exclusive holds. The fair lock's queue already orders
     /// everyone, and readers share.

@@ -197,6 +197,7 @@ impl CountDownLatch {
                 wait,
                 fallback: inner.watchdog_timeout,
                 defer_to_woken: false,
+                primitive: crate::telemetry::Primitive::CountDownLatch,
             },
             || {
                 Ok(if ops::counter::get(&*inner.backend, &self.name)? <= 0 {

@@ -146,6 +146,7 @@ mod permit_semaphore;
 mod pubsub;
 mod rw_lock;
 mod semaphore;
+mod telemetry;
 mod wait;
 mod watchdog;
 

@@ -416,6 +416,7 @@ impl Lock {
                 wait,
                 fallback: inner.watchdog_timeout,
                 defer_to_woken: keys.defers_to_woken_waiter(),
+                primitive: keys.primitive(),
             },
             || {
                 Ok(match attempt()? {
@@ -466,6 +467,7 @@ impl Lock {
         };
         let local = self.local_key(holder);
         local_hold_taken(&local);
+        crate::telemetry::hold_started(self.keys.primitive());
         Ok(LockGuard {
             lock: self.clone(),
             local,
@@ -475,6 +477,7 @@ impl Lock {
             watchdog,
             token,
             released: false,
+            acquired_at: Instant::now(),
             _not_send: PhantomData,
         })
     }
@@ -652,6 +655,8 @@ pub struct LockGuard {
     /// A fenced lock's fencing token for this acquisition.
     token: Option<u64>,
     released: bool,
+    /// When it was handed out (the hold time of the metrics).
+    acquired_at: Instant,
     /// The holder identity is the thread: a guard must not move to another.
     _not_send: PhantomData<*const ()>,
 }
@@ -758,6 +763,7 @@ impl LockGuard {
 
     fn release(&mut self) -> Result<()> {
         self.released = true;
+        crate::telemetry::hold_ended(self.lock.keys.primitive(), self.acquired_at.elapsed());
         let outermost = local_hold_released(&self.local);
         // The watch goes first: a renewal answered after the release ran
         // would find the lock gone and report a loss that is none.

@@ -295,6 +295,7 @@ impl PermitExpirableSemaphore {
                 wait,
                 fallback: inner.watchdog_timeout,
                 defer_to_woken: false,
+                primitive: crate::telemetry::Primitive::PermitExpirableSemaphore,
             },
             || {
                 let now = crate::clock::wall_clock_ms();

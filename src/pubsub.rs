@@ -393,6 +393,7 @@ fn run(weak: Weak<Shared>) {
             }
         }
         if let Err(err) = result {
+            crate::telemetry::subscriber_reconnected();
             shared
                 .events
                 .on_subscriber_error(&SubscriberEvent::new(err));

@@ -258,6 +258,7 @@ impl Semaphore {
                 wait,
                 fallback: inner.watchdog_timeout,
                 defer_to_woken: false,
+                primitive: crate::telemetry::Primitive::Semaphore,
             },
             || {
                 Ok(

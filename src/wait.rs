@@ -82,6 +82,8 @@ pub(crate) struct Waiting<'a> {
     /// Whether a new attempt should let a waiter an unlock just woke in this
     /// client go first (exclusive locks).
     pub(crate) defer_to_woken: bool,
+    /// Which primitive waits (the metrics' label).
+    pub(crate) primitive: crate::telemetry::Primitive,
 }
 
 /// Runs `attempt` until it is done (`Ok(Some)`) or the wait runs out
@@ -93,9 +95,13 @@ pub(crate) fn until_done<T>(
     waiting: Waiting<'_>,
     attempt: impl FnMut() -> Result<Attempt<T>>,
 ) -> Result<Option<T>> {
-    crate::deadline::within(waiting.wait.deadline(), || {
+    let started = std::time::Instant::now();
+    let primitive = waiting.primitive;
+    let outcome = crate::deadline::within(waiting.wait.deadline(), || {
         wait_loop(subscriber, waiting, attempt)
-    })
+    });
+    crate::telemetry::finished(primitive, started.elapsed(), &outcome);
+    outcome
 }
 
 fn wait_loop<T>(
@@ -119,7 +125,9 @@ fn wait_loop<T>(
     }
     let subscription = subscriber.subscribe(waiting.channel, waiting.wake, seen)?;
     loop {
+        let parked = crate::telemetry::Parked::new(waiting.primitive);
         let woken = subscription.wait_permit(waiting.wait.park_until(hint, waiting.fallback));
+        drop(parked);
         let outcome = attempt();
         if woken {
             subscription.handoff_done();

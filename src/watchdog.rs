@@ -285,6 +285,7 @@ fn record(
         };
         match &result {
             Ok(true) => {
+                crate::telemetry::renewed();
                 watch.lease.renewed(sent, shared.timeout);
                 watch.due = sent.checked_add(shared.interval);
                 None
@@ -303,10 +304,16 @@ fn record(
     };
     let (name, _) = key;
     match (lost_reason, result) {
-        (Some(reason), _) => shared.events.on_lock_lost(&LockLostEvent { name, reason }),
-        (None, Err(error)) => shared
-            .events
-            .on_renew_failed(&RenewFailedEvent { name, error }),
+        (Some(reason), _) => {
+            crate::telemetry::lease_lost();
+            shared.events.on_lock_lost(&LockLostEvent { name, reason });
+        }
+        (None, Err(error)) => {
+            crate::telemetry::renewal_failed();
+            shared
+                .events
+                .on_renew_failed(&RenewFailedEvent { name, error });
+        }
         (None, Ok(_)) => {}
     }
 }

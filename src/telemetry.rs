@@ -1,0 +1,181 @@
+//! What the library records through the `metrics` facade crate (feature
+//! `metrics`); without the feature every function here is empty and the
+//! compiler removes the calls.
+//!
+//! The names and labels are listed in README (Operations, Metrics). Every
+//! metric carries the label `primitive` except the client-wide ones
+//! (renewals, lost leases, subscriber reconnects).
+
+use std::time::Duration;
+
+/// Describes every metric to the installed recorder (units and help
+/// texts), once per process; called when a client is built.
+pub(crate) fn describe() {
+    #[cfg(feature = "metrics")]
+    {
+        static DESCRIBED: std::sync::Once = std::sync::Once::new();
+        DESCRIBED.call_once(|| {
+            use metrics::{Unit, describe_counter, describe_gauge, describe_histogram};
+            describe_counter!(
+                "redisync_acquisitions_total",
+                "Blocking calls that got what they waited for (a lock, permits, an open latch)"
+            );
+            describe_counter!("redisync_timeouts_total", "Bounded waits that ran out");
+            describe_counter!(
+                "redisync_errors_total",
+                "Blocking calls that failed with an error"
+            );
+            describe_histogram!(
+                "redisync_wait_seconds",
+                Unit::Seconds,
+                "Time from the call to the acquisition"
+            );
+            describe_histogram!(
+                "redisync_hold_seconds",
+                Unit::Seconds,
+                "Time a lock guard was held"
+            );
+            describe_gauge!("redisync_locks_held", "Lock guards alive in this process");
+            describe_gauge!(
+                "redisync_waiters_parked",
+                "Threads parked waiting for a wake-up"
+            );
+            describe_counter!("redisync_renewals_total", "Leases the watchdog renewed");
+            describe_counter!(
+                "redisync_renewal_failures_total",
+                "Renewals that failed and are retried"
+            );
+            describe_counter!(
+                "redisync_leases_lost_total",
+                "Held locks whose lease was lost"
+            );
+            describe_counter!(
+                "redisync_subscriber_reconnects_total",
+                "Pub/sub connections lost and reopened"
+            );
+        });
+    }
+}
+
+/// The `primitive` label of a metric.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Primitive {
+    Lock,
+    FencedLock,
+    FairLock,
+    ReadLock,
+    WriteLock,
+    Semaphore,
+    PermitExpirableSemaphore,
+    CountDownLatch,
+}
+
+impl Primitive {
+    /// The label value.
+    #[cfg_attr(not(feature = "metrics"), allow(dead_code))]
+    pub(crate) fn label(self) -> &'static str {
+        match self {
+            Primitive::Lock => "lock",
+            Primitive::FencedLock => "fenced_lock",
+            Primitive::FairLock => "fair_lock",
+            Primitive::ReadLock => "read_lock",
+            Primitive::WriteLock => "write_lock",
+            Primitive::Semaphore => "semaphore",
+            Primitive::PermitExpirableSemaphore => "permit_expirable_semaphore",
+            Primitive::CountDownLatch => "count_down_latch",
+        }
+    }
+}
+
+/// How a blocking call (an acquire, a latch wait) ended after `waited`.
+#[cfg_attr(not(feature = "metrics"), allow(unused_variables))]
+pub(crate) fn finished<T>(
+    primitive: Primitive,
+    waited: Duration,
+    outcome: &crate::Result<Option<T>>,
+) {
+    #[cfg(feature = "metrics")]
+    {
+        let label = primitive.label();
+        match outcome {
+            Ok(Some(_)) => {
+                metrics::counter!("redisync_acquisitions_total", "primitive" => label).increment(1);
+                metrics::histogram!("redisync_wait_seconds", "primitive" => label)
+                    .record(waited.as_secs_f64());
+            }
+            Ok(None) => {
+                metrics::counter!("redisync_timeouts_total", "primitive" => label).increment(1);
+            }
+            Err(_) => {
+                metrics::counter!("redisync_errors_total", "primitive" => label).increment(1);
+            }
+        }
+    }
+}
+
+/// A hold began (a lock guard was handed out).
+#[cfg_attr(not(feature = "metrics"), allow(unused_variables))]
+pub(crate) fn hold_started(primitive: Primitive) {
+    #[cfg(feature = "metrics")]
+    metrics::gauge!("redisync_locks_held", "primitive" => primitive.label()).increment(1.0);
+}
+
+/// A hold that lasted `held` ended (its guard was released or dropped).
+#[cfg_attr(not(feature = "metrics"), allow(unused_variables))]
+pub(crate) fn hold_ended(primitive: Primitive, held: Duration) {
+    #[cfg(feature = "metrics")]
+    {
+        let label = primitive.label();
+        metrics::gauge!("redisync_locks_held", "primitive" => label).decrement(1.0);
+        metrics::histogram!("redisync_hold_seconds", "primitive" => label)
+            .record(held.as_secs_f64());
+    }
+}
+
+/// A waiter parks until dropped: counts in `redisync_waiters_parked`.
+#[derive(Debug)]
+pub(crate) struct Parked {
+    #[cfg_attr(not(feature = "metrics"), allow(dead_code))]
+    primitive: Primitive,
+}
+
+impl Parked {
+    /// The waiter of `primitive` parks.
+    pub(crate) fn new(primitive: Primitive) -> Parked {
+        #[cfg(feature = "metrics")]
+        metrics::gauge!("redisync_waiters_parked", "primitive" => primitive.label()).increment(1.0);
+        Parked { primitive }
+    }
+}
+
+impl Drop for Parked {
+    fn drop(&mut self) {
+        #[cfg(feature = "metrics")]
+        metrics::gauge!("redisync_waiters_parked", "primitive" => self.primitive.label())
+            .decrement(1.0);
+    }
+}
+
+/// The watchdog renewed a lease.
+pub(crate) fn renewed() {
+    #[cfg(feature = "metrics")]
+    metrics::counter!("redisync_renewals_total").increment(1);
+}
+
+/// A renewal failed and will be retried.
+pub(crate) fn renewal_failed() {
+    #[cfg(feature = "metrics")]
+    metrics::counter!("redisync_renewal_failures_total").increment(1);
+}
+
+/// A held lock's lease was lost.
+pub(crate) fn lease_lost() {
+    #[cfg(feature = "metrics")]
+    metrics::counter!("redisync_leases_lost_total").increment(1);
+}
+
+/// The pub/sub subscriber connected again after losing its connection.
+pub(crate) fn subscriber_reconnected() {
+    #[cfg(feature = "metrics")]
+    metrics::counter!("redisync_subscriber_reconnects_total").increment(1);
+}
