@@ -1,10 +1,14 @@
 //! The seam between the primitives and the store: [`LockBackend`].
 //!
-//! A backend knows nothing about threads, guards, watchdogs or waiting: each
-//! method is one atomic operation (on Redis, one Lua script from `lua/`), so
-//! [`RedisBackend`] and [`MemoryBackend`] cannot diverge in anything but those
-//! operations. The primitives (`Lock`, ...) hold all blocking, retry and
-//! renewal logic once, above this trait.
+//! A backend knows nothing about threads, guards, watchdogs, waiting or
+//! even locks: it runs a script of `lua/` ([`ScriptCall`]) atomically and
+//! returns its [`Reply`], publishes, and opens pub/sub connections. Which
+//! script an operation runs, with which keys and arguments, and what its
+//! reply means is written once, in [`crate::ops`]. [`RedisBackend`] runs the
+//! scripts on Redis and [`MemoryBackend`] runs the very same scripts in an
+//! embedded Lua 5.1, so the two cannot diverge in an operation's semantics.
+//! The primitives (`Lock`, ...) hold all blocking, retry and renewal logic
+//! once, above the operations.
 //!
 //! # Schema (Redisson 3.x wire format)
 //!
