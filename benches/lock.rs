@@ -7,7 +7,7 @@
 //! one per contended run, then a summary of medians timed by this file
 //! (interleaved, in the same run) with the ratios the issue asks for.
 //!
-//! Pinning (DESIGN.md, "Known pitfalls"): on this 2-vCPU machine a reply that
+//! Pinning: on this 2-vCPU machine a reply that
 //! wakes a process on the other vCPU costs 100-500 µs, very unevenly. So, at
 //! start, the bench process pins itself to CPU 0 (`taskset -a -cp 0 <own
 //! pid>`, before it starts any thread), then starts redis-server (which

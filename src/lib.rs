@@ -164,3 +164,9 @@ pub use multi_lock::{MultiLock, MultiLockGuard, RedLock, RedLockGuard};
 pub use permit_semaphore::{PermitExpirableSemaphore, PermitId};
 pub use rw_lock::ReadWriteLock;
 pub use semaphore::{Semaphore, SemaphorePermit};
+
+/// README's Rust examples, compiled (and, where they need no server, run)
+/// as doctests, so the front page cannot drift from the API.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;

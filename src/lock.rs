@@ -2,7 +2,7 @@
 //! its RAII [`LockGuard`]; the same handle also drives the fair lock and both
 //! halves of the read-write lock (see `flavor.rs` for what differs).
 //!
-//! Acquire loop (the data flow of DESIGN.md): one script attempt; if another
+//! Acquire loop: one script attempt; if another
 //! holder has it, register on the lock's channel with the subscriber, then
 //! alternate "park until an unlock permit or the holder's TTL" and "retry".
 //! Leases given explicitly are fixed; without one the lease is the watchdog

@@ -475,7 +475,7 @@ fn reentrant_and_api_parity(env: &Env) {
     assert!(!lock.force_unlock().unwrap(), "force_unlock of a free lock");
     // Unlike the reentrant lock's, a fair guard whose lock is gone (forced
     // out, and nobody took it since) unlocks without error: Redisson's
-    // RFairLock counts a lock that no longer exists as released (WIRE.md).
+    // RFairLock counts a lock that no longer exists as released.
     let guard = lock.lock().unwrap();
     assert!(lock_b.force_unlock().unwrap());
     guard
