@@ -356,7 +356,7 @@ impl ClusterTarget {
         };
         #[cfg(not(feature = "tls"))]
         let client = redis::Client::open(seed.clone())?;
-        let mut conn = super::redis::connect_within(&client, self.connection_timeout)?;
+        let mut conn = super::connect::connect_within(&client, self.connection_timeout)?;
         conn.set_read_timeout(Some(self.response_timeout))?;
         conn.set_write_timeout(Some(self.response_timeout))?;
         let reply: Value = redis::cmd("CLUSTER").arg("SLOTS").query(&mut conn)?;

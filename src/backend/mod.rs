@@ -37,7 +37,9 @@ use crate::Result;
 mod cluster;
 #[cfg(feature = "cluster")]
 mod cluster_routing;
+mod connect;
 mod memory;
+mod options;
 mod redis;
 mod replication;
 mod script;
@@ -46,7 +48,8 @@ mod sentinel;
 mod tls;
 
 pub use self::memory::{DumpedKey, DumpedValue, MemoryBackend};
-pub use self::redis::{RedisBackend, RedisOptions};
+pub use self::options::RedisOptions;
+pub use self::redis::RedisBackend;
 pub use self::replication::{ReplicaAcknowledgement, ReplicaShortfall};
 pub use self::script::{Arg, Effect, Reply, Resend, Script, ScriptCall};
 #[cfg(feature = "sentinel")]

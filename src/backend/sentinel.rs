@@ -398,7 +398,7 @@ impl SentinelTarget {
         &self,
         sentinel: &redis::Client,
     ) -> std::result::Result<Option<(u64, MasterAddress)>, RedisError> {
-        let mut conn = super::redis::connect_within(sentinel, self.connection_timeout)?;
+        let mut conn = super::connect::connect_within(sentinel, self.connection_timeout)?;
         conn.set_read_timeout(Some(self.response_timeout))?;
         conn.set_write_timeout(Some(self.response_timeout))?;
         let reply: redis::RedisResult<HashMap<String, String>> = redis::cmd("SENTINEL")
@@ -447,7 +447,7 @@ impl SentinelTarget {
             .set_redis_settings(self.master_settings.clone());
         let client = super::tls::client_for(info, &self.tls)
             .map_err(|err| master_error(&address, "connecting", &err))?;
-        let mut conn = super::redis::connect_within(&client, self.connection_timeout)
+        let mut conn = super::connect::connect_within(&client, self.connection_timeout)
             .map_err(|err| master_error(&address, "connecting", &err))?;
         conn.set_read_timeout(Some(self.response_timeout))?;
         conn.set_write_timeout(Some(self.response_timeout))?;

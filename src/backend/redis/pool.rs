@@ -1,0 +1,239 @@
+//! The connection pool's side: where connections go ([`Target`]: one
+//! server, a Sentinel group's master, a cluster), what one is ([`Conn`]),
+//! and how r2d2 opens and checks them ([`Manager`]).
+
+#[cfg(any(feature = "sentinel", feature = "cluster"))]
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use redis::{ConnectionLike, RedisError, RedisResult};
+
+use super::errors::is_read_only;
+use crate::backend::RedisOptions;
+use crate::backend::connect::connect_within;
+
+/// Where connections go: one fixed server, (feature `sentinel`) the
+/// current master of a Sentinel-monitored group, or (feature `cluster`) a
+/// Redis Cluster.
+#[derive(Clone)]
+// Cloned once per connection, never moved in a hot path: boxing the client
+// would buy nothing.
+#[allow(clippy::large_enum_variant)]
+pub(super) enum Target {
+    Direct(redis::Client),
+    #[cfg(feature = "sentinel")]
+    Sentinel(Arc<crate::backend::sentinel::SentinelTarget>),
+    #[cfg(feature = "cluster")]
+    Cluster(Arc<crate::backend::cluster::ClusterTarget>),
+}
+
+impl Target {
+    /// Whether this is one server reached over plain TCP (`redis://`).
+    pub(super) fn is_plain_tcp(&self) -> bool {
+        match self {
+            Target::Direct(client) => {
+                matches!(
+                    client.get_connection_info().addr(),
+                    redis::ConnectionAddr::Tcp(..)
+                )
+            }
+            #[allow(unreachable_patterns)]
+            _ => false,
+        }
+    }
+
+    /// Whether a connection made under `epoch` may go to a master that a
+    /// failover has replaced since (always false for a fixed server).
+    pub(super) fn is_stale(&self, epoch: u64) -> bool {
+        let _ = epoch;
+        match self {
+            Target::Direct(_) => false,
+            #[cfg(feature = "sentinel")]
+            Target::Sentinel(target) => target.epoch() != epoch,
+            // The cluster connection follows MOVED and failovers itself.
+            #[cfg(feature = "cluster")]
+            Target::Cluster(_) => false,
+        }
+    }
+
+    /// Whether a connection that just failed with `err` must not go back
+    /// to the pool. A READONLY reply: the server was demoted. On a cluster,
+    /// also every error that is not a plain server reply (I/O, refused,
+    /// timeout, a failed slot refresh): the `redis` crate's cluster
+    /// connection keeps its slot map until it is replaced, so after a master
+    /// is killed it would keep asking the dead address; a fresh one reads
+    /// the slot map again and, once a replica is promoted, reaches it (and
+    /// after a timeout, the old socket may still deliver a late reply).
+    pub(super) fn discards_after(&self, err: &RedisError) -> bool {
+        if is_read_only(err) {
+            return true;
+        }
+        #[cfg(feature = "cluster")]
+        if let Target::Cluster(_) = self {
+            return !matches!(err.kind(), redis::ErrorKind::Server(_));
+        }
+        false
+    }
+
+    /// A Redis Cluster: scripts publish with SPUBLISH, waiters SSUBSCRIBE.
+    pub(super) fn is_cluster(&self) -> bool {
+        #[cfg(feature = "cluster")]
+        if let Target::Cluster(_) = self {
+            return true;
+        }
+        false
+    }
+}
+
+/// A plain connection, or (feature `cluster`) a cluster connection that
+/// routes each script by its first key's slot and follows redirections.
+pub(super) enum Link {
+    Single(redis::Connection),
+    #[cfg(feature = "cluster")]
+    Cluster(Box<crate::backend::cluster_routing::RoutedConnection>),
+}
+
+impl Link {
+    pub(super) fn as_connection(&mut self) -> &mut dyn ConnectionLike {
+        match self {
+            Link::Single(conn) => conn,
+            #[cfg(feature = "cluster")]
+            Link::Cluster(conn) => conn,
+        }
+    }
+
+    pub(super) fn set_read_timeout(&self, timeout: Duration) -> RedisResult<()> {
+        match self {
+            Link::Single(conn) => conn.set_read_timeout(Some(timeout)),
+            // The routed connection's sockets keep the response timeout
+            // they were made with (see `cluster.rs`).
+            #[cfg(feature = "cluster")]
+            Link::Cluster(_) => Ok(()),
+        }
+    }
+
+    pub(super) fn is_open(&self) -> bool {
+        match self {
+            Link::Single(conn) => conn.is_open(),
+            #[cfg(feature = "cluster")]
+            Link::Cluster(conn) => conn.is_open(),
+        }
+    }
+
+    /// `WAIT replicas timeout_ms` on the server that ran the last script:
+    /// on a cluster, that script's slot master.
+    pub(super) fn wait_for_replicas(&mut self, replicas: u32, timeout_ms: u64) -> RedisResult<i64> {
+        match self {
+            Link::Single(conn) => redis::cmd("WAIT").arg(replicas).arg(timeout_ms).query(conn),
+            #[cfg(feature = "cluster")]
+            Link::Cluster(conn) => conn.wait_for_replicas(replicas, timeout_ms),
+        }
+    }
+}
+
+/// A connection with what the pool needs to know to discard it.
+pub(super) struct Conn {
+    pub(super) conn: Link,
+    /// The Sentinel epoch it was made under (0 for a fixed server).
+    pub(super) epoch: u64,
+    /// Set when a reply showed the server cannot serve us any more (a
+    /// READONLY replica), or a round trip failed on the socket (it may
+    /// still deliver a late reply): the pool drops it instead of reusing it.
+    pub(super) broken: bool,
+    /// When it last answered (or was made): a connection idle longer than
+    /// [`IDLE_VALIDATION`], or idle since a fault was seen, is checked with
+    /// a PING before it carries a script.
+    pub(super) last_used: Instant,
+    /// The read timeout now set on the socket (a syscall to change).
+    pub(super) read_timeout: Duration,
+}
+
+impl Conn {
+    pub(super) fn new(conn: Link, epoch: u64, read_timeout: Duration) -> Conn {
+        Conn {
+            conn,
+            epoch,
+            broken: false,
+            last_used: Instant::now(),
+            read_timeout,
+        }
+    }
+
+    /// Sets the socket's read timeout to `timeout` unless it is set already.
+    pub(super) fn set_read_timeout(&mut self, timeout: Duration) -> RedisResult<()> {
+        let timeout = timeout.max(Duration::from_millis(1));
+        if timeout != self.read_timeout {
+            self.conn.set_read_timeout(timeout)?;
+            self.read_timeout = timeout;
+        }
+        Ok(())
+    }
+}
+
+/// A pooled connection unused for this long is checked with a PING before it
+/// carries a script: the server may have closed it meanwhile (an idle
+/// `timeout`, a restart, `CLIENT KILL`), and a script sent on a dead socket
+/// has an unknown outcome. A busy connection costs no extra round trip.
+pub(super) const IDLE_VALIDATION: Duration = Duration::from_secs(1);
+
+/// Opens connections with a bound and sets read/write timeouts on each, so a
+/// hung server fails a call instead of blocking it forever.
+pub(super) struct Manager {
+    pub(super) target: Target,
+    pub(super) options: RedisOptions,
+}
+
+impl Manager {
+    /// A plain connection to the one server (with Sentinel, the current
+    /// master), and its epoch. Not for a cluster.
+    pub(super) fn connect_single(
+        &self,
+    ) -> std::result::Result<(redis::Connection, u64), RedisError> {
+        let (conn, epoch) = match &self.target {
+            Target::Direct(client) => (connect_within(client, self.options.connection_timeout)?, 0),
+            #[cfg(feature = "sentinel")]
+            Target::Sentinel(target) => target.connect()?,
+            #[cfg(feature = "cluster")]
+            Target::Cluster(_) => {
+                return Err(RedisError::from((
+                    redis::ErrorKind::Client,
+                    "a cluster has no single server to connect to",
+                )));
+            }
+        };
+        conn.set_read_timeout(Some(self.options.response_timeout))?;
+        conn.set_write_timeout(Some(self.options.response_timeout))?;
+        Ok((conn, epoch))
+    }
+
+    pub(super) fn connect(&self) -> std::result::Result<Conn, RedisError> {
+        let timeout = self.options.response_timeout;
+        #[cfg(feature = "cluster")]
+        if let Target::Cluster(target) = &self.target {
+            return Ok(Conn::new(
+                Link::Cluster(Box::new(target.connect()?)),
+                0,
+                timeout,
+            ));
+        }
+        let (conn, epoch) = self.connect_single()?;
+        Ok(Conn::new(Link::Single(conn), epoch, timeout))
+    }
+}
+
+impl r2d2::ManageConnection for Manager {
+    type Connection = Conn;
+    type Error = RedisError;
+
+    fn connect(&self) -> std::result::Result<Conn, RedisError> {
+        Manager::connect(self)
+    }
+
+    fn is_valid(&self, conn: &mut Conn) -> std::result::Result<(), RedisError> {
+        redis::cmd("PING").query::<()>(conn.conn.as_connection())
+    }
+
+    fn has_broken(&self, conn: &mut Conn) -> bool {
+        conn.broken || !conn.conn.is_open() || self.target.is_stale(conn.epoch)
+    }
+}
