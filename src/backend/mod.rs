@@ -35,8 +35,6 @@ use crate::Result;
 
 #[cfg(feature = "cluster")]
 mod cluster;
-#[cfg(feature = "cluster")]
-mod cluster_routing;
 mod connect;
 mod memory;
 mod options;

@@ -8,7 +8,7 @@ use super::ReplicaAcknowledgement;
 use crate::event::EventHandler;
 use crate::{Error, Result};
 
-/// Tunables of a [`RedisBackend`].
+/// Tunables of a [`RedisBackend`](super::RedisBackend).
 ///
 /// ```
 /// use std::time::Duration;

@@ -90,7 +90,7 @@ impl Target {
 pub(super) enum Link {
     Single(redis::Connection),
     #[cfg(feature = "cluster")]
-    Cluster(Box<crate::backend::cluster_routing::RoutedConnection>),
+    Cluster(Box<crate::backend::cluster::RoutedConnection>),
 }
 
 impl Link {

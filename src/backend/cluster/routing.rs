@@ -31,7 +31,7 @@ use redis::cluster::ClusterConnection;
 use redis::cluster_routing::{Route, RoutingInfo, SingleNodeRoutingInfo, SlotAddr};
 use redis::{Cmd, ConnectionLike, ErrorKind, RedisError, RedisResult, ServerErrorKind, Value};
 
-use super::cluster::ClusterTarget;
+use super::slots::slot;
 
 /// Redirections followed for one script (a MOVED then an ASK is the most a
 /// resharding produces).
@@ -41,21 +41,32 @@ const MAX_REDIRECTS: u32 = 3;
 const FIRST_PAUSE: Duration = Duration::from_millis(10);
 const MAX_PAUSE: Duration = Duration::from_millis(200);
 
+/// Where a routed connection gets a replacement with a fresh slot map
+/// (implemented by the cluster's discovery), so routing does not depend on
+/// how the cluster is found.
+pub(crate) trait SlotMapSource: Send + Sync {
+    /// A cluster connection with a fresh slot map.
+    fn cluster_connection(&self) -> Result<ClusterConnection, RedisError>;
+
+    /// How long one call may take to answer.
+    fn response_timeout(&self) -> Duration;
+}
+
 /// A cluster connection that runs scripts (`EVALSHA`/`EVAL`) on their
 /// first key's slot master without ever sending one twice after it may
 /// have run, and runs `WAIT` where the last script ran. Every other
 /// command goes through the crate's own routing.
-pub(super) struct RoutedConnection {
+pub(crate) struct RoutedConnection {
     conn: ClusterConnection,
     /// Where a replacement with a fresh slot map comes from.
-    target: Arc<ClusterTarget>,
+    target: Arc<dyn SlotMapSource>,
     /// The node the last script ran on: its slot's master, or the node a
     /// redirection named.
     last_node: Option<SingleNodeRoutingInfo>,
 }
 
 impl RoutedConnection {
-    pub(super) fn new(conn: ClusterConnection, target: Arc<ClusterTarget>) -> Self {
+    pub(crate) fn new(conn: ClusterConnection, target: Arc<dyn SlotMapSource>) -> Self {
         RoutedConnection {
             conn,
             target,
@@ -66,7 +77,7 @@ impl RoutedConnection {
     /// `WAIT replicas timeout_ms` on the master that ran the last script
     /// (the crate's routing would ask every master). Returns how many
     /// replicas acknowledged.
-    pub(super) fn wait_for_replicas(&mut self, replicas: u32, timeout_ms: u64) -> RedisResult<i64> {
+    pub(crate) fn wait_for_replicas(&mut self, replicas: u32, timeout_ms: u64) -> RedisResult<i64> {
         let Some(node) = self.last_node.clone() else {
             return Err(RedisError::from((
                 ErrorKind::Client,
@@ -172,7 +183,7 @@ fn script_slot(cmd: &Cmd) -> Option<u16> {
     if keys == 0 {
         return None;
     }
-    Some(super::cluster::slot(args.next()?))
+    Some(slot(args.next()?))
 }
 
 impl ConnectionLike for RoutedConnection {
@@ -224,11 +235,11 @@ mod tests {
             .arg("x");
         assert_eq!(
             script_slot(&evalsha),
-            Some(super::super::cluster::slot(b"lock"))
+            Some(super::super::slots::slot(b"lock"))
         );
         let mut eval = redis::cmd("eval");
         eval.arg("return 1").arg(1).arg("k");
-        assert_eq!(script_slot(&eval), Some(super::super::cluster::slot(b"k")));
+        assert_eq!(script_slot(&eval), Some(super::super::slots::slot(b"k")));
         let mut keyless = redis::cmd("EVALSHA");
         keyless.arg("abc").arg(0);
         assert_eq!(script_slot(&keyless), None);
