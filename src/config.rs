@@ -5,7 +5,7 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::backend::{LockBackend, RedisBackend, RedisOptions};
+use crate::backend::{Deployment, LockBackend, RedisBackend, RedisOptions};
 use crate::event::{EventHandler, LoggingEventHandler};
 use crate::{Client, Error, Result};
 
@@ -13,11 +13,7 @@ use crate::{Client, Error, Result};
 enum BackendChoice {
     None,
     Given(Arc<dyn LockBackend>),
-    Url(String),
-    #[cfg(feature = "sentinel")]
-    Sentinel(crate::backend::SentinelConfig),
-    #[cfg(feature = "cluster")]
-    Cluster(Vec<String>),
+    Redis(Deployment),
 }
 
 /// Builds a [`Client`]; created by [`Client::builder`].
@@ -45,11 +41,11 @@ impl fmt::Debug for ClientBuilder {
             BackendChoice::None => "none",
             BackendChoice::Given(_) => "given",
             // Never print the URL: it may carry a password.
-            BackendChoice::Url(_) => "redis url",
+            BackendChoice::Redis(Deployment::Single { .. }) => "redis url",
             #[cfg(feature = "sentinel")]
-            BackendChoice::Sentinel(_) => "redis sentinel",
+            BackendChoice::Redis(Deployment::Sentinel(_)) => "redis sentinel",
             #[cfg(feature = "cluster")]
-            BackendChoice::Cluster(_) => "redis cluster",
+            BackendChoice::Redis(Deployment::Cluster { .. }) => "redis cluster",
         };
         f.debug_struct("ClientBuilder")
             .field("backend", &backend)
@@ -114,8 +110,25 @@ impl ClientBuilder {
     ///     .build()?;
     /// # Ok::<(), redisync::Error>(())
     /// ```
-    pub fn redis_url(mut self, url: impl Into<String>) -> Self {
-        self.backend = BackendChoice::Url(url.into());
+    pub fn redis_url(self, url: impl Into<String>) -> Self {
+        self.deployment(Deployment::single(url))
+    }
+
+    /// Connects, when [`build`](Self::build) runs, to `deployment` (one
+    /// server, a Sentinel group's master, a cluster), with the pool
+    /// settings below. [`redis_url`](Self::redis_url),
+    /// [`sentinel`](Self::sentinel), [`sentinel_config`](Self::sentinel_config)
+    /// and [`cluster`](Self::cluster) are shorthands for it.
+    ///
+    /// ```no_run
+    /// use redisync::backend::Deployment;
+    /// let client = redisync::Client::builder()
+    ///     .deployment(Deployment::single("redis://127.0.0.1:6379/"))
+    ///     .build()?;
+    /// # Ok::<(), redisync::Error>(())
+    /// ```
+    pub fn deployment(mut self, deployment: Deployment) -> Self {
+        self.backend = BackendChoice::Redis(deployment);
         self
     }
 
@@ -165,9 +178,8 @@ impl ClientBuilder {
     /// # Ok::<(), redisync::Error>(())
     /// ```
     #[cfg(feature = "sentinel")]
-    pub fn sentinel_config(mut self, config: crate::backend::SentinelConfig) -> Self {
-        self.backend = BackendChoice::Sentinel(config);
-        self
+    pub fn sentinel_config(self, config: crate::backend::SentinelConfig) -> Self {
+        self.deployment(Deployment::Sentinel(config))
     }
 
     /// Connects, when [`build`](Self::build) runs, to the Redis Cluster
@@ -184,18 +196,12 @@ impl ClientBuilder {
     /// # Ok::<(), redisync::Error>(())
     /// ```
     #[cfg(feature = "cluster")]
-    pub fn cluster<I>(mut self, node_urls: I) -> Self
+    pub fn cluster<I>(self, node_urls: I) -> Self
     where
         I: IntoIterator,
         I::Item: AsRef<str>,
     {
-        self.backend = BackendChoice::Cluster(
-            node_urls
-                .into_iter()
-                .map(|url| url.as_ref().to_owned())
-                .collect(),
-        );
-        self
+        self.deployment(Deployment::cluster(node_urls))
     }
 
     /// The lease of a lock taken without an explicit lease; the watchdog
@@ -403,22 +409,10 @@ impl ClientBuilder {
                 ));
             }
             BackendChoice::Given(backend) => backend,
-            BackendChoice::Url(url) => {
+            BackendChoice::Redis(deployment) => {
                 let mut options = self.redis;
                 options.events = Some(Arc::clone(&self.events));
-                Arc::new(RedisBackend::open_with(&url, options)?)
-            }
-            #[cfg(feature = "sentinel")]
-            BackendChoice::Sentinel(config) => {
-                let mut options = self.redis;
-                options.events = Some(Arc::clone(&self.events));
-                Arc::new(RedisBackend::open_sentinel_with(&config, options)?)
-            }
-            #[cfg(feature = "cluster")]
-            BackendChoice::Cluster(urls) => {
-                let mut options = self.redis;
-                options.events = Some(Arc::clone(&self.events));
-                Arc::new(RedisBackend::open_cluster_with(&urls, options)?)
+                Arc::new(RedisBackend::connect(&deployment, options)?)
             }
         };
         Ok(Client::from_parts(

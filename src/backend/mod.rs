@@ -36,6 +36,7 @@ use crate::Result;
 #[cfg(feature = "cluster")]
 mod cluster;
 mod connect;
+mod deployment;
 mod memory;
 mod options;
 mod redis;
@@ -45,6 +46,7 @@ mod script;
 mod sentinel;
 mod tls;
 
+pub use self::deployment::Deployment;
 pub use self::memory::{DumpedKey, DumpedValue, MemoryBackend};
 pub use self::options::RedisOptions;
 pub use self::redis::RedisBackend;
