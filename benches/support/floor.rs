@@ -1,0 +1,123 @@
+//! The floor: the same scripts run by the `redis` crate alone, and the
+//! private servers (replicated pair, cluster) the groups need.
+
+#[allow(unused_imports)]
+use crate::*;
+
+/// The `cluster` group (feature `cluster`): the tests' 6-node cluster
+/// (`common::cluster::TestCluster`: 3 masters, one replica each), every node
+/// pinned to CPU 0 like the other servers, redisync clients on it (one with
+/// replica acknowledgement), and the floor pair through the `redis` crate's
+/// `ClusterConnection`.
+#[cfg(feature = "cluster")]
+pub(crate) mod cluster {
+    use super::common::cluster::TestCluster;
+
+    /// The cluster floor: `super::Floor::pair`'s two scripts (the release
+    /// in its sharded form, `SPUBLISH`, as the library loads it for a
+    /// cluster) by EVALSHA through a `ClusterConnection`, which routes both
+    /// to the master of `name`'s slot.
+    pub(crate) type ClusterFloor = super::Floor<redis::cluster::ClusterConnection>;
+
+    /// On lock `name` (the cluster lock's own name, so the same master;
+    /// the two never overlap: each call ends with the lock free).
+    pub(crate) fn cluster_floor(cluster: &TestCluster, name: &str) -> ClusterFloor {
+        let release = super::with_prelude(include_str!("../../lua/lock_release.lua"))
+            .replace("redis.call('publish',", "redis.call('spublish',");
+        assert!(release.contains("spublish"), "no sharded publish");
+        super::Floor {
+            conn: cluster.connection(),
+            acquire: redis::Script::new(&super::with_prelude(include_str!(
+                "../../lua/lock_acquire.lua"
+            ))),
+            release: redis::Script::new(&release),
+            channel: format!("redisson_lock__channel:{{{name}}}"),
+            latch_prefix: format!("redisson_unlock_latch:{{{name}}}:floor"),
+            holder: format!("{}:1", uuid::Uuid::new_v4()),
+            name: name.to_owned(),
+            releases: 0,
+        }
+    }
+}
+
+// ------------------------------------------------------------ replica_ack --
+
+/// A master and one replica of it (disk-RDB sync, once), linked.
+pub(crate) fn replicated_pair() -> (TestServer, TestServer) {
+    common::start_replicated()
+}
+
+// ------------------------------------------------------------------ floor --
+
+/// `script` as the library loads it: after `lua/args_prelude.lua`, the
+/// argument checks every script with numbers in ARGV starts with.
+pub(crate) fn with_prelude(script: &str) -> String {
+    format!("{}{script}", include_str!("../../lua/args_prelude.lua"))
+}
+
+/// The lock pair with the `redis` crate alone: the same two scripts the
+/// library runs, on one plain connection, with a unique latch key per release
+/// (as the library's) so the release really releases.
+pub(crate) struct Floor<C = redis::Connection> {
+    pub(crate) conn: C,
+    pub(crate) acquire: redis::Script,
+    pub(crate) release: redis::Script,
+    pub(crate) name: String,
+    pub(crate) channel: String,
+    pub(crate) holder: String,
+    pub(crate) latch_prefix: String,
+    pub(crate) releases: u64,
+}
+
+impl Floor {
+    pub(crate) fn new(server: &TestServer) -> Floor {
+        let name = unique_name("bench:floor");
+        Floor {
+            conn: server.connection(),
+            acquire: redis::Script::new(&with_prelude(include_str!("../../lua/lock_acquire.lua"))),
+            release: redis::Script::new(&with_prelude(include_str!("../../lua/lock_release.lua"))),
+            channel: format!("redisson_lock__channel:{{{name}}}"),
+            latch_prefix: format!("redisson_unlock_latch:{{{name}}}"),
+            holder: format!("{}:1", uuid::Uuid::new_v4()),
+            name,
+            releases: 0,
+        }
+    }
+
+    pub(crate) fn ping(&mut self) {
+        let pong: String = redis::cmd("PING").query(&mut self.conn).unwrap();
+        black_box(pong);
+    }
+}
+
+impl<C: redis::ConnectionLike> Floor<C> {
+    /// Acquire + release by EVALSHA, as the library's pair does, with the
+    /// `redis` crate alone (on a plain or a cluster connection).
+    pub(crate) fn pair(&mut self) {
+        let acquired: Option<i64> = self
+            .acquire
+            .key(&self.name)
+            .arg(LEASE_MS)
+            .arg(&self.holder)
+            .invoke(&mut self.conn)
+            .unwrap();
+        assert_eq!(acquired, None, "floor acquire found the lock held");
+        self.releases += 1;
+        let latch = format!("{}:{}", self.latch_prefix, self.releases);
+        let released: Option<i64> = self
+            .release
+            .key(&self.name)
+            .key(&self.channel)
+            .key(&latch)
+            .arg("0")
+            .arg(LEASE_MS)
+            .arg(&self.holder)
+            .arg(LATCH_MS)
+            .invoke(&mut self.conn)
+            .unwrap();
+        assert_eq!(released, Some(1), "floor release did not release");
+        black_box(released);
+    }
+}
+
+// ------------------------------------------------------------ uncontended --
