@@ -163,18 +163,14 @@ impl Client {
 
     pub(crate) fn from_parts(
         backend: Arc<dyn LockBackend>,
-        (watchdog_timeout, watchdog_ms): (Duration, i64),
+        watchdog: crate::watchdog::Settings,
         (fair_wait_timeout, fair_wait_ms): (Duration, i64),
         events: Arc<dyn EventHandler>,
     ) -> Client {
         let id = uuid::Uuid::new_v4().to_string();
         let subscriber = Subscriber::new(Arc::clone(&backend), &id, Arc::clone(&events));
-        let watchdog = Watchdog::new(
-            Arc::clone(&backend),
-            watchdog_timeout,
-            watchdog_ms,
-            Arc::clone(&events),
-        );
+        let (watchdog_timeout, watchdog_ms) = (watchdog.timeout, watchdog.timeout_ms);
+        let watchdog = Watchdog::new(Arc::clone(&backend), watchdog, Arc::clone(&events));
         Client {
             inner: Arc::new(Inner {
                 id,

@@ -16,6 +16,11 @@ enum BackendChoice {
     Redis(Deployment),
 }
 
+/// Holds per renewal script unless set (Redisson's `lockWatchdogBatchSize`).
+const DEFAULT_WATCHDOG_BATCH_SIZE: usize = 100;
+/// The largest batch `build()` accepts.
+const MAX_WATCHDOG_BATCH_SIZE: usize = 10_000;
+
 /// Builds a [`Client`]; created by [`Client::builder`].
 ///
 /// ```
@@ -30,6 +35,7 @@ enum BackendChoice {
 pub struct ClientBuilder {
     backend: BackendChoice,
     watchdog_timeout: Duration,
+    watchdog_batch_size: usize,
     fair_lock_wait_timeout: Duration,
     redis: RedisOptions,
     events: Arc<dyn EventHandler>,
@@ -50,6 +56,7 @@ impl fmt::Debug for ClientBuilder {
         f.debug_struct("ClientBuilder")
             .field("backend", &backend)
             .field("watchdog_timeout", &self.watchdog_timeout)
+            .field("watchdog_batch_size", &self.watchdog_batch_size)
             .field("fair_lock_wait_timeout", &self.fair_lock_wait_timeout)
             .field("redis", &self.redis)
             .field("events", &self.events)
@@ -62,6 +69,7 @@ impl Default for ClientBuilder {
         ClientBuilder {
             backend: BackendChoice::None,
             watchdog_timeout: Duration::from_secs(30),
+            watchdog_batch_size: DEFAULT_WATCHDOG_BATCH_SIZE,
             fair_lock_wait_timeout: Duration::from_secs(300),
             redis: RedisOptions::default(),
             events: Arc::new(LoggingEventHandler),
@@ -222,6 +230,27 @@ impl ClientBuilder {
     /// ```
     pub fn watchdog_timeout(mut self, timeout: Duration) -> Self {
         self.watchdog_timeout = timeout;
+        self
+    }
+
+    /// The most held locks one renewal script renews (Redisson's
+    /// `lockWatchdogBatchSize`). The watchdog renews the holds that fall due
+    /// together in batches of this size (of one kind, and on a cluster of one
+    /// hash slot), so one client keeps about `batch size / round trip` locks
+    /// per second alive; each lock's outcome is its own.
+    ///
+    /// Defaults to 100. `build()` rejects 0 and more than 10,000 (a larger
+    /// script blocks the server for longer than a round trip saves).
+    ///
+    /// ```
+    /// let client = redisync::Client::builder()
+    ///     .backend(redisync::MemoryBackend::new())
+    ///     .watchdog_batch_size(500)
+    ///     .build()?;
+    /// # Ok::<(), redisync::Error>(())
+    /// ```
+    pub fn watchdog_batch_size(mut self, holds: usize) -> Self {
+        self.watchdog_batch_size = holds;
         self
     }
 
@@ -392,6 +421,15 @@ impl ClientBuilder {
                 ),
             ));
         }
+        if !(1..=MAX_WATCHDOG_BATCH_SIZE).contains(&self.watchdog_batch_size) {
+            return Err(Error::invalid(
+                "watchdog_batch_size",
+                format!(
+                    "must be from 1 to {MAX_WATCHDOG_BATCH_SIZE} holds per renewal script, got {}",
+                    self.watchdog_batch_size
+                ),
+            ));
+        }
         let fair_wait_ms =
             crate::error::millis("fair_lock_wait_timeout", self.fair_lock_wait_timeout)?;
         let backend: Arc<dyn LockBackend> = match self.backend {
@@ -417,7 +455,11 @@ impl ClientBuilder {
         };
         Ok(Client::from_parts(
             backend,
-            (self.watchdog_timeout, watchdog_ms),
+            crate::watchdog::Settings {
+                timeout: self.watchdog_timeout,
+                timeout_ms: watchdog_ms,
+                batch_size: self.watchdog_batch_size,
+            },
             (self.fair_lock_wait_timeout, fair_wait_ms),
             self.events,
         ))

@@ -58,12 +58,24 @@ impl fmt::Debug for LockKeys {
 pub(crate) struct Holder {
     /// `<client uuid>:<thread>`.
     pub(crate) id: String,
-    /// The hash field of this hold: the id, or `<id>:write` for the write half.
-    pub(crate) field: String,
     /// `<id>:write`: a read attempt checks it (a writer may also read).
     write_field: String,
     /// Read/write halves: `{name}:<id>:rwlock_timeout`.
     timeout_prefix: String,
+    /// Whether this hold's field is `write_field` (the write half).
+    writes: bool,
+}
+
+impl Holder {
+    /// The hash field of this hold: the id, or `<id>:write` for the write
+    /// half (not stored twice: a watchdog may keep 100,000 holders).
+    pub(crate) fn field(&self) -> &str {
+        if self.writes {
+            &self.write_field
+        } else {
+            &self.id
+        }
+    }
 }
 
 impl LockKeys {
@@ -99,16 +111,11 @@ impl LockKeys {
                 keys::rw_timeout_prefix(&self.name, &id),
             ),
         };
-        let field = if self.flavor == Flavor::Write {
-            write_field.clone()
-        } else {
-            id.clone()
-        };
         Holder {
             id,
-            field,
             write_field,
             timeout_prefix,
+            writes: self.flavor == Flavor::Write,
         }
     }
 
@@ -121,7 +128,7 @@ impl LockKeys {
         }
     }
 
-    fn rw<'a>(&'a self, holder: &'a Holder) -> RwLockKeys<'a> {
+    pub(crate) fn rw<'a>(&'a self, holder: &'a Holder) -> RwLockKeys<'a> {
         RwLockKeys {
             name: &self.name,
             channel: &self.channel,
@@ -273,22 +280,6 @@ impl LockKeys {
         }
     }
 
-    /// Renews one holder's lease (the watchdog's call): `false` when the
-    /// hold is gone.
-    pub(crate) fn renew(
-        &self,
-        backend: &dyn LockBackend,
-        holder: &Holder,
-        lease_ms: i64,
-    ) -> Result<bool> {
-        match self.flavor {
-            Flavor::Reentrant | Flavor::Fenced | Flavor::Fair | Flavor::Write => {
-                ops::lock::renew(backend, &self.name, &holder.field, lease_ms)
-            }
-            Flavor::Read => ops::rw_lock::read_renew(backend, &self.rw(holder), lease_ms),
-        }
-    }
-
     pub(crate) fn force_release(&self, backend: &dyn LockBackend) -> Result<bool> {
         match self.flavor {
             Flavor::Reentrant | Flavor::Fenced => {
@@ -323,7 +314,7 @@ impl LockKeys {
                 } else {
                     RwMode::Write
                 };
-                let state = ops::rw_lock::state(backend, &self.name, &holder.field)?;
+                let state = ops::rw_lock::state(backend, &self.name, holder.field())?;
                 Ok(LockState::new(
                     state.mode == Some(own),
                     state.hold_count,
@@ -334,16 +325,60 @@ impl LockKeys {
     }
 }
 
-/// A hold's renewal, handed to the watchdog: the lock's keys and the holder.
-#[derive(Debug, Clone)]
+/// A hold's renewal, shared by its guard and the watchdog: the lock's keys
+/// and the holder.
+#[derive(Debug)]
 pub(crate) struct Renewal {
     pub(crate) keys: Arc<LockKeys>,
     pub(crate) holder: Holder,
 }
 
+/// Which batch script renews a hold: holds of one kind (and, on a cluster,
+/// one slot) share a script.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub(crate) enum RenewKind {
+    /// The lock hash's TTL (reentrant, fenced, fair, write).
+    Hash,
+    /// The holder's read-hold keys and the hash (read).
+    Read,
+}
+
 impl Renewal {
-    pub(crate) fn renew(&self, backend: &dyn LockBackend, lease_ms: i64) -> Result<bool> {
-        self.keys.renew(backend, &self.holder, lease_ms)
+    /// The lock's name (the key a cluster routes by).
+    pub(crate) fn name(&self) -> &str {
+        &self.keys.name
+    }
+
+    /// The hash field of this hold (with the name, what identifies it).
+    pub(crate) fn field(&self) -> &str {
+        self.holder.field()
+    }
+
+    pub(crate) fn kind(&self) -> RenewKind {
+        match self.keys.flavor {
+            Flavor::Reentrant | Flavor::Fenced | Flavor::Fair | Flavor::Write => RenewKind::Hash,
+            Flavor::Read => RenewKind::Read,
+        }
+    }
+}
+
+/// Renews `holds`, all of `kind` (and of one cluster slot), in one script:
+/// one flag per hold, `false` for a hold that is gone.
+pub(crate) fn renew_batch(
+    backend: &dyn LockBackend,
+    kind: RenewKind,
+    holds: &[&Renewal],
+    lease_ms: i64,
+) -> Result<Vec<bool>> {
+    match kind {
+        RenewKind::Hash => {
+            let pairs: Vec<(&str, &str)> = holds.iter().map(|h| (h.name(), h.field())).collect();
+            ops::lock::renew_many(backend, &pairs, lease_ms)
+        }
+        RenewKind::Read => {
+            let keys: Vec<RwLockKeys<'_>> = holds.iter().map(|h| h.keys.rw(&h.holder)).collect();
+            ops::rw_lock::read_renew_many(backend, &keys, lease_ms)
+        }
     }
 }
 

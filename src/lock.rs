@@ -45,29 +45,30 @@ const SETTLE_WAIT: Duration = Duration::from_secs(3);
 const PHANTOM_RELEASES: usize = 16;
 
 thread_local! {
-    /// How many live guards this thread has per (client, lock, holder
-    /// field): the hold count the store *should* have for it. Guards are
-    /// `!Send`, so a thread-local count is exact.
-    static LOCAL_HOLDS: std::cell::RefCell<std::collections::HashMap<(String, String), u32>> =
+    /// How many live guards this thread has per `field@name` (the holder
+    /// field starts with the client's uuid, so it names the client too):
+    /// the hold count the store *should* have for it. Guards are `!Send`,
+    /// so a thread-local count is exact.
+    static LOCAL_HOLDS: std::cell::RefCell<std::collections::HashMap<String, u32>> =
         std::cell::RefCell::new(std::collections::HashMap::new());
 }
 
-/// Counts a new guard of this thread; the key is (client id, field@name).
-fn local_hold_taken(key: &(String, String)) {
+/// Counts a new guard of this thread; the key is `field@name`.
+fn local_hold_taken(key: String) {
     // `try_with`: during thread teardown the map may be gone; then no
     // count is kept and no release drains phantoms (the safe side).
-    let _ = LOCAL_HOLDS.try_with(|holds| *holds.borrow_mut().entry(key.clone()).or_insert(0) += 1);
+    let _ = LOCAL_HOLDS.try_with(|holds| *holds.borrow_mut().entry(key).or_insert(0) += 1);
 }
 
 /// How many guards this thread holds under `key`.
-fn local_holds(key: &(String, String)) -> u32 {
+fn local_holds(key: &str) -> u32 {
     LOCAL_HOLDS
         .try_with(|holds| holds.borrow().get(key).copied().unwrap_or(0))
         .unwrap_or(0)
 }
 
 /// Uncounts a guard of this thread; true when it was the last one.
-fn local_hold_released(key: &(String, String)) -> bool {
+fn local_hold_released(key: &str) -> bool {
     LOCAL_HOLDS
         .try_with(|holds| {
             let mut holds = holds.borrow_mut();
@@ -402,9 +403,11 @@ impl Lock {
         // An earlier release of this holder's hold that has not landed yet
         // goes first, or it could land on the hold about to be taken.
         if !inner.cleanup.is_empty() {
-            inner
-                .cleanup
-                .settle(&keys.name, &holder.field, crate::deadline::cap(SETTLE_WAIT))?;
+            inner.cleanup.settle(
+                &keys.name,
+                &holder.field(),
+                crate::deadline::cap(SETTLE_WAIT),
+            )?;
         }
 
         let channel = keys.wait_channel(&holder);
@@ -457,20 +460,18 @@ impl Lock {
         sent: Instant,
         token: Option<u64>,
     ) -> Result<LockGuard> {
-        let renewal = Renewal {
+        let renewal = Arc::new(Renewal {
             keys: Arc::clone(&self.keys),
             holder: holder.clone(),
-        };
+        });
         let (lease, watchdog) = match lease {
             None => (self.client.inner.watchdog.start(&renewal, sent)?, true),
             Some(length) => (Lease::new(sent, length), false),
         };
-        let local = self.local_key(holder);
-        local_hold_taken(&local);
+        local_hold_taken(self.local_key(holder));
         crate::telemetry::hold_started(self.keys.primitive());
         Ok(LockGuard {
             lock: self.clone(),
-            local,
             renewal,
             lease_ms,
             lease,
@@ -483,11 +484,8 @@ impl Lock {
     }
 
     /// The key of this thread's local hold count for `holder` on this lock.
-    fn local_key(&self, holder: &Holder) -> (String, String) {
-        (
-            self.client.inner.id.clone(),
-            format!("{}@{}", holder.field, self.keys.name),
-        )
+    fn local_key(&self, holder: &Holder) -> String {
+        format!("{}@{}", holder.field(), self.keys.name)
     }
 
     /// After an acquire failed with a connection error, its script may
@@ -521,7 +519,7 @@ impl Lock {
         if let Some(give_up_at) = from.checked_add(lease) {
             self.client.inner.cleanup.push(
                 &self.keys.name,
-                &holder.field,
+                &holder.field(),
                 task,
                 give_up_at,
                 recheck,
@@ -643,10 +641,8 @@ impl Lock {
 #[clippy::has_significant_drop]
 pub struct LockGuard {
     lock: Lock,
-    /// This thread's live-guard count key (see `LOCAL_HOLDS`).
-    local: (String, String),
     /// The holder and how the watchdog renews it.
-    renewal: Renewal,
+    renewal: Arc<Renewal>,
     lease_ms: i64,
     /// The hold's lease by the local clock (shared with the watchdog).
     lease: Arc<Lease>,
@@ -764,7 +760,7 @@ impl LockGuard {
     fn release(&mut self) -> Result<()> {
         self.released = true;
         crate::telemetry::hold_ended(self.lock.keys.primitive(), self.acquired_at.elapsed());
-        let outermost = local_hold_released(&self.local);
+        let outermost = local_hold_released(&self.lock.local_key(&self.renewal.holder));
         // The watch goes first: a renewal answered after the release ran
         // would find the lock gone and report a loss that is none.
         if self.watchdog {

@@ -61,7 +61,7 @@ fn script_flush_mid_run_is_harmless() {
     let lock = client.lock(name.as_str());
     let [acquire, renew, release, force_release, state] = [
         "lock_acquire.lua",
-        "lock_renew.lua",
+        "lock_renew_batch.lua",
         "lock_release.lua",
         "lock_force_release.lua",
         "lock_state.lua",

@@ -712,6 +712,8 @@ fn redis_lock_scripts_refuse_before_writing() {
     let read = script("", include_str!("../lua/read_lock_acquire.lua"));
     let read_release = script("", include_str!("../lua/read_lock_release.lua"));
     let read_renew = script("", include_str!("../lua/read_lock_renew.lua"));
+    let renew_batch = script("", include_str!("../lua/lock_renew_batch.lua"));
+    let read_renew_batch = script("", include_str!("../lua/read_lock_renew_batch.lua"));
     let write = script("", include_str!("../lua/write_lock_acquire.lua"));
     let write_release = script("", include_str!("../lua/write_lock_release.lua"));
     let (l, c, latch) = (
@@ -785,6 +787,20 @@ fn redis_lock_scripts_refuse_before_writing() {
             conn,
             "read_lock_renew",
             &read_renew,
+            &["rw", prefix],
+            &variants(&["1", h], 0, BAD_MS),
+        );
+        assert_refused(
+            conn,
+            "lock_renew_batch",
+            &renew_batch,
+            &[l],
+            &variants(&["1", h], 0, BAD_MS),
+        );
+        assert_refused(
+            conn,
+            "read_lock_renew_batch",
+            &read_renew_batch,
             &["rw", prefix],
             &variants(&["1", h], 0, BAD_MS),
         );

@@ -443,6 +443,21 @@ pub trait LockBackend: Send + Sync + 'static {
         &self,
         session: &mut dyn FnMut(&mut dyn PubSubConnection) -> Result<()>,
     ) -> Result<()>;
+
+    /// The hash slot `key` lives in, when the store splits its keys across
+    /// slots and one script may only touch keys of one slot (Redis Cluster);
+    /// `None` (the default) when any keys may share a script. Batched
+    /// operations ([`ops::lock::renew_many`](crate::ops::lock::renew_many))
+    /// group their keys by it.
+    ///
+    /// ```
+    /// use redisync::backend::LockBackend;
+    /// assert_eq!(redisync::MemoryBackend::new().slot_of("orders:42"), None);
+    /// ```
+    fn slot_of(&self, key: &str) -> Option<u16> {
+        let _ = key;
+        None
+    }
 }
 
 /// A shared backend is a backend: `Arc<dyn LockBackend>` (what
@@ -470,5 +485,9 @@ impl<T: LockBackend + ?Sized> LockBackend for std::sync::Arc<T> {
         session: &mut dyn FnMut(&mut dyn PubSubConnection) -> Result<()>,
     ) -> Result<()> {
         (**self).with_pubsub(session)
+    }
+
+    fn slot_of(&self, key: &str) -> Option<u16> {
+        (**self).slot_of(key)
     }
 }

@@ -5,8 +5,8 @@
 //! the same).
 
 use super::{
-    ROLLBACK_LATCH_MS, int, is_one, is_some, optional_int, rollback_latch, run, script,
-    ttl_from_pttl,
+    ROLLBACK_LATCH_MS, any_one, flags, int, is_one, is_some, optional_int, rollback_latch, run,
+    script, ttl_from_pttl,
 };
 use crate::backend::{
     Acquire, Effect, FencedAcquire, LockBackend, LockState, Release, Reply, Resend, ScriptCall,
@@ -27,6 +27,10 @@ script!(
 script!(
     /// KEYS lock; ARGV lease ms, holder. 1 = renewed, 0 = not ours.
     RENEW = "lock_renew", "lock renew", after "args_prelude"
+);
+script!(
+    /// KEYS locks; ARGV lease ms, one holder per lock. {1 = renewed, 0 = not ours, ...}.
+    RENEW_BATCH = "lock_renew_batch", "lock renew batch", after "args_prelude"
 );
 script!(
     /// KEYS lock, channel, latch; ARGV message, lease ms, holder, latch ms.
@@ -184,6 +188,45 @@ pub fn renew<B: LockBackend + ?Sized>(
         .arg(lease_ms)
         .arg(holder);
     super::flag(&run(backend, &call)?, RENEW.operation())
+}
+
+/// Renews many locks in one round trip (the watchdog's batched renewal,
+/// Redisson's `lockWatchdogBatchSize`): each `(name, holder)` whose holder
+/// still holds `name` gets a TTL of `lease_ms`. Returns one flag per hold, in
+/// order: `false` for a lock its holder no longer holds (the others are
+/// renewed all the same). No round trip when `holds` is empty.
+///
+/// On a cluster a script may only touch one hash slot: group the holds by
+/// [`LockBackend::slot_of`] first (the store refuses a mix with an error).
+///
+/// # Errors
+/// A store failure, a bad lease, or `Protocol` if a name holds another type.
+///
+/// ```
+/// use redisync::backend::Acquire;
+/// let store = redisync::MemoryBackend::new();
+/// redisync::ops::lock::acquire(&store, "doc:batch:a", "c1:1", 30_000)?;
+/// let renewed = redisync::ops::lock::renew_many(
+///     &store, &[("doc:batch:a", "c1:1"), ("doc:batch:b", "c1:1")], 30_000,
+/// )?;
+/// assert_eq!(renewed, [true, false]);
+/// # Ok::<(), redisync::Error>(())
+/// ```
+pub fn renew_many<B: LockBackend + ?Sized>(
+    backend: &B,
+    holds: &[(&str, &str)],
+    lease_ms: i64,
+) -> Result<Vec<bool>> {
+    check_ms("lease", lease_ms)?;
+    if holds.is_empty() {
+        return Ok(Vec::new());
+    }
+    let mut call =
+        ScriptCall::new(&RENEW_BATCH, Resend::Harmless, Effect::Change(any_one)).arg(lease_ms);
+    for (name, holder) in holds {
+        call = call.key(*name).arg(*holder);
+    }
+    flags(&run(backend, &call)?, holds.len(), RENEW_BATCH.operation())
 }
 
 /// Releases one hold of `holder` on `name`. On the last hold, deletes the

@@ -55,11 +55,12 @@ pub(crate) use script;
 
 /// Every script of every operation (tests check them all).
 #[cfg(test)]
-pub(crate) fn all_scripts() -> [&'static crate::backend::Script; 27] {
+pub(crate) fn all_scripts() -> [&'static crate::backend::Script; 29] {
     [
         &lock::ACQUIRE,
         &lock::FENCED_ACQUIRE,
         &lock::RENEW,
+        &lock::RENEW_BATCH,
         &lock::RELEASE,
         &lock::FORCE_RELEASE,
         &lock::STATE,
@@ -72,6 +73,7 @@ pub(crate) fn all_scripts() -> [&'static crate::backend::Script; 27] {
         &rw_lock::READ_RELEASE,
         &rw_lock::WRITE_RELEASE,
         &rw_lock::READ_RENEW,
+        &rw_lock::READ_RENEW_BATCH,
         &rw_lock::FORCE_RELEASE,
         &rw_lock::STATE,
         &counter::SET_IF_ABSENT,
@@ -171,6 +173,30 @@ fn flag(reply: &Reply, operation: &str) -> Result<bool> {
 /// Whether a 0/1 reply is 1 (an [`Effect`](crate::backend::Effect) test).
 fn is_one(reply: &Reply) -> bool {
     reply.as_int() == Some(1)
+}
+
+/// An array of `len` 0/1 flags (a batch's per-item outcomes).
+fn flags(reply: &Reply, len: usize, operation: &str) -> Result<Vec<bool>> {
+    let expected = || reply.unexpected(operation, &format!("an array of {len} flags (0 or 1)"));
+    let items = reply
+        .as_array()
+        .filter(|items| items.len() == len)
+        .ok_or_else(expected)?;
+    items
+        .iter()
+        .map(|item| match item.as_int() {
+            Some(0) => Ok(false),
+            Some(1) => Ok(true),
+            _ => Err(expected()),
+        })
+        .collect()
+}
+
+/// Whether any flag of a batch's reply is 1 (an [`Effect`](crate::backend::Effect) test).
+fn any_one(reply: &Reply) -> bool {
+    reply
+        .as_array()
+        .is_some_and(|items| items.iter().any(|item| item.as_int() == Some(1)))
 }
 
 /// Whether a reply is not nil (a release that found a hold).

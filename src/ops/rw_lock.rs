@@ -5,7 +5,8 @@
 
 use super::lock::{acquire_outcome, release_outcome};
 use super::{
-    ROLLBACK_LATCH_MS, int, is_one, is_some, part, rollback_latch, run, script, ttl_from_pttl,
+    ROLLBACK_LATCH_MS, any_one, int, is_one, is_some, part, rollback_latch, run, script,
+    ttl_from_pttl,
 };
 use crate::backend::{
     Acquire, Effect, LockBackend, Release, Reply, Resend, RwLockKeys, RwLockState, RwMode,
@@ -38,6 +39,11 @@ script!(
 script!(
     /// KEYS lock, timeout prefix; ARGV lease ms, holder. 1 = renewed.
     READ_RENEW = "read_lock_renew", "read lock renew", after "args_prelude"
+);
+script!(
+    /// KEYS (lock, timeout prefix) per hold; ARGV lease ms, one holder per
+    /// hold. {1 = renewed, 0 = no read hold, ...}.
+    READ_RENEW_BATCH = "read_lock_renew_batch", "read lock renew batch", after "args_prelude"
 );
 script!(
     /// KEYS lock, channel; ARGV mode, message. 1 = deleted.
@@ -306,6 +312,50 @@ pub fn read_renew<B: LockBackend + ?Sized>(
         .arg(lease_ms)
         .arg(keys.holder);
     super::flag(&run(backend, &call)?, READ_RENEW.operation())
+}
+
+/// Renews many holders' read holds in one round trip, as [`read_renew`]
+/// does for one (the watchdog's batched renewal). Returns one flag per hold,
+/// in order: `false` for a holder that holds no read hold any more. No
+/// round trip when `holds` is empty. On a cluster, group the holds by
+/// [`LockBackend::slot_of`] first.
+///
+/// # Errors
+/// A store failure, a bad lease, or `Protocol` if a name holds another type.
+///
+/// ```
+/// use redisync::backend::RwLockKeys;
+/// let keys = RwLockKeys {
+///     name: "doc:rw-batch", channel: "redisson_rwlock:{doc:rw-batch}", holder: "c1:1",
+///     write_field: "c1:1:write", timeout_prefix: "{doc:rw-batch}:c1:1:rwlock_timeout",
+///     key_prefix: "{doc:rw-batch}",
+/// };
+/// let store = redisync::MemoryBackend::new();
+/// assert_eq!(redisync::ops::rw_lock::read_renew_many(&store, &[keys], 30_000)?, [false]);
+/// # Ok::<(), redisync::Error>(())
+/// ```
+pub fn read_renew_many<B: LockBackend + ?Sized>(
+    backend: &B,
+    holds: &[RwLockKeys<'_>],
+    lease_ms: i64,
+) -> Result<Vec<bool>> {
+    check_ms("lease", lease_ms)?;
+    if holds.is_empty() {
+        return Ok(Vec::new());
+    }
+    let mut call =
+        ScriptCall::new(&READ_RENEW_BATCH, Resend::Harmless, Effect::Change(any_one)).arg(lease_ms);
+    for keys in holds {
+        call = call
+            .key(keys.name)
+            .key(keys.timeout_prefix)
+            .arg(keys.holder);
+    }
+    super::flags(
+        &run(backend, &call)?,
+        holds.len(),
+        READ_RENEW_BATCH.operation(),
+    )
 }
 
 /// Deletes the lock if it is held in `mode` and publishes that half's

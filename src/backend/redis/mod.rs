@@ -710,4 +710,13 @@ impl LockBackend for RedisBackend {
         };
         session(&mut pubsub)
     }
+
+    fn slot_of(&self, key: &str) -> Option<u16> {
+        #[cfg(feature = "cluster")]
+        if let Target::Cluster(_) = &self.target {
+            return Some(super::cluster::slot(key.as_bytes()));
+        }
+        let _ = key;
+        None
+    }
 }

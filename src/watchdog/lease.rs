@@ -1,0 +1,64 @@
+//! What a guard knows of its hold's lease, by the local clock.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use parking_lot::Mutex;
+
+/// A hold's lease: when it ends if not renewed, and whether the hold was
+/// found gone. Shared by the guard (which reads it) and the watchdog (which
+/// extends it).
+#[derive(Debug)]
+pub(crate) struct Lease {
+    lost: AtomicBool,
+    /// When the lease ends if not renewed; `None` = unknown (too far away).
+    ends: Mutex<Option<Instant>>,
+}
+
+impl Lease {
+    /// A lease that ends `length` after `sent` (when its request was sent).
+    pub(crate) fn new(sent: Instant, length: Duration) -> Arc<Lease> {
+        Arc::new(Lease {
+            lost: AtomicBool::new(false),
+            ends: Mutex::new(sent.checked_add(length)),
+        })
+    }
+
+    /// True once the lock was found gone or the lease's end has passed.
+    pub(crate) fn is_lost(&self) -> bool {
+        self.is_lost_at(Instant::now())
+    }
+
+    /// As [`is_lost`](Self::is_lost), with the clock reading `now`.
+    pub(crate) fn is_lost_at(&self, now: Instant) -> bool {
+        self.lost.load(Ordering::SeqCst) || self.ends.lock().is_some_and(|end| now >= end)
+    }
+
+    /// True when the hold is not known lost and its lease still has more
+    /// than `margin` to run at `at` (a lease too long to represent always
+    /// has).
+    pub(crate) fn holds_beyond(&self, at: Instant, margin: Duration) -> bool {
+        if self.lost.load(Ordering::SeqCst) {
+            return false;
+        }
+        match *self.ends.lock() {
+            None => true,
+            Some(end) => at.checked_add(margin).is_some_and(|t| t < end),
+        }
+    }
+
+    /// When the lease ends, if representable.
+    #[cfg(test)]
+    pub(crate) fn ends(&self) -> Option<Instant> {
+        *self.ends.lock()
+    }
+
+    pub(super) fn mark_lost(&self) {
+        self.lost.store(true, Ordering::SeqCst);
+    }
+
+    pub(super) fn renewed(&self, sent: Instant, length: Duration) {
+        *self.ends.lock() = sent.checked_add(length);
+    }
+}

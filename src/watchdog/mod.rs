@@ -1,0 +1,304 @@
+//! The lease watchdog: while a lock taken without an explicit lease is held,
+//! renew it every `watchdog_timeout / 3`.
+//!
+//! One watch per held (key, holder) per client, shared by that holder's
+//! reentrant holds, and one scheduler thread per client (Redisson's design:
+//! one timer, not a thread per lock). Keying watches by holder means a thread
+//! that takes a lock another thread of the client lost (lease expired,
+//! force-unlocked) while that thread's guard still lives gets a fresh watch,
+//! not the lost one.
+//!
+//! | module | job |
+//! |---|---|
+//! | `schedule` | the watches, ordered by due time; what an answer means (no thread, no clock) |
+//! | `batch` | due renewals to batch scripts, by kind and cluster slot; one outcome per hold |
+//! | `lease` | what a guard knows of its lease |
+//! | here | the scheduler thread, the clock, the events |
+//!
+//! Renewals go in batches of up to `watchdog_batch_size` holds per script;
+//! renewals falling due within a quarter interval of each other share one.
+//!
+//! The hot path wakes no thread. A new watch is first due one interval after
+//! it is registered, and the scheduler never sleeps longer than one interval,
+//! so it is always awake in time without being told. The last release removes
+//! the watch under the mutex: the renewal is cancelled at once, and the
+//! scheduler finds nothing to renew. A renewal answered after its watch was
+//! removed is ignored (and harmless: the script only renews a holder that
+//! still holds the lock).
+//!
+//! Each hold's [`Lease`] records, by the local clock, when the lease ends:
+//! the send time of the acquisition or of the last successful renewal plus
+//! the lease (the server's TTL starts after the request left). A renewal
+//! that finds the lock no longer ours marks it lost; a renewal that fails is
+//! retried every 500 ms, and the lease counts as lost once its end has
+//! passed, even while a retry is still blocked on the network. Guards read it
+//! (`is_lost()`), and the event handler hears of every loss and failure.
+
+mod batch;
+mod lease;
+mod schedule;
+#[cfg(test)]
+mod tests;
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use parking_lot::{Condvar, Mutex};
+
+pub(crate) use self::lease::Lease;
+use self::schedule::{Answer, Outcome, Schedule};
+use crate::backend::LockBackend;
+use crate::event::{EventHandler, LockLostEvent, RenewFailedEvent};
+use crate::flavor::Renewal;
+
+/// The most renewals one pass of the scheduler takes out of the queue
+/// before it records their answers (a bound on how stale its view gets).
+const PASS_BATCHES: usize = 16;
+
+/// Where the watchdog reads the time: the system's monotonic clock, or a
+/// test's hand-moved one.
+pub(crate) trait Clock: Send + Sync + 'static {
+    /// The current instant.
+    fn now(&self) -> Instant;
+}
+
+/// [`Instant::now`].
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct SystemClock;
+
+impl Clock for SystemClock {
+    fn now(&self) -> Instant {
+        Instant::now()
+    }
+}
+
+/// How a client's watchdog renews.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Settings {
+    /// The lease each renewal sets (and each watchdog acquisition).
+    pub(crate) timeout: Duration,
+    /// The same in ms, as the scripts take it (at least 3: the config checks).
+    pub(crate) timeout_ms: i64,
+    /// The most holds one renewal script renews.
+    pub(crate) batch_size: usize,
+}
+
+struct State {
+    schedule: Schedule,
+    /// When the sleeping scheduler will wake on its own; `None` while it is
+    /// renewing (it recomputes its next wake afterwards) or not started.
+    sleeping_until: Option<Instant>,
+    started: bool,
+    shutdown: bool,
+}
+
+struct Shared {
+    backend: Arc<dyn LockBackend>,
+    settings: Settings,
+    events: Arc<dyn EventHandler>,
+    clock: Arc<dyn Clock>,
+    state: Mutex<State>,
+    wake: Condvar,
+}
+
+/// A client's watchdog: its watches and its scheduler thread.
+#[derive(Clone)]
+pub(crate) struct Watchdog {
+    shared: Arc<Shared>,
+}
+
+impl std::fmt::Debug for Watchdog {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Watchdog")
+            .field("settings", &self.shared.settings)
+            .field("watches", &self.shared.state.lock().schedule.len())
+            .finish()
+    }
+}
+
+impl Watchdog {
+    pub(crate) fn new(
+        backend: Arc<dyn LockBackend>,
+        settings: Settings,
+        events: Arc<dyn EventHandler>,
+    ) -> Self {
+        Watchdog::with_clock(backend, settings, events, Arc::new(SystemClock))
+    }
+
+    /// A watchdog reading the time from `clock`.
+    pub(crate) fn with_clock(
+        backend: Arc<dyn LockBackend>,
+        settings: Settings,
+        events: Arc<dyn EventHandler>,
+        clock: Arc<dyn Clock>,
+    ) -> Self {
+        Watchdog {
+            shared: Arc::new(Shared {
+                backend,
+                settings,
+                events,
+                clock,
+                state: Mutex::new(State {
+                    schedule: Schedule::new(settings.timeout),
+                    sleeping_until: None,
+                    started: false,
+                    shutdown: false,
+                }),
+                wake: Condvar::new(),
+            }),
+        }
+    }
+
+    /// Registers one watchdog hold, acquired by a request sent at `sent`.
+    /// Returns the hold's lease.
+    ///
+    /// # Errors
+    /// Only if the scheduler thread could not be started; the hold is then
+    /// not registered.
+    pub(crate) fn start(&self, renewal: &Arc<Renewal>, sent: Instant) -> crate::Result<Arc<Lease>> {
+        let mut state = self.shared.state.lock();
+        if !state.started {
+            let shared = Arc::clone(&self.shared);
+            std::thread::Builder::new()
+                .name("redisync-watchdog".into())
+                .spawn(move || run(&shared))
+                .map_err(|err| {
+                    crate::Error::backend_caused_by("cannot start the watchdog thread", err, false)
+                })?;
+            state.started = true;
+        }
+        let (lease, due) = state.schedule.start(renewal, sent);
+        // Only if the scheduler sleeps past this watch's first renewal (it
+        // never does once it has slept a full interval) must it be woken.
+        if let (Some(sleeping), Some(due)) = (state.sleeping_until, due)
+            && sleeping > due
+        {
+            self.shared.wake.notify_one();
+        }
+        Ok(lease)
+    }
+
+    /// Forgets one watchdog hold; the last one cancels the renewal at once.
+    pub(crate) fn stop(&self, renewal: &Arc<Renewal>) {
+        self.shared.state.lock().schedule.stop(renewal);
+    }
+
+    /// Cancels every renewal and stops the scheduler (client shutdown).
+    pub(crate) fn shutdown(&self) {
+        let mut state = self.shared.state.lock();
+        state.shutdown = true;
+        state.schedule.clear();
+        self.shared.wake.notify_all();
+    }
+
+    /// One pass of the scheduler at the clock's time: renews what is due (in
+    /// batches), records the answers and reports losses and failures.
+    /// Returns how many holds it renewed or tried to.
+    #[cfg(test)]
+    fn renew_due(&self) -> usize {
+        renew_due(&self.shared)
+    }
+}
+
+/// The scheduler thread: sleep until the earliest due renewal (at most one
+/// interval), renew what is due, repeat until shutdown.
+fn run(shared: &Shared) {
+    loop {
+        {
+            let mut state = shared.state.lock();
+            loop {
+                if state.shutdown {
+                    return;
+                }
+                let now = shared.clock.now();
+                let cap = now.checked_add(state.schedule.interval());
+                let until = match (state.schedule.next_due(), cap) {
+                    (Some(due), _) if due <= now => break,
+                    (Some(due), Some(cap)) => due.min(cap),
+                    (due, cap) => due.or(cap).unwrap_or(now),
+                };
+                state.sleeping_until = Some(until);
+                shared.wake.wait_until(&mut state, until);
+                state.sleeping_until = None;
+            }
+        }
+        renew_due(shared);
+    }
+}
+
+fn renew_due(shared: &Shared) -> usize {
+    let settings = shared.settings;
+    let due = {
+        let mut state = shared.state.lock();
+        let now = shared.clock.now();
+        state
+            .schedule
+            .take_due(now, settings.batch_size.saturating_mul(PASS_BATCHES))
+    };
+    if due.is_empty() {
+        return 0;
+    }
+    // Round trips happen outside the mutex, so holders never wait on them.
+    let clock = Arc::clone(&shared.clock);
+    let answers = batch::renew_all(
+        shared.backend.as_ref(),
+        due,
+        settings.batch_size,
+        settings.timeout_ms,
+        &move || clock.now(),
+    );
+    let count = answers.len();
+    let mut reports = Vec::new();
+    {
+        let mut state = shared.state.lock();
+        let now = shared.clock.now();
+        for renewed in answers {
+            let answer = match renewed.result {
+                Ok(true) => Answer::Renewed,
+                Ok(false) => Answer::NotHeld,
+                Err(_) => Answer::Failed,
+            };
+            let outcome = state
+                .schedule
+                .record(&renewed.due, renewed.sent, answer, now);
+            if outcome != Outcome::Gone {
+                reports.push((renewed.due.hold.0, outcome, renewed.result.err()));
+            }
+        }
+    }
+    // Events are reported outside the mutex: a handler may take its time.
+    for (renewal, outcome, error) in reports {
+        report(shared, renewal.name(), outcome, error);
+    }
+    count
+}
+
+fn report(shared: &Shared, name: &str, outcome: Outcome, error: Option<crate::Error>) {
+    let name = name.to_owned();
+    match (outcome, error) {
+        (Outcome::Renewed, _) => crate::telemetry::renewed(),
+        (Outcome::NotHeld, _) => {
+            crate::telemetry::lease_lost();
+            let reason = "the lock is no longer held by this holder (its lease expired or it was force-unlocked)";
+            shared.events.on_lock_lost(&LockLostEvent {
+                name,
+                reason: reason.to_owned(),
+            });
+        }
+        (Outcome::RanOut, error) => {
+            crate::telemetry::lease_lost();
+            let cause = error.map(|e| e.to_string()).unwrap_or_default();
+            shared.events.on_lock_lost(&LockLostEvent {
+                name,
+                reason: format!("could not renew before the lease ran out: {cause}"),
+            });
+        }
+        (Outcome::Retry, Some(error)) => {
+            crate::telemetry::renewal_failed();
+            shared
+                .events
+                .on_renew_failed(&RenewFailedEvent { name, error });
+        }
+        (Outcome::Retry, None) | (Outcome::Gone, _) => {}
+    }
+}

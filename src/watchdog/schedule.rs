@@ -1,0 +1,252 @@
+//! The watchdog's bookkeeping, with no thread and no clock of its own: the
+//! time is always an argument, so renewal timing, retries and losses are
+//! unit-tested without sleeping.
+//!
+//! Watches are ordered by due time (a `BTreeMap` keyed by `(due, id)`): the
+//! scheduler looks only at the front, never walks every watch. A renewal
+//! taken out of the queue is in flight until its outcome is recorded, which
+//! puts it back (renewed or retried) or marks the hold lost.
+
+use std::collections::{BTreeMap, HashMap};
+use std::hash::{Hash, Hasher};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use super::lease::Lease;
+use crate::flavor::Renewal;
+
+/// How often a failed renewal is retried (capped by the renewal interval).
+pub(super) const RETRY: Duration = Duration::from_millis(500);
+
+/// A hold as the watchdog keys it: (lock name, holder field). The read and
+/// write halves of one thread on one read-write lock are separate holds.
+#[derive(Debug, Clone)]
+pub(super) struct Hold(pub(super) Arc<Renewal>);
+
+impl PartialEq for Hold {
+    fn eq(&self, other: &Hold) -> bool {
+        self.0.name() == other.0.name() && self.0.field() == other.0.field()
+    }
+}
+
+impl Eq for Hold {}
+
+impl Hash for Hold {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        self.0.name().hash(state);
+        self.0.field().hash(state);
+    }
+}
+
+/// One hold being renewed.
+#[derive(Debug)]
+struct Watch {
+    /// Distinguishes a watch from a later one for the same hold.
+    id: u64,
+    /// Number of watchdog guards (reentrant acquisitions) still alive.
+    holds: u32,
+    lease: Arc<Lease>,
+    /// When the next renewal is due; `None` while one is in flight or once
+    /// the hold is lost (never renewed again).
+    due: Option<Instant>,
+}
+
+/// A renewal taken from the queue, to be sent.
+#[derive(Debug)]
+pub(super) struct Due {
+    pub(super) hold: Hold,
+    pub(super) id: u64,
+}
+
+/// What the store answered to one renewal.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Answer {
+    Renewed,
+    /// The holder no longer holds the lock.
+    NotHeld,
+    /// The renewal failed (connection, timeout, error reply).
+    Failed,
+}
+
+/// What an answer meant for its hold.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Outcome {
+    /// The lease runs again from the renewal's send time.
+    Renewed,
+    /// Released (or superseded) while the renewal was in flight: ignored.
+    Gone,
+    /// The lock is no longer this holder's.
+    NotHeld,
+    /// A failure, and the lease has run out meanwhile: lost.
+    RanOut,
+    /// A failure; retried after [`RETRY`].
+    Retry,
+}
+
+/// Every watch of one client, ordered by due time.
+#[derive(Debug)]
+pub(super) struct Schedule {
+    timeout: Duration,
+    interval: Duration,
+    /// How early a renewal may be sent, so that renewals falling due close
+    /// together share a batch (a lease renewed a quarter interval early still
+    /// runs a full timeout from then).
+    coalesce: Duration,
+    watches: HashMap<Hold, Watch>,
+    queue: BTreeMap<(Instant, u64), Hold>,
+    next_id: u64,
+}
+
+impl Schedule {
+    /// Renewals every `timeout / 3`, each setting a lease of `timeout`.
+    pub(super) fn new(timeout: Duration) -> Schedule {
+        let interval = timeout / 3;
+        Schedule {
+            timeout,
+            interval,
+            coalesce: interval / 4,
+            watches: HashMap::new(),
+            queue: BTreeMap::new(),
+            next_id: 0,
+        }
+    }
+
+    pub(super) fn interval(&self) -> Duration {
+        self.interval
+    }
+
+    /// Number of watched holds.
+    pub(super) fn len(&self) -> usize {
+        self.watches.len()
+    }
+
+    /// Registers one watchdog guard of `renewal`, acquired by a request sent
+    /// at `sent`. Returns the hold's lease and, for a new watch, when it is
+    /// first due.
+    pub(super) fn start(
+        &mut self,
+        renewal: &Arc<Renewal>,
+        sent: Instant,
+    ) -> (Arc<Lease>, Option<Instant>) {
+        let hold = Hold(Arc::clone(renewal));
+        let mut holds = 1;
+        if let Some(watch) = self.watches.get_mut(&hold) {
+            if !watch.lease.is_lost_at(sent) {
+                // A reentrant hold: the acquisition reset the TTL too.
+                watch.holds = watch.holds.saturating_add(1);
+                watch.lease.renewed(sent, self.timeout);
+                return (Arc::clone(&watch.lease), None);
+            }
+            // The thread lost the lock and took it again while an old guard
+            // lives: a fresh watch, keeping the old guards' holds counted.
+            holds = watch.holds.saturating_add(1);
+        }
+        self.unqueue(&hold);
+        let lease = Lease::new(sent, self.timeout);
+        let id = self.next_id;
+        self.next_id = self.next_id.wrapping_add(1);
+        let due = sent.checked_add(self.interval);
+        if let Some(due) = due {
+            self.queue.insert((due, id), hold.clone());
+        }
+        self.watches.insert(
+            hold,
+            Watch {
+                id,
+                holds,
+                lease: Arc::clone(&lease),
+                due,
+            },
+        );
+        (lease, due)
+    }
+
+    /// Forgets one watchdog guard of `renewal`; the last one removes the
+    /// watch, so its renewal is cancelled at once.
+    pub(super) fn stop(&mut self, renewal: &Arc<Renewal>) {
+        let hold = Hold(Arc::clone(renewal));
+        let Some(watch) = self.watches.get_mut(&hold) else {
+            return;
+        };
+        watch.holds = watch.holds.saturating_sub(1);
+        if watch.holds == 0 {
+            self.unqueue(&hold);
+            self.watches.remove(&hold);
+        }
+    }
+
+    /// Forgets every watch (client shutdown).
+    pub(super) fn clear(&mut self) {
+        self.watches.clear();
+        self.queue.clear();
+    }
+
+    /// When the earliest renewal is due.
+    pub(super) fn next_due(&self) -> Option<Instant> {
+        self.queue.first_key_value().map(|((due, _), _)| *due)
+    }
+
+    /// Takes up to `max` renewals out of the queue if the earliest is due at
+    /// `now`: every one due by `now` plus the coalescing margin, earliest
+    /// first. Empty when nothing is due yet.
+    pub(super) fn take_due(&mut self, now: Instant, max: usize) -> Vec<Due> {
+        if self.next_due().is_none_or(|due| due > now) {
+            return Vec::new();
+        }
+        let horizon = now.checked_add(self.coalesce).unwrap_or(now);
+        let mut taken = Vec::new();
+        while taken.len() < max {
+            let Some(entry) = self.queue.first_entry() else {
+                break;
+            };
+            if entry.key().0 > horizon {
+                break;
+            }
+            let ((_, id), hold) = entry.remove_entry();
+            if let Some(watch) = self.watches.get_mut(&hold) {
+                watch.due = None;
+            }
+            taken.push(Due { hold, id });
+        }
+        taken
+    }
+
+    /// Applies the answer to a renewal sent at `sent`, read at `now`.
+    pub(super) fn record(
+        &mut self,
+        due: &Due,
+        sent: Instant,
+        answer: Answer,
+        now: Instant,
+    ) -> Outcome {
+        let Some(watch) = self.watches.get_mut(&due.hold).filter(|w| w.id == due.id) else {
+            return Outcome::Gone;
+        };
+        let (outcome, next) = match answer {
+            Answer::Renewed => {
+                watch.lease.renewed(sent, self.timeout);
+                (Outcome::Renewed, sent.checked_add(self.interval))
+            }
+            Answer::NotHeld => (Outcome::NotHeld, None),
+            Answer::Failed if watch.lease.is_lost_at(now) => (Outcome::RanOut, None),
+            Answer::Failed => (Outcome::Retry, now.checked_add(RETRY.min(self.interval))),
+        };
+        if matches!(outcome, Outcome::NotHeld | Outcome::RanOut) {
+            watch.lease.mark_lost();
+        }
+        watch.due = next;
+        if let Some(next) = next {
+            self.queue.insert((next, due.id), due.hold.clone());
+        }
+        outcome
+    }
+
+    /// Removes `hold`'s queued renewal, if any.
+    fn unqueue(&mut self, hold: &Hold) {
+        if let Some(watch) = self.watches.get(hold)
+            && let Some(due) = watch.due
+        {
+            self.queue.remove(&(due, watch.id));
+        }
+    }
+}
