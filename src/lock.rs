@@ -405,7 +405,7 @@ impl Lock {
         if !inner.cleanup.is_empty() {
             inner.cleanup.settle(
                 &keys.name,
-                &holder.field(),
+                holder.field(),
                 crate::deadline::cap(SETTLE_WAIT),
             )?;
         }
@@ -519,7 +519,7 @@ impl Lock {
         if let Some(give_up_at) = from.checked_add(lease) {
             self.client.inner.cleanup.push(
                 &self.keys.name,
-                &holder.field(),
+                holder.field(),
                 task,
                 give_up_at,
                 recheck,
