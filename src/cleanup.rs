@@ -264,7 +264,12 @@ fn finish(
         return;
     }
     if outcome.is_err() {
-        pending.next_try = now.checked_add(pending.pause).unwrap_or(now);
+        // The last try is at the give-up time, not up to a pause after it:
+        // a dropped client's worker (and the pool it holds) ends then.
+        pending.next_try = now
+            .checked_add(pending.pause)
+            .unwrap_or(now)
+            .min(pending.give_up_at);
         pending.pause = (pending.pause * 2).min(MAX_PAUSE);
     } else if landed {
         pending.pause = FIRST_PAUSE;

@@ -119,6 +119,8 @@ struct Shared {
     control_channel: String,
     events: Arc<dyn EventHandler>,
     state: Mutex<State>,
+    /// Notified on shutdown: ends the thread's reconnect back-off at once.
+    stopped: Condvar,
 }
 
 /// A client's subscriber; see the module doc for the wake contract.
@@ -149,6 +151,7 @@ impl Subscriber {
                 control_channel: format!("redisync__control:{{{client_id}}}"),
                 events,
                 state: Mutex::new(State::default()),
+                stopped: Condvar::new(),
             }),
         }
     }
@@ -260,6 +263,7 @@ impl Subscriber {
         let mut state = self.shared.state.lock();
         state.shutdown = true;
         wake_all(&mut state);
+        self.shared.stopped.notify_all();
     }
 }
 
@@ -401,8 +405,16 @@ fn run(weak: Weak<Shared>) {
         if connected {
             backoff = RECONNECT_MIN;
         }
+        // Not a plain sleep: with Redis down, a dropped client's thread
+        // would live on for up to RECONNECT_MAX.
+        {
+            let mut state = shared.state.lock();
+            if state.shutdown {
+                return;
+            }
+            let _ = shared.stopped.wait_for(&mut state, backoff);
+        }
         drop(shared);
-        std::thread::sleep(backoff);
         backoff = (backoff * 2).min(RECONNECT_MAX);
     }
 }

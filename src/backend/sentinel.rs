@@ -30,7 +30,7 @@ use std::collections::HashMap;
 use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
 use redis::{ErrorKind, IntoConnectionInfo, RedisError};
@@ -490,11 +490,22 @@ fn master_error(address: &MasterAddress, op: &str, err: &RedisError) -> RedisErr
     }
 }
 
+/// How often the watcher checks, between two lookups, whether its target
+/// is gone, so that it ends soon after its client is dropped.
+const WATCH_STEP: Duration = Duration::from_millis(100);
+
 /// The watcher thread: asks the sentinels every [`WATCH_INTERVAL`] until
-/// the target is dropped.
+/// the target is dropped (noticed within [`WATCH_STEP`], or when the
+/// lookup in flight ends).
 fn watch(weak: Weak<SentinelTarget>) {
     loop {
-        std::thread::sleep(WATCH_INTERVAL);
+        let next = Instant::now() + WATCH_INTERVAL;
+        while let Some(left) = next.checked_duration_since(Instant::now()) {
+            if weak.strong_count() == 0 {
+                return;
+            }
+            std::thread::sleep(left.min(WATCH_STEP));
+        }
         let Some(target) = weak.upgrade() else { return };
         if let Ok(address) = target.lookup() {
             target.observe(&address);
