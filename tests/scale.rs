@@ -9,6 +9,7 @@
 //! optimized, 58 % not), so it is held to 80 % of a core, which a watchdog
 //! renewing one lock per round trip (100,000 scripts a second) cannot meet.
 //! `REDISYNC_SCALE_LOCKS` sets another count (e.g. to try 200,000).
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 mod common;
 
