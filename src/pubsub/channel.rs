@@ -88,7 +88,8 @@ pub(crate) struct ChannelState {
     idle_since: Option<Instant>,
     /// Until when new local attempts defer to a woken waiter.
     handoff_until: Option<Instant>,
-    /// Messages delivered on this channel so far (see [`Snapshot`]).
+    /// Messages delivered on this channel so far, plus confirmations (see
+    /// [`Snapshot`] and [`confirm`](Self::confirm)).
     pub(super) delivered: u64,
     /// How many more times a woken waiter that cannot use its wake may pass
     /// it on (semaphores: a waiter for 2 permits woken by a release of 1
@@ -202,8 +203,14 @@ impl ChannelState {
 
     /// The SUBSCRIBE took effect: every waiter retries once now, because an
     /// unlock published before the subscription took effect was not seen.
+    /// It counts as a delivery: a waiter whose snapshot predates it missed
+    /// that window too (say a reconnect between its attempt and its
+    /// registration, with the unlock published while unsubscribed), so it
+    /// gets a permit when it registers; and a waiter that passed on the last
+    /// message's wake takes this one.
     pub(crate) fn confirm(&mut self) -> Notify {
         self.confirmed = true;
+        self.delivered = self.delivered.wrapping_add(1);
         self.permits = self.waiters;
         Notify::All
     }

@@ -24,8 +24,10 @@
 //!    attempt and its registration, when no other waiter could keep it, is
 //!    caught by the channel's delivered-message count: the waiter compares
 //!    the count it saw before the attempt ([`Subscriber::snapshot`]) and takes
-//!    a permit if it moved. The TTL bound means a message lost anyway costs
-//!    one retry, never a hang.
+//!    a permit if it moved. A subscription confirmation counts as a delivery,
+//!    so a reconnect between the attempt and the registration (an unlock
+//!    lost while unsubscribed) moves the count too. The TTL bound means a
+//!    message lost anyway costs one retry, never a hang.
 //!
 //! A channel whose last waiter left stays subscribed for a short linger, so a
 //! lock contended again and again does not pay SUBSCRIBE every time; the
