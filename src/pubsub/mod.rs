@@ -39,9 +39,12 @@
 //! waiter ([`Snapshot::handoff_pending`]).
 //!
 //! The per-channel transitions themselves live in [`channel`], a pure state
-//! machine the code here runs under its mutex.
+//! machine the code here runs under its mutex; `model_tests` checks them
+//! against every interleaving of waiters, releases, messages and reconnects.
 
 mod channel;
+#[cfg(test)]
+mod model_tests;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Weak};
