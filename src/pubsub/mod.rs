@@ -24,8 +24,10 @@
 //!    attempt and its registration, when no other waiter could keep it, is
 //!    caught by the channel's delivered-message count: the waiter compares
 //!    the count it saw before the attempt ([`Subscriber::snapshot`]) and takes
-//!    a permit if it moved. The TTL bound means a message lost anyway costs
-//!    one retry, never a hang.
+//!    a permit if it moved. A subscription confirmation counts as a delivery,
+//!    so a reconnect between the attempt and the registration (an unlock
+//!    lost while unsubscribed) moves the count too. The TTL bound means a
+//!    message lost anyway costs one retry, never a hang.
 //!
 //! A channel whose last waiter left stays subscribed for a short linger, so a
 //! lock contended again and again does not pay SUBSCRIBE every time; the
@@ -35,6 +37,14 @@
 //! release that wakes a local waiter marks the channel for a short handoff
 //! window; during it, a new local attempt queues instead of racing the woken
 //! waiter ([`Snapshot::handoff_pending`]).
+//!
+//! The per-channel transitions themselves live in [`channel`], a pure state
+//! machine the code here runs under its mutex; `model_tests` checks them
+//! against every interleaving of waiters, releases, messages and reconnects.
+
+mod channel;
+#[cfg(test)]
+mod model_tests;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Weak};
@@ -45,6 +55,9 @@ use parking_lot::{Condvar, Mutex};
 use crate::backend::{LockBackend, PubSubConnection};
 use crate::event::{EventHandler, SubscriberEvent};
 use crate::{Error, Result};
+
+use self::channel::{ChannelState, Notify, Sweep};
+pub(crate) use self::channel::{Snapshot, Wake};
 
 /// How long the subscriber blocks on the socket before it checks for new
 /// wishes and shutdown (a liveness tick, not a poll of Redis).
@@ -57,53 +70,26 @@ pub(crate) const HANDOFF_WINDOW: Duration = Duration::from_millis(100);
 const RECONNECT_MIN: Duration = Duration::from_millis(20);
 const RECONNECT_MAX: Duration = Duration::from_secs(1);
 
-/// How a message on a channel wakes that channel's waiters.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Wake {
-    /// A lock channel (Redisson's `LockPubSub`): `1` (read-unlock) wakes
-    /// every waiter, anything else (`0`, unlock) one.
-    Lock,
-    /// A semaphore channel (`SemaphorePubSub`): the message is the new
-    /// permit count n, which wakes up to n waiters.
-    Semaphore,
-    /// A count-down latch channel (`CountDownLatchPubSub`): `0` (the count
-    /// reached zero) wakes every waiter; `1` (new count) wakes none.
-    Latch,
-}
-
+/// A channel's state and the condvar its parked waiters sleep on.
 #[derive(Debug)]
 struct Entry {
-    waiters: usize,
-    permits: usize,
-    /// Subscribed on the current connection.
-    confirmed: bool,
-    wake: Wake,
+    state: ChannelState,
     cond: Arc<Condvar>,
-    /// When the last waiter left (for the linger).
-    idle_since: Option<Instant>,
-    /// Until when new local attempts defer to a woken waiter.
-    handoff_until: Option<Instant>,
-    /// Messages delivered on this channel so far (see [`Snapshot`]).
-    delivered: u64,
-    /// How many more times a woken waiter that cannot use its wake may pass
-    /// it on (semaphores: a waiter for 2 permits woken by a release of 1
-    /// hands the wake to one that needs 1).
-    passes: usize,
 }
 
-/// A channel's state seen before a waiter's first attempt; see
-/// [`Subscriber::snapshot`].
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct Snapshot {
-    handoff: bool,
-    delivered: Option<u64>,
-}
-
-impl Snapshot {
-    /// True while a woken local waiter is retrying: a new local attempt
-    /// should queue behind it rather than barge.
-    pub(crate) fn handoff_pending(&self) -> bool {
-        self.handoff
+impl Entry {
+    /// Does what a transition asked of the condvar.
+    fn notify(&self, notify: Notify) {
+        match notify {
+            Notify::Some(n) => {
+                for _ in 0..n {
+                    self.cond.notify_one();
+                }
+            }
+            Notify::All => {
+                self.cond.notify_all();
+            }
+        }
     }
 }
 
@@ -161,15 +147,8 @@ impl Subscriber {
     pub(crate) fn snapshot(&self, channel: &str) -> Snapshot {
         let state = self.shared.state.lock();
         match state.channels.get(channel) {
-            Some(entry) => Snapshot {
-                handoff: entry.waiters > 0
-                    && entry.handoff_until.is_some_and(|t| t > Instant::now()),
-                delivered: Some(entry.delivered),
-            },
-            None => Snapshot {
-                handoff: false,
-                delivered: None,
-            },
+            Some(entry) => entry.state.snapshot(Instant::now()),
+            None => Snapshot::absent(),
         }
     }
 
@@ -194,22 +173,10 @@ impl Subscriber {
             .channels
             .entry(channel.to_owned())
             .or_insert_with(|| Entry {
-                waiters: 0,
-                permits: 0,
-                confirmed: false,
-                wake,
+                state: ChannelState::new(wake),
                 cond: Arc::new(Condvar::new()),
-                idle_since: None,
-                handoff_until: None,
-                delivered: 0,
-                passes: 0,
             });
-        entry.waiters += 1;
-        entry.idle_since = None;
-        if entry.confirmed && seen.delivered != Some(entry.delivered) {
-            entry.permits = (entry.permits + 1).min(entry.waiters);
-        }
-        let nudge = !entry.confirmed && entry.waiters == 1 && !start;
+        let nudge = entry.state.register(seen) && !start;
         // From here on, dropping the subscription undoes the registration.
         let subscription = Subscription {
             shared: Arc::clone(&self.shared),
@@ -237,10 +204,8 @@ impl Subscriber {
     /// exist, the unlock message will wake one; open the handoff window.
     pub(crate) fn note_release(&self, channel: &str) {
         let mut state = self.shared.state.lock();
-        if let Some(entry) = state.channels.get_mut(channel)
-            && entry.waiters > 0
-        {
-            entry.handoff_until = Instant::now().checked_add(HANDOFF_WINDOW);
+        if let Some(entry) = state.channels.get_mut(channel) {
+            entry.state.note_release(Instant::now());
         }
     }
 
@@ -297,8 +262,7 @@ impl Subscription {
             let Some(entry) = state.channels.get_mut(&self.channel) else {
                 return false;
             };
-            if entry.permits > 0 && self.passed.get() != Some(entry.delivered) {
-                entry.permits -= 1;
+            if entry.state.take_permit(self.passed.get()) {
                 return true;
             }
             if wait(&self.cond, &mut state, until) {
@@ -313,13 +277,10 @@ impl Subscription {
     pub(crate) fn pass_on(&self) {
         let mut state = self.shared.state.lock();
         if let Some(entry) = state.channels.get_mut(&self.channel)
-            && entry.passes > 0
+            && let Some((passed, notify)) = entry.state.pass_on()
         {
-            entry.passes -= 1;
-            entry.permits = (entry.permits + 1).min(entry.waiters);
-            self.passed.set(Some(entry.delivered));
-            // Every parked waiter looks; the passer itself will not take it.
-            entry.cond.notify_all();
+            self.passed.set(Some(passed));
+            entry.notify(notify);
         }
     }
 
@@ -327,7 +288,7 @@ impl Subscription {
     pub(crate) fn handoff_done(&self) {
         let mut state = self.shared.state.lock();
         if let Some(entry) = state.channels.get_mut(&self.channel) {
-            entry.handoff_until = None;
+            entry.state.handoff_done();
         }
     }
 }
@@ -336,12 +297,7 @@ impl Drop for Subscription {
     fn drop(&mut self) {
         let mut state = self.shared.state.lock();
         if let Some(entry) = state.channels.get_mut(&self.channel) {
-            entry.waiters = entry.waiters.saturating_sub(1);
-            entry.permits = entry.permits.min(entry.waiters);
-            if entry.waiters == 0 {
-                entry.idle_since = Some(Instant::now());
-                entry.handoff_until = None;
-            }
+            entry.state.deregister(Instant::now());
         }
     }
 }
@@ -369,8 +325,8 @@ fn wait(
 /// Gives every waiter a permit and wakes it (reconnect, shutdown).
 fn wake_all(state: &mut State) {
     for entry in state.channels.values_mut() {
-        entry.permits = entry.waiters;
-        entry.cond.notify_all();
+        let notify = entry.state.wake_all();
+        entry.notify(notify);
     }
 }
 
@@ -387,11 +343,11 @@ fn run(weak: Weak<Shared>) {
         let result = backend.with_pubsub(&mut |conn| session(&shared, conn, &mut connected));
         {
             let mut state = shared.state.lock();
-            for entry in state.channels.values_mut() {
-                entry.confirmed = false;
-            }
             // Messages may have been lost while disconnected: everyone retries.
-            wake_all(&mut state);
+            for entry in state.channels.values_mut() {
+                let notify = entry.state.disconnected();
+                entry.notify(notify);
+            }
             if state.shutdown {
                 return;
             }
@@ -435,22 +391,23 @@ fn session(shared: &Shared, conn: &mut dyn PubSubConnection, connected: &mut boo
             let now = Instant::now();
             let mut subscribe = Vec::new();
             let mut unsubscribe = Vec::new();
-            state.channels.retain(|channel, entry| {
-                let expired = entry.waiters == 0
-                    && entry
-                        .idle_since
-                        .is_some_and(|t| now.duration_since(t) >= LINGER);
-                if expired {
-                    if entry.confirmed {
-                        unsubscribe.push(channel.clone());
+            state
+                .channels
+                .retain(|channel, entry| match entry.state.sweep(now) {
+                    Sweep::Keep => true,
+                    Sweep::Subscribe => {
+                        subscribe.push(channel.clone());
+                        true
                     }
-                    return false;
-                }
-                if !entry.confirmed && entry.waiters > 0 {
-                    subscribe.push(channel.clone());
-                }
-                true
-            });
+                    Sweep::Remove {
+                        unsubscribe: subscribed,
+                    } => {
+                        if subscribed {
+                            unsubscribe.push(channel.clone());
+                        }
+                        false
+                    }
+                });
             (subscribe, unsubscribe)
         };
         if !subscribe.is_empty() {
@@ -460,9 +417,8 @@ fn session(shared: &Shared, conn: &mut dyn PubSubConnection, connected: &mut boo
                 if let Some(entry) = state.channels.get_mut(channel) {
                     // Every waiter retries once now: an unlock published
                     // before the subscription took effect was not seen.
-                    entry.confirmed = true;
-                    entry.permits = entry.waiters;
-                    entry.cond.notify_all();
+                    let notify = entry.state.confirm();
+                    entry.notify(notify);
                 }
             }
         }
@@ -477,38 +433,8 @@ fn session(shared: &Shared, conn: &mut dyn PubSubConnection, connected: &mut boo
             }
             let mut state = shared.state.lock();
             if let Some(entry) = state.channels.get_mut(&message.channel) {
-                entry.delivered = entry.delivered.wrapping_add(1);
-                let woken = match entry.wake {
-                    Wake::Lock if message.payload == crate::keys::READ_UNLOCK_MESSAGE => {
-                        entry.waiters
-                    }
-                    Wake::Lock => 1,
-                    // A count of zero or less wakes nobody; an unreadable
-                    // one lets everyone look.
-                    Wake::Semaphore => match message.payload.parse::<i64>() {
-                        Ok(count) => usize::try_from(count).unwrap_or(0),
-                        Err(_) => entry.waiters,
-                    },
-                    Wake::Latch if message.payload == crate::keys::LATCH_ZERO_MESSAGE => {
-                        entry.waiters
-                    }
-                    Wake::Latch => 0,
-                };
-                entry.permits = entry.permits.saturating_add(woken).min(entry.waiters);
-                // Only a semaphore's wake may be passed on: a failed lock
-                // retry means someone else holds it.
-                entry.passes = if entry.wake == Wake::Semaphore {
-                    entry.waiters
-                } else {
-                    0
-                };
-                if woken >= entry.waiters {
-                    entry.cond.notify_all();
-                } else {
-                    for _ in 0..woken {
-                        entry.cond.notify_one();
-                    }
-                }
+                let notify = entry.state.deliver(&message.payload);
+                entry.notify(notify);
             }
         }
     }
