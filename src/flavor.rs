@@ -162,13 +162,6 @@ impl LockKeys {
     /// Whether a new local attempt should let a just-woken local waiter go
     /// first: only for exclusive holds. The fair lock's queue already orders
     /// everyone, and readers share.
-    /// Whether a release that frees the lock always publishes exactly the
-    /// one unlock message, so that it may wake a local waiter itself and let
-    /// the message wake nobody more (see `ChannelState::note_release`).
-    pub(crate) fn wakes_early(&self) -> bool {
-        matches!(self.flavor, Flavor::Reentrant | Flavor::Fenced)
-    }
-
     pub(crate) fn defers_to_woken_waiter(&self) -> bool {
         matches!(
             self.flavor,

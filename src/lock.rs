@@ -571,10 +571,7 @@ impl Lock {
         // channel's state before the release is sent.
         let wake = self.keys.defers_to_woken_waiter().then(|| {
             let channel = self.keys.wait_channel(holder);
-            let seen = self
-                .keys
-                .wakes_early()
-                .then(|| self.client.inner.subscriber.snapshot(&channel));
+            let seen = self.client.inner.subscriber.snapshot(&channel);
             (channel, seen)
         });
         let mut phantoms = 0;
@@ -616,7 +613,7 @@ impl Lock {
     /// A release's outcome. An exclusive lock's release wakes a waiter of
     /// this client at once, if its unlock message has not (`wake`: the
     /// channel and its state before the release was sent).
-    fn released(&self, outcome: Release, wake: Option<(String, Option<Snapshot>)>) -> Result<()> {
+    fn released(&self, outcome: Release, wake: Option<(String, Snapshot)>) -> Result<()> {
         match outcome {
             Release::NotHeld => Err(Error::NotHeld {
                 name: self.keys.name.clone(),

@@ -203,18 +203,11 @@ impl ChannelState {
     /// count is the same). Otherwise the message may have woken a waiter
     /// already, so this wakes nobody. A lost connection wakes everyone and
     /// forgets `early`.
-    ///
-    /// `seen` is `None` for a release whose message is not always the one
-    /// unlock message (a write half's release may leave read holds and
-    /// publish the read-unlock message, or nothing): it only opens the window.
-    pub(crate) fn note_release(&mut self, seen: Option<Snapshot>, now: Instant) -> Notify {
+    pub(crate) fn note_release(&mut self, seen: Snapshot, now: Instant) -> Notify {
         if self.waiters == 0 {
             return Notify::Some(0);
         }
         self.handoff_until = now.checked_add(HANDOFF_WINDOW);
-        let Some(seen) = seen else {
-            return Notify::Some(0);
-        };
         if !self.confirmed || seen.delivered != Some(self.delivered) {
             return Notify::Some(0);
         }

@@ -213,7 +213,7 @@ impl Subscriber {
     /// the snapshot taken just before the release was sent: wakes a local
     /// waiter at once if the unlock message has not done so yet, and opens
     /// the handoff window (see [`ChannelState::note_release`]).
-    pub(crate) fn note_release(&self, channel: &str, seen: Option<Snapshot>) {
+    pub(crate) fn note_release(&self, channel: &str, seen: Snapshot) {
         let mut state = self.shared.state.lock();
         if let Some(entry) = state.channels.get_mut(channel) {
             let notify = entry.state.note_release(seen, Instant::now());

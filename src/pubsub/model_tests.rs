@@ -526,7 +526,7 @@ impl Checker {
                     next.waiters[i].pc = Pc::Finished;
                     let seen = next.waiters[i].release_seen.take();
                     let notify = match (next.channel.as_mut(), seen) {
-                        (Some(channel), Some(seen)) => channel.note_release(Some(seen), now),
+                        (Some(channel), Some(seen)) => channel.note_release(seen, now),
                         _ => Notify::Some(0),
                     };
                     for next in self.notify(next, notify) {
@@ -558,9 +558,10 @@ impl Checker {
             Holder::NoteRelease(seen) => {
                 let mut next = state.clone();
                 next.holder = Holder::Done;
-                let notify = next.channel.as_mut().map_or(Notify::Some(0), |channel| {
-                    channel.note_release(Some(seen), now)
-                });
+                let notify = next
+                    .channel
+                    .as_mut()
+                    .map_or(Notify::Some(0), |channel| channel.note_release(seen, now));
                 for next in self.notify(next, notify) {
                     out.push((Label::Other("holder: note_release"), next));
                 }
