@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 use crate::backend::{Acquire, Release};
 use crate::event::UnlockFailedEvent;
 use crate::flavor::{Flavor, Holder, LockKeys, Renewal};
-use crate::pubsub::{Snapshot, Wake};
+use crate::pubsub::Wake;
 use crate::wait::{Attempt, Wait};
 use crate::watchdog::Lease;
 use crate::{Client, Error, Result, holder, keys};
@@ -567,13 +567,6 @@ impl Lock {
     /// they are released too.
     fn release(&self, holder: &Holder, lease_ms: i64, outermost: bool) -> Result<()> {
         let backend = self.client.inner.backend.as_ref();
-        // For the early wake of a local waiter (see `released`): the
-        // channel's state before the release is sent.
-        let wake = self.keys.defers_to_woken_waiter().then(|| {
-            let channel = self.keys.wait_channel(holder);
-            let seen = self.client.inner.subscriber.snapshot(&channel);
-            (channel, seen)
-        });
         let mut phantoms = 0;
         let mut latch = new_latch(&self.keys.name);
         let started = Instant::now();
@@ -605,23 +598,23 @@ impl Lock {
                     latch = new_latch(&self.keys.name);
                 }
                 Ok(Release::NotHeld) if phantoms > 0 => return Ok(()),
-                Ok(outcome) => return self.released(outcome, wake),
+                Ok(outcome) => return self.released(holder, outcome),
             }
         }
     }
 
-    /// A release's outcome. An exclusive lock's release wakes a waiter of
-    /// this client at once, if its unlock message has not (`wake`: the
-    /// channel and its state before the release was sent).
-    fn released(&self, outcome: Release, wake: Option<(String, Snapshot)>) -> Result<()> {
+    fn released(&self, holder: &Holder, outcome: Release) -> Result<()> {
+        let inner = &self.client.inner;
         match outcome {
             Release::NotHeld => Err(Error::NotHeld {
                 name: self.keys.name.clone(),
             }),
             Release::StillHeld => Ok(()),
             Release::Released => {
-                if let Some((channel, seen)) = wake {
-                    self.client.inner.subscriber.note_release(&channel, seen);
+                if self.keys.defers_to_woken_waiter() {
+                    inner
+                        .subscriber
+                        .note_release(&self.keys.wait_channel(holder));
                 }
                 Ok(())
             }

@@ -95,10 +95,6 @@ pub(crate) struct ChannelState {
     /// it on (semaphores: a waiter for 2 permits woken by a release of 1
     /// hands the wake to one that needs 1).
     passes: usize,
-    /// Unlocks of this client whose wake was given at once, by the
-    /// releasing thread, while subscribed: their own unlock messages, when
-    /// they arrive, wake nobody more (see [`note_release`](Self::note_release)).
-    early: usize,
 }
 
 impl ChannelState {
@@ -113,16 +109,6 @@ impl ChannelState {
             handoff_until: None,
             delivered: 0,
             passes: 0,
-            early: 0,
-        }
-    }
-
-    /// A fresh channel whose message count starts at `delivered` (a range of
-    /// its own per entry: see `Subscriber::subscribe`).
-    pub(crate) fn starting_at(wake: Wake, delivered: u64) -> ChannelState {
-        ChannelState {
-            delivered,
-            ..ChannelState::new(wake)
         }
     }
 
@@ -189,31 +175,12 @@ impl ChannelState {
         self.handoff_until = None;
     }
 
-    /// This client released the channel's (exclusive) lock, having seen
-    /// `seen` just before it sent the release. If local waiters exist, wake
-    /// one at once, without waiting for the unlock message to come back
-    /// through the subscriber thread (a context switch and a parse less on
-    /// every handoff), and open the handoff window.
-    ///
-    /// The early wake is given only when it replaces the message's wake:
-    /// subscribed, and no message delivered since `seen`. Then the release's
-    /// own message (published after `seen`) is still to come; `early` counts
-    /// it, and the next lock message wakes nobody (if another client's
-    /// message comes first, that one is the one skipped and ours wakes: the
-    /// count is the same). Otherwise the message may have woken a waiter
-    /// already, so this wakes nobody. A lost connection wakes everyone and
-    /// forgets `early`.
-    pub(crate) fn note_release(&mut self, seen: Snapshot, now: Instant) -> Notify {
-        if self.waiters == 0 {
-            return Notify::Some(0);
+    /// This client released the channel's lock: if local waiters exist, the
+    /// unlock message will wake one; open the handoff window.
+    pub(crate) fn note_release(&mut self, now: Instant) {
+        if self.waiters > 0 {
+            self.handoff_until = now.checked_add(HANDOFF_WINDOW);
         }
-        self.handoff_until = now.checked_add(HANDOFF_WINDOW);
-        if !self.confirmed || seen.delivered != Some(self.delivered) {
-            return Notify::Some(0);
-        }
-        self.early = self.early.saturating_add(1);
-        self.permits = (self.permits + 1).min(self.waiters);
-        Notify::Some(1)
     }
 
     /// The sweep's decision: unsubscribe a channel idle past the linger,
@@ -254,11 +221,6 @@ impl ChannelState {
         self.delivered = self.delivered.wrapping_add(1);
         let woken = match self.wake {
             Wake::Lock if payload == crate::keys::READ_UNLOCK_MESSAGE => self.waiters,
-            // This client's own unlock, whose waiter was woken already.
-            Wake::Lock if self.early > 0 => {
-                self.early -= 1;
-                0
-            }
             Wake::Lock => 1,
             // A count of zero or less wakes nobody; an unreadable one lets
             // everyone look.
@@ -291,11 +253,9 @@ impl ChannelState {
         self.wake_all()
     }
 
-    /// Gives every waiter a permit and wakes it (reconnect, shutdown). Early
-    /// wakes are forgotten: their messages may never come.
+    /// Gives every waiter a permit and wakes it (reconnect, shutdown).
     pub(crate) fn wake_all(&mut self) -> Notify {
         self.permits = self.waiters;
-        self.early = 0;
         Notify::All
     }
 }

@@ -96,10 +96,6 @@ impl Entry {
 #[derive(Debug, Default)]
 struct State {
     channels: HashMap<String, Entry>,
-    /// Entries created so far: each new entry's message count starts in a
-    /// range of its own, so a snapshot taken from an entry that lingered out
-    /// never matches the count of the entry that replaced it.
-    entries_created: u64,
     thread_started: bool,
     shutdown: bool,
 }
@@ -173,18 +169,13 @@ impl Subscriber {
         }
         let start = !state.thread_started;
         state.thread_started = true;
-        let State {
-            channels,
-            entries_created,
-            ..
-        } = &mut *state;
-        let entry = channels.entry(channel.to_owned()).or_insert_with(|| {
-            *entries_created = entries_created.wrapping_add(1);
-            Entry {
-                state: ChannelState::starting_at(wake, *entries_created << 32),
+        let entry = state
+            .channels
+            .entry(channel.to_owned())
+            .or_insert_with(|| Entry {
+                state: ChannelState::new(wake),
                 cond: Arc::new(Condvar::new()),
-            }
-        });
+            });
         let nudge = entry.state.register(seen) && !start;
         // From here on, dropping the subscription undoes the registration.
         let subscription = Subscription {
@@ -209,15 +200,12 @@ impl Subscriber {
         Ok(subscription)
     }
 
-    /// Called after this client released `channel`'s exclusive lock, with
-    /// the snapshot taken just before the release was sent: wakes a local
-    /// waiter at once if the unlock message has not done so yet, and opens
-    /// the handoff window (see [`ChannelState::note_release`]).
-    pub(crate) fn note_release(&self, channel: &str, seen: Snapshot) {
+    /// Called after this client released `channel`'s lock: if local waiters
+    /// exist, the unlock message will wake one; open the handoff window.
+    pub(crate) fn note_release(&self, channel: &str) {
         let mut state = self.shared.state.lock();
         if let Some(entry) = state.channels.get_mut(channel) {
-            let notify = entry.state.note_release(seen, Instant::now());
-            entry.notify(notify);
+            entry.state.note_release(Instant::now());
         }
     }
 

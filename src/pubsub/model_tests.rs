@@ -87,10 +87,8 @@ enum Pc {
     PassOn,
     /// Done: before the subscription's drop.
     Deregister,
-    /// Holds the lock; next: the snapshot its release starts with.
+    /// Holds the lock.
     Holding,
-    /// Before the release script (which publishes).
-    Release,
     /// Released (and published); before `note_release`.
     NoteRelease,
     /// Released and gone.
@@ -119,17 +117,13 @@ struct Waiter {
     seen: Option<Snapshot>,
     /// `Subscription::passed`.
     passed: Option<u64>,
-    /// The snapshot its release started with (`Lock::release`).
-    release_seen: Option<Snapshot>,
 }
 
 /// The holder of the lock at the start.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 enum Holder {
     Holding,
-    /// Took its snapshot; before the release script.
-    Release(Snapshot),
-    NoteRelease(Snapshot),
+    NoteRelease,
     Done,
 }
 
@@ -246,7 +240,6 @@ impl Checker {
                 pc: Pc::Finished,
                 seen: None,
                 passed: None,
-                release_seen: None,
             }; MAX_WAITERS],
             takes: 0,
             owed: 0,
@@ -342,11 +335,11 @@ impl Checker {
             .filter(|w| {
                 matches!(
                     w.pc,
-                    Pc::HandoffDone { acquired: true } | Pc::Deregister | Pc::Holding | Pc::Release
+                    Pc::HandoffDone { acquired: true } | Pc::Deregister | Pc::Holding
                 )
             })
             .count()
-            + usize::from(matches!(state.holder, Holder::Holding | Holder::Release(_)));
+            + usize::from(state.holder == Holder::Holding);
         if holders != usize::from(state.lock_held) {
             return Err(self.fail(state, "model: lock bit out of step"));
         }
@@ -406,14 +399,6 @@ impl Checker {
                 out
             }
         }
-    }
-
-    /// What `Lock::release` sees before it sends the release.
-    fn release_snapshot(state: &State, now: Instant) -> Snapshot {
-        state
-            .channel
-            .as_ref()
-            .map_or(Snapshot::absent(), |c| c.snapshot(now))
     }
 
     /// Releases the lock in Redis: the unlock script publishes atomically.
@@ -515,24 +500,14 @@ impl Checker {
                     if !self.config.release_after_acquire {
                         continue;
                     }
-                    next.waiters[i].release_seen = Some(Self::release_snapshot(&next, now));
-                    next.waiters[i].pc = Pc::Release;
-                }
-                Pc::Release => {
                     Self::release(&mut next);
                     next.waiters[i].pc = Pc::NoteRelease;
                 }
                 Pc::NoteRelease => {
-                    next.waiters[i].pc = Pc::Finished;
-                    let seen = next.waiters[i].release_seen.take();
-                    let notify = match (next.channel.as_mut(), seen) {
-                        (Some(channel), Some(seen)) => channel.note_release(seen, now),
-                        _ => Notify::Some(0),
-                    };
-                    for next in self.notify(next, notify) {
-                        out.push((label, next));
+                    if let Some(channel) = next.channel.as_mut() {
+                        channel.note_release(now);
                     }
-                    continue;
+                    next.waiters[i].pc = Pc::Finished;
                 }
                 Pc::Finished => continue,
             }
@@ -542,29 +517,21 @@ impl Checker {
         match state.holder {
             Holder::Holding => {
                 let mut next = state.clone();
-                next.holder = Holder::Release(Self::release_snapshot(&next, now));
-                out.push((Label::Other("holder: snapshot"), next));
-            }
-            Holder::Release(seen) => {
-                let mut next = state.clone();
                 Self::release(&mut next);
                 next.holder = if self.config.holder_local {
-                    Holder::NoteRelease(seen)
+                    Holder::NoteRelease
                 } else {
                     Holder::Done
                 };
                 out.push((Label::Other("holder: release"), next));
             }
-            Holder::NoteRelease(seen) => {
+            Holder::NoteRelease => {
                 let mut next = state.clone();
-                next.holder = Holder::Done;
-                let notify = next
-                    .channel
-                    .as_mut()
-                    .map_or(Notify::Some(0), |channel| channel.note_release(seen, now));
-                for next in self.notify(next, notify) {
-                    out.push((Label::Other("holder: note_release"), next));
+                if let Some(channel) = next.channel.as_mut() {
+                    channel.note_release(now);
                 }
+                next.holder = Holder::Done;
+                out.push((Label::Other("holder: note_release"), next));
             }
             Holder::Done => {}
         }
