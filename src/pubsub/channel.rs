@@ -112,6 +112,15 @@ impl ChannelState {
         }
     }
 
+    /// A fresh channel whose message count starts at `delivered` (a range of
+    /// its own per entry: see `Subscriber::subscribe`).
+    pub(crate) fn starting_at(wake: Wake, delivered: u64) -> ChannelState {
+        ChannelState {
+            delivered,
+            ..ChannelState::new(wake)
+        }
+    }
+
     /// What a waiter sees before its first attempt.
     pub(crate) fn snapshot(&self, now: Instant) -> Snapshot {
         Snapshot {

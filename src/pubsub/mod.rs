@@ -96,6 +96,10 @@ impl Entry {
 #[derive(Debug, Default)]
 struct State {
     channels: HashMap<String, Entry>,
+    /// Entries created so far: each new entry's message count starts in a
+    /// range of its own, so a snapshot taken from an entry that lingered out
+    /// never matches the count of the entry that replaced it.
+    entries_created: u64,
     thread_started: bool,
     shutdown: bool,
 }
@@ -169,13 +173,18 @@ impl Subscriber {
         }
         let start = !state.thread_started;
         state.thread_started = true;
-        let entry = state
-            .channels
-            .entry(channel.to_owned())
-            .or_insert_with(|| Entry {
-                state: ChannelState::new(wake),
+        let State {
+            channels,
+            entries_created,
+            ..
+        } = &mut *state;
+        let entry = channels.entry(channel.to_owned()).or_insert_with(|| {
+            *entries_created = entries_created.wrapping_add(1);
+            Entry {
+                state: ChannelState::starting_at(wake, *entries_created << 32),
                 cond: Arc::new(Condvar::new()),
-            });
+            }
+        });
         let nudge = entry.state.register(seen) && !start;
         // From here on, dropping the subscription undoes the registration.
         let subscription = Subscription {
