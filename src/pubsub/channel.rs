@@ -156,27 +156,33 @@ impl ChannelState {
 
     /// Takes a permit if one is stored and the waiter has not passed on a
     /// wake of the latest message (`passed`, see [`pass_on`](Self::pass_on)).
-    pub(crate) fn take_permit(&mut self, passed: Option<u64>) -> bool {
+    /// Returns the message count at the take (the wake's message), which the
+    /// waiter hands to `pass_on` if its retry fails.
+    pub(crate) fn take_permit(&mut self, passed: Option<u64>) -> Option<u64> {
         if self.permits > 0 && passed != Some(self.delivered) {
             self.permits -= 1;
-            return true;
+            return Some(self.delivered);
         }
-        false
+        None
     }
 
-    /// A woken waiter could not use its wake: hand it to another waiter if
-    /// the last message still allows (bounded, so two waiters that both
-    /// cannot use it do not pass it back and forth). Returns the marker the
-    /// passer must remember (it takes no permit again until a newer message)
-    /// and the notify, or `None` when nothing was passed.
-    pub(crate) fn pass_on(&mut self) -> Option<(u64, Notify)> {
+    /// A woken waiter could not use the wake it took when the message count
+    /// was `woken_at`: hand it to another waiter if the last message still
+    /// allows (bounded, so two waiters that both cannot use it do not pass it
+    /// back and forth). Returns the marker the passer must remember (it takes
+    /// no permit again until a message newer than the one it woke on: one
+    /// that arrived during its retry still wakes it, since the retry may
+    /// have run before that message's release) and the notify, or `None`
+    /// when nothing was passed.
+    pub(crate) fn pass_on(&mut self, woken_at: u64) -> Option<(u64, Notify)> {
         if self.passes == 0 {
             return None;
         }
         self.passes -= 1;
         self.permits = (self.permits + 1).min(self.waiters);
-        // Every parked waiter looks; the passer itself will not take it.
-        Some((self.delivered, Notify::All))
+        // Every parked waiter looks; the passer itself will not take it
+        // unless a newer message came.
+        Some((woken_at, Notify::All))
     }
 
     /// The woken waiter finished its retry: close the handoff window.
@@ -266,5 +272,61 @@ impl ChannelState {
     pub(crate) fn wake_all(&mut self) -> Notify {
         self.permits = self.waiters;
         Notify::All
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Two semaphore waiters' threads, one permit: waiter A is woken by
+    /// release 1, but its retry runs before that release lands in Redis
+    /// order (the other thread re-took the permit); release 2 arrives while
+    /// A is still retrying. A's failed retry passes on the wake of release
+    /// 1 only: release 2's wake must still be A's to take, or A parks with
+    /// the permit free in Redis until its fallback (the 30 s stall that
+    /// `tests/semaphore_wake_probe.rs` caught).
+    #[test]
+    fn a_message_during_a_failed_retry_still_wakes_the_waiter() {
+        let mut channel = ChannelState::new(Wake::Semaphore);
+        channel.register(Snapshot::absent());
+        assert_eq!(channel.confirm(), Notify::All);
+        let confirmed = channel
+            .take_permit(None)
+            .expect("the confirmation's permit");
+        // Release 1 and its wake; A takes it.
+        channel.pass_on(confirmed);
+        let _ = channel.take_permit(Some(confirmed));
+        channel.deliver("1");
+        let woken_at = channel
+            .take_permit(Some(confirmed))
+            .expect("release 1 wakes A");
+        // Release 2 arrives while A retries; A's retry (sent before) fails.
+        channel.deliver("1");
+        let (passed, _) = channel
+            .pass_on(woken_at)
+            .expect("a semaphore wake is passed on");
+        assert_eq!(passed, woken_at);
+        assert!(
+            channel.take_permit(Some(passed)).is_some(),
+            "release 2's wake was lost: the waiter would park with the permit free"
+        );
+    }
+
+    #[test]
+    fn a_waiter_does_not_retake_the_wake_it_passed_on() {
+        let mut channel = ChannelState::new(Wake::Semaphore);
+        channel.register(Snapshot::absent());
+        channel.register(Snapshot::absent());
+        channel.confirm();
+        let _ = channel.take_permit(None);
+        let _ = channel.take_permit(None);
+        channel.deliver("1");
+        let woken_at = channel.take_permit(None).expect("the release wakes one");
+        let (passed, notify) = channel.pass_on(woken_at).expect("passed on");
+        assert_eq!(notify, Notify::All);
+        // The passer cannot take it back; the other waiter can.
+        assert_eq!(channel.take_permit(Some(passed)), None);
+        assert!(channel.take_permit(None).is_some());
     }
 }

@@ -192,6 +192,7 @@ impl Subscriber {
             channel: channel.to_owned(),
             cond: Arc::clone(&entry.cond),
             passed: std::cell::Cell::new(None),
+            woken_at: std::cell::Cell::new(0),
         };
         drop(state);
         if start && let Err(err) = self.start_thread() {
@@ -249,6 +250,8 @@ pub(crate) struct Subscription {
     /// The message count when this waiter last passed a wake on: it takes
     /// no permit again until a newer message arrives.
     passed: std::cell::Cell<Option<u64>>,
+    /// The message count when it last took a permit (the wake it retries on).
+    woken_at: std::cell::Cell<u64>,
 }
 
 impl std::fmt::Debug for Subscription {
@@ -271,7 +274,8 @@ impl Subscription {
             let Some(entry) = state.channels.get_mut(&self.channel) else {
                 return false;
             };
-            if entry.state.take_permit(self.passed.get()) {
+            if let Some(woken_at) = entry.state.take_permit(self.passed.get()) {
+                self.woken_at.set(woken_at);
                 return true;
             }
             if wait(&self.cond, &mut state, until) {
@@ -286,7 +290,7 @@ impl Subscription {
     pub(crate) fn pass_on(&self) {
         let mut state = self.shared.state.lock();
         if let Some(entry) = state.channels.get_mut(&self.channel)
-            && let Some((passed, notify)) = entry.state.pass_on()
+            && let Some((passed, notify)) = entry.state.pass_on(self.woken_at.get())
         {
             self.passed.set(Some(passed));
             entry.notify(notify);

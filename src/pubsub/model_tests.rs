@@ -117,6 +117,8 @@ struct Waiter {
     seen: Option<Snapshot>,
     /// `Subscription::passed`.
     passed: Option<u64>,
+    /// `Subscription::woken_at`.
+    woken_at: u64,
 }
 
 /// The holder of the lock at the start.
@@ -240,6 +242,7 @@ impl Checker {
                 pc: Pc::Finished,
                 seen: None,
                 passed: None,
+                woken_at: 0,
             }; MAX_WAITERS],
             takes: 0,
             owed: 0,
@@ -264,7 +267,7 @@ impl Checker {
             channel.confirm();
             for waiter in &mut state.waiters[..c.waiters] {
                 // Each used the confirmation's permit and failed its retry.
-                assert!(channel.take_permit(None));
+                assert!(channel.take_permit(None).is_some());
                 waiter.pc = Pc::Parked;
             }
             state.channel = Some(channel);
@@ -448,7 +451,8 @@ impl Checker {
                 }
                 Pc::Check => {
                     let channel = next.channel.as_mut().ok_or("registered, no entry")?;
-                    if channel.take_permit(w.passed) {
+                    if let Some(woken_at) = channel.take_permit(w.passed) {
+                        next.waiters[i].woken_at = woken_at;
                         // A ghost counter: only the herd scenario reads it
                         // (elsewhere it would only split states).
                         if !self.config.release_after_acquire {
@@ -478,7 +482,7 @@ impl Checker {
                 Pc::PassOn => {
                     next.waiters[i].pc = Pc::Check;
                     let channel = next.channel.as_mut().ok_or("registered, no entry")?;
-                    if let Some((passed, notify)) = channel.pass_on() {
+                    if let Some((passed, notify)) = channel.pass_on(w.woken_at) {
                         next.waiters[i].passed = Some(passed);
                         for next in self.notify(next, notify) {
                             out.push((label, next));
