@@ -25,6 +25,7 @@ mod common;
 use std::time::{Duration, Instant};
 
 use common::TestServer;
+use common::process::{cpu_time, evalsha_calls, rss_bytes};
 use redisync::Client;
 
 const WATCHDOG: Duration = Duration::from_secs(3);
@@ -37,40 +38,6 @@ struct Figures {
     cpu_share: f64,
     scripts_per_s: f64,
     lost: usize,
-}
-
-fn rss_bytes() -> u64 {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap();
-    status
-        .lines()
-        .find_map(|line| line.strip_prefix("VmRSS:"))
-        .and_then(|rest| {
-            rest.trim()
-                .trim_end_matches("kB")
-                .trim()
-                .parse::<u64>()
-                .ok()
-        })
-        .expect("VmRSS")
-        * 1024
-}
-
-fn cpu_time() -> Duration {
-    let stat = std::fs::read_to_string("/proc/self/stat").unwrap();
-    let fields: Vec<&str> = stat[stat.rfind(')').unwrap() + 2..]
-        .split_whitespace()
-        .collect();
-    let ticks: u64 = fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap();
-    Duration::from_millis(ticks * 10)
-}
-
-fn evalsha_calls(conn: &mut redis::Connection) -> u64 {
-    let info: String = redis::cmd("INFO").arg("commandstats").query(conn).unwrap();
-    info.lines()
-        .find_map(|line| line.strip_prefix("cmdstat_evalsha:calls="))
-        .and_then(|rest| rest.split(',').next())
-        .and_then(|calls| calls.parse().ok())
-        .unwrap_or(0)
 }
 
 /// Holds `locks` locks through one client for three watchdog timeouts.

@@ -16,6 +16,7 @@ mod common;
 use std::time::{Duration, Instant};
 
 use common::TestServer;
+use common::process::{cpu_time, evalsha_calls, rss_bytes};
 use redisync::Client;
 
 const WATCHDOG: Duration = Duration::from_secs(3);
@@ -25,39 +26,6 @@ fn locks() -> usize {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(100_000)
-}
-
-/// This process's resident set, in bytes.
-fn rss_bytes() -> u64 {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap();
-    let kb: u64 = status
-        .lines()
-        .find_map(|line| line.strip_prefix("VmRSS:"))
-        .and_then(|rest| rest.trim().trim_end_matches("kB").trim().parse().ok())
-        .expect("VmRSS in /proc/self/status");
-    kb * 1024
-}
-
-/// CPU time this process has used (user + system).
-fn cpu_time() -> Duration {
-    let stat = std::fs::read_to_string("/proc/self/stat").unwrap();
-    // Fields after the command name (which is in parentheses).
-    let fields: Vec<&str> = stat[stat.rfind(')').unwrap() + 2..]
-        .split_whitespace()
-        .collect();
-    let ticks: u64 = fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap();
-    // USER_HZ is 100 on every Linux the tests run on.
-    Duration::from_millis(ticks * 10)
-}
-
-/// How many EVALSHA calls the server has answered.
-fn evalsha_calls(conn: &mut redis::Connection) -> u64 {
-    let info: String = redis::cmd("INFO").arg("commandstats").query(conn).unwrap();
-    info.lines()
-        .find_map(|line| line.strip_prefix("cmdstat_evalsha:calls="))
-        .and_then(|rest| rest.split(',').next())
-        .and_then(|calls| calls.parse().ok())
-        .unwrap_or(0)
 }
 
 #[test]

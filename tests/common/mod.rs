@@ -33,6 +33,7 @@ pub mod cluster;
 pub mod cluster_cases;
 pub mod history;
 pub mod netns;
+pub mod process;
 #[cfg(feature = "tls")]
 pub mod tls;
 
