@@ -74,8 +74,8 @@ impl fmt::Display for Finding {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "[{}] {} {}: {}. {}. Fix: {}",
-            self.severity, self.server, self.setting, self.found, self.why, self.fix
+            "{}: {} on {}\n  why: {}\n  fix: {}",
+            self.severity, self.found, self.server, self.why, self.fix
         )
     }
 }
@@ -210,7 +210,9 @@ pub(crate) fn check(backend: &dyn LockBackend) -> Result<ServerReport> {
         check_persistence(&mut report, server, &info, &config("save"));
         check_min_replicas(&mut report, server, &info, &config("min-replicas-to-write"));
     }
-    report.findings.sort_by(|a, b| b.severity.cmp(&a.severity));
+    report
+        .findings
+        .sort_by_key(|finding| std::cmp::Reverse(finding.severity));
     Ok(report)
 }
 

@@ -193,7 +193,7 @@ fn no_persistence_and_no_replica_is_a_danger() {
     let server = TestServer::start_with(&["--save", "", "--appendonly", "no"]);
     let client = Client::open(&server.url()).unwrap();
     let report = client.check_server().unwrap();
-    println!("{report}");
+    eprintln!("{report}");
     assert_eq!(
         settings(&report),
         vec![(Severity::Danger, "persistence".to_owned())]
@@ -208,7 +208,7 @@ fn allkeys_eviction_is_a_danger() {
         TestServer::start_with(&["--maxmemory-policy", "allkeys-lru", "--appendonly", "yes"]);
     let client = Client::open(&server.url()).unwrap();
     let report = client.check_server().unwrap();
-    println!("{report}");
+    eprintln!("{report}");
     assert_eq!(
         settings(&report),
         vec![(Severity::Danger, "maxmemory-policy".to_owned())]
@@ -221,7 +221,7 @@ fn a_good_server_has_no_findings() {
         TestServer::start_with(&["--maxmemory-policy", "noeviction", "--appendonly", "yes"]);
     let client = Client::open(&server.url()).unwrap();
     let report = client.check_server().unwrap();
-    println!("{report}");
+    eprintln!("{report}");
     assert!(report.findings().is_empty(), "{report}");
     assert!(report.is_ok());
     assert_eq!(report.worst(), None);
@@ -234,7 +234,7 @@ fn replicas_without_min_replicas_to_write_is_a_warning() {
     let (master, _replica) = start_replicated();
     let client = Client::open(&master.url()).unwrap();
     let report = client.check_server().unwrap();
-    println!("{report}");
+    eprintln!("{report}");
     assert_eq!(
         settings(&report),
         vec![(Severity::Warning, "min-replicas-to-write".to_owned())]
@@ -268,7 +268,7 @@ fn a_refused_config_is_an_info_finding() {
     let url = format!("redis://noconfig:pw@127.0.0.1:{}/", server.port());
     let client = Client::open(&url).unwrap();
     let report = client.check_server().unwrap();
-    println!("{report}");
+    eprintln!("{report}");
     assert_eq!(
         settings(&report),
         vec![
