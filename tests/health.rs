@@ -290,3 +290,40 @@ fn a_memory_backend_has_nothing_to_check() {
     assert!(report.is_ok());
     assert_eq!(report.servers, vec!["memory".to_owned()]);
 }
+
+/// On a cluster: the routed connections are named on every master, and
+/// `ping` and `check_server` ask every master.
+#[cfg(feature = "cluster")]
+#[test]
+fn on_a_cluster_every_master_is_named_pinged_and_checked() {
+    let env = common::Env::cluster();
+    let common::Store::Cluster(store) = &env.store else {
+        unreachable!()
+    };
+    let client = env.client();
+    // Locks on several slots: every master runs a script.
+    let names: Vec<String> = (0..12)
+        .map(|i| unique_name(&format!("health:cl{i}")))
+        .collect();
+    let guards: Vec<_> = names
+        .iter()
+        .map(|name| client.lock(name).lock().unwrap())
+        .collect();
+    let expected = format!("name=redisync:{}", client.id());
+    let lists: Vec<String> = store
+        .cluster
+        .on_every_node(redis::cmd("CLIENT").arg("LIST"));
+    let named = lists.iter().filter(|list| list.contains(&expected)).count();
+    assert!(named >= 3, "masters with a named connection: {named}");
+    assert!(client.ping().unwrap() < Duration::from_secs(1));
+    let report = client.check_server().unwrap();
+    assert_eq!(report.servers.len(), 3, "{report}");
+    assert!(
+        report
+            .findings()
+            .iter()
+            .all(|f| f.setting != "redis_version"),
+        "{report}"
+    );
+    drop(guards);
+}
