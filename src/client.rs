@@ -162,12 +162,12 @@ impl Client {
     }
 
     pub(crate) fn from_parts(
+        id: String,
         backend: Arc<dyn LockBackend>,
         watchdog: crate::watchdog::Settings,
         (fair_wait_timeout, fair_wait_ms): (Duration, i64),
         events: Arc<dyn EventHandler>,
     ) -> Client {
-        let id = uuid::Uuid::new_v4().to_string();
         let subscriber = Subscriber::new(Arc::clone(&backend), &id, Arc::clone(&events));
         let (watchdog_timeout, watchdog_ms) = (watchdog.timeout, watchdog.timeout_ms);
         let watchdog = Watchdog::new(Arc::clone(&backend), watchdog, Arc::clone(&events));
@@ -351,6 +351,63 @@ impl Client {
     /// ```
     pub fn backend(&self) -> &Arc<dyn LockBackend> {
         &self.inner.backend
+    }
+
+    /// One `PING` round trip to the store: the time from sending it to
+    /// reading `PONG`, on a pooled connection (not counting the wait for
+    /// one). With Sentinel, to the current master; on a cluster, to every
+    /// master in turn, returning the slowest one's; on a
+    /// [`MemoryBackend`](crate::MemoryBackend), the time to take the
+    /// store's lock.
+    ///
+    /// # Errors
+    /// The store is unreachable or did not answer within the response
+    /// timeout (`Backend`, a connection error), refused `PING` (`Backend`),
+    /// or the backend does not support plain commands (see
+    /// [`LockBackend::server_command`]).
+    ///
+    /// ```
+    /// # let client = redisync::Client::builder().backend(redisync::MemoryBackend::new()).build()?;
+    /// let round_trip = client.ping()?;
+    /// assert!(round_trip < std::time::Duration::from_secs(1));
+    /// # Ok::<(), redisync::Error>(())
+    /// ```
+    pub fn ping(&self) -> Result<Duration> {
+        crate::health::ping(&*self.inner.backend)
+    }
+
+    /// Reads the store's settings (`INFO`, and `CONFIG GET save` and
+    /// `min-replicas-to-write`) and reports those that put locks at risk,
+    /// each with its severity, why it matters and what to change:
+    ///
+    /// | finding | severity |
+    /// |---|---|
+    /// | `maxmemory-policy` `allkeys-*`: lock keys can be evicted | danger |
+    /// | `maxmemory-policy` `volatile-*`: keys with a TTL (every held lock) can be evicted | warning |
+    /// | no RDB `save`, `appendonly no`, and no replica: a restart loses every lock and fencing counter | danger |
+    /// | replicas, but `min-replicas-to-write 0` | warning |
+    /// | Redis older than 6.2 (7.0 on a cluster, for sharded pub/sub) | danger |
+    /// | a setting that could not be read (`CONFIG` refused by the ACL) | info |
+    ///
+    /// With Sentinel it checks the current master; on a cluster, every
+    /// master. A [`MemoryBackend`](crate::MemoryBackend) has no settings:
+    /// its report holds one info finding saying so. Nothing is changed.
+    ///
+    /// # Errors
+    /// The store is unreachable, or the backend does not support plain
+    /// commands (see [`LockBackend::server_command`]). A refused `CONFIG`
+    /// is no error but an info finding.
+    ///
+    /// ```no_run
+    /// let client = redisync::Client::open("redis://127.0.0.1:6379/")?;
+    /// let report = client.check_server()?;
+    /// if !report.is_ok() {
+    ///     eprintln!("{report}");
+    /// }
+    /// # Ok::<(), redisync::Error>(())
+    /// ```
+    pub fn check_server(&self) -> Result<crate::ServerReport> {
+        crate::health::check(&*self.inner.backend)
     }
 
     /// The holder id of the calling thread in this client,

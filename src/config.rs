@@ -432,6 +432,9 @@ impl ClientBuilder {
         }
         let fair_wait_ms =
             crate::error::millis("fair_lock_wait_timeout", self.fair_lock_wait_timeout)?;
+        // Known before connecting: a Redis deployment's connections carry it
+        // in their name (`redisync:<client uuid>`, see `backend::naming`).
+        let id = uuid::Uuid::new_v4().to_string();
         let backend: Arc<dyn LockBackend> = match self.backend {
             BackendChoice::None => {
                 return Err(Error::invalid(
@@ -450,10 +453,15 @@ impl ClientBuilder {
             BackendChoice::Redis(deployment) => {
                 let mut options = self.redis;
                 options.events = Some(Arc::clone(&self.events));
+                options.connection_name = Some(crate::backend::naming::ConnectionName::for_client(
+                    &id,
+                    Some(Arc::clone(&self.events)),
+                ));
                 Arc::new(RedisBackend::connect(&deployment, options)?)
             }
         };
         Ok(Client::from_parts(
+            id,
             backend,
             crate::watchdog::Settings {
                 timeout: self.watchdog_timeout,

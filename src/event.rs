@@ -63,6 +63,14 @@ pub trait EventHandler: fmt::Debug + Send + Sync + 'static {
     fn on_replica_shortfall(&self, event: &ReplicaShortfallEvent) {
         let _ = event;
     }
+
+    /// A Redis server refused `CLIENT SETNAME` (an ACL user without
+    /// `+client|setname`): the connections work, but carry no
+    /// `redisync:<client uuid>` name in `CLIENT LIST`. Reported once per
+    /// backend, at the first refusal.
+    fn on_connection_name_refused(&self, event: &ConnectionNameRefusedEvent) {
+        let _ = event;
+    }
 }
 
 /// An [`EventHandler`] that ignores everything.
@@ -109,6 +117,9 @@ impl EventHandler for LoggingEventHandler {
         log::info!("redisync: pub/sub connection up");
     }
     fn on_replica_shortfall(&self, event: &ReplicaShortfallEvent) {
+        log::warn!("redisync: {event}");
+    }
+    fn on_connection_name_refused(&self, event: &ConnectionNameRefusedEvent) {
         log::warn!("redisync: {event}");
     }
 }
@@ -326,6 +337,59 @@ impl fmt::Display for ReplicaShortfallEvent {
             f,
             "{} on {:?} was acknowledged by {} of {} replicas; kept anyway (a failover now may lose it)",
             self.operation, self.name, self.acknowledged, self.required
+        )
+    }
+}
+
+/// A server refused to name a connection; see
+/// [`EventHandler::on_connection_name_refused`].
+///
+/// ```
+/// fn report(event: &redisync::ConnectionNameRefusedEvent) -> String {
+///     format!("{} refused {}: {}", event.address(), event.name(), event.reply())
+/// }
+/// ```
+#[derive(Debug)]
+pub struct ConnectionNameRefusedEvent {
+    pub(crate) name: String,
+    pub(crate) address: String,
+    pub(crate) reply: String,
+}
+
+impl ConnectionNameRefusedEvent {
+    /// The name that was refused, `redisync:<client uuid>`.
+    ///
+    /// ```
+    /// fn name(event: &redisync::ConnectionNameRefusedEvent) -> &str { event.name() }
+    /// ```
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+    /// The server that refused it (no credentials).
+    ///
+    /// ```
+    /// fn address(event: &redisync::ConnectionNameRefusedEvent) -> &str { event.address() }
+    /// ```
+    pub fn address(&self) -> &str {
+        &self.address
+    }
+    /// The server's error reply, e.g. `NOPERM ...`.
+    ///
+    /// ```
+    /// fn reply(event: &redisync::ConnectionNameRefusedEvent) -> &str { event.reply() }
+    /// ```
+    pub fn reply(&self) -> &str {
+        &self.reply
+    }
+}
+
+impl fmt::Display for ConnectionNameRefusedEvent {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "Redis at {} refused to name the connection {:?} ({}); connections work, but \
+             CLIENT LIST will not show the name (grant +client|setname to fix; reported once)",
+            self.address, self.name, self.reply
         )
     }
 }

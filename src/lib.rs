@@ -136,6 +136,7 @@ mod deadline;
 mod error;
 mod event;
 mod flavor;
+mod health;
 mod holder;
 mod keys;
 mod latch;
@@ -155,9 +156,10 @@ pub use client::Client;
 pub use config::ClientBuilder;
 pub use error::{Error, MAX_LEASE, Result};
 pub use event::{
-    EventHandler, LockLostEvent, LoggingEventHandler, NopEventHandler, RenewFailedEvent,
-    ReplicaShortfallEvent, SubscriberEvent, UnlockFailedEvent,
+    ConnectionNameRefusedEvent, EventHandler, LockLostEvent, LoggingEventHandler, NopEventHandler,
+    RenewFailedEvent, ReplicaShortfallEvent, SubscriberEvent, UnlockFailedEvent,
 };
+pub use health::{Finding, ServerReport, Severity};
 pub use latch::CountDownLatch;
 pub use lock::{Lock, LockGuard};
 pub use multi_lock::{MultiLock, MultiLockGuard, RedLock, RedLockGuard};

@@ -248,12 +248,13 @@ fn readme_acl_rule_lists_exactly_the_commands_sent() {
         .map(str::to_lowercase)
         .collect();
     let mut needed: BTreeSet<String> = [
-        "ping",        // connection check
-        "evalsha",     // every operation
-        "script|load", // on NOSCRIPT
-        "publish",     // the subscriber's nudges
-        "subscribe",   // waiters
-        "unsubscribe", // waiters leaving
+        "ping",           // connection check
+        "client|setname", // every connection's name, redisync:<client uuid>
+        "evalsha",        // every operation
+        "script|load",    // on NOSCRIPT
+        "publish",        // the subscriber's nudges
+        "subscribe",      // waiters
+        "unsubscribe",    // waiters leaving
     ]
     .into_iter()
     .map(str::to_owned)

@@ -38,6 +38,7 @@ mod cluster;
 mod connect;
 mod deployment;
 mod memory;
+pub(crate) mod naming;
 mod options;
 mod redis;
 mod replication;
@@ -458,6 +459,78 @@ pub trait LockBackend: Send + Sync + 'static {
         let _ = key;
         None
     }
+
+    /// Sends one plain command (`args[0]` and its arguments; no script, no
+    /// keys) to every server the scripts run on, and returns each server's
+    /// reply, for health checks ([`Client::ping`](crate::Client::ping),
+    /// [`Client::check_server`](crate::Client::check_server)). A server's
+    /// error reply (an unknown command, an ACL refusal) is
+    /// `Ok(Reply::Error(..))` in its [`ServerReply`]; `Err` is for the store
+    /// itself (a connection, a timeout). The command is sent at most once.
+    ///
+    /// [`RedisBackend`]: one server alone, or the current master with
+    /// Sentinel, or every master of a cluster (in the order of their slot
+    /// ranges), each on a pooled connection. [`MemoryBackend`] answers
+    /// `PING` only (`PONG`), every other command with an error reply. The
+    /// default answers `Err` (a backend error saying it does not support
+    /// plain commands).
+    ///
+    /// # Errors
+    /// The backend does not support plain commands, or the store failed.
+    ///
+    /// ```
+    /// use redisync::backend::{LockBackend, Reply};
+    /// let replies = redisync::MemoryBackend::new().server_command(&["PING"])?;
+    /// assert_eq!(replies[0].reply, Reply::Status("PONG".into()));
+    /// # Ok::<(), redisync::Error>(())
+    /// ```
+    fn server_command(&self, args: &[&str]) -> Result<Vec<ServerReply>> {
+        let _ = args;
+        Err(crate::Error::backend(
+            "this LockBackend does not send plain server commands \
+             (LockBackend::server_command is not implemented)",
+            false,
+        ))
+    }
+}
+
+/// One server's answer to [`LockBackend::server_command`].
+///
+/// ```
+/// use std::time::Duration;
+/// use redisync::backend::{Reply, ServerReply};
+/// let reply = ServerReply::new("127.0.0.1:6379", Reply::Status("PONG".into()), Duration::from_micros(80));
+/// assert_eq!(reply.server, "127.0.0.1:6379");
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ServerReply {
+    /// The server that answered, without credentials (`host:port`, or
+    /// `memory` for a [`MemoryBackend`]).
+    pub server: String,
+    /// Its reply; an error reply is [`Reply::Error`].
+    pub reply: Reply,
+    /// The time from sending the command to reading the reply (not counting
+    /// the wait for a pooled connection).
+    pub round_trip: Duration,
+}
+
+impl ServerReply {
+    /// A server's reply (for [`LockBackend`] implementations).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use redisync::backend::{Reply, ServerReply};
+    /// let reply = ServerReply::new("memory", Reply::Nil, Duration::ZERO);
+    /// assert!(reply.reply.is_nil());
+    /// ```
+    pub fn new(server: impl Into<String>, reply: Reply, round_trip: Duration) -> Self {
+        ServerReply {
+            server: server.into(),
+            reply,
+            round_trip,
+        }
+    }
 }
 
 /// A shared backend is a backend: `Arc<dyn LockBackend>` (what
@@ -489,5 +562,9 @@ impl<T: LockBackend + ?Sized> LockBackend for std::sync::Arc<T> {
 
     fn slot_of(&self, key: &str) -> Option<u16> {
         (**self).slot_of(key)
+    }
+
+    fn server_command(&self, args: &[&str]) -> Result<Vec<ServerReply>> {
+        (**self).server_command(args)
     }
 }

@@ -28,6 +28,10 @@ pub struct RedisOptions {
     pub(crate) replica_ack: Option<ReplicaAcknowledgement>,
     /// Hears of writes kept despite a replica shortfall (the client's).
     pub(crate) events: Option<Arc<dyn EventHandler>>,
+    /// The name of every connection (`CLIENT SETNAME`): the client's
+    /// (`redisync:<client uuid>`, set by `ClientBuilder::build`), or, for
+    /// a backend opened by hand, its own (set when it opens).
+    pub(crate) connection_name: Option<Arc<super::naming::ConnectionName>>,
 }
 
 impl Default for RedisOptions {
@@ -39,6 +43,7 @@ impl Default for RedisOptions {
             tls: super::tls::TlsSettings::default(),
             replica_ack: None,
             events: None,
+            connection_name: None,
         }
     }
 }
@@ -181,6 +186,17 @@ impl RedisOptions {
     /// ```
     pub fn get_replica_acknowledgement(&self) -> Option<ReplicaAcknowledgement> {
         self.replica_ack
+    }
+
+    /// These options with a connection name: the client's if it set one,
+    /// otherwise a backend-level `redisync:backend:<uuid>`.
+    pub(crate) fn named(mut self) -> Self {
+        if self.connection_name.is_none() {
+            self.connection_name = Some(super::naming::ConnectionName::for_backend(
+                self.events.clone(),
+            ));
+        }
+        self
     }
 
     pub(crate) fn validate(&self) -> Result<()> {

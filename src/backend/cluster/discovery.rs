@@ -25,6 +25,8 @@ pub(crate) struct ClusterTarget {
     pub(super) connection_timeout: Duration,
     pub(super) response_timeout: Duration,
     pub(super) description: String,
+    /// The name of every connection (`CLIENT SETNAME`), see `naming`.
+    pub(super) connection_name: Option<Arc<crate::backend::naming::ConnectionName>>,
     /// With `rediss://` seeds: the rustls configuration of our own pub/sub
     /// sockets, and the certificates (if any were set) of the plain
     /// `redis::Client` that reads the slot map.
@@ -150,6 +152,7 @@ impl ClusterTarget {
             connection_timeout: options.get_connection_timeout(),
             response_timeout: options.get_response_timeout(),
             description,
+            connection_name: options.connection_name.clone(),
             #[cfg(feature = "tls")]
             tls,
         }))
@@ -175,7 +178,7 @@ impl ClusterTarget {
     /// A cluster connection with a fresh slot map, found through the
     /// seeds or, if none of them answers, through the nodes seen last.
     pub(crate) fn cluster_connection(&self) -> std::result::Result<ClusterConnection, RedisError> {
-        let conn = match self.client.get_connection() {
+        let mut conn = match self.client.get_connection() {
             Ok(conn) => conn,
             Err(err) => {
                 let fallback = self.lock_discovered().as_ref().map(|d| d.client.clone());
@@ -187,7 +190,48 @@ impl ClusterTarget {
         };
         conn.set_read_timeout(Some(self.response_timeout))?;
         conn.set_write_timeout(Some(self.response_timeout))?;
+        self.name_nodes(&mut conn);
         Ok(conn)
+    }
+
+    /// Names the node connections `conn` opened (every node of its slot
+    /// map, masters and replicas) with `CLIENT SETNAME`, routed to every
+    /// node. Best effort: a refusal is reported once (see `naming`), and a
+    /// node that cannot be reached now keeps its connection unnamed (the
+    /// connection is usable either way; a script to that node fails on its
+    /// own).
+    fn name_nodes(&self, conn: &mut ClusterConnection) {
+        use redis::cluster_routing::{MultipleNodeRoutingInfo, RoutingInfo};
+        let Some(name) = &self.connection_name else {
+            return;
+        };
+        let routing = RoutingInfo::MultiNode((MultipleNodeRoutingInfo::AllNodes, None));
+        if let Err(err) = conn.route_command(&name.command(), routing) {
+            // An I/O error is no refusal: ignored (see above).
+            let _ = name.check_error(err, &self.description);
+        }
+    }
+
+    /// Names a connection of ours to one node (the slot map's, the
+    /// sharded pub/sub's goes through `pubsub`), if a name is set.
+    pub(super) fn name_connection(
+        &self,
+        conn: &mut redis::Connection,
+        address: &str,
+    ) -> std::result::Result<(), RedisError> {
+        match &self.connection_name {
+            Some(name) => name.apply(conn, address),
+            None => Ok(()),
+        }
+    }
+
+    /// The first seed's host: a slot map's empty host is the answering
+    /// node's own.
+    pub(crate) fn seed_host(&self) -> String {
+        match self.template.addr() {
+            ConnectionAddr::Tcp(host, _) | ConnectionAddr::TcpTls { host, .. } => host.clone(),
+            other => other.to_string(),
+        }
     }
 
     /// How long one call may take to answer.
@@ -313,6 +357,7 @@ impl ClusterTarget {
         let mut conn = crate::backend::connect::connect_within(&client, self.connection_timeout)?;
         conn.set_read_timeout(Some(self.response_timeout))?;
         conn.set_write_timeout(Some(self.response_timeout))?;
+        self.name_connection(&mut conn, &seed.addr().to_string())?;
         let reply: Value = redis::cmd("CLUSTER").arg("SLOTS").query(&mut conn)?;
         let seed_host = match seed.addr() {
             ConnectionAddr::Tcp(host, _) | ConnectionAddr::TcpTls { host, .. } => host.clone(),

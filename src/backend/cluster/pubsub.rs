@@ -170,8 +170,27 @@ impl ClusterPubSub {
         })
     }
 
-    /// Logs in on a fresh connection, if the seeds carry credentials.
+    /// Logs in on a fresh connection, if the seeds carry credentials,
+    /// and names it (`CLIENT SETNAME`, see `naming`: a refusal is reported
+    /// once and costs only the name).
     fn authenticate<S: Read + Write>(&self, node: &str, stream: &mut S) -> Result<()> {
+        self.log_in(node, stream)?;
+        let Some(name) = &self.target.connection_name else {
+            return Ok(());
+        };
+        stream
+            .write_all(&name.command().get_packed_command())
+            .and_then(|()| stream.flush())
+            .map_err(|err| self.error(format_args!("connecting to {node}: {err}")))?;
+        let reply = Parser::new()
+            .parse_value(&mut *stream)
+            .map_err(|err| self.error(format_args!("CLIENT SETNAME on {node}: {err}")))?;
+        name.check_reply(reply, node)
+            .map_err(|err| self.error(format_args!("CLIENT SETNAME on {node}: {err}")))
+    }
+
+    /// Logs in on a fresh connection, if the seeds carry credentials.
+    fn log_in<S: Read + Write>(&self, node: &str, stream: &mut S) -> Result<()> {
         let (username, password) = self.target.credentials();
         let Some(password) = password else {
             return Ok(());

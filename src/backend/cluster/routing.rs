@@ -92,6 +92,44 @@ impl RoutedConnection {
         redis::from_redis_value(reply.extract_error()?).map_err(RedisError::from)
     }
 
+    /// Sends `cmd` to every master of the slot map (read through this
+    /// connection with `CLUSTER SLOTS`; an empty host is `seed_host`), in
+    /// the order of their slot ranges: each master's `host:port`, its
+    /// reply or error, and the round trip of `cmd` alone. Only the slot
+    /// map's read fails the whole call.
+    pub(crate) fn on_every_master(
+        &mut self,
+        cmd: &Cmd,
+        seed_host: &str,
+    ) -> RedisResult<Vec<(String, RedisResult<Value>, Duration)>> {
+        let mut slots_cmd = redis::cmd("CLUSTER");
+        slots_cmd.arg("SLOTS");
+        let slots = self.conn.req_command(&slots_cmd)?;
+        let mut masters: Vec<String> = Vec::new();
+        for range in super::discovery::parse_slots(&slots, seed_host) {
+            if !masters.contains(&range.node) {
+                masters.push(range.node);
+            }
+        }
+        let mut replies = Vec::with_capacity(masters.len());
+        for node in masters {
+            let Some((host, port)) = node
+                .rsplit_once(':')
+                .and_then(|(host, port)| Some((host.to_owned(), port.parse::<u16>().ok()?)))
+            else {
+                continue;
+            };
+            let routing = RoutingInfo::SingleNode(SingleNodeRoutingInfo::ByAddress { host, port });
+            let started = Instant::now();
+            let reply = self
+                .conn
+                .route_command(cmd, routing)
+                .and_then(Value::extract_error);
+            replies.push((node, reply, started.elapsed()));
+        }
+        Ok(replies)
+    }
+
     /// Runs a script on `slot`'s master, following redirections and
     /// retrying only replies that prove it did not run.
     fn run_script(&mut self, cmd: &Cmd, slot: u16) -> RedisResult<Value> {

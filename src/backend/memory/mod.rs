@@ -72,7 +72,7 @@ use self::commands::Store;
 use self::keyspace::Value;
 use self::lua::Engine;
 use self::pubsub::Subscribers;
-use super::{LockBackend, PubSubConnection, Reply, ScriptCall};
+use super::{LockBackend, PubSubConnection, Reply, ScriptCall, ServerReply};
 use crate::{Error, Result};
 
 mod commands;
@@ -436,6 +436,24 @@ impl LockBackend for MemoryBackend {
         // Deregistered on drop, even if `session` unwinds.
         let mut conn = pubsub::open(&self.inner.subscribers);
         session(&mut conn)
+    }
+
+    /// `PING` answers `PONG` (after taking the store's lock, so its round
+    /// trip shows contention); every other command an error reply: an
+    /// in-process store has no server settings.
+    fn server_command(&self, args: &[&str]) -> Result<Vec<ServerReply>> {
+        let started = std::time::Instant::now();
+        let reply = match args.first() {
+            Some(command) if command.eq_ignore_ascii_case("PING") => {
+                drop(self.inner.engine.lock());
+                Reply::Status("PONG".to_owned())
+            }
+            Some(command) => Reply::Error(format!(
+                "ERR unknown command '{command}': MemoryBackend answers PING only"
+            )),
+            None => Reply::Error("ERR no command given".to_owned()),
+        };
+        Ok(vec![ServerReply::new("memory", reply, started.elapsed())])
     }
 }
 

@@ -58,6 +58,20 @@ pub(super) fn script_error_reply(err: &RedisError) -> Option<Reply> {
 
 /// An ACL refusal: NOPERM at top level, or a command, key or channel a
 /// script used (Redis 7 answers those with `ERR`, naming the user).
+/// A server's error reply to a plain command (an unknown command, an ACL
+/// refusal) as a [`Reply::Error`]; `None` for every other failure, and for
+/// a read-only replica's (the connection must be dropped).
+pub(super) fn server_error_reply(err: &RedisError) -> Option<Reply> {
+    let code = err.code()?;
+    if is_read_only(err) {
+        return None;
+    }
+    Some(Reply::Error(format!(
+        "{code} {}",
+        err.detail().unwrap_or_default()
+    )))
+}
+
 pub(super) fn is_acl_refusal(err: &RedisError) -> bool {
     err.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoPerm)
         || err

@@ -12,12 +12,15 @@ use std::time::{Duration, Instant};
 
 use redis::{ConnectionLike, RedisError, RedisResult};
 
-use self::errors::{io_kind, redacted_address, redis_error, reply_from_value, script_error_reply};
+use self::errors::{
+    io_kind, redacted_address, redis_error, reply_from_value, script_error_reply,
+    server_error_reply,
+};
 use self::pool::{Conn, IDLE_VALIDATION, Manager, Target};
 use self::pubsub::RedisPubSub;
 use super::{
     Effect, LockBackend, PubSubConnection, RedisOptions, ReplicaAcknowledgement, ReplicaShortfall,
-    Reply, Resend, ScriptCall,
+    Reply, Resend, ScriptCall, ServerReply,
 };
 use crate::event::{EventHandler, LoggingEventHandler, ReplicaShortfallEvent};
 use crate::{Error, Result};
@@ -141,6 +144,7 @@ impl RedisBackend {
     /// ```
     pub fn open_with(url: &str, options: RedisOptions) -> Result<Self> {
         options.validate()?;
+        let options = options.named();
         // No error quotes the URL: it may hold a password.
         let client = super::tls::open_client(url, &options.tls)?;
         let address = redacted_address(client.get_connection_info());
@@ -233,6 +237,7 @@ impl RedisBackend {
         options: RedisOptions,
     ) -> Result<Self> {
         options.validate()?;
+        let options = options.named();
         let target = super::sentinel::SentinelTarget::new(
             config,
             &options.tls,
@@ -304,6 +309,7 @@ impl RedisBackend {
         I::Item: AsRef<str>,
     {
         options.validate()?;
+        let options = options.named();
         let urls: Vec<String> = node_urls
             .into_iter()
             .map(|url| url.as_ref().to_owned())
@@ -375,6 +381,25 @@ impl RedisBackend {
             options,
             address,
         })
+    }
+
+    /// The name of this backend's connections in `CLIENT LIST` (`CLIENT
+    /// SETNAME`): `redisync:<client uuid>` when a [`Client`](crate::Client)
+    /// built from a URL or deployment opened it (the uuid is
+    /// [`Client::id`](crate::Client::id), the first half of its holder ids),
+    /// `redisync:backend:<uuid>` when you opened it yourself (then it may
+    /// serve several clients: log this name next to their ids to map them).
+    ///
+    /// ```no_run
+    /// let backend = redisync::RedisBackend::open("redis://127.0.0.1:6379/")?;
+    /// assert!(backend.connection_name().starts_with("redisync:backend:"));
+    /// # Ok::<(), redisync::Error>(())
+    /// ```
+    pub fn connection_name(&self) -> &str {
+        self.options
+            .connection_name
+            .as_ref()
+            .map_or("", |name| name.name())
     }
 
     /// The server's address, without credentials.
@@ -658,6 +683,77 @@ impl RedisBackend {
         }
     }
 
+    /// `args` as one plain command to the server (a single server, the
+    /// Sentinel group's master) or to every master (a cluster); see
+    /// [`LockBackend::server_command`].
+    fn plain_command(&self, args: &[&str]) -> Result<Vec<ServerReply>> {
+        let Some((name, rest)) = args.split_first() else {
+            return Err(Error::invalid("server_command", "no command given"));
+        };
+        let mut cmd = redis::cmd(name);
+        for arg in rest {
+            cmd.arg(*arg);
+        }
+        #[cfg(feature = "cluster")]
+        if let Target::Cluster(target) = &self.target {
+            return self.command_on_every_master(target, name, &cmd);
+        }
+        let ((reply, round_trip), _conn) = self.round_trip(name, Resend::IfUnsent, |conn| {
+            let started = Instant::now();
+            let reply = match conn.req_command(&cmd).and_then(redis::Value::extract_error) {
+                Ok(value) => reply_from_value(value),
+                Err(err) => server_error_reply(&err).ok_or(err)?,
+            };
+            Ok((reply, started.elapsed()))
+        })?;
+        self.unreachable.store(false, Ordering::Relaxed);
+        Ok(vec![ServerReply::new(
+            self.target.server_address(),
+            reply,
+            round_trip,
+        )])
+    }
+
+    /// `cmd` on every master of the cluster, through one pooled routed
+    /// connection.
+    #[cfg(feature = "cluster")]
+    fn command_on_every_master(
+        &self,
+        target: &super::cluster::ClusterTarget,
+        op: &str,
+        cmd: &redis::Cmd,
+    ) -> Result<Vec<ServerReply>> {
+        let mut conn = self.connection()?;
+        let timeout = self.options.response_timeout;
+        let pool::Link::Cluster(routed) = &mut conn.conn else {
+            return Err(Error::protocol(
+                "a cluster backend without a cluster connection",
+            ));
+        };
+        let answers = match routed.on_every_master(cmd, &target.seed_host()) {
+            Ok(answers) => answers,
+            Err(err) => {
+                self.discard_after(&mut conn, &err);
+                return Err(self.redis_error("CLUSTER SLOTS", err, timeout));
+            }
+        };
+        let mut replies = Vec::with_capacity(answers.len());
+        for (node, answer, round_trip) in answers {
+            let reply = match answer {
+                Ok(value) => reply_from_value(value),
+                Err(err) => match server_error_reply(&err) {
+                    Some(reply) => reply,
+                    None => {
+                        self.discard_after(&mut conn, &err);
+                        return Err(self.redis_error(&format!("{op} on {node}"), err, timeout));
+                    }
+                },
+            };
+            replies.push(ServerReply::new(node, reply, round_trip));
+        }
+        Ok(replies)
+    }
+
     /// Whether scripts publish through sharded pub/sub (a cluster).
     fn sharded(&self) -> bool {
         self.target.is_cluster()
@@ -739,6 +835,10 @@ impl LockBackend for RedisBackend {
             epoch,
         };
         session(&mut pubsub)
+    }
+
+    fn server_command(&self, args: &[&str]) -> Result<Vec<ServerReply>> {
+        self.plain_command(args)
     }
 
     fn slot_of(&self, key: &str) -> Option<u16> {

@@ -76,6 +76,18 @@ impl Target {
     }
 
     /// A Redis Cluster: scripts publish with SPUBLISH, waiters SSUBSCRIBE.
+    /// The server a new single connection goes to, without credentials
+    /// (for messages).
+    pub(super) fn server_address(&self) -> String {
+        match self {
+            Target::Direct(client) => super::errors::redacted_address(client.get_connection_info()),
+            #[cfg(feature = "sentinel")]
+            Target::Sentinel(target) => target.description().to_owned(),
+            #[cfg(feature = "cluster")]
+            Target::Cluster(target) => target.description().to_owned(),
+        }
+    }
+
     pub(super) fn is_cluster(&self) -> bool {
         #[cfg(feature = "cluster")]
         if let Target::Cluster(_) = self {
@@ -189,7 +201,7 @@ impl Manager {
     pub(super) fn connect_single(
         &self,
     ) -> std::result::Result<(redis::Connection, u64), RedisError> {
-        let (conn, epoch) = match &self.target {
+        let (mut conn, epoch) = match &self.target {
             Target::Direct(client) => (connect_within(client, self.options.connection_timeout)?, 0),
             #[cfg(feature = "sentinel")]
             Target::Sentinel(target) => target.connect()?,
@@ -203,6 +215,9 @@ impl Manager {
         };
         conn.set_read_timeout(Some(self.options.response_timeout))?;
         conn.set_write_timeout(Some(self.options.response_timeout))?;
+        if let Some(name) = &self.options.connection_name {
+            name.apply(&mut conn, &self.target.server_address())?;
+        }
         Ok((conn, epoch))
     }
 
