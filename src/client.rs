@@ -307,6 +307,44 @@ impl Client {
         CountDownLatch::new(self.clone(), name.into())
     }
 
+    /// A snapshot of whatever lives under `name`, read in one round trip
+    /// by one read-only script: its kind (lock, fair lock, fenced lock,
+    /// read-write lock, permit-expirable semaphore, a counter that is a
+    /// semaphore or a latch, nothing, or an unknown Redis type), its
+    /// holders (client id, thread, hold count, mode, lease), its TTL, the
+    /// last fencing token, a fair lock's queue with each waiter's slot
+    /// deadline, a semaphore's available permits, a permit-expirable
+    /// semaphore's leases, a latch's count. See [`crate::ops::inspect`] for
+    /// how kinds are told apart where the data alone is ambiguous.
+    ///
+    /// Works on any store (on a cluster, every key read shares the name's
+    /// hash slot) and on objects written by Redisson. It writes nothing,
+    /// and holds nothing: by the time it returns, the object may have
+    /// changed.
+    ///
+    /// # Errors
+    /// `InvalidArgument` for an empty name; `Backend` if the store fails.
+    /// Data of another type under `name` is an answer
+    /// ([`ObjectKind::Unknown`](crate::ObjectKind::Unknown)), not an error.
+    ///
+    /// ```
+    /// use redisync::{HoldMode, ObjectKind};
+    /// # let client = redisync::Client::builder().backend(redisync::MemoryBackend::new()).build()?;
+    /// let guard = client.lock("orders:42").lock()?;
+    /// let found = client.inspect("orders:42")?;
+    /// assert_eq!(found.kind, ObjectKind::Lock);
+    /// assert_eq!(found.holders[0].id, client.current_holder_id());
+    /// assert_eq!((found.holders[0].holds, found.holders[0].mode), (1, HoldMode::Exclusive));
+    /// println!("{found}"); // "orders:42": lock, ttl 29999 ms
+    ///                      //   holder 3f0c...:1 (exclusive) x1
+    /// # Ok::<(), redisync::Error>(())
+    /// ```
+    #[doc(alias = "status")]
+    #[doc(alias = "describe")]
+    pub fn inspect(&self, name: &str) -> Result<crate::Inspection> {
+        crate::ops::inspect::inspect(&*self.inner.backend, name)
+    }
+
     /// This client's id: the `<uuid>` part of its holder ids
     /// (`<uuid>:<thread number>`).
     ///

@@ -163,6 +163,7 @@ pub use health::{Finding, ServerReport, Severity};
 pub use latch::CountDownLatch;
 pub use lock::{Lock, LockGuard};
 pub use multi_lock::{MultiLock, MultiLockGuard, RedLock, RedLockGuard};
+pub use ops::inspect::{HoldMode, Inspection, ObjectKind};
 pub use permit_semaphore::{PermitExpirableSemaphore, PermitId};
 pub use rw_lock::ReadWriteLock;
 pub use semaphore::{Semaphore, SemaphorePermit};

@@ -868,6 +868,56 @@ fn compare_keyspaces(
     Ok(())
 }
 
+/// What `ops::inspect` reads of `name`, as comparable across stores: the
+/// fencing token's presence (its value follows each store's clock), TTLs
+/// and slot deadlines within [`TTL_TOLERANCE_MS`].
+fn compare_inspections(
+    memory: &MemoryBackend,
+    redis: &RedisBackend,
+    name: &str,
+) -> Result<(), String> {
+    let (m, r) = match (
+        ops::inspect::inspect(memory, name),
+        ops::inspect::inspect(redis, name),
+    ) {
+        (Ok(m), Ok(r)) => (m, r),
+        (m, r) => return Err(format!("memory {m:?}, redis {r:?}")),
+    };
+    let differ = || Err(format!("memory {m:#?}, redis {r:#?}"));
+    let close = |a: Option<i64>, b: Option<i64>| match (a, b) {
+        (Some(a), Some(b)) => (a - b).abs() <= TTL_TOLERANCE_MS,
+        (a, b) => a == b,
+    };
+    let holders_agree = m.holders.len() == r.holders.len()
+        && m.holders.iter().zip(&r.holders).all(|(a, b)| {
+            (&a.id, &a.client_id, a.thread, a.holds, a.mode)
+                == (&b.id, &b.client_id, b.thread, b.holds, b.mode)
+                && ttl_close(ms(a.ttl), ms(b.ttl))
+        });
+    let queues_agree = m.queue.len() == r.queue.len()
+        && m.queue
+            .iter()
+            .zip(&r.queue)
+            .all(|(a, b)| a.id == b.id && close(a.deadline_ms, b.deadline_ms));
+    let leases_agree = m.leases.len() == r.leases.len()
+        && m.leases
+            .iter()
+            .zip(&r.leases)
+            .all(|(a, b)| (&a.permit_id, a.lease_end_ms) == (&b.permit_id, b.lease_end_ms));
+    if m.kind != r.kind
+        || !ttl_close(ms(m.ttl), ms(r.ttl))
+        || m.rw_mode != r.rw_mode
+        || m.fencing_token.is_some() != r.fencing_token.is_some()
+        || m.counter != r.counter
+        || !holders_agree
+        || !queues_agree
+        || !leases_agree
+    {
+        return differ();
+    }
+    Ok(())
+}
+
 /// Runs `ops` operations of `seed` on both stores, checking as it goes.
 fn check_seed(seed: u64, ops: usize) {
     let server = TestServer::start();
@@ -927,6 +977,12 @@ fn check_seed(seed: u64, ops: usize) {
             if short_in_burst {
                 thread::sleep(PAUSE);
                 short_in_burst = false;
+            }
+            // After the pause, so no short lease ends between the two reads.
+            for name in NAMES {
+                if let Err(difference) = compare_inspections(&memory, &redis, name) {
+                    fail(index, &format!("inspect {name}: {difference}"), &recent);
+                }
             }
         }
     }

@@ -345,6 +345,7 @@ fn acl_user_runs_every_primitive() {
     let outer = lock.lock().unwrap();
     let inner = lock.lock().unwrap();
     assert_eq!(lock.hold_count().unwrap(), 2);
+    assert_eq!(a.inspect(&name).unwrap().holders[0].holds, 2);
     assert!(lock.is_held_by_current_thread().unwrap());
     assert!(lock.remaining_ttl().unwrap().is_some());
     drop(inner);
@@ -364,6 +365,7 @@ fn acl_user_runs_every_primitive() {
     first.unlock().unwrap();
     let second = b.fenced_lock(fenced.as_str()).lock().unwrap();
     assert!(second.token().unwrap() > token);
+    assert_eq!(a.inspect(&fenced).unwrap().fencing_token, second.token());
     second.unlock().unwrap();
 
     // Fair lock: three waiters queue; the first gives up (leaving the
@@ -386,6 +388,7 @@ fn acl_user_runs_every_primitive() {
     let (third, third_rx) = spawn_waiter(a.fair_lock(fair.as_str()));
     quitter.join().unwrap().unwrap();
     assert!(second_rx.try_recv().is_err() && third_rx.try_recv().is_err());
+    assert_eq!(a.inspect(&fair).unwrap().queue.len(), 2);
     let released = Instant::now();
     held.unlock().unwrap();
     for (waiter, rx) in [(second, second_rx), (third, third_rx)] {
@@ -403,6 +406,10 @@ fn acl_user_runs_every_primitive() {
     let rw = unique_name("acl:rw");
     let read_a = a.read_write_lock(rw.as_str()).read().lock().unwrap();
     let read_b = b.read_write_lock(rw.as_str()).read().lock().unwrap();
+    // Inspection reads the read-hold keys too.
+    let found = a.inspect(&rw).unwrap();
+    assert_eq!(found.holders.len(), 2);
+    assert!(found.holders.iter().all(|holder| holder.ttl.is_some()));
     read_b.unlock().unwrap();
     let (writer, rx) = spawn_waiter(b.read_write_lock(rw.as_str()).write());
     thread::sleep(SETTLE);

@@ -31,6 +31,7 @@ use crate::{Error, Result};
 pub mod counter;
 pub mod expirable;
 pub mod fair_lock;
+pub mod inspect;
 pub mod latch;
 pub mod lock;
 pub mod rw_lock;
@@ -55,7 +56,7 @@ pub(crate) use script;
 
 /// Every script of every operation (tests check them all).
 #[cfg(test)]
-pub(crate) fn all_scripts() -> [&'static crate::backend::Script; 29] {
+pub(crate) fn all_scripts() -> [&'static crate::backend::Script; 30] {
     [
         &lock::ACQUIRE,
         &lock::FENCED_ACQUIRE,
@@ -86,6 +87,7 @@ pub(crate) fn all_scripts() -> [&'static crate::backend::Script; 29] {
         &expirable::AVAILABLE,
         &latch::COUNT_DOWN,
         &latch::DELETE,
+        &inspect::INSPECT,
     ]
 }
 

@@ -115,6 +115,7 @@ pub(super) fn execute(store: &mut Store, args: &[&[u8]]) -> Reply {
         b"rpush" => (-3, rpush),
         b"set" => (-3, set),
         b"time" => (1, time),
+        b"type" => (2, type_of),
         b"zadd" => (-4, zadd),
         b"zincrby" => (4, zincrby),
         b"zrange" => (-4, zrange),
@@ -263,6 +264,21 @@ fn pttl(store: &mut Store, args: &[&[u8]]) -> Outcome {
             i64::try_from(at.saturating_duration_since(now).as_millis()).unwrap_or(i64::MAX)
         }),
     }))
+}
+
+/// TYPE: a status reply (`+hash`, which Lua sees as `{ok='hash'}`), `none`
+/// when absent.
+fn type_of(store: &mut Store, args: &[&[u8]]) -> Outcome {
+    let name = match store.keys.live(args[0], store.now) {
+        None => "none",
+        Some(entry) => match entry.value {
+            Value::Str(_) => "string",
+            Value::Hash(_) => "hash",
+            Value::List(_) => "list",
+            Value::ZSet(_) => "zset",
+        },
+    };
+    Ok(Reply::Status(name.to_owned()))
 }
 
 fn pexpire(store: &mut Store, args: &[&[u8]]) -> Outcome {
@@ -811,6 +827,26 @@ mod tests {
         assert_eq!(run(&mut s, "set a b nx"), err(SYNTAX));
         assert_eq!(run(&mut s, "del k a k"), Reply::Int(1));
         assert_eq!(run(&mut s, "get"), err(ARITY));
+    }
+
+    #[test]
+    fn type_is_a_status_reply() {
+        let mut s = store();
+        let status = |text: &str| Reply::Status(text.to_owned());
+        assert_eq!(run(&mut s, "type k"), status("none"));
+        run(&mut s, "set k v");
+        run(&mut s, "hset h f 1");
+        run(&mut s, "rpush l a");
+        run(&mut s, "zadd z 1 m");
+        assert_eq!(run(&mut s, "TYPE k"), status("string"));
+        assert_eq!(run(&mut s, "type h"), status("hash"));
+        assert_eq!(run(&mut s, "type l"), status("list"));
+        assert_eq!(run(&mut s, "type z"), status("zset"));
+        assert_eq!(run(&mut s, "type"), err(ARITY));
+        assert_eq!(run(&mut s, "type k h"), err(ARITY));
+        run(&mut s, "pexpire k 10");
+        s.now += Duration::from_millis(10);
+        assert_eq!(run(&mut s, "type k"), status("none"), "an expired key");
     }
 
     #[test]

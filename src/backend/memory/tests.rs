@@ -2010,6 +2010,23 @@ fn lua_values_convert_to_replies_as_redis_converts_them() {
 }
 
 #[test]
+fn type_reaches_lua_as_a_status_table_as_on_redis() {
+    let backend = MemoryBackend::new();
+    backend.set_string("t:s", "1");
+    let code = "local t = redis.call('type', KEYS[1]) \
+        return {type(t), t['ok'], redis.call('type', KEYS[2])['ok'], redis.call('type', KEYS[1])}";
+    assert_eq!(
+        eval(&backend, code, &["t:s", "t:missing"], &[]),
+        Reply::Array(vec![
+            bulk("table"),
+            bulk("string"),
+            bulk("none"),
+            Reply::Status("string".to_owned()),
+        ])
+    );
+}
+
+#[test]
 fn keys_and_argv_are_one_based_string_tables_reset_on_every_call() {
     let backend = MemoryBackend::new();
     let code = "return {#KEYS, #ARGV, KEYS[1], ARGV[2], type(ARGV[1])}";
