@@ -311,7 +311,9 @@ impl Client {
     /// by one read-only script: its kind (lock, fair lock, fenced lock,
     /// read-write lock, permit-expirable semaphore, a counter that is a
     /// semaphore or a latch, nothing, or an unknown Redis type), its
-    /// holders (client id, thread, hold count, mode, lease), its TTL, the
+    /// holders (client id, thread, hold count, mode, lease, and the
+    /// holding client's connections to the store with their address and
+    /// idle time, found by name in `CLIENT LIST`), its TTL, the
     /// last fencing token, a fair lock's queue with each waiter's slot
     /// deadline, a semaphore's available permits, a permit-expirable
     /// semaphore's leases, a latch's count. See [`crate::ops::inspect`] for
@@ -342,7 +344,16 @@ impl Client {
     #[doc(alias = "status")]
     #[doc(alias = "describe")]
     pub fn inspect(&self, name: &str) -> Result<crate::Inspection> {
-        crate::ops::inspect::inspect(&*self.inner.backend, name)
+        let mut found = crate::ops::inspect::inspect(&*self.inner.backend, name)?;
+        if found.is_held() {
+            // A second round trip, best effort: which connections the
+            // holders have (by their names). A server that refuses CLIENT
+            // LIST, or a store without it, leaves them empty.
+            if let Ok(replies) = self.inner.backend.server_command(&["CLIENT", "LIST"]) {
+                crate::ops::inspect::attach_connections(&mut found, &replies);
+            }
+        }
+        Ok(found)
     }
 
     /// This client's id: the `<uuid>` part of its holder ids

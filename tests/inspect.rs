@@ -100,6 +100,18 @@ fn lock_held_reentrantly_twice(env: &Env) {
     assert!(found.queue.is_empty() && found.leases.is_empty());
     assert_eq!((found.counter, found.rw_mode), (None, None));
     assert_eq!(found.available_permits(), None);
+    // The holder's connections, found by their name in CLIENT LIST (the
+    // pooled one that took the lock at least); a MemoryBackend has none.
+    if env.redis_connection().is_some() {
+        assert!(!holder.connections.is_empty(), "{found}");
+        for connection in &holder.connections {
+            assert!(connection.address.contains(':'), "{connection:?}");
+            assert!(connection.idle < Duration::from_secs(60), "{connection:?}");
+        }
+        assert!(found.to_string().contains("connected from"), "{found}");
+    } else {
+        assert!(holder.connections.is_empty());
+    }
 
     inner.unlock().unwrap();
     assert_eq!(inspect(&client, &name).holders[0].holds, 1);

@@ -163,6 +163,63 @@ pub struct Holder {
     /// write hold, the longest of its read-hold keys' TTLs for a read hold;
     /// `None` without an expiry.
     pub ttl: Option<Duration>,
+    /// The holding client's connections to the store, found by their
+    /// name `redisync:<client id>` in `CLIENT LIST`: filled by
+    /// [`Client::inspect`](crate::Client::inspect), empty when none is
+    /// connected (a holder that died, a Redisson holder), when the server
+    /// refuses `CLIENT LIST`, or for [`inspect`] alone.
+    pub connections: Vec<HolderConnection>,
+}
+
+/// One connection of a holding client, as `CLIENT LIST` shows it.
+///
+/// ```
+/// let found = redisync::ops::inspect::inspect(&redisync::MemoryBackend::new(), "doc:conn")?;
+/// assert!(found.holders.iter().all(|h| h.connections.is_empty()));
+/// # Ok::<(), redisync::Error>(())
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct HolderConnection {
+    /// The server it is connected to (`host:port`).
+    pub server: String,
+    /// The client's address as the server sees it (`host:port`).
+    pub address: String,
+    /// How long the connection has been idle.
+    pub idle: Duration,
+}
+
+/// Fills each holder's connections from `CLIENT LIST` replies (one per
+/// server), matching the connection name `redisync:<client id>`.
+pub(crate) fn attach_connections(
+    inspection: &mut Inspection,
+    replies: &[crate::backend::ServerReply],
+) {
+    for holder in &mut inspection.holders {
+        let wanted = format!("redisync:{}", holder.client_id);
+        for reply in replies {
+            let Some(list) = reply.reply.as_text() else {
+                continue;
+            };
+            for line in list.lines() {
+                let field = |key: &str| {
+                    line.split(' ')
+                        .find_map(|pair| pair.strip_prefix(key).and_then(|v| v.strip_prefix('=')))
+                };
+                if field("name") != Some(wanted.as_str()) {
+                    continue;
+                }
+                let (Some(address), Some(idle)) = (field("addr"), field("idle")) else {
+                    continue;
+                };
+                holder.connections.push(HolderConnection {
+                    server: reply.server.clone(),
+                    address: address.to_owned(),
+                    idle: Duration::from_secs(idle.parse().unwrap_or(0)),
+                });
+            }
+        }
+    }
 }
 
 /// One fair-lock waiter in the queue.
@@ -324,6 +381,15 @@ impl fmt::Display for Inspection {
             write!(f, "\n  holder {} ({mode}) x{}", holder.id, holder.holds)?;
             if let Some(ttl) = holder.ttl {
                 write!(f, ", ttl {} ms", ttl.as_millis())?;
+            }
+            for connection in &holder.connections {
+                write!(
+                    f,
+                    "\n    connected from {} to {}, idle {} s",
+                    connection.address,
+                    connection.server,
+                    connection.idle.as_secs()
+                )?;
             }
         }
         for (place, waiter) in self.queue.iter().enumerate() {
@@ -521,6 +587,7 @@ fn lock_hash(
             holds,
             mode,
             ttl,
+            connections: Vec::new(),
         });
     }
     holders.sort_by(|a, b| {
