@@ -134,3 +134,83 @@ fn the_url_comes_from_redis_url_when_not_given() {
     assert!(output.status.success(), "{}", stderr(&output));
     assert_eq!(json(&output)["kind"], "absent");
 }
+
+/// Holds `name` for 30 s from one client, parks a waiter in another, runs
+/// `force-unlock --yes` and returns how long after it the waiter got the
+/// lock.
+fn waiter_wakes_after_force_unlock(
+    server: &TestServer,
+    make: fn(&Client, &str) -> redisync::Lock,
+) -> (Duration, Output) {
+    let name = unique_name("cli-force");
+    let holder = Client::open(&server.url()).unwrap();
+    let guard = make(&holder, &name)
+        .lock_with_lease(Duration::from_secs(30))
+        .unwrap();
+    let waiter = Client::open(&server.url()).unwrap();
+    let (tx, rx) = mpsc::channel();
+    let waiting_name = name.clone();
+    let thread = thread::spawn(move || {
+        let lock = make(&waiter, &waiting_name);
+        let got = lock
+            .try_lock_for_with_lease(Duration::from_secs(20), Duration::from_secs(30))
+            .unwrap();
+        tx.send(Instant::now()).unwrap();
+        drop(got);
+    });
+    // Let the waiter subscribe and park.
+    thread::sleep(Duration::from_millis(500));
+    assert!(rx.try_recv().is_err(), "the waiter got a held lock");
+    let output = redisync(&server.url(), &["force-unlock", "--yes", &name]);
+    let done = Instant::now();
+    let woke = rx
+        .recv_timeout(Duration::from_secs(5))
+        .expect("the waiter was not woken");
+    thread.join().unwrap();
+    // (A fair lock's release of a free lock succeeds, as in Redisson.)
+    let _ = guard.unlock();
+    (woke.saturating_duration_since(done), output)
+}
+
+#[test]
+fn force_unlock_wakes_a_lock_waiter_within_a_second() {
+    let server = TestServer::start();
+    let (after, output) = waiter_wakes_after_force_unlock(&server, |c, n| c.lock(n));
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert!(stdout(&output).contains("freed"), "{}", stdout(&output));
+    assert!(after < Duration::from_secs(1), "woke {after:?} after");
+}
+
+#[test]
+fn force_unlock_wakes_a_fair_lock_waiter_within_a_second() {
+    let server = TestServer::start();
+    let (after, output) = waiter_wakes_after_force_unlock(&server, |c, n| c.fair_lock(n));
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert!(after < Duration::from_secs(1), "woke {after:?} after");
+}
+
+#[test]
+fn force_unlock_wakes_a_write_lock_waiter_within_a_second() {
+    let server = TestServer::start();
+    let (after, output) =
+        waiter_wakes_after_force_unlock(&server, |c, n| c.read_write_lock(n).write());
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert!(after < Duration::from_secs(1), "woke {after:?} after");
+}
+
+#[test]
+fn force_unlock_refuses_without_a_terminal_or_yes() {
+    let server = TestServer::start();
+    let client = Client::open(&server.url()).unwrap();
+    let name = unique_name("cli-refuse");
+    let guard = client.lock(name.clone()).lock().unwrap();
+    let output = redisync(&server.url(), &["force-unlock", &name]);
+    assert_eq!(output.status.code(), Some(2));
+    assert!(stderr(&output).contains("--yes"), "{}", stderr(&output));
+    assert!(client.lock(name.clone()).is_locked().unwrap());
+    guard.unlock().unwrap();
+
+    let output = redisync(&server.url(), &["--json", "force-unlock", "--yes", &name]);
+    assert!(output.status.success());
+    assert_eq!(json(&output)["freed"], false);
+}
