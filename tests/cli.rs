@@ -214,3 +214,72 @@ fn force_unlock_refuses_without_a_terminal_or_yes() {
     assert!(output.status.success());
     assert_eq!(json(&output)["freed"], false);
 }
+
+#[test]
+fn list_finds_locks_semaphores_and_latches_and_skips_auxiliary_keys() {
+    let server = TestServer::start();
+    let client = Client::open(&server.url()).unwrap();
+    let prefix = unique_name("cli-list");
+    let lock = client.lock(format!("{prefix}:lock"));
+    let held = lock.lock().unwrap();
+    let fenced = client.fenced_lock(format!("{prefix}:fenced"));
+    fenced.lock().unwrap().unlock().unwrap();
+    let rw = client.read_write_lock(format!("{prefix}:rw"));
+    let read = rw.read().lock().unwrap();
+    client
+        .semaphore(format!("{prefix}:sem"))
+        .try_set_permits(3)
+        .unwrap();
+    client
+        .count_down_latch(format!("{prefix}:latch"))
+        .try_set_count(2)
+        .unwrap();
+    client
+        .lock("someone-else")
+        .lock()
+        .unwrap()
+        .unlock()
+        .unwrap();
+
+    let output = redisync(&server.url(), &["list", &format!("{prefix}:*")]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let text = stdout(&output);
+    println!("{text}");
+    assert_eq!(text.lines().count(), 1 + 5, "{text}");
+    assert!(text.starts_with("NAME"));
+    assert!(
+        !text.contains("redisson_") && !text.contains("rwlock_timeout"),
+        "{text}"
+    );
+
+    let output = redisync(&server.url(), &["--json", "list", &format!("{prefix}:*")]);
+    let doc = json(&output);
+    let kinds: Vec<(String, String)> = doc["objects"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|o| {
+            (
+                o["name"]
+                    .as_str()
+                    .unwrap()
+                    .trim_start_matches(&prefix)
+                    .to_owned(),
+                o["kind"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect();
+    let expected: Vec<(String, String)> = [
+        (":fenced", "fenced_lock"),
+        (":latch", "counter"),
+        (":lock", "lock"),
+        (":rw", "read_write_lock"),
+        (":sem", "counter"),
+    ]
+    .iter()
+    .map(|(n, k)| ((*n).to_owned(), (*k).to_owned()))
+    .collect();
+    assert_eq!(kinds, expected);
+    held.unlock().unwrap();
+    read.unlock().unwrap();
+}

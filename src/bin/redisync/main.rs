@@ -297,7 +297,7 @@ fn main() -> ExitCode {
     let urls = cli.target.all_urls();
     let outcome = match &cli.command {
         Command::Inspect { name } => inspect::run(&cli.target, name),
-        Command::List { pattern } => list::run(&cli.target, pattern, ()),
+        Command::List { pattern } => list::run(&cli.target, pattern),
         Command::ForceUnlock { name, yes } => force_unlock::run(&cli.target, name, *yes),
         Command::Watch { name, duration } => watch::run(&cli.target, name, *duration),
         Command::Doctor => doctor::run(&cli.target),
