@@ -283,3 +283,50 @@ fn list_finds_locks_semaphores_and_latches_and_skips_auxiliary_keys() {
     held.unlock().unwrap();
     read.unlock().unwrap();
 }
+
+#[test]
+fn watch_reports_acquisitions_unlocks_and_queue_changes() {
+    let server = TestServer::start();
+    let name = unique_name("cli-watch");
+    let child = Command::new(env!("CARGO_BIN_EXE_redisync"))
+        .args(["--url", &server.url(), "watch", &name, "--for", "3s"])
+        .env_remove("REDIS_URL")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    thread::sleep(Duration::from_millis(700));
+    let holder = Client::open(&server.url()).unwrap();
+    let lock = holder.fair_lock(name.clone());
+    let guard = lock.lock().unwrap();
+    thread::sleep(Duration::from_millis(300));
+    let waiter = Client::open(&server.url()).unwrap();
+    let waiting_name = name.clone();
+    let thread = thread::spawn(move || {
+        let got = waiter
+            .fair_lock(waiting_name)
+            .try_lock_for(Duration::from_secs(5))
+            .unwrap();
+        thread::sleep(Duration::from_millis(300));
+        drop(got);
+    });
+    thread::sleep(Duration::from_millis(400));
+    guard.unlock().unwrap();
+    thread.join().unwrap();
+    let started = Instant::now();
+    let output = child.wait_with_output().unwrap();
+    assert!(started.elapsed() < Duration::from_secs(3), "--for ignored");
+    assert!(output.status.success(), "{}", stderr(&output));
+    let text = stdout(&output);
+    println!("{text}");
+    for event in [
+        "acquired", "queued", "dequeued", "message", "unlock", "released",
+    ] {
+        assert!(text.contains(event), "no {event}: {text}");
+    }
+    // Every line starts with a time.
+    for line in text.lines() {
+        assert_eq!(line.as_bytes()[2], b':', "{line}");
+    }
+}
