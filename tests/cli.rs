@@ -302,7 +302,7 @@ fn watch_reports_acquisitions_unlocks_and_queue_changes() {
     let guard = lock.lock().unwrap();
     thread::sleep(Duration::from_millis(300));
     let waiter = Client::open(&server.url()).unwrap();
-    let waiting_name = name.clone();
+    let waiting_name = name;
     let thread = thread::spawn(move || {
         let got = waiter
             .fair_lock(waiting_name)

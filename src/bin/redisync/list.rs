@@ -25,10 +25,10 @@ pub(crate) fn run(target: &Target, pattern: &str) -> Outcome {
     let client = target.client()?;
     let mut names = BTreeSet::new();
     for key in scan(&client)? {
-        if let Some(name) = object_name(&key) {
-            if glob(pattern.as_bytes(), name.as_bytes()) {
-                names.insert(name);
-            }
+        if let Some(name) = object_name(&key)
+            && glob(pattern.as_bytes(), name.as_bytes())
+        {
+            names.insert(name);
         }
     }
     let mut found = Vec::new();
