@@ -65,7 +65,7 @@ pub(crate) fn run(target: &Target, pattern: &str) -> Outcome {
         } else {
             "-".to_owned()
         };
-        println!(
+        let line = format!(
             "{:<width$}  {:<26}  {:>7}  {:>7}  {:>10}  {value}",
             object.name,
             kind_id(&object.kind),
@@ -73,6 +73,7 @@ pub(crate) fn run(target: &Target, pattern: &str) -> Outcome {
             waiters,
             ttl_text(object.ttl)
         );
+        println!("{}", line.trim_end());
     }
     Ok(ExitCode::SUCCESS)
 }
