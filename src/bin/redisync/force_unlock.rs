@@ -1,0 +1,123 @@
+//! `redisync force-unlock NAME`: frees whatever lock is held under NAME
+//! through the library's force-release scripts, which publish the unlock
+//! messages its waiters need (never a bare `DEL`).
+
+use std::io::{BufRead, IsTerminal, Write};
+use std::process::ExitCode;
+
+use redisync::backend::RwMode;
+use redisync::{Client, Inspection, ObjectKind};
+use serde_json::json;
+
+use crate::inspect::kind_id;
+use crate::{Failure, Outcome, Target, print_json};
+
+/// Runs `force-unlock`.
+pub(crate) fn run(target: &Target, name: &str, yes: bool) -> Outcome {
+    let client = target.client()?;
+    let found = client.inspect(name)?;
+    let freed = match found.kind {
+        ObjectKind::Absent => false,
+        ObjectKind::Lock
+        | ObjectKind::FairLock
+        | ObjectKind::FencedLock
+        | ObjectKind::ReadWriteLock => {
+            if !found.is_held() {
+                false
+            } else {
+                confirm(&found, yes)?;
+                release(&client, &found)?
+            }
+        }
+        ObjectKind::Counter => {
+            return Err(Failure(format!(
+                "{name:?} is a counter (a semaphore's permits or a latch's count), not a held \
+                 lock: force-unlock frees locks only"
+            )));
+        }
+        _ => {
+            return Err(Failure(format!(
+                "{name:?} is a {}: force-unlock frees locks only",
+                found.kind
+            )));
+        }
+    };
+    if target.json {
+        print_json(&json!({
+            "name": name,
+            "kind": kind_id(&found.kind),
+            "freed": freed,
+            "holders": found.holders.iter().map(|holder| holder.id.clone()).collect::<Vec<_>>(),
+        }));
+    } else if freed {
+        println!(
+            "freed {} {name:?} (was held by {}); its waiters were notified",
+            found.kind,
+            holder_list(&found)
+        );
+    } else {
+        println!("nothing held under {name:?}");
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The holders' ids, comma-separated.
+fn holder_list(found: &Inspection) -> String {
+    let ids: Vec<&str> = found
+        .holders
+        .iter()
+        .map(|holder| holder.id.as_str())
+        .collect();
+    ids.join(", ")
+}
+
+/// Asks on the terminal unless `yes`; without a terminal, refuses.
+fn confirm(found: &Inspection, yes: bool) -> Result<(), Failure> {
+    if yes {
+        return Ok(());
+    }
+    let stdin = std::io::stdin();
+    if !stdin.is_terminal() {
+        return Err(Failure(format!(
+            "refusing to force-unlock {:?} without confirmation: stdin is not a terminal \
+             (pass --yes)",
+            found.name
+        )));
+    }
+    let mut stderr = std::io::stderr();
+    let _ = write!(
+        stderr,
+        "force-unlock {} {:?} held by {}? [y/N] ",
+        found.kind,
+        found.name,
+        holder_list(found)
+    );
+    let _ = stderr.flush();
+    let mut answer = String::new();
+    stdin
+        .lock()
+        .read_line(&mut answer)
+        .map_err(|e| Failure(format!("cannot read the answer: {e}")))?;
+    match answer.trim() {
+        "y" | "Y" | "yes" | "YES" | "Yes" => Ok(()),
+        _ => Err(Failure("not confirmed: nothing was changed".into())),
+    }
+}
+
+/// Frees the lock with the force release of its kind.
+fn release(client: &Client, found: &Inspection) -> Result<bool, Failure> {
+    let name = found.name.as_str();
+    let freed = match found.kind {
+        ObjectKind::FairLock => client.fair_lock(name).force_unlock()?,
+        ObjectKind::FencedLock => client.fenced_lock(name).force_unlock()?,
+        ObjectKind::ReadWriteLock => {
+            let lock = client.read_write_lock(name);
+            match found.rw_mode {
+                Some(RwMode::Read) => lock.read().force_unlock()?,
+                _ => lock.write().force_unlock()?,
+            }
+        }
+        _ => client.lock(name).force_unlock()?,
+    };
+    Ok(freed)
+}

@@ -1,0 +1,174 @@
+//! `redisync inspect NAME`: one object's snapshot, as a table or JSON.
+
+use std::process::ExitCode;
+
+use redisync::{HoldMode, Inspection, ObjectKind};
+use serde_json::{Value, json};
+
+use crate::{Outcome, Target, print_json, ttl_ms, ttl_text};
+
+/// Runs `inspect`.
+pub(crate) fn run(target: &Target, name: &str) -> Outcome {
+    let client = target.client()?;
+    let found = client.inspect(name)?;
+    if target.json {
+        print_json(&to_json(&found));
+    } else {
+        print!("{}", table(&found));
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// A short machine name for a kind (`lock`, `fair_lock`, ...).
+pub(crate) fn kind_id(kind: &ObjectKind) -> &'static str {
+    match kind {
+        ObjectKind::Absent => "absent",
+        ObjectKind::Lock => "lock",
+        ObjectKind::FairLock => "fair_lock",
+        ObjectKind::FencedLock => "fenced_lock",
+        ObjectKind::ReadWriteLock => "read_write_lock",
+        ObjectKind::PermitExpirableSemaphore => "permit_expirable_semaphore",
+        ObjectKind::Counter => "counter",
+        _ => "unknown",
+    }
+}
+
+/// A hold mode's name.
+pub(crate) fn mode_name(mode: HoldMode) -> &'static str {
+    match mode {
+        HoldMode::Exclusive => "exclusive",
+        HoldMode::Read => "read",
+        HoldMode::Write => "write",
+        _ => "other",
+    }
+}
+
+/// The snapshot as one JSON object.
+pub(crate) fn to_json(found: &Inspection) -> Value {
+    let holders: Vec<Value> = found
+        .holders
+        .iter()
+        .map(|holder| {
+            let mut value = json!({
+                "id": holder.id,
+                "count": holder.holds,
+                "mode": mode_name(holder.mode),
+                "thread": holder.thread,
+                "ttl_ms": ttl_ms(holder.ttl),
+            });
+            if !holder.client_id.is_empty() {
+                value["client"] = json!(holder.client_id);
+            }
+            value
+        })
+        .collect();
+    let queue: Vec<Value> = found
+        .queue
+        .iter()
+        .map(|waiter| {
+            json!({
+                "id": waiter.id,
+                "client": waiter.client_id,
+                "thread": waiter.thread,
+                "deadline_ms": waiter.deadline_ms,
+                "remaining_ms": waiter.remaining_ms,
+            })
+        })
+        .collect();
+    let leases: Vec<Value> = found
+        .leases
+        .iter()
+        .map(|lease| {
+            json!({
+                "permit_id": lease.permit_id,
+                "lease_end_ms": lease.lease_end_ms,
+                "remaining_ms": lease.remaining_ms,
+            })
+        })
+        .collect();
+    let redis_type = match &found.kind {
+        ObjectKind::Unknown { redis_type } => Some(redis_type.clone()),
+        _ => None,
+    };
+    json!({
+        "name": found.name,
+        "kind": kind_id(&found.kind),
+        "description": found.kind.to_string(),
+        "redis_type": redis_type,
+        "ttl_ms": ttl_ms(found.ttl),
+        "rw_mode": found.rw_mode.map(|mode| mode.as_str()),
+        "holders": holders,
+        "queue": queue,
+        "fencing_token": found.fencing_token,
+        "counter": found.counter,
+        "available_permits": found.available_permits(),
+        "latch_count": found.latch_count(),
+        "leases": leases,
+        "read_at_ms": found.read_at_ms,
+    })
+}
+
+/// The snapshot as a table for a terminal.
+pub(crate) fn table(found: &Inspection) -> String {
+    let mut out = String::new();
+    let mut row = |label: &str, value: String| {
+        out.push_str(&format!("{label:<14}{value}\n"));
+    };
+    row("name", found.name.clone());
+    row("kind", found.kind.to_string());
+    if let Some(mode) = found.rw_mode {
+        row("mode", mode.as_str().to_owned());
+    }
+    row("ttl", ttl_text(found.ttl));
+    if let Some(token) = found.fencing_token {
+        row("fencing token", token.to_string());
+    }
+    if let Some(permits) = found.available_permits() {
+        row("permits", permits.to_string());
+    }
+    if let Some(count) = found.latch_count() {
+        row("latch count", count.to_string());
+    }
+    row("holders", found.holders.len().to_string());
+    if !found.holders.is_empty() {
+        let width = found
+            .holders
+            .iter()
+            .map(|h| h.id.len())
+            .max()
+            .unwrap_or(0)
+            .max(2);
+        out.push_str(&format!(
+            "  {:<width$}  {:>5}  {:<9}  TTL\n",
+            "ID", "COUNT", "MODE"
+        ));
+        for holder in &found.holders {
+            out.push_str(&format!(
+                "  {:<width$}  {:>5}  {:<9}  {}\n",
+                holder.id,
+                holder.holds,
+                mode_name(holder.mode),
+                ttl_text(holder.ttl)
+            ));
+        }
+    }
+    if !found.queue.is_empty() {
+        out.push_str(&format!("{:<14}{}\n", "queue", found.queue.len()));
+        for (place, waiter) in found.queue.iter().enumerate() {
+            let left = waiter
+                .remaining_ms
+                .map_or_else(|| "no slot".to_owned(), |ms| format!("slot {ms} ms left"));
+            out.push_str(&format!("  #{} {}  ({left})\n", place + 1, waiter.id));
+        }
+    }
+    if !found.leases.is_empty() {
+        out.push_str(&format!("{:<14}{}\n", "leases", found.leases.len()));
+        for lease in &found.leases {
+            out.push_str(&format!(
+                "  {}  {} ms left\n",
+                lease.permit_id, lease.remaining_ms
+            ));
+        }
+    }
+    out
+}

@@ -1,0 +1,221 @@
+//! `redisync list [PATTERN]`: every lock, semaphore and latch whose name
+//! matches, found with `SCAN` (never `KEYS`), one line each.
+//!
+//! Auxiliary keys are not objects of their own: `redisson_*` keys (unlock
+//! latches, token counters, fair queues and deadlines) and `{name}:...`
+//! keys (read holds, leases) are skipped, but a fair queue, a token counter
+//! or leases name their object, so a free fair lock with waiters, a free
+//! fenced lock and a semaphore with every permit leased are listed too.
+
+use std::collections::BTreeSet;
+use std::process::ExitCode;
+
+use redisync::ObjectKind;
+use redisync::backend::Reply;
+use serde_json::json;
+
+use crate::inspect::{kind_id, to_json};
+use crate::{Failure, Outcome, Target, print_json, ttl_text};
+
+/// Keys asked for per `SCAN` round.
+const SCAN_COUNT: &str = "1000";
+
+/// Runs `list`.
+pub(crate) fn run(target: &Target, pattern: &str) -> Outcome {
+    let client = target.client()?;
+    let mut names = BTreeSet::new();
+    for key in scan(&client)? {
+        if let Some(name) = object_name(&key)
+            && glob(pattern.as_bytes(), name.as_bytes())
+        {
+            names.insert(name);
+        }
+    }
+    let mut found = Vec::new();
+    for name in names {
+        let inspection = client.inspect(&name)?;
+        match inspection.kind {
+            ObjectKind::Absent | ObjectKind::Unknown { .. } => {}
+            _ => found.push(inspection),
+        }
+    }
+    if target.json {
+        let objects: Vec<_> = found.iter().map(to_json).collect();
+        print_json(&json!({ "pattern": pattern, "objects": objects }));
+        return Ok(ExitCode::SUCCESS);
+    }
+    let width = found.iter().map(|f| f.name.len()).max().unwrap_or(4).max(4);
+    println!(
+        "{:<width$}  {:<26}  {:>7}  {:>7}  {:>10}  VALUE",
+        "NAME", "KIND", "HOLDERS", "WAITERS", "TTL"
+    );
+    for object in &found {
+        let value = object
+            .latch_count()
+            .map(|count| format!("count {count}"))
+            .or_else(|| {
+                object
+                    .available_permits()
+                    .map(|permits| format!("permits {permits}"))
+            })
+            .or_else(|| object.fencing_token.map(|token| format!("token {token}")))
+            .unwrap_or_default();
+        let waiters = if object.kind == ObjectKind::FairLock {
+            object.queue.len().to_string()
+        } else {
+            "-".to_owned()
+        };
+        let line = format!(
+            "{:<width$}  {:<26}  {:>7}  {:>7}  {:>10}  {value}",
+            object.name,
+            kind_id(&object.kind),
+            object.holders.len(),
+            waiters,
+            ttl_text(object.ttl)
+        );
+        println!("{}", line.trim_end());
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Every key, by `SCAN` on the server (one server or a Sentinel's master;
+/// a cluster's masters are scanned by `server_command` in lockstep only
+/// when their cursors agree, so a cluster is refused).
+fn scan(client: &redisync::Client) -> Result<Vec<String>, Failure> {
+    let mut keys = Vec::new();
+    let mut cursor = "0".to_owned();
+    loop {
+        let replies = client
+            .backend()
+            .server_command(&["SCAN", &cursor, "COUNT", SCAN_COUNT])?;
+        if replies.len() != 1 {
+            return Err(Failure(
+                "list scans one server; on a cluster, run it against each master's --url".into(),
+            ));
+        }
+        let Some(reply) = replies.into_iter().next() else {
+            return Err(Failure("SCAN: no reply".into()));
+        };
+        let Reply::Array(parts) = reply.reply else {
+            return Err(Failure(format!("SCAN: unexpected reply {:?}", reply.reply)));
+        };
+        let (Some(next), Some(Reply::Array(batch))) = (parts.first(), parts.get(1)) else {
+            return Err(Failure("SCAN: unexpected reply shape".into()));
+        };
+        keys.extend(
+            batch
+                .iter()
+                .filter_map(|key| key.as_text().map(str::to_owned)),
+        );
+        cursor = next
+            .as_text()
+            .map(str::to_owned)
+            .or_else(|| next.as_int().map(|n| n.to_string()))
+            .ok_or_else(|| Failure("SCAN: unexpected cursor".into()))?;
+        if cursor == "0" {
+            return Ok(keys);
+        }
+    }
+}
+
+/// The object name a key stands for: itself, the name inside a fair queue,
+/// token counter or lease key, or `None` for another auxiliary key.
+fn object_name(key: &str) -> Option<String> {
+    for prefix in [
+        "redisson_lock_queue:",
+        "redisson_lock_timeout:",
+        "redisson_lock_token:",
+    ] {
+        if let Some(rest) = key.strip_prefix(prefix) {
+            return Some(unwrap_tag(rest));
+        }
+    }
+    if key.starts_with("redisson_") || key.contains(":rwlock_timeout") {
+        return None;
+    }
+    if let Some(rest) = key.strip_suffix(":timeout") {
+        // `{name}:timeout` (leases) or `{tag}...:timeout` (a tagged name's).
+        return Some(unwrap_tag(rest));
+    }
+    Some(key.to_owned())
+}
+
+/// `{name}` to `name`; a name with its own hash tag is kept as is.
+fn unwrap_tag(text: &str) -> String {
+    text.strip_prefix('{')
+        .and_then(|inner| inner.strip_suffix('}'))
+        .filter(|inner| !inner.contains(['{', '}']))
+        .unwrap_or(text)
+        .to_owned()
+}
+
+/// Redis-style glob matching: `*`, `?`, `[...]` (with `^` and ranges) and
+/// `\` escapes.
+fn glob(pattern: &[u8], text: &[u8]) -> bool {
+    match pattern.first() {
+        None => text.is_empty(),
+        Some(b'*') => (0..=text.len()).any(|skip| glob(&pattern[1..], &text[skip..])),
+        Some(b'?') => !text.is_empty() && glob(&pattern[1..], &text[1..]),
+        Some(b'[') => {
+            let Some(&c) = text.first() else {
+                return false;
+            };
+            let mut i = 1;
+            let negate = pattern.get(1) == Some(&b'^');
+            if negate {
+                i += 1;
+            }
+            let mut matched = false;
+            while i < pattern.len() && pattern[i] != b']' {
+                if pattern[i] == b'\\' && i + 1 < pattern.len() {
+                    matched |= pattern[i + 1] == c;
+                    i += 2;
+                } else if i + 2 < pattern.len() && pattern[i + 1] == b'-' && pattern[i + 2] != b']'
+                {
+                    let (low, high) = (
+                        pattern[i].min(pattern[i + 2]),
+                        pattern[i].max(pattern[i + 2]),
+                    );
+                    matched |= (low..=high).contains(&c);
+                    i += 3;
+                } else {
+                    matched |= pattern[i] == c;
+                    i += 1;
+                }
+            }
+            matched != negate && glob(pattern.get(i + 1..).unwrap_or(&[]), &text[1..])
+        }
+        Some(b'\\') if pattern.len() > 1 => {
+            text.first() == Some(&pattern[1]) && glob(&pattern[2..], &text[1..])
+        }
+        Some(&p) => text.first() == Some(&p) && glob(&pattern[1..], &text[1..]),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn globs_match_as_redis_does() {
+        assert!(glob(b"*", b"anything"));
+        assert!(glob(b"orders:*", b"orders:42"));
+        assert!(!glob(b"orders:*", b"jobs:1"));
+        assert!(glob(b"a?c", b"abc"));
+        assert!(glob(b"[a-c]x", b"bx"));
+        assert!(!glob(b"[^a-c]x", b"bx"));
+        assert!(glob(b"\\*", b"*"));
+        assert!(!glob(b"\\*", b"x"));
+    }
+
+    #[test]
+    fn auxiliary_keys_name_their_object_or_are_skipped() {
+        assert_eq!(object_name("orders:42").as_deref(), Some("orders:42"));
+        assert_eq!(object_name("redisson_lock_queue:{f}").as_deref(), Some("f"));
+        assert_eq!(object_name("redisson_lock_token:{t}").as_deref(), Some("t"));
+        assert_eq!(object_name("redisson_unlock_latch:{a}:x"), None);
+        assert_eq!(object_name("{rw}:c:1:rwlock_timeout:1"), None);
+        assert_eq!(object_name("{s}:timeout").as_deref(), Some("s"));
+        assert_eq!(object_name("{o}:42").as_deref(), Some("{o}:42"));
+    }
+}
