@@ -67,7 +67,11 @@ fn inspect_shows_a_held_lock_as_a_table_and_as_json() {
     let holders = doc["holders"].as_array().unwrap();
     assert_eq!(holders.len(), 1);
     assert_eq!(holders[0]["count"], 1);
-    assert_eq!(holders[0]["client"], client.id());
+    assert_eq!(holders[0]["client_id"], client.id());
+    // The connected client's address (its connection named after it).
+    let address = holders[0]["client"].as_str().expect("the holder's address");
+    assert!(address.starts_with("127.0.0.1:"), "{address}");
+    assert!(!holders[0]["connections"].as_array().unwrap().is_empty());
     assert!(holders[0]["id"].as_str().unwrap().starts_with(client.id()));
     guard.unlock().unwrap();
 

@@ -57,8 +57,25 @@ pub(crate) fn to_json(found: &Inspection) -> Value {
                 "ttl_ms": ttl_ms(holder.ttl),
             });
             if !holder.client_id.is_empty() {
-                value["client"] = json!(holder.client_id);
+                value["client_id"] = json!(holder.client_id);
             }
+            // The connected client's address, when its connections are
+            // named and the server lists them (CLIENT LIST).
+            if let Some(first) = holder.connections.first() {
+                value["client"] = json!(first.address);
+            }
+            value["connections"] = holder
+                .connections
+                .iter()
+                .map(|c| {
+                    json!({
+                        "address": c.address,
+                        "server": c.server,
+                        "idle_s": c.idle.as_secs(),
+                    })
+                })
+                .collect::<Vec<Value>>()
+                .into();
             value
         })
         .collect();
@@ -139,16 +156,28 @@ pub(crate) fn table(found: &Inspection) -> String {
             .unwrap_or(0)
             .max(2);
         out.push_str(&format!(
-            "  {:<width$}  {:>5}  {:<9}  TTL\n",
-            "ID", "COUNT", "MODE"
+            "  {:<width$}  {:>5}  {:<9}  {:<12}  CLIENT\n",
+            "ID", "COUNT", "MODE", "TTL"
         ));
         for holder in &found.holders {
+            // The holder's connected address(es), when known.
+            let clients: Vec<String> = holder
+                .connections
+                .iter()
+                .map(|c| format!("{} (idle {} s)", c.address, c.idle.as_secs()))
+                .collect();
+            let clients = if clients.is_empty() {
+                "-".to_owned()
+            } else {
+                clients.join(", ")
+            };
             out.push_str(&format!(
-                "  {:<width$}  {:>5}  {:<9}  {}\n",
+                "  {:<width$}  {:>5}  {:<9}  {:<12}  {}\n",
                 holder.id,
                 holder.holds,
                 mode_name(holder.mode),
-                ttl_text(holder.ttl)
+                ttl_text(holder.ttl),
+                clients
             ));
         }
     }
