@@ -203,6 +203,49 @@ fn force_unlock_wakes_a_write_lock_waiter_within_a_second() {
 }
 
 #[test]
+fn force_unlock_frees_leased_permits_and_wakes_a_waiter_within_a_second() {
+    let server = TestServer::start();
+    let name = unique_name("cli-force-permits");
+    let holder = Client::open(&server.url()).unwrap();
+    let semaphore = holder.permit_expirable_semaphore(name.as_str());
+    assert!(semaphore.try_set_permits(2).unwrap());
+    let leased = [
+        semaphore.acquire(Duration::from_secs(30)).unwrap(),
+        semaphore.acquire(Duration::from_secs(30)).unwrap(),
+    ];
+    let waiter = Client::open(&server.url()).unwrap();
+    let (tx, rx) = mpsc::channel();
+    let waiting_name = name.clone();
+    let thread = thread::spawn(move || {
+        let semaphore = waiter.permit_expirable_semaphore(waiting_name.as_str());
+        let got = semaphore
+            .try_acquire_for(Duration::from_secs(20), Duration::from_secs(30))
+            .unwrap();
+        tx.send(Instant::now()).unwrap();
+        got
+    });
+    thread::sleep(Duration::from_millis(500));
+    assert!(
+        rx.try_recv().is_err(),
+        "the waiter got a permit none was free"
+    );
+    let output = redisync(&server.url(), &["--json", "force-unlock", "--yes", &name]);
+    let done = Instant::now();
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert_eq!(json(&output)["freed"], true);
+    let woke = rx
+        .recv_timeout(Duration::from_secs(5))
+        .expect("the waiter was not woken");
+    assert!(thread.join().unwrap().is_some());
+    let after = woke.saturating_duration_since(done);
+    assert!(after < Duration::from_secs(1), "woke {after:?} after");
+    // The holder's ids are gone: releasing them again says so.
+    for id in &leased {
+        assert!(!semaphore.try_release(id).unwrap());
+    }
+}
+
+#[test]
 fn force_unlock_refuses_without_a_terminal_or_yes() {
     let server = TestServer::start();
     let client = Client::open(&server.url()).unwrap();
@@ -333,4 +376,38 @@ fn watch_reports_acquisitions_unlocks_and_queue_changes() {
     for line in text.lines() {
         assert_eq!(line.as_bytes()[2], b':', "{line}");
     }
+}
+
+#[cfg(feature = "cluster")]
+#[test]
+fn list_scans_every_master_of_a_cluster() {
+    let cluster = common::cluster::TestCluster::start();
+    let client = cluster.client();
+    let names = cluster.names_on_every_master("cli-list-cluster");
+    let guards: Vec<_> = names
+        .iter()
+        .map(|name| client.lock(name.as_str()).lock().unwrap())
+        .collect();
+    let output = Command::new(env!("CARGO_BIN_EXE_redisync"))
+        .args(["--cluster-node", &cluster.url(0), "--json", "list"])
+        .arg("cli-list-cluster*")
+        .env_remove("REDIS_URL")
+        .stdin(Stdio::null())
+        .output()
+        .expect("run redisync");
+    assert!(output.status.success(), "{}", stderr(&output));
+    let listed = json(&output);
+    let found: Vec<&str> = listed["objects"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|object| object["name"].as_str().unwrap())
+        .collect();
+    for name in &names {
+        assert!(
+            found.contains(&name.as_str()),
+            "{name} missing from {found:?}"
+        );
+    }
+    drop(guards);
 }

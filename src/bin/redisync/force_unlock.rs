@@ -1,6 +1,8 @@
-//! `redisync force-unlock NAME`: frees whatever lock is held under NAME
-//! through the library's force-release scripts, which publish the unlock
-//! messages its waiters need (never a bare `DEL`).
+//! `redisync force-unlock NAME`: frees whatever is held under NAME through
+//! the library's scripts, which publish the messages its waiters need
+//! (never a bare `DEL`): a lock of any kind through its force release, a
+//! permit-expirable semaphore's leased permits by releasing each. A plain
+//! semaphore or a latch records no holder, so there is nothing to free.
 
 use std::io::{BufRead, IsTerminal, Write};
 use std::process::ExitCode;
@@ -29,15 +31,23 @@ pub(crate) fn run(target: &Target, name: &str, yes: bool) -> Outcome {
                 release(&client, &found)?
             }
         }
+        ObjectKind::PermitExpirableSemaphore => {
+            if found.leases.is_empty() {
+                false
+            } else {
+                confirm(&found, yes)?;
+                release_leases(&client, &found)?
+            }
+        }
         ObjectKind::Counter => {
             return Err(Failure(format!(
-                "{name:?} is a counter (a semaphore's permits or a latch's count), not a held \
-                 lock: force-unlock frees locks only"
+                "{name:?} is a counter (a semaphore's permits or a latch's count): it records no \
+                 holder, so there is nothing to force-unlock"
             )));
         }
         _ => {
             return Err(Failure(format!(
-                "{name:?} is a {}: force-unlock frees locks only",
+                "{name:?} is a {}: force-unlock frees locks and leased permits only",
                 found.kind
             )));
         }
@@ -61,14 +71,28 @@ pub(crate) fn run(target: &Target, name: &str, yes: bool) -> Outcome {
     Ok(ExitCode::SUCCESS)
 }
 
-/// The holders' ids, comma-separated.
+/// The holders' ids (or the leased permits' ids), comma-separated.
 fn holder_list(found: &Inspection) -> String {
     let ids: Vec<&str> = found
         .holders
         .iter()
         .map(|holder| holder.id.as_str())
+        .chain(found.leases.iter().map(|lease| lease.permit_id.as_str()))
         .collect();
     ids.join(", ")
+}
+
+/// Releases every leased permit of a permit-expirable semaphore; each
+/// release publishes the new permit count, which wakes its waiters. True
+/// when at least one was still leased.
+fn release_leases(client: &Client, found: &Inspection) -> Result<bool, Failure> {
+    let semaphore = client.permit_expirable_semaphore(found.name.as_str());
+    let mut freed = false;
+    for lease in &found.leases {
+        let id = redisync::PermitId::from(lease.permit_id.clone());
+        freed |= semaphore.try_release(&id)?;
+    }
+    Ok(freed)
 }
 
 /// Asks on the terminal unless `yes`; without a terminal, refuses.

@@ -24,7 +24,11 @@ const SCAN_COUNT: &str = "1000";
 pub(crate) fn run(target: &Target, pattern: &str) -> Outcome {
     let client = target.client()?;
     let mut names = BTreeSet::new();
-    for key in scan(&client)? {
+    let keys = match target.cluster_seed() {
+        Some(seed) => scan_cluster(&client, &seed)?,
+        None => scan(&client)?,
+    };
+    for key in keys {
         if let Some(name) = object_name(&key)
             && glob(pattern.as_bytes(), name.as_bytes())
         {
@@ -78,9 +82,52 @@ pub(crate) fn run(target: &Target, pattern: &str) -> Outcome {
     Ok(ExitCode::SUCCESS)
 }
 
-/// Every key, by `SCAN` on the server (one server or a Sentinel's master;
-/// a cluster's masters are scanned by `server_command` in lockstep only
-/// when their cursors agree, so a cluster is refused).
+/// Every key of a cluster: the masters are those `server_command` reaches
+/// (every master of the slot map); each is scanned on a connection of its
+/// own, with the seed URL's scheme and credentials, since each has a
+/// cursor of its own.
+fn scan_cluster(client: &redisync::Client, seed: &str) -> Result<Vec<String>, Failure> {
+    let mut keys = Vec::new();
+    for master in client.backend().server_command(&["PING"])? {
+        let url = with_address(seed, &master.server);
+        let node = redis::Client::open(url.as_str())
+            .map_err(|e| Failure(format!("master {}: {}", master.server, e)))?;
+        let mut conn = node
+            .get_connection_with_timeout(std::time::Duration::from_secs(10))
+            .map_err(|e| Failure(format!("master {}: {}", master.server, e)))?;
+        let mut cursor = 0u64;
+        loop {
+            let (next, batch): (u64, Vec<String>) = redis::cmd("SCAN")
+                .arg(cursor)
+                .arg("COUNT")
+                .arg(SCAN_COUNT)
+                .query(&mut conn)
+                .map_err(|e| Failure(format!("SCAN on master {}: {}", master.server, e)))?;
+            keys.extend(batch);
+            if next == 0 {
+                break;
+            }
+            cursor = next;
+        }
+    }
+    Ok(keys)
+}
+
+/// `url` with its `host:port` replaced by `address` (scheme, credentials
+/// and database kept).
+fn with_address(url: &str, address: &str) -> String {
+    let (scheme, rest) = url.split_once("://").unwrap_or(("redis", url));
+    let (credentials, host_and_path) = match rest.rsplit_once('@') {
+        Some((credentials, tail)) => (format!("{credentials}@"), tail),
+        None => (String::new(), rest),
+    };
+    let path = host_and_path
+        .find('/')
+        .map_or("", |slash| &host_and_path[slash..]);
+    format!("{scheme}://{credentials}{address}{path}")
+}
+
+/// Every key, by `SCAN` on the server (one server or a Sentinel's master).
 fn scan(client: &redisync::Client) -> Result<Vec<String>, Failure> {
     let mut keys = Vec::new();
     let mut cursor = "0".to_owned();
@@ -89,9 +136,10 @@ fn scan(client: &redisync::Client) -> Result<Vec<String>, Failure> {
             .backend()
             .server_command(&["SCAN", &cursor, "COUNT", SCAN_COUNT])?;
         if replies.len() != 1 {
-            return Err(Failure(
-                "list scans one server; on a cluster, run it against each master's --url".into(),
-            ));
+            return Err(Failure(format!(
+                "SCAN: {} servers answered, expected one",
+                replies.len()
+            )));
         }
         let Some(reply) = replies.into_iter().next() else {
             return Err(Failure("SCAN: no reply".into()));
@@ -195,6 +243,22 @@ fn glob(pattern: &[u8], text: &[u8]) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_master_url_keeps_the_seeds_scheme_credentials_and_database() {
+        assert_eq!(
+            with_address("rediss://u:p@10.0.0.1:7000/0", "10.0.0.2:7001"),
+            "rediss://u:p@10.0.0.2:7001/0"
+        );
+        assert_eq!(
+            with_address("redis://10.0.0.1:7000", "10.0.0.2:7001"),
+            "redis://10.0.0.2:7001"
+        );
+        assert_eq!(
+            with_address("redis://:p@w@h:1/", "h2:2"),
+            "redis://:p@w@h2:2/"
+        );
+    }
 
     #[test]
     fn globs_match_as_redis_does() {

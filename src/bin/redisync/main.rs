@@ -159,6 +159,11 @@ impl Target {
 
     /// The single server's URL when the target is one server (not a
     /// cluster or Sentinel group).
+    /// The first cluster seed URL, when the options name a cluster.
+    pub(crate) fn cluster_seed(&self) -> Option<String> {
+        self.cluster_nodes.first().cloned()
+    }
+
     pub(crate) fn single_url(&self) -> Option<String> {
         (self.cluster_nodes.is_empty() && self.sentinels.is_empty()).then(|| self.url())
     }
