@@ -201,6 +201,7 @@ impl Manager {
     pub(super) fn connect_single(
         &self,
     ) -> std::result::Result<(redis::Connection, u64), RedisError> {
+        let started = std::time::Instant::now();
         let (mut conn, epoch) = match &self.target {
             Target::Direct(client) => (connect_within(client, self.options.connection_timeout)?, 0),
             #[cfg(feature = "sentinel")]
@@ -213,11 +214,21 @@ impl Manager {
                 )));
             }
         };
-        conn.set_read_timeout(Some(self.options.response_timeout))?;
-        conn.set_write_timeout(Some(self.options.response_timeout))?;
         if let Some(name) = &self.options.connection_name {
+            // Naming is part of opening: it keeps to what is left of the
+            // connection timeout (a frozen server must not hold `build()`
+            // for a response timeout on top).
+            let left = self
+                .options
+                .connection_timeout
+                .saturating_sub(started.elapsed())
+                .max(std::time::Duration::from_millis(1));
+            conn.set_read_timeout(Some(left))?;
+            conn.set_write_timeout(Some(left))?;
             name.apply(&mut conn, &self.target.server_address())?;
         }
+        conn.set_read_timeout(Some(self.options.response_timeout))?;
+        conn.set_write_timeout(Some(self.options.response_timeout))?;
         Ok((conn, epoch))
     }
 
