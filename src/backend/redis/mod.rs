@@ -347,6 +347,7 @@ impl RedisBackend {
         };
         // The whole opening (connect, handshake, PING) keeps to the
         // connection timeout: each step gets what is left of it.
+        let opening_started = Instant::now();
         let opened = crate::deadline::within(
             Instant::now().checked_add(options.connection_timeout),
             || -> Result<()> {
@@ -372,6 +373,14 @@ impl RedisBackend {
             .test_on_check_out(false)
             .thread_pool(pool_workers())
             .build_unchecked(manager);
+        // The pool opens its first connection in the background; wait for
+        // it (within what is left of the connection timeout), so that the
+        // first call finds a connection ready instead of racing its
+        // opening. If it is not there in time, calls open one themselves.
+        let ready_by = opening_started.checked_add(options.connection_timeout);
+        while pool.state().connections == 0 && ready_by.is_some_and(|t| Instant::now() < t) {
+            std::thread::sleep(Duration::from_millis(1));
+        }
         Ok(RedisBackend {
             pool,
             target,
