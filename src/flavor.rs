@@ -162,6 +162,14 @@ impl LockKeys {
     /// Whether a new local attempt should let a just-woken local waiter go
     /// first: only for exclusive holds. The fair lock's queue already orders
     /// everyone, and readers share.
+    /// Whether a release may hand the lock straight to a waiter of the same
+    /// client (`ops::lock::release_to`): the reentrant lock (a fenced lock's
+    /// waiter needs a token, a fair lock has its queue, a read-write lock
+    /// its modes).
+    pub(crate) fn hands_over(&self) -> bool {
+        self.flavor == Flavor::Reentrant
+    }
+
     pub(crate) fn defers_to_woken_waiter(&self) -> bool {
         matches!(
             self.flavor,

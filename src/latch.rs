@@ -198,6 +198,7 @@ impl CountDownLatch {
                 fallback: inner.watchdog_timeout,
                 defer_to_woken: false,
                 primitive: crate::telemetry::Primitive::CountDownLatch,
+                seat: None,
             },
             || {
                 Ok(if ops::counter::get(&*inner.backend, &self.name)? <= 0 {
@@ -207,5 +208,6 @@ impl CountDownLatch {
                 })
             },
         )
+        .map(|opened| opened.and_then(crate::wait::Done::attempted))
     }
 }

@@ -16,7 +16,8 @@ use std::time::{Duration, Instant};
 use crate::backend::{Acquire, Release};
 use crate::event::UnlockFailedEvent;
 use crate::flavor::{Flavor, Holder, LockKeys, Renewal};
-use crate::pubsub::Wake;
+use crate::ops;
+use crate::pubsub::{Handoff, Offer, Wake};
 use crate::wait::{Attempt, Wait};
 use crate::watchdog::Lease;
 use crate::{Client, Error, Result, holder, keys};
@@ -420,6 +421,11 @@ impl Lock {
                 fallback: inner.watchdog_timeout,
                 defer_to_woken: keys.defers_to_woken_waiter(),
                 primitive: keys.primitive(),
+                // A releasing thread of this client may hand it the lock.
+                seat: keys.hands_over().then(|| crate::pubsub::Seat {
+                    field: holder.field().to_owned(),
+                    lease_ms,
+                }),
             },
             || {
                 Ok(match attempt()? {
@@ -429,7 +435,12 @@ impl Lock {
             },
         );
         match waited {
-            Ok(Some(token)) => acquired(token).map(Some),
+            Ok(Some(crate::wait::Done::Attempted(token))) => acquired(token).map(Some),
+            Ok(Some(crate::wait::Done::HandedOver(handed_at))) => {
+                // The lease runs from the handoff script's send.
+                sent.set(handed_at);
+                acquired(None).map(Some)
+            }
             Ok(None) => {
                 // try_lock never queued; a fair waiter that gave up leaves now.
                 if enqueue {
@@ -548,7 +559,10 @@ impl Lock {
                     latch = new_latch(&keys.name);
                     Ok(false)
                 }
-                Release::StillHeld | Release::NotHeld | Release::Released => {
+                Release::StillHeld
+                | Release::NotHeld
+                | Release::Released
+                | Release::Transferred => {
                     // A recheck (see `Cleanup::push`) is a new release.
                     latch = new_latch(&keys.name);
                     Ok(true)
@@ -567,15 +581,41 @@ impl Lock {
     /// they are released too.
     fn release(&self, holder: &Holder, lease_ms: i64, outermost: bool) -> Result<()> {
         let backend = self.client.inner.backend.as_ref();
+        // A direct handoff to a parked waiter of this client, if one is
+        // seated: the release script then hands it the lock (one round
+        // trip for the whole handoff, instead of a release, a pub/sub
+        // message, a wake and an acquire).
+        let mut offer = if outermost && self.keys.hands_over() {
+            self.client
+                .inner
+                .subscriber
+                .offer(&self.keys.wait_channel(holder))
+        } else {
+            None
+        };
+        let handed_at = Instant::now();
         let mut phantoms = 0;
         let mut latch = new_latch(&self.keys.name);
         let started = Instant::now();
         let mut retries = RELEASE_RETRIES.iter();
         loop {
-            match self
-                .keys
-                .release(backend, holder, lease_ms, &latch, UNLOCK_LATCH_MS)
-            {
+            let result = match &offer {
+                Some(offer) => ops::lock::release_to(
+                    backend,
+                    &self.keys.name,
+                    &self.keys.wait_channel(holder),
+                    &holder.id,
+                    lease_ms,
+                    &latch,
+                    UNLOCK_LATCH_MS,
+                    &offer.seat.field,
+                    offer.seat.lease_ms,
+                ),
+                None => self
+                    .keys
+                    .release(backend, holder, lease_ms, &latch, UNLOCK_LATCH_MS),
+            };
+            match result {
                 Err(err) if err.is_connection_error() => match retries.next() {
                     // The reply may be lost after the release happened: the
                     // latch makes the retry return that outcome, not release twice.
@@ -583,6 +623,9 @@ impl Lock {
                         std::thread::sleep(*pause)
                     }
                     _ => {
+                        if let Some(offer) = offer.take() {
+                            self.settle(offer, Handoff::Unknown);
+                        }
                         // The lease runs out on its own at the latest (the
                         // watchdog no longer renews it); until then the
                         // release keeps being sent in the background, so
@@ -592,14 +635,55 @@ impl Lock {
                         return Err(err);
                     }
                 },
-                Err(err) => return Err(err),
-                Ok(Release::StillHeld) if outermost && phantoms < PHANTOM_RELEASES => {
-                    phantoms += 1;
-                    latch = new_latch(&self.keys.name);
+                Err(err) => {
+                    // Refused before any write (the scripts check first).
+                    if let Some(offer) = offer.take() {
+                        self.settle(offer, Handoff::Refused);
+                    }
+                    return Err(err);
                 }
-                Ok(Release::NotHeld) if phantoms > 0 => return Ok(()),
-                Ok(outcome) => return self.released(holder, outcome),
+                Ok(Release::Transferred) => {
+                    if let Some(offer) = offer.take() {
+                        self.settle(offer, Handoff::Granted(handed_at));
+                    }
+                    return Ok(());
+                }
+                Ok(outcome) => {
+                    // Not handed over: the waiter goes back to waiting.
+                    if let Some(offer) = offer.take() {
+                        self.settle(offer, Handoff::Refused);
+                    }
+                    match outcome {
+                        Release::StillHeld if outermost && phantoms < PHANTOM_RELEASES => {
+                            phantoms += 1;
+                            latch = new_latch(&self.keys.name);
+                        }
+                        Release::NotHeld if phantoms > 0 => return Ok(()),
+                        outcome => return self.released(holder, outcome),
+                    }
+                }
             }
+        }
+    }
+
+    /// Tells the offered waiter how its handoff went. If the lock was handed
+    /// over after the waiter stopped waiting, releases the waiter's hold
+    /// (which publishes the unlock its other waiters need), in the
+    /// background if Redis does not answer.
+    fn settle(&self, offer: Offer, outcome: Handoff) {
+        let waiter = self.keys.holder(offer.seat.field.clone());
+        let lease_ms = offer.seat.lease_ms;
+        if !self.client.inner.subscriber.resolve(offer, outcome) {
+            return;
+        }
+        let backend = self.client.inner.backend.as_ref();
+        let latch = new_latch(&self.keys.name);
+        if let Err(err) = self
+            .keys
+            .release(backend, &waiter, lease_ms, &latch, UNLOCK_LATCH_MS)
+        {
+            let task = self.release_task(&waiter, lease_ms, latch, false);
+            self.release_later(&waiter, task, Instant::now(), lease_ms, false, &err);
         }
     }
 
@@ -609,7 +693,7 @@ impl Lock {
             Release::NotHeld => Err(Error::NotHeld {
                 name: self.keys.name.clone(),
             }),
-            Release::StillHeld => Ok(()),
+            Release::StillHeld | Release::Transferred => Ok(()),
             Release::Released => {
                 if self.keys.defers_to_woken_waiter() {
                     inner

@@ -296,6 +296,7 @@ impl PermitExpirableSemaphore {
                 fallback: inner.watchdog_timeout,
                 defer_to_woken: false,
                 primitive: crate::telemetry::Primitive::PermitExpirableSemaphore,
+                seat: None,
             },
             || {
                 let now = crate::clock::wall_clock_ms();
@@ -310,7 +311,11 @@ impl PermitExpirableSemaphore {
                 )
             },
         )
-        .map(|taken| taken.map(|()| id.clone()));
+        .map(|taken| {
+            taken
+                .and_then(crate::wait::Done::attempted)
+                .map(|()| id.clone())
+        });
         if let Err(err) = &taken
             && err.is_connection_error()
         {

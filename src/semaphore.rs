@@ -259,6 +259,7 @@ impl Semaphore {
                 fallback: inner.watchdog_timeout,
                 defer_to_woken: false,
                 primitive: crate::telemetry::Primitive::Semaphore,
+                seat: None,
             },
             || {
                 Ok(
@@ -269,7 +270,8 @@ impl Semaphore {
                     },
                 )
             },
-        )?;
+        )?
+        .and_then(crate::wait::Done::attempted);
         Ok(taken.map(|()| SemaphorePermit {
             semaphore: self.clone(),
             permits: count,

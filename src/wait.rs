@@ -9,7 +9,7 @@
 use std::time::{Duration, Instant};
 
 use crate::Result;
-use crate::pubsub::{HANDOFF_WINDOW, Subscriber, Wake};
+use crate::pubsub::{HANDOFF_WINDOW, Seat, Subscriber, Wake, Woken};
 
 /// How long an acquire may wait.
 #[derive(Debug, Clone, Copy)]
@@ -84,6 +84,30 @@ pub(crate) struct Waiting<'a> {
     pub(crate) defer_to_woken: bool,
     /// Which primitive waits (the metrics' label).
     pub(crate) primitive: crate::telemetry::Primitive,
+    /// A lock waiter a releasing thread of this client may hand the lock to
+    /// directly (see `Subscriber::offer`); `None` for the other primitives.
+    pub(crate) seat: Option<Seat>,
+}
+
+/// What a wait ended with.
+#[derive(Debug)]
+pub(crate) enum Done<T> {
+    /// The attempt succeeded.
+    Attempted(T),
+    /// A releasing thread of this client handed it the lock, in a script
+    /// sent at this instant.
+    HandedOver(Instant),
+}
+
+impl<T> Done<T> {
+    /// The attempt's value; `None` for a handoff, which only a waiter with
+    /// a seat receives (the primitives without one call this).
+    pub(crate) fn attempted(self) -> Option<T> {
+        match self {
+            Done::Attempted(value) => Some(value),
+            Done::HandedOver(_) => None,
+        }
+    }
 }
 
 /// Runs `attempt` until it is done (`Ok(Some)`) or the wait runs out
@@ -94,7 +118,7 @@ pub(crate) fn until_done<T>(
     subscriber: &Subscriber,
     waiting: Waiting<'_>,
     attempt: impl FnMut() -> Result<Attempt<T>>,
-) -> Result<Option<T>> {
+) -> Result<Option<Done<T>>> {
     let started = std::time::Instant::now();
     let primitive = waiting.primitive;
     let outcome = crate::deadline::within(waiting.wait.deadline(), || {
@@ -108,7 +132,7 @@ fn wait_loop<T>(
     subscriber: &Subscriber,
     waiting: Waiting<'_>,
     mut attempt: impl FnMut() -> Result<Attempt<T>>,
-) -> Result<Option<T>> {
+) -> Result<Option<Done<T>>> {
     // Seen before the first attempt, so a message between that attempt and
     // the subscription is not lost (see the pubsub module).
     let seen = subscriber.snapshot(waiting.channel);
@@ -116,24 +140,29 @@ fn wait_loop<T>(
         Some(HANDOFF_WINDOW)
     } else {
         match attempt()? {
-            Attempt::Done(value) => return Ok(Some(value)),
+            Attempt::Done(value) => return Ok(Some(Done::Attempted(value))),
             Attempt::Retry(hint) => hint,
         }
     };
     if waiting.wait.passed() {
         return Ok(None);
     }
-    let subscription = subscriber.subscribe(waiting.channel, waiting.wake, seen)?;
+    let subscription = subscriber.subscribe(waiting.channel, waiting.wake, seen, waiting.seat)?;
     loop {
         let parked = crate::telemetry::Parked::new(waiting.primitive);
-        let woken = subscription.wait_permit(waiting.wait.park_until(hint, waiting.fallback));
+        let woken = match subscription.wait_permit(waiting.wait.park_until(hint, waiting.fallback))
+        {
+            Woken::Granted(sent) => return Ok(Some(Done::HandedOver(sent))),
+            Woken::Permit => true,
+            Woken::Retry | Woken::TimedOut => false,
+        };
         drop(parked);
         let outcome = attempt();
         if woken {
             subscription.handoff_done();
         }
         match outcome? {
-            Attempt::Done(value) => return Ok(Some(value)),
+            Attempt::Done(value) => return Ok(Some(Done::Attempted(value))),
             Attempt::Retry(next) => {
                 if woken {
                     subscription.pass_on();

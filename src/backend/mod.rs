@@ -151,6 +151,10 @@ pub enum Release {
     /// The last hold was released and the unlock message published
     /// (Redisson's `1`).
     Released,
+    /// The last hold was released and the lock handed straight to a waiter
+    /// of the same client ([`ops::lock::release_to`](crate::ops::lock::release_to)):
+    /// it was never free, so no unlock message was published.
+    Transferred,
 }
 
 /// A snapshot of a lock, read in one round trip.

@@ -38,6 +38,12 @@ script!(
     RELEASE = "lock_release", "lock release", after "args_prelude"
 );
 script!(
+    /// KEYS lock, channel, latch; ARGV message, lease ms, holder, latch ms,
+    /// waiter, waiter lease ms. nil = not held, 0 = still held, 2 = handed
+    /// to the waiter.
+    RELEASE_TO = "lock_release_to", "lock release to a waiter", after "args_prelude"
+);
+script!(
     /// KEYS lock, channel; ARGV message. 1 = existed.
     FORCE_RELEASE = "lock_force_release", "lock force release"
 );
@@ -263,6 +269,56 @@ pub fn release<B: LockBackend + ?Sized>(
     release_outcome(&run(backend, &call)?, RELEASE.operation())
 }
 
+/// Releases one hold of `holder` on `name` as [`release`] does, but on the
+/// last hold hands the lock straight to `waiter` (one hold, a TTL of
+/// `waiter_lease_ms`) instead of freeing it: [`Release::Transferred`], and
+/// no unlock message (the lock was never free). The direct handoff between
+/// two threads of one client; the waiter must be one that does not attempt
+/// the lock itself meanwhile.
+///
+/// # Errors
+/// As [`release`]; `InvalidArgument` for a bad waiter lease.
+///
+/// ```
+/// use redisync::backend::Release;
+/// let store = redisync::MemoryBackend::new();
+/// redisync::ops::lock::acquire(&store, "doc:to", "c1:1", 30_000)?;
+/// let outcome = redisync::ops::lock::release_to(
+///     &store, "doc:to", "redisson_lock__channel:{doc:to}", "c1:1", 30_000,
+///     "redisson_unlock_latch:{doc:to}:r1", 5_000, "c1:2", 30_000,
+/// )?;
+/// assert_eq!(outcome, Release::Transferred);
+/// assert_eq!(redisync::ops::lock::state(&store, "doc:to", "c1:2")?.hold_count, 1);
+/// # Ok::<(), redisync::Error>(())
+/// ```
+#[allow(clippy::too_many_arguments)]
+pub fn release_to<B: LockBackend + ?Sized>(
+    backend: &B,
+    name: &str,
+    channel: &str,
+    holder: &str,
+    lease_ms: i64,
+    latch_key: &str,
+    latch_ms: i64,
+    waiter: &str,
+    waiter_lease_ms: i64,
+) -> Result<Release> {
+    check_ms("lease", lease_ms)?;
+    check_ms("latch timeout", latch_ms)?;
+    check_ms("lease", waiter_lease_ms)?;
+    let call = ScriptCall::new(&RELEASE_TO, Resend::Harmless, Effect::Change(is_some))
+        .key(name)
+        .key(channel)
+        .key(latch_key)
+        .arg(UNLOCK_MESSAGE)
+        .arg(lease_ms)
+        .arg(holder)
+        .arg(latch_ms)
+        .arg(waiter)
+        .arg(waiter_lease_ms);
+    release_outcome(&run(backend, &call)?, RELEASE_TO.operation())
+}
+
 /// The release script's call, shared with the undo of an acquisition.
 fn release_call<'a>(
     name: &'a str,
@@ -349,6 +405,9 @@ pub(crate) fn release_outcome(reply: &Reply, operation: &str) -> Result<Release>
         None => Ok(Release::NotHeld),
         Some(0) => Ok(Release::StillHeld),
         Some(1) => Ok(Release::Released),
-        Some(_) => Err(reply.unexpected(operation, "nil, 0 or 1")),
+        // A repeat, under the same unlock latch, of a release that handed
+        // the lock to a waiter (`release_to`).
+        Some(2) => Ok(Release::Transferred),
+        Some(_) => Err(reply.unexpected(operation, "nil, 0, 1 or 2")),
     }
 }

@@ -4,7 +4,8 @@
 //! # Wake contract (per client, per channel)
 //!
 //! Each subscribed channel has an entry: a count of the waiters that want it,
-//! a count of stored permits, and a condvar, all under one mutex.
+//! a count of stored permits, and each registered waiter with a condvar of
+//! its own, all under one mutex. A wake reaches the longest-parked waiters.
 //!
 //! 1. A waiter registers ([`Subscriber::subscribe`]); the first one for a
 //!    channel asks the subscriber thread to SUBSCRIBE (it pushes the wish into
@@ -38,6 +39,23 @@
 //! window; during it, a new local attempt queues instead of racing the woken
 //! waiter ([`Snapshot::handoff_pending`]).
 //!
+//! # Direct handoffs
+//!
+//! A reentrant-lock waiter registers with a seat (its hash field and
+//! lease). A thread of the same client that releases the lock takes the
+//! longest-parked seated waiter ([`Subscriber::offer`]) and releases with
+//! `lua/lock_release_to.lua`, which hands the lock straight to it: one round
+//! trip for the whole handoff, no message, no acquire of the waiter's own.
+//! An offered waiter attempts nothing until [`Subscriber::resolve`] tells it
+//! the outcome: it holds the lock, it goes back to waiting, or (a lost
+//! reply) it retries, re-entering if the handoff landed (its outermost
+//! unlock drains that extra hold). A waiter whose wait ends while offered
+//! withdraws, and a handoff that lands after that is released by the
+//! releasing thread. After [`MAX_HANDOFF_STREAK`] handoffs in a row, a
+//! client frees the lock the usual way, publishing its unlock, so other
+//! clients' waiters (and Redisson's, which hear only published unlocks) get
+//! their turn.
+//!
 //! The per-channel transitions themselves live in [`channel`], a pure state
 //! machine the code here runs under its mutex; `model_tests` checks them
 //! against every interleaving of waiters, releases, messages and reconnects.
@@ -70,25 +88,82 @@ pub(crate) const HANDOFF_WINDOW: Duration = Duration::from_millis(100);
 const RECONNECT_MIN: Duration = Duration::from_millis(20);
 const RECONNECT_MAX: Duration = Duration::from_secs(1);
 
-/// A channel's state and the condvar its parked waiters sleep on.
+/// How many direct handoffs in a row one client makes on a lock before it
+/// frees it the usual way (publishing its unlock), so that other clients'
+/// waiters get their turn.
+const MAX_HANDOFF_STREAK: u32 = 16;
+
+/// A channel's state and its registered waiters, each with a condvar of its
+/// own, so that a wake reaches the longest-parked waiter and a direct
+/// handoff reaches exactly the waiter it chose.
 #[derive(Debug)]
 struct Entry {
     state: ChannelState,
+    waiters: HashMap<u64, Waiter>,
+    /// Orders parked waiters: the next park's number.
+    next_park: u64,
+    /// Direct handoffs made in a row on this channel (see `offer`).
+    streak: u32,
+}
+
+/// A lock waiter that may be handed the lock directly by a thread of its
+/// client that releases it: the hash field it would hold it under and the
+/// lease its acquisition asks for.
+#[derive(Debug, Clone)]
+pub(crate) struct Seat {
+    pub(crate) field: String,
+    pub(crate) lease_ms: i64,
+}
+
+/// Where a seated waiter's direct handoff stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Grant {
+    /// None offered.
+    Open,
+    /// A releasing thread chose it and is sending the handoff: it must not
+    /// attempt the lock itself until the outcome is known.
+    Offered,
+    /// It stopped waiting while offered; a handoff that lands is undone by
+    /// the releasing thread.
+    Withdrawn,
+    /// It holds the lock: the handoff was sent at this instant.
+    Granted(Instant),
+    /// The handoff's outcome is unknown (a connection error): it attempts
+    /// again (a reentrant acquisition if the handoff landed, whose extra
+    /// hold its outermost unlock drains).
+    Unknown,
+}
+
+#[derive(Debug)]
+struct Waiter {
     cond: Arc<Condvar>,
+    /// The number of its current park, while parked.
+    parked: Option<u64>,
+    seat: Option<Seat>,
+    grant: Grant,
 }
 
 impl Entry {
-    /// Does what a transition asked of the condvar.
-    fn notify(&self, notify: Notify) {
-        match notify {
+    /// Does what a transition asked of the condvars: `Some(n)` wakes the n
+    /// longest-parked waiters that are not being handed the lock, `All`
+    /// every parked one.
+    fn notify(&mut self, notify: Notify) {
+        let mut parked: Vec<(u64, &mut Waiter)> = self
+            .waiters
+            .values_mut()
+            .filter_map(|w| w.parked.map(|number| (number, w)))
+            .collect();
+        let take = match notify {
+            Notify::All => parked.len(),
             Notify::Some(n) => {
-                for _ in 0..n {
-                    self.cond.notify_one();
-                }
+                parked.retain(|(_, w)| w.grant == Grant::Open);
+                parked.sort_unstable_by_key(|(number, _)| *number);
+                n.min(parked.len())
             }
-            Notify::All => {
-                self.cond.notify_all();
-            }
+        };
+        for (_, waiter) in parked.into_iter().take(take) {
+            waiter.parked = None;
+            waiter.cond.notify_one();
         }
     }
 }
@@ -100,6 +175,8 @@ struct State {
     /// range of its own, so a snapshot taken from an entry that lingered out
     /// never matches the count of the entry that replaced it.
     entries_created: u64,
+    /// Subscriptions made so far (their ids).
+    subscriptions_made: u64,
     thread_started: bool,
     shutdown: bool,
 }
@@ -161,11 +238,15 @@ impl Subscriber {
     /// waiter's failed attempt: if the channel was already subscribed and a
     /// message arrived since (or `seen` cannot tell), the waiter gets a permit,
     /// because that message found no waiter to keep it for.
+    ///
+    /// A `seat` makes the waiter one a releasing thread of this client may
+    /// hand the lock to directly (see [`offer`](Self::offer)).
     pub(crate) fn subscribe(
         &self,
         channel: &str,
         wake: Wake,
         seen: Snapshot,
+        seat: Option<Seat>,
     ) -> Result<Subscription> {
         let mut state = self.shared.state.lock();
         if state.shutdown {
@@ -173,6 +254,8 @@ impl Subscriber {
         }
         let start = !state.thread_started;
         state.thread_started = true;
+        state.subscriptions_made = state.subscriptions_made.wrapping_add(1);
+        let id = state.subscriptions_made;
         let State {
             channels,
             entries_created,
@@ -182,15 +265,28 @@ impl Subscriber {
             *entries_created = entries_created.wrapping_add(1);
             Entry {
                 state: ChannelState::starting_at(wake, *entries_created << 32),
-                cond: Arc::new(Condvar::new()),
+                waiters: HashMap::new(),
+                next_park: 0,
+                streak: 0,
             }
         });
         let nudge = entry.state.register(seen) && !start;
+        let cond = Arc::new(Condvar::new());
+        entry.waiters.insert(
+            id,
+            Waiter {
+                cond: Arc::clone(&cond),
+                parked: None,
+                seat,
+                grant: Grant::Open,
+            },
+        );
         // From here on, dropping the subscription undoes the registration.
         let subscription = Subscription {
             shared: Arc::clone(&self.shared),
             channel: channel.to_owned(),
-            cond: Arc::clone(&entry.cond),
+            id,
+            cond,
             passed: std::cell::Cell::new(None),
             woken_at: std::cell::Cell::new(0),
         };
@@ -216,7 +312,62 @@ impl Subscriber {
         let mut state = self.shared.state.lock();
         if let Some(entry) = state.channels.get_mut(channel) {
             entry.state.note_release(Instant::now());
+            entry.streak = 0;
         }
+    }
+
+    /// Chooses a waiter of `channel` to hand the lock to directly: the
+    /// longest-parked seated one, unless this client has handed the lock on
+    /// [`MAX_HANDOFF_STREAK`] times in a row (then it is freed the usual
+    /// way, so other clients' waiters get their turn). The chosen waiter
+    /// attempts nothing until [`resolve`](Self::resolve) says how it went.
+    pub(crate) fn offer(&self, channel: &str) -> Option<Offer> {
+        let mut state = self.shared.state.lock();
+        let entry = state.channels.get_mut(channel)?;
+        if entry.streak >= MAX_HANDOFF_STREAK {
+            return None;
+        }
+        let (id, waiter) = entry
+            .waiters
+            .iter_mut()
+            .filter(|(_, w)| w.grant == Grant::Open && w.parked.is_some())
+            .filter(|(_, w)| w.seat.is_some())
+            .min_by_key(|(_, w)| w.parked)?;
+        let seat = waiter.seat.clone()?;
+        waiter.grant = Grant::Offered;
+        Some(Offer {
+            channel: channel.to_owned(),
+            waiter: *id,
+            seat,
+        })
+    }
+
+    /// Tells an offered waiter how its handoff went and wakes it. Returns
+    /// true when the lock was handed over but the waiter had stopped
+    /// waiting: the caller must then release the waiter's hold itself.
+    pub(crate) fn resolve(&self, offer: Offer, outcome: Handoff) -> bool {
+        let mut state = self.shared.state.lock();
+        let Some(entry) = state.channels.get_mut(&offer.channel) else {
+            return matches!(outcome, Handoff::Granted(_));
+        };
+        if matches!(outcome, Handoff::Granted(_)) {
+            entry.streak = entry.streak.saturating_add(1);
+        }
+        let Some(waiter) = entry.waiters.get_mut(&offer.waiter) else {
+            return matches!(outcome, Handoff::Granted(_));
+        };
+        let withdrawn = waiter.grant == Grant::Withdrawn;
+        waiter.grant = match outcome {
+            _ if withdrawn => Grant::Open,
+            Handoff::Granted(sent) => Grant::Granted(sent),
+            Handoff::Refused => Grant::Open,
+            Handoff::Unknown => Grant::Unknown,
+        };
+        // Parked or not, it re-checks: a grant, or permits a message left
+        // while it was offered (wakes skip an offered waiter).
+        waiter.parked = None;
+        waiter.cond.notify_one();
+        withdrawn && matches!(outcome, Handoff::Granted(_))
     }
 
     fn start_thread(&self) -> Result<()> {
@@ -242,10 +393,46 @@ impl Subscriber {
     }
 }
 
+/// A direct handoff a releasing thread is making (see [`Subscriber::offer`]).
+#[derive(Debug)]
+pub(crate) struct Offer {
+    channel: String,
+    waiter: u64,
+    pub(crate) seat: Seat,
+}
+
+/// How a direct handoff went.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Handoff {
+    /// The lock is the waiter's; the handoff was sent at this instant.
+    Granted(Instant),
+    /// The lock was not handed over (the releaser still holds it, or never
+    /// did).
+    Refused,
+    /// Unknown (a connection error).
+    Unknown,
+}
+
+/// Why [`Subscription::wait_permit`] returned.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Woken {
+    /// It took a permit: retry.
+    Permit,
+    /// A releasing thread of this client handed it the lock, in a script
+    /// sent at this instant: it holds it.
+    Granted(Instant),
+    /// A handoff's outcome is unknown: retry (see [`Grant::Unknown`]).
+    Retry,
+    /// Its park ended without either (the deadline, or shutdown).
+    TimedOut,
+}
+
 /// One waiter's registration on a channel; dropping it deregisters.
 pub(crate) struct Subscription {
     shared: Arc<Shared>,
     channel: String,
+    /// Its key among the entry's waiters.
+    id: u64,
     cond: Arc<Condvar>,
     /// The message count when this waiter last passed a wake on: it takes
     /// no permit again until a newer message arrives.
@@ -263,23 +450,62 @@ impl std::fmt::Debug for Subscription {
 }
 
 impl Subscription {
-    /// Parks until a permit is available (and takes it) or `until` passes.
-    /// Returns whether a permit was taken.
-    pub(crate) fn wait_permit(&self, until: Option<Instant>) -> bool {
+    /// Parks until a permit is available (and takes it), a releasing
+    /// thread hands it the lock, or `until` passes.
+    pub(crate) fn wait_permit(&self, until: Option<Instant>) -> Woken {
         let mut state = self.shared.state.lock();
         loop {
             if state.shutdown {
-                return false;
+                return Woken::TimedOut;
             }
             let Some(entry) = state.channels.get_mut(&self.channel) else {
-                return false;
+                return Woken::TimedOut;
             };
-            if let Some(woken_at) = entry.state.take_permit(self.passed.get()) {
-                self.woken_at.set(woken_at);
-                return true;
+            let Some(waiter) = entry.waiters.get_mut(&self.id) else {
+                return Woken::TimedOut;
+            };
+            match waiter.grant {
+                Grant::Granted(sent) => {
+                    waiter.grant = Grant::Open;
+                    return Woken::Granted(sent);
+                }
+                Grant::Unknown => {
+                    waiter.grant = Grant::Open;
+                    return Woken::Retry;
+                }
+                // Offered: wait for the outcome, taking no permit.
+                Grant::Offered => {}
+                Grant::Open | Grant::Withdrawn => {
+                    if let Some(woken_at) = entry.state.take_permit(self.passed.get()) {
+                        self.woken_at.set(woken_at);
+                        return Woken::Permit;
+                    }
+                }
             }
-            if wait(&self.cond, &mut state, until) {
-                return false;
+            let number = entry.next_park;
+            entry.next_park = entry.next_park.wrapping_add(1);
+            if let Some(waiter) = entry.waiters.get_mut(&self.id) {
+                waiter.parked = Some(number);
+            }
+            let timed_out = wait(&self.cond, &mut state, until);
+            let Some(waiter) = state
+                .channels
+                .get_mut(&self.channel)
+                .and_then(|entry| entry.waiters.get_mut(&self.id))
+            else {
+                return Woken::TimedOut;
+            };
+            waiter.parked = None;
+            if timed_out {
+                match waiter.grant {
+                    Grant::Granted(sent) => {
+                        waiter.grant = Grant::Open;
+                        return Woken::Granted(sent);
+                    }
+                    Grant::Offered => waiter.grant = Grant::Withdrawn,
+                    _ => {}
+                }
+                return Woken::TimedOut;
             }
         }
     }
@@ -310,6 +536,7 @@ impl Drop for Subscription {
     fn drop(&mut self) {
         let mut state = self.shared.state.lock();
         if let Some(entry) = state.channels.get_mut(&self.channel) {
+            entry.waiters.remove(&self.id);
             entry.state.deregister(Instant::now());
         }
     }

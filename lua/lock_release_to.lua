@@ -1,0 +1,42 @@
+-- Release one hold of a reentrant lock and, if it was the last, hand the
+-- lock straight to a waiter of the same client (a direct handoff): the
+-- lock's hash then holds that waiter with one hold and its lease, and no
+-- unlock message is published (the lock was never free). Idempotent like
+-- lock_release.lua, behind the same unlock latch.
+-- KEYS[1]  the lock hash
+-- KEYS[2]  the lock's channel, redisson_lock__channel:{name} (unused: kept so
+--          the keys match lock_release.lua's)
+-- KEYS[3]  this request's unlock latch, redisson_unlock_latch:{name}:<request id>
+-- ARGV[1]  the unlock message (0; unused, as KEYS[2])
+-- ARGV[2]  lease in milliseconds (the TTL a still-held lock gets)
+-- ARGV[3]  holder id
+-- ARGV[4]  how long the latch remembers this outcome, in ms
+-- ARGV[5]  the waiter's holder id
+-- ARGV[6]  the waiter's lease in milliseconds
+-- Returns  nil = the holder does not hold it; 0 = one hold released, still
+--          held; 2 = released and handed to the waiter. A retry with the same
+--          latch key returns the first outcome without releasing again.
+-- Checked before any write (a script error does not undo earlier writes).
+local bad = bad_bounded(ARGV[2], 'lease', 1, MAX_MS)
+    or bad_bounded(ARGV[4], 'latch timeout', 1, MAX_MS)
+    or bad_bounded(ARGV[6], 'lease', 1, MAX_MS)
+if bad then
+    return bad
+end
+local done = redis.call('get', KEYS[3])
+if done then
+    return tonumber(done)
+end
+if redis.call('hexists', KEYS[1], ARGV[3]) == 0 then
+    return nil
+end
+if redis.call('hincrby', KEYS[1], ARGV[3], -1) > 0 then
+    redis.call('pexpire', KEYS[1], ARGV[2])
+    redis.call('set', KEYS[3], 0, 'px', ARGV[4])
+    return 0
+end
+redis.call('del', KEYS[1])
+redis.call('hset', KEYS[1], ARGV[5], 1)
+redis.call('pexpire', KEYS[1], ARGV[6])
+redis.call('set', KEYS[3], 2, 'px', ARGV[4])
+return 2

@@ -1,0 +1,272 @@
+//! Direct handoffs: a thread releasing a reentrant lock hands it straight
+//! to a parked waiter of the same client, in the release script
+//! (`lua/lock_release_to.lua`), so the waiter holds it without an acquire
+//! of its own. Also what happens when that script's reply is lost, when it
+//! is slow and the waiter gives up meanwhile, and that a client frees the
+//! lock the usual way after a streak of handoffs. On every store.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod common;
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, mpsc};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use common::{Env, backend_tests, unique_name, wait_until};
+use redisync::backend::{LockBackend, PubSubConnection, Reply, ScriptCall};
+use redisync::{Client, NopEventHandler};
+
+backend_tests!(
+    a_release_hands_the_lock_to_a_parked_waiter_of_the_same_client,
+    a_lost_handoff_reply_is_replayed_from_the_latch,
+    a_handoff_reply_never_seen_leaves_the_waiter_holding_once,
+    a_waiter_that_gave_up_during_a_slow_handoff_leaves_nothing_held,
+    after_a_streak_of_handoffs_the_lock_is_freed_the_usual_way,
+);
+
+/// Forwards to a store, counting scripts by id; can delay the handoff
+/// script and lose its replies after applying it (a dropped connection).
+struct Hooked {
+    inner: Arc<dyn LockBackend>,
+    calls: Mutex<HashMap<&'static str, u64>>,
+    delay_handoff: Mutex<Duration>,
+    lose_handoff_replies: AtomicU64,
+}
+
+impl Hooked {
+    fn new(inner: Arc<dyn LockBackend>) -> Arc<Hooked> {
+        Arc::new(Hooked {
+            inner,
+            calls: Mutex::new(HashMap::new()),
+            delay_handoff: Mutex::new(Duration::ZERO),
+            lose_handoff_replies: AtomicU64::new(0),
+        })
+    }
+
+    fn calls(&self, id: &str) -> u64 {
+        self.calls.lock().unwrap().get(id).copied().unwrap_or(0)
+    }
+}
+
+impl LockBackend for Hooked {
+    fn run_script(&self, call: &ScriptCall<'_>) -> redisync::Result<Reply> {
+        let id = call.script().id();
+        *self.calls.lock().unwrap().entry(id).or_insert(0) += 1;
+        if id == "lock_release_to" {
+            let delay = *self.delay_handoff.lock().unwrap();
+            thread::sleep(delay);
+            let reply = self.inner.run_script(call)?;
+            let lost = self
+                .lose_handoff_replies
+                .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+                .is_ok();
+            if lost {
+                return Err(redisync::Error::backend("reply lost (test)", true));
+            }
+            return Ok(reply);
+        }
+        self.inner.run_script(call)
+    }
+
+    fn publish(&self, channel: &str, payload: &str) -> redisync::Result<()> {
+        self.inner.publish(channel, payload)
+    }
+
+    fn with_pubsub(
+        &self,
+        session: &mut dyn FnMut(&mut dyn PubSubConnection) -> redisync::Result<()>,
+    ) -> redisync::Result<()> {
+        self.inner.with_pubsub(session)
+    }
+
+    fn slot_of(&self, key: &str) -> Option<u16> {
+        self.inner.slot_of(key)
+    }
+}
+
+/// A client on `env`'s store through a [`Hooked`] backend.
+fn hooked_client(env: &Env) -> (Client, Arc<Hooked>) {
+    let base = env.client();
+    let hooked = Hooked::new(Arc::clone(base.backend()));
+    let client = Client::builder()
+        .backend(Arc::clone(&hooked) as Arc<dyn LockBackend>)
+        .event_handler(Arc::new(NopEventHandler))
+        .build()
+        .unwrap();
+    (client, hooked)
+}
+
+/// Takes `name` on this thread, starts a waiter thread on it (`lock()`, or
+/// `try_lock_for(wait)`), and waits until that waiter has attempted once
+/// and parked. Returns the holder's guard and the waiter's result channel.
+/// The waiter checks that the store counts one hold for it when
+/// `one_hold` (not after an unknown handoff: its retry then re-entered).
+fn hold_with_a_parked_waiter(
+    client: &Client,
+    hooked: &Hooked,
+    name: &str,
+    wait: Option<Duration>,
+    one_hold: bool,
+) -> (
+    redisync::LockGuard,
+    mpsc::Receiver<(Option<String>, Instant)>,
+    thread::JoinHandle<()>,
+) {
+    let guard = client.lock(name).lock().unwrap();
+    let acquires_before = hooked.calls("lock_acquire");
+    let (tx, rx) = mpsc::channel();
+    let waiter = client.lock(name);
+    let handle = thread::spawn(move || {
+        let got = match wait {
+            None => Some(waiter.lock().unwrap()),
+            Some(wait) => waiter.try_lock_for(wait).unwrap(),
+        };
+        let id = got.as_ref().map(|_| waiter.client().current_holder_id());
+        let at = Instant::now();
+        tx.send((id, at)).unwrap();
+        if let Some(guard) = got {
+            if one_hold {
+                assert_eq!(waiter.hold_count().unwrap(), 1, "one hold, as acquired");
+            }
+            guard.unlock().unwrap();
+        }
+    });
+    wait_until("the waiter attempted", Duration::from_secs(10), || {
+        hooked.calls("lock_acquire") > acquires_before
+    });
+    // Time to register and park after its failed attempt.
+    thread::sleep(Duration::from_millis(200));
+    (guard, rx, handle)
+}
+
+fn a_release_hands_the_lock_to_a_parked_waiter_of_the_same_client(env: &Env) {
+    let (client, hooked) = hooked_client(env);
+    let name = unique_name("handoff:basic");
+    let (guard, rx, handle) = hold_with_a_parked_waiter(&client, &hooked, &name, None, true);
+    let acquires = hooked.calls("lock_acquire");
+    guard.unlock().unwrap();
+    let (id, _) = rx
+        .recv_timeout(Duration::from_secs(5))
+        .expect("handed over");
+    handle.join().unwrap();
+    assert!(id.is_some());
+    assert_eq!(hooked.calls("lock_release_to"), 1, "one handoff script");
+    assert_eq!(
+        hooked.calls("lock_acquire"),
+        acquires,
+        "the waiter holds it without an acquire of its own"
+    );
+    assert!(
+        !client.lock(&name).is_locked().unwrap(),
+        "released in the end"
+    );
+}
+
+fn a_lost_handoff_reply_is_replayed_from_the_latch(env: &Env) {
+    let (client, hooked) = hooked_client(env);
+    let name = unique_name("handoff:lost-reply");
+    let (guard, rx, handle) = hold_with_a_parked_waiter(&client, &hooked, &name, None, true);
+    hooked.lose_handoff_replies.store(1, Ordering::SeqCst);
+    guard.unlock().unwrap();
+    let (id, _) = rx
+        .recv_timeout(Duration::from_secs(5))
+        .expect("handed over");
+    handle.join().unwrap();
+    assert!(id.is_some());
+    // Sent again under the same latch, which answered "handed over".
+    assert_eq!(hooked.calls("lock_release_to"), 2);
+    assert!(!client.lock(&name).is_locked().unwrap());
+}
+
+fn a_handoff_reply_never_seen_leaves_the_waiter_holding_once(env: &Env) {
+    let (client, hooked) = hooked_client(env);
+    let name = unique_name("handoff:unknown");
+    let (guard, rx, handle) = hold_with_a_parked_waiter(&client, &hooked, &name, None, false);
+    // Every try of the release loses its reply: the outcome stays unknown,
+    // the releaser gets the connection error, the waiter retries.
+    hooked.lose_handoff_replies.store(100, Ordering::SeqCst);
+    assert!(guard.unlock().unwrap_err().is_connection_error());
+    hooked.lose_handoff_replies.store(0, Ordering::SeqCst);
+    // The handoff landed: the waiter's retry is a reentrant acquisition (two
+    // holds in the store for one guard), and its outermost unlock drains
+    // the extra hold.
+    let (id, _) = rx
+        .recv_timeout(Duration::from_secs(10))
+        .expect("the waiter got it");
+    handle.join().unwrap();
+    assert!(id.is_some());
+    let lock = client.lock(&name);
+    wait_until("the lock is free", Duration::from_secs(10), || {
+        !lock.is_locked().unwrap()
+    });
+}
+
+fn a_waiter_that_gave_up_during_a_slow_handoff_leaves_nothing_held(env: &Env) {
+    let (client, hooked) = hooked_client(env);
+    let name = unique_name("handoff:withdrawn");
+    let wait = Duration::from_millis(600);
+    let started = Instant::now();
+    let (guard, rx, handle) = hold_with_a_parked_waiter(&client, &hooked, &name, Some(wait), false);
+    // The handoff script takes longer than the waiter still waits.
+    *hooked.delay_handoff.lock().unwrap() = Duration::from_millis(800);
+    guard.unlock().unwrap();
+    let (id, at) = rx
+        .recv_timeout(Duration::from_secs(5))
+        .expect("the waiter returned");
+    handle.join().unwrap();
+    // It kept its bound (wait + a generous allowance) and got nothing...
+    assert!(
+        at.duration_since(started) < wait + Duration::from_millis(700),
+        "{:?}",
+        at.duration_since(started)
+    );
+    // ...or, if its last attempt came after the handoff landed, got it and
+    // released it. Either way nothing is held now: the releaser released
+    // the hold it handed to a waiter that had left.
+    let _ = id;
+    assert!(
+        !client.lock(&name).is_locked().unwrap(),
+        "a hold was left behind"
+    );
+    assert_eq!(hooked.calls("lock_release_to"), 1);
+}
+
+fn after_a_streak_of_handoffs_the_lock_is_freed_the_usual_way(env: &Env) {
+    let (client, hooked) = hooked_client(env);
+    let name = unique_name("handoff:streak");
+    const ROUNDS: usize = 60;
+    // Two threads of one client take turns: every release finds the other
+    // parked (or about to park).
+    let threads: Vec<_> = (0..2)
+        .map(|_| {
+            let lock = client.lock(&name);
+            thread::spawn(move || {
+                for _ in 0..ROUNDS {
+                    let guard = lock.lock().unwrap();
+                    thread::sleep(Duration::from_millis(2));
+                    guard.unlock().unwrap();
+                }
+            })
+        })
+        .collect();
+    for thread in threads {
+        thread.join().unwrap();
+    }
+    let handoffs = hooked.calls("lock_release_to");
+    let plain = hooked.calls("lock_release");
+    assert_eq!(
+        usize::try_from(handoffs + plain).unwrap(),
+        2 * ROUNDS,
+        "every unlock ran one release script (handoff or plain)"
+    );
+    assert!(handoffs > 0, "no handoff in {} releases", 2 * ROUNDS);
+    // At most 16 handoffs in a row: a plain release at least every 17th
+    // while the two threads alternate.
+    assert!(
+        plain >= handoffs / 17,
+        "{handoffs} handoffs, only {plain} plain releases"
+    );
+    assert!(!client.lock(&name).is_locked().unwrap());
+}
