@@ -334,9 +334,19 @@ fn list_finds_locks_semaphores_and_latches_and_skips_auxiliary_keys() {
 #[test]
 fn watch_reports_acquisitions_unlocks_and_queue_changes() {
     let server = TestServer::start();
+    let url = server.url();
+    watch_case(&["--url", &url], || Client::open(&url).unwrap());
+}
+
+/// `redisync <target> watch NAME --for 3s` while a fair lock is taken, a
+/// second client queues, and the first unlocks (its message goes to the
+/// queued waiter's own channel, which watch subscribes when the queue shows
+/// the waiter): every kind of event is reported, each with a time.
+fn watch_case(target: &[&str], client: impl Fn() -> Client) {
     let name = unique_name("cli-watch");
     let child = Command::new(env!("CARGO_BIN_EXE_redisync"))
-        .args(["--url", &server.url(), "watch", &name, "--for", "3s"])
+        .args(target)
+        .args(["watch", &name, "--for", "3s"])
         .env_remove("REDIS_URL")
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
@@ -344,11 +354,11 @@ fn watch_reports_acquisitions_unlocks_and_queue_changes() {
         .spawn()
         .unwrap();
     thread::sleep(Duration::from_millis(700));
-    let holder = Client::open(&server.url()).unwrap();
+    let holder = client();
     let lock = holder.fair_lock(name.clone());
     let guard = lock.lock().unwrap();
     thread::sleep(Duration::from_millis(300));
-    let waiter = Client::open(&server.url()).unwrap();
+    let waiter = client();
     let waiting_name = name;
     let thread = thread::spawn(move || {
         let got = waiter
@@ -376,6 +386,14 @@ fn watch_reports_acquisitions_unlocks_and_queue_changes() {
     for line in text.lines() {
         assert_eq!(line.as_bytes()[2], b':', "{line}");
     }
+}
+
+#[cfg(feature = "cluster")]
+#[test]
+fn watch_on_a_cluster_hears_the_sharded_unlock_messages() {
+    let cluster = common::cluster::TestCluster::start();
+    let seed = cluster.url(0);
+    watch_case(&["--cluster-node", &seed], || cluster.client());
 }
 
 #[cfg(feature = "cluster")]

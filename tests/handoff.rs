@@ -86,6 +86,9 @@ impl LockBackend for Hooked {
     }
 }
 
+/// What the waiter thread sends: its holder id if it got the lock, and when.
+type WaiterResult = mpsc::Receiver<(Option<String>, Instant)>;
+
 /// A client on `env`'s store through a [`Hooked`] backend.
 fn hooked_client(env: &Env) -> (Client, Arc<Hooked>) {
     let base = env.client();
@@ -109,11 +112,7 @@ fn hold_with_a_parked_waiter(
     name: &str,
     wait: Option<Duration>,
     one_hold: bool,
-) -> (
-    redisync::LockGuard,
-    mpsc::Receiver<(Option<String>, Instant)>,
-    thread::JoinHandle<()>,
-) {
+) -> (redisync::LockGuard, WaiterResult, thread::JoinHandle<()>) {
     let guard = client.lock(name).lock().unwrap();
     let acquires_before = hooked.calls("lock_acquire");
     let (tx, rx) = mpsc::channel();

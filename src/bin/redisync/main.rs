@@ -157,15 +157,9 @@ impl Target {
         urls
     }
 
-    /// The single server's URL when the target is one server (not a
-    /// cluster or Sentinel group).
     /// The first cluster seed URL, when the options name a cluster.
     pub(crate) fn cluster_seed(&self) -> Option<String> {
         self.cluster_nodes.first().cloned()
-    }
-
-    pub(crate) fn single_url(&self) -> Option<String> {
-        (self.cluster_nodes.is_empty() && self.sentinels.is_empty()).then(|| self.url())
     }
 
     /// The deployment the options name.

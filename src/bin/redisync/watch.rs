@@ -1,18 +1,22 @@
 //! `redisync watch NAME [--for DURATION]`: prints each unlock message,
 //! acquisition, release and queue change under NAME as it happens.
 //!
-//! Unlock messages come from a plain pub/sub connection (the `redis`
-//! crate's) subscribed to NAME's channels: the lock's (and the fair lock's
-//! per-waiter channels), the read-write lock's, the semaphore's and the
-//! latch's. Acquisitions, releases and queue changes come from diffing
+//! Unlock messages come from the client's own kind of pub/sub connection
+//! ([`LockBackend::with_pubsub`](redisync::backend::LockBackend::with_pubsub):
+//! one server, the Sentinel master, or a cluster's sharded pub/sub on the
+//! name's slot master), subscribed to NAME's channels: the lock's, each
+//! queued fair-lock waiter's own (followed as the queue changes), the
+//! read-write lock's, the semaphore's and the latch's. Acquisitions,
+//! releases and queue changes come from diffing
 //! [`Client::inspect`](redisync::Client::inspect) snapshots taken every
-//! [`POLL`]. On a cluster or through Sentinel only the snapshots are used.
+//! [`POLL`].
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
-use redisync::{Inspection, ObjectKind};
+use redisync::backend::PubSubConnection;
+use redisync::{Client, Inspection, ObjectKind};
 use serde_json::json;
 
 use crate::inspect::{kind_id, mode_name};
@@ -25,63 +29,77 @@ const POLL: Duration = Duration::from_millis(50);
 pub(crate) fn run(target: &Target, name: &str, duration: Option<Duration>) -> Outcome {
     let client = target.client()?;
     let until = duration.map(|duration| Instant::now() + duration);
-    let mut pubsub_connection = match target.single_url() {
-        Some(url) => Some(subscribe_connection(&url)?),
-        None => None,
-    };
-    let mut pubsub = match pubsub_connection.as_mut() {
-        Some(connection) => {
-            let mut pubsub = connection.as_pubsub();
-            for pattern in channel_patterns(name) {
-                pubsub
-                    .psubscribe(&pattern)
-                    .map_err(|e| Failure(format!("cannot subscribe: {e}")))?;
-            }
-            pubsub
-                .set_read_timeout(Some(POLL))
-                .map_err(|e| Failure(format!("cannot set a read timeout: {e}")))?;
-            Some(pubsub)
+    let mut failure = None;
+    let session = client.backend().with_pubsub(&mut |conn| match watch(
+        conn,
+        &client,
+        target.json,
+        name,
+        until,
+    ) {
+        Ok(()) => Ok(()),
+        Err(watch_failure) => {
+            failure = Some(watch_failure);
+            Ok(())
         }
-        None => None,
-    };
+    });
+    if let Some(failure) = failure {
+        return Err(failure);
+    }
+    session.map_err(|e| Failure(format!("pub/sub connection lost: {e}")))?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The watch loop on one pub/sub connection, until `until`.
+fn watch(
+    conn: &mut dyn PubSubConnection,
+    client: &Client,
+    json: bool,
+    name: &str,
+    until: Option<Instant>,
+) -> Result<(), Failure> {
+    let subscribe_error = |e: redisync::Error| Failure(format!("cannot subscribe: {e}"));
+    let mut subscribed: BTreeSet<String> = channels(name).into_iter().collect();
+    conn.subscribe(&subscribed.iter().cloned().collect::<Vec<_>>())
+        .map_err(subscribe_error)?;
     let mut last = client.inspect(name)?;
-    report(target.json, "state", &describe(&last));
+    report(json, "state", &describe(&last));
     loop {
-        if until.is_some_and(|until| Instant::now() >= until) {
-            return Ok(ExitCode::SUCCESS);
+        // A fair lock's waiters each listen on a channel of their own.
+        let waiter_channels: Vec<String> = last
+            .queue
+            .iter()
+            .map(|waiter| format!("{}:{}", prefixed("redisson_lock__channel", name), waiter.id))
+            .filter(|channel| !subscribed.contains(channel))
+            .collect();
+        if !waiter_channels.is_empty() {
+            conn.subscribe(&waiter_channels).map_err(subscribe_error)?;
+            subscribed.extend(waiter_channels);
         }
-        match pubsub.as_mut() {
-            Some(pubsub) => match pubsub.get_message() {
-                Ok(message) => {
-                    let payload: String = message.get_payload().unwrap_or_default();
-                    report(
-                        target.json,
-                        "message",
-                        &format!(
-                            "{} (payload {payload:?}) on {}",
-                            message_meaning(message.get_channel_name(), &payload),
-                            message.get_channel_name()
-                        ),
-                    );
-                }
-                Err(error) if error.is_timeout() => {}
-                Err(error) => return Err(Failure(format!("pub/sub connection lost: {error}"))),
-            },
-            None => std::thread::sleep(POLL),
+        if until.is_some_and(|until| Instant::now() >= until) {
+            return Ok(());
+        }
+        if let Some(message) = conn
+            .next_message(POLL)
+            .map_err(|e| Failure(format!("pub/sub connection lost: {e}")))?
+        {
+            report(
+                json,
+                "message",
+                &format!(
+                    "{} (payload {:?}) on {}",
+                    message_meaning(&message.channel, &message.payload),
+                    message.payload,
+                    message.channel
+                ),
+            );
         }
         let now = client.inspect(name)?;
         for (event, detail) in changes(&last, &now) {
-            report(target.json, event, &detail);
+            report(json, event, &detail);
         }
         last = now;
     }
-}
-
-/// A plain connection for pub/sub.
-fn subscribe_connection(url: &str) -> Result<redis::Connection, Failure> {
-    redis::Client::open(url)
-        .and_then(|client| client.get_connection())
-        .map_err(|e| Failure(format!("cannot open a pub/sub connection: {e}")))
 }
 
 /// Prints one event with the time.
@@ -107,29 +125,14 @@ fn prefixed(prefix: &str, name: &str) -> String {
     }
 }
 
-/// `text` with Redis glob characters escaped.
-fn escape_glob(text: &str) -> String {
-    let mut escaped = String::with_capacity(text.len());
-    for c in text.chars() {
-        if matches!(c, '*' | '?' | '[' | ']' | '\\') {
-            escaped.push('\\');
-        }
-        escaped.push(c);
-    }
-    escaped
-}
-
-/// The PSUBSCRIBE patterns for every channel of NAME.
-fn channel_patterns(name: &str) -> Vec<String> {
+/// NAME's channels (a fair lock's per-waiter channels are added as its
+/// queue shows them).
+fn channels(name: &str) -> Vec<String> {
     vec![
-        // The lock's channel and a fair lock's per-waiter channels.
-        format!(
-            "{}*",
-            escape_glob(&prefixed("redisson_lock__channel", name))
-        ),
-        escape_glob(&prefixed("redisson_rwlock", name)),
-        escape_glob(&prefixed("redisson_sc", name)),
-        escape_glob(&format!("redisson_countdownlatch__channel__{{{name}}}")),
+        prefixed("redisson_lock__channel", name),
+        prefixed("redisson_rwlock", name),
+        prefixed("redisson_sc", name),
+        format!("redisson_countdownlatch__channel__{{{name}}}"),
     ]
 }
 
@@ -240,14 +243,14 @@ mod tests {
     use super::*;
 
     #[test]
-    fn patterns_cover_every_channel_of_the_name() {
+    fn channels_cover_every_primitive_of_the_name() {
         assert_eq!(
-            channel_patterns("a*b"),
+            channels("a*b"),
             vec![
-                "redisson_lock__channel:{a\\*b}*",
-                "redisson_rwlock:{a\\*b}",
-                "redisson_sc:{a\\*b}",
-                "redisson_countdownlatch__channel__{a\\*b}",
+                "redisson_lock__channel:{a*b}",
+                "redisson_rwlock:{a*b}",
+                "redisson_sc:{a*b}",
+                "redisson_countdownlatch__channel__{a*b}",
             ]
         );
         assert_eq!(
