@@ -132,10 +132,15 @@ fn hold_with_a_parked_waiter(
             guard.unlock().unwrap();
         }
     });
-    wait_until("the waiter attempted", Duration::from_secs(10), || {
-        hooked.calls("lock_acquire") > acquires_before
-    });
-    // Time to register and park after its failed attempt.
+    // Its first attempt, then the retry every waiter makes once its new
+    // channel's subscription is confirmed; after that it stays parked until
+    // a release (the name is fresh, so the channel is new).
+    wait_until(
+        "the waiter attempted twice",
+        Duration::from_secs(10),
+        || hooked.calls("lock_acquire") >= acquires_before + 2,
+    );
+    // Time to park after that second failed attempt.
     thread::sleep(Duration::from_millis(200));
     (guard, rx, handle)
 }
