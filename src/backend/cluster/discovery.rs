@@ -188,9 +188,14 @@ impl ClusterTarget {
                 }
             }
         };
+        // Naming keeps to the caller's deadline when a call opens the
+        // connection itself.
+        let naming = crate::deadline::cap(self.response_timeout);
+        conn.set_read_timeout(Some(naming))?;
+        conn.set_write_timeout(Some(naming))?;
+        self.name_nodes(&mut conn);
         conn.set_read_timeout(Some(self.response_timeout))?;
         conn.set_write_timeout(Some(self.response_timeout))?;
-        self.name_nodes(&mut conn);
         Ok(conn)
     }
 

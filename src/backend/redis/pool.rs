@@ -217,12 +217,14 @@ impl Manager {
         if let Some(name) = &self.options.connection_name {
             // Naming is part of opening: it keeps to what is left of the
             // connection timeout (a frozen server must not hold `build()`
-            // for a response timeout on top).
-            let left = self
-                .options
-                .connection_timeout
-                .saturating_sub(started.elapsed())
-                .max(std::time::Duration::from_millis(1));
+            // for a response timeout on top), and to the caller's deadline
+            // when a call opens the connection itself.
+            let left = crate::deadline::cap(
+                self.options
+                    .connection_timeout
+                    .saturating_sub(started.elapsed())
+                    .max(std::time::Duration::from_millis(1)),
+            );
             conn.set_read_timeout(Some(left))?;
             conn.set_write_timeout(Some(left))?;
             name.apply(&mut conn, &self.target.server_address())?;
