@@ -6,12 +6,19 @@
 -- ARGV[2]  lease in milliseconds (the TTL a still-held lock gets)
 -- ARGV[3]  holder id
 -- ARGV[4]  how long the latch remembers this outcome, in ms
+-- ARGV[5]  optional: a waiter's holder id, to hand the lock to on its last
+--          hold (a direct handoff between two threads of one client): the
+--          hash then holds that waiter once, with ARGV[6] as its TTL, and no
+--          unlock message is published (the lock was never free)
+-- ARGV[6]  with ARGV[5]: the waiter's lease in milliseconds
 -- Returns  nil = the holder does not hold it; 0 = one hold released, still held;
---          1 = released and the unlock message published. A retry with the same
---          latch key returns the first outcome without releasing again.
+--          1 = released and the unlock message published; 2 = released and
+--          handed to the waiter. A retry with the same latch key returns the
+--          first outcome without releasing again.
 -- Checked before any write (a script error does not undo earlier writes).
 local bad = bad_bounded(ARGV[2], 'lease', 1, MAX_MS)
     or bad_bounded(ARGV[4], 'latch timeout', 1, MAX_MS)
+    or (ARGV[5] and bad_bounded(ARGV[6], 'lease', 1, MAX_MS))
 if bad then
     return bad
 end
@@ -28,6 +35,12 @@ if redis.call('hincrby', KEYS[1], ARGV[3], -1) > 0 then
     return 0
 end
 redis.call('del', KEYS[1])
+if ARGV[5] then
+    redis.call('hset', KEYS[1], ARGV[5], 1)
+    redis.call('pexpire', KEYS[1], ARGV[6])
+    redis.call('set', KEYS[3], 2, 'px', ARGV[4])
+    return 2
+end
 redis.call('publish', KEYS[2], ARGV[1])
 redis.call('set', KEYS[3], 1, 'px', ARGV[4])
 return 1

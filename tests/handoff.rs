@@ -1,6 +1,6 @@
 //! Direct handoffs: a thread releasing a reentrant lock hands it straight
 //! to a parked waiter of the same client, in the release script
-//! (`lua/lock_release_to.lua`), so the waiter holds it without an acquire
+//! (`lua/lock_release.lua` given the waiter), so the waiter holds it without an acquire
 //! of its own. Also what happens when that script's reply is lost, when it
 //! is slow and the waiter gives up meanwhile, and that a client frees the
 //! lock the usual way after a streak of handoffs. On every store.
@@ -52,9 +52,13 @@ impl Hooked {
 
 impl LockBackend for Hooked {
     fn run_script(&self, call: &ScriptCall<'_>) -> redisync::Result<Reply> {
-        let id = call.script().id();
+        // A release given a waiter (six arguments) is a handoff.
+        let id = match call.script().id() {
+            "lock_release" if call.args().len() == 6 => "handoff",
+            id => id,
+        };
         *self.calls.lock().unwrap().entry(id).or_insert(0) += 1;
-        if id == "lock_release_to" {
+        if id == "handoff" {
             let delay = *self.delay_handoff.lock().unwrap();
             thread::sleep(delay);
             let reply = self.inner.run_script(call)?;
@@ -156,7 +160,7 @@ fn a_release_hands_the_lock_to_a_parked_waiter_of_the_same_client(env: &Env) {
         .expect("handed over");
     handle.join().unwrap();
     assert!(id.is_some());
-    assert_eq!(hooked.calls("lock_release_to"), 1, "one handoff script");
+    assert_eq!(hooked.calls("handoff"), 1, "one handoff script");
     assert_eq!(
         hooked.calls("lock_acquire"),
         acquires,
@@ -180,7 +184,7 @@ fn a_lost_handoff_reply_is_replayed_from_the_latch(env: &Env) {
     handle.join().unwrap();
     assert!(id.is_some());
     // Sent again under the same latch, which answered "handed over".
-    assert_eq!(hooked.calls("lock_release_to"), 2);
+    assert_eq!(hooked.calls("handoff"), 2);
     assert!(!client.lock(&name).is_locked().unwrap());
 }
 
@@ -234,7 +238,7 @@ fn a_waiter_that_gave_up_during_a_slow_handoff_leaves_nothing_held(env: &Env) {
         !client.lock(&name).is_locked().unwrap(),
         "a hold was left behind"
     );
-    assert_eq!(hooked.calls("lock_release_to"), 1);
+    assert_eq!(hooked.calls("handoff"), 1);
 }
 
 fn after_a_streak_of_handoffs_the_lock_is_freed_the_usual_way(env: &Env) {
@@ -258,7 +262,7 @@ fn after_a_streak_of_handoffs_the_lock_is_freed_the_usual_way(env: &Env) {
     for thread in threads {
         thread.join().unwrap();
     }
-    let handoffs = hooked.calls("lock_release_to");
+    let handoffs = hooked.calls("handoff");
     let plain = hooked.calls("lock_release");
     assert_eq!(
         usize::try_from(handoffs + plain).unwrap(),

@@ -769,6 +769,15 @@ fn redis_lock_scripts_refuse_before_writing() {
             &[l, c, latch],
             &variants(&good, 3, BAD_MS),
         );
+        // A release given a waiter to hand the lock to checks its lease too.
+        let good = ["0", "60000", h, "5000", "w:1", "60000"];
+        assert_refused(
+            conn,
+            "lock_release waiter lease",
+            &release,
+            &[l, c, latch],
+            &variants(&good, 5, BAD_MS),
+        );
         assert_refused(
             conn,
             "read_lock_acquire",

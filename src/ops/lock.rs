@@ -33,15 +33,10 @@ script!(
     RENEW_BATCH = "lock_renew_batch", "lock renew batch", after "args_prelude"
 );
 script!(
-    /// KEYS lock, channel, latch; ARGV message, lease ms, holder, latch ms.
-    /// nil = not held, 0 = still held, 1 = released.
+    /// KEYS lock, channel, latch; ARGV message, lease ms, holder, latch ms
+    /// [, waiter, waiter lease ms]. nil = not held, 0 = still held, 1 =
+    /// released, 2 = handed to the waiter.
     RELEASE = "lock_release", "lock release", after "args_prelude"
-);
-script!(
-    /// KEYS lock, channel, latch; ARGV message, lease ms, holder, latch ms,
-    /// waiter, waiter lease ms. nil = not held, 0 = still held, 2 = handed
-    /// to the waiter.
-    RELEASE_TO = "lock_release_to", "lock release to a waiter", after "args_prelude"
 );
 script!(
     /// KEYS lock, channel; ARGV message. 1 = existed.
@@ -306,17 +301,10 @@ pub fn release_to<B: LockBackend + ?Sized>(
     check_ms("lease", lease_ms)?;
     check_ms("latch timeout", latch_ms)?;
     check_ms("lease", waiter_lease_ms)?;
-    let call = ScriptCall::new(&RELEASE_TO, Resend::Harmless, Effect::Change(is_some))
-        .key(name)
-        .key(channel)
-        .key(latch_key)
-        .arg(UNLOCK_MESSAGE)
-        .arg(lease_ms)
-        .arg(holder)
-        .arg(latch_ms)
+    let call = release_call(name, channel, holder, lease_ms, latch_key, latch_ms)
         .arg(waiter)
         .arg(waiter_lease_ms);
-    release_outcome(&run(backend, &call)?, RELEASE_TO.operation())
+    release_outcome(&run(backend, &call)?, RELEASE.operation())
 }
 
 /// The release script's call, shared with the undo of an acquisition.

@@ -56,14 +56,13 @@ pub(crate) use script;
 
 /// Every script of every operation (tests check them all).
 #[cfg(test)]
-pub(crate) fn all_scripts() -> [&'static crate::backend::Script; 31] {
+pub(crate) fn all_scripts() -> [&'static crate::backend::Script; 30] {
     [
         &lock::ACQUIRE,
         &lock::FENCED_ACQUIRE,
         &lock::RENEW,
         &lock::RENEW_BATCH,
         &lock::RELEASE,
-        &lock::RELEASE_TO,
         &lock::FORCE_RELEASE,
         &lock::STATE,
         &fair_lock::ACQUIRE,

@@ -44,7 +44,7 @@
 //! A reentrant-lock waiter registers with a seat (its hash field and
 //! lease). A thread of the same client that releases the lock takes the
 //! longest-parked seated waiter ([`Subscriber::offer`]) and releases with
-//! `lua/lock_release_to.lua`, which hands the lock straight to it: one round
+//! `lua/lock_release.lua` given the waiter, which hands the lock straight to it: one round
 //! trip for the whole handoff, no message, no acquire of the waiter's own.
 //! An offered waiter attempts nothing until [`Subscriber::resolve`] tells it
 //! the outcome: it holds the lock, it goes back to waiting, or (a lost
