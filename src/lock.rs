@@ -593,17 +593,17 @@ impl Lock {
         } else {
             None
         };
-        let handed_at = Instant::now();
+        // Also when a handoff was sent: the waiter's lease runs from it.
+        let started = Instant::now();
         let mut phantoms = 0;
         let mut latch = new_latch(&self.keys.name);
-        let started = Instant::now();
         let mut retries = RELEASE_RETRIES.iter();
         loop {
             let result = match &offer {
                 Some(offer) => ops::lock::release_to(
                     backend,
                     &self.keys.name,
-                    &self.keys.wait_channel(holder),
+                    offer.channel(),
                     &holder.id,
                     lease_ms,
                     &latch,
@@ -644,7 +644,7 @@ impl Lock {
                 }
                 Ok(Release::Transferred) => {
                     if let Some(offer) = offer.take() {
-                        self.settle(offer, Handoff::Granted(handed_at));
+                        self.settle(offer, Handoff::Granted(started));
                     }
                     return Ok(());
                 }

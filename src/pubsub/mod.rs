@@ -401,6 +401,13 @@ pub(crate) struct Offer {
     pub(crate) seat: Seat,
 }
 
+impl Offer {
+    /// The lock's channel (the release script's second key).
+    pub(crate) fn channel(&self) -> &str {
+        &self.channel
+    }
+}
+
 /// How a direct handoff went.
 #[derive(Debug, Clone, Copy)]
 pub(crate) enum Handoff {
