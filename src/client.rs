@@ -27,6 +27,9 @@ pub(crate) struct Inner {
     pub(crate) fair_wait_ms: i64,
     /// Releases still being retried after their call returned (see `cleanup`).
     pub(crate) cleanup: crate::cleanup::Cleanup,
+    /// Which thread of this client holds each reentrant lock (a thread that
+    /// asks for one a sibling holds parks without a doomed attempt).
+    pub(crate) local_owners: crate::local_owner::LocalOwners,
 }
 
 impl Drop for Inner {
@@ -183,6 +186,7 @@ impl Client {
                 fair_wait_timeout,
                 fair_wait_ms,
                 cleanup: crate::cleanup::Cleanup::default(),
+                local_owners: crate::local_owner::LocalOwners::default(),
             }),
         }
     }

@@ -198,6 +198,7 @@ impl CountDownLatch {
                 fallback: inner.watchdog_timeout,
                 defer_to_woken: false,
                 primitive: crate::telemetry::Primitive::CountDownLatch,
+                first: crate::wait::First::Attempt,
                 seat: None,
             },
             || {

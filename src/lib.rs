@@ -140,6 +140,7 @@ mod health;
 mod holder;
 mod keys;
 mod latch;
+mod local_owner;
 mod lock;
 pub mod multi_lock;
 pub mod ops;

@@ -16,9 +16,10 @@ use std::time::{Duration, Instant};
 use crate::backend::{Acquire, Release};
 use crate::event::UnlockFailedEvent;
 use crate::flavor::{Flavor, Holder, LockKeys, Renewal};
+use crate::local_owner::Sibling;
 use crate::ops;
 use crate::pubsub::{Handoff, Offer, Wake};
-use crate::wait::{Attempt, Wait};
+use crate::wait::{Attempt, First, Wait};
 use crate::watchdog::Lease;
 use crate::{Client, Error, Result, holder, keys};
 
@@ -54,11 +55,19 @@ thread_local! {
         std::cell::RefCell::new(std::collections::HashMap::new());
 }
 
-/// Counts a new guard of this thread; the key is `field@name`.
-fn local_hold_taken(key: String) {
+/// Counts a new guard of this thread; the key is `field@name`. True when
+/// it is the thread's outermost one.
+fn local_hold_taken(key: String) -> bool {
     // `try_with`: during thread teardown the map may be gone; then no
     // count is kept and no release drains phantoms (the safe side).
-    let _ = LOCAL_HOLDS.try_with(|holds| *holds.borrow_mut().entry(key).or_insert(0) += 1);
+    LOCAL_HOLDS
+        .try_with(|holds| {
+            let mut holds = holds.borrow_mut();
+            let count = holds.entry(key).or_insert(0);
+            *count += 1;
+            *count == 1
+        })
+        .unwrap_or(false)
 }
 
 /// How many guards this thread holds under `key`.
@@ -411,6 +420,15 @@ impl Lock {
             )?;
         }
 
+        // Another thread of this client holds it: the attempt would fail.
+        let first = match keys.hands_over().then(|| {
+            inner
+                .local_owners
+                .sibling_of(&keys.name, holder.field(), Instant::now())
+        }) {
+            Some(Sibling::Holds(left)) => First::Park(left),
+            _ => First::Attempt,
+        };
         let channel = keys.wait_channel(&holder);
         let waited = crate::wait::until_done(
             &inner.subscriber,
@@ -421,6 +439,7 @@ impl Lock {
                 fallback: inner.watchdog_timeout,
                 defer_to_woken: keys.defers_to_woken_waiter(),
                 primitive: keys.primitive(),
+                first,
                 // A releasing thread of this client may hand it the lock.
                 seat: keys.hands_over().then(|| crate::pubsub::Seat {
                     field: holder.field().to_owned(),
@@ -479,7 +498,12 @@ impl Lock {
             None => (self.client.inner.watchdog.start(&renewal, sent)?, true),
             Some(length) => (Lease::new(sent, length), false),
         };
-        local_hold_taken(self.local_key(holder));
+        if local_hold_taken(self.local_key(holder)) && self.keys.hands_over() {
+            self.client
+                .inner
+                .local_owners
+                .taken(&self.keys.name, holder.field(), &lease);
+        }
         crate::telemetry::hold_started(self.keys.primitive());
         Ok(LockGuard {
             lock: self.clone(),
@@ -850,8 +874,23 @@ impl LockGuard {
         if self.watchdog {
             self.lock.client.inner.watchdog.stop(&self.renewal);
         }
-        self.lock
-            .release(&self.renewal.holder, self.lease_ms, outermost)
+        let result = self
+            .lock
+            .release(&self.renewal.holder, self.lease_ms, outermost);
+        if outermost && self.lock.keys.hands_over() {
+            let inner = &self.lock.client.inner;
+            let field = self.renewal.holder.field();
+            inner.local_owners.released(&self.lock.keys.name, field);
+            // A thread of this client may have parked on this hold without
+            // an attempt (see `local_owner`); the store lost it, so no
+            // unlock will be published: wake a waiter to try.
+            if matches!(result, Err(Error::NotHeld { .. })) {
+                inner
+                    .subscriber
+                    .wake_one(&self.lock.keys.wait_channel(&self.renewal.holder));
+            }
+        }
+        result
     }
 }
 

@@ -296,6 +296,7 @@ impl PermitExpirableSemaphore {
                 fallback: inner.watchdog_timeout,
                 defer_to_woken: false,
                 primitive: crate::telemetry::Primitive::PermitExpirableSemaphore,
+                first: crate::wait::First::Attempt,
                 seat: None,
             },
             || {

@@ -259,6 +259,7 @@ impl Semaphore {
                 fallback: inner.watchdog_timeout,
                 defer_to_woken: false,
                 primitive: crate::telemetry::Primitive::Semaphore,
+                first: crate::wait::First::Attempt,
                 seat: None,
             },
             || {

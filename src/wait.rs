@@ -84,9 +84,22 @@ pub(crate) struct Waiting<'a> {
     pub(crate) defer_to_woken: bool,
     /// Which primitive waits (the metrics' label).
     pub(crate) primitive: crate::telemetry::Primitive,
+    /// Whether to attempt before the first park.
+    pub(crate) first: First,
     /// A lock waiter a releasing thread of this client may hand the lock to
     /// directly (see `Subscriber::offer`); `None` for the other primitives.
     pub(crate) seat: Option<Seat>,
+}
+
+/// How a wait begins.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum First {
+    /// With an attempt.
+    Attempt,
+    /// With a park of at most this long (`None`: the fallback), because the
+    /// attempt is known to fail: another thread of this client holds the
+    /// lock (see `local_owner`).
+    Park(Option<Duration>),
 }
 
 /// What a wait ended with.
@@ -136,7 +149,9 @@ fn wait_loop<T>(
     // Seen before the first attempt, so a message between that attempt and
     // the subscription is not lost (see the pubsub module).
     let seen = subscriber.snapshot(waiting.channel);
-    let mut hint = if waiting.defer_to_woken && seen.handoff_pending() {
+    let mut hint = if let First::Park(left) = waiting.first {
+        left
+    } else if waiting.defer_to_woken && seen.handoff_pending() {
         Some(HANDOFF_WINDOW)
     } else {
         match attempt()? {

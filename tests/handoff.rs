@@ -24,7 +24,28 @@ backend_tests!(
     a_handoff_reply_never_seen_leaves_the_waiter_holding_once,
     a_waiter_that_gave_up_during_a_slow_handoff_leaves_nothing_held,
     after_a_streak_of_handoffs_the_lock_is_freed_the_usual_way,
+    a_thread_whose_sibling_holds_the_lock_waits_without_attempting,
+    a_sibling_lease_that_ran_out_is_no_reason_to_wait,
+    a_hold_the_store_lost_wakes_the_sibling_that_waited_on_it,
 );
+
+/// Deletes a key behind every client's back (a hold the store lost).
+static DELETE_KEY: redisync::backend::Script = redisync::backend::Script::new(
+    "test_delete_key",
+    "delete a key (test)",
+    "return redis.call('del', KEYS[1])",
+);
+
+fn delete_behind_the_clients_back(client: &Client, key: &str) {
+    let call = ScriptCall::new(
+        &DELETE_KEY,
+        redisync::backend::Resend::Harmless,
+        redisync::backend::Effect::Change(|_| true),
+    )
+    .key(key);
+    let deleted = client.backend().run_script(&call).unwrap();
+    assert_eq!(deleted.as_int(), Some(1), "the lock's hash existed");
+}
 
 /// Forwards to a store, counting scripts by id; can delay the handoff
 /// script and lose its replies after applying it (a dropped connection).
@@ -136,15 +157,14 @@ fn hold_with_a_parked_waiter(
             guard.unlock().unwrap();
         }
     });
-    // Its first attempt, then the retry every waiter makes once its new
+    // No first attempt: a thread of its own client holds the lock, so it
+    // parks at once. Then the retry every waiter makes once its new
     // channel's subscription is confirmed; after that it stays parked until
     // a release (the name is fresh, so the channel is new).
-    wait_until(
-        "the waiter attempted twice",
-        Duration::from_secs(10),
-        || hooked.calls("lock_acquire") >= acquires_before + 2,
-    );
-    // Time to park after that second failed attempt.
+    wait_until("the waiter attempted once", Duration::from_secs(10), || {
+        hooked.calls("lock_acquire") > acquires_before
+    });
+    // Time to park after that failed attempt.
     thread::sleep(Duration::from_millis(200));
     (guard, rx, handle)
 }
@@ -277,4 +297,116 @@ fn after_a_streak_of_handoffs_the_lock_is_freed_the_usual_way(env: &Env) {
         "{handoffs} handoffs, only {plain} plain releases"
     );
     assert!(!client.lock(&name).is_locked().unwrap());
+}
+
+fn a_thread_whose_sibling_holds_the_lock_waits_without_attempting(env: &Env) {
+    let (client, hooked) = hooked_client(env);
+    let name = unique_name("handoff:sibling");
+    let guard = client.lock(&name).lock().unwrap();
+    let before = hooked.calls("lock_acquire");
+    let lock = client.lock(&name);
+    let (tries, bounded) = thread::spawn(move || {
+        // A sibling holds it: no round trip can change that.
+        let tried = lock.try_lock().unwrap().is_some();
+        let started = Instant::now();
+        let bounded = lock.try_lock_for(Duration::from_millis(300)).unwrap();
+        (tried, (bounded.is_some(), started.elapsed()))
+    })
+    .join()
+    .unwrap();
+    assert!(!tries, "try_lock while a sibling holds it");
+    assert!(!bounded.0, "try_lock_for while a sibling holds it");
+    assert!(
+        bounded.1 >= Duration::from_millis(250) && bounded.1 < Duration::from_secs(3),
+        "kept its bound: {:?}",
+        bounded.1
+    );
+    // try_lock sent nothing; the bounded wait at most the retry its new
+    // subscription's confirmation gives and the one at its deadline.
+    let attempts = hooked.calls("lock_acquire") - before;
+    assert!(attempts <= 2, "{attempts} acquire scripts");
+    // Another client knows nothing of the holder: it attempts, and fails.
+    let other = env.client();
+    assert!(other.lock(&name).try_lock().unwrap().is_none());
+    // The waiter that parked without an attempt gets it on the unlock.
+    let lock = client.lock(&name);
+    let waiter = thread::spawn(move || {
+        let guard = lock.lock().unwrap();
+        let at = Instant::now();
+        guard.unlock().unwrap();
+        at
+    });
+    thread::sleep(Duration::from_millis(200));
+    let released = Instant::now();
+    guard.unlock().unwrap();
+    let got = waiter.join().unwrap();
+    assert!(
+        got.duration_since(released) < Duration::from_secs(2),
+        "woken by the unlock: {:?}",
+        got.duration_since(released)
+    );
+    assert!(!client.lock(&name).is_locked().unwrap());
+}
+
+fn a_sibling_lease_that_ran_out_is_no_reason_to_wait(env: &Env) {
+    let (client, _hooked) = hooked_client(env);
+    let name = unique_name("handoff:sibling-lease");
+    let lease = Duration::from_millis(300);
+    let started = Instant::now();
+    // Held with a fixed lease and never unlocked in time.
+    let guard = client.lock(&name).lock_with_lease(lease).unwrap();
+    let lock = client.lock(&name);
+    let waited = thread::spawn(move || {
+        let guard = lock.lock().unwrap();
+        let at = Instant::now();
+        guard.unlock().unwrap();
+        at
+    })
+    .join()
+    .unwrap();
+    // It parked for what the lease had left, then took the expired lock:
+    // well before the 30 s watchdog timeout it would otherwise fall back on.
+    let after = waited.duration_since(started);
+    assert!(
+        after >= Duration::from_millis(250) && after < Duration::from_secs(3),
+        "{after:?}"
+    );
+    assert!(guard.is_lost());
+    assert!(matches!(
+        guard.unlock(),
+        Err(redisync::Error::NotHeld { .. })
+    ));
+}
+
+fn a_hold_the_store_lost_wakes_the_sibling_that_waited_on_it(env: &Env) {
+    let (client, _hooked) = hooked_client(env);
+    let name = unique_name("handoff:sibling-lost");
+    let guard = client.lock(&name).lock().unwrap();
+    let lock = client.lock(&name);
+    let (tx, rx) = mpsc::channel();
+    let waiter = thread::spawn(move || {
+        let guard = lock.lock().unwrap();
+        tx.send(Instant::now()).unwrap();
+        guard.unlock().unwrap();
+    });
+    // Parked (on the sibling's hold), then the store loses the hold: no
+    // unlock is published, and the waiter's park is bounded only by the
+    // 30 s watchdog timeout.
+    thread::sleep(Duration::from_millis(300));
+    delete_behind_the_clients_back(&client, &name);
+    thread::sleep(Duration::from_millis(100));
+    assert!(rx.try_recv().is_err(), "nothing woke it yet");
+    let unlocked = Instant::now();
+    assert!(matches!(
+        guard.unlock(),
+        Err(redisync::Error::NotHeld { .. })
+    ));
+    // The unlock that found the hold gone wakes it.
+    let got = rx.recv_timeout(Duration::from_secs(5)).expect("woken");
+    waiter.join().unwrap();
+    assert!(
+        got.duration_since(unlocked) < Duration::from_secs(2),
+        "{:?}",
+        got.duration_since(unlocked)
+    );
 }

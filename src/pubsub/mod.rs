@@ -316,6 +316,18 @@ impl Subscriber {
         }
     }
 
+    /// Wakes `channel`'s waiters as an unlock message would, for a release
+    /// that frees the lock without publishing one (a hold the store had
+    /// lost): a waiter that parked without an attempt, trusting that hold,
+    /// then tries.
+    pub(crate) fn wake_one(&self, channel: &str) {
+        let mut state = self.shared.state.lock();
+        if let Some(entry) = state.channels.get_mut(channel) {
+            let notify = entry.state.deliver(crate::keys::UNLOCK_MESSAGE);
+            entry.notify(notify);
+        }
+    }
+
     /// Chooses a waiter of `channel` to hand the lock to directly: the
     /// longest-parked seated one, unless this client has handed the lock on
     /// [`MAX_HANDOFF_STREAK`] times in a row (then it is freed the usual

@@ -49,7 +49,6 @@ impl Lease {
     }
 
     /// When the lease ends, if representable.
-    #[cfg(test)]
     pub(crate) fn ends(&self) -> Option<Instant> {
         *self.ends.lock()
     }
