@@ -1,5 +1,6 @@
 //! The bench's parts: setup, the groups, what they time, the summary.
 
+pub(crate) mod barging;
 pub(crate) mod env;
 pub(crate) mod floor;
 pub(crate) mod groups;

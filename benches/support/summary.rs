@@ -277,12 +277,18 @@ pub(crate) fn own_measurements(
     let name = unique_name("bench:own:contended:memory");
     let memory_locks: Vec<Lock> = (0..8).map(|_| memory.lock(&name)).collect();
     let mut contended = Vec::new();
-    for (label, locks) in [
-        ("contended/redis/8threads", &one_client),
-        ("contended/redis/2clients_x_4threads", &two_clients),
-        ("contended/memory/8threads", &memory_locks),
+    let one: Vec<usize> = vec![0; 8];
+    let alternate: Vec<usize> = (0..8).map(|i| i % 2).collect();
+    for (label, locks, client_of) in [
+        ("contended/redis/8threads", &one_client, &one),
+        (
+            "contended/redis/2clients_x_4threads",
+            &two_clients,
+            &alternate,
+        ),
+        ("contended/memory/8threads", &memory_locks, &one),
     ] {
-        let r = contended_for(locks, contended_time);
+        let r = contended_for(locks, client_of, contended_time);
         eprintln!(
             "{label}: {:.0} acq/s, per-thread min/max = {:.2} (counts {:?}); \
              same thread re-took it {:.0}% of the time; {:.2} acquisitions per floor-pair time",
@@ -307,6 +313,16 @@ pub(crate) fn own_measurements(
         }
         contended.push((label, r));
     }
+    // The barging baseline (see `barging`), same length, same server.
+    let barging = crate::support::barging::barging_for(server, 8, contended_time);
+    eprintln!(
+        "contended/redis/barging_8threads: {:.0} acq/s, per-thread min/max = {:.2} (counts {:?}); \
+         same thread re-took it {:.0}% of the time",
+        barging.per_sec,
+        barging.min_max,
+        barging.counts,
+        barging.same_thread_share * 100.0,
+    );
 
     let crit = |id: &str| {
         if !ran_criterion {
@@ -555,7 +571,11 @@ pub(crate) fn own_measurements(
         };
         line(label, *st, extra);
     }
-    for (label, r) in &contended {
+    for (label, r) in contended
+        .iter()
+        .map(|(label, r)| (*label, r))
+        .chain([("contended/redis/barging_8threads", &barging)])
+    {
         eprintln!(
             "  {label:<48} {:>7.0} acq/s, per-thread min/max = {:.2} (target ≥ 0.5), same-thread re-take {:.0}%, longest lock() {:.1} ms{}",
             r.per_sec,
@@ -568,5 +588,31 @@ pub(crate) fn own_measurements(
                 String::new()
             }
         );
+        if label.contains("/redis/") {
+            if !label.contains("barging") {
+                eprintln!(
+                    "  {:<48} = {:.2} × the barging baseline's acq/s (target ≥ 1)",
+                    "",
+                    r.per_sec / barging.per_sec.max(f64::MIN_POSITIVE)
+                );
+            }
+            for (what, times) in [
+                ("to another thread", &r.handoffs),
+                ("to another client", &r.cross_client),
+            ] {
+                if times.is_empty() {
+                    continue;
+                }
+                let st = stats(times);
+                eprintln!(
+                    "  {:<48} handoff {what}: median {:.1} µs = {:.2} × ping (target ≤ 4), p90 {:.1} µs, {} handoffs",
+                    "",
+                    us(st.median),
+                    ratio(st.median, ping.median),
+                    us(st.p90),
+                    times.len()
+                );
+            }
+        }
     }
 }

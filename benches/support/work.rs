@@ -375,17 +375,69 @@ pub(crate) struct Contended {
     /// `lock()` calls slower than STALL, and the longest.
     pub(crate) slow: u64,
     pub(crate) longest: Duration,
+    /// Each acquisition by a thread other than the previous holder: from
+    /// the previous holder's `unlock()` call to this `lock()`'s return.
+    pub(crate) handoffs: Vec<Duration>,
+    /// The same, for the acquisitions by a thread of another client.
+    pub(crate) cross_client: Vec<Duration>,
+}
+
+/// How an acquisition in a contended run came about.
+pub(crate) enum Taken {
+    /// The run's first.
+    First,
+    /// By the thread that made the previous one.
+    Again,
+    /// From another thread (its index), this long after it began `unlock()`.
+    From(usize, Duration),
+}
+
+/// Shared by a contended run's threads: who took the lock last, and when
+/// that holder began its `unlock()` (ns since the run's base).
+pub(crate) struct LastHolder {
+    owner: AtomicUsize,
+    unlock_at: AtomicU64,
+}
+
+impl LastHolder {
+    pub(crate) fn new() -> Self {
+        LastHolder {
+            owner: AtomicUsize::new(usize::MAX),
+            unlock_at: AtomicU64::new(0),
+        }
+    }
+
+    /// Thread `me` acquired at `at`: from whom.
+    pub(crate) fn acquired(&self, me: usize, at: u64) -> Taken {
+        let previous = self.owner.swap(me, Ordering::SeqCst);
+        if previous == usize::MAX {
+            Taken::First
+        } else if previous == me {
+            Taken::Again
+        } else {
+            let from = self.unlock_at.load(Ordering::SeqCst);
+            Taken::From(previous, Duration::from_nanos(at.saturating_sub(from)))
+        }
+    }
+
+    /// The holder is about to call `unlock()`.
+    pub(crate) fn unlocking(&self, at: u64) {
+        self.unlock_at.store(at, Ordering::SeqCst);
+    }
 }
 
 /// Each thread loops `lock()` + `unlock()` until `duration` has passed;
-/// counts acquisitions that began before the deadline.
-pub(crate) fn contended_for(locks: &[Lock], duration: Duration) -> Contended {
+/// counts acquisitions that began before the deadline. `client_of[i]` says
+/// which client `locks[i]` belongs to.
+pub(crate) fn contended_for(locks: &[Lock], client_of: &[usize], duration: Duration) -> Contended {
     let barrier = Barrier::new(locks.len() + 1);
     let deadline_nanos = AtomicU64::new(u64::MAX);
     let base = Instant::now();
-    let last_owner = AtomicUsize::new(usize::MAX);
+    let last = LastHolder::new();
     let repeats = AtomicU64::new(0);
     let mut counts = Vec::new();
+    let mut handoffs = Vec::new();
+    let mut cross_client = Vec::new();
     let mut drain = Duration::ZERO;
     take_waits();
     thread::scope(|s| {
@@ -393,22 +445,34 @@ pub(crate) fn contended_for(locks: &[Lock], duration: Duration) -> Contended {
             .iter()
             .enumerate()
             .map(|(me, lock)| {
-                let (barrier, deadline_nanos, last_owner, repeats) =
-                    (&barrier, &deadline_nanos, &last_owner, &repeats);
+                let (barrier, deadline_nanos, last, repeats) =
+                    (&barrier, &deadline_nanos, &last, &repeats);
                 s.spawn(move || {
                     barrier.wait();
                     let mut count = 0u64;
+                    let mut handoffs = Vec::new();
+                    let mut cross = Vec::new();
                     loop {
                         let guard = lock_waited(lock);
                         let at = nanos_since(base);
                         if at >= deadline_nanos.load(Ordering::Acquire) {
                             guard.unlock().unwrap();
-                            return count;
+                            return (count, handoffs, cross);
                         }
-                        if last_owner.swap(me, Ordering::Relaxed) == me {
-                            repeats.fetch_add(1, Ordering::Relaxed);
+                        match last.acquired(me, at) {
+                            Taken::First => {}
+                            Taken::Again => {
+                                repeats.fetch_add(1, Ordering::Relaxed);
+                            }
+                            Taken::From(previous, took) => {
+                                handoffs.push(took);
+                                if client_of[previous] != client_of[me] {
+                                    cross.push(took);
+                                }
+                            }
                         }
                         count += 1;
+                        last.unlocking(nanos_since(base));
                         guard.unlock().unwrap();
                     }
                 })
@@ -422,7 +486,12 @@ pub(crate) fn contended_for(locks: &[Lock], duration: Duration) -> Contended {
         );
         thread::sleep(duration);
         let drain_start = Instant::now();
-        counts = handles.into_iter().map(|h| h.join().unwrap()).collect();
+        for handle in handles {
+            let (count, mut own, mut cross) = handle.join().unwrap();
+            counts.push(count);
+            handoffs.append(&mut own);
+            cross_client.append(&mut cross);
+        }
         drain = drain_start.elapsed();
     });
     let (slow, longest) = take_waits();
@@ -445,6 +514,8 @@ pub(crate) fn contended_for(locks: &[Lock], duration: Duration) -> Contended {
         drain,
         slow,
         longest,
+        handoffs,
+        cross_client,
     }
 }
 
