@@ -67,6 +67,13 @@ pub enum Error {
         /// Whether the failure is a lost or refused connection (retrying later may succeed).
         connection: bool,
     },
+    /// The wait was cancelled through its handle's
+    /// [`CancellationToken`](crate::CancellationToken) (Redisson's
+    /// `InterruptedException`); nothing was acquired.
+    Cancelled {
+        /// The name of the object whose wait was cancelled.
+        name: String,
+    },
 }
 
 impl Error {
@@ -188,6 +195,19 @@ impl Error {
     pub fn is_backend(&self) -> bool {
         matches!(self, Error::Backend { .. })
     }
+
+    /// True for [`Error::Cancelled`]: a
+    /// [`CancellationToken`](crate::CancellationToken) ended the wait, and
+    /// nothing was acquired.
+    ///
+    /// ```
+    /// let err = redisync::Error::Cancelled { name: "jobs".into() };
+    /// assert!(err.is_cancelled());
+    /// assert_eq!(err.to_string(), "the wait for \"jobs\" was cancelled");
+    /// ```
+    pub fn is_cancelled(&self) -> bool {
+        matches!(self, Error::Cancelled { .. })
+    }
 }
 
 impl fmt::Display for Error {
@@ -197,6 +217,7 @@ impl fmt::Display for Error {
                 write!(f, "lock {name:?} is not held by the current thread")
             }
             Error::InvalidArgument { what, why } => write!(f, "invalid {what}: {why}"),
+            Error::Cancelled { name } => write!(f, "the wait for {name:?} was cancelled"),
             Error::Protocol { detail } => write!(f, "protocol error: {detail}"),
             Error::Backend {
                 context, source, ..

@@ -38,6 +38,8 @@ pub struct CountDownLatch {
     client: Client,
     name: String,
     channel: String,
+    /// Ends this handle's waits from another thread (see `cancellable`).
+    cancel: Option<crate::CancellationToken>,
 }
 
 impl fmt::Debug for CountDownLatch {
@@ -55,6 +57,32 @@ impl CountDownLatch {
             client,
             name,
             channel,
+            cancel: None,
+        }
+    }
+
+    /// This handle, with its waits ended by `token`: a blocked call then
+    /// returns [`Error::Cancelled`](crate::Error::Cancelled) promptly and
+    /// leaves nothing behind (Redisson's `*Interruptibly`). Guards and the
+    /// handle's other clones are unaffected; a cancelled token fails every
+    /// later wait of this handle at once.
+    ///
+    /// ```
+    /// # let client = redisync::Client::builder().backend(redisync::MemoryBackend::new()).build()?;
+    /// let token = redisync::CancellationToken::new();
+    /// let ready = client.count_down_latch("ready");
+    /// ready.try_set_count(1)?;
+    /// token.cancel();
+    /// assert!(ready.cancellable(&token).wait().unwrap_err().is_cancelled());
+    /// # Ok::<(), redisync::Error>(())
+    /// ```
+    #[doc(alias = "lockInterruptibly")]
+    #[doc(alias = "acquireInterruptibly")]
+    #[must_use = "the cancellable handle is a new value; call the blocking method on it"]
+    pub fn cancellable(&self, token: &crate::CancellationToken) -> CountDownLatch {
+        CountDownLatch {
+            cancel: Some(token.clone()),
+            ..self.clone()
         }
     }
 
@@ -199,6 +227,8 @@ impl CountDownLatch {
                 defer_to_woken: false,
                 primitive: crate::telemetry::Primitive::CountDownLatch,
                 first: crate::wait::First::Attempt,
+                name: &self.name,
+                cancel: self.cancel.as_ref(),
                 seat: None,
             },
             || {

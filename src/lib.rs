@@ -128,6 +128,7 @@
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used, clippy::panic))]
 
 pub mod backend;
+mod cancel;
 mod cleanup;
 mod client;
 mod clock;
@@ -153,6 +154,7 @@ mod wait;
 mod watchdog;
 
 pub use backend::{LockBackend, MemoryBackend, RedisBackend};
+pub use cancel::CancellationToken;
 pub use client::Client;
 pub use config::ClientBuilder;
 pub use error::{Error, MAX_LEASE, Result};

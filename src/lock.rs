@@ -134,6 +134,8 @@ fn new_latch(name: &str) -> String {
 pub struct Lock {
     client: Client,
     keys: Arc<LockKeys>,
+    /// Ends this handle's waits from another thread (see `cancellable`).
+    cancel: Option<crate::CancellationToken>,
 }
 
 impl fmt::Debug for Lock {
@@ -150,6 +152,32 @@ impl Lock {
         Lock {
             client,
             keys: Arc::new(LockKeys::new(flavor, name)),
+            cancel: None,
+        }
+    }
+
+    /// This handle, with its waits ended by `token`: a blocked call then
+    /// returns [`Error::Cancelled`](crate::Error::Cancelled) promptly and
+    /// leaves nothing behind (Redisson's `*Interruptibly`). Guards and the
+    /// handle's other clones are unaffected; a cancelled token fails every
+    /// later wait of this handle at once.
+    ///
+    /// ```
+    /// # let client = redisync::Client::builder().backend(redisync::MemoryBackend::new()).build()?;
+    /// let token = redisync::CancellationToken::new();
+    /// let lock = client.lock("jobs").cancellable(&token);
+    /// token.cancel();
+    /// assert!(lock.lock().unwrap_err().is_cancelled());
+    /// assert!(client.lock("jobs").try_lock()?.is_some(), "nothing was left held");
+    /// # Ok::<(), redisync::Error>(())
+    /// ```
+    #[doc(alias = "lockInterruptibly")]
+    #[doc(alias = "acquireInterruptibly")]
+    #[must_use = "the cancellable handle is a new value; call the blocking method on it"]
+    pub fn cancellable(&self, token: &crate::CancellationToken) -> Lock {
+        Lock {
+            cancel: Some(token.clone()),
+            ..self.clone()
         }
     }
 
@@ -440,6 +468,8 @@ impl Lock {
                 defer_to_woken: keys.defers_to_woken_waiter(),
                 primitive: keys.primitive(),
                 first,
+                name: &keys.name,
+                cancel: self.cancel.as_ref(),
                 // A releasing thread of this client may hand it the lock.
                 seat: keys.hands_over().then(|| crate::pubsub::Seat {
                     field: holder.field().to_owned(),
@@ -668,6 +698,19 @@ impl Lock {
                 }
                 Ok(Release::Transferred) => {
                     if let Some(offer) = offer.take() {
+                        // The waiter holds it from now: record that before
+                        // this thread (about to ask again, typically) can
+                        // look, or it would send an attempt that must fail.
+                        // The waiter's guard replaces this with its lease.
+                        let lease = Lease::new(
+                            started,
+                            Duration::from_millis(u64::try_from(offer.seat.lease_ms).unwrap_or(0)),
+                        );
+                        self.client.inner.local_owners.taken(
+                            &self.keys.name,
+                            &offer.seat.field,
+                            &lease,
+                        );
                         self.settle(offer, Handoff::Granted(started));
                     }
                     return Ok(());
@@ -700,6 +743,11 @@ impl Lock {
         if !self.client.inner.subscriber.resolve(offer, outcome) {
             return;
         }
+        // The waiter had left: it holds nothing, whatever was recorded.
+        self.client
+            .inner
+            .local_owners
+            .released(&self.keys.name, waiter.field());
         let backend = self.client.inner.backend.as_ref();
         let latch = new_latch(&self.keys.name);
         if let Err(err) = self

@@ -79,6 +79,8 @@ pub struct PermitExpirableSemaphore {
     name: String,
     leases: String,
     channel: String,
+    /// Ends this handle's waits from another thread (see `cancellable`).
+    cancel: Option<crate::CancellationToken>,
 }
 
 impl fmt::Debug for PermitExpirableSemaphore {
@@ -96,6 +98,32 @@ impl PermitExpirableSemaphore {
             channel: keys::semaphore_channel(&name),
             client,
             name,
+            cancel: None,
+        }
+    }
+
+    /// This handle, with its waits ended by `token`: a blocked call then
+    /// returns [`Error::Cancelled`](crate::Error::Cancelled) promptly and
+    /// leaves nothing behind (Redisson's `*Interruptibly`). Guards and the
+    /// handle's other clones are unaffected; a cancelled token fails every
+    /// later wait of this handle at once.
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # let client = redisync::Client::builder().backend(redisync::MemoryBackend::new()).build()?;
+    /// let token = redisync::CancellationToken::new();
+    /// let workers = client.permit_expirable_semaphore("workers").cancellable(&token);
+    /// token.cancel();
+    /// assert!(workers.acquire(Duration::from_secs(10)).unwrap_err().is_cancelled());
+    /// # Ok::<(), redisync::Error>(())
+    /// ```
+    #[doc(alias = "lockInterruptibly")]
+    #[doc(alias = "acquireInterruptibly")]
+    #[must_use = "the cancellable handle is a new value; call the blocking method on it"]
+    pub fn cancellable(&self, token: &crate::CancellationToken) -> PermitExpirableSemaphore {
+        PermitExpirableSemaphore {
+            cancel: Some(token.clone()),
+            ..self.clone()
         }
     }
 
@@ -297,6 +325,8 @@ impl PermitExpirableSemaphore {
                 defer_to_woken: false,
                 primitive: crate::telemetry::Primitive::PermitExpirableSemaphore,
                 first: crate::wait::First::Attempt,
+                name: &self.name,
+                cancel: self.cancel.as_ref(),
                 seat: None,
             },
             || {

@@ -37,6 +37,8 @@ pub struct Semaphore {
     client: Client,
     name: String,
     channel: String,
+    /// Ends this handle's waits from another thread (see `cancellable`).
+    cancel: Option<crate::CancellationToken>,
 }
 
 impl fmt::Debug for Semaphore {
@@ -71,6 +73,31 @@ impl Semaphore {
             client,
             name,
             channel,
+            cancel: None,
+        }
+    }
+
+    /// This handle, with its waits ended by `token`: a blocked call then
+    /// returns [`Error::Cancelled`](crate::Error::Cancelled) promptly and
+    /// leaves nothing behind (Redisson's `*Interruptibly`). Guards and the
+    /// handle's other clones are unaffected; a cancelled token fails every
+    /// later wait of this handle at once.
+    ///
+    /// ```
+    /// # let client = redisync::Client::builder().backend(redisync::MemoryBackend::new()).build()?;
+    /// let token = redisync::CancellationToken::new();
+    /// let slots = client.semaphore("slots").cancellable(&token);
+    /// token.cancel();
+    /// assert!(slots.acquire(1).unwrap_err().is_cancelled());
+    /// # Ok::<(), redisync::Error>(())
+    /// ```
+    #[doc(alias = "lockInterruptibly")]
+    #[doc(alias = "acquireInterruptibly")]
+    #[must_use = "the cancellable handle is a new value; call the blocking method on it"]
+    pub fn cancellable(&self, token: &crate::CancellationToken) -> Semaphore {
+        Semaphore {
+            cancel: Some(token.clone()),
+            ..self.clone()
         }
     }
 
@@ -260,6 +287,8 @@ impl Semaphore {
                 defer_to_woken: false,
                 primitive: crate::telemetry::Primitive::Semaphore,
                 first: crate::wait::First::Attempt,
+                name: &self.name,
+                cancel: self.cancel.as_ref(),
                 seat: None,
             },
             || {

@@ -106,6 +106,10 @@ pub(crate) fn finished<T>(
             Ok(None) => {
                 metrics::counter!("redisync_timeouts_total", "primitive" => label).increment(1);
             }
+            Err(err) if err.is_cancelled() => {
+                metrics::counter!("redisync_cancellations_total", "primitive" => label)
+                    .increment(1);
+            }
             Err(_) => {
                 metrics::counter!("redisync_errors_total", "primitive" => label).increment(1);
             }

@@ -8,8 +8,8 @@
 
 use std::time::{Duration, Instant};
 
-use crate::Result;
 use crate::pubsub::{HANDOFF_WINDOW, Seat, Subscriber, Wake, Woken};
+use crate::{CancellationToken, Error, Result};
 
 /// How long an acquire may wait.
 #[derive(Debug, Clone, Copy)]
@@ -86,6 +86,10 @@ pub(crate) struct Waiting<'a> {
     pub(crate) primitive: crate::telemetry::Primitive,
     /// Whether to attempt before the first park.
     pub(crate) first: First,
+    /// The object's name (for [`Error::Cancelled`]).
+    pub(crate) name: &'a str,
+    /// The token that may end the wait from another thread.
+    pub(crate) cancel: Option<&'a CancellationToken>,
     /// A lock waiter a releasing thread of this client may hand the lock to
     /// directly (see `Subscriber::offer`); `None` for the other primitives.
     pub(crate) seat: Option<Seat>,
@@ -146,6 +150,15 @@ fn wait_loop<T>(
     waiting: Waiting<'_>,
     mut attempt: impl FnMut() -> Result<Attempt<T>>,
 ) -> Result<Option<Done<T>>> {
+    let cancelled = || -> Result<()> {
+        match waiting.cancel {
+            Some(token) if token.is_cancelled() => Err(Error::Cancelled {
+                name: waiting.name.to_owned(),
+            }),
+            _ => Ok(()),
+        }
+    };
+    cancelled()?;
     // Seen before the first attempt, so a message between that attempt and
     // the subscription is not lost (see the pubsub module).
     let seen = subscriber.snapshot(waiting.channel);
@@ -163,11 +176,21 @@ fn wait_loop<T>(
         return Ok(None);
     }
     let subscription = subscriber.subscribe(waiting.channel, waiting.wake, seen, waiting.seat)?;
+    // A cancel wakes the park; the park checks the token before it sleeps.
+    let _on_cancel = waiting
+        .cancel
+        .map(|token| token.on_cancel(subscription.waker()));
     loop {
         let parked = crate::telemetry::Parked::new(waiting.primitive);
-        let woken = match subscription.wait_permit(waiting.wait.park_until(hint, waiting.fallback))
-        {
+        let woken = match subscription.wait_permit(
+            waiting.wait.park_until(hint, waiting.fallback),
+            waiting.cancel,
+        ) {
             Woken::Granted(sent) => return Ok(Some(Done::HandedOver(sent))),
+            Woken::Cancelled => {
+                cancelled()?;
+                false
+            }
             Woken::Permit => true,
             Woken::Retry | Woken::TimedOut => false,
         };

@@ -444,6 +444,8 @@ pub(crate) enum Woken {
     Retry,
     /// Its park ended without either (the deadline, or shutdown).
     TimedOut,
+    /// Its cancellation token was cancelled (an offer it had is withdrawn).
+    Cancelled,
 }
 
 /// One waiter's registration on a channel; dropping it deregisters.
@@ -469,9 +471,34 @@ impl std::fmt::Debug for Subscription {
 }
 
 impl Subscription {
+    /// A wake-up for this waiter alone (a cancellation token's waker).
+    pub(crate) fn waker(&self) -> Box<dyn Fn() + Send + Sync> {
+        let shared = Arc::downgrade(&self.shared);
+        let channel = self.channel.clone();
+        let id = self.id;
+        Box::new(move || {
+            let Some(shared) = shared.upgrade() else {
+                return;
+            };
+            let state = shared.state.lock();
+            if let Some(waiter) = state
+                .channels
+                .get(&channel)
+                .and_then(|entry| entry.waiters.get(&id))
+            {
+                waiter.cond.notify_one();
+            }
+        })
+    }
+
     /// Parks until a permit is available (and takes it), a releasing
-    /// thread hands it the lock, or `until` passes.
-    pub(crate) fn wait_permit(&self, until: Option<Instant>) -> Woken {
+    /// thread hands it the lock, `until` passes or `cancel` is cancelled.
+    pub(crate) fn wait_permit(
+        &self,
+        until: Option<Instant>,
+        cancel: Option<&crate::CancellationToken>,
+    ) -> Woken {
+        let cancelled = || cancel.is_some_and(crate::CancellationToken::is_cancelled);
         let mut state = self.shared.state.lock();
         loop {
             if state.shutdown {
@@ -492,8 +519,15 @@ impl Subscription {
                     waiter.grant = Grant::Open;
                     return Woken::Retry;
                 }
+                // Cancelled while offered: a handoff that lands after this
+                // is released by the releasing thread (see `resolve`).
+                Grant::Offered if cancelled() => {
+                    waiter.grant = Grant::Withdrawn;
+                    return Woken::Cancelled;
+                }
                 // Offered: wait for the outcome, taking no permit.
                 Grant::Offered => {}
+                Grant::Open | Grant::Withdrawn if cancelled() => return Woken::Cancelled,
                 Grant::Open | Grant::Withdrawn => {
                     if let Some(woken_at) = entry.state.take_permit(self.passed.get()) {
                         self.woken_at.set(woken_at);

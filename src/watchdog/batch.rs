@@ -82,6 +82,7 @@ fn split(batch: Vec<Due>, sent: Instant, result: Result<Vec<bool>>) -> Vec<Renew
 fn copy(err: &Error, size: usize) -> Error {
     match err {
         Error::NotHeld { name } => Error::NotHeld { name: name.clone() },
+        Error::Cancelled { name } => Error::Cancelled { name: name.clone() },
         Error::InvalidArgument { what, why } => Error::invalid(what, why.clone()),
         Error::Protocol { detail } => Error::protocol(detail.clone()),
         Error::Backend {
