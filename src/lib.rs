@@ -147,6 +147,7 @@ mod permit_semaphore;
 mod pubsub;
 mod rw_lock;
 mod semaphore;
+mod spin_lock;
 mod telemetry;
 mod wait;
 mod watchdog;
@@ -167,6 +168,7 @@ pub use ops::inspect::{HoldMode, Inspection, ObjectKind};
 pub use permit_semaphore::{PermitExpirableSemaphore, PermitId};
 pub use rw_lock::ReadWriteLock;
 pub use semaphore::{Semaphore, SemaphorePermit};
+pub use spin_lock::Backoff;
 
 /// README's Rust examples, compiled (and, where they need no server, run)
 /// as doctests, so the front page cannot drift from the API.
