@@ -33,6 +33,9 @@
 //! - Fair lock ([`Client::fair_lock`], a [`Lock`] too): Redisson's
 //!   `RFairLock`, first come first served across all clients; an unlock wakes
 //!   only the head of the queue.
+//! - Spin lock ([`Client::spin_lock`], a [`Lock`] too): Redisson's
+//!   `RSpinLock`, the reentrant lock whose waiters sleep with [`Backoff`]
+//!   between attempts instead of subscribing (no pub/sub needed).
 //! - [`ReadWriteLock`] ([`Client::read_write_lock`]): Redisson's
 //!   `RReadWriteLock`, many readers or one writer, both halves [`Lock`]s.
 //!
@@ -93,7 +96,8 @@
 //!
 //! # Waking and fairness
 //!
-//! Waiters park, they do not poll. Each client has one pub/sub connection and
+//! Waiters park, they do not poll (a spin lock's excepted: they sleep
+//! with [`Backoff`] and retry). Each client has one pub/sub connection and
 //! one subscriber thread. A waiter subscribes to the lock's channel, waits for
 //! the subscription to be confirmed, retries, and then parks until an unlock
 //! message gives it a permit or the holder's TTL runs out. An unlock wakes

@@ -432,7 +432,7 @@ fn spin_waiter_never_opens_a_pubsub_connection(env: &Env) {
             .unwrap()
             .is_none()
     );
-    let (waiter, rx) = spawn_waiter(spin.clone());
+    let (waiter, rx) = spawn_waiter(spin);
     thread::sleep(Duration::from_millis(500));
     held.unlock().unwrap();
     acquired_at(&rx, "unlock");
