@@ -291,7 +291,8 @@ fn reentrant_hold_count_shared_with_the_plain_lock(env: &Env) {
 
 /// `try_lock_for(wait)` returns after about `wait`: not before, and not a
 /// pause later, even when the backoff's pauses are far longer than the wait
-/// (a constant 10 s backoff here). `try_lock` never sleeps.
+/// (a constant 10 s backoff here; the bound leaves a second of slack for a
+/// loaded machine). `try_lock` never sleeps.
 fn try_lock_for_keeps_to_its_bound(env: &Env) {
     let name = unique_name("spin:bound");
     let a = env.client();
@@ -313,7 +314,7 @@ fn try_lock_for_keeps_to_its_bound(env: &Env) {
                 lock.spin_backoff()
             );
             assert!(
-                elapsed < wait + Duration::from_millis(500),
+                elapsed < wait + PROMPT,
                 "try_lock_for({wait:?}) with {:?} returned after {elapsed:?}",
                 lock.spin_backoff()
             );
@@ -325,7 +326,7 @@ fn try_lock_for_keeps_to_its_bound(env: &Env) {
         let elapsed = started.elapsed();
         assert!(got.is_none());
         assert!(
-            (Duration::from_millis(200)..Duration::from_millis(700)).contains(&elapsed),
+            (Duration::from_millis(200)..Duration::from_millis(200) + PROMPT).contains(&elapsed),
             "try_lock_for_with_lease(200ms, _) returned after {elapsed:?}"
         );
         let started = Instant::now();
