@@ -542,6 +542,36 @@ fn redis_spin_waiter_is_no_subscriber_on_the_server() {
     plain_waiter.join().unwrap();
 }
 
+/// On the server a spin hold is exactly Redisson's `RLock` hash (which
+/// Redisson's `RSpinLock` shares): the key is the name, the field the
+/// holder id, the value the hold count, the TTL the watchdog lease.
+#[test]
+fn redis_spin_hold_is_redissons_lock_hash() {
+    let env = Env::redis();
+    let Some(common::StoreConnection::Server(mut conn)) = env.redis_connection() else {
+        panic!("a redis Env has a server connection");
+    };
+    let name = unique_name("spin:wire");
+    let client = env.client();
+    let spin = client.spin_lock(name.as_str());
+    let outer = spin.lock().unwrap();
+    let inner = spin.lock().unwrap();
+    let hash = common::hgetall(&mut conn, &name);
+    assert_eq!(hash.len(), 1, "{hash:?}");
+    assert_eq!(
+        hash.get(&client.current_holder_id()).map(String::as_str),
+        Some("2")
+    );
+    let pttl = common::pttl(&mut conn, &name);
+    assert!(
+        (1..=30_000).contains(&pttl),
+        "a watchdog hold's PTTL is {pttl} ms"
+    );
+    inner.unlock().unwrap();
+    outer.unlock().unwrap();
+    assert!(common::hgetall(&mut conn, &name).is_empty());
+}
+
 /// Backoffs are checked where they are built, with a message naming the
 /// argument.
 #[test]
