@@ -129,6 +129,32 @@ impl CancellationToken {
     }
 }
 
+/// Sleeps for `length`, or until `token` is cancelled if one is given.
+pub(crate) fn pause(token: Option<&CancellationToken>, length: std::time::Duration) {
+    let Some(token) = token else {
+        std::thread::sleep(length);
+        return;
+    };
+    let woken = Arc::new((Mutex::new(false), parking_lot::Condvar::new()));
+    let waker = Arc::clone(&woken);
+    let _registration = token.on_cancel(Box::new(move || {
+        *waker.0.lock() = true;
+        waker.1.notify_one();
+    }));
+    let until = std::time::Instant::now().checked_add(length);
+    let mut cancelled = woken.0.lock();
+    while !*cancelled {
+        match until {
+            Some(until) => {
+                if woken.1.wait_until(&mut cancelled, until).timed_out() {
+                    return;
+                }
+            }
+            None => woken.1.wait(&mut cancelled),
+        }
+    }
+}
+
 /// A waker registered with a token; removed when dropped.
 pub(crate) struct Registration<'a> {
     token: &'a CancellationToken,

@@ -33,6 +33,9 @@
 //! - Fair lock ([`Client::fair_lock`], a [`Lock`] too): Redisson's
 //!   `RFairLock`, first come first served across all clients; an unlock wakes
 //!   only the head of the queue.
+//! - Spin lock ([`Client::spin_lock`], a [`Lock`] too): Redisson's
+//!   `RSpinLock`, the reentrant lock whose waiters sleep with [`Backoff`]
+//!   between attempts instead of subscribing (no pub/sub needed).
 //! - [`ReadWriteLock`] ([`Client::read_write_lock`]): Redisson's
 //!   `RReadWriteLock`, many readers or one writer, both halves [`Lock`]s.
 //!
@@ -93,7 +96,8 @@
 //!
 //! # Waking and fairness
 //!
-//! Waiters park, they do not poll. Each client has one pub/sub connection and
+//! Waiters park, they do not poll (a spin lock's excepted: they sleep
+//! with [`Backoff`] and retry). Each client has one pub/sub connection and
 //! one subscriber thread. A waiter subscribes to the lock's channel, waits for
 //! the subscription to be confirmed, retries, and then parks until an unlock
 //! message gives it a permit or the holder's TTL runs out. An unlock wakes
@@ -149,6 +153,7 @@ mod permit_semaphore;
 mod pubsub;
 mod rw_lock;
 mod semaphore;
+mod spin_lock;
 mod telemetry;
 mod wait;
 mod watchdog;
@@ -170,6 +175,7 @@ pub use ops::inspect::{HoldMode, Inspection, ObjectKind};
 pub use permit_semaphore::{PermitExpirableSemaphore, PermitId};
 pub use rw_lock::ReadWriteLock;
 pub use semaphore::{Semaphore, SemaphorePermit};
+pub use spin_lock::Backoff;
 
 /// README's Rust examples, compiled (and, where they need no server, run)
 /// as doctests, so the front page cannot drift from the API.

@@ -5,8 +5,10 @@
 //! Acquire loop: one script attempt; if another
 //! holder has it, register on the lock's channel with the subscriber, then
 //! alternate "park until an unlock permit or the holder's TTL" and "retry".
-//! Leases given explicitly are fixed; without one the lease is the watchdog
-//! timeout and the client's watchdog renews it while the guard lives.
+//! A spin lock (`spin_lock.rs`) sleeps with backoff between attempts
+//! instead, and subscribes to nothing. Leases given explicitly are fixed;
+//! without one the lease is the watchdog timeout and the client's watchdog
+//! renews it while the guard lives.
 
 use std::fmt;
 use std::marker::PhantomData;
@@ -136,6 +138,9 @@ pub struct Lock {
     keys: Arc<LockKeys>,
     /// Ends this handle's waits from another thread (see `cancellable`).
     cancel: Option<crate::CancellationToken>,
+    /// A spin lock's backoff: its waiters sleep and retry instead of
+    /// parking on pub/sub (see `spin_lock`).
+    pub(crate) spin: Option<crate::Backoff>,
 }
 
 impl fmt::Debug for Lock {
@@ -143,6 +148,7 @@ impl fmt::Debug for Lock {
         f.debug_struct("Lock")
             .field("name", &self.keys.name)
             .field("flavor", &self.keys.flavor)
+            .field("spin", &self.spin)
             .finish()
     }
 }
@@ -153,6 +159,7 @@ impl Lock {
             client,
             keys: Arc::new(LockKeys::new(flavor, name)),
             cancel: None,
+            spin: None,
         }
     }
 
@@ -448,41 +455,54 @@ impl Lock {
             )?;
         }
 
-        // Another thread of this client holds it: the attempt would fail.
-        let first = match keys.hands_over().then(|| {
-            inner
-                .local_owners
-                .sibling_of(&keys.name, holder.field(), Instant::now())
-        }) {
-            Some(Sibling::Holds(left)) => First::Park(left),
-            _ => First::Attempt,
+        let step = || {
+            Ok(match attempt()? {
+                (Acquire::Acquired, token) => Attempt::Done(token),
+                (Acquire::Held { ttl }, _) => Attempt::Retry(keys.park_for(ttl, allowance_ms)),
+            })
         };
         let channel = keys.wait_channel(&holder);
-        let waited = crate::wait::until_done(
-            &inner.subscriber,
-            crate::wait::Waiting {
-                channel: &channel,
-                wake: Wake::Lock,
+        let waited = match self.spin {
+            // A spin lock's waiter sleeps and retries: no subscription.
+            Some(backoff) => crate::spin_lock::until_done(
+                backoff,
                 wait,
-                fallback: inner.watchdog_timeout,
-                defer_to_woken: keys.defers_to_woken_waiter(),
-                primitive: keys.primitive(),
-                first,
-                name: &keys.name,
-                cancel: self.cancel.as_ref(),
-                // A releasing thread of this client may hand it the lock.
-                seat: keys.hands_over().then(|| crate::pubsub::Seat {
-                    field: holder.field().to_owned(),
-                    lease_ms,
-                }),
-            },
-            || {
-                Ok(match attempt()? {
-                    (Acquire::Acquired, token) => Attempt::Done(token),
-                    (Acquire::Held { ttl }, _) => Attempt::Retry(keys.park_for(ttl, allowance_ms)),
-                })
-            },
-        );
+                keys.primitive(),
+                self.cancel
+                    .as_ref()
+                    .map(|token| (token, keys.name.as_str())),
+                step,
+            ),
+            None => crate::wait::until_done(
+                &inner.subscriber,
+                crate::wait::Waiting {
+                    channel: &channel,
+                    wake: Wake::Lock,
+                    wait,
+                    fallback: inner.watchdog_timeout,
+                    defer_to_woken: keys.defers_to_woken_waiter(),
+                    primitive: keys.primitive(),
+                    // Another thread of this client holds it: the attempt
+                    // would fail.
+                    first: match keys.hands_over().then(|| {
+                        inner
+                            .local_owners
+                            .sibling_of(&keys.name, holder.field(), Instant::now())
+                    }) {
+                        Some(Sibling::Holds(left)) => First::Park(left),
+                        _ => First::Attempt,
+                    },
+                    name: &keys.name,
+                    cancel: self.cancel.as_ref(),
+                    // A releasing thread of this client may hand it the lock.
+                    seat: keys.hands_over().then(|| crate::pubsub::Seat {
+                        field: holder.field().to_owned(),
+                        lease_ms,
+                    }),
+                },
+                step,
+            ),
+        };
         match waited {
             Ok(Some(crate::wait::Done::Attempted(token))) => acquired(token).map(Some),
             Ok(Some(crate::wait::Done::HandedOver(handed_at))) => {

@@ -30,6 +30,7 @@ backend_tests!(
     a_cancelled_expirable_acquire_takes_no_permit,
     a_cancelled_latch_wait_returns,
     a_cancel_leaves_other_handles_and_the_lock_working,
+    a_spin_lock_pause_is_cut_short_by_a_cancel,
 );
 
 /// Runs `wait` on a new thread, lets it park, cancels `token`, and returns
@@ -252,4 +253,18 @@ fn a_cancel_leaves_other_handles_and_the_lock_working(env: &Env) {
         .expect("the other waiter got the lock");
     assert!(got.duration_since(unlocked) < PROMPT);
     patient.join().unwrap();
+}
+
+fn a_spin_lock_pause_is_cut_short_by_a_cancel(env: &Env) {
+    let (holder, waiter) = (env.client(), env.client());
+    let name = unique_name("cancel:spin");
+    let _held = holder.lock(&name).lock().unwrap();
+    let token = CancellationToken::new();
+    // Pauses of 10 s: only the cancel can end this wait in time.
+    let backoff = redisync::Backoff::constant(Duration::from_secs(10)).unwrap();
+    let lock = waiter
+        .spin_lock_with_backoff(&name, backoff)
+        .cancellable(&token);
+    let (outcome, took) = cancel_after_park(&token, move || lock.lock().map(drop));
+    assert_cancelled(outcome, took, &name);
 }
