@@ -226,7 +226,7 @@ impl CountDownLatch {
                 fallback: inner.watchdog_timeout,
                 defer_to_woken: false,
                 primitive: crate::telemetry::Primitive::CountDownLatch,
-                first: crate::wait::First::Attempt,
+                first: &|| crate::wait::First::Attempt,
                 name: &self.name,
                 cancel: self.cancel.as_ref(),
                 seat: None,

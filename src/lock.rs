@@ -484,7 +484,7 @@ impl Lock {
                     primitive: keys.primitive(),
                     // Another thread of this client holds it: the attempt
                     // would fail.
-                    first: match keys.hands_over().then(|| {
+                    first: &|| match keys.hands_over().then(|| {
                         inner
                             .local_owners
                             .sibling_of(&keys.name, holder.field(), Instant::now())
@@ -942,13 +942,22 @@ impl LockGuard {
         if self.watchdog {
             self.lock.client.inner.watchdog.stop(&self.renewal);
         }
+        let records = outermost && self.lock.keys.hands_over();
+        if records {
+            // Before the release is sent: a thread that still finds this
+            // hold recorded took its snapshot before the unlock message.
+            let field = self.renewal.holder.field();
+            self.lock
+                .client
+                .inner
+                .local_owners
+                .released(&self.lock.keys.name, field);
+        }
         let result = self
             .lock
             .release(&self.renewal.holder, self.lease_ms, outermost);
-        if outermost && self.lock.keys.hands_over() {
+        if records {
             let inner = &self.lock.client.inner;
-            let field = self.renewal.holder.field();
-            inner.local_owners.released(&self.lock.keys.name, field);
             // A thread of this client may have parked on this hold without
             // an attempt (see `local_owner`); the store lost it, so no
             // unlock will be published: wake a waiter to try.

@@ -324,7 +324,7 @@ impl PermitExpirableSemaphore {
                 fallback: inner.watchdog_timeout,
                 defer_to_woken: false,
                 primitive: crate::telemetry::Primitive::PermitExpirableSemaphore,
-                first: crate::wait::First::Attempt,
+                first: &|| crate::wait::First::Attempt,
                 name: &self.name,
                 cancel: self.cancel.as_ref(),
                 seat: None,

@@ -286,7 +286,7 @@ impl Semaphore {
                 fallback: inner.watchdog_timeout,
                 defer_to_woken: false,
                 primitive: crate::telemetry::Primitive::Semaphore,
-                first: crate::wait::First::Attempt,
+                first: &|| crate::wait::First::Attempt,
                 name: &self.name,
                 cancel: self.cancel.as_ref(),
                 seat: None,

@@ -84,8 +84,11 @@ pub(crate) struct Waiting<'a> {
     pub(crate) defer_to_woken: bool,
     /// Which primitive waits (the metrics' label).
     pub(crate) primitive: crate::telemetry::Primitive,
-    /// Whether to attempt before the first park.
-    pub(crate) first: First,
+    /// Whether to attempt before the first park: asked right after the
+    /// snapshot, so that whatever it trusts (a sibling's hold) was still
+    /// true when the snapshot was taken and the release that ends it
+    /// publishes after it.
+    pub(crate) first: &'a dyn Fn() -> First,
     /// The object's name (for [`Error::Cancelled`]).
     pub(crate) name: &'a str,
     /// The token that may end the wait from another thread.
@@ -162,7 +165,7 @@ fn wait_loop<T>(
     // Seen before the first attempt, so a message between that attempt and
     // the subscription is not lost (see the pubsub module).
     let seen = subscriber.snapshot(waiting.channel);
-    let mut hint = if let First::Park(left) = waiting.first {
+    let mut hint = if let First::Park(left) = (waiting.first)() {
         left
     } else if waiting.defer_to_woken && seen.handoff_pending() {
         Some(HANDOFF_WINDOW)

@@ -27,6 +27,7 @@ backend_tests!(
     a_thread_whose_sibling_holds_the_lock_waits_without_attempting,
     a_sibling_lease_that_ran_out_is_no_reason_to_wait,
     a_hold_the_store_lost_wakes_the_sibling_that_waited_on_it,
+    threads_that_skip_their_attempt_are_never_left_parked,
 );
 
 /// Deletes a key behind every client's back (a hold the store lost).
@@ -409,4 +410,41 @@ fn a_hold_the_store_lost_wakes_the_sibling_that_waited_on_it(env: &Env) {
         "{:?}",
         got.duration_since(unlocked)
     );
+}
+
+/// Many threads of two clients loop `lock()` + `unlock()`: most find a
+/// sibling holding the lock and park without an attempt. None may sleep
+/// out the 30 s lease for want of a wake (a release that published before
+/// a waiter's snapshot while its hold was still recorded would do that).
+fn threads_that_skip_their_attempt_are_never_left_parked(env: &Env) {
+    let name = unique_name("handoff:skip-stress");
+    let clients = [env.client(), env.client()];
+    const ROUNDS: usize = 150;
+    let started = Instant::now();
+    let threads: Vec<_> = (0..8)
+        .map(|i| {
+            let lock = clients[usize::from(i >= 6)].lock(&name);
+            thread::spawn(move || {
+                let mut longest = Duration::ZERO;
+                for _ in 0..ROUNDS {
+                    let asked = Instant::now();
+                    let guard = lock.lock().unwrap();
+                    longest = longest.max(asked.elapsed());
+                    guard.unlock().unwrap();
+                }
+                longest
+            })
+        })
+        .collect();
+    let longest = threads
+        .into_iter()
+        .map(|t| t.join().unwrap())
+        .max()
+        .unwrap();
+    assert!(
+        longest < Duration::from_secs(5),
+        "a lock() waited {longest:?}: a wake was lost"
+    );
+    assert!(started.elapsed() < Duration::from_secs(60));
+    assert!(!clients[0].lock(&name).is_locked().unwrap());
 }
