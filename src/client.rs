@@ -56,6 +56,7 @@ impl Drop for Inner {
 /// guard.unlock()?;
 /// # Ok::<(), redisync::Error>(())
 /// ```
+#[must_use = "a client does nothing by itself: make handles with .lock(name), .semaphore(name), ..."]
 #[derive(Clone)]
 pub struct Client {
     pub(crate) inner: Arc<Inner>,
@@ -198,6 +199,8 @@ impl Client {
     /// ```
     #[doc(alias = "RLock")]
     #[doc(alias = "get_lock")]
+    #[doc(alias = "getLock")]
+    #[must_use = "a handle takes nothing by itself: call a method on it (e.g. .lock()) and keep what it returns"]
     pub fn lock(&self, name: impl Into<String>) -> Lock {
         Lock::new(self.clone(), Flavor::Reentrant, name.into())
     }
@@ -224,6 +227,8 @@ impl Client {
     /// ```
     #[doc(alias = "RFencedLock")]
     #[doc(alias = "get_fenced_lock")]
+    #[doc(alias = "getFencedLock")]
+    #[must_use = "a handle takes nothing by itself: call a method on it (e.g. .lock()) and keep what it returns"]
     pub fn fenced_lock(&self, name: impl Into<String>) -> Lock {
         Lock::new(self.clone(), Flavor::Fenced, name.into())
     }
@@ -245,21 +250,25 @@ impl Client {
     /// ```
     #[doc(alias = "RFairLock")]
     #[doc(alias = "get_fair_lock")]
+    #[doc(alias = "getFairLock")]
+    #[must_use = "a handle takes nothing by itself: call a method on it (e.g. .lock()) and keep what it returns"]
     pub fn fair_lock(&self, name: impl Into<String>) -> Lock {
         Lock::new(self.clone(), Flavor::Fair, name.into())
     }
 
     /// A handle on the read-write lock `name` (Redisson's
-    /// `RReadWriteLock`): take `.read()` or `.write()`.
+    /// `RReadWriteLock`): take `.read_lock()` or `.write_lock()`.
     ///
     /// ```
     /// # let client = redisync::Client::builder().backend(redisync::MemoryBackend::new()).build()?;
     /// let rw = client.read_write_lock("config");
-    /// let reading = rw.read().lock()?;
+    /// let reading = rw.read_lock().lock()?;
     /// # Ok::<(), redisync::Error>(())
     /// ```
     #[doc(alias = "RReadWriteLock")]
     #[doc(alias = "get_read_write_lock")]
+    #[doc(alias = "getReadWriteLock")]
+    #[must_use = "a handle takes nothing by itself: call a method on it (e.g. .lock()) and keep what it returns"]
     pub fn read_write_lock(&self, name: impl Into<String>) -> ReadWriteLock {
         ReadWriteLock::new(self, name.into())
     }
@@ -274,6 +283,8 @@ impl Client {
     /// ```
     #[doc(alias = "RSemaphore")]
     #[doc(alias = "get_semaphore")]
+    #[doc(alias = "getSemaphore")]
+    #[must_use = "a handle takes nothing by itself: call a method on it (e.g. .lock()) and keep what it returns"]
     pub fn semaphore(&self, name: impl Into<String>) -> Semaphore {
         Semaphore::new(self.clone(), name.into())
     }
@@ -289,6 +300,8 @@ impl Client {
     /// # Ok::<(), redisync::Error>(())
     /// ```
     #[doc(alias = "RPermitExpirableSemaphore")]
+    #[doc(alias = "getPermitExpirableSemaphore")]
+    #[must_use = "a handle takes nothing by itself: call a method on it (e.g. .lock()) and keep what it returns"]
     pub fn permit_expirable_semaphore(&self, name: impl Into<String>) -> PermitExpirableSemaphore {
         PermitExpirableSemaphore::new(self.clone(), name.into())
     }
@@ -303,6 +316,8 @@ impl Client {
     /// ```
     #[doc(alias = "RCountDownLatch")]
     #[doc(alias = "get_count_down_latch")]
+    #[doc(alias = "getCountDownLatch")]
+    #[must_use = "a handle takes nothing by itself: call a method on it (e.g. .lock()) and keep what it returns"]
     pub fn count_down_latch(&self, name: impl Into<String>) -> CountDownLatch {
         CountDownLatch::new(self.clone(), name.into())
     }

@@ -32,6 +32,7 @@ const MAX_WATCHDOG_BATCH_SIZE: usize = 10_000;
 /// assert_eq!(client.watchdog_timeout(), Duration::from_secs(10));
 /// # Ok::<(), redisync::Error>(())
 /// ```
+#[must_use = "a builder does nothing until .build() is called"]
 pub struct ClientBuilder {
     backend: BackendChoice,
     watchdog_timeout: Duration,

@@ -33,6 +33,7 @@ use crate::{Client, Error, Result, keys};
 /// # Ok::<(), redisync::Error>(())
 /// ```
 #[doc(alias = "RCountDownLatch")]
+#[must_use = "a latch handle does nothing by itself: call .wait() or .count_down() on it"]
 #[derive(Clone)]
 pub struct CountDownLatch {
     client: Client,
@@ -84,6 +85,7 @@ impl CountDownLatch {
     /// assert!(!l.try_set_count(1)?);
     /// # Ok::<(), redisync::Error>(())
     /// ```
+    #[doc(alias = "trySetCount")]
     pub fn try_set_count(&self, count: u64) -> Result<bool> {
         check_name(&self.name)?;
         let count = crate::semaphore::permit_count("count", count)?;
@@ -111,6 +113,7 @@ impl CountDownLatch {
     /// assert_eq!(l.count()?, 1);
     /// # Ok::<(), redisync::Error>(())
     /// ```
+    #[doc(alias = "countDown")]
     pub fn count_down(&self) -> Result<()> {
         check_name(&self.name)?;
         ops::latch::count_down(&*self.client.inner.backend, &self.name, &self.channel).map(drop)
@@ -126,6 +129,7 @@ impl CountDownLatch {
     /// assert_eq!(client.count_down_latch("l").count()?, 0);
     /// # Ok::<(), redisync::Error>(())
     /// ```
+    #[doc(alias = "getCount")]
     pub fn count(&self) -> Result<u64> {
         check_name(&self.name)?;
         let count = ops::counter::get(&*self.client.inner.backend, &self.name)?;
@@ -162,6 +166,7 @@ impl CountDownLatch {
     /// assert!(!l.wait_for(Duration::from_millis(10))?);
     /// # Ok::<(), redisync::Error>(())
     /// ```
+    #[doc(alias = "await")]
     pub fn wait_for(&self, timeout: Duration) -> Result<bool> {
         Ok(self.wait_within(Wait::for_duration(timeout))?.is_some())
     }

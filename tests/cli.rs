@@ -197,7 +197,7 @@ fn force_unlock_wakes_a_fair_lock_waiter_within_a_second() {
 fn force_unlock_wakes_a_write_lock_waiter_within_a_second() {
     let server = TestServer::start();
     let (after, output) =
-        waiter_wakes_after_force_unlock(&server, |c, n| c.read_write_lock(n).write());
+        waiter_wakes_after_force_unlock(&server, |c, n| c.read_write_lock(n).write_lock());
     assert!(output.status.success(), "{}", stderr(&output));
     assert!(after < Duration::from_secs(1), "woke {after:?} after");
 }
@@ -272,7 +272,7 @@ fn list_finds_locks_semaphores_and_latches_and_skips_auxiliary_keys() {
     let fenced = client.fenced_lock(format!("{prefix}:fenced"));
     fenced.lock().unwrap().unlock().unwrap();
     let rw = client.read_write_lock(format!("{prefix}:rw"));
-    let read = rw.read().lock().unwrap();
+    let read = rw.read_lock().lock().unwrap();
     client
         .semaphore(format!("{prefix}:sem"))
         .try_set_permits(3)
