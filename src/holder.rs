@@ -55,7 +55,8 @@ pub(crate) fn holder_id(client_id: &str, thread: u64) -> String {
 /// To hand work to another thread, release the lock first and take it
 /// there, or use a [`Semaphore`](crate::Semaphore), whose permits have no
 /// owner ([`SemaphorePermit`](crate::SemaphorePermit) is `Send`).
-pub struct HolderIsTheThread { // a lock's holder is the thread that took it
+pub struct HolderIsTheThread {
+    // a lock's holder is the thread that took it
     _not_send: PhantomData<*const ()>,
 }
 

@@ -366,8 +366,9 @@ impl Lock {
 
     /// Deletes the lock whoever holds it and wakes its waiters (Redisson's
     /// `RLock.delete()`). Returns whether anything existed. The holder's
-    /// guard then reports `NotHeld` on `unlock()`, and its watchdog, finding
-    /// the lock gone, marks the hold lost.
+    /// guard then reports `NotHeld` on `unlock()` (a fair lock's unlocks
+    /// quietly, as Redisson's does), and its watchdog, finding the lock
+    /// gone, marks the hold lost.
     ///
     /// What goes, by kind:
     ///
@@ -392,7 +393,7 @@ impl Lock {
     ///
     /// ```
     /// # let client = redisync::Client::builder().backend(redisync::MemoryBackend::new()).build()?;
-    /// let lock = client.fair_lock("jobs");
+    /// let lock = client.lock("jobs");
     /// let guard = lock.lock()?;
     /// assert!(lock.delete()?);
     /// assert!(!lock.is_locked()?);

@@ -920,8 +920,10 @@ fn parts_of_any_kind(setup: &Setup) {
         .try_lock()
         .unwrap()
         .expect("a second reader");
-    let writer =
-        MultiLock::new([third.clients[1].read_write_lock(names[1].as_str()).write_lock()]).unwrap();
+    let writer = MultiLock::new([third.clients[1]
+        .read_write_lock(names[1].as_str())
+        .write_lock()])
+    .unwrap();
     assert!(
         writer.try_lock().unwrap().is_none(),
         "a writer got in with readers"

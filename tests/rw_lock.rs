@@ -283,7 +283,10 @@ fn downgrade_write_then_read(env: &Env) {
         rw_b.read_lock().try_lock().unwrap().is_none(),
         "a reader got in beside a writer"
     );
-    let read = rw.read_lock().lock().expect("a writer may take the read lock");
+    let read = rw
+        .read_lock()
+        .lock()
+        .expect("a writer may take the read lock");
     assert_eq!(rw.write_lock().hold_count().unwrap(), 1);
     assert_eq!(rw.read_lock().hold_count().unwrap(), 1);
     // Write re-entry while also reading is still re-entry, not an upgrade.
@@ -371,7 +374,11 @@ fn read_to_write_upgrade_is_an_error(env: &Env) {
             "the error does not name the lock: {err}"
         );
     }
-    assert_eq!(rw.read_lock().hold_count().unwrap(), 1, "the read hold changed");
+    assert_eq!(
+        rw.read_lock().hold_count().unwrap(),
+        1,
+        "the read hold changed"
+    );
     assert!(rw.read_lock().is_locked().unwrap());
     assert!(!rw.write_lock().is_locked().unwrap());
 
@@ -548,7 +555,10 @@ fn leases_expire_on_both_halves(env: &Env) {
     let rw = a.read_write_lock(name.as_str());
     let rw_b = b.read_write_lock(name.as_str());
 
-    for (held_half, waiting_half) in [(rw.read_lock(), rw_b.write_lock()), (rw.write_lock(), rw_b.read_lock())] {
+    for (held_half, waiting_half) in [
+        (rw.read_lock(), rw_b.write_lock()),
+        (rw.write_lock(), rw_b.read_lock()),
+    ] {
         let started = Instant::now();
         let guard = held_half.lock_with_lease(LEASE).unwrap();
         let ttl = held_half.remaining_ttl().unwrap().expect("a TTL");

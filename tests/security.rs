@@ -417,7 +417,11 @@ fn acl_user_runs_every_primitive() {
     read_a.unlock().unwrap();
     rx.recv_timeout(STUCK).expect("writer never woken");
     writer.join().unwrap();
-    let renewed = fast.read_write_lock(rw.as_str()).read_lock().lock().unwrap();
+    let renewed = fast
+        .read_write_lock(rw.as_str())
+        .read_lock()
+        .lock()
+        .unwrap();
     thread::sleep(Duration::from_millis(1000));
     assert!(!renewed.is_lost());
     assert!(

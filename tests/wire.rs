@@ -887,15 +887,39 @@ fn read_write_lock_is_a_hash_with_mode_and_holder_fields_and_a_key_per_read_hold
 
         // force_unlock: each half only in its own mode, with its message.
         let w = rw.write_lock().lock().unwrap();
-        assert!(!other.read_write_lock(name).read_lock().force_unlock().unwrap());
+        assert!(
+            !other
+                .read_write_lock(name)
+                .read_lock()
+                .force_unlock()
+                .unwrap()
+        );
         listener.expect_none("a read force_unlock of a write-held lock");
-        assert!(other.read_write_lock(name).write_lock().force_unlock().unwrap());
+        assert!(
+            other
+                .read_write_lock(name)
+                .write_lock()
+                .force_unlock()
+                .unwrap()
+        );
         listener.expect("write force_unlock", channel, "1");
         assert!(w.unlock().unwrap_err().is_not_held());
         let r = rw.read_lock().lock().unwrap();
-        assert!(!other.read_write_lock(name).write_lock().force_unlock().unwrap());
+        assert!(
+            !other
+                .read_write_lock(name)
+                .write_lock()
+                .force_unlock()
+                .unwrap()
+        );
         listener.expect_none("a write force_unlock of a read-held lock");
-        assert!(other.read_write_lock(name).read_lock().force_unlock().unwrap());
+        assert!(
+            other
+                .read_write_lock(name)
+                .read_lock()
+                .force_unlock()
+                .unwrap()
+        );
         listener.expect("read force_unlock", channel, "0");
         assert!(r.unlock().unwrap_err().is_not_held());
         listener.expect_none("NotHeld unlocks");
@@ -984,7 +1008,11 @@ fn a_simulated_redisson_read_write_lock_and_redisync_exclude_and_wake_each_other
         );
         assert!(rw.write_lock().is_locked().unwrap());
         assert!(!rw.read_lock().is_locked().unwrap());
-        let ttl = rw.write_lock().remaining_ttl().unwrap().expect("Redisson's TTL");
+        let ttl = rw
+            .write_lock()
+            .remaining_ttl()
+            .unwrap()
+            .expect("Redisson's TTL");
         assert!(
             ttl > Duration::from_secs(25),
             "{name}: remaining_ttl {ttl:?}"
