@@ -27,6 +27,8 @@ pub(crate) struct Inner {
     pub(crate) fair_wait_ms: i64,
     /// Releases still being retried after their call returned (see `cleanup`).
     pub(crate) cleanup: crate::cleanup::Cleanup,
+    /// The name prefix (see `names`).
+    pub(crate) names: crate::names::Names,
 }
 
 impl Drop for Inner {
@@ -168,6 +170,7 @@ impl Client {
         watchdog: crate::watchdog::Settings,
         (fair_wait_timeout, fair_wait_ms): (Duration, i64),
         events: Arc<dyn EventHandler>,
+        names: crate::names::Names,
     ) -> Client {
         let subscriber = Subscriber::new(Arc::clone(&backend), &id, Arc::clone(&events));
         let (watchdog_timeout, watchdog_ms) = (watchdog.timeout, watchdog.timeout_ms);
@@ -184,6 +187,7 @@ impl Client {
                 fair_wait_timeout,
                 fair_wait_ms,
                 cleanup: crate::cleanup::Cleanup::default(),
+                names,
             }),
         }
     }
@@ -202,7 +206,7 @@ impl Client {
     #[doc(alias = "getLock")]
     #[must_use = "a handle takes nothing by itself: call a method on it (e.g. .lock()) and keep what it returns"]
     pub fn lock(&self, name: impl Into<String>) -> Lock {
-        Lock::new(self.clone(), Flavor::Reentrant, name.into())
+        Lock::new(self.clone(), Flavor::Reentrant, self.map(name))
     }
 
     /// A handle on the fenced lock `name` (Redisson's `RFencedLock`): a
@@ -230,7 +234,7 @@ impl Client {
     #[doc(alias = "getFencedLock")]
     #[must_use = "a handle takes nothing by itself: call a method on it (e.g. .lock()) and keep what it returns"]
     pub fn fenced_lock(&self, name: impl Into<String>) -> Lock {
-        Lock::new(self.clone(), Flavor::Fenced, name.into())
+        Lock::new(self.clone(), Flavor::Fenced, self.map(name))
     }
 
     /// A handle on the fair lock `name` (Redisson's `RFairLock`): the same
@@ -253,7 +257,7 @@ impl Client {
     #[doc(alias = "getFairLock")]
     #[must_use = "a handle takes nothing by itself: call a method on it (e.g. .lock()) and keep what it returns"]
     pub fn fair_lock(&self, name: impl Into<String>) -> Lock {
-        Lock::new(self.clone(), Flavor::Fair, name.into())
+        Lock::new(self.clone(), Flavor::Fair, self.map(name))
     }
 
     /// A handle on the read-write lock `name` (Redisson's
@@ -270,7 +274,7 @@ impl Client {
     #[doc(alias = "getReadWriteLock")]
     #[must_use = "a handle takes nothing by itself: call a method on it (e.g. .lock()) and keep what it returns"]
     pub fn read_write_lock(&self, name: impl Into<String>) -> ReadWriteLock {
-        ReadWriteLock::new(self, name.into())
+        ReadWriteLock::new(self, self.map(name))
     }
 
     /// A handle on the counting semaphore `name` (Redisson's `RSemaphore`).
@@ -286,7 +290,7 @@ impl Client {
     #[doc(alias = "getSemaphore")]
     #[must_use = "a handle takes nothing by itself: call a method on it (e.g. .lock()) and keep what it returns"]
     pub fn semaphore(&self, name: impl Into<String>) -> Semaphore {
-        Semaphore::new(self.clone(), name.into())
+        Semaphore::new(self.clone(), self.map(name))
     }
 
     /// A handle on the semaphore with leased permits `name` (Redisson's
@@ -303,7 +307,7 @@ impl Client {
     #[doc(alias = "getPermitExpirableSemaphore")]
     #[must_use = "a handle takes nothing by itself: call a method on it (e.g. .lock()) and keep what it returns"]
     pub fn permit_expirable_semaphore(&self, name: impl Into<String>) -> PermitExpirableSemaphore {
-        PermitExpirableSemaphore::new(self.clone(), name.into())
+        PermitExpirableSemaphore::new(self.clone(), self.map(name))
     }
 
     /// A handle on the count-down latch `name` (Redisson's `RCountDownLatch`).
@@ -319,7 +323,7 @@ impl Client {
     #[doc(alias = "getCountDownLatch")]
     #[must_use = "a handle takes nothing by itself: call a method on it (e.g. .lock()) and keep what it returns"]
     pub fn count_down_latch(&self, name: impl Into<String>) -> CountDownLatch {
-        CountDownLatch::new(self.clone(), name.into())
+        CountDownLatch::new(self.clone(), self.map(name))
     }
 
     /// A snapshot of whatever lives under `name`, read in one round trip
@@ -359,7 +363,10 @@ impl Client {
     #[doc(alias = "status")]
     #[doc(alias = "describe")]
     pub fn inspect(&self, name: &str) -> Result<crate::Inspection> {
-        let mut found = crate::ops::inspect::inspect(&*self.inner.backend, name)?;
+        let key = self.inner.names.map(name.to_owned());
+        let mut found = crate::ops::inspect::inspect(&*self.inner.backend, &key)?;
+        // The name as the caller gave it (Redisson's `getName()` unmaps).
+        found.name = name.to_owned();
         if found.is_held() {
             // A second round trip, best effort: which connections the
             // holders have (by their names). A server that refuses CLIENT
@@ -369,6 +376,33 @@ impl Client {
             }
         }
         Ok(found)
+    }
+
+    /// The store's name of object `name`: with the client's
+    /// [name prefix](crate::ClientBuilder::name_prefix).
+    fn map(&self, name: impl Into<String>) -> String {
+        self.inner.names.map(name.into())
+    }
+
+    /// The object name of the store's name `key` (`key` without this
+    /// client's [name prefix](crate::ClientBuilder::name_prefix)).
+    pub(crate) fn unmap<'a>(&self, key: &'a str) -> &'a str {
+        self.inner.names.unmap(key)
+    }
+
+    /// The prefix this client puts before every object name (empty:
+    /// none); set with [`ClientBuilder::name_prefix`](crate::ClientBuilder::name_prefix).
+    ///
+    /// ```
+    /// let client = redisync::Client::builder()
+    ///     .backend(redisync::MemoryBackend::new())
+    ///     .name_prefix("app1:")
+    ///     .build()?;
+    /// assert_eq!(client.name_prefix(), "app1:");
+    /// # Ok::<(), redisync::Error>(())
+    /// ```
+    pub fn name_prefix(&self) -> &str {
+        self.inner.names.prefix()
     }
 
     /// This client's id: the `<uuid>` part of its holder ids

@@ -59,7 +59,8 @@ impl CountDownLatch {
         }
     }
 
-    /// The latch's name: the Redis key of its count.
+    /// The latch's name, as given to the client: the Redis key of its
+    /// count, less the client's [name prefix](crate::ClientBuilder::name_prefix).
     ///
     /// ```
     /// # let client = redisync::Client::builder().backend(redisync::MemoryBackend::new()).build()?;
@@ -67,7 +68,7 @@ impl CountDownLatch {
     /// # Ok::<(), redisync::Error>(())
     /// ```
     pub fn name(&self) -> &str {
-        &self.name
+        self.client.unmap(&self.name)
     }
 
     /// Sets the count if the latch is not set (or was opened or deleted);

@@ -163,6 +163,7 @@ mod keys;
 mod latch;
 mod lock;
 pub mod multi_lock;
+mod names;
 pub mod ops;
 mod permit_semaphore;
 mod pubsub;

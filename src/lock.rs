@@ -144,7 +144,8 @@ impl Lock {
         }
     }
 
-    /// The lock's name: the Redis key of its hash.
+    /// The lock's name, as given to the client: the Redis key of its hash,
+    /// less the client's [name prefix](crate::ClientBuilder::name_prefix).
     ///
     /// ```
     /// # let client = redisync::Client::builder().backend(redisync::MemoryBackend::new()).build()?;
@@ -152,7 +153,7 @@ impl Lock {
     /// # Ok::<(), redisync::Error>(())
     /// ```
     pub fn name(&self) -> &str {
-        &self.keys.name
+        self.client.unmap(&self.keys.name)
     }
 
     /// The client this handle belongs to.

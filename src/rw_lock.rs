@@ -163,7 +163,8 @@ impl ReadWriteLock {
         self.write.delete_rw()
     }
 
-    /// The lock's name: the Redis key of its hash.
+    /// The lock's name, as given to the client: the Redis key of its hash,
+    /// less the client's [name prefix](crate::ClientBuilder::name_prefix).
     ///
     /// ```
     /// # let client = redisync::Client::builder().backend(redisync::MemoryBackend::new()).build()?;

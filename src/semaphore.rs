@@ -75,7 +75,8 @@ impl Semaphore {
         }
     }
 
-    /// The semaphore's name: the Redis key of its count.
+    /// The semaphore's name, as given to the client: the Redis key of its
+    /// count, less the client's [name prefix](crate::ClientBuilder::name_prefix).
     ///
     /// ```
     /// # let client = redisync::Client::builder().backend(redisync::MemoryBackend::new()).build()?;
@@ -83,7 +84,7 @@ impl Semaphore {
     /// # Ok::<(), redisync::Error>(())
     /// ```
     pub fn name(&self) -> &str {
-        &self.name
+        self.client.unmap(&self.name)
     }
 
     /// Sets the number of permits if it has not been set yet; returns
