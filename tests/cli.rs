@@ -338,6 +338,20 @@ fn watch_reports_acquisitions_unlocks_and_queue_changes() {
     watch_case(&["--url", &url], || Client::open(&url).unwrap());
 }
 
+#[test]
+fn watch_with_a_name_prefix_hears_the_prefixed_objects_channels() {
+    let server = TestServer::start();
+    let url = server.url();
+    let prefix = format!("{}:", unique_name("cli-watch-ns"));
+    watch_case(&["--url", &url, "--name-prefix", &prefix], || {
+        Client::builder()
+            .redis_url(url.clone())
+            .name_prefix(prefix.clone())
+            .build()
+            .unwrap()
+    });
+}
+
 /// `redisync <target> watch NAME --for 3s` while a fair lock is taken, a
 /// second client queues, and the first unlocks (its message goes to the
 /// queued waiter's own channel, which watch subscribes when the queue shows
@@ -428,4 +442,61 @@ fn list_scans_every_master_of_a_cluster() {
         );
     }
     drop(guards);
+}
+
+#[test]
+fn name_prefix_scopes_list_and_inspect_to_one_namespace() {
+    let server = TestServer::start();
+    let base = unique_name("cli-ns");
+    let (app1, app2) = (format!("{base}:app1:"), format!("{base}:app2:"));
+    let one = Client::builder()
+        .redis_url(server.url())
+        .name_prefix(app1.clone())
+        .build()
+        .unwrap();
+    let two = Client::builder()
+        .redis_url(server.url())
+        .name_prefix(app2.clone())
+        .build()
+        .unwrap();
+    let _a = one.lock("orders").lock().unwrap();
+    let _b = two.lock("invoices").lock().unwrap();
+
+    let output = redisync(&server.url(), &["--name-prefix", &app1, "--json", "list"]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let listed = json(&output);
+    let names: Vec<&str> = listed["objects"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|object| object["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        names,
+        ["orders"],
+        "only app1's objects, unprefixed: {listed}"
+    );
+
+    let output = redisync(
+        &server.url(),
+        &["--name-prefix", &app1, "inspect", "orders"],
+    );
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert!(stdout(&output).contains(one.id()), "{}", stdout(&output));
+
+    // Without the prefix, the full key is the name.
+    let output = redisync(
+        &server.url(),
+        &["--json", "inspect", &format!("{app2}invoices")],
+    );
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert_eq!(json(&output)["kind"], "lock", "{}", stdout(&output));
+
+    let output = redisync(&server.url(), &["--name-prefix", "{bad}", "list"]);
+    assert!(!output.status.success());
+    assert!(
+        stderr(&output).contains("name_prefix"),
+        "{}",
+        stderr(&output)
+    );
 }
