@@ -413,6 +413,7 @@ impl Client {
     /// assert_eq!(client.id().len(), 36);
     /// # Ok::<(), redisync::Error>(())
     /// ```
+    #[doc(alias = "getId")]
     pub fn id(&self) -> &str {
         &self.inner.id
     }
@@ -424,6 +425,7 @@ impl Client {
     /// assert_eq!(client.watchdog_timeout(), std::time::Duration::from_secs(30));
     /// # Ok::<(), redisync::Error>(())
     /// ```
+    #[doc(alias = "getLockWatchdogTimeout")]
     pub fn watchdog_timeout(&self) -> Duration {
         self.inner.watchdog_timeout
     }

@@ -41,22 +41,25 @@ pub(crate) fn holder_id(client_id: &str, thread: u64) -> String {
 /// # Ok::<(), redisync::Error>(())
 /// ```
 ///
-/// with an error that names this type (rustc 1.88 and later):
+/// with an error whose notes name this type (rustc 1.95):
 ///
 /// ```text
 /// error[E0277]: `*const ()` cannot be sent between threads safely
-///   = help: within `LockGuard`, the trait `Send` is not implemented for `*const ()`
+///     |     std::thread::spawn(move || drop(guard));
+///     |                        `*const ()` cannot be sent between threads safely
 /// note: required because it appears within the type `PhantomData<*const ()>`
 /// note: required because it appears within the type `HolderIsTheThread`
-///    | pub struct HolderIsTheThread { // a lock's holder is the thread that took it
+///     | pub struct HolderIsTheThread {
 /// note: required because it appears within the type `LockGuard`
+/// note: required because it's used within this closure
+/// note: required by a bound in `spawn`
 /// ```
 ///
 /// To hand work to another thread, release the lock first and take it
 /// there, or use a [`Semaphore`](crate::Semaphore), whose permits have no
 /// owner ([`SemaphorePermit`](crate::SemaphorePermit) is `Send`).
 pub struct HolderIsTheThread {
-    // a lock's holder is the thread that took it
+    /// Not `Send`: a lock's holder is the thread that took it.
     _not_send: PhantomData<*const ()>,
 }
 

@@ -67,6 +67,7 @@ impl CountDownLatch {
     /// assert_eq!(client.count_down_latch("l").name(), "l");
     /// # Ok::<(), redisync::Error>(())
     /// ```
+    #[doc(alias = "getName")]
     pub fn name(&self) -> &str {
         self.client.unmap(&self.name)
     }

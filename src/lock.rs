@@ -152,6 +152,7 @@ impl Lock {
     /// assert_eq!(client.lock("a").name(), "a");
     /// # Ok::<(), redisync::Error>(())
     /// ```
+    #[doc(alias = "getName")]
     pub fn name(&self) -> &str {
         self.client.unmap(&self.keys.name)
     }

@@ -171,6 +171,7 @@ impl ReadWriteLock {
     /// assert_eq!(client.read_write_lock("config").name(), "config");
     /// # Ok::<(), redisync::Error>(())
     /// ```
+    #[doc(alias = "getName")]
     pub fn name(&self) -> &str {
         self.read.name()
     }

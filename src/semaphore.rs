@@ -83,6 +83,7 @@ impl Semaphore {
     /// assert_eq!(client.semaphore("s").name(), "s");
     /// # Ok::<(), redisync::Error>(())
     /// ```
+    #[doc(alias = "getName")]
     pub fn name(&self) -> &str {
         self.client.unmap(&self.name)
     }
