@@ -40,7 +40,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     std::thread::scope(|s| {
         let readers: Vec<_> = (0..6)
             .map(|i| {
-                let read = [&a, &b][i % 2].read_write_lock(name.clone()).read();
+                let read = [&a, &b][i % 2].read_write_lock(name.clone()).read_lock();
                 let (now, max) = (&now, &max);
                 s.spawn(move || -> redisync::Result<()> {
                     let guard = read.lock()?;
@@ -63,23 +63,23 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     );
 
     // A writer excludes readers and other writers.
-    let write = rw.write().lock()?;
+    let write = rw.write_lock().lock()?;
     println!(
         "writer holds it: another reader may enter: {}, another writer: {}",
-        free_for_others(&rw.read())?,
-        free_for_others(&rw.write())?
+        free_for_others(&rw.read_lock())?,
+        free_for_others(&rw.write_lock())?
     );
 
     // Downgrade: the writer takes the read lock, then releases the write lock.
-    let read = rw.read().lock()?;
+    let read = rw.read_lock().lock()?;
     write.unlock()?;
     println!(
         "downgraded to a reader: another reader may enter: {}, a writer: {}",
-        free_for_others(&rw.read())?,
-        free_for_others(&rw.write())?
+        free_for_others(&rw.read_lock())?,
+        free_for_others(&rw.write_lock())?
     );
     // The reverse, read -> write, is refused at once (it would wait for itself).
-    match rw.write().try_lock() {
+    match rw.write_lock().try_lock() {
         Err(e) if e.is_invalid_argument() => println!("upgrade refused: {e}"),
         other => println!("upgrade: unexpected {:?}", other.map(|g| g.is_some())),
     }

@@ -30,6 +30,8 @@ pub(crate) struct Inner {
     /// Which thread of this client holds each reentrant lock (a thread that
     /// asks for one a sibling holds parks without a doomed attempt).
     pub(crate) local_owners: crate::local_owner::LocalOwners,
+    /// The name prefix (see `names`).
+    pub(crate) names: crate::names::Names,
 }
 
 impl Drop for Inner {
@@ -59,6 +61,7 @@ impl Drop for Inner {
 /// guard.unlock()?;
 /// # Ok::<(), redisync::Error>(())
 /// ```
+#[must_use = "a client does nothing by itself: make handles with .lock(name), .semaphore(name), ..."]
 #[derive(Clone)]
 pub struct Client {
     pub(crate) inner: Arc<Inner>,
@@ -170,6 +173,7 @@ impl Client {
         watchdog: crate::watchdog::Settings,
         (fair_wait_timeout, fair_wait_ms): (Duration, i64),
         events: Arc<dyn EventHandler>,
+        names: crate::names::Names,
     ) -> Client {
         let subscriber = Subscriber::new(Arc::clone(&backend), &id, Arc::clone(&events));
         let (watchdog_timeout, watchdog_ms) = (watchdog.timeout, watchdog.timeout_ms);
@@ -187,6 +191,7 @@ impl Client {
                 fair_wait_ms,
                 cleanup: crate::cleanup::Cleanup::default(),
                 local_owners: crate::local_owner::LocalOwners::default(),
+                names,
             }),
         }
     }
@@ -202,8 +207,10 @@ impl Client {
     /// ```
     #[doc(alias = "RLock")]
     #[doc(alias = "get_lock")]
+    #[doc(alias = "getLock")]
+    #[must_use = "a handle takes nothing by itself: call a method on it (e.g. .lock()) and keep what it returns"]
     pub fn lock(&self, name: impl Into<String>) -> Lock {
-        Lock::new(self.clone(), Flavor::Reentrant, name.into())
+        Lock::new(self.clone(), Flavor::Reentrant, self.map(name))
     }
 
     /// A handle on the fenced lock `name` (Redisson's `RFencedLock`): a
@@ -228,8 +235,10 @@ impl Client {
     /// ```
     #[doc(alias = "RFencedLock")]
     #[doc(alias = "get_fenced_lock")]
+    #[doc(alias = "getFencedLock")]
+    #[must_use = "a handle takes nothing by itself: call a method on it (e.g. .lock()) and keep what it returns"]
     pub fn fenced_lock(&self, name: impl Into<String>) -> Lock {
-        Lock::new(self.clone(), Flavor::Fenced, name.into())
+        Lock::new(self.clone(), Flavor::Fenced, self.map(name))
     }
 
     /// A handle on the fair lock `name` (Redisson's `RFairLock`): the same
@@ -249,23 +258,27 @@ impl Client {
     /// ```
     #[doc(alias = "RFairLock")]
     #[doc(alias = "get_fair_lock")]
+    #[doc(alias = "getFairLock")]
+    #[must_use = "a handle takes nothing by itself: call a method on it (e.g. .lock()) and keep what it returns"]
     pub fn fair_lock(&self, name: impl Into<String>) -> Lock {
-        Lock::new(self.clone(), Flavor::Fair, name.into())
+        Lock::new(self.clone(), Flavor::Fair, self.map(name))
     }
 
     /// A handle on the read-write lock `name` (Redisson's
-    /// `RReadWriteLock`): take `.read()` or `.write()`.
+    /// `RReadWriteLock`): take `.read_lock()` or `.write_lock()`.
     ///
     /// ```
     /// # let client = redisync::Client::builder().backend(redisync::MemoryBackend::new()).build()?;
     /// let rw = client.read_write_lock("config");
-    /// let reading = rw.read().lock()?;
+    /// let reading = rw.read_lock().lock()?;
     /// # Ok::<(), redisync::Error>(())
     /// ```
     #[doc(alias = "RReadWriteLock")]
     #[doc(alias = "get_read_write_lock")]
+    #[doc(alias = "getReadWriteLock")]
+    #[must_use = "a handle takes nothing by itself: call a method on it (e.g. .lock()) and keep what it returns"]
     pub fn read_write_lock(&self, name: impl Into<String>) -> ReadWriteLock {
-        ReadWriteLock::new(self, name.into())
+        ReadWriteLock::new(self, self.map(name))
     }
 
     /// A handle on the counting semaphore `name` (Redisson's `RSemaphore`).
@@ -278,8 +291,10 @@ impl Client {
     /// ```
     #[doc(alias = "RSemaphore")]
     #[doc(alias = "get_semaphore")]
+    #[doc(alias = "getSemaphore")]
+    #[must_use = "a handle takes nothing by itself: call a method on it (e.g. .lock()) and keep what it returns"]
     pub fn semaphore(&self, name: impl Into<String>) -> Semaphore {
-        Semaphore::new(self.clone(), name.into())
+        Semaphore::new(self.clone(), self.map(name))
     }
 
     /// A handle on the semaphore with leased permits `name` (Redisson's
@@ -293,8 +308,10 @@ impl Client {
     /// # Ok::<(), redisync::Error>(())
     /// ```
     #[doc(alias = "RPermitExpirableSemaphore")]
+    #[doc(alias = "getPermitExpirableSemaphore")]
+    #[must_use = "a handle takes nothing by itself: call a method on it (e.g. .lock()) and keep what it returns"]
     pub fn permit_expirable_semaphore(&self, name: impl Into<String>) -> PermitExpirableSemaphore {
-        PermitExpirableSemaphore::new(self.clone(), name.into())
+        PermitExpirableSemaphore::new(self.clone(), self.map(name))
     }
 
     /// A handle on the count-down latch `name` (Redisson's `RCountDownLatch`).
@@ -307,8 +324,10 @@ impl Client {
     /// ```
     #[doc(alias = "RCountDownLatch")]
     #[doc(alias = "get_count_down_latch")]
+    #[doc(alias = "getCountDownLatch")]
+    #[must_use = "a handle takes nothing by itself: call a method on it (e.g. .lock()) and keep what it returns"]
     pub fn count_down_latch(&self, name: impl Into<String>) -> CountDownLatch {
-        CountDownLatch::new(self.clone(), name.into())
+        CountDownLatch::new(self.clone(), self.map(name))
     }
 
     /// A snapshot of whatever lives under `name`, read in one round trip
@@ -348,7 +367,10 @@ impl Client {
     #[doc(alias = "status")]
     #[doc(alias = "describe")]
     pub fn inspect(&self, name: &str) -> Result<crate::Inspection> {
-        let mut found = crate::ops::inspect::inspect(&*self.inner.backend, name)?;
+        let key = self.inner.names.map(name.to_owned());
+        let mut found = crate::ops::inspect::inspect(&*self.inner.backend, &key)?;
+        // The name as the caller gave it (Redisson's `getName()` unmaps).
+        found.name = name.to_owned();
         if found.is_held() {
             // A second round trip, best effort: which connections the
             // holders have (by their names). A server that refuses CLIENT
@@ -360,6 +382,33 @@ impl Client {
         Ok(found)
     }
 
+    /// The store's name of object `name`: with the client's
+    /// [name prefix](crate::ClientBuilder::name_prefix).
+    pub(crate) fn map(&self, name: impl Into<String>) -> String {
+        self.inner.names.map(name.into())
+    }
+
+    /// The object name of the store's name `key` (`key` without this
+    /// client's [name prefix](crate::ClientBuilder::name_prefix)).
+    pub(crate) fn unmap<'a>(&self, key: &'a str) -> &'a str {
+        self.inner.names.unmap(key)
+    }
+
+    /// The prefix this client puts before every object name (empty:
+    /// none); set with [`ClientBuilder::name_prefix`](crate::ClientBuilder::name_prefix).
+    ///
+    /// ```
+    /// let client = redisync::Client::builder()
+    ///     .backend(redisync::MemoryBackend::new())
+    ///     .name_prefix("app1:")
+    ///     .build()?;
+    /// assert_eq!(client.name_prefix(), "app1:");
+    /// # Ok::<(), redisync::Error>(())
+    /// ```
+    pub fn name_prefix(&self) -> &str {
+        self.inner.names.prefix()
+    }
+
     /// This client's id: the `<uuid>` part of its holder ids
     /// (`<uuid>:<thread number>`).
     ///
@@ -368,6 +417,7 @@ impl Client {
     /// assert_eq!(client.id().len(), 36);
     /// # Ok::<(), redisync::Error>(())
     /// ```
+    #[doc(alias = "getId")]
     pub fn id(&self) -> &str {
         &self.inner.id
     }
@@ -379,6 +429,7 @@ impl Client {
     /// assert_eq!(client.watchdog_timeout(), std::time::Duration::from_secs(30));
     /// # Ok::<(), redisync::Error>(())
     /// ```
+    #[doc(alias = "getLockWatchdogTimeout")]
     pub fn watchdog_timeout(&self) -> Duration {
         self.inner.watchdog_timeout
     }

@@ -32,6 +32,7 @@ const MAX_WATCHDOG_BATCH_SIZE: usize = 10_000;
 /// assert_eq!(client.watchdog_timeout(), Duration::from_secs(10));
 /// # Ok::<(), redisync::Error>(())
 /// ```
+#[must_use = "a builder does nothing until .build() is called"]
 pub struct ClientBuilder {
     backend: BackendChoice,
     watchdog_timeout: Duration,
@@ -39,6 +40,7 @@ pub struct ClientBuilder {
     fair_lock_wait_timeout: Duration,
     redis: RedisOptions,
     events: Arc<dyn EventHandler>,
+    name_prefix: String,
 }
 
 impl fmt::Debug for ClientBuilder {
@@ -60,6 +62,7 @@ impl fmt::Debug for ClientBuilder {
             .field("fair_lock_wait_timeout", &self.fair_lock_wait_timeout)
             .field("redis", &self.redis)
             .field("events", &self.events)
+            .field("name_prefix", &self.name_prefix)
             .finish()
     }
 }
@@ -73,6 +76,7 @@ impl Default for ClientBuilder {
             fair_lock_wait_timeout: Duration::from_secs(300),
             redis: RedisOptions::default(),
             events: Arc::new(LoggingEventHandler),
+            name_prefix: String::new(),
         }
     }
 }
@@ -399,6 +403,45 @@ impl ClientBuilder {
         self
     }
 
+    /// Puts `prefix` before every object name this client uses, before the
+    /// object's keys and channels are derived (Redisson's `NameMapper`
+    /// that prefixes): with prefix `app1:`, `client.lock("orders")` lives at
+    /// key `app1:orders` and wakes its waiters on
+    /// `redisson_lock__channel:{app1:orders}`, where a Redisson client whose
+    /// name mapper adds `app1:` puts the same lock, so the two interoperate.
+    /// Clients with different prefixes never see each other's objects.
+    ///
+    /// Handles' `name()` and [`Client::inspect`] take and give names
+    /// without the prefix (Redisson's `getName()` unmaps too); errors and
+    /// [events](crate::EventHandler) name the store's key (with the prefix),
+    /// which is what an operator finds in Redis. Defaults to none (empty).
+    ///
+    /// [`build`](Self::build) refuses a prefix that contains `{` or `}`
+    /// (`InvalidArgument`): every key and channel of an object must keep one
+    /// Redis Cluster hash tag, and a brace in the prefix would give some of
+    /// them another one. To pin objects to a slot, put the hash tag in the
+    /// object name.
+    ///
+    /// ```
+    /// let store = redisync::MemoryBackend::new();
+    /// let app1 = redisync::Client::builder().backend(store.clone()).name_prefix("app1:").build()?;
+    /// let plain = redisync::Client::builder().backend(store).build()?;
+    /// let lock = app1.lock("orders");
+    /// let guard = lock.lock()?;
+    /// assert_eq!(lock.name(), "orders");
+    /// assert!(plain.lock("app1:orders").is_locked()?); // the store's key
+    /// assert!(!plain.lock("orders").is_locked()?);     // another object
+    /// # Ok::<(), redisync::Error>(())
+    /// ```
+    #[doc(alias = "NameMapper")]
+    #[doc(alias = "setNameMapper")]
+    #[doc(alias = "key_prefix")]
+    #[doc(alias = "namespace")]
+    pub fn name_prefix(mut self, prefix: impl Into<String>) -> Self {
+        self.name_prefix = prefix.into();
+        self
+    }
+
     /// Validates the settings, connects (for a Redis URL) and builds the client.
     ///
     /// # Errors
@@ -432,6 +475,7 @@ impl ClientBuilder {
         }
         let fair_wait_ms =
             crate::error::millis("fair_lock_wait_timeout", self.fair_lock_wait_timeout)?;
+        let names = crate::names::Names::new(self.name_prefix)?;
         // Known before connecting: a Redis deployment's connections carry it
         // in their name (`redisync:<client uuid>`, see `backend::naming`).
         let id = uuid::Uuid::new_v4().to_string();
@@ -470,6 +514,7 @@ impl ClientBuilder {
             },
             (self.fair_lock_wait_timeout, fair_wait_ms),
             self.events,
+            names,
         ))
     }
 }

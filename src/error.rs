@@ -92,6 +92,7 @@ impl Error {
     /// let err = redisync::Error::protocol("script returned 7, expected 0 or 1");
     /// assert!(err.is_protocol_error());
     /// ```
+    #[must_use = "an error does nothing unless it is returned"]
     pub fn protocol(detail: impl Into<String>) -> Self {
         Error::Protocol {
             detail: detail.into(),
@@ -107,6 +108,7 @@ impl Error {
     /// let err = redisync::Error::backend("reply lost", true);
     /// assert!(err.is_connection_error());
     /// ```
+    #[must_use = "an error does nothing unless it is returned"]
     pub fn backend(context: impl Into<String>, connection: bool) -> Self {
         Error::Backend {
             context: context.into(),
@@ -123,6 +125,7 @@ impl Error {
     /// let err = redisync::Error::backend_caused_by("lock acquire", io, true);
     /// assert!(std::error::Error::source(&err).is_some());
     /// ```
+    #[must_use = "an error does nothing unless it is returned"]
     pub fn backend_caused_by(
         context: impl Into<String>,
         source: impl std::error::Error + Send + Sync + 'static,

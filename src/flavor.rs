@@ -308,6 +308,28 @@ impl LockKeys {
         }
     }
 
+    /// Deletes the lock (Redisson's `RObject.delete` on each kind): a
+    /// reentrant or fenced lock and each read-write half as
+    /// [`force_release`](Self::force_release) (Redisson's `RLock.delete` is
+    /// its `forceUnlock`; a fenced lock's token counter is kept, so tokens
+    /// never restart); a fair lock with its queue and slots, waking every
+    /// queued waiter.
+    pub(crate) fn delete(&self, backend: &dyn LockBackend) -> Result<bool> {
+        match self.flavor {
+            Flavor::Fair => ops::fair_lock::delete(backend, &self.fair()),
+            Flavor::Reentrant | Flavor::Fenced | Flavor::Read | Flavor::Write => {
+                self.force_release(backend)
+            }
+        }
+    }
+
+    /// Deletes a read-write lock whatever its mode, with its holders'
+    /// read-hold keys, waking every waiter (the read/write flavors only).
+    pub(crate) fn delete_rw(&self, backend: &dyn LockBackend) -> Result<bool> {
+        let nobody = self.holder(String::new());
+        ops::rw_lock::delete(backend, &self.rw(&nobody))
+    }
+
     /// The lock's state as this flavor sees it: a read or write half counts
     /// as locked only when the lock is held in its own mode (Redisson's
     /// `isLocked` on each half).

@@ -33,6 +33,7 @@ use crate::{Client, Error, Result, keys};
 /// # Ok::<(), redisync::Error>(())
 /// ```
 #[doc(alias = "RCountDownLatch")]
+#[must_use = "a latch handle does nothing by itself: call .wait() or .count_down() on it"]
 #[derive(Clone)]
 pub struct CountDownLatch {
     client: Client,
@@ -86,15 +87,17 @@ impl CountDownLatch {
         }
     }
 
-    /// The latch's name: the Redis key of its count.
+    /// The latch's name, as given to the client: the Redis key of its
+    /// count, less the client's [name prefix](crate::ClientBuilder::name_prefix).
     ///
     /// ```
     /// # let client = redisync::Client::builder().backend(redisync::MemoryBackend::new()).build()?;
     /// assert_eq!(client.count_down_latch("l").name(), "l");
     /// # Ok::<(), redisync::Error>(())
     /// ```
+    #[doc(alias = "getName")]
     pub fn name(&self) -> &str {
-        &self.name
+        self.client.unmap(&self.name)
     }
 
     /// Sets the count if the latch is not set (or was opened or deleted);
@@ -112,6 +115,7 @@ impl CountDownLatch {
     /// assert!(!l.try_set_count(1)?);
     /// # Ok::<(), redisync::Error>(())
     /// ```
+    #[doc(alias = "trySetCount")]
     pub fn try_set_count(&self, count: u64) -> Result<bool> {
         check_name(&self.name)?;
         let count = crate::semaphore::permit_count("count", count)?;
@@ -139,6 +143,7 @@ impl CountDownLatch {
     /// assert_eq!(l.count()?, 1);
     /// # Ok::<(), redisync::Error>(())
     /// ```
+    #[doc(alias = "countDown")]
     pub fn count_down(&self) -> Result<()> {
         check_name(&self.name)?;
         ops::latch::count_down(&*self.client.inner.backend, &self.name, &self.channel).map(drop)
@@ -154,6 +159,7 @@ impl CountDownLatch {
     /// assert_eq!(client.count_down_latch("l").count()?, 0);
     /// # Ok::<(), redisync::Error>(())
     /// ```
+    #[doc(alias = "getCount")]
     pub fn count(&self) -> Result<u64> {
         check_name(&self.name)?;
         let count = ops::counter::get(&*self.client.inner.backend, &self.name)?;
@@ -190,6 +196,7 @@ impl CountDownLatch {
     /// assert!(!l.wait_for(Duration::from_millis(10))?);
     /// # Ok::<(), redisync::Error>(())
     /// ```
+    #[doc(alias = "await")]
     pub fn wait_for(&self, timeout: Duration) -> Result<bool> {
         Ok(self.wait_within(Wait::for_duration(timeout))?.is_some())
     }

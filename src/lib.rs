@@ -61,6 +61,27 @@
 //!   independent Redis masters. Read its
 //!   [safety model](multi_lock#redlocks-safety-model) before relying on it.
 //!
+//! ## Which primitive do I need?
+//!
+//! | you want | take | Redisson |
+//! |---|---|---|
+//! | one holder at a time, per name | [`Client::lock`] | `getLock` |
+//! | the same, served in arrival order | [`Client::fair_lock`] | `getFairLock` |
+//! | the same, and a store that refuses a stale holder's writes | [`Client::fenced_lock`] ([`LockGuard::token`]) | `getFencedLock` |
+//! | many readers or one writer | [`Client::read_write_lock`] (`.read_lock()` / `.write_lock()`) | `getReadWriteLock` |
+//! | several names at once, all or none | [`MultiLock`] | `getMultiLock` |
+//! | one lock that survives the loss of a minority of independent masters | [`RedLock`] (read its safety model) | `getRedLock` |
+//! | at most N at a time, released by anyone | [`Client::semaphore`] | `getSemaphore` |
+//! | at most N at a time, returned by themselves if a holder dies | [`Client::permit_expirable_semaphore`] | `getPermitExpirableSemaphore` |
+//! | wait until N things have happened | [`Client::count_down_latch`] | `getCountDownLatch` |
+//!
+//! Locks are held by a thread (their guards are `!Send`, see
+//! [`HolderIsTheThread`]); semaphore permits and latches belong to no one.
+//! Handles ([`Lock`], [`Semaphore`], ...) take nothing until you call a
+//! method, and a guard that is not kept releases at once: the compiler
+//! warns about both (`#[must_use]`), but not about `lock.try_lock()?;`,
+//! whose guard is inside an `Option`.
+//!
 //! # Backends
 //!
 //! Every atomic operation of every primitive is one Lua script of `lua/`,
@@ -148,6 +169,7 @@ mod latch;
 mod local_owner;
 mod lock;
 pub mod multi_lock;
+mod names;
 pub mod ops;
 mod permit_semaphore;
 mod pubsub;
@@ -168,6 +190,7 @@ pub use event::{
     RenewFailedEvent, ReplicaShortfallEvent, SubscriberEvent, UnlockFailedEvent,
 };
 pub use health::{Finding, ServerReport, Severity};
+pub use holder::HolderIsTheThread;
 pub use latch::CountDownLatch;
 pub use lock::{Lock, LockGuard};
 pub use multi_lock::{MultiLock, MultiLockGuard, RedLock, RedLockGuard};

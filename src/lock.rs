@@ -11,7 +11,6 @@
 //! renews it while the guard lives.
 
 use std::fmt;
-use std::marker::PhantomData;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -132,6 +131,7 @@ fn new_latch(name: &str) -> String {
 /// ```
 #[doc(alias = "RLock")]
 #[doc(alias = "RFairLock")]
+#[must_use = "a lock handle takes nothing by itself: call .lock() or .try_lock() on it and keep the guard"]
 #[derive(Clone)]
 pub struct Lock {
     client: Client,
@@ -188,15 +188,17 @@ impl Lock {
         }
     }
 
-    /// The lock's name: the Redis key of its hash.
+    /// The lock's name, as given to the client: the Redis key of its hash,
+    /// less the client's [name prefix](crate::ClientBuilder::name_prefix).
     ///
     /// ```
     /// # let client = redisync::Client::builder().backend(redisync::MemoryBackend::new()).build()?;
     /// assert_eq!(client.lock("a").name(), "a");
     /// # Ok::<(), redisync::Error>(())
     /// ```
+    #[doc(alias = "getName")]
     pub fn name(&self) -> &str {
-        &self.keys.name
+        self.client.unmap(&self.keys.name)
     }
 
     /// The client this handle belongs to.
@@ -258,6 +260,8 @@ impl Lock {
     /// assert!(first.is_some());
     /// # Ok::<(), redisync::Error>(())
     /// ```
+    #[doc(alias = "tryLock")]
+    #[must_use = "a guard that is not bound is released at once: `if let Some(guard) = lock.try_lock()? { ... }`"]
     pub fn try_lock(&self) -> Result<Option<LockGuard>> {
         self.acquire(Wait::Never, None)
     }
@@ -282,6 +286,8 @@ impl Lock {
     /// }
     /// # Ok::<(), redisync::Error>(())
     /// ```
+    #[doc(alias = "tryLock")]
+    #[must_use = "a guard that is not bound is released at once: `if let Some(guard) = lock.try_lock()? { ... }`"]
     pub fn try_lock_for(&self, wait: Duration) -> Result<Option<LockGuard>> {
         self.acquire(Wait::for_duration(wait), None)
     }
@@ -298,6 +304,8 @@ impl Lock {
     /// let guard = client.lock("jobs").try_lock_for_with_lease(Duration::from_secs(1), Duration::from_secs(5))?;
     /// # Ok::<(), redisync::Error>(())
     /// ```
+    #[doc(alias = "tryLock")]
+    #[must_use = "a guard that is not bound is released at once: `if let Some(guard) = lock.try_lock()? { ... }`"]
     pub fn try_lock_for_with_lease(
         &self,
         wait: Duration,
@@ -319,6 +327,7 @@ impl Lock {
     /// assert!(lock.is_locked()?);
     /// # Ok::<(), redisync::Error>(())
     /// ```
+    #[doc(alias = "isLocked")]
     pub fn is_locked(&self) -> Result<bool> {
         Ok(self.state()?.locked)
     }
@@ -337,6 +346,7 @@ impl Lock {
     /// assert!(!std::thread::spawn(move || other.is_held_by_current_thread().unwrap()).join().unwrap());
     /// # Ok::<(), redisync::Error>(())
     /// ```
+    #[doc(alias = "isHeldByCurrentThread")]
     pub fn is_held_by_current_thread(&self) -> Result<bool> {
         Ok(self.state()?.hold_count > 0)
     }
@@ -354,6 +364,7 @@ impl Lock {
     /// assert_eq!(lock.hold_count()?, 2);
     /// # Ok::<(), redisync::Error>(())
     /// ```
+    #[doc(alias = "getHoldCount")]
     pub fn hold_count(&self) -> Result<u64> {
         Ok(self.state()?.hold_count)
     }
@@ -372,6 +383,8 @@ impl Lock {
     /// assert!(lock.remaining_ttl()?.unwrap() <= Duration::from_secs(10));
     /// # Ok::<(), redisync::Error>(())
     /// ```
+    #[doc(alias = "remainTimeToLive")]
+    #[doc(alias = "remaining_time_to_live")]
     pub fn remaining_ttl(&self) -> Result<Option<Duration>> {
         Ok(self.state()?.ttl)
     }
@@ -391,9 +404,58 @@ impl Lock {
     /// assert!(guard.unlock().unwrap_err().is_not_held());
     /// # Ok::<(), redisync::Error>(())
     /// ```
+    #[doc(alias = "forceUnlock")]
     pub fn force_unlock(&self) -> Result<bool> {
         self.check_name()?;
         self.keys.force_release(self.client.inner.backend.as_ref())
+    }
+
+    /// Deletes the lock whoever holds it and wakes its waiters (Redisson's
+    /// `RLock.delete()`). Returns whether anything existed. The holder's
+    /// guard then reports `NotHeld` on `unlock()` (a fair lock's unlocks
+    /// quietly, as Redisson's does), and its watchdog, finding the lock
+    /// gone, marks the hold lost.
+    ///
+    /// What goes, by kind:
+    ///
+    /// - reentrant lock: the hash, as [`force_unlock`](Self::force_unlock)
+    ///   (Redisson's `delete` on an `RLock` is its `forceUnlock`);
+    /// - fenced lock: the hash. The token counter
+    ///   `redisson_lock_token:{name}` is **kept**, unlike Redisson's
+    ///   `RFencedLock.delete`: a deleted counter would restart, and a
+    ///   token must never go backwards (a store that remembers the highest
+    ///   token it accepted would refuse the next holder, or a Redisson
+    ///   client's restarted token could fall below a stale holder's). It is
+    ///   one small string per name;
+    /// - fair lock: the hash, the waiter queue and the slot deadlines (as
+    ///   Redisson); every queued waiter is woken on its own channel and
+    ///   queues again, where Redisson's would sleep out its slot;
+    /// - a read-write lock's half: as that half's `force_unlock` (only when
+    ///   held in its mode), as in Redisson. To delete a read-write lock
+    ///   whatever its mode, use [`ReadWriteLock::delete`](crate::ReadWriteLock::delete).
+    ///
+    /// # Errors
+    /// As [`lock`](Self::lock).
+    ///
+    /// ```
+    /// # let client = redisync::Client::builder().backend(redisync::MemoryBackend::new()).build()?;
+    /// let lock = client.lock("jobs");
+    /// let guard = lock.lock()?;
+    /// assert!(lock.delete()?);
+    /// assert!(!lock.is_locked()?);
+    /// assert!(guard.unlock().unwrap_err().is_not_held());
+    /// assert!(!lock.delete()?); // nothing left
+    /// # Ok::<(), redisync::Error>(())
+    /// ```
+    pub fn delete(&self) -> Result<bool> {
+        self.check_name()?;
+        self.keys.delete(self.client.inner.backend.as_ref())
+    }
+
+    /// Deletes the read-write lock this half belongs to, whatever its mode.
+    pub(crate) fn delete_rw(&self) -> Result<bool> {
+        self.check_name()?;
+        self.keys.delete_rw(self.client.inner.backend.as_ref())
     }
 
     fn check_name(&self) -> Result<()> {
@@ -564,7 +626,7 @@ impl Lock {
             token,
             released: false,
             acquired_at: Instant::now(),
-            _not_send: PhantomData,
+            _not_send: holder::HolderIsTheThread::new(),
         })
     }
 
@@ -804,7 +866,8 @@ impl Lock {
 /// Dropping it unlocks (errors go to the client's
 /// [`EventHandler`](crate::EventHandler)); [`unlock`](Self::unlock) is the
 /// explicit form that returns the error. It owns a clone of the handle, so it
-/// can be stored and returned. It is `!Send`: the holder is the thread.
+/// can be stored and returned. It is `!Send` (see [`HolderIsTheThread`](crate::HolderIsTheThread)):
+/// the holder is the thread.
 ///
 /// ```
 /// # let client = redisync::Client::builder().backend(redisync::MemoryBackend::new()).build()?;
@@ -830,7 +893,7 @@ pub struct LockGuard {
     /// When it was handed out (the hold time of the metrics).
     acquired_at: Instant,
     /// The holder identity is the thread: a guard must not move to another.
-    _not_send: PhantomData<*const ()>,
+    _not_send: holder::HolderIsTheThread,
 }
 
 impl fmt::Debug for LockGuard {
@@ -883,6 +946,7 @@ impl LockGuard {
     /// assert_eq!(client.lock("other").lock()?.token(), None);
     /// # Ok::<(), redisync::Error>(())
     /// ```
+    #[doc(alias = "getToken")]
     pub fn token(&self) -> Option<u64> {
         self.token
     }
@@ -899,6 +963,7 @@ impl LockGuard {
     /// assert!(guard.is_lost());
     /// # Ok::<(), redisync::Error>(())
     /// ```
+    #[must_use = "is_lost() only reports: check it before acting on the protected resource"]
     pub fn is_lost(&self) -> bool {
         self.lease.is_lost()
     }

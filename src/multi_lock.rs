@@ -84,6 +84,8 @@ const MAX_RETRY_JITTER_MS: u64 = 20;
 /// # Ok::<(), redisync::Error>(())
 /// ```
 #[doc(alias = "RedissonMultiLock")]
+#[doc(alias = "getMultiLock")]
+#[must_use = "a multi-lock takes nothing by itself: call .lock() or .try_lock() on it and keep the guard"]
 #[derive(Clone)]
 pub struct MultiLock {
     parts: Parts,
@@ -109,6 +111,8 @@ pub struct MultiLock {
 /// ```
 #[doc(alias = "RedissonRedLock")]
 #[doc(alias = "Redlock")]
+#[doc(alias = "getRedLock")]
+#[must_use = "a RedLock takes nothing by itself: call .lock() or .try_lock() on it and keep the guard"]
 #[derive(Clone)]
 pub struct RedLock {
     parts: Parts,
@@ -300,6 +304,65 @@ impl Parts {
     }
 }
 
+impl Parts {
+    /// Whether at least a quorum of parts is locked, by anyone. Parts that
+    /// fail are an error only when they could change the answer.
+    fn is_locked(&self) -> Result<bool> {
+        let mut locked = 0usize;
+        let mut failed: Vec<(usize, Error)> = Vec::new();
+        for (index, lock) in self.locks.iter().enumerate() {
+            match lock.is_locked() {
+                Ok(true) => locked += 1,
+                Ok(false) => {}
+                Err(err) => failed.push((index, err)),
+            }
+        }
+        if locked >= self.quorum {
+            return Ok(true);
+        }
+        if locked + failed.len() < self.quorum {
+            return Ok(false);
+        }
+        let (index, err) = failed.swap_remove(0);
+        Err(self.part_error(index, "is_locked", err))
+    }
+
+    /// Force-unlocks every part (each one round trip, bounded by its
+    /// client's response timeout); whether any was held. After trying all,
+    /// the first failure, naming its part.
+    fn force_unlock(&self) -> Result<bool> {
+        let mut held = false;
+        let mut first_failure: Option<(usize, Error)> = None;
+        for (index, lock) in self.locks.iter().enumerate() {
+            match lock.force_unlock() {
+                Ok(was_held) => held |= was_held,
+                Err(err) => {
+                    first_failure.get_or_insert((index, err));
+                }
+            }
+        }
+        match first_failure {
+            None => Ok(held),
+            Some((index, err)) => Err(self.part_error(index, "force_unlock", err)),
+        }
+    }
+
+    /// `err` of part `index` in `operation`, with the part named.
+    fn part_error(&self, index: usize, operation: &str, err: Error) -> Error {
+        let kind = if self.drift { "RedLock" } else { "MultiLock" };
+        let name = self.locks[index].name();
+        let part = format!("{kind} {operation}: part {index} (lock {name:?})");
+        match err {
+            Error::Backend { connection, .. } => {
+                Error::backend_caused_by(format!("{part} failed"), err, connection)
+            }
+            Error::Protocol { detail } => Error::protocol(format!("{part}: {detail}")),
+            Error::InvalidArgument { what, why } => Error::invalid(what, format!("{part}: {why}")),
+            other => other,
+        }
+    }
+}
+
 /// A random pause of up to [`MAX_RETRY_JITTER_MS`].
 fn jitter() -> Duration {
     let random = uuid::Uuid::new_v4().as_u128();
@@ -366,6 +429,8 @@ macro_rules! acquire_methods {
         /// assert!(first.is_some());
         /// # Ok::<(), redisync::Error>(())
         /// ```
+        #[doc(alias = "tryLock")]
+        #[must_use = "a guard that is not bound is released at once: `if let Some(guard) = lock.try_lock()? { ... }`"]
         pub fn try_lock(&self) -> Result<Option<$guard>> {
             self.take(Wait::Never, None)
         }
@@ -383,6 +448,8 @@ macro_rules! acquire_methods {
         /// }
         /// # Ok::<(), redisync::Error>(())
         /// ```
+        #[doc(alias = "tryLock")]
+        #[must_use = "a guard that is not bound is released at once: `if let Some(guard) = lock.try_lock()? { ... }`"]
         pub fn try_lock_for(&self, wait: Duration) -> Result<Option<$guard>> {
             self.take(Wait::for_duration(wait), None)
         }
@@ -398,12 +465,66 @@ macro_rules! acquire_methods {
         /// let guard = lock.try_lock_for_with_lease(Duration::from_secs(1), Duration::from_secs(5))?;
         /// # Ok::<(), redisync::Error>(())
         /// ```
+        #[doc(alias = "tryLock")]
+        #[must_use = "a guard that is not bound is released at once: `if let Some(guard) = lock.try_lock()? { ... }`"]
         pub fn try_lock_for_with_lease(
             &self,
             wait: Duration,
             lease: Duration,
         ) -> Result<Option<$guard>> {
             self.take(Wait::for_duration(wait), Some(lease))
+        }
+
+        /// Whether it is locked: true when at least as many parts are
+        /// locked, by anyone, as acquiring it takes (every part for a
+        /// `MultiLock`, a majority for a `RedLock`). Redisson's
+        /// `RedissonMultiLock.isLocked()` throws `UnsupportedOperationException`;
+        /// this is the answer to "is someone holding it?". False does not
+        /// mean that [`try_lock`](Self::try_lock) would succeed: a single
+        /// part held elsewhere is enough to refuse it.
+        ///
+        /// One round trip per part, each bounded by its client's response
+        /// timeout.
+        ///
+        /// # Errors
+        /// A part's error, naming the part, when the parts that failed could
+        /// change the answer; `InvalidArgument` for a part with an empty name.
+        ///
+        /// ```
+        #[doc = $setup]
+        /// assert!(!lock.is_locked()?);
+        /// let guard = lock.lock()?;
+        /// assert!(lock.is_locked()?);
+        /// # Ok::<(), redisync::Error>(())
+        /// ```
+        #[doc(alias = "isLocked")]
+        pub fn is_locked(&self) -> Result<bool> {
+            self.parts.is_locked()
+        }
+
+        /// Force-unlocks every part, whoever holds it, and wakes its
+        /// waiters (each part's [`Lock::force_unlock`]); returns whether any
+        /// part was held. Holders' guards then report `NotHeld` on
+        /// `unlock()`.
+        ///
+        /// Every part is tried, one round trip each, each bounded by its
+        /// client's response timeout, even when an earlier one fails.
+        ///
+        /// # Errors
+        /// The first part's error, naming the part (its index and lock
+        /// name), after all parts were tried; the other parts are released.
+        ///
+        /// ```
+        #[doc = $setup]
+        /// let guard = lock.lock()?;
+        /// assert!(lock.force_unlock()?);
+        /// assert!(!lock.is_locked()?);
+        /// assert!(!lock.force_unlock()?); // nothing was held
+        /// # Ok::<(), redisync::Error>(())
+        /// ```
+        #[doc(alias = "forceUnlock")]
+        pub fn force_unlock(&self) -> Result<bool> {
+            self.parts.force_unlock()
         }
 
         /// The parts, in the order given.
@@ -577,6 +698,7 @@ impl MultiLockGuard {
     /// assert!(guard.is_lost());
     /// # Ok::<(), redisync::Error>(())
     /// ```
+    #[must_use = "is_lost() only reports: check it before acting on the protected resources"]
     pub fn is_lost(&self) -> bool {
         self.parts.iter().any(LockGuard::is_lost)
     }
@@ -661,6 +783,7 @@ impl RedLockGuard {
     /// assert!(guard.is_lost());
     /// # Ok::<(), redisync::Error>(())
     /// ```
+    #[must_use = "is_lost() only reports: check it before acting on the protected resource"]
     pub fn is_lost(&self) -> bool {
         let now = Instant::now();
         let valid = self

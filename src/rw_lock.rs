@@ -13,7 +13,7 @@
 use std::fmt;
 
 use crate::flavor::Flavor;
-use crate::{Client, Lock};
+use crate::{Client, Lock, Result};
 
 /// A handle on one distributed read-write lock; created by
 /// [`Client::read_write_lock`]. Cheap to clone, `Send + Sync`.
@@ -22,8 +22,8 @@ use crate::{Client, Lock};
 /// # let client = redisync::Client::builder().backend(redisync::MemoryBackend::new()).build()?;
 /// let rw = client.read_write_lock("config");
 /// {
-///     let _a = rw.read().lock()?;   // readers share
-///     let (reader, writer) = (rw.read(), rw.write());
+///     let _a = rw.read_lock().lock()?; // readers share
+///     let (reader, writer) = (rw.read_lock(), rw.write_lock());
 ///     let other = std::thread::spawn(move || {
 ///         let reads = reader.try_lock().unwrap().is_some();
 ///         let writes = writer.try_lock().unwrap().is_some();
@@ -31,13 +31,14 @@ use crate::{Client, Lock};
 ///     });
 ///     assert_eq!(other.join().unwrap(), (true, false)); // no writer while reading
 ///     // Read -> write would wait for itself: refused at once.
-///     assert!(rw.write().try_lock().unwrap_err().is_invalid_argument());
+///     assert!(rw.write_lock().try_lock().unwrap_err().is_invalid_argument());
 /// }
-/// let _w = rw.write().lock()?;     // exclusive
-/// let _r = rw.read().lock()?;      // a writer may also read (downgrade)
+/// let _w = rw.write_lock().lock()?; // exclusive
+/// let _r = rw.read_lock().lock()?;  // a writer may also read (downgrade)
 /// # Ok::<(), redisync::Error>(())
 /// ```
 #[doc(alias = "RReadWriteLock")]
+#[must_use = "a read-write lock handle takes nothing by itself: call .read_lock().lock() or .write_lock().lock()"]
 #[derive(Clone)]
 pub struct ReadWriteLock {
     read: Lock,
@@ -60,39 +61,117 @@ impl ReadWriteLock {
         }
     }
 
-    /// The read half: shared with other readers, excluded by a writer. Its
-    /// `is_locked()` is true while the lock is held in read mode.
+    /// The read half's handle (Redisson's `readLock()`): shared with other
+    /// readers, excluded by a writer. It takes nothing by itself: call
+    /// [`lock`](Lock::lock) or [`try_lock`](Lock::try_lock) on it and keep
+    /// the guard. Its `is_locked()` is true while the lock is held in read
+    /// mode.
     ///
     /// ```
     /// # let client = redisync::Client::builder().backend(redisync::MemoryBackend::new()).build()?;
-    /// let guard = client.read_write_lock("config").read().lock()?;
+    /// let guard = client.read_write_lock("config").read_lock().lock()?;
     /// # Ok::<(), redisync::Error>(())
     /// ```
-    #[doc(alias = "read_lock")]
-    pub fn read(&self) -> Lock {
+    ///
+    /// The handle alone takes nothing, and the compiler says so:
+    ///
+    /// ```compile_fail
+    /// #![deny(unused_must_use)]
+    /// # fn main() -> redisync::Result<()> {
+    /// # let client = redisync::Client::builder().backend(redisync::MemoryBackend::new()).build()?;
+    /// client.read_write_lock("config").read_lock(); // error: unused return value ... must be used
+    /// # Ok(())
+    /// # }
+    /// ```
+    #[doc(alias = "readLock")]
+    #[doc(alias = "read")]
+    #[must_use = "read_lock() returns the read half's handle and takes nothing: call .lock() on it and keep the guard"]
+    pub fn read_lock(&self) -> Lock {
         self.read.clone()
     }
 
-    /// The write half: exclusive. Its `is_locked()` is true while the lock
-    /// is held in write mode.
+    /// The write half's handle (Redisson's `writeLock()`): exclusive. It
+    /// takes nothing by itself: call [`lock`](Lock::lock) or
+    /// [`try_lock`](Lock::try_lock) on it and keep the guard. Its
+    /// `is_locked()` is true while the lock is held in write mode.
     ///
     /// ```
     /// # let client = redisync::Client::builder().backend(redisync::MemoryBackend::new()).build()?;
-    /// let guard = client.read_write_lock("config").write().lock()?;
+    /// let guard = client.read_write_lock("config").write_lock().lock()?;
     /// # Ok::<(), redisync::Error>(())
     /// ```
-    #[doc(alias = "write_lock")]
-    pub fn write(&self) -> Lock {
+    #[doc(alias = "writeLock")]
+    #[doc(alias = "write")]
+    #[must_use = "write_lock() returns the write half's handle and takes nothing: call .lock() on it and keep the guard"]
+    pub fn write_lock(&self) -> Lock {
         self.write.clone()
     }
 
-    /// The lock's name: the Redis key of its hash.
+    /// The read half's handle: the old name of
+    /// [`read_lock`](Self::read_lock), which says that it returns a handle
+    /// and not a guard (`let _r = rw.read();` took nothing).
+    ///
+    /// ```
+    /// # let client = redisync::Client::builder().backend(redisync::MemoryBackend::new()).build()?;
+    /// # #[allow(deprecated)]
+    /// let guard = client.read_write_lock("config").read().lock()?;
+    /// # Ok::<(), redisync::Error>(())
+    /// ```
+    #[deprecated(note = "renamed `read_lock()`: it returns the read half's handle, not a guard")]
+    #[must_use = "read() returns the read half's handle and takes nothing: call .lock() on it and keep the guard"]
+    pub fn read(&self) -> Lock {
+        self.read_lock()
+    }
+
+    /// The write half's handle: the old name of
+    /// [`write_lock`](Self::write_lock), which says that it returns a
+    /// handle and not a guard.
+    ///
+    /// ```
+    /// # let client = redisync::Client::builder().backend(redisync::MemoryBackend::new()).build()?;
+    /// # #[allow(deprecated)]
+    /// let guard = client.read_write_lock("config").write().lock()?;
+    /// # Ok::<(), redisync::Error>(())
+    /// ```
+    #[deprecated(note = "renamed `write_lock()`: it returns the write half's handle, not a guard")]
+    #[must_use = "write() returns the write half's handle and takes nothing: call .lock() on it and keep the guard"]
+    pub fn write(&self) -> Lock {
+        self.write_lock()
+    }
+
+    /// Deletes the lock whatever its mode and whoever holds it, with every
+    /// holder's read-hold keys, and wakes every waiter (Redisson's
+    /// `RReadWriteLock.delete()`, which deletes the hash alone and wakes no
+    /// one: its waiters sleep until the deleted holds' TTL would have run
+    /// out). Returns whether the lock existed. Holders' guards then report
+    /// `NotHeld` on `unlock()`.
+    ///
+    /// # Errors
+    /// `InvalidArgument` for an empty name; `Backend` if Redis fails;
+    /// `Protocol` if the key holds another type.
+    ///
+    /// ```
+    /// # let client = redisync::Client::builder().backend(redisync::MemoryBackend::new()).build()?;
+    /// let rw = client.read_write_lock("config");
+    /// let reading = rw.read_lock().lock()?;
+    /// assert!(rw.delete()?);
+    /// assert!(rw.write_lock().try_lock()?.is_some()); // nothing left to wait for
+    /// assert!(!rw.delete()?);
+    /// # Ok::<(), redisync::Error>(())
+    /// ```
+    pub fn delete(&self) -> Result<bool> {
+        self.write.delete_rw()
+    }
+
+    /// The lock's name, as given to the client: the Redis key of its hash,
+    /// less the client's [name prefix](crate::ClientBuilder::name_prefix).
     ///
     /// ```
     /// # let client = redisync::Client::builder().backend(redisync::MemoryBackend::new()).build()?;
     /// assert_eq!(client.read_write_lock("config").name(), "config");
     /// # Ok::<(), redisync::Error>(())
     /// ```
+    #[doc(alias = "getName")]
     pub fn name(&self) -> &str {
         self.read.name()
     }

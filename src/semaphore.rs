@@ -32,6 +32,7 @@ use crate::{Client, Error, Result, keys};
 /// # Ok::<(), redisync::Error>(())
 /// ```
 #[doc(alias = "RSemaphore")]
+#[must_use = "a semaphore handle takes nothing by itself: call .acquire(n) or .try_acquire(n) on it"]
 #[derive(Clone)]
 pub struct Semaphore {
     client: Client,
@@ -101,15 +102,17 @@ impl Semaphore {
         }
     }
 
-    /// The semaphore's name: the Redis key of its count.
+    /// The semaphore's name, as given to the client: the Redis key of its
+    /// count, less the client's [name prefix](crate::ClientBuilder::name_prefix).
     ///
     /// ```
     /// # let client = redisync::Client::builder().backend(redisync::MemoryBackend::new()).build()?;
     /// assert_eq!(client.semaphore("s").name(), "s");
     /// # Ok::<(), redisync::Error>(())
     /// ```
+    #[doc(alias = "getName")]
     pub fn name(&self) -> &str {
-        &self.name
+        self.client.unmap(&self.name)
     }
 
     /// Sets the number of permits if it has not been set yet; returns
@@ -127,6 +130,7 @@ impl Semaphore {
     /// assert_eq!(s.available_permits()?, 3);
     /// # Ok::<(), redisync::Error>(())
     /// ```
+    #[doc(alias = "trySetPermits")]
     pub fn try_set_permits(&self, permits: u64) -> Result<bool> {
         check_name(&self.name)?;
         let permits = i64::try_from(permits).map_err(|_| {
@@ -159,6 +163,7 @@ impl Semaphore {
     /// assert_eq!(s.available_permits()?, -3);
     /// # Ok::<(), redisync::Error>(())
     /// ```
+    #[doc(alias = "addPermits")]
     pub fn add_permits(&self, delta: i64) -> Result<()> {
         check_name(&self.name)?;
         ops::semaphore::add(
@@ -168,6 +173,29 @@ impl Semaphore {
             delta,
         )
         .map(drop)
+    }
+
+    /// Deletes the semaphore's count (Redisson's `RSemaphore.delete()`), so
+    /// [`try_set_permits`](Self::try_set_permits) can set it again; returns
+    /// whether it existed. Waiters are not woken (as in Redisson): a deleted
+    /// semaphore has no permits to give them. Permits held then are still
+    /// released into the new count when their guards drop.
+    ///
+    /// # Errors
+    /// `InvalidArgument` for an empty name; `Backend` if Redis fails.
+    ///
+    /// ```
+    /// # let client = redisync::Client::builder().backend(redisync::MemoryBackend::new()).build()?;
+    /// let s = client.semaphore("s");
+    /// s.try_set_permits(3)?;
+    /// assert!(s.delete()?);
+    /// assert_eq!(s.available_permits()?, 0);
+    /// assert!(s.try_set_permits(5)?);
+    /// # Ok::<(), redisync::Error>(())
+    /// ```
+    pub fn delete(&self) -> Result<bool> {
+        check_name(&self.name)?;
+        ops::semaphore::delete(&*self.client.inner.backend, &self.name)
     }
 
     /// Blocks until `permits` permits are available and takes them.
@@ -199,6 +227,8 @@ impl Semaphore {
     /// assert!(s.try_acquire(1)?.is_none()); // no permits set yet
     /// # Ok::<(), redisync::Error>(())
     /// ```
+    #[doc(alias = "tryAcquire")]
+    #[must_use = "permits that are not bound are released at once: `if let Some(permit) = semaphore.try_acquire(1)? { ... }`"]
     pub fn try_acquire(&self, permits: u64) -> Result<Option<SemaphorePermit>> {
         self.acquire_within(permits, Wait::Never)
     }
@@ -215,6 +245,8 @@ impl Semaphore {
     /// assert!(s.try_acquire_for(2, Duration::from_millis(10))?.is_none());
     /// # Ok::<(), redisync::Error>(())
     /// ```
+    #[doc(alias = "tryAcquire")]
+    #[must_use = "permits that are not bound are released at once: `if let Some(permit) = semaphore.try_acquire(1)? { ... }`"]
     pub fn try_acquire_for(&self, permits: u64, wait: Duration) -> Result<Option<SemaphorePermit>> {
         self.acquire_within(permits, Wait::for_duration(wait))
     }
@@ -249,6 +281,7 @@ impl Semaphore {
     /// assert_eq!(client.semaphore("s").available_permits()?, 0);
     /// # Ok::<(), redisync::Error>(())
     /// ```
+    #[doc(alias = "availablePermits")]
     pub fn available_permits(&self) -> Result<i64> {
         check_name(&self.name)?;
         ops::counter::get(&*self.client.inner.backend, &self.name)
@@ -268,6 +301,7 @@ impl Semaphore {
     /// assert_eq!(s.available_permits()?, 0);
     /// # Ok::<(), redisync::Error>(())
     /// ```
+    #[doc(alias = "drainPermits")]
     pub fn drain_permits(&self) -> Result<i64> {
         check_name(&self.name)?;
         ops::semaphore::drain(&*self.client.inner.backend, &self.name)

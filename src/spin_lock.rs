@@ -318,7 +318,7 @@ impl Client {
     /// ```
     #[doc(alias = "RSpinLock")]
     pub fn spin_lock_with_backoff(&self, name: impl Into<String>, backoff: Backoff) -> Lock {
-        let mut lock = Lock::new(self.clone(), Flavor::Reentrant, name.into());
+        let mut lock = Lock::new(self.clone(), Flavor::Reentrant, self.map(name));
         lock.spin = Some(backoff);
         lock
     }

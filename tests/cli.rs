@@ -197,7 +197,7 @@ fn force_unlock_wakes_a_fair_lock_waiter_within_a_second() {
 fn force_unlock_wakes_a_write_lock_waiter_within_a_second() {
     let server = TestServer::start();
     let (after, output) =
-        waiter_wakes_after_force_unlock(&server, |c, n| c.read_write_lock(n).write());
+        waiter_wakes_after_force_unlock(&server, |c, n| c.read_write_lock(n).write_lock());
     assert!(output.status.success(), "{}", stderr(&output));
     assert!(after < Duration::from_secs(1), "woke {after:?} after");
 }
@@ -272,7 +272,7 @@ fn list_finds_locks_semaphores_and_latches_and_skips_auxiliary_keys() {
     let fenced = client.fenced_lock(format!("{prefix}:fenced"));
     fenced.lock().unwrap().unlock().unwrap();
     let rw = client.read_write_lock(format!("{prefix}:rw"));
-    let read = rw.read().lock().unwrap();
+    let read = rw.read_lock().lock().unwrap();
     client
         .semaphore(format!("{prefix}:sem"))
         .try_set_permits(3)
@@ -336,6 +336,20 @@ fn watch_reports_acquisitions_unlocks_and_queue_changes() {
     let server = TestServer::start();
     let url = server.url();
     watch_case(&["--url", &url], || Client::open(&url).unwrap());
+}
+
+#[test]
+fn watch_with_a_name_prefix_hears_the_prefixed_objects_channels() {
+    let server = TestServer::start();
+    let url = server.url();
+    let prefix = format!("{}:", unique_name("cli-watch-ns"));
+    watch_case(&["--url", &url, "--name-prefix", &prefix], || {
+        Client::builder()
+            .redis_url(url.clone())
+            .name_prefix(prefix.clone())
+            .build()
+            .unwrap()
+    });
 }
 
 /// `redisync <target> watch NAME --for 3s` while a fair lock is taken, a
@@ -428,4 +442,61 @@ fn list_scans_every_master_of_a_cluster() {
         );
     }
     drop(guards);
+}
+
+#[test]
+fn name_prefix_scopes_list_and_inspect_to_one_namespace() {
+    let server = TestServer::start();
+    let base = unique_name("cli-ns");
+    let (app1, app2) = (format!("{base}:app1:"), format!("{base}:app2:"));
+    let one = Client::builder()
+        .redis_url(server.url())
+        .name_prefix(app1.clone())
+        .build()
+        .unwrap();
+    let two = Client::builder()
+        .redis_url(server.url())
+        .name_prefix(app2.clone())
+        .build()
+        .unwrap();
+    let _a = one.lock("orders").lock().unwrap();
+    let _b = two.lock("invoices").lock().unwrap();
+
+    let output = redisync(&server.url(), &["--name-prefix", &app1, "--json", "list"]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let listed = json(&output);
+    let names: Vec<&str> = listed["objects"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|object| object["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        names,
+        ["orders"],
+        "only app1's objects, unprefixed: {listed}"
+    );
+
+    let output = redisync(
+        &server.url(),
+        &["--name-prefix", &app1, "inspect", "orders"],
+    );
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert!(stdout(&output).contains(one.id()), "{}", stdout(&output));
+
+    // Without the prefix, the full key is the name.
+    let output = redisync(
+        &server.url(),
+        &["--json", "inspect", &format!("{app2}invoices")],
+    );
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert_eq!(json(&output)["kind"], "lock", "{}", stdout(&output));
+
+    let output = redisync(&server.url(), &["--name-prefix", "{bad}", "list"]);
+    assert!(!output.status.success());
+    assert!(
+        stderr(&output).contains("name_prefix"),
+        "{}",
+        stderr(&output)
+    );
 }

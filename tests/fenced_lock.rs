@@ -606,10 +606,10 @@ fn other_kinds_of_lock_have_no_token(env: &Env) {
     assert_eq!(guard.token(), None, "a fair lock's guard has a token");
     guard.unlock().unwrap();
     let rw = client.read_write_lock(unique_name("fenced:no-token-rw"));
-    let guard = rw.read().lock().unwrap();
+    let guard = rw.read_lock().lock().unwrap();
     assert_eq!(guard.token(), None, "a read lock's guard has a token");
     guard.unlock().unwrap();
-    let guard = rw.write().lock().unwrap();
+    let guard = rw.write_lock().lock().unwrap();
     assert_eq!(guard.token(), None, "a write lock's guard has a token");
     guard.unlock().unwrap();
     // The plain acquisitions created no counter.

@@ -130,12 +130,12 @@ fn read_lock_by_two_threads_then_write_with_a_read(env: &Env) {
     let client = env.client();
     let other = env.client();
     let name = unique_name("inspect:rw");
-    let mine = client.read_write_lock(&name).read().lock().unwrap();
+    let mine = client.read_write_lock(&name).read_lock().lock().unwrap();
     // A second thread (of another client) reads too.
     let (took, taken) = mpsc::channel();
     let (release, released) = mpsc::channel::<()>();
     let theirs = {
-        let lock = other.read_write_lock(&name).read();
+        let lock = other.read_write_lock(&name).read_lock();
         let other = other.clone();
         thread::spawn(move || {
             let guard = lock.lock_with_lease(Duration::from_secs(10)).unwrap();
@@ -187,8 +187,8 @@ fn read_lock_by_two_threads_then_write_with_a_read(env: &Env) {
 
     // The write half, and a read the writer takes under it.
     let rw = client.read_write_lock(&name);
-    let write = rw.write().lock().unwrap();
-    let read = rw.read().lock().unwrap();
+    let write = rw.write_lock().lock().unwrap();
+    let read = rw.read_lock().lock().unwrap();
     let found = inspect(&client, &name);
     assert_eq!(found.kind, ObjectKind::ReadWriteLock);
     assert_eq!(found.rw_mode, Some(RwMode::Write));

@@ -871,7 +871,7 @@ fn parts_of_any_kind(setup: &Setup) {
         MultiLock::new([
             p.clients[0].fenced_lock(names[0].as_str()),
             p.clients[1].fair_lock(names[1].as_str()),
-            p.clients[2].read_write_lock(names[2].as_str()).write(),
+            p.clients[2].read_write_lock(names[2].as_str()).write_lock(),
         ])
         .unwrap()
     };
@@ -896,7 +896,7 @@ fn parts_of_any_kind(setup: &Setup) {
             .is_none()
     );
     let rw = other.clients[2].read_write_lock(names[2].as_str());
-    assert!(rw.read().try_lock().unwrap().is_none());
+    assert!(rw.read_lock().try_lock().unwrap().is_none());
     assert!(build(&other).try_lock().unwrap().is_none());
     guard.unlock().unwrap();
 
@@ -911,7 +911,7 @@ fn parts_of_any_kind(setup: &Setup) {
     // Read parts are shared: two processes hold a MultiLock of read locks
     // at once, and a writer is kept out.
     let readers = |p: &Process| {
-        MultiLock::new((0..2).map(|i| p.clients[i].read_write_lock(names[i].as_str()).read()))
+        MultiLock::new((0..2).map(|i| p.clients[i].read_write_lock(names[i].as_str()).read_lock()))
             .unwrap()
     };
     let third = setup.process();
@@ -920,8 +920,10 @@ fn parts_of_any_kind(setup: &Setup) {
         .try_lock()
         .unwrap()
         .expect("a second reader");
-    let writer =
-        MultiLock::new([third.clients[1].read_write_lock(names[1].as_str()).write()]).unwrap();
+    let writer = MultiLock::new([third.clients[1]
+        .read_write_lock(names[1].as_str())
+        .write_lock()])
+    .unwrap();
     assert!(
         writer.try_lock().unwrap().is_none(),
         "a writer got in with readers"

@@ -140,7 +140,7 @@ fn child_reader() {
     let client = child_client_with_watchdog();
     let guard = client
         .read_write_lock(env(LOCK_ENV))
-        .read()
+        .read_lock()
         .lock()
         .expect("child: read lock");
     ready_until_parent_done(&client.current_holder_id());
@@ -751,12 +751,12 @@ fn dead_reader_frees_its_share_while_a_live_reader_keeps_the_lock() {
         .build()
         .expect("writer client");
     let rw = parent.read_write_lock(name.as_str());
-    let writer = other.read_write_lock(name.as_str()).write();
+    let writer = other.read_write_lock(name.as_str()).write_lock();
 
     let (mut child, child_id) =
         spawn_ready("reader", &server, &name, &[(WATCHDOG_MS_ENV, ms(WATCHDOG))]);
     let child_key = format!("{{{name}}}:{child_id}:rwlock_timeout:1");
-    let reading = rw.read().lock().unwrap();
+    let reading = rw.read_lock().lock().unwrap();
     let me = parent.current_holder_id();
     let my_key = format!("{{{name}}}:{me}:rwlock_timeout:1");
     assert_eq!(
@@ -820,7 +820,7 @@ fn dead_reader_frees_its_share_while_a_live_reader_keeps_the_lock() {
 
     // The parent still reads, past another watchdog timeout; writers wait.
     thread::sleep(WATCHDOG + WATCHDOG / 2);
-    assert_eq!(rw.read().hold_count().unwrap(), 1);
+    assert_eq!(rw.read_lock().hold_count().unwrap(), 1);
     assert!(!reading.is_lost(), "the live reader's hold was lost");
     assert!(pttl(&mut raw, &my_key) > 0);
     assert!(

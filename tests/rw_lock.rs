@@ -134,7 +134,7 @@ fn readers_overlap(env: &Env) {
     let start = Arc::new(Barrier::new(READERS));
     let threads: Vec<_> = (0..READERS)
         .map(|i| {
-            let read = clients[i % 2].read_write_lock(name.as_str()).read();
+            let read = clients[i % 2].read_write_lock(name.as_str()).read_lock();
             let (inside, most, start) = (inside.clone(), most.clone(), start.clone());
             thread::spawn(move || {
                 start.wait();
@@ -160,8 +160,8 @@ fn readers_overlap(env: &Env) {
         "only {most} of {READERS} readers were inside the read lock at once"
     );
     let rw = clients[0].read_write_lock(name.as_str());
-    assert!(!rw.read().is_locked().unwrap());
-    assert!(rw.write().try_lock().unwrap().is_some());
+    assert!(!rw.read_lock().is_locked().unwrap());
+    assert!(rw.write_lock().try_lock().unwrap().is_some());
 }
 
 /// Writers and readers in two clients: a writer is alone (no reader, no
@@ -184,7 +184,7 @@ fn writer_excludes_readers_and_writers(env: &Env) {
     for client in &clients {
         let rw = client.read_write_lock(name.as_str());
         for _ in 0..WRITERS_PER_CLIENT {
-            let write = rw.write();
+            let write = rw.write_lock();
             let (counter, writer_inside, readers_inside, start) = (
                 counter.clone(),
                 writer_inside.clone(),
@@ -215,7 +215,7 @@ fn writer_excludes_readers_and_writers(env: &Env) {
             }));
         }
         for _ in 0..READERS_PER_CLIENT {
-            let read = rw.read();
+            let read = rw.read_lock();
             let (counter, writer_inside, readers_inside, most_readers, start) = (
                 counter.clone(),
                 writer_inside.clone(),
@@ -261,8 +261,8 @@ fn writer_excludes_readers_and_writers(env: &Env) {
         "took {elapsed:?}: some waiter slept until a lease ran out instead of being woken"
     );
     let rw = clients[0].read_write_lock(name.as_str());
-    assert!(!rw.read().is_locked().unwrap());
-    assert!(!rw.write().is_locked().unwrap());
+    assert!(!rw.read_lock().is_locked().unwrap());
+    assert!(!rw.write_lock().is_locked().unwrap());
 }
 
 /// A writer may take the read lock; releasing the write hold leaves the lock
@@ -276,60 +276,63 @@ fn downgrade_write_then_read(env: &Env) {
     let rw_b = b.read_write_lock(name.as_str());
     assert_eq!(rw.name(), name);
 
-    let write = rw.write().lock().unwrap();
-    assert!(rw.write().is_locked().unwrap());
-    assert!(!rw.read().is_locked().unwrap());
+    let write = rw.write_lock().lock().unwrap();
+    assert!(rw.write_lock().is_locked().unwrap());
+    assert!(!rw.read_lock().is_locked().unwrap());
     assert!(
-        rw_b.read().try_lock().unwrap().is_none(),
+        rw_b.read_lock().try_lock().unwrap().is_none(),
         "a reader got in beside a writer"
     );
-    let read = rw.read().lock().expect("a writer may take the read lock");
-    assert_eq!(rw.write().hold_count().unwrap(), 1);
-    assert_eq!(rw.read().hold_count().unwrap(), 1);
+    let read = rw
+        .read_lock()
+        .lock()
+        .expect("a writer may take the read lock");
+    assert_eq!(rw.write_lock().hold_count().unwrap(), 1);
+    assert_eq!(rw.read_lock().hold_count().unwrap(), 1);
     // Write re-entry while also reading is still re-entry, not an upgrade.
     let write_again = rw
-        .write()
+        .write_lock()
         .lock()
         .expect("write re-entry while also reading");
-    assert_eq!(rw.write().hold_count().unwrap(), 2);
+    assert_eq!(rw.write_lock().hold_count().unwrap(), 2);
     write_again.unlock().unwrap();
     // Still exclusive while the write hold lives.
-    assert!(rw_b.read().try_lock().unwrap().is_none());
-    assert!(!other_thread_can_take(&rw.read()));
+    assert!(rw_b.read_lock().try_lock().unwrap().is_none());
+    assert!(!other_thread_can_take(&rw.read_lock()));
 
     write.unlock().unwrap();
     assert!(
-        rw.read().is_locked().unwrap(),
+        rw.read_lock().is_locked().unwrap(),
         "the downgraded lock is not read-held"
     );
-    assert!(!rw.write().is_locked().unwrap());
-    assert_eq!(rw.read().hold_count().unwrap(), 1);
-    assert_eq!(rw.write().hold_count().unwrap(), 0);
+    assert!(!rw.write_lock().is_locked().unwrap());
+    assert_eq!(rw.read_lock().hold_count().unwrap(), 1);
+    assert_eq!(rw.write_lock().hold_count().unwrap(), 0);
     // Other readers join, from another client and another thread...
     let joined = rw_b
-        .read()
+        .read_lock()
         .try_lock()
         .unwrap()
         .expect("another client's reader after the downgrade");
-    assert!(other_thread_can_take(&rw.read()));
+    assert!(other_thread_can_take(&rw.read_lock()));
     // ...writers cannot (a third client, and another thread of the first).
     let c = env.client();
     assert!(
         c.read_write_lock(name.as_str())
-            .write()
+            .write_lock()
             .try_lock()
             .unwrap()
             .is_none()
     );
-    assert!(!other_thread_can_take(&rw.write()));
+    assert!(!other_thread_can_take(&rw.write_lock()));
 
     joined.unlock().unwrap();
-    assert!(rw.read().is_locked().unwrap());
+    assert!(rw.read_lock().is_locked().unwrap());
     read.unlock().unwrap();
-    assert!(!rw.read().is_locked().unwrap());
-    assert!(rw.read().remaining_ttl().unwrap().is_none());
+    assert!(!rw.read_lock().is_locked().unwrap());
+    assert!(rw.read_lock().remaining_ttl().unwrap().is_none());
     let writer = rw_b
-        .write()
+        .write_lock()
         .try_lock()
         .unwrap()
         .expect("free after the last read hold");
@@ -344,11 +347,11 @@ fn read_to_write_upgrade_is_an_error(env: &Env) {
     let a = env.client();
     let b = env.client();
     let rw = a.read_write_lock(name.as_str());
-    let read = rw.read().lock().unwrap();
+    let read = rw.read_lock().lock().unwrap();
     // Another client's reader too: the error is about this thread's hold.
-    let other = b.read_write_lock(name.as_str()).read().lock().unwrap();
+    let other = b.read_write_lock(name.as_str()).read_lock().lock().unwrap();
 
-    let write = rw.write();
+    let write = rw.write_lock();
     let started = Instant::now();
     let errors = [
         write.lock().map(drop).unwrap_err(),
@@ -371,13 +374,17 @@ fn read_to_write_upgrade_is_an_error(env: &Env) {
             "the error does not name the lock: {err}"
         );
     }
-    assert_eq!(rw.read().hold_count().unwrap(), 1, "the read hold changed");
-    assert!(rw.read().is_locked().unwrap());
-    assert!(!rw.write().is_locked().unwrap());
+    assert_eq!(
+        rw.read_lock().hold_count().unwrap(),
+        1,
+        "the read hold changed"
+    );
+    assert!(rw.read_lock().is_locked().unwrap());
+    assert!(!rw.write_lock().is_locked().unwrap());
 
     // Another thread of the same client does not hold the read lock: it
     // simply waits (here: times out).
-    let other_write = rw.write();
+    let other_write = rw.write_lock();
     let timed_out = on_other_thread(move || {
         other_write
             .try_lock_for(Duration::from_millis(100))
@@ -402,11 +409,11 @@ fn write_unlock_wakes_all_readers(env: &Env) {
     let a = env.client();
     let b = env.client();
     let rw = a.read_write_lock(name.as_str());
-    let write = rw.write().lock().unwrap();
+    let write = rw.write_lock().lock().unwrap();
     let readers = [
-        Holder::spawn(rw.read()),
-        Holder::spawn(rw.read()),
-        Holder::spawn(b.read_write_lock(name.as_str()).read()),
+        Holder::spawn(rw.read_lock()),
+        Holder::spawn(rw.read_lock()),
+        Holder::spawn(b.read_write_lock(name.as_str()).read_lock()),
     ];
     thread::sleep(SETTLE);
     assert!(
@@ -434,10 +441,10 @@ fn write_unlock_wakes_all_readers(env: &Env) {
         "readers got in {times:?} after the write unlock: not woken together"
     );
     // All three hold at once.
-    assert!(rw.read().is_locked().unwrap());
+    assert!(rw.read_lock().is_locked().unwrap());
     assert!(
         b.read_write_lock(name.as_str())
-            .write()
+            .write_lock()
             .try_lock()
             .unwrap()
             .is_none()
@@ -445,7 +452,7 @@ fn write_unlock_wakes_all_readers(env: &Env) {
     for reader in readers {
         reader.join().unwrap();
     }
-    assert!(!rw.read().is_locked().unwrap());
+    assert!(!rw.read_lock().is_locked().unwrap());
 }
 
 /// A writer waiting for readers (in its own client and another) is woken by
@@ -454,9 +461,9 @@ fn read_unlock_wakes_a_waiting_writer(env: &Env) {
     let name = unique_name("rw:wake-writer");
     let a = env.client();
     let b = env.client();
-    let read_a = a.read_write_lock(name.as_str()).read().lock().unwrap();
-    let read_b = b.read_write_lock(name.as_str()).read().lock().unwrap();
-    let writer = Holder::spawn(a.read_write_lock(name.as_str()).write());
+    let read_a = a.read_write_lock(name.as_str()).read_lock().lock().unwrap();
+    let read_b = b.read_write_lock(name.as_str()).read_lock().lock().unwrap();
+    let writer = Holder::spawn(a.read_write_lock(name.as_str()).write_lock());
     thread::sleep(SETTLE);
     read_a.unlock().unwrap();
     thread::sleep(SETTLE);
@@ -484,58 +491,58 @@ fn foreign_unlock_is_not_held(env: &Env) {
     let rw_b = b.read_write_lock(name.as_str());
 
     // Read: two readers, forced out together.
-    let read = rw.read().lock().unwrap();
-    let read_b = rw_b.read().lock().unwrap();
+    let read = rw.read_lock().lock().unwrap();
+    let read_b = rw_b.read_lock().lock().unwrap();
     assert!(
-        !rw_b.write().force_unlock().unwrap(),
+        !rw_b.write_lock().force_unlock().unwrap(),
         "the write half forced a read-held lock"
     );
-    assert!(rw.read().is_locked().unwrap());
-    assert!(rw_b.read().force_unlock().unwrap());
-    assert!(!rw.read().is_locked().unwrap());
+    assert!(rw.read_lock().is_locked().unwrap());
+    assert!(rw_b.read_lock().force_unlock().unwrap());
+    assert!(!rw.read_lock().is_locked().unwrap());
     for guard in [read, read_b] {
         let err = guard.unlock().unwrap_err();
         assert!(err.is_not_held(), "expected NotHeld, got {err:?}");
         assert!(err.to_string().contains(&name), "{err}");
     }
     assert!(
-        !rw_b.read().force_unlock().unwrap(),
+        !rw_b.read_lock().force_unlock().unwrap(),
         "force_unlock of a free lock"
     );
 
     // Write: forced out, then taken by another client; the old guard's
     // unlock is NotHeld and leaves the new holder alone.
-    let write = rw.write().lock().unwrap();
+    let write = rw.write_lock().lock().unwrap();
     assert!(
-        !rw_b.read().force_unlock().unwrap(),
+        !rw_b.read_lock().force_unlock().unwrap(),
         "the read half forced a write-held lock"
     );
-    assert!(rw.write().is_locked().unwrap());
-    assert!(rw_b.write().force_unlock().unwrap());
+    assert!(rw.write_lock().is_locked().unwrap());
+    assert!(rw_b.write_lock().force_unlock().unwrap());
     let taken = rw_b
-        .write()
+        .write_lock()
         .try_lock()
         .unwrap()
         .expect("free after force_unlock");
     let err = write.unlock().unwrap_err();
     assert!(err.is_not_held(), "expected NotHeld, got {err:?}");
-    assert!(rw_b.write().is_held_by_current_thread().unwrap());
+    assert!(rw_b.write_lock().is_held_by_current_thread().unwrap());
     taken.unlock().unwrap();
 
     // A read guard whose lock was force-released and re-taken by a reader
     // of another client: NotHeld, and the other reader keeps its hold.
-    let read = rw.read().lock().unwrap();
-    assert!(rw_b.read().force_unlock().unwrap());
+    let read = rw.read_lock().lock().unwrap();
+    assert!(rw_b.read_lock().force_unlock().unwrap());
     let read_b = rw_b
-        .read()
+        .read_lock()
         .try_lock()
         .unwrap()
         .expect("free after force_unlock");
     assert!(read.unlock().unwrap_err().is_not_held());
-    assert_eq!(rw_b.read().hold_count().unwrap(), 1);
-    assert!(rw.read().is_locked().unwrap());
+    assert_eq!(rw_b.read_lock().hold_count().unwrap(), 1);
+    assert!(rw.read_lock().is_locked().unwrap());
     read_b.unlock().unwrap();
-    assert!(!rw.read().is_locked().unwrap());
+    assert!(!rw.read_lock().is_locked().unwrap());
 }
 
 /// Fixed leases free each half by themselves; the expired guard's unlock is
@@ -548,7 +555,10 @@ fn leases_expire_on_both_halves(env: &Env) {
     let rw = a.read_write_lock(name.as_str());
     let rw_b = b.read_write_lock(name.as_str());
 
-    for (held_half, waiting_half) in [(rw.read(), rw_b.write()), (rw.write(), rw_b.read())] {
+    for (held_half, waiting_half) in [
+        (rw.read_lock(), rw_b.write_lock()),
+        (rw.write_lock(), rw_b.read_lock()),
+    ] {
         let started = Instant::now();
         let guard = held_half.lock_with_lease(LEASE).unwrap();
         let ttl = held_half.remaining_ttl().unwrap().expect("a TTL");
@@ -584,7 +594,7 @@ fn watchdog_renews_read_and_write_holds(env: &Env) {
     let rw = a.read_write_lock(name.as_str());
     let rw_b: ReadWriteLock = b.read_write_lock(name.as_str());
 
-    for (half, mode) in [(rw.read(), "read"), (rw.write(), "write")] {
+    for (half, mode) in [(rw.read_lock(), "read"), (rw.write_lock(), "write")] {
         let guard = half.lock().unwrap();
         // Reentrant holds are renewed too (each read hold has its own key).
         let again = half.lock().unwrap();
@@ -592,12 +602,12 @@ fn watchdog_renews_read_and_write_holds(env: &Env) {
         while started.elapsed() < TIMEOUT * 3 + Duration::from_millis(200) {
             thread::sleep(Duration::from_millis(100));
             assert!(
-                rw_b.write().try_lock().unwrap().is_none(),
+                rw_b.write_lock().try_lock().unwrap().is_none(),
                 "another client took the write lock {:?} into a {mode} hold",
                 started.elapsed()
             );
             if mode == "write" {
-                assert!(rw_b.read().try_lock().unwrap().is_none());
+                assert!(rw_b.read_lock().try_lock().unwrap().is_none());
             }
         }
         assert_eq!(half.hold_count().unwrap(), 2, "{mode} hold lost");
@@ -616,11 +626,11 @@ fn watchdog_renews_read_and_write_holds(env: &Env) {
             1,
             "{mode}: the remaining hold lapsed"
         );
-        assert!(rw_b.write().try_lock().unwrap().is_none());
+        assert!(rw_b.write_lock().try_lock().unwrap().is_none());
         guard.unlock().unwrap();
         assert!(!half.is_locked().unwrap());
     }
-    assert!(rw_b.write().try_lock().unwrap().is_some());
+    assert!(rw_b.write_lock().try_lock().unwrap().is_some());
 }
 
 /// A waiting reader (behind a writer) and a waiting writer (behind a
@@ -642,8 +652,8 @@ fn waiters_park_instead_of_polling(env: &Env) {
     let rw = a.read_write_lock(name.as_str());
     let rw_b = b.read_write_lock(name.as_str());
     for (held_half, waiting_half, method) in [
-        (rw.write(), rw_b.read(), "read_lock_acquire"),
-        (rw.read(), rw_b.write(), "write_lock_acquire"),
+        (rw.write_lock(), rw_b.read_lock(), "read_lock_acquire"),
+        (rw.read_lock(), rw_b.write_lock(), "write_lock_acquire"),
     ] {
         let held = held_half.lock().unwrap();
         let before = counting.calls(method);
@@ -670,7 +680,7 @@ fn waiters_park_instead_of_polling(env: &Env) {
 fn bad_input_is_a_clear_error(env: &Env) {
     let client = env.client();
     let rw = client.read_write_lock("");
-    for half in [rw.read(), rw.write()] {
+    for half in [rw.read_lock(), rw.write_lock()] {
         let errors = [
             half.lock().map(drop).unwrap_err(),
             half.try_lock().map(drop).unwrap_err(),
@@ -691,7 +701,7 @@ fn bad_input_is_a_clear_error(env: &Env) {
         }
     }
     let rw = client.read_write_lock(unique_name("rw:bad-lease"));
-    for half in [rw.read(), rw.write()] {
+    for half in [rw.read_lock(), rw.write_lock()] {
         let err = half.lock_with_lease(Duration::ZERO).map(drop).unwrap_err();
         assert!(
             matches!(err, Error::InvalidArgument { what: "lease", .. }),
@@ -704,7 +714,7 @@ fn bad_input_is_a_clear_error(env: &Env) {
     let name = unique_name("rw:wrongtype");
     env.set_string(&name, "x");
     let rw = client.read_write_lock(name.as_str());
-    for half in [rw.read(), rw.write()] {
+    for half in [rw.read_lock(), rw.write_lock()] {
         for err in [
             half.lock().map(drop).unwrap_err(),
             half.try_lock().map(drop).unwrap_err(),

@@ -105,8 +105,8 @@ fn lock_kinds(client: &Client, name: &str) -> [(&'static str, Lock); 5] {
         ("lock", client.lock(format!("{name}:plain"))),
         ("fenced lock", client.fenced_lock(format!("{name}:fenced"))),
         ("fair lock", client.fair_lock(format!("{name}:fair"))),
-        ("read lock", rw.read()),
-        ("write lock", rw.write()),
+        ("read lock", rw.read_lock()),
+        ("write lock", rw.write_lock()),
     ]
 }
 

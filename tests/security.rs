@@ -404,35 +404,39 @@ fn acl_user_runs_every_primitive() {
     // Read-write lock: readers share, a writer waits for the read unlock,
     // the watchdog renews a read hold.
     let rw = unique_name("acl:rw");
-    let read_a = a.read_write_lock(rw.as_str()).read().lock().unwrap();
-    let read_b = b.read_write_lock(rw.as_str()).read().lock().unwrap();
+    let read_a = a.read_write_lock(rw.as_str()).read_lock().lock().unwrap();
+    let read_b = b.read_write_lock(rw.as_str()).read_lock().lock().unwrap();
     // Inspection reads the read-hold keys too.
     let found = a.inspect(&rw).unwrap();
     assert_eq!(found.holders.len(), 2);
     assert!(found.holders.iter().all(|holder| holder.ttl.is_some()));
     read_b.unlock().unwrap();
-    let (writer, rx) = spawn_waiter(b.read_write_lock(rw.as_str()).write());
+    let (writer, rx) = spawn_waiter(b.read_write_lock(rw.as_str()).write_lock());
     thread::sleep(SETTLE);
     assert!(rx.try_recv().is_err(), "the writer got a read-held lock");
     read_a.unlock().unwrap();
     rx.recv_timeout(STUCK).expect("writer never woken");
     writer.join().unwrap();
-    let renewed = fast.read_write_lock(rw.as_str()).read().lock().unwrap();
+    let renewed = fast
+        .read_write_lock(rw.as_str())
+        .read_lock()
+        .lock()
+        .unwrap();
     thread::sleep(Duration::from_millis(1000));
     assert!(!renewed.is_lost());
     assert!(
         fast.read_write_lock(rw.as_str())
-            .read()
+            .read_lock()
             .is_locked()
             .unwrap()
     );
     assert!(
         a.read_write_lock(rw.as_str())
-            .read()
+            .read_lock()
             .force_unlock()
             .unwrap()
     );
-    let write = a.read_write_lock(rw.as_str()).write().lock().unwrap();
+    let write = a.read_write_lock(rw.as_str()).write_lock().lock().unwrap();
     write.unlock().unwrap();
     drop(renewed);
 

@@ -422,11 +422,11 @@ fn every_primitive_works_through_sentinel() {
     fair.lock().unwrap().unlock().unwrap();
 
     let rw = client.read_write_lock(unique_name("sentinel:rw"));
-    let reading = rw.read().lock().unwrap();
+    let reading = rw.read_lock().lock().unwrap();
     let other_rw = other.read_write_lock(rw.name());
-    assert!(other_rw.write().try_lock().unwrap().is_none());
+    assert!(other_rw.write_lock().try_lock().unwrap().is_none());
     reading.unlock().unwrap();
-    rw.write().lock().unwrap().unlock().unwrap();
+    rw.write_lock().lock().unwrap().unlock().unwrap();
 
     let semaphore = client.semaphore(unique_name("sentinel:sem"));
     assert!(semaphore.try_set_permits(2).unwrap());

@@ -772,7 +772,7 @@ fn read_write_lock_is_a_hash_with_mode_and_holder_fields_and_a_key_per_read_hold
         let them = other.current_holder_id();
 
         // Read: mode=read, <holder>=count, one timeout key per hold.
-        let r1 = rw.read().lock().unwrap();
+        let r1 = rw.read_lock().lock().unwrap();
         assert_eq!(query::<String>(&mut raw, &["TYPE", name]), "hash");
         assert_eq!(
             hgetall(&mut raw, name),
@@ -783,7 +783,7 @@ fn read_write_lock_is_a_hash_with_mode_and_holder_fields_and_a_key_per_read_hold
         assert_eq!(query::<String>(&mut raw, &["GET", &hold1]), "1");
         assert_ttl_near(&hold1, pttl(&mut raw, &hold1), WATCHDOG, SLACK);
         assert_ttl_near(name, pttl(&mut raw, name), WATCHDOG, SLACK);
-        let r2 = rw.read().lock().unwrap();
+        let r2 = rw.read_lock().lock().unwrap();
         let hold2 = case.read_hold_key(&me, 2);
         assert_eq!(
             hgetall(&mut raw, name),
@@ -792,7 +792,7 @@ fn read_write_lock_is_a_hash_with_mode_and_holder_fields_and_a_key_per_read_hold
         assert_eq!(query::<String>(&mut raw, &["GET", &hold2]), "1");
         assert_ttl_near(&hold2, pttl(&mut raw, &hold2), WATCHDOG, SLACK);
         // Another client's reader: its own field and key.
-        let r3 = other.read_write_lock(name).read().lock().unwrap();
+        let r3 = other.read_write_lock(name).read_lock().lock().unwrap();
         let their_hold = case.read_hold_key(&them, 1);
         assert_eq!(
             hgetall(&mut raw, name),
@@ -832,7 +832,7 @@ fn read_write_lock_is_a_hash_with_mode_and_holder_fields_and_a_key_per_read_hold
         );
 
         // Write: mode=write, <holder>:write=count, no timeout key.
-        let w1 = rw.write().lock().unwrap();
+        let w1 = rw.write_lock().lock().unwrap();
         assert_eq!(
             hgetall(&mut raw, name),
             fields(&[("mode", "write"), (&my_write, "1")])
@@ -840,7 +840,7 @@ fn read_write_lock_is_a_hash_with_mode_and_holder_fields_and_a_key_per_read_hold
         assert_ttl_near(name, pttl(&mut raw, name), WATCHDOG, SLACK);
         assert_eq!(keys_besides_latches(&mut raw), [name.to_owned()]);
         // Re-entry adds the lease to the remaining TTL (as Redisson does).
-        let w2 = rw.write().lock().unwrap();
+        let w2 = rw.write_lock().lock().unwrap();
         assert_eq!(
             hgetall(&mut raw, name),
             fields(&[("mode", "write"), (&my_write, "2")])
@@ -852,7 +852,7 @@ fn read_write_lock_is_a_hash_with_mode_and_holder_fields_and_a_key_per_read_hold
             "{name}: PTTL {ttl} after write re-entry, expected the lease added"
         );
         // Downgrade: the writer reads too.
-        let r = rw.read().lock().unwrap();
+        let r = rw.read_lock().lock().unwrap();
         assert_eq!(
             hgetall(&mut raw, name),
             fields(&[("mode", "write"), (&my_write, "2"), (&me, "1")])
@@ -880,22 +880,46 @@ fn read_write_lock_is_a_hash_with_mode_and_holder_fields_and_a_key_per_read_hold
             "{name}: keys left"
         );
         // A plain final write release: "1" (read-unlock: wakes everyone).
-        rw.write().lock().unwrap().unlock().unwrap();
+        rw.write_lock().lock().unwrap().unlock().unwrap();
         listener.expect("the last write unlock", channel, "1");
         listener.expect_none("after the write unlock message");
         assert!(!exists(&mut raw, name));
 
         // force_unlock: each half only in its own mode, with its message.
-        let w = rw.write().lock().unwrap();
-        assert!(!other.read_write_lock(name).read().force_unlock().unwrap());
+        let w = rw.write_lock().lock().unwrap();
+        assert!(
+            !other
+                .read_write_lock(name)
+                .read_lock()
+                .force_unlock()
+                .unwrap()
+        );
         listener.expect_none("a read force_unlock of a write-held lock");
-        assert!(other.read_write_lock(name).write().force_unlock().unwrap());
+        assert!(
+            other
+                .read_write_lock(name)
+                .write_lock()
+                .force_unlock()
+                .unwrap()
+        );
         listener.expect("write force_unlock", channel, "1");
         assert!(w.unlock().unwrap_err().is_not_held());
-        let r = rw.read().lock().unwrap();
-        assert!(!other.read_write_lock(name).write().force_unlock().unwrap());
+        let r = rw.read_lock().lock().unwrap();
+        assert!(
+            !other
+                .read_write_lock(name)
+                .write_lock()
+                .force_unlock()
+                .unwrap()
+        );
         listener.expect_none("a write force_unlock of a read-held lock");
-        assert!(other.read_write_lock(name).read().force_unlock().unwrap());
+        assert!(
+            other
+                .read_write_lock(name)
+                .read_lock()
+                .force_unlock()
+                .unwrap()
+        );
         listener.expect("read force_unlock", channel, "0");
         assert!(r.unlock().unwrap_err().is_not_held());
         listener.expect_none("NotHeld unlocks");
@@ -924,8 +948,8 @@ fn the_watchdog_renews_every_read_holds_timeout_key() {
     let name = case.name.as_str();
     let rw = client.read_write_lock(name);
     let me = client.current_holder_id();
-    let r1 = rw.read().lock().unwrap();
-    let r2 = rw.read().lock().unwrap();
+    let r1 = rw.read_lock().lock().unwrap();
+    let r2 = rw.read_lock().lock().unwrap();
     let keys = [case.read_hold_key(&me, 1), case.read_hold_key(&me, 2)];
     let started = Instant::now();
     while started.elapsed() < WATCHDOG * 5 / 2 {
@@ -975,23 +999,27 @@ fn a_simulated_redisson_read_write_lock_and_redisync_exclude_and_wake_each_other
             .query(&mut raw)
             .unwrap();
         assert!(
-            rw.read().try_lock().unwrap().is_none(),
+            rw.read_lock().try_lock().unwrap().is_none(),
             "{name}: read beside a Redisson writer"
         );
         assert!(
-            rw.write().try_lock().unwrap().is_none(),
+            rw.write_lock().try_lock().unwrap().is_none(),
             "{name}: write beside a Redisson writer"
         );
-        assert!(rw.write().is_locked().unwrap());
-        assert!(!rw.read().is_locked().unwrap());
-        let ttl = rw.write().remaining_ttl().unwrap().expect("Redisson's TTL");
+        assert!(rw.write_lock().is_locked().unwrap());
+        assert!(!rw.read_lock().is_locked().unwrap());
+        let ttl = rw
+            .write_lock()
+            .remaining_ttl()
+            .unwrap()
+            .expect("Redisson's TTL");
         assert!(
             ttl > Duration::from_secs(25),
             "{name}: remaining_ttl {ttl:?}"
         );
 
         // Our reader waits and is woken by Redisson's write unlock.
-        let reader = Waiter::spawn(rw.read());
+        let reader = Waiter::spawn(rw.read_lock());
         wait_until("our reader subscribed", Duration::from_secs(10), || {
             numsub(&mut raw, channel) >= 1
         });
@@ -1072,15 +1100,15 @@ fn a_simulated_redisson_read_write_lock_and_redisync_exclude_and_wake_each_other
             .query(&mut raw)
             .unwrap();
         assert!(
-            rw.write().try_lock().unwrap().is_none(),
+            rw.write_lock().try_lock().unwrap().is_none(),
             "{name}: write beside Redisson's reader"
         );
         let ours = rw
-            .read()
+            .read_lock()
             .try_lock()
             .unwrap()
             .expect("a reader beside Redisson's reader");
-        let writer = Waiter::spawn(rw.write());
+        let writer = Waiter::spawn(rw.write_lock());
         thread::sleep(Duration::from_millis(200));
         ours.unlock().unwrap();
         assert_eq!(

@@ -35,7 +35,7 @@ pub(crate) fn uncontended_group(c: &mut Criterion, env: &Env) {
     for (backend, client) in [("redis", &env.redis_client), ("memory", &env.memory_client)] {
         let fair = client.fair_lock(unique_name("bench:uncontended:fair"));
         let rw = client.read_write_lock(unique_name("bench:uncontended:rw"));
-        let (read, write) = (rw.read(), rw.write());
+        let (read, write) = (rw.read_lock(), rw.write_lock());
         group.bench_function(format!("{backend}/fair_lock_unlock"), |b| {
             b.iter(|| lock_unlock(&fair));
         });

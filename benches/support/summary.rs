@@ -115,10 +115,10 @@ pub(crate) fn own_measurements(
     // The fair and read-write pairs (`lock()` + `unlock()`, watchdog).
     let redis_fair = redis_a.fair_lock(unique_name("bench:own:uncontended:fair"));
     let redis_rw = redis_a.read_write_lock(unique_name("bench:own:uncontended:rw"));
-    let (redis_read, redis_write) = (redis_rw.read(), redis_rw.write());
+    let (redis_read, redis_write) = (redis_rw.read_lock(), redis_rw.write_lock());
     let memory_fair = memory.fair_lock(unique_name("bench:own:uncontended:fair"));
     let memory_rw = memory.read_write_lock(unique_name("bench:own:uncontended:rw"));
-    let (memory_read, memory_write) = (memory_rw.read(), memory_rw.write());
+    let (memory_read, memory_write) = (memory_rw.read_lock(), memory_rw.write_lock());
     let mut redis_fair_pair = || lock_unlock(&redis_fair);
     let mut redis_read_pair = || lock_unlock(&redis_read);
     let mut redis_write_pair = || lock_unlock(&redis_write);

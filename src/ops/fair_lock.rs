@@ -31,6 +31,11 @@ script!(
     /// existed.
     FORCE_RELEASE = "fair_lock_force_release", "fair lock force release", after "args_prelude", after "fair_lock_prelude"
 );
+script!(
+    /// KEYS lock, queue, slots, channel prefix; ARGV message. 1 = any
+    /// existed.
+    DELETE = "fair_lock_delete", "fair lock delete"
+);
 
 /// Acquires or re-enters fair lock `keys.name` for `holder`, in queue
 /// order: granted only when the lock is free and the queue is empty or
@@ -240,4 +245,37 @@ pub fn force_release<B: LockBackend + ?Sized>(
         .arg(UNLOCK_MESSAGE)
         .arg(now_ms);
     super::flag(&run(backend, &call)?, FORCE_RELEASE.operation())
+}
+
+/// Deletes fair lock `keys.name` with its waiter queue and slot deadlines
+/// (Redisson's `RFairLock.delete`), whoever holds it, and publishes the
+/// unlock message on every queued waiter's own channel, so each retries at
+/// once. Returns whether any of the three keys existed.
+///
+/// # Errors
+/// A store failure, or `Protocol` if a key holds another type.
+///
+/// ```
+/// use redisync::backend::FairLockKeys;
+/// let keys = FairLockKeys {
+///     name: "doc:fair-del",
+///     queue: "redisson_lock_queue:{doc:fair-del}",
+///     timeouts: "redisson_lock_timeout:{doc:fair-del}",
+///     channel_prefix: "redisson_lock__channel:{doc:fair-del}",
+/// };
+/// let store = redisync::MemoryBackend::new();
+/// let now = 1_700_000_000_000;
+/// redisync::ops::fair_lock::acquire(&store, &keys, "c1:1", 30_000, 5_000, now, true)?;
+/// assert!(redisync::ops::fair_lock::delete(&store, &keys)?);
+/// assert!(!redisync::ops::fair_lock::delete(&store, &keys)?);
+/// # Ok::<(), redisync::Error>(())
+/// ```
+pub fn delete<B: LockBackend + ?Sized>(backend: &B, keys: &FairLockKeys<'_>) -> Result<bool> {
+    let call = ScriptCall::new(&DELETE, Resend::Harmless, Effect::Change(is_one))
+        .key(keys.name)
+        .key(keys.queue)
+        .key(keys.timeouts)
+        .key(keys.channel_prefix)
+        .arg(UNLOCK_MESSAGE);
+    super::flag(&run(backend, &call)?, DELETE.operation())
 }

@@ -56,7 +56,7 @@ pub(crate) use script;
 
 /// Every script of every operation (tests check them all).
 #[cfg(test)]
-pub(crate) fn all_scripts() -> [&'static crate::backend::Script; 30] {
+pub(crate) fn all_scripts() -> [&'static crate::backend::Script; 33] {
     [
         &lock::ACQUIRE,
         &lock::FENCED_ACQUIRE,
@@ -69,6 +69,7 @@ pub(crate) fn all_scripts() -> [&'static crate::backend::Script; 30] {
         &fair_lock::RELEASE,
         &fair_lock::CANCEL,
         &fair_lock::FORCE_RELEASE,
+        &fair_lock::DELETE,
         &rw_lock::READ_ACQUIRE,
         &rw_lock::WRITE_ACQUIRE,
         &rw_lock::READ_RELEASE,
@@ -76,12 +77,14 @@ pub(crate) fn all_scripts() -> [&'static crate::backend::Script; 30] {
         &rw_lock::READ_RENEW,
         &rw_lock::READ_RENEW_BATCH,
         &rw_lock::FORCE_RELEASE,
+        &rw_lock::DELETE,
         &rw_lock::STATE,
         &counter::SET_IF_ABSENT,
         &counter::GET,
         &semaphore::ADD,
         &semaphore::TRY_ACQUIRE,
         &semaphore::DRAIN,
+        &semaphore::DELETE,
         &expirable::ACQUIRE,
         &expirable::RELEASE,
         &expirable::AVAILABLE,

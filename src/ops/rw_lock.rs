@@ -50,6 +50,10 @@ script!(
     FORCE_RELEASE = "rw_lock_force_release", "read-write lock force release"
 );
 script!(
+    /// KEYS lock, channel, key prefix; ARGV message. 1 = existed.
+    DELETE = "rw_lock_delete", "read-write lock delete"
+);
+script!(
     /// KEYS lock; ARGV field. {mode, hold count, PTTL}.
     STATE = "rw_lock_state", "read-write lock state"
 );
@@ -390,6 +394,36 @@ pub fn force_release<B: LockBackend + ?Sized>(
         .arg(mode.as_str())
         .arg(message);
     super::flag(&run(backend, &call)?, FORCE_RELEASE.operation())
+}
+
+/// Deletes read-write lock `keys.name` whatever its mode, with every
+/// holder's read-hold timeout keys (under `keys.key_prefix`), and publishes
+/// the read-unlock message (`1`, which wakes every waiter). Returns whether
+/// the lock existed.
+///
+/// # Errors
+/// A store failure, or `Protocol` if the key holds another type.
+///
+/// ```
+/// use redisync::backend::RwLockKeys;
+/// let keys = RwLockKeys {
+///     name: "doc:rw-del", channel: "redisson_rwlock:{doc:rw-del}", holder: "c1:1",
+///     write_field: "c1:1:write", timeout_prefix: "{doc:rw-del}:c1:1:rwlock_timeout",
+///     key_prefix: "{doc:rw-del}",
+/// };
+/// let store = redisync::MemoryBackend::new();
+/// redisync::ops::rw_lock::read_acquire(&store, &keys, 30_000)?;
+/// assert!(redisync::ops::rw_lock::delete(&store, &keys)?);
+/// assert!(store.is_empty()); // the read hold's timeout key went too
+/// # Ok::<(), redisync::Error>(())
+/// ```
+pub fn delete<B: LockBackend + ?Sized>(backend: &B, keys: &RwLockKeys<'_>) -> Result<bool> {
+    let call = ScriptCall::new(&DELETE, Resend::Harmless, Effect::Change(is_one))
+        .key(keys.name)
+        .key(keys.channel)
+        .key(keys.key_prefix)
+        .arg(READ_UNLOCK_MESSAGE);
+    super::flag(&run(backend, &call)?, DELETE.operation())
 }
 
 /// Reads the lock's mode, the hold count of `field` and the TTL.

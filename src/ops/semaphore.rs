@@ -19,6 +19,10 @@ script!(
     /// KEYS semaphore. How many were available.
     DRAIN = "semaphore_drain", "semaphore drain"
 );
+script!(
+    /// KEYS semaphore. 1 = existed.
+    DELETE = "semaphore_delete", "semaphore delete"
+);
 
 /// Adds `delta` (may be negative) to semaphore `name`; when `delta` is
 /// positive, publishes the new count on `channel`. Returns the new count.
@@ -105,4 +109,23 @@ fn undo_try_acquire(call: &ScriptCall<'_>, _: &Reply) -> ScriptCall<'static> {
 pub fn drain<B: LockBackend + ?Sized>(backend: &B, name: &str) -> Result<i64> {
     let call = ScriptCall::new(&DRAIN, Resend::IfUnsent, Effect::Change(always)).key(name);
     counter_value(name, &run(backend, &call)?, DRAIN.operation())
+}
+
+/// Deletes semaphore `name` (Redisson's `RSemaphore.delete`), so its
+/// permits can be set again; publishes nothing (no permits, nothing to
+/// wake for). Returns whether it existed.
+///
+/// # Errors
+/// A store failure.
+///
+/// ```
+/// let store = redisync::MemoryBackend::new();
+/// redisync::ops::semaphore::add(&store, "doc:sem-del", "redisson_sc:{doc:sem-del}", 2)?;
+/// assert!(redisync::ops::semaphore::delete(&store, "doc:sem-del")?);
+/// assert!(!redisync::ops::semaphore::delete(&store, "doc:sem-del")?);
+/// # Ok::<(), redisync::Error>(())
+/// ```
+pub fn delete<B: LockBackend + ?Sized>(backend: &B, name: &str) -> Result<bool> {
+    let call = ScriptCall::new(&DELETE, Resend::Harmless, Effect::Change(is_one)).key(name);
+    super::flag(&run(backend, &call)?, DELETE.operation())
 }

@@ -131,12 +131,12 @@ pub fn read_write_lock(cluster: &TestCluster) {
     let a = cluster.client_seeded(0);
     let b = cluster.client_seeded(4);
     let name = unique_name("cl-rw");
-    let write = a.read_write_lock(name.as_str()).write();
+    let write = a.read_write_lock(name.as_str()).write_lock();
     let guard = write.lock_with_lease(LONG_LEASE).unwrap();
     let mut readers = Vec::new();
     let (tx, rx) = std::sync::mpsc::channel();
     for _ in 0..2 {
-        let read = b.read_write_lock(name.as_str()).read();
+        let read = b.read_write_lock(name.as_str()).read_lock();
         let tx = tx.clone();
         readers.push(thread::spawn(move || {
             let guard = read.lock_with_lease(LONG_LEASE).unwrap();

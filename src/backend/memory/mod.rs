@@ -246,6 +246,7 @@ impl MemoryBackend {
     /// let backend = redisync::MemoryBackend::new();
     /// assert!(backend.is_empty());
     /// ```
+    #[must_use = "a store that is not kept is dropped, with everything in it"]
     pub fn new() -> Self {
         let subscribers = Arc::new(Mutex::new(Subscribers::default()));
         // Creating an interpreter and the few tables and functions of

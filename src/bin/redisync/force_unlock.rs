@@ -137,8 +137,8 @@ fn release(client: &Client, found: &Inspection) -> Result<bool, Failure> {
         ObjectKind::ReadWriteLock => {
             let lock = client.read_write_lock(name);
             match found.rw_mode {
-                Some(RwMode::Read) => lock.read().force_unlock()?,
-                _ => lock.write().force_unlock()?,
+                Some(RwMode::Read) => lock.read_lock().force_unlock()?,
+                _ => lock.write_lock().force_unlock()?,
             }
         }
         _ => client.lock(name).force_unlock()?,

@@ -29,7 +29,10 @@ pub(crate) fn run(target: &Target, pattern: &str) -> Outcome {
         None => scan(&client)?,
     };
     for key in keys {
+        // Only the objects under the name prefix, by their unprefixed names.
         if let Some(name) = object_name(&key)
+            .and_then(|raw| raw.strip_prefix(client.name_prefix()).map(str::to_owned))
+            && !name.is_empty()
             && glob(pattern.as_bytes(), name.as_bytes())
         {
             names.insert(name);

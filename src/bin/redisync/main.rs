@@ -59,6 +59,16 @@ struct Target {
     /// object per line, per event).
     #[arg(long, global = true)]
     json: bool,
+    /// The applications' name prefix (`ClientBuilder::name_prefix`,
+    /// Redisson's prefixing `NameMapper`): NAMEs are given and shown
+    /// without it, and `list` shows only the objects under it.
+    #[arg(
+        long = "name-prefix",
+        global = true,
+        value_name = "PREFIX",
+        default_value = ""
+    )]
+    name_prefix: String,
 }
 
 /// The subcommands.
@@ -186,7 +196,10 @@ impl Target {
 
     /// A connected client.
     pub(crate) fn client(&self) -> Result<Client, Failure> {
-        Ok(Client::builder().deployment(self.deployment()?).build()?)
+        Ok(Client::builder()
+            .deployment(self.deployment()?)
+            .name_prefix(self.name_prefix.clone())
+            .build()?)
     }
 }
 

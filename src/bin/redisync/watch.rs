@@ -59,7 +59,9 @@ fn watch(
     until: Option<Instant>,
 ) -> Result<(), Failure> {
     let subscribe_error = |e: redisync::Error| Failure(format!("cannot subscribe: {e}"));
-    let mut subscribed: BTreeSet<String> = channels(name).into_iter().collect();
+    // Channels are derived from the store's name: with the name prefix.
+    let key = format!("{}{name}", client.name_prefix());
+    let mut subscribed: BTreeSet<String> = channels(&key).into_iter().collect();
     conn.subscribe(&subscribed.iter().cloned().collect::<Vec<_>>())
         .map_err(subscribe_error)?;
     let mut last = client.inspect(name)?;
@@ -69,7 +71,7 @@ fn watch(
         let waiter_channels: Vec<String> = last
             .queue
             .iter()
-            .map(|waiter| format!("{}:{}", prefixed("redisson_lock__channel", name), waiter.id))
+            .map(|waiter| format!("{}:{}", prefixed("redisson_lock__channel", &key), waiter.id))
             .filter(|channel| !subscribed.contains(channel))
             .collect();
         if !waiter_channels.is_empty() {
