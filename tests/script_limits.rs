@@ -796,7 +796,7 @@ fn redis_lock_scripts_refuse_before_writing() {
             conn,
             "read_lock_renew",
             &read_renew,
-            &["rw", prefix],
+            &["rw", prefix, "{rw}"],
             &variants(&["1", h], 0, BAD_MS),
         );
         assert_refused(
@@ -850,7 +850,7 @@ fn redis_lock_scripts_refuse_before_writing() {
     run(conn, &write, &["w"], &[max, hw, h]);
     run(conn, &write, &["w"], &[max, hw, h]);
     run(conn, &renew, &[l], &[max, h]);
-    run(conn, &read_renew, &["rw", prefix], &[max, h]);
+    run(conn, &read_renew, &["rw", prefix, "{rw}"], &[max, h]);
     for (key, ttl) in snapshot(conn).iter().map(|(k, v)| (k.clone(), v.2)) {
         // Only the token counter has no TTL, by design.
         assert_eq!(ttl, key != "t", "{key}");
