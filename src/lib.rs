@@ -164,7 +164,7 @@ pub use latch::CountDownLatch;
 pub use lock::{Lock, LockGuard};
 pub use multi_lock::{MultiLock, MultiLockGuard, RedLock, RedLockGuard};
 pub use ops::inspect::{HoldMode, Inspection, ObjectKind};
-pub use permit_semaphore::{PermitExpirableSemaphore, PermitId};
+pub use permit_semaphore::{PermitExpirableSemaphore, PermitGuard, PermitId};
 pub use rw_lock::ReadWriteLock;
 pub use semaphore::{Semaphore, SemaphorePermit};
 

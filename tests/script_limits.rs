@@ -551,6 +551,25 @@ fn backends_refuse_out_of_range_arguments(env: &Env) {
             &format!("expirable_acquire end {end}"),
         );
     }
+    let non_expirable = redisync::ops::expirable::NON_EXPIRABLE;
+    for end in [non_expirable - 1, non_expirable + 1] {
+        refused(
+            redisync::ops::expirable::acquire(backend, &expirable, "id", end, now).map(drop),
+            &format!("expirable_acquire end {end}"),
+        );
+    }
+    refused(
+        redisync::ops::expirable::acquire_many(backend, &expirable, &[], now, now).map(drop),
+        "expirable_acquire no ids",
+    );
+    refused(
+        redisync::ops::expirable::update_lease(backend, &expirable, &["id"], -1, now).map(drop),
+        "expirable_update_lease end -1",
+    );
+    refused(
+        redisync::ops::expirable::set_permits(backend, &expirable, -1, now).map(drop),
+        "expirable_set_permits -1",
+    );
     assert_eq!(
         redisync::ops::expirable::available(backend, &expirable, now).unwrap(),
         1
@@ -1022,19 +1041,24 @@ fn redis_queue_and_counter_scripts_refuse_before_writing() {
     let acquire = script(EXPIRABLE, include_str!("../lua/expirable_acquire.lua"));
     let release = script(EXPIRABLE, include_str!("../lua/expirable_release.lua"));
     let available = script(EXPIRABLE, include_str!("../lua/expirable_available.lua"));
+    let acquired = script(EXPIRABLE, include_str!("../lua/expirable_acquired.lua"));
+    let update = script(EXPIRABLE, include_str!("../lua/expirable_update_lease.lua"));
+    let set_total = script(EXPIRABLE, include_str!("../lua/expirable_set_permits.lua"));
     let keys = ["p", "{p}:timeout", "redisson_sc:{p}"];
-    run(conn, &set, &["p", "redisson_sc:{p}"], &["2", "2"]);
+    run(conn, &set, &["p", "redisson_sc:{p}"], &["3", "3"]);
     let end = (epoch_ms() + 60_000).to_string();
-    run(conn, &acquire, &keys, &["held", &end, now]);
+    run(conn, &acquire, &keys, &[&end, now, "held"]);
+    // Redisson's non-expirable lease end is accepted as is.
+    run(conn, &acquire, &keys, &["922337203685477", now, "kept"]);
     // An expired lease the next script reclaims (a write the guard precedes).
-    run(conn, &acquire, &keys, &["expired", now, now]);
-    let acquire_good = ["new", end.as_str(), now];
+    run(conn, &acquire, &keys, &[now, now, "expired"]);
+    let acquire_good = [end.as_str(), now, "new"];
     assert_refused(
         conn,
         "expirable_acquire end",
         &acquire,
         &keys,
-        &variants(&acquire_good, 1, BAD_TIME),
+        &variants(&acquire_good, 0, &[BAD_TIME, &["922337203685478"]].concat()),
     );
     let later = (epoch_ms() + 1_000).to_string();
     assert_refused(
@@ -1042,14 +1066,33 @@ fn redis_queue_and_counter_scripts_refuse_before_writing() {
         "expirable_acquire now",
         &acquire,
         &keys,
-        &variants(&["new", &end, &later], 2, BAD_TIME),
+        &variants(&[&end, &later, "new"], 1, BAD_TIME),
+    );
+    let too_many: Vec<String> = [end.clone(), later.clone()]
+        .into_iter()
+        .chain((0..10_001).map(|i| format!("id{i}")))
+        .collect();
+    assert_refused(
+        conn,
+        "expirable_acquire ids",
+        &acquire,
+        &keys,
+        &[
+            vec![end.clone(), later.clone()],
+            vec![end.clone(), later.clone(), String::new()],
+            too_many,
+        ],
     );
     assert_refused(
         conn,
         "expirable_release",
         &release,
         &keys,
-        &variants(&["held", &later], 1, BAD_TIME),
+        &[
+            variants(&[&later, "held"], 0, BAD_TIME),
+            vec![vec![later.clone()], vec![later.clone(), String::new()]],
+        ]
+        .concat(),
     );
     assert_refused(
         conn,
@@ -1058,6 +1101,43 @@ fn redis_queue_and_counter_scripts_refuse_before_writing() {
         &keys,
         &variants(&[later.as_str()], 0, BAD_TIME),
     );
+    assert_refused(
+        conn,
+        "expirable_acquired",
+        &acquired,
+        &keys,
+        &variants(&[later.as_str()], 0, BAD_TIME),
+    );
+    assert_refused(
+        conn,
+        "expirable_update_lease",
+        &update,
+        &keys,
+        &[
+            variants(&[&end, &later, "held"], 0, BAD_TIME),
+            variants(&[&end, &later, "held"], 1, BAD_TIME),
+            vec![vec![end.clone(), later.clone()]],
+        ]
+        .concat(),
+    );
+    assert_refused(
+        conn,
+        "expirable_set_permits",
+        &set_total,
+        &keys,
+        &[
+            variants(
+                &["5", &later],
+                0,
+                &["-1", "9223372036854775808", "x", "1.5", ""],
+            ),
+            variants(&["5", &later], 1, BAD_TIME),
+        ]
+        .concat(),
+    );
+    // The good calls still work after all that.
+    let acquired_now = run(conn, &acquired, &keys, &[&later]);
+    assert_eq!(acquired_now, ::redis::Value::Int(2), "held and kept");
 }
 
 /// Waits for a helper thread, failing (not hanging) if it is stuck.

@@ -56,7 +56,7 @@ pub(crate) use script;
 
 /// Every script of every operation (tests check them all).
 #[cfg(test)]
-pub(crate) fn all_scripts() -> [&'static crate::backend::Script; 30] {
+pub(crate) fn all_scripts() -> [&'static crate::backend::Script; 33] {
     [
         &lock::ACQUIRE,
         &lock::FENCED_ACQUIRE,
@@ -85,6 +85,9 @@ pub(crate) fn all_scripts() -> [&'static crate::backend::Script; 30] {
         &expirable::ACQUIRE,
         &expirable::RELEASE,
         &expirable::AVAILABLE,
+        &expirable::ACQUIRED,
+        &expirable::UPDATE_LEASE,
+        &expirable::SET_PERMITS,
         &latch::COUNT_DOWN,
         &latch::DELETE,
         &inspect::INSPECT,
