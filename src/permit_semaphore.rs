@@ -447,7 +447,10 @@ impl PermitExpirableSemaphore {
     pub fn set_permits(&self, permits: u64) -> Result<()> {
         check_name(&self.name)?;
         let total = i64::try_from(permits).map_err(|_| {
-            Error::invalid("permits", format!("must be at most i64::MAX, got {permits}"))
+            Error::invalid(
+                "permits",
+                format!("must be at most i64::MAX, got {permits}"),
+            )
         })?;
         ops::expirable::set_permits(
             &*self.client.inner.backend,

@@ -126,7 +126,10 @@ fn permits_without_a_lease_are_held_until_released(env: &Env) {
     let dropped = Instant::now();
     drop(guard);
     let latency = woken_at(&rx, "no-lease drop").duration_since(dropped);
-    assert!(latency < PROMPT, "the drop woke the waiter after {latency:?}");
+    assert!(
+        latency < PROMPT,
+        "the drop woke the waiter after {latency:?}"
+    );
     let ids = waiter.join().unwrap();
     assert_eq!(pa.acquired_permits().unwrap(), 1);
     pa.release(&ids[0]).unwrap();
@@ -141,7 +144,11 @@ fn several_permits_are_taken_all_or_none(env: &Env) {
     let pb = b.permit_expirable_semaphore(name.as_str());
     pa.try_set_permits(3).unwrap();
     assert!(pa.try_acquire_many(4, Some(LONG)).unwrap().is_none());
-    assert_eq!(pa.available_permits().unwrap(), 3, "a refused call took some");
+    assert_eq!(
+        pa.available_permits().unwrap(),
+        3,
+        "a refused call took some"
+    );
 
     let two = pa.acquire_many(2, Some(LONG)).unwrap();
     let ids: HashSet<_> = two.ids().iter().cloned().collect();
@@ -250,7 +257,10 @@ fn set_permits_sets_the_total_whatever_is_taken(env: &Env) {
     // Never set: becomes the total.
     pa.set_permits(3).unwrap();
     assert_eq!(pb.available_permits().unwrap(), 3);
-    assert!(!pb.try_set_permits(7).unwrap(), "set_permits did not set it");
+    assert!(
+        !pb.try_set_permits(7).unwrap(),
+        "set_permits did not set it"
+    );
     let taken = pa.acquire_many(2, Some(LONG)).unwrap();
     // Raised with 2 taken: 5 in all, 3 available.
     pb.set_permits(5).unwrap();
@@ -284,7 +294,10 @@ fn set_permits_sets_the_total_whatever_is_taken(env: &Env) {
     let raised = Instant::now();
     pb.set_permits(1).unwrap();
     let latency = woken_at(&rx, "set_permits").duration_since(raised);
-    assert!(latency < PROMPT, "set_permits woke the waiter after {latency:?}");
+    assert!(
+        latency < PROMPT,
+        "set_permits woke the waiter after {latency:?}"
+    );
     let ids = waiter.join().unwrap();
     assert_eq!(pb.available_permits().unwrap(), 0);
     pb.release(&ids[0]).unwrap();
@@ -311,13 +324,23 @@ fn update_lease_time_extends_or_reports_gone(env: &Env) {
         assert!(end > now + 25_000 && end <= now + 31_000, "lease end {end}");
     }
     thread::sleep(Duration::from_millis(600));
-    assert_eq!(pb.acquired_permits().unwrap(), 1, "the lengthened lease ran out");
+    assert_eq!(
+        pb.acquired_permits().unwrap(),
+        1,
+        "the lengthened lease ran out"
+    );
 
     // Shortened: it comes back early.
-    assert!(pa.update_lease_time(&id, Duration::from_millis(100)).unwrap());
+    assert!(
+        pa.update_lease_time(&id, Duration::from_millis(100))
+            .unwrap()
+    );
     thread::sleep(Duration::from_millis(400));
     assert_eq!(pb.acquired_permits().unwrap(), 0);
-    assert!(!pa.update_lease_time(&id, LONG).unwrap(), "revived an expired permit");
+    assert!(
+        !pa.update_lease_time(&id, LONG).unwrap(),
+        "revived an expired permit"
+    );
     assert_eq!(pb.acquired_permits().unwrap(), 0);
     assert!(!pa.try_release(&id).unwrap());
 
@@ -331,12 +354,17 @@ fn update_lease_time_extends_or_reports_gone(env: &Env) {
 
     // A permit without a lease gets one.
     let ids = pa.acquire_many(1, None).unwrap().forget();
-    assert!(pa.update_lease_time(&ids[0], Duration::from_millis(100)).unwrap());
+    assert!(
+        pa.update_lease_time(&ids[0], Duration::from_millis(100))
+            .unwrap()
+    );
     thread::sleep(Duration::from_millis(400));
     assert_eq!(pb.available_permits().unwrap(), 2);
 
     // The guard's form: how many of its permits got the new lease.
-    let guard = pa.acquire_many(2, Some(Duration::from_millis(300))).unwrap();
+    let guard = pa
+        .acquire_many(2, Some(Duration::from_millis(300)))
+        .unwrap();
     pa.release(&guard.ids()[1]).unwrap();
     assert_eq!(guard.update_lease_time(LONG).unwrap(), 1);
     thread::sleep(Duration::from_millis(600));
@@ -368,7 +396,10 @@ fn releases_additions_and_totals_wake_parked_waiters(env: &Env) {
         let before = counting.calls("expirable_acquire");
         let (waiter, rx) = spawn_waiter(pb, 1);
         thread::sleep(SETTLE);
-        assert!(rx.try_recv().is_err(), "{what}: the waiter got a permit early");
+        assert!(
+            rx.try_recv().is_err(),
+            "{what}: the waiter got a permit early"
+        );
         let woke = Instant::now();
         match what {
             "add_permits" => pa.add_permits(1).unwrap(),
@@ -417,7 +448,10 @@ fn bad_input_is_a_clear_error(env: &Env) {
             .unwrap_err(),
         empty.acquired_permits().map(drop).unwrap_err(),
         empty.set_permits(1).map(drop).unwrap_err(),
-        empty.update_lease_time(&some_id, LONG).map(drop).unwrap_err(),
+        empty
+            .update_lease_time(&some_id, LONG)
+            .map(drop)
+            .unwrap_err(),
     ];
     for err in &errors {
         assert_eq!(invalid_argument(err), "name", "{err}");
@@ -430,7 +464,10 @@ fn bad_input_is_a_clear_error(env: &Env) {
         assert_eq!(invalid_argument(&err), "permits", "{permits}: {err}");
     }
     assert_eq!(
-        p.try_acquire_many(0, None).map(drop).unwrap_err().to_string(),
+        p.try_acquire_many(0, None)
+            .map(drop)
+            .unwrap_err()
+            .to_string(),
         "invalid permits: must be at least 1, got 0"
     );
     let err = p.set_permits(u64::MAX).unwrap_err();
@@ -445,7 +482,11 @@ fn bad_input_is_a_clear_error(env: &Env) {
         .update_lease_time(&PermitId::from(String::new()), LONG)
         .unwrap_err();
     assert_eq!(invalid_argument(&err), "permit id", "{err}");
-    assert_eq!(p.available_permits().unwrap(), 2, "a refused call took some");
+    assert_eq!(
+        p.available_permits().unwrap(),
+        2,
+        "a refused call took some"
+    );
 
     // A key of another type: a lock's hash.
     let name = unique_name("pes:wrongtype");

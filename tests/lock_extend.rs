@@ -78,7 +78,10 @@ fn extend_keeps_the_lock_past_its_first_lease(env: &Env) {
     for (kind, lock, contender) in kinds(&a, &b, &unique_name("extend:keep")) {
         let guard = lock.lock_with_lease(SHORT).unwrap();
         guard.extend(LONG).unwrap();
-        let ttl = lock.remaining_ttl().unwrap().expect("a held lock has a TTL");
+        let ttl = lock
+            .remaining_ttl()
+            .unwrap()
+            .expect("a held lock has a TTL");
         assert!(ttl > LONG - Duration::from_secs(1), "{kind}: TTL {ttl:?}");
         // Well past the first lease: still held, and the guard knows it.
         thread::sleep(SHORT * 2);
@@ -196,7 +199,10 @@ fn extend_of_one_reader_keeps_only_its_share(env: &Env) {
     assert!(held_b.is_lost());
     assert!(held_b.extend(LONG).unwrap_err().is_not_held());
     assert!(!held_a.is_lost());
-    assert!(writer.try_lock().unwrap().is_none(), "reader a's share ran out");
+    assert!(
+        writer.try_lock().unwrap().is_none(),
+        "reader a's share ran out"
+    );
     let waited = writer.try_lock_for(Duration::from_secs(4)).unwrap();
     assert!(waited.is_some(), "the extended read lease never ran out");
     drop(held_b);

@@ -68,10 +68,7 @@ fn check_ids(ids: &[&str]) -> Result<()> {
     if ids.is_empty() || ids.len() > MAX_IDS_PER_CALL {
         return Err(Error::invalid(
             "permits",
-            format!(
-                "{} permit ids, expected 1 to {MAX_IDS_PER_CALL}",
-                ids.len()
-            ),
+            format!("{} permit ids, expected 1 to {MAX_IDS_PER_CALL}", ids.len()),
         ));
     }
     if ids.iter().any(|id| id.is_empty()) {
@@ -225,7 +222,11 @@ pub fn release_many<B: LockBackend + ?Sized>(
 
 /// The release script's call, shared with the undo of an acquisition (an
 /// id released twice is not found the second time: harmless to repeat).
-fn release_call<'a>(keys: &ExpirableKeys<'a>, permit_ids: &[&'a str], now_ms: i64) -> ScriptCall<'a> {
+fn release_call<'a>(
+    keys: &ExpirableKeys<'a>,
+    permit_ids: &[&'a str],
+    now_ms: i64,
+) -> ScriptCall<'a> {
     let mut call = ScriptCall::new(&RELEASE, Resend::Harmless, Effect::Change(is_positive))
         .key(keys.name)
         .key(keys.leases)
@@ -375,11 +376,15 @@ pub fn set_permits<B: LockBackend + ?Sized>(
         ));
     }
     check_time_ms("now", now_ms)?;
-    let call = ScriptCall::new(&SET_PERMITS, Resend::Harmless, Effect::Change(super::always))
-        .key(keys.name)
-        .key(keys.leases)
-        .key(keys.channel)
-        .arg(permits)
-        .arg(now_ms);
+    let call = ScriptCall::new(
+        &SET_PERMITS,
+        Resend::Harmless,
+        Effect::Change(super::always),
+    )
+    .key(keys.name)
+    .key(keys.leases)
+    .key(keys.channel)
+    .arg(permits)
+    .arg(now_ms);
     counter_value(keys.name, &run(backend, &call)?, SET_PERMITS.operation())
 }
