@@ -120,7 +120,7 @@ fn permits_without_a_lease_are_held_until_released(env: &Env) {
     assert_eq!(pb.available_permits().unwrap(), 0);
 
     // A waiter without a lease either, parked, is woken by the drop.
-    let (waiter, rx) = spawn_waiter(pb.clone(), 1);
+    let (waiter, rx) = spawn_waiter(pb, 1);
     thread::sleep(SETTLE);
     assert!(rx.try_recv().is_err(), "the waiter got a held permit");
     let dropped = Instant::now();
@@ -288,7 +288,7 @@ fn set_permits_sets_the_total_whatever_is_taken(env: &Env) {
 
     // Raising the total wakes a parked waiter.
     pb.set_permits(0).unwrap();
-    let (waiter, rx) = spawn_waiter(pa.clone(), 1);
+    let (waiter, rx) = spawn_waiter(pa, 1);
     thread::sleep(SETTLE);
     assert!(rx.try_recv().is_err(), "the waiter got one of 0");
     let raised = Instant::now();
