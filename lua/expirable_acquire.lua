@@ -7,7 +7,8 @@
 -- KEYS[3]  the channel, redisson_sc:{name}
 -- ARGV[1]  the lease end in ms, or NON_EXPIRABLE (held until released)
 -- ARGV[2]  the caller's wall clock in ms
--- ARGV[3..] the new permits' ids, one per permit (1 to 10000)
+-- ARGV[3..] the new permits' ids, one per permit (1 to 10000), in hex; the
+--          zset holds their bytes, as Redisson's
 -- Returns  nil when taken (each id recorded with the lease end); otherwise
 --          ms until the earliest lease ends (-1 when no permit is leased or
 --          the earliest never expires: only a release frees one).
@@ -24,7 +25,7 @@ local value = redis.call('get', KEYS[1])
 if value ~= false and tonumber(value) >= wanted then
     redis.call('decrby', KEYS[1], wanted)
     for i = 3, #ARGV do
-        redis.call('zadd', KEYS[2], ARGV[1], ARGV[i])
+        redis.call('zadd', KEYS[2], ARGV[1], permit_member(ARGV[i]))
     end
     -- As Redisson: the leases live as long as the semaphore, if it expires.
     local ttl = redis.call('pttl', KEYS[1])

@@ -15,7 +15,7 @@ local function bad_lease_end(value)
 end
 
 -- nil when ARGV[first..] holds at least one permit id and at most 10000
--- (what one call may take or release), each non-empty.
+-- (what one call may take or release), each an even number of hex digits.
 local function bad_ids(first)
     local n = #ARGV - first + 1
     if n < 1 or n > 10000 then
@@ -23,11 +23,21 @@ local function bad_ids(first)
             .. ' permit ids, expected 1 to 10000')
     end
     for i = first, #ARGV do
-        if ARGV[i] == '' then
-            return redis.error_reply('ERR invalid permits: an empty permit id')
+        local id = ARGV[i]
+        if id == '' or #id % 2 == 1 or string.find(id, '%X') then
+            return redis.error_reply('ERR invalid permit id: ' .. id
+                .. ' is not an even number of hex digits')
         end
     end
     return nil
+end
+
+-- The zset member of a permit id: the bytes its hex digits spell, as
+-- Redisson stores it (ByteBufUtil.decodeHexDump(permitId)).
+local function permit_member(id)
+    return (string.gsub(id, '%x%x', function(pair)
+        return string.char(tonumber(pair, 16))
+    end))
 end
 
 -- Returns every permit whose lease ran out to the pool and announces the

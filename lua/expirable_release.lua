@@ -4,7 +4,7 @@
 -- KEYS[2]  leased permits, {name}:timeout
 -- KEYS[3]  the channel, redisson_sc:{name}
 -- ARGV[1]  the caller's wall clock in ms
--- ARGV[2..] the permit ids (1 to 10000; a repeated id counts once)
+-- ARGV[2..] the permit ids in hex (1 to 10000; a repeated id counts once)
 -- Returns  how many of them were leased and are now returned (the new
 --          count is published when any was); an unknown id, or one whose
 --          lease had run out (it is reclaimed, not released by its holder),
@@ -16,7 +16,7 @@ if bad then
 end
 local live, seen = {}, {}
 for i = 2, #ARGV do
-    local id = ARGV[i]
+    local id = permit_member(ARGV[i])
     if not seen[id] then
         seen[id] = true
         local ends = redis.call('zscore', KEYS[2], id)

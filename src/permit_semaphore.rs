@@ -34,7 +34,9 @@ use crate::{Client, Error, Result, keys};
 pub struct PermitId(String);
 
 impl PermitId {
-    /// The id as stored in Redis (32 hex digits, as Redisson's).
+    /// The id: 32 hex digits, as Redisson's. Redis holds the 16 bytes they
+    /// spell (as Redisson stores its ids), so a Java service can release a
+    /// permit taken here by this string, and the reverse.
     ///
     /// ```
     /// let id = redisync::PermitId::from("0123456789abcdef0123456789abcdef".to_owned());
@@ -240,7 +242,7 @@ impl PermitExpirableSemaphore {
     /// ```
     pub fn try_release(&self, id: &PermitId) -> Result<bool> {
         check_name(&self.name)?;
-        if id.as_str().is_empty() {
+        if !ops::expirable::is_permit_id(id.as_str()) {
             return Ok(false); // never an id: nothing to ask
         }
         ops::expirable::release(
@@ -388,8 +390,11 @@ impl PermitExpirableSemaphore {
     fn update_leases(&self, ids: &[&str], lease: Duration) -> Result<u64> {
         check_name(&self.name)?;
         let lease_ms = crate::error::millis("lease", lease)?;
-        if ids.iter().any(|id| id.is_empty()) {
-            return Err(Error::invalid("permit id", "a permit id must not be empty"));
+        if let Some(bad) = ids.iter().find(|id| !ops::expirable::is_permit_id(id)) {
+            return Err(Error::invalid(
+                "permit id",
+                format!("{bad:?} is not a permit id (an even number of hex digits)"),
+            ));
         }
         let now = crate::clock::wall_clock_ms();
         let ends = lease_end(now, Some(lease_ms))?;

@@ -20,7 +20,8 @@ use std::sync::{Arc, mpsc};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use common::{CountingBackend, Env, backend_tests, unique_name};
+use common::{CountingBackend, Env, Store, backend_tests, unique_name};
+use redisync::backend::DumpedValue;
 use redisync::{Client, Error, PermitExpirableSemaphore, PermitGuard, PermitId};
 
 backend_tests!(
@@ -32,6 +33,7 @@ backend_tests!(
     update_lease_time_extends_or_reports_gone,
     releases_additions_and_totals_wake_parked_waiters,
     try_release_says_whether_the_id_was_known,
+    permit_ids_are_stored_as_redisson_stores_them,
     bad_input_is_a_clear_error,
 );
 
@@ -85,15 +87,51 @@ fn woken_at(rx: &mpsc::Receiver<Instant>, what: &str) -> Instant {
         .unwrap_or_else(|e| panic!("{what}: the waiter got nothing within {STUCK:?} ({e})"))
 }
 
-/// The lease end stored for `id`, when the store is Redis.
-fn stored_lease_end(env: &Env, name: &str, id: &PermitId) -> Option<i64> {
-    let mut conn = env.redis_connection()?;
-    let score: Option<i64> = ::redis::cmd("ZSCORE")
-        .arg(format!("{{{name}}}:timeout"))
-        .arg(id.as_str())
-        .query(&mut conn)
-        .unwrap();
-    Some(score.expect("the permit's lease is not in the zset"))
+/// The bytes a permit id's hex digits spell: how Redisson stores an id.
+fn id_bytes(id: &PermitId) -> Vec<u8> {
+    let hex = id.as_str();
+    (0..hex.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(&hex[i..i + 2], 16).unwrap())
+        .collect()
+}
+
+/// The leases zset of semaphore `name` as stored: (member bytes, score).
+fn stored_leases(env: &Env, name: &str) -> Vec<(Vec<u8>, f64)> {
+    let key = format!("{{{name}}}:timeout");
+    match &env.store {
+        Store::Memory(backend) => backend
+            .dump()
+            .into_iter()
+            .find(|dumped| dumped.key == key)
+            .map_or_else(Vec::new, |dumped| match dumped.value {
+                DumpedValue::ZSet(members) => members,
+                other => panic!("{key} holds {other:?}"),
+            }),
+        _ => {
+            let mut conn = env.redis_connection().unwrap();
+            ::redis::cmd("ZRANGE")
+                .arg(&key)
+                .arg(0)
+                .arg(-1)
+                .arg("WITHSCORES")
+                .query(&mut conn)
+                .unwrap()
+        }
+    }
+}
+
+/// The lease end stored for `id` (found by its bytes, as Redisson would).
+fn stored_lease_end(env: &Env, name: &str, id: &PermitId) -> i64 {
+    let member = id_bytes(id);
+    let leases = stored_leases(env, name);
+    let (_, score) = leases
+        .iter()
+        .find(|(stored, _)| *stored == member)
+        .unwrap_or_else(|| panic!("permit {id} is not stored as its 16 bytes: {leases:?}"));
+    #[allow(clippy::cast_possible_truncation)]
+    let end = *score as i64;
+    end
 }
 
 fn permits_without_a_lease_are_held_until_released(env: &Env) {
@@ -104,9 +142,8 @@ fn permits_without_a_lease_are_held_until_released(env: &Env) {
     assert!(pa.try_set_permits(1).unwrap());
     let guard = pa.acquire_many(1, None).unwrap();
     assert_eq!(guard.ids().len(), 1);
-    if let Some(end) = stored_lease_end(env, &name, &guard.ids()[0]) {
-        assert_eq!(end, NON_EXPIRABLE, "not Redisson's non-expirable lease end");
-    }
+    let end = stored_lease_end(env, &name, &guard.ids()[0]);
+    assert_eq!(end, NON_EXPIRABLE, "not Redisson's non-expirable lease end");
     // It does not come back by itself: a bounded wait times out on time,
     // not polling past it.
     let started = Instant::now();
@@ -313,16 +350,15 @@ fn update_lease_time_extends_or_reports_gone(env: &Env) {
     // Lengthened: it outlives its first lease.
     let id = pa.acquire(Duration::from_millis(300)).unwrap();
     assert!(pb.update_lease_time(&id, LONG).unwrap());
-    if let Some(end) = stored_lease_end(env, &name, &id) {
-        let now = i64::try_from(
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .unwrap()
-                .as_millis(),
-        )
-        .unwrap();
-        assert!(end > now + 25_000 && end <= now + 31_000, "lease end {end}");
-    }
+    let end = stored_lease_end(env, &name, &id);
+    let now = i64::try_from(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_millis(),
+    )
+    .unwrap();
+    assert!(end > now + 25_000 && end <= now + 31_000, "lease end {end}");
     thread::sleep(Duration::from_millis(600));
     assert_eq!(
         pb.acquired_permits().unwrap(),
@@ -433,6 +469,45 @@ fn try_release_says_whether_the_id_was_known(env: &Env) {
     let err = pb.release(&ids[0]).unwrap_err();
     assert_eq!(invalid_argument(&err), "permit id", "{err}");
     assert_eq!(pa.available_permits().unwrap(), 1);
+}
+
+/// Redisson sends a permit id's bytes (`ByteBufUtil.decodeHexDump`), not
+/// its hex text: so do the scripts, so either side releases the other's
+/// permits by the same 32-digit string.
+fn permit_ids_are_stored_as_redisson_stores_them(env: &Env) {
+    let client = env.client();
+    let name = unique_name("pes:wire");
+    let p = client.permit_expirable_semaphore(name.as_str());
+    p.try_set_permits(3).unwrap();
+    let guard = p.acquire_many(2, Some(LONG)).unwrap();
+    let id = p.acquire(LONG).unwrap();
+    let mut stored: Vec<Vec<u8>> = stored_leases(env, &name)
+        .into_iter()
+        .map(|(member, _)| member)
+        .collect();
+    let mut expected: Vec<Vec<u8>> = guard.ids().iter().chain([&id]).map(id_bytes).collect();
+    stored.sort();
+    expected.sort();
+    assert_eq!(stored, expected);
+    assert!(stored.iter().all(|member| member.len() == 16));
+    // Upper-case digits spell the same bytes (Java's decoder takes both).
+    let upper = PermitId::from(id.as_str().to_uppercase());
+    assert!(p.update_lease_time(&upper, LONG).unwrap());
+    assert!(p.try_release(&upper).unwrap());
+    assert!(!p.try_release(&id).unwrap(), "released twice");
+    // Ids that spell no bytes are never permits.
+    for bad in ["abc", "zz", "not-an-id", ""] {
+        assert!(
+            !p.try_release(&PermitId::from(bad.to_owned())).unwrap(),
+            "{bad}"
+        );
+        let err = p
+            .update_lease_time(&PermitId::from(bad.to_owned()), LONG)
+            .unwrap_err();
+        assert_eq!(invalid_argument(&err), "permit id", "{bad}: {err}");
+    }
+    assert_eq!(guard.release().unwrap(), 2);
+    assert!(stored_leases(env, &name).is_empty());
 }
 
 fn bad_input_is_a_clear_error(env: &Env) {

@@ -547,14 +547,14 @@ fn backends_refuse_out_of_range_arguments(env: &Env) {
     assert!(redisync::ops::counter::set_if_absent(backend, &permits, &sc, 1, "1").unwrap());
     for end in [-1, i64::MAX] {
         refused(
-            redisync::ops::expirable::acquire(backend, &expirable, "id", end, now).map(drop),
+            redisync::ops::expirable::acquire(backend, &expirable, "1d", end, now).map(drop),
             &format!("expirable_acquire end {end}"),
         );
     }
     let non_expirable = redisync::ops::expirable::NON_EXPIRABLE;
     for end in [non_expirable - 1, non_expirable + 1] {
         refused(
-            redisync::ops::expirable::acquire(backend, &expirable, "id", end, now).map(drop),
+            redisync::ops::expirable::acquire(backend, &expirable, "1d", end, now).map(drop),
             &format!("expirable_acquire end {end}"),
         );
     }
@@ -563,7 +563,7 @@ fn backends_refuse_out_of_range_arguments(env: &Env) {
         "expirable_acquire no ids",
     );
     refused(
-        redisync::ops::expirable::update_lease(backend, &expirable, &["id"], -1, now).map(drop),
+        redisync::ops::expirable::update_lease(backend, &expirable, &["1d"], -1, now).map(drop),
         "expirable_update_lease end -1",
     );
     refused(
@@ -1047,12 +1047,12 @@ fn redis_queue_and_counter_scripts_refuse_before_writing() {
     let keys = ["p", "{p}:timeout", "redisson_sc:{p}"];
     run(conn, &set, &["p", "redisson_sc:{p}"], &["3", "3"]);
     let end = (epoch_ms() + 60_000).to_string();
-    run(conn, &acquire, &keys, &[&end, now, "held"]);
+    run(conn, &acquire, &keys, &[&end, now, "01"]);
     // Redisson's non-expirable lease end is accepted as is.
-    run(conn, &acquire, &keys, &["922337203685477", now, "kept"]);
+    run(conn, &acquire, &keys, &["922337203685477", now, "02"]);
     // An expired lease the next script reclaims (a write the guard precedes).
-    run(conn, &acquire, &keys, &[now, now, "expired"]);
-    let acquire_good = [end.as_str(), now, "new"];
+    run(conn, &acquire, &keys, &[now, now, "03"]);
+    let acquire_good = [end.as_str(), now, "04"];
     assert_refused(
         conn,
         "expirable_acquire end",
@@ -1066,11 +1066,11 @@ fn redis_queue_and_counter_scripts_refuse_before_writing() {
         "expirable_acquire now",
         &acquire,
         &keys,
-        &variants(&[&end, &later, "new"], 1, BAD_TIME),
+        &variants(&[&end, &later, "04"], 1, BAD_TIME),
     );
     let too_many: Vec<String> = [end.clone(), later.clone()]
         .into_iter()
-        .chain((0..10_001).map(|i| format!("id{i}")))
+        .chain((0..10_001).map(|i| format!("{i:08x}")))
         .collect();
     assert_refused(
         conn,
@@ -1080,6 +1080,8 @@ fn redis_queue_and_counter_scripts_refuse_before_writing() {
         &[
             vec![end.clone(), later.clone()],
             vec![end.clone(), later.clone(), String::new()],
+            vec![end.clone(), later.clone(), "abc".to_owned()],
+            vec![end.clone(), later.clone(), "0g".to_owned()],
             too_many,
         ],
     );
@@ -1089,7 +1091,7 @@ fn redis_queue_and_counter_scripts_refuse_before_writing() {
         &release,
         &keys,
         &[
-            variants(&[&later, "held"], 0, BAD_TIME),
+            variants(&[&later, "01"], 0, BAD_TIME),
             vec![vec![later.clone()], vec![later.clone(), String::new()]],
         ]
         .concat(),
@@ -1114,8 +1116,8 @@ fn redis_queue_and_counter_scripts_refuse_before_writing() {
         &update,
         &keys,
         &[
-            variants(&[&end, &later, "held"], 0, BAD_TIME),
-            variants(&[&end, &later, "held"], 1, BAD_TIME),
+            variants(&[&end, &later, "01"], 0, BAD_TIME),
+            variants(&[&end, &later, "01"], 1, BAD_TIME),
             vec![vec![end.clone(), later.clone()]],
         ]
         .concat(),

@@ -71,10 +71,19 @@ fn check_ids(ids: &[&str]) -> Result<()> {
             format!("{} permit ids, expected 1 to {MAX_IDS_PER_CALL}", ids.len()),
         ));
     }
-    if ids.iter().any(|id| id.is_empty()) {
-        return Err(Error::invalid("permits", "an empty permit id"));
+    if let Some(bad) = ids.iter().find(|id| !is_permit_id(id)) {
+        return Err(Error::invalid(
+            "permit id",
+            format!("{bad:?} is not an even number of hex digits"),
+        ));
     }
     Ok(())
+}
+
+/// Whether `id` can be a permit id: a non-empty, even number of hex digits
+/// (Redisson stores the bytes they spell, and so do the scripts).
+pub(crate) fn is_permit_id(id: &str) -> bool {
+    !id.is_empty() && id.len() % 2 == 0 && id.bytes().all(|b| b.is_ascii_hexdigit())
 }
 
 /// Reclaims expired leases, then takes one permit as `permit_id` with a
@@ -89,7 +98,7 @@ fn check_ids(ids: &[&str]) -> Result<()> {
 /// let store = redisync::MemoryBackend::new();
 /// redisync::ops::semaphore::add(&store, keys.name, keys.channel, 1)?;
 /// let now = 1_700_000_000_000;
-/// assert_eq!(redisync::ops::expirable::acquire(&store, &keys, "p1", now + 60_000, now)?, Acquire::Acquired);
+/// assert_eq!(redisync::ops::expirable::acquire(&store, &keys, "01", now + 60_000, now)?, Acquire::Acquired);
 /// # Ok::<(), redisync::Error>(())
 /// ```
 pub fn acquire<B: LockBackend + ?Sized>(
@@ -104,13 +113,16 @@ pub fn acquire<B: LockBackend + ?Sized>(
 
 /// Reclaims expired leases, then takes one permit per id in `permit_ids`,
 /// all or none, each with a lease ending at `lease_end_ms` (or
-/// [`NON_EXPIRABLE`]). `Held { ttl }`: not enough available; `ttl` is the
+/// [`NON_EXPIRABLE`]). Ids are hex digits (a [`PermitId`](crate::PermitId)'s);
+/// the zset holds the bytes they spell, as Redisson's does. `Held { ttl }`:
+/// not enough available; `ttl` is the
 /// time until the earliest lease ends (`None` when no leased permit will
 /// expire: only a release frees one).
 ///
 /// # Errors
 /// A store failure; `InvalidArgument` for a time out of range or for no,
-/// empty or more than [`MAX_IDS_PER_CALL`] ids; `Protocol` on a wrong type.
+/// more than [`MAX_IDS_PER_CALL`] ids or one that is not hex; `Protocol` on
+/// a wrong type.
 ///
 /// ```
 /// use redisync::backend::{Acquire, ExpirableKeys};
@@ -119,8 +131,8 @@ pub fn acquire<B: LockBackend + ?Sized>(
 /// let store = redisync::MemoryBackend::new();
 /// redisync::ops::semaphore::add(&store, keys.name, keys.channel, 2)?;
 /// let now = 1_700_000_000_000;
-/// assert_eq!(acquire_many(&store, &keys, &["a", "b"], NON_EXPIRABLE, now)?, Acquire::Acquired);
-/// assert_eq!(acquire_many(&store, &keys, &["c"], NON_EXPIRABLE, now)?, Acquire::Held { ttl: None });
+/// assert_eq!(acquire_many(&store, &keys, &["0a", "0b"], NON_EXPIRABLE, now)?, Acquire::Acquired);
+/// assert_eq!(acquire_many(&store, &keys, &["0c"], NON_EXPIRABLE, now)?, Acquire::Held { ttl: None });
 /// # Ok::<(), redisync::Error>(())
 /// ```
 pub fn acquire_many<B: LockBackend + ?Sized>(
@@ -170,14 +182,14 @@ fn undo_acquire(call: &ScriptCall<'_>, _: &Reply) -> ScriptCall<'static> {
 /// reclaimed, not released).
 ///
 /// # Errors
-/// A store failure, a time out of range, an empty id, or `Protocol` on a
-/// wrong type.
+/// A store failure, a time out of range, an id that is not hex, or
+/// `Protocol` on a wrong type.
 ///
 /// ```
 /// use redisync::backend::ExpirableKeys;
 /// let keys = ExpirableKeys { name: "doc:pes-rel", leases: "{doc:pes-rel}:timeout", channel: "redisson_sc:{doc:pes-rel}" };
 /// let store = redisync::MemoryBackend::new();
-/// assert!(!redisync::ops::expirable::release(&store, &keys, "unknown", 1_700_000_000_000)?);
+/// assert!(!redisync::ops::expirable::release(&store, &keys, "ffff", 1_700_000_000_000)?);
 /// # Ok::<(), redisync::Error>(())
 /// ```
 pub fn release<B: LockBackend + ?Sized>(
@@ -195,7 +207,8 @@ pub fn release<B: LockBackend + ?Sized>(
 ///
 /// # Errors
 /// A store failure; `InvalidArgument` for a time out of range or for no,
-/// empty or more than [`MAX_IDS_PER_CALL`] ids; `Protocol` on a wrong type.
+/// more than [`MAX_IDS_PER_CALL`] ids or one that is not hex; `Protocol` on
+/// a wrong type.
 ///
 /// ```
 /// use redisync::backend::ExpirableKeys;
@@ -204,8 +217,8 @@ pub fn release<B: LockBackend + ?Sized>(
 /// let store = redisync::MemoryBackend::new();
 /// redisync::ops::semaphore::add(&store, keys.name, keys.channel, 2)?;
 /// let now = 1_700_000_000_000;
-/// acquire_many(&store, &keys, &["a", "b"], now + 60_000, now)?;
-/// assert_eq!(release_many(&store, &keys, &["a", "b", "unknown"], now)?, 2);
+/// acquire_many(&store, &keys, &["0a", "0b"], now + 60_000, now)?;
+/// assert_eq!(release_many(&store, &keys, &["0a", "0b", "ffff"], now)?, 2);
 /// # Ok::<(), redisync::Error>(())
 /// ```
 pub fn release_many<B: LockBackend + ?Sized>(
@@ -263,8 +276,8 @@ fn count(reply: &Reply, operation: &str) -> Result<u64> {
 /// let store = redisync::MemoryBackend::new();
 /// redisync::ops::semaphore::add(&store, keys.name, keys.channel, 1)?;
 /// let now = 1_700_000_000_000;
-/// acquire(&store, &keys, "a", now + 1_000, now)?;
-/// assert_eq!(update_lease(&store, &keys, &["a", "b"], now + 60_000, now)?, 1);
+/// acquire(&store, &keys, "0a", now + 1_000, now)?;
+/// assert_eq!(update_lease(&store, &keys, &["0a", "0b"], now + 60_000, now)?, 1);
 /// # Ok::<(), redisync::Error>(())
 /// ```
 pub fn update_lease<B: LockBackend + ?Sized>(
@@ -359,7 +372,7 @@ pub fn acquired<B: LockBackend + ?Sized>(
 /// let store = redisync::MemoryBackend::new();
 /// let now = 1_700_000_000_000;
 /// assert_eq!(set_permits(&store, &keys, 2, now)?, 2);
-/// acquire(&store, &keys, "a", now + 60_000, now)?;
+/// acquire(&store, &keys, "0a", now + 60_000, now)?;
 /// assert_eq!(set_permits(&store, &keys, 5, now)?, 4);   // 5 in all, 1 leased
 /// # Ok::<(), redisync::Error>(())
 /// ```

@@ -107,8 +107,9 @@ pub(crate) fn run<B: LockBackend + ?Sized>(backend: &B, call: &ScriptCall<'_>) -
 /// The arguments the scripts check (`lua/args_prelude.lua`), by the name
 /// their error reply gives; longer names first, so "lease end" is not read
 /// as "lease".
-const SCRIPT_ARGUMENTS: [&str; 8] = [
+const SCRIPT_ARGUMENTS: [&str; 9] = [
     "lease end",
+    "permit id",
     "latch timeout",
     "wait allowance",
     "lease",
