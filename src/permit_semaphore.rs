@@ -369,8 +369,9 @@ impl PermitExpirableSemaphore {
     /// permit taken without a lease gets one.
     ///
     /// # Errors
-    /// `InvalidArgument` for an empty name or id, or a lease under 1 ms or
-    /// over [`MAX_LEASE`](crate::MAX_LEASE); `Backend` if Redis fails;
+    /// `InvalidArgument` for an empty name, an id that is not an even number
+    /// of hex digits, or a lease under 1 ms or over
+    /// [`MAX_LEASE`](crate::MAX_LEASE); `Backend` if Redis fails;
     /// `Protocol` on a wrong type.
     ///
     /// ```
