@@ -226,7 +226,8 @@ impl PermitExpirableSemaphore {
     }
 
     /// Returns permit `id` to the pool. Returns `false` when the permit is
-    /// unknown or its lease already ran out (it was then reclaimed).
+    /// unknown (an id that is not hex never is one), already released, or
+    /// its lease already ran out (it was then reclaimed).
     ///
     /// # Errors
     /// As [`try_set_permits`](Self::try_set_permits).
@@ -467,16 +468,24 @@ impl PermitExpirableSemaphore {
         Ok(())
     }
 
-    /// Returns every permit of `ids` still taken; how many that was.
+    /// Returns every permit of `ids` still taken; how many that was. When
+    /// Redis cannot be reached, the client's cleanup thread goes on sending
+    /// the release (harmless to repeat: a released id is not found again).
     fn release_ids(&self, ids: &[PermitId]) -> Result<u64> {
         check_name(&self.name)?;
-        let ids: Vec<&str> = ids.iter().map(PermitId::as_str).collect();
-        ops::expirable::release_many(
+        let strs: Vec<&str> = ids.iter().map(PermitId::as_str).collect();
+        let released = ops::expirable::release_many(
             &*self.client.inner.backend,
             &self.keys(),
-            &ids,
+            &strs,
             crate::clock::wall_clock_ms(),
-        )
+        );
+        if let Err(err) = &released
+            && err.is_connection_error()
+        {
+            self.undo_unknown_attempt(ids, None, err);
+        }
+        released
     }
 
     fn as_semaphore(&self) -> crate::Semaphore {
@@ -565,10 +574,11 @@ impl PermitExpirableSemaphore {
     }
 
     /// After an acquire failed with a connection error, its request may
-    /// still have run and leased the permits `ids` to nobody. Releasing
-    /// them is exact (an id never leased is not found), so the client's
-    /// cleanup thread sends the release until it lands or the lease would
-    /// have ended anyway ([`NO_LEASE_CLEANUP`] for permits without one).
+    /// still have run and leased the permits `ids` to nobody (and a guard's
+    /// release that failed so left them taken). Releasing them is exact (an
+    /// id never leased is not found), so the client's cleanup thread sends
+    /// the release until it lands or the lease would have ended anyway
+    /// ([`NO_LEASE_CLEANUP`] for permits without one).
     fn undo_unknown_attempt(&self, ids: &[PermitId], lease_ms: Option<i64>, cause: &Error) {
         let lease = lease_ms.map_or(NO_LEASE_CLEANUP, |ms| {
             Duration::from_millis(u64::try_from(ms).unwrap_or(0))
@@ -695,9 +705,10 @@ impl PermitGuard {
     /// others' leases had run out: they were back in the pool already).
     ///
     /// # Errors
-    /// `Backend` if Redis fails (the permits stay taken until their leases
-    /// run out, or for good if they have none: release their ids then);
-    /// `Protocol` on a wrong type.
+    /// `Backend` if Redis fails: the client's cleanup thread then goes on
+    /// sending the release in the background (for up to a day; a lease
+    /// that runs out first returns its permit anyway); `Protocol` on a
+    /// wrong type.
     ///
     /// ```
     /// # use std::time::Duration;

@@ -34,6 +34,7 @@ backend_tests!(
     releases_additions_and_totals_wake_parked_waiters,
     try_release_says_whether_the_id_was_known,
     permit_ids_are_stored_as_redisson_stores_them,
+    a_failed_guard_release_goes_on_in_the_background,
     bad_input_is_a_clear_error,
 );
 
@@ -508,6 +509,32 @@ fn permit_ids_are_stored_as_redisson_stores_them(env: &Env) {
     }
     assert_eq!(guard.release().unwrap(), 2);
     assert!(stored_leases(env, &name).is_empty());
+}
+
+/// Permits without a lease never come back by themselves: a guard whose
+/// release meets a dead connection hands it to the client's cleanup
+/// thread, which sends it once the store answers again.
+fn a_failed_guard_release_goes_on_in_the_background(env: &Env) {
+    let a = env.client();
+    let (b, counting) = counting_client(env, &a);
+    let name = unique_name("pes:release-later");
+    let pa = a.permit_expirable_semaphore(name.as_str());
+    let pb = b.permit_expirable_semaphore(name.as_str());
+    pa.try_set_permits(3).unwrap();
+    let guard = pb.acquire_many(2, None).unwrap();
+    let dropped = pb.acquire_many(1, None).unwrap();
+    counting.set_down(true);
+    let err = guard.release().unwrap_err();
+    assert!(err.is_connection_error(), "{err:?}");
+    drop(dropped);
+    assert_eq!(pa.available_permits().unwrap(), 0, "released while down");
+    counting.set_down(false);
+    common::wait_until(
+        "the failed releases landed",
+        Duration::from_secs(10),
+        || pa.available_permits().unwrap() == 3,
+    );
+    assert_eq!(pa.acquired_permits().unwrap(), 0);
 }
 
 fn bad_input_is_a_clear_error(env: &Env) {

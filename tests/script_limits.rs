@@ -297,9 +297,15 @@ fn permit_leases_at_the_limits(env: &Env) {
     let long = permits.try_acquire(MAX_LEASE).unwrap().expect("a permit");
     assert_eq!(permits.available_permits().unwrap(), 1);
     if let Some(mut conn) = env.redis_connection() {
+        // Stored as the bytes its hex digits spell, as Redisson stores ids.
+        let hex = long.as_str();
+        let member: Vec<u8> = (0..hex.len())
+            .step_by(2)
+            .map(|i| u8::from_str_radix(&hex[i..i + 2], 16).unwrap())
+            .collect();
         let score: f64 = ::redis::cmd("ZSCORE")
             .arg(format!("{{{name}}}:timeout"))
-            .arg(long.as_str())
+            .arg(member)
             .query(&mut conn)
             .unwrap();
         let expected = (start_ms + MAX_MS) as f64;
