@@ -83,7 +83,7 @@ fn check_ids(ids: &[&str]) -> Result<()> {
 /// Whether `id` can be a permit id: a non-empty, even number of hex digits
 /// (Redisson stores the bytes they spell, and so do the scripts).
 pub(crate) fn is_permit_id(id: &str) -> bool {
-    !id.is_empty() && id.len() % 2 == 0 && id.bytes().all(|b| b.is_ascii_hexdigit())
+    !id.is_empty() && id.len().is_multiple_of(2) && id.bytes().all(|b| b.is_ascii_hexdigit())
 }
 
 /// Reclaims expired leases, then takes one permit as `permit_id` with a
