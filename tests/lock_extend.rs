@@ -16,7 +16,9 @@ mod common;
 use std::thread;
 use std::time::Duration;
 
-use common::{Env, backend_tests, unique_name};
+use std::sync::Arc;
+
+use common::{CountingBackend, Env, backend_tests, unique_name};
 use redisync::{Client, Error, Lock};
 
 backend_tests!(
@@ -26,6 +28,7 @@ backend_tests!(
     extend_after_a_force_unlock_is_not_held,
     extend_refuses_bad_leases_and_watchdog_guards,
     extend_of_one_reader_keeps_only_its_share,
+    extend_that_fails_trusts_the_earlier_end,
 );
 
 const SHORT: Duration = Duration::from_millis(300);
@@ -207,4 +210,40 @@ fn extend_of_one_reader_keeps_only_its_share(env: &Env) {
     assert!(waited.is_some(), "the extended read lease never ran out");
     drop(held_b);
     assert!(held_a.unlock().unwrap_err().is_not_held());
+}
+
+/// An extend whose reply never came may or may not have run: the guard
+/// trusts its hold only until the earlier of the old and the new end.
+fn extend_that_fails_trusts_the_earlier_end(env: &Env) {
+    let a = env.client();
+    let counting = CountingBackend::new(Arc::clone(a.backend()));
+    let client = env
+        .builder()
+        .shared_backend(Arc::new(counting.clone()))
+        .build()
+        .unwrap();
+    let lock = client.lock(unique_name("extend:down").as_str());
+    let guard = lock.lock_with_lease(LONG).unwrap();
+    counting.set_down(true);
+    let err = guard.extend(Duration::from_millis(100)).unwrap_err();
+    assert!(err.is_connection_error(), "{err:?}");
+    thread::sleep(Duration::from_millis(300));
+    assert!(
+        guard.is_lost(),
+        "trusted past the shorter end it may have set"
+    );
+    counting.set_down(false);
+    // It had not run: the hold is still there, and a new extend says so.
+    guard.extend(LONG).unwrap();
+    assert!(!guard.is_lost());
+    guard.unlock().unwrap();
+
+    // A failed lengthening keeps the old end.
+    let guard = lock.lock_with_lease(Duration::from_millis(200)).unwrap();
+    counting.set_down(true);
+    assert!(guard.extend(LONG).unwrap_err().is_connection_error());
+    counting.set_down(false);
+    thread::sleep(Duration::from_millis(400));
+    assert!(guard.is_lost(), "trusted past its old end");
+    drop(guard);
 }
