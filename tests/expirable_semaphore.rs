@@ -619,3 +619,18 @@ fn bad_input_is_a_clear_error(env: &Env) {
     }
     assert!(p.available_permits().unwrap_err().is_protocol_error());
 }
+
+fn assert_send<T: Send>() {}
+
+/// Permits have no owner: a guard may be handed to another thread.
+#[test]
+fn permit_guard_is_send() {
+    assert_send::<PermitGuard>();
+    let client = Env::memory().client();
+    let p = client.permit_expirable_semaphore(unique_name("pes:send"));
+    p.try_set_permits(1).unwrap();
+    let guard = p.acquire_many(1, None).unwrap();
+    let released = thread::spawn(move || guard.release().unwrap()).join().unwrap();
+    assert_eq!(released, 1);
+    assert_eq!(p.available_permits().unwrap(), 1);
+}
