@@ -630,7 +630,9 @@ fn permit_guard_is_send() {
     let p = client.permit_expirable_semaphore(unique_name("pes:send"));
     p.try_set_permits(1).unwrap();
     let guard = p.acquire_many(1, None).unwrap();
-    let released = thread::spawn(move || guard.release().unwrap()).join().unwrap();
+    let released = thread::spawn(move || guard.release().unwrap())
+        .join()
+        .unwrap();
     assert_eq!(released, 1);
     assert_eq!(p.available_permits().unwrap(), 1);
 }
