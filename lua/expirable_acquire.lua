@@ -1,29 +1,41 @@
--- Take one permit with a lease from a permit-expirable semaphore
--- (Redisson's RPermitExpirableSemaphore).
--- Loaded after expirable_prelude.lua (reclaim_expired).
+-- Take permits with a lease from a permit-expirable semaphore
+-- (Redisson's RPermitExpirableSemaphore.tryAcquire(permits, ...)): all of
+-- them or none.
+-- Loaded after expirable_prelude.lua (reclaim_expired, NON_EXPIRABLE).
 -- KEYS[1]  available permits: a string holding an integer
 -- KEYS[2]  leased permits: zset of permit id -> lease end (ms, client clock), {name}:timeout
 -- KEYS[3]  the channel, redisson_sc:{name}
--- ARGV[1]  the new permit's id
--- ARGV[2]  its lease end in ms
--- ARGV[3]  the caller's wall clock in ms
--- Returns  nil when taken (the id is recorded with its lease end); otherwise
---          ms until the earliest lease ends (-1 when no permit is leased).
+-- ARGV[1]  the lease end in ms, or NON_EXPIRABLE (held until released)
+-- ARGV[2]  the caller's wall clock in ms
+-- ARGV[3..] the new permits' ids, one per permit (1 to 10000), in hex; the
+--          zset holds their bytes, as Redisson's
+-- Returns  nil when taken (each id recorded with the lease end); otherwise
+--          ms until the earliest lease ends (-1 when no permit is leased or
+--          the earliest never expires: only a release frees one).
 -- Checked before any write (a script error does not undo earlier writes).
-local bad = bad_bounded(ARGV[2], 'lease end', 0, MAX_TIME)
-    or bad_bounded(ARGV[3], 'now', 0, MAX_TIME)
+local bad = bad_lease_end(ARGV[1])
+    or bad_bounded(ARGV[2], 'now', 0, MAX_TIME)
+    or bad_ids(3)
 if bad then
     return bad
 end
-reclaim_expired(KEYS[1], KEYS[2], KEYS[3], ARGV[3])
+reclaim_expired(KEYS[1], KEYS[2], KEYS[3], ARGV[2])
+local wanted = #ARGV - 2
 local value = redis.call('get', KEYS[1])
-if value ~= false and tonumber(value) >= 1 then
-    redis.call('decr', KEYS[1])
-    redis.call('zadd', KEYS[2], ARGV[2], ARGV[1])
+if value ~= false and tonumber(value) >= wanted then
+    redis.call('decrby', KEYS[1], wanted)
+    for i = 3, #ARGV do
+        redis.call('zadd', KEYS[2], ARGV[1], permit_member(ARGV[i]))
+    end
+    -- As Redisson: the leases live as long as the semaphore, if it expires.
+    local ttl = redis.call('pttl', KEYS[1])
+    if ttl > 0 then
+        redis.call('pexpire', KEYS[2], ttl)
+    end
     return nil
 end
 local first = redis.call('zrange', KEYS[2], 0, 0, 'WITHSCORES')
-if first[1] == nil then
+if first[1] == nil or tonumber(first[2]) >= tonumber(NON_EXPIRABLE) then
     return -1
 end
-return math.max(tonumber(first[2]) - tonumber(ARGV[3]), 1)
+return math.max(tonumber(first[2]) - tonumber(ARGV[2]), 1)

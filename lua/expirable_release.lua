@@ -1,26 +1,38 @@
--- Return a leased permit to a permit-expirable semaphore.
+-- Return leased permits to a permit-expirable semaphore.
 -- Loaded after expirable_prelude.lua (reclaim_expired).
 -- KEYS[1]  available permits
 -- KEYS[2]  leased permits, {name}:timeout
 -- KEYS[3]  the channel, redisson_sc:{name}
--- ARGV[1]  the permit id
--- ARGV[2]  the caller's wall clock in ms
--- Returns  1 when the permit was leased and is now returned (count
---          published); 0 when it is unknown or its lease had run out (an
---          expired permit is reclaimed, not released by its holder).
+-- ARGV[1]  the caller's wall clock in ms
+-- ARGV[2..] the permit ids in hex (1 to 10000; a repeated id counts once)
+-- Returns  how many of them were leased and are now returned (the new
+--          count is published when any was); an unknown id, or one whose
+--          lease had run out (it is reclaimed, not released by its holder),
+--          does not count.
 -- Checked before any write (a script error does not undo earlier writes).
-local bad = bad_bounded(ARGV[2], 'now', 0, MAX_TIME)
+local bad = bad_bounded(ARGV[1], 'now', 0, MAX_TIME) or bad_ids(2)
 if bad then
     return bad
 end
-local ends = redis.call('zscore', KEYS[2], ARGV[1])
-if ends == false or tonumber(ends) <= tonumber(ARGV[2]) then
-    reclaim_expired(KEYS[1], KEYS[2], KEYS[3], ARGV[2])
-    return 0
+local live, seen = {}, {}
+for i = 2, #ARGV do
+    local id = permit_member(ARGV[i])
+    if not seen[id] then
+        seen[id] = true
+        local ends = redis.call('zscore', KEYS[2], id)
+        if ends ~= false and tonumber(ends) > tonumber(ARGV[1]) then
+            live[#live + 1] = id
+        end
+    end
 end
--- The count first: if INCR fails (not an integer, overflow) the lease is
--- still recorded, where removing it first would lose the permit.
-local value = redis.call('incr', KEYS[1])
-redis.call('zrem', KEYS[2], ARGV[1])
-redis.call('publish', KEYS[3], value)
-return 1
+if #live > 0 then
+    -- The count first: if INCRBY fails (not an integer, overflow) the
+    -- leases are still recorded, where removing them first would lose them.
+    local value = redis.call('incrby', KEYS[1], #live)
+    for i = 1, #live, 5000 do
+        redis.call('zrem', KEYS[2], unpack(live, i, math.min(i + 4999, #live)))
+    end
+    redis.call('publish', KEYS[3], value)
+end
+reclaim_expired(KEYS[1], KEYS[2], KEYS[3], ARGV[1])
+return #live

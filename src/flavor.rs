@@ -288,6 +288,24 @@ impl LockKeys {
         }
     }
 
+    /// Sets the lease of `holder`'s hold to `lease_ms` from now if it still
+    /// holds it (`LockGuard::extend`); `false` when it does not. Every
+    /// flavor can: the hash's TTL is the lease, and a reader's lease is its
+    /// read-hold keys (the hash keeps the longest of all readers' leases).
+    pub(crate) fn extend(
+        &self,
+        backend: &dyn LockBackend,
+        holder: &Holder,
+        lease_ms: i64,
+    ) -> Result<bool> {
+        match self.flavor {
+            Flavor::Reentrant | Flavor::Fenced | Flavor::Fair | Flavor::Write => {
+                ops::lock::renew(backend, &self.name, holder.field(), lease_ms)
+            }
+            Flavor::Read => ops::rw_lock::read_renew(backend, &self.rw(holder), lease_ms),
+        }
+    }
+
     pub(crate) fn force_release(&self, backend: &dyn LockBackend) -> Result<bool> {
         match self.flavor {
             Flavor::Reentrant | Flavor::Fenced => {

@@ -43,7 +43,8 @@
 //!   permits with no owner; a release wakes up to as many waiters as it frees.
 //! - [`PermitExpirableSemaphore`] ([`Client::permit_expirable_semaphore`]):
 //!   Redisson's `RPermitExpirableSemaphore`, permits with an id and a lease,
-//!   so a crashed holder's permit comes back.
+//!   so a crashed holder's permit comes back (or no lease; several at once
+//!   in a [`PermitGuard`]).
 //! - [`CountDownLatch`] ([`Client::count_down_latch`]): Redisson's
 //!   `RCountDownLatch`; reaching zero wakes every waiter in every client.
 //!
@@ -111,7 +112,8 @@
 //! the watchdog timeout as its lease (30 s by default) and the client renews
 //! it every third of that while the guard lives: if the process dies, the
 //! lock frees itself within the watchdog timeout. A lock taken with a lease
-//! ([`Lock::lock_with_lease`]) is never renewed. If a renewal finds the lock
+//! ([`Lock::lock_with_lease`]) is never renewed, unless its holder extends
+//! it ([`LockGuard::extend`]). If a renewal finds the lock
 //! gone, or cannot reach Redis before the lease runs out,
 //! [`LockGuard::is_lost`] turns true and the [`EventHandler`] hears of it.
 //!
@@ -195,7 +197,7 @@ pub use latch::CountDownLatch;
 pub use lock::{Lock, LockGuard};
 pub use multi_lock::{MultiLock, MultiLockGuard, RedLock, RedLockGuard};
 pub use ops::inspect::{HoldMode, Inspection, ObjectKind};
-pub use permit_semaphore::{PermitExpirableSemaphore, PermitId};
+pub use permit_semaphore::{PermitExpirableSemaphore, PermitGuard, PermitId};
 pub use rw_lock::ReadWriteLock;
 pub use semaphore::{Semaphore, SemaphorePermit};
 pub use spin_lock::Backoff;

@@ -620,7 +620,7 @@ impl Lock {
         Ok(LockGuard {
             lock: self.clone(),
             renewal,
-            lease_ms,
+            lease_ms: std::cell::Cell::new(lease_ms),
             lease,
             watchdog,
             token,
@@ -882,7 +882,8 @@ pub struct LockGuard {
     lock: Lock,
     /// The holder and how the watchdog renews it.
     renewal: Arc<Renewal>,
-    lease_ms: i64,
+    /// The lease each reentrant release resets (`extend` changes it).
+    lease_ms: std::cell::Cell<i64>,
     /// The hold's lease by the local clock (shared with the watchdog).
     lease: Arc<Lease>,
     /// Whether the watchdog renews it.
@@ -976,7 +977,88 @@ impl LockGuard {
 
     /// The lease each acquisition and renewal sets, in ms.
     pub(crate) fn lease_ms(&self) -> i64 {
-        self.lease_ms
+        self.lease_ms.get()
+    }
+
+    /// Sets this hold's lease to `lease` from now, if this thread still
+    /// holds the lock: for a lock taken with a fixed lease
+    /// ([`lock_with_lease`](Lock::lock_with_lease),
+    /// [`try_lock_for_with_lease`](Lock::try_lock_for_with_lease)), which
+    /// Redisson does by locking again with a new `leaseTime`. A shorter
+    /// `lease` than what is left shortens it.
+    ///
+    /// Works for every lock kind: reentrant, fenced, fair, and both halves
+    /// of a read-write lock. The lease is per (client, thread), shared by
+    /// this thread's reentrant holds of the lock: extending one extends
+    /// them all, and a later release of an inner hold resets the lease to
+    /// that hold's own lease (Redisson's rule). For a read lock, this
+    /// thread's read holds get `lease`, and the lock lives as long as the
+    /// longest lease of all its readers. For a write lock, `lease` also
+    /// bounds the read holds this thread took while writing (they live in
+    /// the same key). A fair lock's queued waiters keep their queue slots.
+    ///
+    /// The guard's [`is_lost`](Self::is_lost) then counts from this call.
+    ///
+    /// # Errors
+    /// - `InvalidArgument` for a lease under 1 ms or over
+    ///   [`MAX_LEASE`](crate::MAX_LEASE), and for a guard the watchdog
+    ///   renews ([`Lock::lock`], [`Lock::try_lock`], [`Lock::try_lock_for`]):
+    ///   its lease is the watchdog's, which would undo the change at its
+    ///   next renewal (take the lock with a lease to choose it yourself).
+    /// - `NotHeld` when this thread no longer holds the lock (its lease ran
+    ///   out, or it was force-unlocked); the guard is then lost.
+    /// - `Backend` if Redis fails: the lease may or may not have changed,
+    ///   so [`is_lost`](Self::is_lost) trusts the earlier of the two ends.
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # let client = redisync::Client::builder().backend(redisync::MemoryBackend::new()).build()?;
+    /// let lock = client.lock("jobs");
+    /// let guard = lock.lock_with_lease(Duration::from_millis(100))?;
+    /// guard.extend(Duration::from_secs(60))?;          // the work takes longer
+    /// assert!(lock.remaining_ttl()?.unwrap() > Duration::from_secs(50));
+    ///
+    /// let watched = client.lock("other").lock()?;     // the watchdog's lease
+    /// assert!(watched.extend(Duration::from_secs(60)).unwrap_err().is_invalid_argument());
+    /// # Ok::<(), redisync::Error>(())
+    /// ```
+    pub fn extend(&self, lease: Duration) -> Result<()> {
+        let lease_ms = crate::error::millis("lease", lease)?;
+        let keys = &self.lock.keys;
+        if self.watchdog {
+            return Err(Error::invalid(
+                "lease",
+                format!(
+                    "the lease of {:?} is renewed by the watchdog (the lock was taken \
+                     without a lease); extend applies to a lock taken with a fixed lease \
+                     (lock_with_lease, try_lock_for_with_lease)",
+                    keys.name
+                ),
+            ));
+        }
+        let backend = self.lock.client.inner.backend.as_ref();
+        let sent = Instant::now();
+        match keys.extend(backend, &self.renewal.holder, lease_ms) {
+            Ok(true) => {
+                self.lease.renewed(sent, lease);
+                self.lease_ms.set(lease_ms);
+                Ok(())
+            }
+            Ok(false) => {
+                self.lease.mark_lost();
+                Err(Error::NotHeld {
+                    name: keys.name.clone(),
+                })
+            }
+            Err(err) => {
+                if err.is_connection_error() {
+                    self.lease.maybe_changed(sent, lease);
+                    // A later release must cover the longer lease too.
+                    self.lease_ms.set(self.lease_ms.get().max(lease_ms));
+                }
+                Err(err)
+            }
+        }
     }
 
     /// Releases this hold and returns any error.
@@ -1020,7 +1102,7 @@ impl LockGuard {
         }
         let result = self
             .lock
-            .release(&self.renewal.holder, self.lease_ms, outermost);
+            .release(&self.renewal.holder, self.lease_ms.get(), outermost);
         if records {
             let inner = &self.lock.client.inner;
             // A thread of this client may have parked on this hold without

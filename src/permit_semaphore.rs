@@ -4,7 +4,8 @@
 //!
 //! The available count is the same string as a [`Semaphore`](crate::Semaphore)'s;
 //! leased permits live in the zset `{name}:timeout` (permit id → lease end in
-//! ms by the acquiring client's clock). Expired leases are reclaimed by the
+//! ms by the acquiring client's clock; Redisson's non-expirable constant for
+//! a permit taken without a lease). Expired leases are reclaimed by the
 //! next acquire, release or count, which announces the new count. A waiter
 //! parks until a release announces permits or the earliest lease runs out.
 
@@ -14,7 +15,7 @@ use std::time::Duration;
 use crate::backend::{Acquire, ExpirableKeys};
 use crate::ops;
 use crate::pubsub::Wake;
-use crate::semaphore::check_name;
+use crate::semaphore::{check_name, permit_count};
 use crate::wait::{Attempt, Wait, Waiting};
 use crate::{Client, Error, Result, keys};
 
@@ -33,7 +34,9 @@ use crate::{Client, Error, Result, keys};
 pub struct PermitId(String);
 
 impl PermitId {
-    /// The id as stored in Redis (32 hex digits, as Redisson's).
+    /// The id: 32 hex digits, as Redisson's. Redis holds the 16 bytes they
+    /// spell (as Redisson stores its ids), so a Java service can release a
+    /// permit taken here by this string, and the reverse.
     ///
     /// ```
     /// let id = redisync::PermitId::from("0123456789abcdef0123456789abcdef".to_owned());
@@ -143,7 +146,34 @@ impl PermitExpirableSemaphore {
     /// # Ok::<(), redisync::Error>(())
     /// ```
     pub fn name(&self) -> &str {
-        &self.name
+        self.client.unmap(&self.name)
+    }
+
+    /// Deletes the semaphore's available count and its leases (Redisson's
+    /// `RPermitExpirableSemaphore.delete()`), so
+    /// [`try_set_permits`](Self::try_set_permits) can set it again; returns
+    /// whether anything existed. Waiters are not woken (as in Redisson): a
+    /// deleted semaphore has no permits to give them. Permits handed out
+    /// before are forgotten: releasing one later returns `false`.
+    ///
+    /// # Errors
+    /// `InvalidArgument` for an empty name; `Backend` if Redis fails.
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # let client = redisync::Client::builder().backend(redisync::MemoryBackend::new()).build()?;
+    /// let workers = client.permit_expirable_semaphore("workers");
+    /// workers.try_set_permits(2)?;
+    /// let id = workers.acquire(Duration::from_secs(10))?;
+    /// assert!(workers.delete()?);
+    /// assert_eq!((workers.available_permits()?, workers.acquired_permits()?), (0, 0));
+    /// assert!(!workers.try_release(&id)?);
+    /// assert!(workers.try_set_permits(5)?);
+    /// # Ok::<(), redisync::Error>(())
+    /// ```
+    pub fn delete(&self) -> Result<bool> {
+        check_name(&self.name)?;
+        ops::semaphore::delete_keys(&*self.client.inner.backend, &self.name, Some(&self.leases))
     }
 
     /// Sets the number of permits if it has not been set yet; returns
@@ -251,7 +281,8 @@ impl PermitExpirableSemaphore {
     }
 
     /// Returns permit `id` to the pool. Returns `false` when the permit is
-    /// unknown or its lease already ran out (it was then reclaimed).
+    /// unknown (an id that is not hex never is one), already released, or
+    /// its lease already ran out (it was then reclaimed).
     ///
     /// # Errors
     /// As [`try_set_permits`](Self::try_set_permits).
@@ -267,6 +298,9 @@ impl PermitExpirableSemaphore {
     /// ```
     pub fn try_release(&self, id: &PermitId) -> Result<bool> {
         check_name(&self.name)?;
+        if !ops::expirable::is_permit_id(id.as_str()) {
+            return Ok(false); // never an id: nothing to ask
+        }
         ops::expirable::release(
             &*self.client.inner.backend,
             &self.keys(),
@@ -305,16 +339,259 @@ impl PermitExpirableSemaphore {
         }
     }
 
+    /// Blocks until `permits` permits are available and takes them all at
+    /// once (never some of them), each with its own id, for `lease`, or
+    /// until released when `lease` is `None` (Redisson's `acquire(permits)`
+    /// and `acquire(permits, leaseTime, unit)`). The returned guard
+    /// releases them when dropped.
+    ///
+    /// A permit without a lease is recorded with Redisson's non-expirable
+    /// lease end ([`ops::expirable::NON_EXPIRABLE`]): it never returns by
+    /// itself, so a holder that dies keeps it (as a plain
+    /// [`Semaphore`](crate::Semaphore)'s permit) unless someone releases
+    /// its id.
+    ///
+    /// # Errors
+    /// `InvalidArgument` for an empty name, 0 or more than 10,000 permits,
+    /// or a lease under 1 ms or over [`MAX_LEASE`](crate::MAX_LEASE);
+    /// `Backend` if Redis fails; `Protocol` on a wrong type.
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # let client = redisync::Client::builder().backend(redisync::MemoryBackend::new()).build()?;
+    /// let p = client.permit_expirable_semaphore("slots");
+    /// p.try_set_permits(3)?;
+    /// let two = p.acquire_many(2, Some(Duration::from_secs(30)))?;
+    /// assert_eq!(two.ids().len(), 2);
+    /// let held = p.acquire_many(1, None)?;                // until released
+    /// assert_eq!(p.acquired_permits()?, 3);
+    /// drop((two, held));                                  // released
+    /// assert_eq!(p.available_permits()?, 3);
+    /// # Ok::<(), redisync::Error>(())
+    /// ```
+    pub fn acquire_many(&self, permits: u64, lease: Option<Duration>) -> Result<PermitGuard> {
+        self.acquire_guard(permits, Wait::Forever, lease)?
+            .ok_or_else(|| Error::protocol("an unbounded wait ended without the permits"))
+    }
+
+    /// Takes `permits` permits if that many are available now; never
+    /// waits. See [`acquire_many`](Self::acquire_many).
+    ///
+    /// # Errors
+    /// As [`acquire_many`](Self::acquire_many).
+    ///
+    /// ```
+    /// # let client = redisync::Client::builder().backend(redisync::MemoryBackend::new()).build()?;
+    /// let p = client.permit_expirable_semaphore("slots");
+    /// p.try_set_permits(1)?;
+    /// assert!(p.try_acquire_many(2, None)?.is_none());   // all or nothing
+    /// assert!(p.try_acquire_many(1, None)?.is_some());
+    /// # Ok::<(), redisync::Error>(())
+    /// ```
+    pub fn try_acquire_many(
+        &self,
+        permits: u64,
+        lease: Option<Duration>,
+    ) -> Result<Option<PermitGuard>> {
+        self.acquire_guard(permits, Wait::Never, lease)
+    }
+
+    /// Waits up to `wait` for `permits` permits and takes them all.
+    /// `Ok(None)` on timeout. See [`acquire_many`](Self::acquire_many).
+    ///
+    /// # Errors
+    /// As [`acquire_many`](Self::acquire_many).
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # let client = redisync::Client::builder().backend(redisync::MemoryBackend::new()).build()?;
+    /// let p = client.permit_expirable_semaphore("slots");
+    /// assert!(p.try_acquire_many_for(1, Duration::from_millis(10), None)?.is_none());
+    /// # Ok::<(), redisync::Error>(())
+    /// ```
+    pub fn try_acquire_many_for(
+        &self,
+        permits: u64,
+        wait: Duration,
+        lease: Option<Duration>,
+    ) -> Result<Option<PermitGuard>> {
+        self.acquire_guard(permits, Wait::for_duration(wait), lease)
+    }
+
+    /// Gives permit `id` a new lease of `lease` from now (Redisson's
+    /// `updateLeaseTime`): `true` when the permit was leased and now ends
+    /// then; `false` when it is unknown, released, or its lease already ran
+    /// out (an expired permit is back in the pool and stays there). A
+    /// permit taken without a lease gets one.
+    ///
+    /// # Errors
+    /// `InvalidArgument` for an empty name, an id that is not an even number
+    /// of hex digits, or a lease under 1 ms or over
+    /// [`MAX_LEASE`](crate::MAX_LEASE); `Backend` if Redis fails;
+    /// `Protocol` on a wrong type.
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # let client = redisync::Client::builder().backend(redisync::MemoryBackend::new()).build()?;
+    /// # let p = client.permit_expirable_semaphore("p"); p.try_set_permits(1)?;
+    /// let id = p.acquire(Duration::from_secs(1))?;
+    /// assert!(p.update_lease_time(&id, Duration::from_secs(600))?);   // the work takes longer
+    /// p.release(&id)?;
+    /// assert!(!p.update_lease_time(&id, Duration::from_secs(600))?);  // gone
+    /// # Ok::<(), redisync::Error>(())
+    /// ```
+    pub fn update_lease_time(&self, id: &PermitId, lease: Duration) -> Result<bool> {
+        Ok(self.update_leases(&[id.as_str()], lease)? == 1)
+    }
+
+    fn update_leases(&self, ids: &[&str], lease: Duration) -> Result<u64> {
+        check_name(&self.name)?;
+        let lease_ms = crate::error::millis("lease", lease)?;
+        if let Some(bad) = ids.iter().find(|id| !ops::expirable::is_permit_id(id)) {
+            return Err(Error::invalid(
+                "permit id",
+                format!("{bad:?} is not a permit id (an even number of hex digits)"),
+            ));
+        }
+        let now = crate::clock::wall_clock_ms();
+        let ends = lease_end(now, Some(lease_ms))?;
+        ops::expirable::update_lease(&*self.client.inner.backend, &self.keys(), ids, ends, now)
+    }
+
+    /// How many permits are taken now: leased and not expired, or taken
+    /// without a lease (Redisson's `acquiredPermits`). Expired leases are
+    /// reclaimed first.
+    ///
+    /// # Errors
+    /// As [`try_set_permits`](Self::try_set_permits).
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # let client = redisync::Client::builder().backend(redisync::MemoryBackend::new()).build()?;
+    /// let p = client.permit_expirable_semaphore("p");
+    /// p.try_set_permits(2)?;
+    /// let _id = p.acquire(Duration::from_secs(30))?;
+    /// assert_eq!(p.acquired_permits()?, 1);
+    /// # Ok::<(), redisync::Error>(())
+    /// ```
+    pub fn acquired_permits(&self) -> Result<u64> {
+        check_name(&self.name)?;
+        ops::expirable::acquired(
+            &*self.client.inner.backend,
+            &self.keys(),
+            crate::clock::wall_clock_ms(),
+        )
+    }
+
+    /// Sets the total number of permits to `permits`, whatever it was
+    /// (Redisson's `setPermits`): the available count becomes `permits`
+    /// minus the permits taken now, which stay taken. It goes negative when
+    /// more are taken than the new total; new acquires then wait until
+    /// enough come back. A count never set becomes `permits`. A rise wakes
+    /// waiters.
+    ///
+    /// # Errors
+    /// `InvalidArgument` for an empty name or more than `i64::MAX` permits;
+    /// `Backend` if Redis fails; `Protocol` on a wrong type.
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # let client = redisync::Client::builder().backend(redisync::MemoryBackend::new()).build()?;
+    /// let p = client.permit_expirable_semaphore("p");
+    /// p.set_permits(3)?;
+    /// let _id = p.acquire(Duration::from_secs(30))?;
+    /// p.set_permits(5)?;                         // 5 in all, 1 of them taken
+    /// assert_eq!(p.available_permits()?, 4);
+    /// p.set_permits(0)?;
+    /// assert_eq!(p.available_permits()?, -1);    // the taken one stays taken
+    /// # Ok::<(), redisync::Error>(())
+    /// ```
+    pub fn set_permits(&self, permits: u64) -> Result<()> {
+        check_name(&self.name)?;
+        let total = i64::try_from(permits).map_err(|_| {
+            Error::invalid(
+                "permits",
+                format!("must be at most i64::MAX, got {permits}"),
+            )
+        })?;
+        ops::expirable::set_permits(
+            &*self.client.inner.backend,
+            &self.keys(),
+            total,
+            crate::clock::wall_clock_ms(),
+        )?;
+        Ok(())
+    }
+
+    /// Returns every permit of `ids` still taken; how many that was. When
+    /// Redis cannot be reached, the client's cleanup thread goes on sending
+    /// the release (harmless to repeat: a released id is not found again).
+    fn release_ids(&self, ids: &[PermitId]) -> Result<u64> {
+        check_name(&self.name)?;
+        let strs: Vec<&str> = ids.iter().map(PermitId::as_str).collect();
+        let released = ops::expirable::release_many(
+            &*self.client.inner.backend,
+            &self.keys(),
+            &strs,
+            crate::clock::wall_clock_ms(),
+        );
+        if let Err(err) = &released
+            && err.is_connection_error()
+        {
+            self.undo_unknown_attempt(ids, None, err);
+        }
+        released
+    }
+
     fn as_semaphore(&self) -> crate::Semaphore {
         crate::Semaphore::new(self.client.clone(), self.name.clone())
     }
 
     fn acquire_within(&self, wait: Wait, lease: Duration) -> Result<Option<PermitId>> {
+        let ids = self.acquire_ids(1, wait, Some(lease))?;
+        Ok(ids.and_then(|ids| ids.into_iter().next()))
+    }
+
+    fn acquire_guard(
+        &self,
+        permits: u64,
+        wait: Wait,
+        lease: Option<Duration>,
+    ) -> Result<Option<PermitGuard>> {
+        Ok(self
+            .acquire_ids(permits, wait, lease)?
+            .map(|ids| PermitGuard {
+                semaphore: self.clone(),
+                ids,
+                released: false,
+            }))
+    }
+
+    /// The acquire loop behind every acquire method: `permits` fresh ids,
+    /// all taken or none, with `lease` (`None`: until released).
+    fn acquire_ids(
+        &self,
+        permits: u64,
+        wait: Wait,
+        lease: Option<Duration>,
+    ) -> Result<Option<Vec<PermitId>>> {
         check_name(&self.name)?;
-        let lease_ms = crate::error::millis("lease", lease)?;
+        let count = permit_count("permits", permits)?;
+        if count > MAX_PERMITS_PER_CALL {
+            return Err(Error::invalid(
+                "permits",
+                format!("at most {MAX_PERMITS_PER_CALL} in one call, got {permits}"),
+            ));
+        }
+        let lease_ms = lease
+            .map(|lease| crate::error::millis("lease", lease))
+            .transpose()?;
         let inner = &self.client.inner;
         let keys = self.keys();
-        let id = PermitId(uuid::Uuid::new_v4().simple().to_string());
+        let ids: Vec<PermitId> = (0..count)
+            .map(|_| PermitId(uuid::Uuid::new_v4().simple().to_string()))
+            .collect();
+        let id_strs: Vec<&str> = ids.iter().map(PermitId::as_str).collect();
         let taken = crate::wait::until_done(
             &inner.subscriber,
             Waiting {
@@ -331,56 +608,213 @@ impl PermitExpirableSemaphore {
             },
             || {
                 let now = crate::clock::wall_clock_ms();
-                let ends = now.checked_add(lease_ms).ok_or_else(|| {
-                    Error::invalid("lease", format!("{lease:?} from now overflows the clock"))
-                })?;
+                let ends = lease_end(now, lease_ms)?;
                 Ok(
-                    match ops::expirable::acquire(&*inner.backend, &keys, id.as_str(), ends, now)? {
+                    match ops::expirable::acquire_many(&*inner.backend, &keys, &id_strs, ends, now)?
+                    {
                         Acquire::Acquired => Attempt::Done(()),
                         Acquire::Held { ttl } => Attempt::Retry(ttl),
                     },
                 )
             },
         )
-        .map(|taken| {
-            taken
-                .and_then(crate::wait::Done::attempted)
-                .map(|()| id.clone())
-        });
-        if let Err(err) = &taken
-            && err.is_connection_error()
-        {
-            self.undo_unknown_attempt(&id, lease_ms, err);
+        .map(|taken| taken.and_then(crate::wait::Done::attempted));
+        match taken {
+            Ok(Some(())) => Ok(Some(ids)),
+            Ok(None) => Ok(None),
+            Err(err) => {
+                if err.is_connection_error() {
+                    self.undo_unknown_attempt(&ids, lease_ms, &err);
+                }
+                Err(err)
+            }
         }
-        taken
     }
 
     /// After an acquire failed with a connection error, its request may
-    /// still have run and leased the permit `id` to nobody. Releasing that
-    /// id is exact (an id never leased is not found), so the client's
-    /// cleanup thread sends the release until it lands or the lease would
-    /// have ended anyway.
-    fn undo_unknown_attempt(&self, id: &PermitId, lease_ms: i64, cause: &Error) {
-        let lease = Duration::from_millis(u64::try_from(lease_ms).unwrap_or(0));
+    /// still have run and leased the permits `ids` to nobody (and a guard's
+    /// release that failed so left them taken). Releasing them is exact (an
+    /// id never leased is not found), so the client's cleanup thread sends
+    /// the release until it lands or the lease would have ended anyway
+    /// ([`NO_LEASE_CLEANUP`] for permits without one).
+    fn undo_unknown_attempt(&self, ids: &[PermitId], lease_ms: Option<i64>, cause: &Error) {
+        let lease = lease_ms.map_or(NO_LEASE_CLEANUP, |ms| {
+            Duration::from_millis(u64::try_from(ms).unwrap_or(0))
+        });
         let Some(give_up_at) = std::time::Instant::now().checked_add(lease) else {
             return;
         };
         let backend = std::sync::Arc::clone(&self.client.inner.backend);
         let (name, leases, channel) =
             (self.name.clone(), self.leases.clone(), self.channel.clone());
-        let permit = id.as_str().to_owned();
+        let permits: Vec<String> = ids.iter().map(|id| id.as_str().to_owned()).collect();
+        let first = permits.first().cloned().unwrap_or_default();
         let task: crate::cleanup::Task = Box::new(move || {
             let keys = ExpirableKeys {
                 name: &name,
                 leases: &leases,
                 channel: &channel,
             };
-            ops::expirable::release(&*backend, &keys, &permit, crate::clock::wall_clock_ms())?;
+            let ids: Vec<&str> = permits.iter().map(String::as_str).collect();
+            ops::expirable::release_many(&*backend, &keys, &ids, crate::clock::wall_clock_ms())?;
             Ok(true)
         });
         self.client
             .inner
             .cleanup
-            .push(&self.name, id.as_str(), task, give_up_at, false, cause);
+            .push(&self.name, &first, task, give_up_at, false, cause);
+    }
+}
+
+/// The most permits one acquire takes (each is an id sent to Redis).
+const MAX_PERMITS_PER_CALL: i64 = 10_000;
+
+/// How long the cleanup thread keeps trying to give back permits without a
+/// lease that an acquire with a lost reply may have taken (they would
+/// otherwise stay taken for good).
+const NO_LEASE_CLEANUP: Duration = Duration::from_secs(24 * 60 * 60);
+
+/// The lease end to record for an attempt at `now`: `now + lease`, or
+/// Redisson's non-expirable end for a permit without a lease.
+fn lease_end(now: i64, lease_ms: Option<i64>) -> Result<i64> {
+    match lease_ms {
+        None => Ok(ops::expirable::NON_EXPIRABLE),
+        Some(ms) => now
+            .checked_add(ms)
+            .ok_or_else(|| Error::invalid("lease", format!("{ms}ms from now overflows the clock"))),
+    }
+}
+
+/// Permits taken from a [`PermitExpirableSemaphore`], each with its id;
+/// created by [`PermitExpirableSemaphore::acquire_many`] and its `try_`
+/// variants. Dropping it releases those still taken (errors go to the
+/// client's [`EventHandler`](crate::EventHandler));
+/// [`release`](Self::release) returns the outcome instead, and
+/// [`forget`](Self::forget) keeps them taken and hands over their ids (to
+/// release later, anywhere, with [`PermitExpirableSemaphore::release`]).
+/// Permits have no owner, so the guard is `Send`.
+///
+/// ```
+/// # use std::time::Duration;
+/// # let client = redisync::Client::builder().backend(redisync::MemoryBackend::new()).build()?;
+/// let p = client.permit_expirable_semaphore("slots");
+/// p.try_set_permits(2)?;
+/// let permits = p.acquire_many(2, Some(Duration::from_secs(30)))?;
+/// assert_eq!(permits.ids().len(), 2);
+/// assert_eq!(permits.release()?, 2);          // both were still taken
+/// assert_eq!(p.available_permits()?, 2);
+/// # Ok::<(), redisync::Error>(())
+/// ```
+#[must_use = "if unused the permits are released at once"]
+#[clippy::has_significant_drop]
+pub struct PermitGuard {
+    semaphore: PermitExpirableSemaphore,
+    ids: Vec<PermitId>,
+    released: bool,
+}
+
+impl fmt::Debug for PermitGuard {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("PermitGuard")
+            .field("semaphore", &self.semaphore.name)
+            .field("ids", &self.ids)
+            .finish()
+    }
+}
+
+impl PermitGuard {
+    /// The ids of the permits this guard holds, one per permit.
+    ///
+    /// ```
+    /// # let client = redisync::Client::builder().backend(redisync::MemoryBackend::new()).build()?;
+    /// # let p = client.permit_expirable_semaphore("p"); p.try_set_permits(3)?;
+    /// let permits = p.acquire_many(3, None)?;
+    /// assert_eq!(permits.ids().len(), 3);
+    /// # Ok::<(), redisync::Error>(())
+    /// ```
+    pub fn ids(&self) -> &[PermitId] {
+        &self.ids
+    }
+
+    /// Gives each of this guard's permits a new lease of `lease` from now
+    /// (see [`PermitExpirableSemaphore::update_lease_time`]). Returns how
+    /// many were still taken and got it: fewer than
+    /// [`ids().len()`](Self::ids) means some had run out (or were released
+    /// by id) and are back in the pool.
+    ///
+    /// # Errors
+    /// As [`PermitExpirableSemaphore::update_lease_time`].
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # let client = redisync::Client::builder().backend(redisync::MemoryBackend::new()).build()?;
+    /// # let p = client.permit_expirable_semaphore("p"); p.try_set_permits(2)?;
+    /// let permits = p.acquire_many(2, Some(Duration::from_secs(1)))?;
+    /// assert_eq!(permits.update_lease_time(Duration::from_secs(600))?, 2);
+    /// # Ok::<(), redisync::Error>(())
+    /// ```
+    pub fn update_lease_time(&self, lease: Duration) -> Result<usize> {
+        let ids: Vec<&str> = self.ids.iter().map(PermitId::as_str).collect();
+        let updated = self.semaphore.update_leases(&ids, lease)?;
+        Ok(usize::try_from(updated).unwrap_or(usize::MAX))
+    }
+
+    /// Releases the permits and returns how many were still taken (the
+    /// others' leases had run out: they were back in the pool already).
+    ///
+    /// # Errors
+    /// `Backend` if Redis fails: the client's cleanup thread then goes on
+    /// sending the release in the background (for up to a day; a lease
+    /// that runs out first returns its permit anyway); `Protocol` on a
+    /// wrong type.
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # let client = redisync::Client::builder().backend(redisync::MemoryBackend::new()).build()?;
+    /// # let p = client.permit_expirable_semaphore("p"); p.try_set_permits(1)?;
+    /// let permit = p.acquire_many(1, Some(Duration::from_millis(20)))?;
+    /// std::thread::sleep(Duration::from_millis(50));
+    /// assert_eq!(permit.release()?, 0);           // its lease had run out
+    /// # Ok::<(), redisync::Error>(())
+    /// ```
+    pub fn release(mut self) -> Result<usize> {
+        self.released = true;
+        let released = self.semaphore.release_ids(&self.ids)?;
+        Ok(usize::try_from(released).unwrap_or(usize::MAX))
+    }
+
+    /// Keeps the permits taken (nothing is released) and returns their ids.
+    ///
+    /// ```
+    /// # let client = redisync::Client::builder().backend(redisync::MemoryBackend::new()).build()?;
+    /// let p = client.permit_expirable_semaphore("p");
+    /// p.try_set_permits(1)?;
+    /// let ids = p.acquire_many(1, None)?.forget();
+    /// assert_eq!(p.available_permits()?, 0);
+    /// p.release(&ids[0])?;
+    /// # Ok::<(), redisync::Error>(())
+    /// ```
+    pub fn forget(mut self) -> Vec<PermitId> {
+        self.released = true;
+        std::mem::take(&mut self.ids)
+    }
+}
+
+impl Drop for PermitGuard {
+    fn drop(&mut self) {
+        if self.released {
+            return;
+        }
+        self.released = true;
+        if let Err(error) = self.semaphore.release_ids(&self.ids) {
+            self.semaphore
+                .client
+                .inner
+                .events
+                .on_unlock_failed(&crate::event::UnlockFailedEvent {
+                    name: self.semaphore.name.clone(),
+                    error,
+                });
+        }
     }
 }

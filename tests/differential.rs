@@ -52,7 +52,7 @@ const PAUSE: Duration = Duration::from_millis(250);
 
 const NAMES: [&str; 3] = ["d:a", "d:b", "d:c"];
 const HOLDERS: [&str; 3] = ["c1:1", "c1:2", "c2:1"];
-const PERMITS: [&str; 3] = ["p1", "p2", "p3"];
+const PERMITS: [&str; 3] = ["01", "02", "0a0b"];
 
 /// splitmix64: small, seedable, good enough to pick operations.
 struct Rng(u64);

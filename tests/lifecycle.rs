@@ -33,6 +33,7 @@ backend_tests!(
     read_write_lock_delete_removes_every_hold_whatever_the_mode,
     read_half_delete_is_its_force_unlock,
     semaphore_delete_lets_the_count_be_set_again,
+    expirable_semaphore_delete_drops_count_and_leases,
     multi_lock_is_locked_when_every_part_is,
     red_lock_is_locked_when_a_majority_is,
     red_lock_is_locked_outvotes_a_failed_part_only_when_it_can,
@@ -201,6 +202,30 @@ fn semaphore_delete_lets_the_count_be_set_again(env: &Env) {
     assert_eq!(s.available_permits().unwrap(), 0);
     assert!(s.try_set_permits(7).unwrap());
     assert_eq!(s.available_permits().unwrap(), 7);
+    assert!(s.delete().unwrap());
+}
+
+fn expirable_semaphore_delete_drops_count_and_leases(env: &Env) {
+    let name = unique_name("life:pes");
+    let client = env.client();
+    let s = client.permit_expirable_semaphore(&name);
+    assert!(!s.delete().unwrap(), "never set");
+    assert!(s.try_set_permits(2).unwrap());
+    let id = s.acquire(Duration::from_secs(30)).unwrap();
+    assert_eq!(s.acquired_permits().unwrap(), 1);
+    assert!(s.delete().unwrap());
+    assert_eq!(s.available_permits().unwrap(), 0);
+    assert_eq!(s.acquired_permits().unwrap(), 0, "the leases went too");
+    assert!(
+        !s.try_release(&id).unwrap(),
+        "a permit of the deleted semaphore"
+    );
+    assert_eq!(
+        client.inspect(&name).unwrap().kind,
+        redisync::ObjectKind::Absent
+    );
+    assert!(s.try_set_permits(4).unwrap(), "set again after delete");
+    assert_eq!(s.available_permits().unwrap(), 4);
     assert!(s.delete().unwrap());
 }
 

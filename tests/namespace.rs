@@ -160,6 +160,7 @@ fn every_primitive_lives_under_the_prefix(env: &Env) {
     // A lease makes its zset (`{<prefix>pes}:timeout`), which tells it apart.
     let _permit = expirable.acquire(Duration::from_secs(30)).unwrap();
     assert_eq!(kind("pes"), ObjectKind::PermitExpirableSemaphore);
+    assert_eq!(expirable.name(), "pes", "read back without the prefix");
     // Nothing under the bare names.
     for name in ["fair", "fenced", "rw", "sem", "latch", "pes"] {
         assert_eq!(

@@ -297,9 +297,15 @@ fn permit_leases_at_the_limits(env: &Env) {
     let long = permits.try_acquire(MAX_LEASE).unwrap().expect("a permit");
     assert_eq!(permits.available_permits().unwrap(), 1);
     if let Some(mut conn) = env.redis_connection() {
+        // Stored as the bytes its hex digits spell, as Redisson stores ids.
+        let hex = long.as_str();
+        let member: Vec<u8> = (0..hex.len())
+            .step_by(2)
+            .map(|i| u8::from_str_radix(&hex[i..i + 2], 16).unwrap())
+            .collect();
         let score: f64 = ::redis::cmd("ZSCORE")
             .arg(format!("{{{name}}}:timeout"))
-            .arg(long.as_str())
+            .arg(member)
             .query(&mut conn)
             .unwrap();
         let expected = (start_ms + MAX_MS) as f64;
@@ -547,10 +553,29 @@ fn backends_refuse_out_of_range_arguments(env: &Env) {
     assert!(redisync::ops::counter::set_if_absent(backend, &permits, &sc, 1, "1").unwrap());
     for end in [-1, i64::MAX] {
         refused(
-            redisync::ops::expirable::acquire(backend, &expirable, "id", end, now).map(drop),
+            redisync::ops::expirable::acquire(backend, &expirable, "1d", end, now).map(drop),
             &format!("expirable_acquire end {end}"),
         );
     }
+    let non_expirable = redisync::ops::expirable::NON_EXPIRABLE;
+    for end in [non_expirable - 1, non_expirable + 1] {
+        refused(
+            redisync::ops::expirable::acquire(backend, &expirable, "1d", end, now).map(drop),
+            &format!("expirable_acquire end {end}"),
+        );
+    }
+    refused(
+        redisync::ops::expirable::acquire_many(backend, &expirable, &[], now, now).map(drop),
+        "expirable_acquire no ids",
+    );
+    refused(
+        redisync::ops::expirable::update_lease(backend, &expirable, &["1d"], -1, now).map(drop),
+        "expirable_update_lease end -1",
+    );
+    refused(
+        redisync::ops::expirable::set_permits(backend, &expirable, -1, now).map(drop),
+        "expirable_set_permits -1",
+    );
     assert_eq!(
         redisync::ops::expirable::available(backend, &expirable, now).unwrap(),
         1
@@ -796,7 +821,7 @@ fn redis_lock_scripts_refuse_before_writing() {
             conn,
             "read_lock_renew",
             &read_renew,
-            &["rw", prefix],
+            &["rw", prefix, "{rw}"],
             &variants(&["1", h], 0, BAD_MS),
         );
         assert_refused(
@@ -850,7 +875,7 @@ fn redis_lock_scripts_refuse_before_writing() {
     run(conn, &write, &["w"], &[max, hw, h]);
     run(conn, &write, &["w"], &[max, hw, h]);
     run(conn, &renew, &[l], &[max, h]);
-    run(conn, &read_renew, &["rw", prefix], &[max, h]);
+    run(conn, &read_renew, &["rw", prefix, "{rw}"], &[max, h]);
     for (key, ttl) in snapshot(conn).iter().map(|(k, v)| (k.clone(), v.2)) {
         // Only the token counter has no TTL, by design.
         assert_eq!(ttl, key != "t", "{key}");
@@ -1022,19 +1047,24 @@ fn redis_queue_and_counter_scripts_refuse_before_writing() {
     let acquire = script(EXPIRABLE, include_str!("../lua/expirable_acquire.lua"));
     let release = script(EXPIRABLE, include_str!("../lua/expirable_release.lua"));
     let available = script(EXPIRABLE, include_str!("../lua/expirable_available.lua"));
+    let acquired = script(EXPIRABLE, include_str!("../lua/expirable_acquired.lua"));
+    let update = script(EXPIRABLE, include_str!("../lua/expirable_update_lease.lua"));
+    let set_total = script(EXPIRABLE, include_str!("../lua/expirable_set_permits.lua"));
     let keys = ["p", "{p}:timeout", "redisson_sc:{p}"];
-    run(conn, &set, &["p", "redisson_sc:{p}"], &["2", "2"]);
+    run(conn, &set, &["p", "redisson_sc:{p}"], &["3", "3"]);
     let end = (epoch_ms() + 60_000).to_string();
-    run(conn, &acquire, &keys, &["held", &end, now]);
+    run(conn, &acquire, &keys, &[&end, now, "01"]);
+    // Redisson's non-expirable lease end is accepted as is.
+    run(conn, &acquire, &keys, &["922337203685477", now, "02"]);
     // An expired lease the next script reclaims (a write the guard precedes).
-    run(conn, &acquire, &keys, &["expired", now, now]);
-    let acquire_good = ["new", end.as_str(), now];
+    run(conn, &acquire, &keys, &[now, now, "03"]);
+    let acquire_good = [end.as_str(), now, "04"];
     assert_refused(
         conn,
         "expirable_acquire end",
         &acquire,
         &keys,
-        &variants(&acquire_good, 1, BAD_TIME),
+        &variants(&acquire_good, 0, &[BAD_TIME, &["922337203685478"]].concat()),
     );
     let later = (epoch_ms() + 1_000).to_string();
     assert_refused(
@@ -1042,14 +1072,35 @@ fn redis_queue_and_counter_scripts_refuse_before_writing() {
         "expirable_acquire now",
         &acquire,
         &keys,
-        &variants(&["new", &end, &later], 2, BAD_TIME),
+        &variants(&[&end, &later, "04"], 1, BAD_TIME),
+    );
+    let too_many: Vec<String> = [end.clone(), later.clone()]
+        .into_iter()
+        .chain((0..10_001).map(|i| format!("{i:08x}")))
+        .collect();
+    assert_refused(
+        conn,
+        "expirable_acquire ids",
+        &acquire,
+        &keys,
+        &[
+            vec![end.clone(), later.clone()],
+            vec![end.clone(), later.clone(), String::new()],
+            vec![end.clone(), later.clone(), "abc".to_owned()],
+            vec![end.clone(), later.clone(), "0g".to_owned()],
+            too_many,
+        ],
     );
     assert_refused(
         conn,
         "expirable_release",
         &release,
         &keys,
-        &variants(&["held", &later], 1, BAD_TIME),
+        &[
+            variants(&[&later, "01"], 0, BAD_TIME),
+            vec![vec![later.clone()], vec![later.clone(), String::new()]],
+        ]
+        .concat(),
     );
     assert_refused(
         conn,
@@ -1058,6 +1109,43 @@ fn redis_queue_and_counter_scripts_refuse_before_writing() {
         &keys,
         &variants(&[later.as_str()], 0, BAD_TIME),
     );
+    assert_refused(
+        conn,
+        "expirable_acquired",
+        &acquired,
+        &keys,
+        &variants(&[later.as_str()], 0, BAD_TIME),
+    );
+    assert_refused(
+        conn,
+        "expirable_update_lease",
+        &update,
+        &keys,
+        &[
+            variants(&[&end, &later, "01"], 0, BAD_TIME),
+            variants(&[&end, &later, "01"], 1, BAD_TIME),
+            vec![vec![end.clone(), later.clone()]],
+        ]
+        .concat(),
+    );
+    assert_refused(
+        conn,
+        "expirable_set_permits",
+        &set_total,
+        &keys,
+        &[
+            variants(
+                &["5", &later],
+                0,
+                &["-1", "9223372036854775808", "x", "1.5", ""],
+            ),
+            variants(&["5", &later], 1, BAD_TIME),
+        ]
+        .concat(),
+    );
+    // The good calls still work after all that.
+    let acquired_now = run(conn, &acquired, &keys, &[&later]);
+    assert_eq!(acquired_now, ::redis::Value::Int(2), "held and kept");
 }
 
 /// Waits for a helper thread, failing (not hanging) if it is stuck.

@@ -439,6 +439,22 @@ fn acl_user_runs_every_primitive() {
     let write = a.read_write_lock(rw.as_str()).write_lock().lock().unwrap();
     write.unlock().unwrap();
     drop(renewed);
+    // Extending fixed leases: a reader's (its keys, the longest of all
+    // readers) and a writer's.
+    let leased = a
+        .read_write_lock(rw.as_str())
+        .read_lock()
+        .lock_with_lease(LONG_LEASE)
+        .unwrap();
+    leased.extend(LONG_LEASE).unwrap();
+    leased.unlock().unwrap();
+    let leased = a
+        .read_write_lock(rw.as_str())
+        .write_lock()
+        .lock_with_lease(LONG_LEASE)
+        .unwrap();
+    leased.extend(LONG_LEASE).unwrap();
+    leased.unlock().unwrap();
 
     // Semaphore: a release wakes a blocked acquirer.
     let sem = unique_name("acl:semaphore");
@@ -475,6 +491,16 @@ fn acl_user_runs_every_primitive() {
     );
     workers.release(&id).unwrap();
     assert_eq!(workers.available_permits().unwrap(), 1);
+    let held = workers.acquire_many(1, None).unwrap();
+    assert!(
+        workers
+            .update_lease_time(&held.ids()[0], LONG_LEASE)
+            .unwrap()
+    );
+    assert_eq!(workers.acquired_permits().unwrap(), 1);
+    workers.set_permits(2).unwrap();
+    assert_eq!(held.release().unwrap(), 1);
+    assert_eq!(workers.available_permits().unwrap(), 2);
 
     // Count-down latch: reaching zero wakes a waiter in another client.
     let latch = unique_name("acl:latch");

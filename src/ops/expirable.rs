@@ -1,35 +1,96 @@
 //! The permit-expirable semaphore (Redisson's `RPermitExpirableSemaphore`):
 //! the available permits in a string and the leased permit ids in a sorted
-//! set scored by lease end. Expired leases are reclaimed before every
-//! operation. Setting and adding permits are [`super::counter`]'s and
-//! [`super::semaphore`]'s (the count is the same string).
+//! set scored by lease end ([`NON_EXPIRABLE`] for a permit taken without a
+//! lease). Expired leases are reclaimed before every operation. Trying to
+//! set and adding permits are [`super::counter`]'s and [`super::semaphore`]'s
+//! (the count is the same string).
 
 use super::lock::acquire_outcome;
-use super::{counter_value, is_one, run, script};
-use crate::Result;
+use super::{counter_value, int, run, script};
 use crate::backend::{Acquire, Effect, ExpirableKeys, LockBackend, Reply, Resend, ScriptCall};
 use crate::error::check_time_ms;
+use crate::{Error, Result};
 
 script!(
-    /// KEYS available, leases, channel; ARGV id, lease end ms, now ms. nil
-    /// = taken, else ms to wait.
+    /// KEYS available, leases, channel; ARGV lease end ms, now ms, ids...
+    /// nil = taken, else ms to wait.
     ACQUIRE = "expirable_acquire", "expirable semaphore acquire", after "args_prelude", after "expirable_prelude"
 );
 script!(
-    /// KEYS available, leases, channel; ARGV id, now ms. 1 = released.
+    /// KEYS available, leases, channel; ARGV now ms, ids... The number released.
     RELEASE = "expirable_release", "expirable semaphore release", after "args_prelude", after "expirable_prelude"
 );
 script!(
     /// KEYS available, leases, channel; ARGV now ms. The available permits.
     AVAILABLE = "expirable_available", "expirable semaphore available", after "args_prelude", after "expirable_prelude"
 );
+script!(
+    /// KEYS available, leases, channel; ARGV now ms. The leased permits.
+    ACQUIRED = "expirable_acquired", "expirable semaphore acquired", after "args_prelude", after "expirable_prelude"
+);
+script!(
+    /// KEYS available, leases, channel; ARGV lease end ms, now ms, ids...
+    /// The number updated.
+    UPDATE_LEASE = "expirable_update_lease", "expirable semaphore update lease", after "args_prelude", after "expirable_prelude"
+);
+script!(
+    /// KEYS available, leases, channel; ARGV total, now ms. The available permits.
+    SET_PERMITS = "expirable_set_permits", "expirable semaphore set permits", after "args_prelude", after "expirable_prelude"
+);
+
+/// The lease end recorded for a permit taken without a lease: Redisson's
+/// `nonExpirableTimeout` (922,337,203,685,477 ms, the year 31,197), so a
+/// Java service sees such a permit as Redisson's own `acquire()` leaves it.
+/// Such a permit is never reclaimed: only a release returns it.
+///
+/// ```
+/// assert_eq!(redisync::ops::expirable::NON_EXPIRABLE, 922_337_203_685_477);
+/// ```
+pub const NON_EXPIRABLE: i64 = 922_337_203_685_477;
+
+/// The most permit ids one call takes, releases or updates.
+///
+/// ```
+/// assert_eq!(redisync::ops::expirable::MAX_IDS_PER_CALL, 10_000);
+/// ```
+pub const MAX_IDS_PER_CALL: usize = 10_000;
+
+/// Checks a lease end: a time from 0 to 2^48 ms, or [`NON_EXPIRABLE`].
+fn check_lease_end(lease_end_ms: i64) -> Result<()> {
+    if lease_end_ms == NON_EXPIRABLE {
+        return Ok(());
+    }
+    check_time_ms("lease end", lease_end_ms)
+}
+
+/// Checks a list of permit ids: 1 to [`MAX_IDS_PER_CALL`], none empty.
+fn check_ids(ids: &[&str]) -> Result<()> {
+    if ids.is_empty() || ids.len() > MAX_IDS_PER_CALL {
+        return Err(Error::invalid(
+            "permits",
+            format!("{} permit ids, expected 1 to {MAX_IDS_PER_CALL}", ids.len()),
+        ));
+    }
+    if let Some(bad) = ids.iter().find(|id| !is_permit_id(id)) {
+        return Err(Error::invalid(
+            "permit id",
+            format!("{bad:?} is not an even number of hex digits"),
+        ));
+    }
+    Ok(())
+}
+
+/// Whether `id` can be a permit id: a non-empty, even number of hex digits
+/// (Redisson stores the bytes they spell, and so do the scripts).
+pub(crate) fn is_permit_id(id: &str) -> bool {
+    !id.is_empty() && id.len().is_multiple_of(2) && id.bytes().all(|b| b.is_ascii_hexdigit())
+}
 
 /// Reclaims expired leases, then takes one permit as `permit_id` with a
-/// lease ending at `lease_end_ms`. `Held { ttl }`: none available; `ttl`
-/// is the time until the earliest lease ends.
+/// lease ending at `lease_end_ms`: [`acquire_many`] with one id.
 ///
 /// # Errors
-/// A store failure, a time out of range, or `Protocol` on a wrong type.
+/// As [`acquire_many`].
 ///
 /// ```
 /// use redisync::backend::{Acquire, ExpirableKeys};
@@ -37,7 +98,7 @@ script!(
 /// let store = redisync::MemoryBackend::new();
 /// redisync::ops::semaphore::add(&store, keys.name, keys.channel, 1)?;
 /// let now = 1_700_000_000_000;
-/// assert_eq!(redisync::ops::expirable::acquire(&store, &keys, "p1", now + 60_000, now)?, Acquire::Acquired);
+/// assert_eq!(redisync::ops::expirable::acquire(&store, &keys, "01", now + 60_000, now)?, Acquire::Acquired);
 /// # Ok::<(), redisync::Error>(())
 /// ```
 pub fn acquire<B: LockBackend + ?Sized>(
@@ -47,11 +108,46 @@ pub fn acquire<B: LockBackend + ?Sized>(
     lease_end_ms: i64,
     now_ms: i64,
 ) -> Result<Acquire> {
-    check_time_ms("lease end", lease_end_ms)?;
+    acquire_many(backend, keys, &[permit_id], lease_end_ms, now_ms)
+}
+
+/// Reclaims expired leases, then takes one permit per id in `permit_ids`,
+/// all or none, each with a lease ending at `lease_end_ms` (or
+/// [`NON_EXPIRABLE`]). Ids are hex digits (a [`PermitId`](crate::PermitId)'s);
+/// the zset holds the bytes they spell, as Redisson's does. `Held { ttl }`:
+/// not enough available; `ttl` is the
+/// time until the earliest lease ends (`None` when no leased permit will
+/// expire: only a release frees one).
+///
+/// # Errors
+/// A store failure; `InvalidArgument` for a time out of range or for no,
+/// more than [`MAX_IDS_PER_CALL`] ids or one that is not hex; `Protocol` on
+/// a wrong type.
+///
+/// ```
+/// use redisync::backend::{Acquire, ExpirableKeys};
+/// use redisync::ops::expirable::{acquire_many, NON_EXPIRABLE};
+/// let keys = ExpirableKeys { name: "doc:pes-m", leases: "{doc:pes-m}:timeout", channel: "redisson_sc:{doc:pes-m}" };
+/// let store = redisync::MemoryBackend::new();
+/// redisync::ops::semaphore::add(&store, keys.name, keys.channel, 2)?;
+/// let now = 1_700_000_000_000;
+/// assert_eq!(acquire_many(&store, &keys, &["0a", "0b"], NON_EXPIRABLE, now)?, Acquire::Acquired);
+/// assert_eq!(acquire_many(&store, &keys, &["0c"], NON_EXPIRABLE, now)?, Acquire::Held { ttl: None });
+/// # Ok::<(), redisync::Error>(())
+/// ```
+pub fn acquire_many<B: LockBackend + ?Sized>(
+    backend: &B,
+    keys: &ExpirableKeys<'_>,
+    permit_ids: &[&str],
+    lease_end_ms: i64,
+    now_ms: i64,
+) -> Result<Acquire> {
+    check_lease_end(lease_end_ms)?;
     check_time_ms("now", now_ms)?;
-    let call = ScriptCall::new(
+    check_ids(permit_ids)?;
+    let mut call = ScriptCall::new(
         &ACQUIRE,
-        // It takes a permit: sent again only if it provably never left.
+        // It takes permits: sent again only if it provably never left.
         Resend::IfUnsent,
         Effect::Acquire {
             acquired: Reply::is_nil,
@@ -61,26 +157,24 @@ pub fn acquire<B: LockBackend + ?Sized>(
     .key(keys.name)
     .key(keys.leases)
     .key(keys.channel)
-    .arg(permit_id)
     .arg(lease_end_ms)
     .arg(now_ms);
+    for id in permit_ids {
+        call = call.arg(*id);
+    }
     acquire_outcome(&run(backend, &call)?, ACQUIRE.operation())
 }
 
-/// Returns the permit an acquire call leased (KEYS available, leases,
-/// channel; ARGV id, lease end, now).
+/// Returns the permits an acquire call leased (KEYS available, leases,
+/// channel; ARGV lease end, now, ids...).
 fn undo_acquire(call: &ScriptCall<'_>, _: &Reply) -> ScriptCall<'static> {
     let keys = ExpirableKeys {
         name: call.keys()[0].as_ref(),
         leases: call.keys()[1].as_ref(),
         channel: call.keys()[2].as_ref(),
     };
-    release_call(
-        &keys,
-        call.args()[0].as_ref(),
-        call.args()[2].parse().unwrap_or(0),
-    )
-    .into_owned()
+    let ids: Vec<&str> = call.args().iter().skip(2).map(AsRef::as_ref).collect();
+    release_call(&keys, &ids, call.args()[1].parse().unwrap_or(0)).into_owned()
 }
 
 /// Returns permit `permit_id` to the pool and publishes the new count.
@@ -88,13 +182,14 @@ fn undo_acquire(call: &ScriptCall<'_>, _: &Reply) -> ScriptCall<'static> {
 /// reclaimed, not released).
 ///
 /// # Errors
-/// A store failure, a time out of range, or `Protocol` on a wrong type.
+/// A store failure, a time out of range, an id that is not hex, or
+/// `Protocol` on a wrong type.
 ///
 /// ```
 /// use redisync::backend::ExpirableKeys;
 /// let keys = ExpirableKeys { name: "doc:pes-rel", leases: "{doc:pes-rel}:timeout", channel: "redisson_sc:{doc:pes-rel}" };
 /// let store = redisync::MemoryBackend::new();
-/// assert!(!redisync::ops::expirable::release(&store, &keys, "unknown", 1_700_000_000_000)?);
+/// assert!(!redisync::ops::expirable::release(&store, &keys, "ffff", 1_700_000_000_000)?);
 /// # Ok::<(), redisync::Error>(())
 /// ```
 pub fn release<B: LockBackend + ?Sized>(
@@ -103,20 +198,108 @@ pub fn release<B: LockBackend + ?Sized>(
     permit_id: &str,
     now_ms: i64,
 ) -> Result<bool> {
+    Ok(release_many(backend, keys, &[permit_id], now_ms)? == 1)
+}
+
+/// Returns every permit of `permit_ids` that is still leased to the pool
+/// in one step, publishes the new count, and says how many that was
+/// (unknown and expired ids do not count; a repeated id counts once).
+///
+/// # Errors
+/// A store failure; `InvalidArgument` for a time out of range or for no,
+/// more than [`MAX_IDS_PER_CALL`] ids or one that is not hex; `Protocol` on
+/// a wrong type.
+///
+/// ```
+/// use redisync::backend::ExpirableKeys;
+/// use redisync::ops::expirable::{acquire_many, release_many};
+/// let keys = ExpirableKeys { name: "doc:pes-rm", leases: "{doc:pes-rm}:timeout", channel: "redisson_sc:{doc:pes-rm}" };
+/// let store = redisync::MemoryBackend::new();
+/// redisync::ops::semaphore::add(&store, keys.name, keys.channel, 2)?;
+/// let now = 1_700_000_000_000;
+/// acquire_many(&store, &keys, &["0a", "0b"], now + 60_000, now)?;
+/// assert_eq!(release_many(&store, &keys, &["0a", "0b", "ffff"], now)?, 2);
+/// # Ok::<(), redisync::Error>(())
+/// ```
+pub fn release_many<B: LockBackend + ?Sized>(
+    backend: &B,
+    keys: &ExpirableKeys<'_>,
+    permit_ids: &[&str],
+    now_ms: i64,
+) -> Result<u64> {
     check_time_ms("now", now_ms)?;
-    let call = release_call(keys, permit_id, now_ms);
-    super::flag(&run(backend, &call)?, RELEASE.operation())
+    check_ids(permit_ids)?;
+    let call = release_call(keys, permit_ids, now_ms);
+    count(&run(backend, &call)?, RELEASE.operation())
 }
 
 /// The release script's call, shared with the undo of an acquisition (an
 /// id released twice is not found the second time: harmless to repeat).
-fn release_call<'a>(keys: &ExpirableKeys<'a>, permit_id: &'a str, now_ms: i64) -> ScriptCall<'a> {
-    ScriptCall::new(&RELEASE, Resend::Harmless, Effect::Change(is_one))
+fn release_call<'a>(
+    keys: &ExpirableKeys<'a>,
+    permit_ids: &[&'a str],
+    now_ms: i64,
+) -> ScriptCall<'a> {
+    let mut call = ScriptCall::new(&RELEASE, Resend::Harmless, Effect::Change(is_positive))
         .key(keys.name)
         .key(keys.leases)
         .key(keys.channel)
-        .arg(permit_id)
-        .arg(now_ms)
+        .arg(now_ms);
+    for id in permit_ids {
+        call = call.arg(*id);
+    }
+    call
+}
+
+/// Whether a count reply is above zero (an [`Effect`] test).
+fn is_positive(reply: &Reply) -> bool {
+    reply.as_int().is_some_and(|n| n > 0)
+}
+
+/// A count reply (never negative).
+fn count(reply: &Reply, operation: &str) -> Result<u64> {
+    u64::try_from(int(reply, operation)?)
+        .map_err(|_| reply.unexpected(operation, "a count of 0 or more"))
+}
+
+/// Reclaims expired leases, then gives every permit of `permit_ids` still
+/// leased a lease ending at `lease_end_ms` (or [`NON_EXPIRABLE`]); returns
+/// how many it updated (Redisson's `updateLeaseTime`, for many ids).
+///
+/// # Errors
+/// As [`acquire_many`].
+///
+/// ```
+/// use redisync::backend::ExpirableKeys;
+/// use redisync::ops::expirable::{acquire, update_lease};
+/// let keys = ExpirableKeys { name: "doc:pes-up", leases: "{doc:pes-up}:timeout", channel: "redisson_sc:{doc:pes-up}" };
+/// let store = redisync::MemoryBackend::new();
+/// redisync::ops::semaphore::add(&store, keys.name, keys.channel, 1)?;
+/// let now = 1_700_000_000_000;
+/// acquire(&store, &keys, "0a", now + 1_000, now)?;
+/// assert_eq!(update_lease(&store, &keys, &["0a", "0b"], now + 60_000, now)?, 1);
+/// # Ok::<(), redisync::Error>(())
+/// ```
+pub fn update_lease<B: LockBackend + ?Sized>(
+    backend: &B,
+    keys: &ExpirableKeys<'_>,
+    permit_ids: &[&str],
+    lease_end_ms: i64,
+    now_ms: i64,
+) -> Result<u64> {
+    check_lease_end(lease_end_ms)?;
+    check_time_ms("now", now_ms)?;
+    check_ids(permit_ids)?;
+    let mut call = ScriptCall::new(&UPDATE_LEASE, Resend::Harmless, Effect::Change(is_positive))
+        .key(keys.name)
+        .key(keys.leases)
+        .key(keys.channel)
+        .arg(lease_end_ms)
+        .arg(now_ms);
+    for id in permit_ids {
+        call = call.arg(*id);
+    }
+    count(&run(backend, &call)?, UPDATE_LEASE.operation())
 }
 
 /// Reclaims expired leases and returns the available permits.
@@ -143,4 +326,78 @@ pub fn available<B: LockBackend + ?Sized>(
         .key(keys.channel)
         .arg(now_ms);
     counter_value(keys.name, &run(backend, &call)?, AVAILABLE.operation())
+}
+
+/// Reclaims expired leases and returns how many permits are leased
+/// (Redisson's `acquiredPermits`; permits without a lease included).
+///
+/// # Errors
+/// A store failure, a time out of range, or `Protocol` on a wrong type.
+///
+/// ```
+/// use redisync::backend::ExpirableKeys;
+/// let keys = ExpirableKeys { name: "doc:pes-aq", leases: "{doc:pes-aq}:timeout", channel: "redisson_sc:{doc:pes-aq}" };
+/// let store = redisync::MemoryBackend::new();
+/// assert_eq!(redisync::ops::expirable::acquired(&store, &keys, 1_700_000_000_000)?, 0);
+/// # Ok::<(), redisync::Error>(())
+/// ```
+pub fn acquired<B: LockBackend + ?Sized>(
+    backend: &B,
+    keys: &ExpirableKeys<'_>,
+    now_ms: i64,
+) -> Result<u64> {
+    check_time_ms("now", now_ms)?;
+    let call = ScriptCall::new(&ACQUIRED, Resend::Harmless, Effect::Read)
+        .key(keys.name)
+        .key(keys.leases)
+        .key(keys.channel)
+        .arg(now_ms);
+    count(&run(backend, &call)?, ACQUIRED.operation())
+}
+
+/// Sets the total permits, leased ones included (Redisson's `setPermits`):
+/// the available count becomes `permits` minus the permits leased now
+/// (negative when more are leased: none is revoked), or `permits` when
+/// the count was never set. Publishes the new count when positive and
+/// returns it.
+///
+/// # Errors
+/// A store failure; `InvalidArgument` for a negative total or a time out
+/// of range; `Protocol` on a wrong type or a count that is not an integer.
+///
+/// ```
+/// use redisync::backend::ExpirableKeys;
+/// use redisync::ops::expirable::{acquire, set_permits};
+/// let keys = ExpirableKeys { name: "doc:pes-set", leases: "{doc:pes-set}:timeout", channel: "redisson_sc:{doc:pes-set}" };
+/// let store = redisync::MemoryBackend::new();
+/// let now = 1_700_000_000_000;
+/// assert_eq!(set_permits(&store, &keys, 2, now)?, 2);
+/// acquire(&store, &keys, "0a", now + 60_000, now)?;
+/// assert_eq!(set_permits(&store, &keys, 5, now)?, 4);   // 5 in all, 1 leased
+/// # Ok::<(), redisync::Error>(())
+/// ```
+pub fn set_permits<B: LockBackend + ?Sized>(
+    backend: &B,
+    keys: &ExpirableKeys<'_>,
+    permits: i64,
+    now_ms: i64,
+) -> Result<i64> {
+    if permits < 0 {
+        return Err(Error::invalid(
+            "permits",
+            format!("must be 0 or more, got {permits}"),
+        ));
+    }
+    check_time_ms("now", now_ms)?;
+    let call = ScriptCall::new(
+        &SET_PERMITS,
+        Resend::Harmless,
+        Effect::Change(super::always),
+    )
+    .key(keys.name)
+    .key(keys.leases)
+    .key(keys.channel)
+    .arg(permits)
+    .arg(now_ms);
+    counter_value(keys.name, &run(backend, &call)?, SET_PERMITS.operation())
 }

@@ -460,7 +460,11 @@ fn parse(name: &str, reply: &Reply, read_at_ms: i64) -> Result<Inspection> {
     let token = text(part(reply, 5, operation)?)
         .as_deref()
         .and_then(crate::backend::parse_fence_token);
-    let leases = scored(array(part(reply, 6, operation)?, operation)?, operation)?;
+    let leases = scored_by(
+        array(part(reply, 6, operation)?, operation)?,
+        operation,
+        hex_member,
+    )?;
 
     let ttl = ttl_from_pttl(pttl);
     let mut found = Inspection {
@@ -655,6 +659,24 @@ fn array<'r>(reply: &'r Reply, operation: &str) -> Result<&'r [Reply]> {
 
 /// A `ZRANGE ... WITHSCORES` reply as (member, score in whole ms).
 fn scored(items: &[Reply], operation: &str) -> Result<Vec<(String, i64)>> {
+    scored_by(items, operation, text)
+}
+
+/// A permit id as stored (its bytes, as Redisson stores them) in the hex
+/// digits a `PermitId` holds.
+fn hex_member(reply: &Reply) -> Option<String> {
+    match reply {
+        Reply::Bulk(bytes) => Some(bytes.iter().map(|b| format!("{b:02x}")).collect()),
+        _ => None,
+    }
+}
+
+/// As [`scored`], reading each member with `member`.
+fn scored_by(
+    items: &[Reply],
+    operation: &str,
+    member: fn(&Reply) -> Option<String>,
+) -> Result<Vec<(String, i64)>> {
     let bad = || {
         Error::protocol(format!(
             "{operation}: a sorted set read as {items:?}, not member/score pairs"
@@ -666,7 +688,7 @@ fn scored(items: &[Reply], operation: &str) -> Result<Vec<(String, i64)>> {
     items
         .chunks_exact(2)
         .map(|pair| {
-            let member = text(&pair[0]).ok_or_else(bad)?;
+            let member = member(&pair[0]).ok_or_else(bad)?;
             let score = text(&pair[1])
                 .and_then(|score| score.parse::<f64>().ok())
                 .ok_or_else(bad)?;

@@ -56,7 +56,7 @@ pub(crate) use script;
 
 /// Every script of every operation (tests check them all).
 #[cfg(test)]
-pub(crate) fn all_scripts() -> [&'static crate::backend::Script; 33] {
+pub(crate) fn all_scripts() -> [&'static crate::backend::Script; 36] {
     [
         &lock::ACQUIRE,
         &lock::FENCED_ACQUIRE,
@@ -88,6 +88,9 @@ pub(crate) fn all_scripts() -> [&'static crate::backend::Script; 33] {
         &expirable::ACQUIRE,
         &expirable::RELEASE,
         &expirable::AVAILABLE,
+        &expirable::ACQUIRED,
+        &expirable::UPDATE_LEASE,
+        &expirable::SET_PERMITS,
         &latch::COUNT_DOWN,
         &latch::DELETE,
         &inspect::INSPECT,
@@ -107,8 +110,9 @@ pub(crate) fn run<B: LockBackend + ?Sized>(backend: &B, call: &ScriptCall<'_>) -
 /// The arguments the scripts check (`lua/args_prelude.lua`), by the name
 /// their error reply gives; longer names first, so "lease end" is not read
 /// as "lease".
-const SCRIPT_ARGUMENTS: [&str; 8] = [
+const SCRIPT_ARGUMENTS: [&str; 9] = [
     "lease end",
+    "permit id",
     "latch timeout",
     "wait allowance",
     "lease",

@@ -37,7 +37,7 @@ script!(
     WRITE_RELEASE = "write_lock_release", "write lock release", after "args_prelude"
 );
 script!(
-    /// KEYS lock, timeout prefix; ARGV lease ms, holder. 1 = renewed.
+    /// KEYS lock, timeout prefix, key prefix; ARGV lease ms, holder. 1 = renewed.
     READ_RENEW = "read_lock_renew", "read lock renew", after "args_prelude"
 );
 script!(
@@ -285,9 +285,10 @@ fn write_release_call<'a>(
         .arg(latch_ms)
 }
 
-/// Renews `keys.holder`'s read holds (its own timeout keys only, so a dead
-/// reader's holds still expire) and the hash. `false` when the holder holds
-/// no read hold any more.
+/// Sets `keys.holder`'s read holds to `lease_ms` (its own timeout keys
+/// only, so a dead reader's holds still expire), and the hash's TTL to the
+/// longest read hold's (kept when the hash is a downgraded writer's).
+/// `false` when the holder holds no live read hold any more.
 ///
 /// # Errors
 /// A store failure, a bad lease, or `Protocol` if the key holds another
@@ -313,6 +314,7 @@ pub fn read_renew<B: LockBackend + ?Sized>(
     let call = ScriptCall::new(&READ_RENEW, Resend::Harmless, Effect::Change(is_one))
         .key(keys.name)
         .key(keys.timeout_prefix)
+        .key(keys.key_prefix)
         .arg(lease_ms)
         .arg(keys.holder);
     super::flag(&run(backend, &call)?, READ_RENEW.operation())

@@ -126,6 +126,32 @@ pub fn drain<B: LockBackend + ?Sized>(backend: &B, name: &str) -> Result<i64> {
 /// # Ok::<(), redisync::Error>(())
 /// ```
 pub fn delete<B: LockBackend + ?Sized>(backend: &B, name: &str) -> Result<bool> {
-    let call = ScriptCall::new(&DELETE, Resend::Harmless, Effect::Change(is_one)).key(name);
+    delete_keys(backend, name, None)
+}
+
+/// Deletes semaphore `name` and, for a permit-expirable one, its `leases`
+/// zset (Redisson's `RPermitExpirableSemaphore.delete`); publishes nothing.
+/// Returns whether any of them existed.
+///
+/// # Errors
+/// A store failure.
+///
+/// ```
+/// use redisync::ops::semaphore::{add, delete_keys};
+/// let store = redisync::MemoryBackend::new();
+/// add(&store, "doc:exp-del", "redisson_sc:{doc:exp-del}", 2)?;
+/// assert!(delete_keys(&store, "doc:exp-del", Some("{doc:exp-del}:timeout"))?);
+/// assert!(!delete_keys(&store, "doc:exp-del", Some("{doc:exp-del}:timeout"))?);
+/// # Ok::<(), redisync::Error>(())
+/// ```
+pub fn delete_keys<B: LockBackend + ?Sized>(
+    backend: &B,
+    name: &str,
+    leases: Option<&str>,
+) -> Result<bool> {
+    let mut call = ScriptCall::new(&DELETE, Resend::Harmless, Effect::Change(is_one)).key(name);
+    if let Some(leases) = leases {
+        call = call.key(leases);
+    }
     super::flag(&run(backend, &call)?, DELETE.operation())
 }

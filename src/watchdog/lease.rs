@@ -53,11 +53,22 @@ impl Lease {
         *self.ends.lock()
     }
 
-    pub(super) fn mark_lost(&self) {
+    pub(crate) fn mark_lost(&self) {
         self.lost.store(true, Ordering::SeqCst);
     }
 
-    pub(super) fn renewed(&self, sent: Instant, length: Duration) {
+    pub(crate) fn renewed(&self, sent: Instant, length: Duration) {
         *self.ends.lock() = sent.checked_add(length);
+    }
+
+    /// A change of the lease whose outcome is unknown (its reply was lost):
+    /// the lease may now end `length` after `sent`, or as before, so it is
+    /// trusted only until the earlier of the two.
+    pub(crate) fn maybe_changed(&self, sent: Instant, length: Duration) {
+        let mut ends = self.ends.lock();
+        *ends = match (*ends, sent.checked_add(length)) {
+            (Some(old), Some(new)) => Some(old.min(new)),
+            (old, new) => old.or(new),
+        };
     }
 }

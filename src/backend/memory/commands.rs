@@ -117,6 +117,7 @@ pub(super) fn execute(store: &mut Store, args: &[&[u8]]) -> Reply {
         b"time" => (1, time),
         b"type" => (2, type_of),
         b"zadd" => (-4, zadd),
+        b"zcard" => (2, zcard),
         b"zincrby" => (4, zincrby),
         b"zrange" => (-4, zrange),
         b"zrangebyscore" => (-4, zrangebyscore),
@@ -665,6 +666,12 @@ fn zrem(store: &mut Store, args: &[&[u8]]) -> Outcome {
         .count();
     store.keys.drop_if_empty(args[0]);
     Ok(count(removed))
+}
+
+fn zcard(store: &mut Store, args: &[&[u8]]) -> Outcome {
+    Ok(count(
+        typed(store, args[0], as_zset)?.map_or(0, |members| members.len()),
+    ))
 }
 
 fn zscore(store: &mut Store, args: &[&[u8]]) -> Outcome {

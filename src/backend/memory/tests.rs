@@ -1600,6 +1600,8 @@ const EXPIRABLE: ExpirableKeys<'static> = ExpirableKeys {
     channel: "redisson_sc:{e}",
 };
 
+/// The lease end of the permit stored as `permit` (the bytes of its id:
+/// the tests' ids are the hex of printable names, `7031` = `p1`).
 fn lease_end(backend: &MemoryBackend, permit: &str) -> Option<i64> {
     backend
         .run(|db| db.zscore(EXPIRABLE.leases, permit))
@@ -1611,7 +1613,7 @@ fn expirable_acquire_records_the_lease_and_waits_for_the_earliest() {
     let backend = MemoryBackend::new();
     assert_eq!(
         backend
-            .expirable_acquire(&EXPIRABLE, "p0", NOW + 100, NOW)
+            .expirable_acquire(&EXPIRABLE, "7030", NOW + 100, NOW)
             .unwrap(),
         Acquire::Held { ttl: None },
         "no permits and no leases: no known wait"
@@ -1623,13 +1625,13 @@ fn expirable_acquire_records_the_lease_and_waits_for_the_earliest() {
     );
     assert_eq!(
         backend
-            .expirable_acquire(&EXPIRABLE, "p1", NOW + 1_000, NOW)
+            .expirable_acquire(&EXPIRABLE, "7031", NOW + 1_000, NOW)
             .unwrap(),
         Acquire::Acquired
     );
     assert_eq!(
         backend
-            .expirable_acquire(&EXPIRABLE, "p2", NOW + 500, NOW)
+            .expirable_acquire(&EXPIRABLE, "7032", NOW + 500, NOW)
             .unwrap(),
         Acquire::Acquired
     );
@@ -1638,7 +1640,7 @@ fn expirable_acquire_records_the_lease_and_waits_for_the_earliest() {
     assert_eq!(backend.expirable_available(&EXPIRABLE, NOW).unwrap(), 0);
     assert_eq!(
         backend
-            .expirable_acquire(&EXPIRABLE, "p3", NOW + 1_000, NOW)
+            .expirable_acquire(&EXPIRABLE, "7033", NOW + 1_000, NOW)
             .unwrap(),
         Acquire::Held {
             ttl: Some(millis(500))
@@ -1648,7 +1650,7 @@ fn expirable_acquire_records_the_lease_and_waits_for_the_earliest() {
     // Just before the earliest lease ends: at least 1 ms.
     assert_eq!(
         backend
-            .expirable_acquire(&EXPIRABLE, "p3", NOW + 1_000, NOW + 499)
+            .expirable_acquire(&EXPIRABLE, "7033", NOW + 1_000, NOW + 499)
             .unwrap(),
         Acquire::Held {
             ttl: Some(millis(1))
@@ -1668,12 +1670,12 @@ fn expired_leases_are_reclaimed_and_announced() {
             assert_eq!(next(conn), Some(Message::new(EXPIRABLE.channel, "2")));
             assert!(
                 other
-                    .expirable_acquire(&EXPIRABLE, "p1", NOW + 1_000, NOW)?
+                    .expirable_acquire(&EXPIRABLE, "7031", NOW + 1_000, NOW)?
                     .is_acquired()
             );
             assert!(
                 other
-                    .expirable_acquire(&EXPIRABLE, "p2", NOW + 500, NOW)?
+                    .expirable_acquire(&EXPIRABLE, "7032", NOW + 500, NOW)?
                     .is_acquired()
             );
             // Nothing expired yet: nothing published.
@@ -1687,7 +1689,7 @@ fn expired_leases_are_reclaimed_and_announced() {
             // takes one.
             assert!(
                 other
-                    .expirable_acquire(&EXPIRABLE, "p3", NOW + 5_000, NOW + 1_000)?
+                    .expirable_acquire(&EXPIRABLE, "7033", NOW + 5_000, NOW + 1_000)?
                     .is_acquired()
             );
             assert_eq!(next(conn), Some(Message::new(EXPIRABLE.channel, "2")));
@@ -1728,19 +1730,19 @@ fn expirable_release_returns_only_a_live_permit() {
             conn.subscribe(&subscribed_to(EXPIRABLE.channel))?;
             other.semaphore_add(EXPIRABLE.name, EXPIRABLE.channel, 2)?;
             assert_eq!(next(conn), Some(Message::new(EXPIRABLE.channel, "2")));
-            other.expirable_acquire(&EXPIRABLE, "p1", NOW + 1_000, NOW)?;
-            other.expirable_acquire(&EXPIRABLE, "p2", NOW + 2_000, NOW)?;
+            other.expirable_acquire(&EXPIRABLE, "7031", NOW + 1_000, NOW)?;
+            other.expirable_acquire(&EXPIRABLE, "7032", NOW + 2_000, NOW)?;
             // A live permit: returned and announced.
-            assert!(other.expirable_release(&EXPIRABLE, "p1", NOW + 999)?);
+            assert!(other.expirable_release(&EXPIRABLE, "7031", NOW + 999)?);
             assert_eq!(next(conn), Some(Message::new(EXPIRABLE.channel, "1")));
             assert_eq!(lease_end(&other, "p1"), None);
             // Unknown (or released already): false, nothing published.
-            assert!(!other.expirable_release(&EXPIRABLE, "p1", NOW + 999)?);
-            assert!(!other.expirable_release(&EXPIRABLE, "nobody", NOW + 999)?);
+            assert!(!other.expirable_release(&EXPIRABLE, "7031", NOW + 999)?);
+            assert!(!other.expirable_release(&EXPIRABLE, "6e6f626f6479", NOW + 999)?);
             assert_eq!(next(conn), None);
             assert_eq!(other.counter_get(EXPIRABLE.name)?, 1);
             // Expired: false, but reclaimed (and announced) all the same.
-            assert!(!other.expirable_release(&EXPIRABLE, "p2", NOW + 2_000)?);
+            assert!(!other.expirable_release(&EXPIRABLE, "7032", NOW + 2_000)?);
             assert_eq!(next(conn), Some(Message::new(EXPIRABLE.channel, "2")));
             assert_eq!(next(conn), None);
             assert_eq!(other.counter_get(EXPIRABLE.name)?, 2);
@@ -1833,7 +1835,7 @@ fn counters_fail_with_wrongtype_on_a_hash() {
         (
             "h",
             backend
-                .expirable_acquire(&hash_named, "p", NOW + 1, NOW)
+                .expirable_acquire(&hash_named, "70", NOW + 1, NOW)
                 .unwrap_err(),
         ),
         (
@@ -1843,13 +1845,13 @@ fn counters_fail_with_wrongtype_on_a_hash() {
         (
             "str",
             backend
-                .expirable_acquire(&leases_a_string, "p", NOW + 1, NOW)
+                .expirable_acquire(&leases_a_string, "70", NOW + 1, NOW)
                 .unwrap_err(),
         ),
         (
             "str",
             backend
-                .expirable_release(&leases_a_string, "p", NOW)
+                .expirable_release(&leases_a_string, "70", NOW)
                 .unwrap_err(),
         ),
         (
