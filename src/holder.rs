@@ -19,6 +19,113 @@ pub(crate) fn current_thread_number() -> u64 {
     THREAD_NUMBER.with(|n| *n)
 }
 
+/// A lock holder that is not a thread (Redisson's `lock(threadId)` with an
+/// id of your choosing): take a lock on its behalf with
+/// [`Lock::owned_by`](crate::Lock::owned_by), and the guard,
+/// an [`OwnedLockGuard`](crate::OwnedLockGuard), is `Send`: hand it to
+/// another thread, which may unlock it, extend it, or take the lock again
+/// for the same owner.
+///
+/// Each `LockOwner::new()` is a holder of its own, numbered from the same
+/// process-wide sequence as threads, so it never shares a hash field with a
+/// thread or another owner; clones are the same owner. Reentrancy is per
+/// owner: any thread that takes the lock for an owner that holds it
+/// re-enters (the hold count grows, and each hold needs its own release),
+/// and the owner's holds and a thread's own holds of one lock exclude each
+/// other like any two holders.
+///
+/// ```
+/// # let client = redisync::Client::builder().backend(redisync::MemoryBackend::new()).build()?;
+/// let job = redisync::LockOwner::new();
+/// let guard = client.lock("reports").owned_by(&job).lock()?;
+/// std::thread::spawn(move || guard.unlock()).join().unwrap()?; // released elsewhere
+/// assert!(!client.lock("reports").is_locked()?);
+/// # Ok::<(), redisync::Error>(())
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct LockOwner {
+    number: u64,
+}
+
+impl LockOwner {
+    /// A new owner, distinct from every thread and every other owner.
+    ///
+    /// ```
+    /// let (a, b) = (redisync::LockOwner::new(), redisync::LockOwner::new());
+    /// assert_ne!(a, b);
+    /// assert_eq!(a.clone(), a);
+    /// ```
+    pub fn new() -> Self {
+        LockOwner {
+            number: NEXT_THREAD_NUMBER.fetch_add(1, Ordering::Relaxed),
+        }
+    }
+
+    /// Its number: the second half of its holder id
+    /// (`<client uuid>:<number>`, in the place of Redisson's thread id).
+    ///
+    /// ```
+    /// # let client = redisync::Client::builder().backend(redisync::MemoryBackend::new()).build()?;
+    /// let owner = redisync::LockOwner::new();
+    /// let _guard = client.lock("jobs").owned_by(&owner).lock()?;
+    /// let holders = client.inspect("jobs")?.holders;
+    /// assert_eq!(holders[0].id, format!("{}:{}", client.id(), owner.number()));
+    /// # Ok::<(), redisync::Error>(())
+    /// ```
+    #[doc(alias = "threadId")]
+    pub fn number(&self) -> u64 {
+        self.number
+    }
+}
+
+impl Default for LockOwner {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+pub(crate) mod sealed {
+    /// What the crate needs of a guard's holder kind.
+    pub trait Sealed {
+        /// Whether the holder is an explicit owner (its hold counts are
+        /// process-wide) rather than the calling thread (thread-local).
+        const EXPLICIT: bool;
+        /// Its number, read on the acquiring thread.
+        fn number(&self) -> u64;
+    }
+}
+
+/// Who holds a [`LockGuard`](crate::LockGuard): the thread that took it
+/// ([`HolderIsTheThread`], the default; the guard is `!Send`) or an explicit
+/// [`LockOwner`] (the guard is `Send`). Sealed: these two are all there is.
+///
+/// ```
+/// fn holds<H: redisync::GuardHolder>(guard: &redisync::LockGuard<H>) -> bool {
+///     !guard.is_lost()
+/// }
+/// # let client = redisync::Client::builder().backend(redisync::MemoryBackend::new()).build()?;
+/// assert!(holds(&client.lock("a").lock()?));
+/// assert!(holds(&client.lock("b").owned_by(&redisync::LockOwner::new()).lock()?));
+/// # Ok::<(), redisync::Error>(())
+/// ```
+pub trait GuardHolder: sealed::Sealed {}
+
+impl sealed::Sealed for HolderIsTheThread {
+    const EXPLICIT: bool = false;
+    fn number(&self) -> u64 {
+        current_thread_number()
+    }
+}
+impl GuardHolder for HolderIsTheThread {}
+
+impl sealed::Sealed for LockOwner {
+    const EXPLICIT: bool = true;
+    fn number(&self) -> u64 {
+        self.number
+    }
+}
+impl GuardHolder for LockOwner {}
+
 /// The hash field naming a holder: `<client uuid>:<thread number>`.
 pub(crate) fn holder_id(client_id: &str, thread: u64) -> String {
     format!("{client_id}:{thread}")
@@ -55,9 +162,11 @@ pub(crate) fn holder_id(client_id: &str, thread: u64) -> String {
 /// note: required by a bound in `spawn`
 /// ```
 ///
-/// To hand work to another thread, release the lock first and take it
-/// there, or use a [`Semaphore`](crate::Semaphore), whose permits have no
-/// owner ([`SemaphorePermit`](crate::SemaphorePermit) is `Send`).
+/// To hand a held lock to another thread, take it for an explicit
+/// [`LockOwner`] instead ([`Lock::owned_by`](crate::Lock::owned_by)): its
+/// guard, an [`OwnedLockGuard`](crate::OwnedLockGuard), is `Send`. Or use a
+/// [`Semaphore`](crate::Semaphore), whose permits have no owner
+/// ([`SemaphorePermit`](crate::SemaphorePermit) is `Send`).
 pub struct HolderIsTheThread {
     /// Not `Send`: a lock's holder is the thread that took it.
     _not_send: PhantomData<*const ()>,

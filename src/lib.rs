@@ -173,6 +173,7 @@ mod lock;
 pub mod multi_lock;
 mod names;
 pub mod ops;
+mod owned_lock;
 mod permit_semaphore;
 mod pubsub;
 mod rw_lock;
@@ -192,11 +193,12 @@ pub use event::{
     RenewFailedEvent, ReplicaShortfallEvent, SubscriberEvent, UnlockFailedEvent,
 };
 pub use health::{Finding, ServerReport, Severity};
-pub use holder::HolderIsTheThread;
+pub use holder::{GuardHolder, HolderIsTheThread, LockOwner};
 pub use latch::CountDownLatch;
 pub use lock::{Lock, LockGuard};
 pub use multi_lock::{MultiLock, MultiLockGuard, RedLock, RedLockGuard};
 pub use ops::inspect::{HoldMode, Inspection, ObjectKind};
+pub use owned_lock::{OwnedLock, OwnedLockGuard};
 pub use permit_semaphore::{PermitExpirableSemaphore, PermitGuard, PermitId};
 pub use rw_lock::ReadWriteLock;
 pub use semaphore::{Semaphore, SemaphorePermit};

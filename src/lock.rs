@@ -17,6 +17,7 @@ use std::time::{Duration, Instant};
 use crate::backend::{Acquire, Release};
 use crate::event::UnlockFailedEvent;
 use crate::flavor::{Flavor, Holder, LockKeys, Renewal};
+use crate::holder::{GuardHolder, HolderIsTheThread};
 use crate::local_owner::Sibling;
 use crate::ops;
 use crate::pubsub::{Handoff, Offer, Wake};
@@ -54,6 +55,51 @@ thread_local! {
     /// so a thread-local count is exact.
     static LOCAL_HOLDS: std::cell::RefCell<std::collections::HashMap<String, u32>> =
         std::cell::RefCell::new(std::collections::HashMap::new());
+}
+
+/// Live guards per `field@name` of explicit owners ([`LockOwner`]): their
+/// guards move between threads, so their counts are process-wide.
+static OWNED_HOLDS: std::sync::LazyLock<
+    parking_lot::Mutex<std::collections::HashMap<String, u32>>,
+> = std::sync::LazyLock::new(Default::default);
+
+/// Counts a new guard under `key` (`field@name`); true when it is the
+/// holder's outermost one. `explicit`: an owner's, else this thread's.
+fn hold_taken(key: String, explicit: bool) -> bool {
+    if explicit {
+        let mut holds = OWNED_HOLDS.lock();
+        let count = holds.entry(key).or_insert(0);
+        *count += 1;
+        return *count == 1;
+    }
+    local_hold_taken(key)
+}
+
+/// How many guards the holder has under `key`.
+fn holds_of(key: &str, explicit: bool) -> u32 {
+    if explicit {
+        return OWNED_HOLDS.lock().get(key).copied().unwrap_or(0);
+    }
+    local_holds(key)
+}
+
+/// Uncounts a guard; true when it was the holder's last one.
+fn hold_released(key: &str, explicit: bool) -> bool {
+    if explicit {
+        let mut holds = OWNED_HOLDS.lock();
+        return match holds.get_mut(key) {
+            Some(count) if *count > 1 => {
+                *count -= 1;
+                false
+            }
+            Some(_) => {
+                holds.remove(key);
+                true
+            }
+            None => false,
+        };
+    }
+    local_hold_released(key)
 }
 
 /// Counts a new guard of this thread; the key is `field@name`. True when
@@ -471,20 +517,41 @@ impl Lock {
     }
 
     fn state(&self) -> Result<crate::backend::LockState> {
+        self.state_of(holder::current_thread_number())
+    }
+
+    /// The lock's state as holder `number` (a thread's or an owner's) sees it.
+    pub(crate) fn state_of(&self, number: u64) -> Result<crate::backend::LockState> {
         self.check_name()?;
-        let holder = self.holder(holder::current_thread_number());
+        let holder = self.holder(number);
         self.keys.state(self.client.inner.backend.as_ref(), &holder)
     }
 
     /// The acquire loop behind every public acquire method (and the
     /// multi-lock's parts).
     pub(crate) fn acquire(&self, wait: Wait, lease: Option<Duration>) -> Result<Option<LockGuard>> {
-        // Every round trip of this call, the fair waiter's leaving
-        // included, keeps to the caller's bound.
-        crate::deadline::within(wait.deadline(), || self.acquire_within(wait, lease))
+        self.acquire_by(wait, lease, HolderIsTheThread::new())
     }
 
-    fn acquire_within(&self, wait: Wait, lease: Option<Duration>) -> Result<Option<LockGuard>> {
+    /// [`acquire`](Self::acquire) for holder `by`: the calling thread or an
+    /// explicit owner.
+    pub(crate) fn acquire_by<H: GuardHolder>(
+        &self,
+        wait: Wait,
+        lease: Option<Duration>,
+        by: H,
+    ) -> Result<Option<LockGuard<H>>> {
+        // Every round trip of this call, the fair waiter's leaving
+        // included, keeps to the caller's bound.
+        crate::deadline::within(wait.deadline(), || self.acquire_within(wait, lease, by))
+    }
+
+    fn acquire_within<H: GuardHolder>(
+        &self,
+        wait: Wait,
+        lease: Option<Duration>,
+        by: H,
+    ) -> Result<Option<LockGuard<H>>> {
         self.check_name()?;
         let lease_ms = match lease {
             Some(lease) => crate::error::millis("lease", lease)?,
@@ -493,7 +560,7 @@ impl Lock {
         let inner = &self.client.inner;
         let backend = inner.backend.as_ref();
         let keys = &self.keys;
-        let holder = self.holder(holder::current_thread_number());
+        let holder = self.holder(by.number());
         // A fair waiter's queue slot: the wait it asked for, or the default.
         let (allowance_ms, enqueue) = match wait {
             Wait::Forever => (inner.fair_wait_ms, true),
@@ -506,7 +573,8 @@ impl Lock {
             sent.set(Instant::now());
             keys.attempt(backend, &holder, lease_ms, allowance_ms, enqueue)
         };
-        let acquired = |token| self.guard(&holder, lease, lease_ms, sent.get(), token);
+        // Called once, in whichever arm acquired.
+        let acquired = |token, sent| self.guard(&holder, lease, lease_ms, sent, token, by);
         // An earlier release of this holder's hold that has not landed yet
         // goes first, or it could land on the hold about to be taken.
         if !inner.cleanup.is_empty() {
@@ -566,11 +634,10 @@ impl Lock {
             ),
         };
         match waited {
-            Ok(Some(crate::wait::Done::Attempted(token))) => acquired(token).map(Some),
+            Ok(Some(crate::wait::Done::Attempted(token))) => acquired(token, sent.get()).map(Some),
+            // The lease runs from the handoff script's send.
             Ok(Some(crate::wait::Done::HandedOver(handed_at))) => {
-                // The lease runs from the handoff script's send.
-                sent.set(handed_at);
-                acquired(None).map(Some)
+                acquired(None, handed_at).map(Some)
             }
             Ok(None) => {
                 // try_lock never queued; a fair waiter that gave up leaves now.
@@ -585,7 +652,7 @@ impl Lock {
                     let _ = keys.give_up(backend, &holder, allowance_ms);
                 }
                 if err.is_connection_error() {
-                    self.undo_unknown_attempt(&holder, lease_ms, sent.get(), &err);
+                    self.undo_unknown_attempt(&holder, lease_ms, sent.get(), &err, H::EXPLICIT);
                 }
                 Err(err)
             }
@@ -594,14 +661,15 @@ impl Lock {
 
     /// Builds the guard of a successful acquisition, registering the hold
     /// with the watchdog when no lease was given.
-    fn guard(
+    fn guard<H: GuardHolder>(
         &self,
         holder: &Holder,
         lease: Option<Duration>,
         lease_ms: i64,
         sent: Instant,
         token: Option<u64>,
-    ) -> Result<LockGuard> {
+        by: H,
+    ) -> Result<LockGuard<H>> {
         let renewal = Arc::new(Renewal {
             keys: Arc::clone(&self.keys),
             holder: holder.clone(),
@@ -610,7 +678,7 @@ impl Lock {
             None => (self.client.inner.watchdog.start(&renewal, sent)?, true),
             Some(length) => (Lease::new(sent, length), false),
         };
-        if local_hold_taken(self.local_key(holder)) && self.keys.hands_over() {
+        if hold_taken(self.local_key(holder), H::EXPLICIT) && self.keys.hands_over() {
             self.client
                 .inner
                 .local_owners
@@ -626,7 +694,7 @@ impl Lock {
             token,
             released: false,
             acquired_at: Instant::now(),
-            _not_send: holder::HolderIsTheThread::new(),
+            holder: by,
         })
     }
 
@@ -642,8 +710,15 @@ impl Lock {
     /// cleanup worker releases them until that lands or the lease of the
     /// attempt would have run out. If it holds a guard, an extra count is
     /// a phantom that its outermost unlock drains (see [`Lock::release`]).
-    fn undo_unknown_attempt(&self, holder: &Holder, lease_ms: i64, sent: Instant, cause: &Error) {
-        if local_holds(&self.local_key(holder)) > 0 {
+    fn undo_unknown_attempt(
+        &self,
+        holder: &Holder,
+        lease_ms: i64,
+        sent: Instant,
+        cause: &Error,
+        explicit: bool,
+    ) {
+        if holds_of(&self.local_key(holder), explicit) > 0 {
             return;
         }
         let task = self.release_task(holder, lease_ms, new_latch(&self.keys.name), true);
@@ -867,7 +942,10 @@ impl Lock {
 /// [`EventHandler`](crate::EventHandler)); [`unlock`](Self::unlock) is the
 /// explicit form that returns the error. It owns a clone of the handle, so it
 /// can be stored and returned. It is `!Send` (see [`HolderIsTheThread`](crate::HolderIsTheThread)):
-/// the holder is the thread.
+/// the holder is the thread. A lock taken for an explicit
+/// [`LockOwner`](crate::LockOwner) ([`Lock::owned_by`]) gives a
+/// `LockGuard<LockOwner>`, [`OwnedLockGuard`](crate::OwnedLockGuard), which
+/// is `Send` and has the same methods.
 ///
 /// ```
 /// # let client = redisync::Client::builder().backend(redisync::MemoryBackend::new()).build()?;
@@ -878,7 +956,7 @@ impl Lock {
 /// ```
 #[must_use = "if unused the lock will immediately unlock"]
 #[clippy::has_significant_drop]
-pub struct LockGuard {
+pub struct LockGuard<H: GuardHolder = HolderIsTheThread> {
     lock: Lock,
     /// The holder and how the watchdog renews it.
     renewal: Arc<Renewal>,
@@ -893,11 +971,12 @@ pub struct LockGuard {
     released: bool,
     /// When it was handed out (the hold time of the metrics).
     acquired_at: Instant,
-    /// The holder identity is the thread: a guard must not move to another.
-    _not_send: holder::HolderIsTheThread,
+    /// Who holds it: the thread (then the guard must not move to another)
+    /// or an explicit owner.
+    holder: H,
 }
 
-impl fmt::Debug for LockGuard {
+impl<H: GuardHolder> fmt::Debug for LockGuard<H> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("LockGuard")
             .field("name", &self.lock.keys.name)
@@ -908,7 +987,7 @@ impl fmt::Debug for LockGuard {
     }
 }
 
-impl LockGuard {
+impl<H: GuardHolder> LockGuard<H> {
     /// The lock this guard holds.
     ///
     /// ```
@@ -973,6 +1052,11 @@ impl LockGuard {
     /// `margin` past `at` (RedLock's validity check).
     pub(crate) fn holds_beyond(&self, at: Instant, margin: Duration) -> bool {
         self.lease.holds_beyond(at, margin)
+    }
+
+    /// Who holds it.
+    pub(crate) fn holder(&self) -> &H {
+        &self.holder
     }
 
     /// The lease each acquisition and renewal sets, in ms.
@@ -1083,7 +1167,7 @@ impl LockGuard {
     fn release(&mut self) -> Result<()> {
         self.released = true;
         crate::telemetry::hold_ended(self.lock.keys.primitive(), self.acquired_at.elapsed());
-        let outermost = local_hold_released(&self.lock.local_key(&self.renewal.holder));
+        let outermost = hold_released(&self.lock.local_key(&self.renewal.holder), H::EXPLICIT);
         // The watch goes first: a renewal answered after the release ran
         // would find the lock gone and report a loss that is none.
         if self.watchdog {
@@ -1118,7 +1202,7 @@ impl LockGuard {
     }
 }
 
-impl Drop for LockGuard {
+impl<H: GuardHolder> Drop for LockGuard<H> {
     fn drop(&mut self) {
         if self.released {
             return;
