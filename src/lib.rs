@@ -75,9 +75,13 @@
 //! | at most N at a time, released by anyone | [`Client::semaphore`] | `getSemaphore` |
 //! | at most N at a time, returned by themselves if a holder dies | [`Client::permit_expirable_semaphore`] | `getPermitExpirableSemaphore` |
 //! | wait until N things have happened | [`Client::count_down_latch`] | `getCountDownLatch` |
+//! | a lock whose waiters poll instead of subscribing | [`Client::spin_lock`] | `getSpinLock` |
+//! | a lock whose guard moves between threads | [`Lock::owned_by`] with a [`LockOwner`] | `lock(threadId)` |
+//! | a wait another thread can end | `cancellable(&`[`CancellationToken`]`)` on the handle | `lockInterruptibly` |
 //!
 //! Locks are held by a thread (their guards are `!Send`, see
-//! [`HolderIsTheThread`]); semaphore permits and latches belong to no one.
+//! [`HolderIsTheThread`]) unless taken for a [`LockOwner`]; semaphore
+//! permits and latches belong to no one.
 //! Handles ([`Lock`], [`Semaphore`], ...) take nothing until you call a
 //! method, and a guard that is not kept releases at once: the compiler
 //! warns about both (`#[must_use]`), but not about `lock.try_lock()?;`,
