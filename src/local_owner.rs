@@ -14,24 +14,58 @@
 //! lost (a restart without persistence) costs a park bounded by the lease,
 //! never a hang.
 
+use std::borrow::Borrow;
 use std::collections::HashMap;
+use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
 
+use crate::flavor::Renewal;
 use crate::watchdog::Lease;
 
-/// Per client: lock name → the holding thread's hash field and its lease.
+/// Per client: lock name → the holding thread's hold and its lease. Only
+/// `Arc`s of what the guard already has, so a record costs a map slot and
+/// no allocation of its own (a client may hold 100,000 locks).
 #[derive(Debug, Default)]
 pub(crate) struct LocalOwners {
-    owners: Mutex<HashMap<String, Owner>>,
+    owners: Mutex<HashMap<ByName, Arc<Lease>>>,
 }
 
+/// A hold, found in the map by its lock's name.
 #[derive(Debug)]
-struct Owner {
-    field: String,
-    lease: Arc<Lease>,
+struct ByName(Arc<Renewal>);
+
+impl ByName {
+    fn name(&self) -> &str {
+        &self.0.keys.name
+    }
+
+    fn field(&self) -> &str {
+        self.0.holder.field()
+    }
+}
+
+impl Borrow<str> for ByName {
+    fn borrow(&self) -> &str {
+        self.name()
+    }
+}
+
+impl PartialEq for ByName {
+    fn eq(&self, other: &Self) -> bool {
+        self.name() == other.name()
+    }
+}
+
+impl Eq for ByName {}
+
+impl Hash for ByName {
+    // As `str` hashes, so that lookups by `&str` find it (`Borrow`).
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        self.name().hash(state);
+    }
 }
 
 /// What a thread asking for a lock may skip.
@@ -45,15 +79,12 @@ pub(crate) enum Sibling {
 }
 
 impl LocalOwners {
-    /// `field`'s outermost hold of `name` began, under `lease`.
-    pub(crate) fn taken(&self, name: &str, field: &str, lease: &Arc<Lease>) {
-        self.owners.lock().insert(
-            name.to_owned(),
-            Owner {
-                field: field.to_owned(),
-                lease: Arc::clone(lease),
-            },
-        );
+    /// `hold`'s outermost hold of its lock began, under `lease`.
+    pub(crate) fn taken(&self, hold: &Arc<Renewal>, lease: &Arc<Lease>) {
+        let mut owners = self.owners.lock();
+        // `insert` keeps an equal key: replace the entry whole.
+        owners.remove(hold.keys.name.as_str());
+        owners.insert(ByName(Arc::clone(hold)), Arc::clone(lease));
     }
 
     /// `field` released its outermost hold of `name` (whatever the
@@ -61,25 +92,23 @@ impl LocalOwners {
     /// before its releaser returns), stays.
     pub(crate) fn released(&self, name: &str, field: &str) {
         let mut owners = self.owners.lock();
-        if owners.get(name).is_some_and(|owner| owner.field == field) {
+        let mine = owners
+            .get_key_value(name)
+            .is_some_and(|(hold, _)| hold.field() == field);
+        if mine {
             owners.remove(name);
         }
     }
 
-    /// Whether a thread other than `field` holds `name` with a lease not
+    /// Whether a holder other than `field` holds `name` with a lease not
     /// known lost at `now`.
     pub(crate) fn sibling_of(&self, name: &str, field: &str, now: Instant) -> Sibling {
         let owners = self.owners.lock();
-        match owners.get(name) {
-            Some(owner)
-                if owner.field != field && owner.lease.holds_beyond(now, Duration::ZERO) =>
+        match owners.get_key_value(name) {
+            Some((hold, lease))
+                if hold.field() != field && lease.holds_beyond(now, Duration::ZERO) =>
             {
-                Sibling::Holds(
-                    owner
-                        .lease
-                        .ends()
-                        .map(|end| end.saturating_duration_since(now)),
-                )
+                Sibling::Holds(lease.ends().map(|end| end.saturating_duration_since(now)))
             }
             _ => Sibling::Unknown,
         }
@@ -89,13 +118,20 @@ impl LocalOwners {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::flavor::{Flavor, LockKeys};
+
+    fn hold(name: &str, field: &str) -> Arc<Renewal> {
+        let keys = Arc::new(LockKeys::new(Flavor::Reentrant, name.to_owned()));
+        let holder = keys.holder(field.to_owned());
+        Arc::new(Renewal { keys, holder })
+    }
 
     #[test]
     fn a_sibling_with_a_live_lease_is_reported_until_it_releases() {
         let owners = LocalOwners::default();
         let now = Instant::now();
         let lease = Lease::new(now, Duration::from_secs(30));
-        owners.taken("jobs", "a:1", &lease);
+        owners.taken(&hold("jobs", "a:1"), &lease);
         let Sibling::Holds(Some(left)) = owners.sibling_of("jobs", "a:2", now) else {
             panic!("a sibling holds jobs");
         };
@@ -111,21 +147,31 @@ mod tests {
     fn a_handoff_recorded_before_its_releaser_returns_stays() {
         let owners = LocalOwners::default();
         let now = Instant::now();
-        owners.taken("jobs", "a:1", &Lease::new(now, Duration::from_secs(30)));
+        owners.taken(
+            &hold("jobs", "a:1"),
+            &Lease::new(now, Duration::from_secs(30)),
+        );
         // The waiter a:2 was handed the lock and recorded itself first.
-        owners.taken("jobs", "a:2", &Lease::new(now, Duration::from_secs(30)));
+        owners.taken(
+            &hold("jobs", "a:2"),
+            &Lease::new(now, Duration::from_secs(30)),
+        );
         owners.released("jobs", "a:1");
         assert!(matches!(
             owners.sibling_of("jobs", "a:3", now),
             Sibling::Holds(_)
         ));
+        assert_eq!(owners.sibling_of("jobs", "a:2", now), Sibling::Unknown);
     }
 
     #[test]
     fn a_lease_run_out_or_lost_is_no_reason_to_wait() {
         let owners = LocalOwners::default();
         let now = Instant::now();
-        owners.taken("short", "a:1", &Lease::new(now, Duration::from_millis(10)));
+        owners.taken(
+            &hold("short", "a:1"),
+            &Lease::new(now, Duration::from_millis(10)),
+        );
         let later = now + Duration::from_millis(11);
         assert_eq!(owners.sibling_of("short", "a:2", later), Sibling::Unknown);
     }

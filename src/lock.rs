@@ -63,85 +63,52 @@ static OWNED_HOLDS: std::sync::LazyLock<
     parking_lot::Mutex<std::collections::HashMap<String, u32>>,
 > = std::sync::LazyLock::new(Default::default);
 
-/// Counts a new guard under `key` (`field@name`); true when it is the
-/// holder's outermost one. `explicit`: an owner's, else this thread's.
-fn hold_taken(key: String, explicit: bool) -> bool {
+/// Runs `f` on the hold counts of a holder kind: the explicit owners'
+/// (`explicit`), else the calling thread's. `None` during thread teardown,
+/// when the thread's map may be gone; then no count is kept and no release
+/// drains phantoms (the safe side).
+fn with_holds<R>(
+    explicit: bool,
+    f: impl FnOnce(&mut std::collections::HashMap<String, u32>) -> R,
+) -> Option<R> {
     if explicit {
-        let mut holds = OWNED_HOLDS.lock();
+        return Some(f(&mut OWNED_HOLDS.lock()));
+    }
+    LOCAL_HOLDS
+        .try_with(|holds| f(&mut holds.borrow_mut()))
+        .ok()
+}
+
+/// Counts a new guard under `key` (`field@name`); true when it is the
+/// holder's outermost one.
+fn hold_taken(key: String, explicit: bool) -> bool {
+    with_holds(explicit, |holds| {
         let count = holds.entry(key).or_insert(0);
         *count += 1;
-        return *count == 1;
-    }
-    local_hold_taken(key)
+        *count == 1
+    })
+    .unwrap_or(false)
 }
 
 /// How many guards the holder has under `key`.
 fn holds_of(key: &str, explicit: bool) -> u32 {
-    if explicit {
-        return OWNED_HOLDS.lock().get(key).copied().unwrap_or(0);
-    }
-    local_holds(key)
+    with_holds(explicit, |holds| holds.get(key).copied().unwrap_or(0)).unwrap_or(0)
 }
 
 /// Uncounts a guard; true when it was the holder's last one.
 fn hold_released(key: &str, explicit: bool) -> bool {
-    if explicit {
-        let mut holds = OWNED_HOLDS.lock();
-        return match holds.get_mut(key) {
-            Some(count) if *count > 1 => {
-                *count -= 1;
-                false
-            }
-            Some(_) => {
-                holds.remove(key);
-                true
-            }
-            None => false,
-        };
-    }
-    local_hold_released(key)
-}
-
-/// Counts a new guard of this thread; the key is `field@name`. True when
-/// it is the thread's outermost one.
-fn local_hold_taken(key: String) -> bool {
-    // `try_with`: during thread teardown the map may be gone; then no
-    // count is kept and no release drains phantoms (the safe side).
-    LOCAL_HOLDS
-        .try_with(|holds| {
-            let mut holds = holds.borrow_mut();
-            let count = holds.entry(key).or_insert(0);
-            *count += 1;
-            *count == 1
-        })
-        .unwrap_or(false)
-}
-
-/// How many guards this thread holds under `key`.
-fn local_holds(key: &str) -> u32 {
-    LOCAL_HOLDS
-        .try_with(|holds| holds.borrow().get(key).copied().unwrap_or(0))
-        .unwrap_or(0)
-}
-
-/// Uncounts a guard of this thread; true when it was the last one.
-fn local_hold_released(key: &str) -> bool {
-    LOCAL_HOLDS
-        .try_with(|holds| {
-            let mut holds = holds.borrow_mut();
-            match holds.get_mut(key) {
-                Some(count) if *count > 1 => {
-                    *count -= 1;
-                    false
-                }
-                Some(_) => {
-                    holds.remove(key);
-                    true
-                }
-                None => false,
-            }
-        })
-        .unwrap_or(false)
+    with_holds(explicit, |holds| match holds.get_mut(key) {
+        Some(count) if *count > 1 => {
+            *count -= 1;
+            false
+        }
+        Some(_) => {
+            holds.remove(key);
+            true
+        }
+        None => false,
+    })
+    .unwrap_or(false)
 }
 
 /// A fresh unlock latch key for one release of `name`.
@@ -186,7 +153,9 @@ pub struct Lock {
     cancel: Option<crate::CancellationToken>,
     /// A spin lock's backoff: its waiters sleep and retry instead of
     /// parking on pub/sub (see `spin_lock`).
-    pub(crate) spin: Option<crate::Backoff>,
+    /// (Behind an `Arc`: every guard holds a clone of its handle, and a
+    /// client may hold 100,000 locks.)
+    pub(crate) spin: Option<Arc<crate::Backoff>>,
 }
 
 impl fmt::Debug for Lock {
@@ -592,10 +561,10 @@ impl Lock {
             })
         };
         let channel = keys.wait_channel(&holder);
-        let waited = match self.spin {
+        let waited = match self.spin.as_deref() {
             // A spin lock's waiter sleeps and retries: no subscription.
             Some(backoff) => crate::spin_lock::until_done(
-                backoff,
+                *backoff,
                 wait,
                 keys.primitive(),
                 self.cancel
@@ -679,10 +648,7 @@ impl Lock {
             Some(length) => (Lease::new(sent, length), false),
         };
         if hold_taken(self.local_key(holder), H::EXPLICIT) && self.keys.hands_over() {
-            self.client
-                .inner
-                .local_owners
-                .taken(&self.keys.name, holder.field(), &lease);
+            self.client.inner.local_owners.taken(&renewal, &lease);
         }
         crate::telemetry::hold_started(self.keys.primitive());
         Ok(LockGuard {
@@ -863,11 +829,11 @@ impl Lock {
                             started,
                             Duration::from_millis(u64::try_from(offer.seat.lease_ms).unwrap_or(0)),
                         );
-                        self.client.inner.local_owners.taken(
-                            &self.keys.name,
-                            &offer.seat.field,
-                            &lease,
-                        );
+                        let hold = Arc::new(Renewal {
+                            keys: Arc::clone(&self.keys),
+                            holder: self.keys.holder(offer.seat.field.clone()),
+                        });
+                        self.client.inner.local_owners.taken(&hold, &lease);
                         self.settle(offer, Handoff::Granted(started));
                     }
                     return Ok(());

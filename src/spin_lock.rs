@@ -18,6 +18,7 @@
 //! the maximum delay, which is then kept. Every pause is also capped by what
 //! is left of the caller's wait, so a bounded wait ends on time.
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::flavor::Flavor;
@@ -319,7 +320,7 @@ impl Client {
     #[doc(alias = "RSpinLock")]
     pub fn spin_lock_with_backoff(&self, name: impl Into<String>, backoff: Backoff) -> Lock {
         let mut lock = Lock::new(self.clone(), Flavor::Reentrant, self.map(name));
-        lock.spin = Some(backoff);
+        lock.spin = Some(Arc::new(backoff));
         lock
     }
 }
@@ -335,7 +336,7 @@ impl Lock {
     /// # Ok::<(), redisync::Error>(())
     /// ```
     pub fn spin_backoff(&self) -> Option<Backoff> {
-        self.spin
+        self.spin.as_deref().copied()
     }
 }
 

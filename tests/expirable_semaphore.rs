@@ -90,11 +90,7 @@ fn woken_at(rx: &mpsc::Receiver<Instant>, what: &str) -> Instant {
 
 /// The bytes a permit id's hex digits spell: how Redisson stores an id.
 fn id_bytes(id: &PermitId) -> Vec<u8> {
-    let hex = id.as_str();
-    (0..hex.len())
-        .step_by(2)
-        .map(|i| u8::from_str_radix(&hex[i..i + 2], 16).unwrap())
-        .collect()
+    common::permit_id_bytes(id.as_str())
 }
 
 /// The leases zset of semaphore `name` as stored: (member bytes, score).

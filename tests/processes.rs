@@ -868,7 +868,7 @@ fn permit_of_a_sigkilled_holder_returns_when_its_lease_ends() {
     );
     let lease_end: Option<f64> = redis::cmd("ZSCORE")
         .arg(&leases)
-        .arg(&child_id)
+        .arg(common::permit_id_bytes(&child_id))
         .query(&mut raw)
         .unwrap();
     let lease_end = lease_end.unwrap_or_else(|| {
@@ -918,7 +918,7 @@ fn permit_of_a_sigkilled_holder_returns_when_its_lease_ends() {
         after + Duration::from_millis(50) >= left,
         "the permit came back {after:?} after the kill, before the {left:?} left of its lease"
     );
-    let members: Vec<String> = redis::cmd("ZRANGE")
+    let members: Vec<Vec<u8>> = redis::cmd("ZRANGE")
         .arg(&leases)
         .arg(0)
         .arg(-1)
@@ -926,7 +926,7 @@ fn permit_of_a_sigkilled_holder_returns_when_its_lease_ends() {
         .unwrap();
     assert_eq!(
         members,
-        [id.as_str().to_owned()],
+        [common::permit_id_bytes(id.as_str())],
         "only the parent's lease is left"
     );
     semaphore.release(&id).unwrap();

@@ -530,6 +530,17 @@ fn zscore(conn: &mut redis::Connection, key: &str, member: &str) -> Option<i64> 
     score.map(|s| s as i64)
 }
 
+/// The lease end of permit `id_hex` in `leases`, as whole milliseconds:
+/// the member is the 16 bytes the id's hex spells, as Redisson stores it.
+fn permit_score(conn: &mut redis::Connection, leases: &str, id_hex: &str) -> Option<i64> {
+    let score: Option<f64> = redis::cmd("ZSCORE")
+        .arg(leases)
+        .arg(common::permit_id_bytes(id_hex))
+        .query(conn)
+        .unwrap();
+    score.map(|s| s as i64)
+}
+
 /// A thread blocked in `lock()`: it reports its holder id before calling it
 /// and the instant it got the lock, then holds until released.
 struct Waiter {
@@ -1273,7 +1284,7 @@ fn is_permit_id(id: &str) -> bool {
 }
 
 #[test]
-fn permit_expirable_leases_are_a_zset_of_hex_ids_scored_by_lease_end() {
+fn permit_expirable_leases_are_a_zset_of_id_bytes_scored_by_lease_end() {
     const LEASE_MS: i64 = 10_000;
     let server = TestServer::start();
     let mut raw = server.connection();
@@ -1295,10 +1306,11 @@ fn permit_expirable_leases_are_a_zset_of_hex_ids_scored_by_lease_end() {
         let after = wall_ms();
         assert!(is_permit_id(id.as_str()), "permit id {id}");
         assert_eq!(query::<String>(&mut raw, &["TYPE", leases]), "zset");
-        let members: Vec<(String, f64)> =
+        let members: Vec<(Vec<u8>, f64)> =
             query(&mut raw, &["ZRANGE", leases, "0", "-1", "WITHSCORES"]);
         assert_eq!(members.len(), 1, "{leases}: {members:?}");
-        assert_eq!(members[0].0, id.as_str());
+        // Stored as the 16 bytes the id's hex spells, as Redisson does.
+        assert_eq!(members[0].0, common::permit_id_bytes(id.as_str()));
         let score = members[0].1 as i64;
         assert!(
             score >= before + LEASE_MS && score <= after + LEASE_MS,
@@ -1328,7 +1340,7 @@ fn permit_expirable_leases_are_a_zset_of_hex_ids_scored_by_lease_end() {
         // An expired lease is reclaimed by the next script, which announces
         // the new count.
         let short = semaphore.acquire(Duration::from_millis(100)).unwrap();
-        assert!(zscore(&mut raw, leases, short.as_str()).is_some());
+        assert!(permit_score(&mut raw, leases, short.as_str()).is_some());
         thread::sleep(Duration::from_millis(300));
         assert_eq!(semaphore.available_permits().unwrap(), 2);
         listener.expect("reclaiming an expired lease", channel, "2");
@@ -1348,9 +1360,9 @@ fn permit_expirable_leases_are_a_zset_of_hex_ids_scored_by_lease_end() {
             .cmd("ZADD")
             .arg(leases)
             .arg(now - 1_000)
-            .arg(&java_expired)
+            .arg(common::permit_id_bytes(&java_expired))
             .arg(now + 60_000)
-            .arg(&java_live)
+            .arg(common::permit_id_bytes(&java_live))
             .ignore()
             .query(&mut raw)
             .unwrap();
@@ -1360,9 +1372,9 @@ fn permit_expirable_leases_are_a_zset_of_hex_ids_scored_by_lease_end() {
             .expect("the permit of Redisson's expired lease");
         listener.expect("reclaiming Redisson's expired lease", channel, "1");
         assert_eq!(get(&mut raw, name).as_deref(), Some("0"));
-        assert_eq!(zscore(&mut raw, leases, &java_expired), None);
-        assert!(zscore(&mut raw, leases, &java_live).is_some());
-        assert!(zscore(&mut raw, leases, ours.as_str()).is_some());
+        assert_eq!(permit_score(&mut raw, leases, &java_expired), None);
+        assert!(permit_score(&mut raw, leases, &java_live).is_some());
+        assert!(permit_score(&mut raw, leases, ours.as_str()).is_some());
         assert!(
             semaphore
                 .try_acquire(Duration::from_secs(30))
@@ -1498,17 +1510,26 @@ fn simulated_redisson_releasers_wake_our_semaphore_and_latch_waiters() {
         let leases = case.leases.as_str();
         let far = (wall_ms() + 60_000).to_string();
         query::<()>(&mut raw, &["SET", name, "0"]);
-        query::<i64>(&mut raw, &["ZADD", leases, &far, &java_id]);
+        let _: i64 = redis::cmd("ZADD")
+            .arg(leases)
+            .arg(&far)
+            .arg(common::permit_id_bytes(&java_id))
+            .query(&mut raw)
+            .unwrap();
         let expirable = client.permit_expirable_semaphore(name);
         let (waiter, rx) = spawn_timed(move || expirable.acquire(Duration::from_secs(30)).unwrap());
         settle(&mut raw, channel, &rx, "permit-expirable semaphore");
         let released = Instant::now();
-        query::<i64>(&mut raw, &["ZREM", leases, &java_id]);
+        let _: i64 = redis::cmd("ZREM")
+            .arg(leases)
+            .arg(common::permit_id_bytes(&java_id))
+            .query(&mut raw)
+            .unwrap();
         let count: i64 = query(&mut raw, &["INCR", name]);
         query::<i64>(&mut raw, &["PUBLISH", channel, &count.to_string()]);
         woken(&rx, released, "permit-expirable semaphore");
         let ours = waiter.join().unwrap();
-        assert!(zscore(&mut raw, leases, ours.as_str()).is_some());
+        assert!(permit_score(&mut raw, leases, ours.as_str()).is_some());
         query::<i64>(&mut raw, &["DEL", name, leases]);
 
         // Latch: Redisson's count_down is DECR; at zero DEL and PUBLISH 0.

@@ -63,6 +63,16 @@ fn next_counter() -> u64 {
     COUNTER.fetch_add(1, Ordering::Relaxed)
 }
 
+/// The bytes a permit id's hex digits spell: how Redisson (and redisync)
+/// store a permit-expirable semaphore's id in its leases zset.
+#[allow(dead_code)]
+pub fn permit_id_bytes(hex: &str) -> Vec<u8> {
+    (0..hex.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(&hex[i..i + 2], 16).expect("a hex permit id"))
+        .collect()
+}
+
 /// A unique name such as `prefix:<pid>:<counter>:<nanos>`, for lock names
 /// that must not collide across tests, test binaries or runs.
 pub fn unique_name(prefix: &str) -> String {
