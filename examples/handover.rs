@@ -51,7 +51,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         guard.unlock()
     });
     worker.join().map_err(|_| "the worker panicked")??;
-    let free = !client.lock(name.clone()).is_locked()?;
+    let free = !client.lock(name).is_locked()?;
     println!("released by the worker thread: free again = {free}");
     if !free {
         return Err("the lock is still held".into());
