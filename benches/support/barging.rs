@@ -109,21 +109,12 @@ pub(crate) fn barging_for(server: &TestServer, threads: usize, duration: Duratio
         }
         drain = drain_start.elapsed();
     });
-    let total: u64 = counts.iter().sum();
-    let min = counts.iter().copied().min().unwrap_or(0);
-    let max = counts.iter().copied().max().unwrap_or(0);
+    let (per_sec, min_max, same_thread_share) =
+        rates(&counts, repeats.load(Ordering::Relaxed), duration);
     Contended {
-        per_sec: total as f64 / duration.as_secs_f64(),
-        min_max: if max == 0 {
-            0.0
-        } else {
-            min as f64 / max as f64
-        },
-        same_thread_share: if total == 0 {
-            0.0
-        } else {
-            repeats.load(Ordering::Relaxed) as f64 / total as f64
-        },
+        per_sec,
+        min_max,
+        same_thread_share,
         counts,
         drain,
         // Waiting out a retry delay is how it works, not a missed wake-up.

@@ -392,6 +392,20 @@ pub(crate) enum Taken {
     From(usize, Duration),
 }
 
+/// A contended run's acquisitions per second, per-thread min/max, and the
+/// share of acquisitions by the thread that made the previous one.
+pub(crate) fn rates(counts: &[u64], repeats: u64, duration: Duration) -> (f64, f64, f64) {
+    let total: u64 = counts.iter().sum();
+    let min = counts.iter().copied().min().unwrap_or(0);
+    let max = counts.iter().copied().max().unwrap_or(0);
+    let ratio = |a: u64, b: u64| if b == 0 { 0.0 } else { a as f64 / b as f64 };
+    (
+        total as f64 / duration.as_secs_f64(),
+        ratio(min, max),
+        ratio(repeats, total),
+    )
+}
+
 /// Shared by a contended run's threads: who took the lock last, and when
 /// that holder began its `unlock()` (ns since the run's base).
 pub(crate) struct LastHolder {
@@ -495,21 +509,12 @@ pub(crate) fn contended_for(locks: &[Lock], client_of: &[usize], duration: Durat
         drain = drain_start.elapsed();
     });
     let (slow, longest) = take_waits();
-    let total: u64 = counts.iter().sum();
-    let min = counts.iter().copied().min().unwrap_or(0);
-    let max = counts.iter().copied().max().unwrap_or(0);
+    let (per_sec, min_max, same_thread_share) =
+        rates(&counts, repeats.load(Ordering::Relaxed), duration);
     Contended {
-        per_sec: total as f64 / duration.as_secs_f64(),
-        min_max: if max == 0 {
-            0.0
-        } else {
-            min as f64 / max as f64
-        },
-        same_thread_share: if total == 0 {
-            0.0
-        } else {
-            repeats.load(Ordering::Relaxed) as f64 / total as f64
-        },
+        per_sec,
+        min_max,
+        same_thread_share,
         counts,
         drain,
         slow,
