@@ -942,3 +942,43 @@ mod tls {
         }
     }
 }
+
+/// Data of another type under a primitive's name (a WRONGTYPE reply, which
+/// names nothing) is an error naming the key and the Redis type found.
+#[test]
+fn wrongtype_names_the_key_and_the_type_found() {
+    let server = TestServer::start();
+    let name = unique_name("wrongtype");
+    redis::cmd("RPUSH")
+        .arg(&name)
+        .arg("x")
+        .query::<()>(&mut server.connection())
+        .unwrap();
+    let client = Client::open(&server.url()).unwrap();
+    let err = client.lock(name.as_str()).try_lock().unwrap_err();
+    assert!(err.is_protocol_error(), "{err:?}");
+    let text = err.to_string();
+    assert!(text.contains("WRONGTYPE"), "{text}");
+    assert!(
+        text.contains(&format!("{name:?} holds a Redis list")),
+        "{text}"
+    );
+}
+
+/// A URL with a scheme Redis does not use names the schemes it accepts,
+/// and nothing of the `redis` crate's own error kinds.
+#[test]
+fn a_bad_url_names_the_accepted_schemes() {
+    let err = Client::open("http://127.0.0.1:7400").unwrap_err();
+    assert!(err.is_invalid_argument(), "{err:?}");
+    let text = err.to_string();
+    for scheme in ["redis://", "rediss://", "unix://", "redis+unix://"] {
+        assert!(text.contains(scheme), "{text}");
+    }
+    assert!(text.contains("http://"), "{text}");
+    assert!(!text.contains("InvalidClientConfig"), "{text}");
+    let err = Client::open("redis://127.0.0.1:7400/not-a-db").unwrap_err();
+    let text = err.to_string();
+    assert!(text.contains("database"), "{text}");
+    assert!(!text.contains("InvalidClientConfig"), "{text}");
+}

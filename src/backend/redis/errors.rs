@@ -56,8 +56,6 @@ pub(super) fn script_error_reply(err: &RedisError) -> Option<Reply> {
     )))
 }
 
-/// An ACL refusal: NOPERM at top level, or a command, key or channel a
-/// script used (Redis 7 answers those with `ERR`, naming the user).
 /// A server's error reply to a plain command (an unknown command, an ACL
 /// refusal) as a [`Reply::Error`]; `None` for every other failure, and for
 /// a read-only replica's (the connection must be dropped).
@@ -72,11 +70,23 @@ pub(super) fn server_error_reply(err: &RedisError) -> Option<Reply> {
     )))
 }
 
+/// An ACL refusal: the `NOPERM` code where the server gives one (a
+/// command refused at top level), else the `ERR` a command refused inside
+/// a script gets, worded by Redis 7 ("The user executing the script can't
+/// run this command or subcommand") or by Valkey 8 ("ACL failure in
+/// script: User ... has no permissions to run the 'hincrby' command").
 pub(super) fn is_acl_refusal(err: &RedisError) -> bool {
+    /// The ERR wordings of a refusal inside a script (no code of its own).
+    const IN_SCRIPT: [&str; 2] = [
+        "The user executing the script can't",
+        "ACL failure in script",
+    ];
     err.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoPerm)
-        || err
-            .detail()
-            .is_some_and(|detail| detail.contains("The user executing the script can't"))
+        || err.code() == Some("NOPERM")
+        || (err.code() == Some("ERR")
+            && err
+                .detail()
+                .is_some_and(|detail| IN_SCRIPT.iter().any(|text| detail.contains(text))))
 }
 
 /// Converts a `redis` error: WRONGTYPE is a protocol error; I/O, refusal
