@@ -393,11 +393,11 @@ fn an_expirable_permit_acquire_that_failed_leaves_no_lease_behind() {
     let semaphore = client.permit_expirable_semaphore(unique_name("unknown-permit").as_str());
     assert!(semaphore.try_set_permits(1).unwrap());
     // Loads the scripts, so the frozen server holds a request it can run.
-    let warm = semaphore.acquire(Duration::from_secs(30)).unwrap();
+    let warm = semaphore.acquire_id(Duration::from_secs(30)).unwrap();
     semaphore.release(&warm).unwrap();
     server.pause();
     let err = semaphore
-        .try_acquire_for(Duration::from_millis(150), Duration::from_secs(30))
+        .try_acquire_id_for(Duration::from_millis(150), Duration::from_secs(30))
         .map(|id| id.is_some())
         .expect_err("a frozen server cannot answer");
     assert!(err.is_connection_error(), "{err:?}");

@@ -481,11 +481,11 @@ fn acl_user_runs_every_primitive() {
     let exp = unique_name("acl:expirable");
     let workers = a.permit_expirable_semaphore(exp.as_str());
     assert!(workers.try_set_permits(1).unwrap());
-    let id = workers.acquire(LONG_LEASE).unwrap();
+    let id = workers.acquire_id(LONG_LEASE).unwrap();
     assert_eq!(workers.available_permits().unwrap(), 0);
     assert!(
         b.permit_expirable_semaphore(exp.as_str())
-            .try_acquire(LONG_LEASE)
+            .try_acquire_id(LONG_LEASE)
             .unwrap()
             .is_none()
     );

@@ -10,8 +10,8 @@
 use std::collections::BTreeSet;
 use std::process::ExitCode;
 
-use redisync::{Inspection, ObjectKind};
 use redisync::backend::Reply;
+use redisync::{Inspection, ObjectKind};
 use serde_json::json;
 
 use crate::inspect::{kind_id, to_json};
@@ -170,7 +170,10 @@ fn scan(client: &redisync::Client) -> Result<Vec<String>, Failure> {
             return Err(Failure::server("SCAN: no reply"));
         };
         let Reply::Array(parts) = reply.reply else {
-            return Err(Failure::server(format!("SCAN: unexpected reply {:?}", reply.reply)));
+            return Err(Failure::server(format!(
+                "SCAN: unexpected reply {:?}",
+                reply.reply
+            )));
         };
         let (Some(next), Some(Reply::Array(batch))) = (parts.first(), parts.get(1)) else {
             return Err(Failure::server("SCAN: unexpected reply shape"));

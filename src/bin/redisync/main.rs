@@ -463,11 +463,7 @@ fn main() -> ExitCode {
         Command::Inspect { name } => inspect::run(&cli.target, name),
         Command::List { pattern } => list::run(&cli.target, pattern),
         Command::ForceUnlock { name, yes } => force_unlock::run(&cli.target, name, *yes),
-        Command::Delete {
-            name,
-            waiters,
-            yes,
-        } => delete::run(&cli.target, name, waiters, *yes),
+        Command::Delete { name, waiters, yes } => delete::run(&cli.target, name, waiters, *yes),
         Command::Watch { name, duration } => watch::run(&cli.target, name, *duration),
         Command::Doctor => doctor::run(&cli.target),
     };
@@ -505,10 +501,7 @@ mod tests {
 
     #[test]
     fn json_milliseconds_are_rounded() {
-        assert_eq!(
-            ms_json(Duration::from_nanos(61_711)).to_string(),
-            "0.062"
-        );
+        assert_eq!(ms_json(Duration::from_nanos(61_711)).to_string(), "0.062");
         assert_eq!(ms_json(Duration::from_micros(1_500)).to_string(), "1.5");
         assert_eq!(ms_json(Duration::from_secs(2)).to_string(), "2.0");
     }
