@@ -549,13 +549,15 @@ impl PermitExpirableSemaphore {
     /// assert_eq!(p.acquired_permits()?, 1);
     /// # Ok::<(), redisync::Error>(())
     /// ```
-    pub fn acquired_permits(&self) -> Result<u64> {
+    pub fn acquired_permits(&self) -> Result<i64> {
         check_name(&self.name)?;
-        ops::expirable::acquired(
+        let acquired = ops::expirable::acquired(
             &*self.client.inner.backend,
             &self.keys(),
             crate::clock::wall_clock_ms(),
-        )
+        )?;
+        // i64 as every count read back (see `CountDownLatch::count`).
+        Ok(i64::try_from(acquired).unwrap_or(i64::MAX))
     }
 
     /// Sets the total number of permits to `permits`, whatever it was

@@ -116,6 +116,11 @@ fn remove_waiters(
     yes: bool,
 ) -> Outcome {
     let name = found.name.as_str();
+    if found.kind == ObjectKind::Absent {
+        return Err(Failure::finding(format!(
+            "nothing under {name:?}: no queued waiter to remove"
+        )));
+    }
     if found.kind != ObjectKind::FairLock {
         return Err(Failure::usage(format!(
             "--waiter removes a fair lock's queued waiters, but {name:?} is {}",
