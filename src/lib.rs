@@ -156,6 +156,10 @@
 //! # Testing your code
 //!
 //! Build your client on [`MemoryBackend`] in unit tests: no server needed.
+// docs.rs (`--cfg docsrs`, nightly): a badge on every item that needs a
+// feature ("Available on crate feature `cluster` only"); `doc_cfg` also
+// derives them from the items' `#[cfg]`s.
+#![cfg_attr(docsrs, feature(doc_cfg))]
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used, clippy::panic))]
 
 pub mod backend;
