@@ -223,7 +223,10 @@ mod tests {
         };
         assert!(recorded.len() >= 10, "{recorded:?}");
         for name in &recorded {
-            assert!(described.contains(name), "{name} is recorded but never described");
+            assert!(
+                described.contains(name),
+                "{name} is recorded but never described"
+            );
         }
     }
 }

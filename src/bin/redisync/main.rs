@@ -34,9 +34,10 @@ const DEFAULT_URL: &str = "redis://127.0.0.1:6379/";
 const EXIT_CODES: &str = "\
 Exit status:
   0  done (doctor: no danger found)
-  1  a finding or nothing found: doctor found a danger; force-unlock found
-     nothing held; delete found nothing under NAME or data no redisync
-     object stores
+  1  a finding or nothing found: doctor found a danger or waiters on a
+     semaphore nobody set; force-unlock found nothing held (a fair lock's
+     queue is shown); delete found nothing under NAME, no such queued
+     waiter, or data no redisync object stores
   2  usage error: bad arguments, a bad URL or option
   3  connection or server error: unreachable, timed out (--timeout),
      refused (password, ACL), or an unexpected reply
@@ -97,7 +98,8 @@ struct Target {
 #[derive(Debug, Subcommand)]
 enum Command {
     /// Show what lives under NAME: kind, holders, TTL, fencing token, fair
-    /// queue, counter, leases.
+    /// queue, counter, leases; and, when nothing is stored, threads
+    /// waiting on it as a semaphore whose permits were never set.
     Inspect {
         /// The object's name.
         name: String,
@@ -144,8 +146,9 @@ enum Command {
         #[arg(long = "for", value_name = "DURATION", value_parser = parse_duration)]
         duration: Option<Duration>,
     },
-    /// Ping the server, show its version and check its settings; exit
-    /// status 1 when a finding endangers locks.
+    /// Ping the server, show its version, check its settings and look for
+    /// threads waiting on semaphores whose permits were never set; exit
+    /// status 1 when a finding endangers locks or such waiters exist.
     Doctor,
 }
 
