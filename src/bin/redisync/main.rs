@@ -27,6 +27,9 @@ use clap::{Args, Parser, Subcommand};
 use redisync::Client;
 use redisync::backend::Deployment;
 
+/// How long a connection may take before a terminal hears about it.
+const PROGRESS_AFTER: Duration = Duration::from_secs(1);
+
 /// The URL used when neither `--url` nor `REDIS_URL` gives one.
 const DEFAULT_URL: &str = "redis://127.0.0.1:6379/";
 
@@ -291,14 +294,46 @@ impl Target {
         Ok(Deployment::single(self.url()))
     }
 
-    /// A connected client.
+    /// A connected client. On a terminal, a connection that takes longer
+    /// than [`PROGRESS_AFTER`] is said on stderr (where to, and for how
+    /// long at most), so a frozen server is not a silent wait.
     pub(crate) fn client(&self) -> Result<Client, Failure> {
-        Ok(Client::builder()
-            .deployment(self.deployment()?)
+        let deployment = self.deployment()?;
+        let (connected, waiting) = std::sync::mpsc::channel::<()>();
+        if std::io::IsTerminal::is_terminal(&std::io::stderr()) {
+            let note = format!(
+                "redisync: connecting to {} (up to {:?}; --timeout changes it)...",
+                redact(&self.place(), &self.all_urls()),
+                self.timeout
+            );
+            std::thread::spawn(move || {
+                if waiting.recv_timeout(PROGRESS_AFTER)
+                    == Err(std::sync::mpsc::RecvTimeoutError::Timeout)
+                {
+                    eprintln!("{note}");
+                }
+            });
+        }
+        let client = Client::builder()
+            .deployment(deployment)
             .name_prefix(self.name_prefix.clone())
             .connection_timeout(self.timeout)
             .response_timeout(self.timeout)
-            .build()?)
+            .build();
+        drop(connected);
+        Ok(client?)
+    }
+
+    /// Where the options point, for a progress note: the URL, the cluster
+    /// seeds or the sentinels.
+    fn place(&self) -> String {
+        if !self.cluster_nodes.is_empty() {
+            self.cluster_nodes.join(", ")
+        } else if !self.sentinels.is_empty() {
+            self.sentinels.join(", ")
+        } else {
+            self.url()
+        }
     }
 }
 
