@@ -560,6 +560,22 @@ fn exit_codes_tell_usage_server_and_declined_apart_and_help_lists_them() {
         "{}",
         stdout(&output)
     );
+    // Data no redisync object stores is left alone, and said.
+    let mut raw = server.connection();
+    redis::cmd("RPUSH")
+        .arg(&name)
+        .arg("x")
+        .query::<()>(&mut raw)
+        .unwrap();
+    let output = redisync(&server.url(), &["delete", "--yes", &name]);
+    assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
+    assert!(
+        stderr(&output).contains("Redis list"),
+        "{}",
+        stderr(&output)
+    );
+    let kept: i64 = redis::cmd("LLEN").arg(&name).query(&mut raw).unwrap();
+    assert_eq!(kept, 1);
 }
 
 #[test]

@@ -191,3 +191,36 @@ pub(super) fn io_kind(err: &RedisError) -> Option<std::io::ErrorKind> {
 pub(super) fn redacted_address(info: &redis::ConnectionInfo) -> String {
     format!("{}/{}", info.addr(), info.redis_settings().db())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The error the `redis` crate makes of a server's error reply `line`.
+    fn server_error(line: &str) -> RedisError {
+        let value = redis::parse_redis_value(format!("-{line}\r\n").as_bytes()).unwrap();
+        value.extract_error().unwrap_err()
+    }
+
+    #[test]
+    fn acl_refusals_are_recognised_in_redis_and_valkey_wording() {
+        for line in [
+            "NOPERM User redisync has no permissions to run the 'hincrby' command",
+            "ERR The user executing the script can't run this command or subcommand script: \
+             b228be47, on @user_script:104.",
+            "ERR ACL failure in script: User redisync has no permissions to run the 'hincrby' \
+             command script: b228be47, on @user_script:104.",
+        ] {
+            let err = server_error(line);
+            assert!(is_acl_refusal(&err), "{line}");
+            assert!(script_error_reply(&err).is_none(), "{line}");
+            let text = redis_error("h:1", "lock acquire", err, Duration::from_secs(1)).to_string();
+            assert!(text.contains("permission denied by the server's ACL"), "{text}");
+        }
+        for line in ["ERR invalid lease: 0", "WRONGTYPE Operation against a key"] {
+            let err = server_error(line);
+            assert!(!is_acl_refusal(&err), "{line}");
+            assert!(script_error_reply(&err).is_some(), "{line}");
+        }
+    }
+}

@@ -32,6 +32,14 @@ pub(crate) fn run(target: &Target, name: &str, waiters: &[String], yes: bool) ->
     if found.kind == ObjectKind::Absent {
         return nothing(target, name);
     }
+    if found.kind == ObjectKind::FencedLock && !found.is_held() {
+        // Only the token counter is left, and it stays (tokens never
+        // restart, as `FencedLock::delete` keeps it).
+        return Err(Failure::finding(format!(
+            "fenced lock {name:?} is free: only its token counter is stored, which delete \
+             keeps so that tokens never restart"
+        )));
+    }
     confirm(&format!("delete {}", summary(&found)), yes)?;
     let deleted = delete(&client, &found)?;
     if target.json {
@@ -94,11 +102,8 @@ fn delete(client: &Client, found: &Inspection) -> Result<bool, Failure> {
     let name = found.name.as_str();
     Ok(match found.kind {
         ObjectKind::FairLock => client.fair_lock(name).delete()?,
-        ObjectKind::FencedLock => {
-            // The token counter stays (tokens never restart): a free fenced
-            // lock has nothing else to delete.
-            found.is_held() && client.fenced_lock(name).delete()?
-        }
+        // The token counter stays (tokens never restart).
+        ObjectKind::FencedLock => client.fenced_lock(name).delete()?,
         ObjectKind::ReadWriteLock => client.read_write_lock(name).delete()?,
         ObjectKind::PermitExpirableSemaphore => client.permit_expirable_semaphore(name).delete()?,
         ObjectKind::Counter => client.count_down_latch(name).delete()?,

@@ -65,16 +65,20 @@ pub(crate) fn run(target: &Target) -> Outcome {
         for (name, waiters) in &unset {
             println!("\n{}", unset_semaphore_note(name, *waiters));
         }
-        let verdict = if !unset.is_empty() {
-            "threads wait forever on semaphores nobody set (see above)"
-        } else if danger {
+        let settings = if report.worst() == Some(Severity::Danger) {
             "locks are at risk on this deployment (see the danger findings above)"
         } else if report.is_ok() {
             "ok"
         } else {
             "usable, with warnings (see above)"
         };
-        println!("\nverdict   {verdict}");
+        if unset.is_empty() {
+            println!("\nverdict   {settings}");
+        } else {
+            println!(
+                "\nverdict   {settings}; threads wait forever on semaphores nobody set (see above)"
+            );
+        }
     }
     Ok(if danger {
         ExitCode::from(1)
