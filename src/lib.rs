@@ -213,3 +213,15 @@ pub use spin_lock::Backoff;
 #[cfg(doctest)]
 #[doc = include_str!("../README.md")]
 pub struct ReadmeDoctests;
+
+/// The examples of `docs/deployments.md` (TLS, Sentinel, Cluster, replica
+/// acknowledgement), compiled as doctests like README's.
+#[cfg(doctest)]
+#[doc = include_str!("../docs/deployments.md")]
+pub struct DeploymentsDoctests;
+
+/// The examples of `docs/operations.md` (inspect, health), compiled and run
+/// as doctests like README's.
+#[cfg(doctest)]
+#[doc = include_str!("../docs/operations.md")]
+pub struct OperationsDoctests;
