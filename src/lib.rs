@@ -102,7 +102,7 @@
 //! # TLS and ACL users
 //!
 //! `redis://user:password@host:port/db` authenticates as a Redis ACL user
-//! (README, Security, lists the commands it needs); the password never
+//! (docs/deployments.md, Security, lists the commands it needs); the password never
 //! appears in `Debug` output, errors or logs. With the `tls` feature,
 //! `rediss://` URLs connect over TLS (rustls), and
 //! `ClientBuilder::tls_root_certificate` / `tls_client_certificate` trust
