@@ -25,6 +25,7 @@ import org.redisson.client.codec.StringCodec;
 import org.redisson.config.ClusterServersConfig;
 import org.redisson.config.Config;
 import org.redisson.config.NameMapper;
+import org.redisson.config.ReadMode;
 import org.redisson.config.ShardedSubscriptionMode;
 
 /**
@@ -109,8 +110,11 @@ public final class Driver {
         switch (words[2]) {
             case "single" -> config.useSingleServer().setAddress(words[3]);
             case "cluster" -> {
+                // Reads from masters: the counter checks read what the
+                // holder just wrote (Redisson reads replicas by default).
                 ClusterServersConfig cluster = config.useClusterServers()
-                        .setShardedSubscriptionMode(ShardedSubscriptionMode.AUTO);
+                        .setShardedSubscriptionMode(ShardedSubscriptionMode.AUTO)
+                        .setReadMode(ReadMode.MASTER);
                 for (String url : words[3].split(",")) {
                     cluster.addNodeAddress(url);
                 }
