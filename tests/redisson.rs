@@ -451,8 +451,103 @@ fn force_unlock_frees_the_other_sides_hold_and_wakes_its_waiters() {
         "lock: Java forceUnlock -> Java waiter (Rust's hold)",
         ms_between(forced.start_us, acquired.end_us),
     );
-    assert!(guard.unlock().is_err(), "Rust's hold was taken away");
+    let err = guard.unlock().expect_err("Rust's hold was taken away");
+    assert!(err.is_not_held(), "{err}");
+    eprintln!(
+        "[redisson interop] redis: unlock after the other side's force-unlock: Redisson: {refused}; redisync: {err}"
+    );
     java_waiter.call(&format!("unlock lock {name}"));
+}
+
+#[test]
+fn defaults_are_redissons() {
+    let sides = single();
+    let defaults = sides.java.actor("a").call("defaults").value;
+    let expected = format!(
+        "watchdog_ms={},fair_wait_ms={}",
+        sides.rust.watchdog_timeout().as_millis(),
+        sides.rust.fair_lock_wait_timeout().as_millis()
+    );
+    eprintln!("[redisson interop] defaults: Redisson {defaults}; redisync {expected}");
+    assert_eq!(defaults, expected, "Redisson's defaults and redisync's");
+}
+
+/// Rust threads of one client hand `kind` `name` among themselves (a
+/// holder and two waiters, each taking it once) while a Redisson thread
+/// waits: the Java waiter must still be woken when the last Rust holder
+/// releases, and, for the fair lock, not before (it queued last).
+fn java_waiter_woken_after_rust_handoffs(sides: &Sides, kind: &str) {
+    let name = unique_name("interop-handoff");
+    let lock = rust_lock(&sides.rust, kind, &name);
+    let guard = lock.lock().unwrap();
+    let first = RustWaiter::start(lock.clone());
+    sides.await_waiters(kind, &name, 1);
+    let second = RustWaiter::start(lock.clone());
+    if kind == "fair" {
+        sides.await_waiters(kind, &name, 2);
+    } else {
+        thread::sleep(STILL_WAITING);
+    }
+    let java = sides.java.actor("waiter");
+    java.send(&format!("lock {kind} {name}"));
+    if kind == "fair" {
+        sides.await_waiters(kind, &name, 3);
+    }
+    java.assert_waiting(STILL_WAITING, "the Java waiter");
+    guard.unlock().unwrap();
+    // The two Rust waiters get it one after the other, in either order for
+    // the plain lock (where the Java waiter may also come between them).
+    let mut rust_waiters = vec![first, second];
+    let mut java_between = false;
+    let mut last_release = now_us();
+    let deadline = Instant::now() + PROMPT * 4;
+    while !rust_waiters.is_empty() {
+        assert!(
+            Instant::now() < deadline,
+            "the Rust waiters were not all served"
+        );
+        if let Some(i) = rust_waiters
+            .iter()
+            .position(|waiter| waiter.acquired.try_recv().is_ok())
+        {
+            last_release = now_us();
+            rust_waiters.remove(i).finish();
+        } else if !java_between {
+            if let Some(reply) = java.try_reply(Duration::from_millis(5)) {
+                reply.unwrap();
+                assert_ne!(kind, "fair", "the Java waiter queued last but got in first");
+                java_between = true;
+                java.call(&format!("unlock {kind} {name}"));
+            }
+        } else {
+            thread::sleep(Duration::from_millis(5));
+        }
+    }
+    if java_between {
+        eprintln!(
+            "[redisson interop] {}: {kind}: the Java waiter got in between the Rust handoffs",
+            sides.label
+        );
+    } else {
+        let got = java.reply_within(PROMPT * 2);
+        report(
+            sides.label,
+            &format!("{kind}: last of 3 Rust handoffs -> Java waiter"),
+            ms_between(last_release, got.end_us),
+        );
+        java.call(&format!("unlock {kind} {name}"));
+    }
+    assert!(!lock.is_locked().unwrap());
+}
+
+#[test]
+fn java_waiter_woken_when_rust_threads_hand_the_lock_among_themselves() {
+    java_waiter_woken_after_rust_handoffs(&single(), "lock");
+}
+
+#[test]
+fn java_waiter_woken_when_rust_threads_hand_the_fair_lock_among_themselves() {
+    java_waiter_woken_after_rust_handoffs(&single(), "fair");
 }
 
 // ---------------------------------------------------------------------------
@@ -1028,6 +1123,20 @@ fn fencing_tokens_increase_across_both() {
     assert!(
         tokens.windows(2).all(|w| w[0] < w[1]),
         "tokens must increase: {tokens:?}"
+    );
+    // Where they differ: Redisson's counter starts at 1 and adds 1;
+    // redisync's INCR is raised to the server clock in µs, and Redisson's
+    // next INCR carries on from there.
+    assert_eq!(tokens[0], 1, "Redisson's first token on a fresh counter");
+    let clock_us = now_us();
+    assert!(
+        tokens[1] > clock_us - 600_000_000 && tokens[1] <= clock_us + 600_000_000,
+        "redisync's token is the server clock in µs: {tokens:?}"
+    );
+    assert_eq!(
+        tokens[2],
+        tokens[1] + 1,
+        "Redisson adds 1 to redisync's token"
     );
     java_release_wakes_rust(&sides, "fenced", &name);
 }

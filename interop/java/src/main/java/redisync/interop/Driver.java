@@ -159,6 +159,11 @@ public final class Driver {
                 Redisson redisson = (Redisson) r;
                 return redisson.getServiceManager().getId() + ":" + Thread.currentThread().getId();
             }
+            case "defaults": {
+                Config config = r.getConfig();
+                return "watchdog_ms=" + config.getLockWatchdogTimeout()
+                        + ",fair_wait_ms=" + config.getFairLockWaitTimeout();
+            }
             case "lock": {
                 RLock lock = lock(r, w[2], w[3]);
                 if (lock instanceof RFencedLock fenced && w.length == 4) {
