@@ -362,7 +362,11 @@ fn lock_excludes_under_contention() {
 
 #[test]
 fn reentrancy_counts_stay_per_holder() {
-    let sides = single();
+    reentrancy_across(&single());
+}
+
+/// Java's and Rust's reentrant holds of one lock are counted per holder.
+fn reentrancy_across(sides: &Sides) {
     let name = unique_name("interop-reentrant");
     let java = sides.java.actor("a");
     let lock = sides.rust.lock(name.as_str());
@@ -408,28 +412,28 @@ fn reentrancy_counts_stay_per_holder() {
     java.call(&format!("unlock lock {name}"));
 }
 
-#[test]
-fn force_unlock_frees_the_other_sides_hold_and_wakes_its_waiters() {
-    let sides = single();
+/// Either side's force-unlock frees the other side's hold (reentrant
+/// twice) of `kind` and wakes a waiter.
+fn force_unlock_across(sides: &Sides, kind: &str) {
     let name = unique_name("interop-force");
     // Java holds (twice); Rust force-unlocks; a Rust waiter is woken.
     let java = sides.java.actor("a");
-    java.call(&format!("lock lock {name}"));
-    java.call(&format!("lock lock {name}"));
-    let lock = sides.rust.lock(name.as_str());
+    java.call(&format!("lock {kind} {name}"));
+    java.call(&format!("lock {kind} {name}"));
+    let lock = rust_lock(&sides.rust, kind, &name);
     let waiter = RustWaiter::start(lock.clone());
-    sides.await_waiters("lock", &name, 1);
+    sides.await_waiters(kind, &name, 1);
     waiter.assert_waiting("redisync's lock()");
     let forced = now_us();
     assert!(lock.force_unlock().unwrap());
     let acquired = waiter.acquired_within(PROMPT * 2, "the Rust waiter");
     report(
         sides.label,
-        "lock: Rust force_unlock -> Rust waiter (Java's hold)",
+        &format!("{kind}: Rust force_unlock -> Rust waiter (Java's hold)"),
         ms_between(forced, acquired),
     );
-    assert_eq!(java.call(&format!("hold_count lock {name}")).int(), 0);
-    let refused = java.call_err(&format!("unlock lock {name}"));
+    assert_eq!(java.call(&format!("hold_count {kind} {name}")).int(), 0);
+    let refused = java.call_err(&format!("unlock {kind} {name}"));
     assert!(
         refused.contains("IllegalMonitorStateException"),
         "{refused}"
@@ -439,26 +443,34 @@ fn force_unlock_frees_the_other_sides_hold_and_wakes_its_waiters() {
     // Rust holds; Java force-unlocks; a Java waiter is woken.
     let guard = lock.lock().unwrap();
     let java_waiter = sides.java.actor("waiter");
-    java_waiter.send(&format!("lock lock {name}"));
-    sides.await_waiters("lock", &name, 1);
+    java_waiter.send(&format!("lock {kind} {name}"));
+    sides.await_waiters(kind, &name, 1);
     java_waiter.assert_waiting(STILL_WAITING, "Redisson's lock()");
     let forced = sides
         .java
         .actor("admin")
-        .call(&format!("force_unlock lock {name}"));
+        .call(&format!("force_unlock {kind} {name}"));
     assert!(forced.bool());
     let acquired = java_waiter.reply_within(PROMPT * 2);
     report(
         sides.label,
-        "lock: Java forceUnlock -> Java waiter (Rust's hold)",
+        &format!("{kind}: Java forceUnlock -> Java waiter (Rust's hold)"),
         ms_between(forced.start_us, acquired.end_us),
     );
     let err = guard.unlock().expect_err("Rust's hold was taken away");
     assert!(err.is_not_held(), "{err}");
     eprintln!(
-        "[redisson interop] redis: unlock after the other side's force-unlock: Redisson: {refused}; redisync: {err}"
+        "[redisson interop] {}: {kind}: unlock after the other side's force-unlock: Redisson: {refused}; redisync: {err}",
+        sides.label
     );
-    java_waiter.call(&format!("unlock lock {name}"));
+    java_waiter.call(&format!("unlock {kind} {name}"));
+}
+
+#[test]
+fn force_unlock_frees_the_other_sides_hold_and_wakes_its_waiters() {
+    let sides = single();
+    force_unlock_across(&sides, "lock");
+    force_unlock_across(&sides, "fair");
 }
 
 #[test]
@@ -1242,6 +1254,8 @@ fn cluster_lock_wakes_and_excludes_across_both() {
         java_release_wakes_rust(&sides, "lock", &name);
     }
     contended_counter(&sides, "lock", &unique_name("interop-cl-count"), 50);
+    reentrancy_across(&sides);
+    force_unlock_across(&sides, "lock");
 }
 
 #[cfg(feature = "cluster")]
@@ -1250,4 +1264,6 @@ fn cluster_fair_lock_keeps_fifo_and_excludes_across_both() {
     let sides = cluster();
     fair_lock_keeps_fifo(&sides);
     contended_counter(&sides, "fair", &unique_name("interop-cl-fair-count"), 30);
+    force_unlock_across(&sides, "fair");
+    java_waiter_woken_after_rust_handoffs(&sides, "fair");
 }
