@@ -153,6 +153,7 @@ fn rust_lock(client: &Client, kind: &str, name: &str) -> Lock {
         "read" => client.read_write_lock(name).read_lock(),
         "write" => client.read_write_lock(name).write_lock(),
         "fenced" => client.fenced_lock(name),
+        "spin" => client.spin_lock(name),
         other => panic!("no lock kind {other}"),
     }
 }
@@ -571,27 +572,37 @@ fn java_waiter_woken_when_rust_threads_hand_the_fair_lock_among_themselves() {
 #[test]
 fn killed_java_holder_lease_runs_out_and_rust_takes_over() {
     let server = TestServer::start();
-    let name = unique_name("interop-kill-java");
     // A driver of its own: it is killed.
     let driver = Redisson::spawn();
     let java = driver.single(
         &server.url(),
         &[&format!("watchdog_ms={}", SHORT_WATCHDOG.as_millis())],
     );
-    java.actor("holder").call(&format!("lock lock {name}"));
     let rust = Client::open(&server.url()).unwrap();
-    let lock = rust.lock(name.as_str());
-    // Redisson's watchdog keeps its hold past three of its timeouts while
-    // Rust waits.
+    killed_java_holder(&driver, &java, &rust, &Store::Single(server), "lock");
+}
+
+/// A Redisson holder of `kind` (watchdog [`SHORT_WATCHDOG`]) keeps its hold
+/// past three of its timeouts while a Rust thread waits; its JVM killed,
+/// the lease runs out and the Rust waiter takes over.
+fn killed_java_holder(
+    driver: &Redisson,
+    java: &JavaClient,
+    rust: &Client,
+    store: &Store,
+    kind: &str,
+) {
+    let name = unique_name("interop-kill-java");
+    java.actor("holder").call(&format!("lock {kind} {name}"));
+    let lock = rust_lock(rust, kind, &name);
     let started = Instant::now();
     assert!(lock.try_lock_for(SHORT_WATCHDOG * 3).unwrap().is_none());
     assert!(started.elapsed() >= SHORT_WATCHDOG * 3);
-    assert!(pttl(&mut server.connection(), &name) > 0);
+    assert!(pttl(&mut store.connection(&name), &name) > 0);
     // Killed, it renews no more: the lease runs out and Rust takes over.
     let (tx, rx) = mpsc::channel();
-    let waiting = lock;
     let handle = thread::spawn(move || {
-        let guard = waiting.try_lock_for(Duration::from_secs(20)).unwrap();
+        let guard = lock.try_lock_for(Duration::from_secs(20)).unwrap();
         tx.send(Instant::now()).unwrap();
         drop(guard.expect("the lease of the killed Java holder ran out"));
     });
@@ -603,8 +614,13 @@ fn killed_java_holder_lease_runs_out_and_rust_takes_over() {
         .expect("Rust took over");
     handle.join().unwrap();
     let after = taken.duration_since(killed);
+    let label = match store {
+        Store::Single(_) => "redis",
+        #[cfg(feature = "cluster")]
+        Store::Cluster(_) => "cluster",
+    };
     eprintln!(
-        "[redisson interop] redis: Java holder killed -> Rust took over after {after:?} (watchdog {SHORT_WATCHDOG:?})"
+        "[redisson interop] {label}: {kind}: Java holder killed -> Rust took over after {after:?} (watchdog {SHORT_WATCHDOG:?})"
     );
     assert!(
         after <= SHORT_WATCHDOG + Duration::from_secs(5),
@@ -1266,4 +1282,56 @@ fn cluster_fair_lock_keeps_fifo_and_excludes_across_both() {
     contended_counter(&sides, "fair", &unique_name("interop-cl-fair-count"), 30);
     force_unlock_across(&sides, "fair");
     java_waiter_woken_after_rust_handoffs(&sides, "fair");
+}
+
+#[cfg(feature = "cluster")]
+#[test]
+fn cluster_killed_java_holders_lease_runs_out_and_rust_takes_over() {
+    let cluster = common::cluster::shared();
+    let rust = cluster.client();
+    for kind in ["lock", "fair"] {
+        let driver = Redisson::spawn();
+        let java = driver.cluster(
+            &cluster.urls(),
+            &[&format!("watchdog_ms={}", SHORT_WATCHDOG.as_millis())],
+        );
+        killed_java_holder(
+            &driver,
+            &java,
+            &rust,
+            &Store::Cluster(cluster.clone()),
+            kind,
+        );
+    }
+}
+
+// ---------------------------------------------------------------------------
+// The spin lock (waiters poll with a backoff, no pub/sub)
+// ---------------------------------------------------------------------------
+
+#[test]
+fn spin_lock_excludes_under_contention_and_against_the_plain_lock() {
+    let sides = single();
+    let name = unique_name("interop-spin");
+    contended_counter(&sides, "spin", &name, 30);
+    // Redisson's RSpinLock and the plain lock are one hash: they exclude
+    // each other on both sides.
+    let java = sides.java.actor("a");
+    java.call(&format!("lock spin {name}"));
+    assert!(sides.rust.lock(name.as_str()).try_lock().unwrap().is_none());
+    assert!(
+        sides
+            .rust
+            .spin_lock(name.as_str())
+            .try_lock()
+            .unwrap()
+            .is_none()
+    );
+    java.call(&format!("unlock spin {name}"));
+    let guard = sides.rust.spin_lock(name.as_str()).lock().unwrap();
+    assert!(!java.call(&format!("try_lock lock {name} 0")).bool());
+    assert!(!java.call(&format!("try_lock spin {name} 0")).bool());
+    guard.unlock().unwrap();
+    assert!(java.call(&format!("try_lock lock {name} 0")).bool());
+    java.call(&format!("unlock lock {name}"));
 }
