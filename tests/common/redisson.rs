@@ -130,6 +130,7 @@ pub struct Reply {
 }
 
 impl Reply {
+    /// The value as a Java boolean (`true`/`false`).
     pub fn bool(&self) -> bool {
         match self.value.as_str() {
             "true" => true,
@@ -138,6 +139,7 @@ impl Reply {
         }
     }
 
+    /// The value as a Java integer.
     pub fn int(&self) -> i64 {
         self.value
             .parse()
@@ -240,6 +242,7 @@ impl Redisson {
         Arc::clone(SHARED.get_or_init(Redisson::spawn))
     }
 
+    /// The JVM's process id.
     pub fn pid(&self) -> u32 {
         self.child.lock().unwrap().id()
     }
