@@ -159,6 +159,16 @@ fn rust_lock(client: &Client, kind: &str, name: &str) -> Lock {
 }
 
 impl Sides {
+    /// A second redisync client on the same store (another process, as
+    /// far as the locks can tell).
+    fn another_rust_client(&self) -> Client {
+        match &self.store {
+            Store::Single(server) => Client::open(&server.url()).unwrap(),
+            #[cfg(feature = "cluster")]
+            Store::Cluster(cluster) => cluster.client(),
+        }
+    }
+
     /// How many waiters `kind` `name` has that the store can see: pub/sub
     /// subscribers of its channel, or, for the fair lock, its queue.
     fn waiters(&self, kind: &str, name: &str) -> i64 {
@@ -487,7 +497,7 @@ fn defaults_are_redissons() {
     assert_eq!(defaults, expected, "Redisson's defaults and redisync's");
 }
 
-/// Rust threads of one client hand `kind` `name` among themselves (a
+/// Rust threads of two clients hand `kind` `name` among themselves (a
 /// holder and two waiters, each taking it once) while a Redisson thread
 /// waits: the Java waiter must still be woken when the last Rust holder
 /// releases, and, for the fair lock, not before (it queued last).
@@ -497,7 +507,10 @@ fn java_waiter_woken_after_rust_handoffs(sides: &Sides, kind: &str) {
     let guard = lock.lock().unwrap();
     let first = RustWaiter::start(lock.clone());
     sides.await_waiters(kind, &name, 1);
-    let second = RustWaiter::start(lock.clone());
+    // The second Rust waiter is of another client: a handoff across
+    // clients, as between two Rust processes.
+    let other = sides.another_rust_client();
+    let second = RustWaiter::start(rust_lock(&other, kind, &name));
     if kind == "fair" {
         sides.await_waiters(kind, &name, 2);
     } else {
@@ -757,7 +770,7 @@ fn read_write_lock_readers_share_and_exclude_writers_across_both() {
         "readers share"
     );
     assert!(!writer.call(&format!("try_lock write {name} 200")).bool());
-    let other_rust = Client::open(&sides_url(&sides)).unwrap();
+    let other_rust = sides.another_rust_client();
     assert!(
         other_rust
             .read_write_lock(name.as_str())
@@ -806,14 +819,6 @@ fn read_write_lock_readers_share_and_exclude_writers_across_both() {
     waiter.finish();
     assert!(writer.call(&format!("try_lock write {name} 0")).bool());
     writer.call(&format!("unlock write {name}"));
-}
-
-fn sides_url(sides: &Sides) -> String {
-    match &sides.store {
-        Store::Single(server) => server.url(),
-        #[cfg(feature = "cluster")]
-        Store::Cluster(_) => panic!("single server only"),
-    }
 }
 
 #[test]
