@@ -314,6 +314,17 @@ impl ChannelState {
         self.confirmed = false;
     }
 
+    /// A new pub/sub connection could not be opened (the server is down or
+    /// refusing): every waiter retries once now, in a round of its own as at
+    /// a confirmation, so that a waiting caller learns of the outage from
+    /// its attempt's error instead of sleeping its fallback (or, if only
+    /// pub/sub fails, gets one retry per reconnect attempt: at most one a
+    /// second, the reconnect back-off's cap).
+    pub(crate) fn reconnect_failed(&mut self) -> Notify {
+        self.round = self.round.wrapping_add(1);
+        Notify::All
+    }
+
     /// The rule before per-waiter rounds, kept so `model_tests` can show the
     /// checker catches it: a confirmation (and a disconnect) stored one
     /// permit per waiter, a count any waiter could use up.

@@ -11,8 +11,8 @@
 //!    channel asks the subscriber thread to SUBSCRIBE (it pushes the wish into
 //!    the shared state and nudges the thread with a message on the client's
 //!    control channel). The confirmation gives every waiter of the channel a
-//!    permit, so each retries once the subscription is live and an unlock
-//!    published in between cannot be missed.
+//!    retry of its own, so each retries once the subscription is live and an
+//!    unlock published in between cannot be missed.
 //! 2. After a failed retry it parks ([`Subscription::wait_permit`]) until a
 //!    permit is available or the TTL the failed attempt returned has passed,
 //!    and takes one permit.
@@ -24,7 +24,9 @@
 //!    has one retry of its own in that round, which no other waiter can use
 //!    up (stored permits are a count; a count let one semaphore waiter that
 //!    could not use its wakes take every one while another that could
-//!    proceed slept its fallback).
+//!    proceed slept its fallback). An attempt to reconnect that cannot open
+//!    a connection also opens a round, so a waiting caller learns of an
+//!    outage from its retry's error rather than sleeping its fallback.
 //! 4. Permits are stored, capped at the number of waiters, so a message that
 //!    arrives between a failed attempt and the park is not lost (tokio's
 //!    `Notify` idea). A message that arrives between a waiter's first failed
@@ -643,10 +645,18 @@ fn run(weak: Weak<Shared>) {
         let result = backend.with_pubsub(&mut |conn| session(&shared, conn, &mut connected));
         {
             let mut state = shared.state.lock();
-            // Messages may be lost until the resubscription: each waiter
-            // retries once when it takes effect (see `ChannelState::confirm`).
+            // No connection at all (the server is down or refusing).
+            let refused = result.is_err() && !connected;
             for entry in state.channels.values_mut() {
+                // Messages may be lost until the resubscription: each waiter
+                // retries once when it takes effect (`ChannelState::confirm`).
                 entry.state.disconnected();
+                // Without a connection, each retries once now instead, so a
+                // waiting caller learns of the outage from its attempt.
+                if refused {
+                    let notify = entry.state.reconnect_failed();
+                    entry.notify(notify);
+                }
             }
             if state.shutdown {
                 return;
