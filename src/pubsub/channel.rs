@@ -152,23 +152,26 @@ impl ChannelState {
 
     /// Registers a waiter whose failed attempt followed `seen`. If the
     /// channel is subscribed and a message arrived since (or `seen` cannot
-    /// tell), the waiter gets a permit: that message found no waiter to keep
-    /// it for. Returns the waiter's own state, and true when the thread must
-    /// be asked to SUBSCRIBE (first waiter of an unsubscribed channel). The
-    /// registering waiter is not parked, so nobody needs a notify. It joins
-    /// the current confirmation round: a confirmation before its attempt
-    /// needs no retry of it, and one between its snapshot and now moved the
-    /// message count, which gave it a permit here.
+    /// tell), the waiter is owed one retry of its own: that message found
+    /// no waiter to keep it for. (Not a stored permit: another waiter that
+    /// cannot use it, a semaphore waiter for more permits, could take it.)
+    /// Otherwise it joins the current round. Returns the waiter's own state,
+    /// and true when the thread must be asked to SUBSCRIBE (first waiter of
+    /// an unsubscribed channel). The registering waiter is not parked, so
+    /// nobody needs a notify.
     pub(crate) fn register(&mut self, seen: Snapshot) -> (WaiterState, bool) {
         self.waiters += 1;
         self.idle_since = None;
-        if self.confirmed && seen.delivered != Some(self.delivered) {
-            self.permits = (self.permits + 1).min(self.waiters);
-        }
+        let missed = self.confirmed && seen.delivered != Some(self.delivered);
         let waiter = WaiterState {
             passed: None,
             woken_at: None,
-            round: self.round,
+            // A round behind: `take_permit` gives it its retry.
+            round: if missed {
+                self.round.wrapping_sub(1)
+            } else {
+                self.round
+            },
         };
         (waiter, !self.confirmed && self.waiters == 1)
     }
@@ -267,7 +270,7 @@ impl ChannelState {
     /// It also counts as a delivery: a waiter whose snapshot predates it
     /// missed that window too (say a reconnect between its attempt and its
     /// registration, with the unlock published while unsubscribed), so it
-    /// gets a permit when it registers.
+    /// is owed a retry when it registers.
     pub(crate) fn confirm(&mut self) -> Notify {
         self.confirmed = true;
         self.delivered = self.delivered.wrapping_add(1);
@@ -334,6 +337,24 @@ impl ChannelState {
         self.delivered = self.delivered.wrapping_add(1);
         self.permits = self.waiters;
         Notify::All
+    }
+
+    /// The old rule's registration (see
+    /// [`confirm_counted`](Self::confirm_counted)): a waiter whose snapshot
+    /// predates a message stored a permit, a count any waiter could use up.
+    #[cfg(test)]
+    pub(crate) fn register_counted(&mut self, seen: Snapshot) -> (WaiterState, bool) {
+        self.waiters += 1;
+        self.idle_since = None;
+        if self.confirmed && seen.delivered != Some(self.delivered) {
+            self.permits = (self.permits + 1).min(self.waiters);
+        }
+        let waiter = WaiterState {
+            passed: None,
+            woken_at: None,
+            round: self.round,
+        };
+        (waiter, !self.confirmed && self.waiters == 1)
     }
 
     /// The old rule's disconnect (see [`confirm_counted`](Self::confirm_counted)).
@@ -420,6 +441,24 @@ mod tests {
         let seen = channel.snapshot(Instant::now());
         let (mut c, _) = channel.register(seen);
         assert!(!channel.take_permit(&mut c));
+    }
+
+    /// A waiter whose snapshot predates the last message is owed a retry of
+    /// its own at registration: the semaphore waiter for 2 (A), failing its
+    /// retry with 1 free, cannot take it from the waiter for 1 (B).
+    #[test]
+    fn a_missed_message_owes_the_registering_waiter_its_own_retry() {
+        let mut channel = ChannelState::new(Wake::Semaphore);
+        let (mut a, _) = channel.register(Snapshot::absent());
+        let b_seen = channel.snapshot(Instant::now());
+        channel.confirm();
+        // B's attempt failed before the confirmation; it registers after.
+        let (mut b, _) = channel.register(b_seen);
+        assert!(channel.take_permit(&mut a), "A's confirmation retry");
+        assert_eq!(channel.pass_on(&mut a), None);
+        assert!(!channel.take_permit(&mut a), "A took B's retry");
+        assert!(channel.take_permit(&mut b), "B's retry of its own");
+        assert!(!channel.take_permit(&mut b));
     }
 
     /// The old counted rule fails the same scenario (what the model checker

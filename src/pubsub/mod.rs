@@ -32,8 +32,10 @@
 //!    `Notify` idea). A message that arrives between a waiter's first failed
 //!    attempt and its registration, when no other waiter could keep it, is
 //!    caught by the channel's delivered-message count: the waiter compares
-//!    the count it saw before the attempt ([`Subscriber::snapshot`]) and takes
-//!    a permit if it moved. A subscription confirmation counts as a delivery,
+//!    the count it saw before the attempt ([`Subscriber::snapshot`]) and, if
+//!    it moved, is owed a retry of its own (as at a confirmation: a stored
+//!    permit could be taken by a waiter that cannot use it, a semaphore
+//!    waiter for more permits). A subscription confirmation counts as a delivery,
 //!    so a reconnect between the attempt and the registration (an unlock
 //!    lost while unsubscribed) moves the count too. The TTL bound means a
 //!    message lost anyway costs one retry, never a hang.
@@ -246,8 +248,8 @@ impl Subscriber {
     /// Registers a waiter on `channel`, starting the thread and asking for a
     /// SUBSCRIBE if it is the first. `seen` is the snapshot taken before the
     /// waiter's failed attempt: if the channel was already subscribed and a
-    /// message arrived since (or `seen` cannot tell), the waiter gets a permit,
-    /// because that message found no waiter to keep it for.
+    /// message arrived since (or `seen` cannot tell), the waiter is owed a
+    /// retry of its own, because that message found no waiter to keep it for.
     ///
     /// A `seat` makes the waiter one a releasing thread of this client may
     /// hand the lock to directly (see [`offer`](Self::offer)).

@@ -1,15 +1,18 @@
 //! An exhaustive interleaving checker for the wake contract.
 //!
-//! A small explicit-state model of one client and one lock channel: each
-//! step is one mutex-protected transition of the real [`ChannelState`] (or
-//! one atomic Redis command on a modelled lock bit), taken by one of these
+//! A small explicit-state model of one client and one channel, a lock's or a
+//! semaphore's: each step is one mutex-protected transition of the real
+//! [`ChannelState`] (or one atomic Redis command on the modelled count of
+//! free permits, a lock being a semaphore of one), taken by one of these
 //! actors:
 //!
 //! - 1–3 waiter threads following `wait.rs` (snapshot, attempt, subscribe,
 //!   park until a permit, retry, `handoff_done`, `pass_on`, drop the
-//!   subscription), which then release the lock themselves;
-//! - a holder that releases the lock and publishes the unlock, from this
-//!   client (then it also calls `note_release`) or another;
+//!   subscription), which then release what they took themselves; a
+//!   semaphore waiter may need more permits than another;
+//! - a holder that releases and publishes (the unlock, or the semaphore's
+//!   new count), from this client (then a lock's also calls `note_release`)
+//!   or another;
 //! - the subscriber thread: sweep, SUBSCRIBE taking effect on the server,
 //!   confirmation, delivery of a queued message (only messages published
 //!   while the server-side subscription exists reach it);
@@ -23,7 +26,7 @@
 //! `notify_one` any one of them (every choice is explored); a woken waiter
 //! re-takes the mutex and re-checks. Parks have no timeout, so the TTL
 //! fallback never rescues a waiter: a missed wake shows up as a terminal
-//! state with a parked waiter. Depth-first search with a visited set
+//! state with a parked waiter that could proceed (enough permits free). Depth-first search with a visited set
 //! enumerates every reachable state.
 //!
 //! The reconnect rule is checked per waiter: each confirmation owes every
@@ -69,6 +72,7 @@ fn canonical(state: &mut State) {
     state.waiters.sort_by_key(|w| {
         (
             w.pc,
+            w.need,
             w.seen.map(|s| (s.handoff, s.delivered)),
             w.own,
             w.owed,
@@ -130,6 +134,8 @@ impl Pc {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 struct Waiter {
     pc: Pc,
+    /// Permits it takes (1 for a lock).
+    need: u8,
     /// The snapshot taken before the first attempt (until it registers).
     seen: Option<Snapshot>,
     /// Its own wake state, while registered.
@@ -167,11 +173,14 @@ enum Thread {
 struct State {
     /// The client's entry for the channel (created by the first register).
     channel: Option<ChannelState>,
-    /// The lock in Redis.
-    lock_held: bool,
+    /// Permits free in Redis (a lock: 1 when free).
+    free: u8,
     /// SUBSCRIBE is in effect on the server for the current connection.
     server_subscribed: bool,
-    /// Unlock messages published to the connection, not yet delivered.
+    /// Messages published to the connection, not yet delivered, oldest
+    /// first: the count of free permits each announced (a lock's unlock
+    /// ignores it). Every release publishes at most once: 4 is enough.
+    queue: [u8; 4],
     queued: u8,
     thread: Thread,
     reconnects_left: u8,
@@ -194,7 +203,8 @@ enum Rule {
     /// Today's: each confirmation gives every waiter one retry of its own.
     PerWaiter,
     /// The old one: a confirmation (and a disconnect) stores one permit per
-    /// waiter, a count any waiter may use up.
+    /// waiter, and a registration after a missed message one permit, counts
+    /// any waiter may use up.
     Counted,
 }
 
@@ -212,9 +222,27 @@ enum Goal {
     ReconnectOneRetryEach,
 }
 
+/// What the channel guards.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Flavour {
+    /// A lock (every waiter needs 1, the holder holds it).
+    Lock,
+    /// A semaphore whose waiters need these many permits each, and whose
+    /// initial holder holds (and then releases) `holder` permits, all there
+    /// are.
+    Semaphore {
+        needs: [u8; MAX_WAITERS],
+        holder: u8,
+    },
+}
+
 /// One scenario.
 #[derive(Debug, Clone, Copy)]
 struct Config {
+    flavour: Flavour,
+    /// Checks the per-waiter owed retry at every park (off only to show the
+    /// liveness check alone catches the old rule).
+    check_owed: bool,
     waiters: usize,
     /// The initial holder is in this client (calls `note_release`).
     holder_local: bool,
@@ -276,12 +304,29 @@ impl Checker {
         }
     }
 
+    /// The channel's wake policy.
+    fn wake(&self) -> Wake {
+        match self.config.flavour {
+            Flavour::Lock => Wake::Lock,
+            Flavour::Semaphore { .. } => Wake::Semaphore,
+        }
+    }
+
+    /// Permits the initial holder holds: all there are.
+    fn capacity(&self) -> u8 {
+        match self.config.flavour {
+            Flavour::Lock => 1,
+            Flavour::Semaphore { holder, .. } => holder,
+        }
+    }
+
     fn initial(&self) -> State {
         let c = self.config;
         let mut state = State {
             channel: None,
-            lock_held: true,
+            free: 0,
             server_subscribed: false,
+            queue: [0; 4],
             queued: 0,
             thread: Thread::Idle,
             reconnects_left: c.reconnects,
@@ -290,6 +335,7 @@ impl Checker {
             holder: Holder::Holding,
             waiters: [Waiter {
                 pc: Pc::Finished,
+                need: 1,
                 seen: None,
                 own: None,
                 owed: false,
@@ -297,12 +343,15 @@ impl Checker {
             }; MAX_WAITERS],
             takes: 0,
         };
-        for waiter in &mut state.waiters[..c.waiters] {
+        for (i, waiter) in state.waiters[..c.waiters].iter_mut().enumerate() {
             waiter.pc = Pc::Snapshot;
+            if let Flavour::Semaphore { needs, .. } = c.flavour {
+                waiter.need = needs[i];
+            }
         }
         // Built with the real transitions, so the start is reachable.
         if c.lingering {
-            let mut channel = ChannelState::new(Wake::Lock);
+            let mut channel = ChannelState::new(self.wake());
             channel.register(Snapshot::absent());
             self.confirm(&mut channel);
             channel.deregister(self.now);
@@ -310,7 +359,7 @@ impl Checker {
             state.server_subscribed = true;
         }
         if c.all_parked {
-            let mut channel = ChannelState::new(Wake::Lock);
+            let mut channel = ChannelState::new(self.wake());
             for waiter in &mut state.waiters[..c.waiters] {
                 waiter.own = Some(channel.register(Snapshot::absent()).0);
             }
@@ -404,7 +453,7 @@ impl Checker {
                 return Err(self.fail(state, "model: waiter count out of step"));
             }
         }
-        let holders = state
+        let held: u8 = state
             .waiters
             .iter()
             .filter(|w| {
@@ -413,10 +462,15 @@ impl Checker {
                     Pc::HandoffDone { acquired: true } | Pc::Deregister | Pc::Holding
                 )
             })
-            .count()
-            + usize::from(state.holder == Holder::Holding);
-        if holders != usize::from(state.lock_held) {
-            return Err(self.fail(state, "model: lock bit out of step"));
+            .map(|w| w.need)
+            .sum::<u8>()
+            + if state.holder == Holder::Holding {
+                self.capacity()
+            } else {
+                0
+            };
+        if held + state.free != self.capacity() {
+            return Err(self.fail(state, "model: permit count out of step"));
         }
         Ok(())
     }
@@ -425,10 +479,19 @@ impl Checker {
     fn check_terminal(&self, state: &State) -> Result<(), String> {
         match self.config.goal {
             Goal::NoLostWake => {
-                // No lost wake-up: nobody is left parked (or anywhere short
-                // of having had the lock), with no timeout to rescue it.
-                if state.waiters.iter().any(|w| w.pc != Pc::Finished) {
-                    return Err(self.fail(state, "lost wake-up: a waiter is stuck for good"));
+                // No lost wake-up: nobody that could proceed (enough permits
+                // free; a lock: free) is left parked, with no timeout to
+                // rescue it. (A semaphore waiter for more than are free may
+                // stay: nothing will free them.)
+                if state
+                    .waiters
+                    .iter()
+                    .any(|w| w.pc != Pc::Finished && w.need <= state.free)
+                {
+                    return Err(self.fail(
+                        state,
+                        "lost wake-up: a waiter that could proceed is parked for good",
+                    ));
                 }
             }
             Goal::OneUnlockOneRetry => {
@@ -496,10 +559,12 @@ impl Checker {
         }
     }
 
-    /// Releases the lock in Redis: the unlock script publishes atomically.
-    fn release(state: &mut State) {
-        state.lock_held = false;
+    /// Releases `permits` in Redis: the release script publishes the new
+    /// count (a lock's, the unlock) atomically.
+    fn release(state: &mut State, permits: u8) {
+        state.free += permits;
         if state.server_subscribed {
+            state.queue[usize::from(state.queued)] = state.free;
             state.queued += 1;
         }
     }
@@ -519,26 +584,26 @@ impl Checker {
                         .map_or(Snapshot::absent(), |c| c.snapshot(now));
                     next.waiters[i].seen = Some(seen);
                     // Exclusive locks defer to a woken local waiter.
-                    next.waiters[i].pc = if seen.handoff_pending() {
-                        Pc::Subscribe
-                    } else {
-                        Pc::Attempt
-                    };
+                    let defer = self.config.flavour == Flavour::Lock && seen.handoff_pending();
+                    next.waiters[i].pc = if defer { Pc::Subscribe } else { Pc::Attempt };
                 }
                 Pc::Attempt => {
-                    if state.lock_held {
+                    if state.free < w.need {
                         next.waiters[i].pc = Pc::Subscribe;
                     } else {
-                        next.lock_held = true;
+                        next.free -= w.need;
                         next.waiters[i].pc = Pc::Holding;
                     }
                 }
                 Pc::Subscribe => {
                     let seen = w.seen.unwrap_or_else(Snapshot::absent);
-                    let (own, _) = next
+                    let channel = next
                         .channel
-                        .get_or_insert_with(|| ChannelState::new(Wake::Lock))
-                        .register(seen);
+                        .get_or_insert_with(|| ChannelState::new(self.wake()));
+                    let (own, _) = match self.config.rule {
+                        Rule::PerWaiter => channel.register(seen),
+                        Rule::Counted => channel.register_counted(seen),
+                    };
                     next.waiters[i].own = Some(own);
                     next.waiters[i].seen = None;
                     next.waiters[i].pc = Pc::Check;
@@ -559,7 +624,7 @@ impl Checker {
                         }
                         next.waiters[i].owed = false;
                         next.waiters[i].pc = Pc::Retry;
-                    } else if w.owed {
+                    } else if w.owed && self.config.check_owed {
                         return Err(self.fail(
                             &next,
                             "a waiter parks still owed the confirmation's retry: \
@@ -571,8 +636,10 @@ impl Checker {
                 }
                 Pc::Parked => continue,
                 Pc::Retry => {
-                    let acquired = !state.lock_held;
-                    next.lock_held = true;
+                    let acquired = state.free >= w.need;
+                    if acquired {
+                        next.free -= w.need;
+                    }
                     next.waiters[i].pc = Pc::HandoffDone { acquired };
                 }
                 Pc::HandoffDone { acquired } => {
@@ -607,8 +674,12 @@ impl Checker {
                     if self.config.goal != Goal::NoLostWake {
                         continue;
                     }
-                    Self::release(&mut next);
-                    next.waiters[i].pc = Pc::NoteRelease;
+                    Self::release(&mut next, w.need);
+                    next.waiters[i].pc = if self.config.flavour == Flavour::Lock {
+                        Pc::NoteRelease
+                    } else {
+                        Pc::Finished
+                    };
                 }
                 Pc::NoteRelease => {
                     if let Some(channel) = next.channel.as_mut() {
@@ -626,8 +697,8 @@ impl Checker {
             Holder::Holding if self.config.goal == Goal::ReconnectOneRetryEach => {}
             Holder::Holding => {
                 let mut next = state.clone();
-                Self::release(&mut next);
-                next.holder = if self.config.holder_local {
+                Self::release(&mut next, self.capacity());
+                next.holder = if self.config.holder_local && self.config.flavour == Flavour::Lock {
                     Holder::NoteRelease
                 } else {
                     Holder::Done
@@ -656,17 +727,25 @@ impl Checker {
                 }
                 if state.queued > 0 {
                     let mut next = state.clone();
+                    let count = next.queue[0];
+                    next.queue.rotate_left(1);
+                    next.queue[3] = 0;
                     next.queued -= 1;
                     let before = state.channel.as_ref().map_or(0, |c| c.permits);
                     if let Some(channel) = next.channel.as_mut() {
-                        let notify = channel.deliver(UNLOCK);
+                        let notify = match self.config.flavour {
+                            Flavour::Lock => channel.deliver(UNLOCK),
+                            Flavour::Semaphore { .. } => channel.deliver(&count.to_string()),
+                        };
                         // One unlock, one waiter of this client: at most one
                         // new permit and at most one waiter woken for it.
                         let herd = match notify {
                             Notify::All => channel.waiters > 1,
                             Notify::Some(n) => n > 1,
                         };
-                        if channel.permits > before + 1 || herd {
+                        if self.config.flavour == Flavour::Lock
+                            && (channel.permits > before + 1 || herd)
+                        {
                             return Err(self.fail(&next, "an unlock woke more than one waiter"));
                         }
                         for next in self.notify(next, notify) {
@@ -735,6 +814,7 @@ impl Checker {
             let mut next = state.clone();
             next.reconnects_left -= 1;
             next.server_subscribed = false;
+            next.queue = [0; 4];
             next.queued = 0;
             next.thread = Thread::Reconnecting;
             out.push((Label::Other("connection lost"), next));
@@ -759,6 +839,8 @@ fn matrix(rule: Rule, keep: impl Fn(usize, bool, bool, u8) -> bool) -> Vec<Confi
                 for reconnects in 0..=1 {
                     if keep(waiters, holder_local, lingering, reconnects) {
                         configs.push(Config {
+                            flavour: Flavour::Lock,
+                            check_owed: true,
                             waiters,
                             holder_local,
                             lingering,
@@ -831,6 +913,8 @@ fn one_unlock_wakes_one_parked_waiter() {
     for waiters in 1..=MAX_WAITERS {
         for holder_local in [false, true] {
             check(Config {
+                flavour: Flavour::Lock,
+                check_owed: true,
                 waiters,
                 holder_local,
                 lingering: false,
@@ -847,6 +931,8 @@ fn one_unlock_wakes_one_parked_waiter() {
 /// The reconnect scenario: every waiter parked, the lock held for good.
 fn reconnect_scenario(waiters: usize, rule: Rule) -> Config {
     Config {
+        flavour: Flavour::Lock,
+        check_owed: true,
         waiters,
         holder_local: false,
         lingering: false,
@@ -926,5 +1012,77 @@ fn the_counted_reconnect_rule_fails_the_checker() {
             violation.contains(used_up) || violation.contains("at most once per round"),
             "{violation}"
         );
+    }
+}
+
+/// Semaphore scenarios: waiters needing (2, 1) with 1 or 2 permits in all,
+/// and (1, 1) with 1; a fresh or lingering channel; with and without a
+/// connection loss and a refused reconnect.
+fn semaphore_matrix(rule: Rule, check_owed: bool) -> Vec<Config> {
+    let mut configs = Vec::new();
+    for (needs, holder) in [([2, 1, 0], 1), ([2, 1, 0], 2), ([1, 1, 0], 1)] {
+        for lingering in [false, true] {
+            for (reconnects, refusals) in [(0, 0), (1, 0), (1, 1)] {
+                configs.push(Config {
+                    flavour: Flavour::Semaphore { needs, holder },
+                    check_owed,
+                    waiters: 2,
+                    holder_local: false,
+                    lingering,
+                    reconnects,
+                    refusals,
+                    goal: Goal::NoLostWake,
+                    all_parked: false,
+                    rule,
+                });
+            }
+        }
+    }
+    configs
+}
+
+/// Semaphore waiters of different sizes, every interleaving: no waiter that
+/// could proceed (enough permits free) is left parked, and every waiter
+/// registered at a confirmation or refused reconnect gets its own retry.
+#[test]
+fn semaphore_waiters_every_interleaving() {
+    let mut total = Stats::default();
+    for config in semaphore_matrix(Rule::PerWaiter, true) {
+        let stats = check(config);
+        assert!(stats.terminals > 0);
+        total.states += stats.states;
+        total.terminals += stats.terminals;
+    }
+    eprintln!("{total:?}");
+}
+
+/// Issue 21's seventh fault, as the checker's liveness property alone sees
+/// it (the owed-retry check switched off): under the old counted rule, the
+/// waiter for 2 permits takes every retry a reconnect stored while the one
+/// for 1, which could proceed with the permit freed meanwhile, stays parked
+/// for good (in the real code: until its fallback).
+#[test]
+fn the_counted_rule_leaves_a_semaphore_waiter_that_could_proceed_parked() {
+    let mut caught = 0;
+    for config in semaphore_matrix(Rule::Counted, false) {
+        if let Err(violation) = Checker::new(config).run() {
+            assert!(
+                violation.contains("a waiter that could proceed is parked for good"),
+                "{violation}"
+            );
+            caught += 1;
+            if caught == 1 {
+                eprintln!("{violation}");
+            }
+        }
+    }
+    assert!(
+        caught > 0,
+        "the counted rule passed every semaphore scenario"
+    );
+    // And with the per-waiter rule the very same scenarios pass without the
+    // owed-retry check too (the liveness property holds on its own).
+    for config in semaphore_matrix(Rule::PerWaiter, false) {
+        check(config);
     }
 }
