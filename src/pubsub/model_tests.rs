@@ -901,7 +901,7 @@ fn three_waiters_and_a_reconnect() {
 
 /// The whole matrix: `cargo test -- --ignored`.
 #[test]
-#[ignore = "about 20 s in a test build; the other tests cover its parts"]
+#[ignore = "about 30 s in a test build; the other tests cover its parts"]
 fn full_matrix() {
     sweep(|_, _, _, _| true);
 }
