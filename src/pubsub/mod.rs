@@ -35,10 +35,10 @@
 //!    the count it saw before the attempt ([`Subscriber::snapshot`]) and, if
 //!    it moved, is owed a retry of its own (as at a confirmation: a stored
 //!    permit could be taken by a waiter that cannot use it, a semaphore
-//!    waiter for more permits). A subscription confirmation counts as a delivery,
-//!    so a reconnect between the attempt and the registration (an unlock
-//!    lost while unsubscribed) moves the count too. The TTL bound means a
-//!    message lost anyway costs one retry, never a hang.
+//!    waiter for more permits). A subscription confirmation counts as a
+//!    delivery, so a reconnect between the attempt and the registration (an
+//!    unlock lost while unsubscribed) moves the count too. The TTL bound
+//!    means a message lost anyway costs one retry, never a hang.
 //!
 //! A channel whose last waiter left stays subscribed for a short linger, so a
 //! lock contended again and again does not pay SUBSCRIBE every time; the
