@@ -69,10 +69,11 @@ pub(crate) struct WaiterState {
     /// permit again until a newer message arrives.
     passed: Option<u64>,
     /// What its current retry was woken by: a message's stored permit (the
-    /// message count at the take) or, `None`, its own confirmation retry
+    /// message count at the take) or, `None`, its own retry of a round
     /// (which is nobody else's, so it is never passed on).
     woken_at: Option<u64>,
-    /// The confirmation round it has had its retry for (or registered in).
+    /// The round it has had its retry for (or registered in; one behind
+    /// when it registered owed a retry).
     round: u64,
 }
 
@@ -112,8 +113,9 @@ pub(crate) struct ChannelState {
     /// it on (semaphores: a waiter for 2 permits woken by a release of 1
     /// hands the wake to one that needs 1).
     passes: usize,
-    /// Subscription confirmations so far: each owes every waiter registered
-    /// before it one retry (see [`confirm`](Self::confirm)).
+    /// Rounds opened so far (subscription confirmations and refused
+    /// reconnects): each owes every waiter registered before it one retry of
+    /// its own (see [`confirm`](Self::confirm)).
     round: u64,
 }
 
