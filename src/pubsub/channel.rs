@@ -189,7 +189,7 @@ impl ChannelState {
     }
 
     /// Whether `waiter` may retry now, taking what lets it: first its own
-    /// retry of the latest confirmation, if it has not had it (no other
+    /// retry of the latest round, if it has not had it (no other
     /// waiter can use that up); else a stored permit, if one is there and
     /// the waiter has not passed on a wake of the latest message (see
     /// [`pass_on`](Self::pass_on)).
