@@ -54,6 +54,11 @@ pub(crate) fn cap(limit: Duration) -> Duration {
     }
 }
 
+/// This thread's deadline, to carry it to a helper thread.
+pub(crate) fn current() -> Option<Instant> {
+    DEADLINE.with(Cell::get)
+}
+
 /// Whether this thread's deadline has passed (false without one): a step
 /// that could be skipped (one more idle connection to check, one more
 /// sentinel or part to ask) is not started after it, since every round trip

@@ -510,15 +510,24 @@ impl RedisBackend {
             // A refused connection fails here at once; r2d2 would retry it
             // for the whole connection timeout (RedLock rounds, for one,
             // must not stall on a dead master).
-            let manager = Manager {
-                target: self.target.clone(),
-                options: self.options.clone(),
-            };
             let timeout = crate::deadline::cap(self.options.connection_timeout);
-            manager
-                .connect()
+            self.probe(timeout)
                 .map_err(|err| self.redis_error("connecting", err, timeout))?;
             self.unreachable.store(false, Ordering::Relaxed);
+            if crate::deadline::passed() {
+                // The probe spent the caller's wait: a connection the pool
+                // has ready, or none (waiting for one would add a floor).
+                return self.pool.try_get().ok_or_else(|| {
+                    Error::backend(
+                        format!(
+                            "timed out after {timeout:?} waiting for a Redis connection to {} \
+                             (the server answered, but no pooled connection was ready in time)",
+                            self.address
+                        ),
+                        true,
+                    )
+                });
+            }
         }
         let timeout = crate::deadline::cap(self.options.connection_timeout);
         self.pool.get_timeout(timeout).map_err(|err| {
@@ -532,6 +541,42 @@ impl RedisBackend {
                 true,
             )
         })
+    }
+
+    /// Opens (and drops) one connection, to tell a refusing server at once;
+    /// within `timeout`. A cluster connection reads the slot map and
+    /// reaches every node through the `redis` crate, whose steps do not
+    /// all keep to a timeout of ours (a frozen node costs several): it is
+    /// made on a helper thread, under the same deadline, and given up on
+    /// after `timeout` (the thread ends when the crate's steps do).
+    fn probe(&self, timeout: Duration) -> std::result::Result<(), RedisError> {
+        let manager = Manager {
+            target: self.target.clone(),
+            options: self.options.clone(),
+        };
+        if !self.target.is_cluster() {
+            return manager.connect().map(drop);
+        }
+        let deadline = crate::deadline::current();
+        let (sender, receiver) = std::sync::mpsc::channel();
+        let spawned = std::thread::Builder::new()
+            .name("redisync-probe".into())
+            .spawn(move || {
+                let opened = crate::deadline::within(deadline, || manager.connect().map(drop));
+                let _ = sender.send(opened);
+            });
+        if spawned.is_err() {
+            // No thread to spare: the probe is skipped, the pool's own wait
+            // (bounded the same way) decides.
+            return Ok(());
+        }
+        match receiver.recv_timeout(timeout) {
+            Ok(opened) => opened,
+            Err(_) => Err(RedisError::from(std::io::Error::new(
+                std::io::ErrorKind::TimedOut,
+                "no cluster connection within the timeout",
+            ))),
+        }
     }
 
     fn redis_error(&self, op: &str, err: RedisError, timeout: Duration) -> Error {
