@@ -242,6 +242,91 @@ fn redlock_releases_a_majority_that_outlived_its_lease() {
     drop(frozen);
 }
 
+/// A [`RedisBackend`](redisync::RedisBackend) that freezes its server
+/// (SIGSTOP) right after the first lock attempt the test arms it for
+/// returns: the waiter then subscribes, and waits for a confirmation, with
+/// the server frozen.
+struct FreezeAfterAttempt {
+    inner: redisync::RedisBackend,
+    pid: u32,
+    armed: std::sync::atomic::AtomicBool,
+}
+
+impl redisync::backend::LockBackend for FreezeAfterAttempt {
+    fn run_script(
+        &self,
+        call: &redisync::backend::ScriptCall<'_>,
+    ) -> redisync::Result<redisync::backend::Reply> {
+        let reply = self.inner.run_script(call);
+        if call.script().id() == "lock_acquire"
+            && self.armed.swap(false, std::sync::atomic::Ordering::SeqCst)
+        {
+            common::send_signal(self.pid, "STOP");
+        }
+        reply
+    }
+
+    fn publish(&self, channel: &str, payload: &str) -> redisync::Result<()> {
+        self.inner.publish(channel, payload)
+    }
+
+    fn with_pubsub(
+        &self,
+        session: &mut dyn FnMut(&mut dyn redisync::backend::PubSubConnection) -> redisync::Result<()>,
+    ) -> redisync::Result<()> {
+        self.inner.with_pubsub(session)
+    }
+}
+
+/// Subscribe: a waiter whose first attempt found the lock held subscribes
+/// (the client's subscriber thread is already running, so the waiter nudges
+/// it with a PUBLISH) and waits for the SUBSCRIBE confirmation; the server
+/// freezes between the attempt and the subscription. The waiter stops at
+/// its deadline, the nudge and the last attempt included.
+#[test]
+fn a_waiter_subscribing_to_a_frozen_server_keeps_to_its_wait() {
+    let server = TestServer::start();
+    let holder = builder(&server.url()).build().unwrap();
+    let backend = Arc::new(FreezeAfterAttempt {
+        inner: redisync::RedisBackend::open(&server.url()).unwrap(),
+        pid: server.pid(),
+        armed: std::sync::atomic::AtomicBool::new(false),
+    });
+    let waiter = Client::builder()
+        .shared_backend(backend.clone())
+        .event_handler(Arc::new(NopEventHandler))
+        .build()
+        .unwrap();
+    let held = holder.lock(unique_name("held"));
+    let _held = held.try_lock().unwrap().expect("a free lock");
+    // The waiter's subscriber thread runs (a first wait on another lock).
+    let warm = holder.lock(unique_name("warm"));
+    let _warm = warm.try_lock().unwrap().expect("a free lock");
+    assert!(
+        waiter
+            .lock(warm.name())
+            .try_lock_for(Duration::from_millis(50))
+            .unwrap()
+            .is_none()
+    );
+    let wait = Duration::from_millis(300);
+    backend.armed.store(true, std::sync::atomic::Ordering::SeqCst);
+    let lock = waiter.lock(held.name());
+    let (outcome, elapsed) = timed(|| lock.try_lock_for(wait));
+    assert!(
+        !backend.armed.load(std::sync::atomic::Ordering::SeqCst),
+        "the server was frozen after the first attempt"
+    );
+    server.resume();
+    assert_within("a waiter subscribing on a frozen server", elapsed, wait);
+    // Either the wait ran out (None) or the last attempt met the frozen
+    // server (a timeout): never a hold.
+    match outcome {
+        Ok(guard) => assert!(guard.is_none(), "the lock is held elsewhere"),
+        Err(err) => assert!(err.is_connection_error(), "{err:?}"),
+    }
+}
+
 #[cfg(feature = "sentinel")]
 mod sentinel {
     use std::path::PathBuf;
