@@ -457,10 +457,12 @@ mod sentinel {
         drop(lock.try_lock().unwrap().expect("a free lock"));
         let wait = Duration::from_millis(100);
         let frozen = Frozen::new(&master);
-        // Several calls: which of them met `ROLE` before depended on
-        // background connection attempts; each must keep to its wait.
+        // Several calls, each on a lock of its own (a call on the same
+        // lock may first wait for the failed one's cleanup instead, see
+        // `cleanup.rs`): every one after the first needs a new connection.
         for attempt in 1..=5 {
-            let (outcome, elapsed) = timed(|| lock.try_lock_for(wait));
+            let other = client.lock(unique_name("sentinel-role"));
+            let (outcome, elapsed) = timed(|| other.try_lock_for(wait));
             assert_within(&format!("try_lock_for #{attempt}"), elapsed, wait);
             assert_timed_out(&outcome.expect_err("a frozen master grants nothing"));
         }
@@ -511,7 +513,9 @@ mod cluster {
     fn a_frozen_cluster_master_keeps_to_the_wait() {
         // Long enough that no failover starts during the test.
         let cluster = TestCluster::start_with_node_timeout(30_000);
-        let name = unique_name("cluster");
+        // Every lock of the test in one slot (a hash tag), on one master.
+        let tag = unique_name("cluster");
+        let name = format!("{{{tag}}}");
         let master = cluster.index_of_port(cluster.owner_port(&name));
         // The frozen master is the first seed: a replacement connection
         // (the pool drops one that timed out) starts there.
@@ -526,8 +530,14 @@ mod cluster {
         drop(lock.try_lock().unwrap().expect("a free lock"));
         let wait = Duration::from_millis(100);
         let frozen = Frozen::new(&cluster.nodes[master]);
+        // Each call on a lock of its own (a call on the same lock may
+        // first wait for the failed one's cleanup instead): every one after
+        // the first needs a new routed connection, made while the first
+        // seed is frozen.
         for attempt in 1..=5 {
-            let (outcome, elapsed) = timed(|| lock.try_lock_for(wait));
+            let other = client.lock(format!("{{{tag}}}:{attempt}"));
+            assert_eq!(cluster.owner_port(other.name()), cluster.nodes[master].port());
+            let (outcome, elapsed) = timed(|| other.try_lock_for(wait));
             assert_within(&format!("cluster try_lock_for #{attempt}"), elapsed, wait);
             let err = outcome.expect_err("a frozen master grants nothing");
             eprintln!("error: {}", common::all_error_text(&err));
