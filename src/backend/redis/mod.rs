@@ -453,9 +453,9 @@ impl RedisBackend {
             }
             pinged = true;
             let timeout = crate::deadline::cap(self.options.response_timeout);
-            let checked = conn.set_read_timeout(timeout).and_then(|()| {
-                redis::cmd("PING").query::<()>(conn.conn.as_connection())
-            });
+            let checked = conn
+                .set_read_timeout(timeout)
+                .and_then(|()| redis::cmd("PING").query::<()>(conn.conn.as_connection()));
             match checked {
                 Ok(()) => {
                     conn.last_used = Instant::now();
