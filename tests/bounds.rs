@@ -557,4 +557,66 @@ mod cluster {
         drop(frozen);
         assert!(lock.try_lock_for(Duration::from_secs(5)).unwrap().is_some());
     }
+
+    /// Fault 6, redirections: a MOVED reply makes the routed connection
+    /// read a fresh slot map, through the seeds. With the first seed
+    /// frozen, that read used to hold the call past its wait (the `redis`
+    /// crate's connection steps do not keep to a timeout of ours); now it
+    /// is given up on at the deadline and the redirection is followed.
+    #[test]
+    fn a_moved_slot_with_a_frozen_seed_keeps_to_the_wait() {
+        let cluster = TestCluster::start_with_node_timeout(30_000);
+        let tag = unique_name("moved");
+        let name = format!("{{{tag}}}");
+        let slot = cluster.slot_of(&name);
+        let from = cluster.index_of_port(cluster.owner_port(&name));
+        let masters: Vec<usize> = (0..3).collect();
+        let to = *masters.iter().find(|&&m| m != from).unwrap();
+        let frozen_seed = *masters.iter().find(|&&m| m != from && m != to).unwrap();
+        let mut urls = cluster.urls();
+        urls.swap(0, frozen_seed);
+        let client = cluster
+            .builder(urls)
+            .response_timeout(RESPONSE_TIMEOUT)
+            .build()
+            .unwrap();
+        // The client reads the slot map (a lock in another slot: the moved
+        // slot must hold no key).
+        let warm = client.lock(unique_name("warm"));
+        drop(warm.try_lock().unwrap().expect("a free lock"));
+        let lock = client.lock(name.clone());
+        // Move the empty slot to another master behind the client's back:
+        // its next script meets MOVED.
+        let to_id: String = redis::cmd("CLUSTER")
+            .arg("MYID")
+            .query(&mut cluster.nodes[to].connection())
+            .unwrap();
+        for node in &masters {
+            let _: () = redis::cmd("CLUSTER")
+                .arg("SETSLOT")
+                .arg(slot)
+                .arg("NODE")
+                .arg(&to_id)
+                .query(&mut cluster.nodes[*node].connection())
+                .unwrap();
+        }
+        wait_until("the slot moved", Duration::from_secs(10), || {
+            cluster.owner_port_via(&name, from) == cluster.nodes[to].port()
+        });
+        let wait = Duration::from_millis(300);
+        let frozen = Frozen::new(&cluster.nodes[frozen_seed]);
+        let (outcome, elapsed) = timed(|| lock.try_lock_for(wait));
+        drop(frozen);
+        eprintln!("outcome after MOVED: {:?}", outcome.as_ref().map(Option::is_some));
+        assert_within("try_lock_for after MOVED, first seed frozen", elapsed, wait);
+        match outcome {
+            // Followed to the slot's new master.
+            Ok(guard) => assert!(guard.is_some(), "the lock is free"),
+            Err(err) => {
+                let text = common::all_error_text(&err);
+                assert!(err.is_connection_error(), "{text}");
+                assert!(text.contains("timed out"), "{text}");
+            }
+        }
+    }
 }

@@ -532,6 +532,10 @@ impl SlotMapSource for ClusterTarget {
     fn response_timeout(&self) -> Duration {
         ClusterTarget::response_timeout(self)
     }
+
+    fn connection_timeout(&self) -> Duration {
+        self.connection_timeout
+    }
 }
 
 #[cfg(test)]

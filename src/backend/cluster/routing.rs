@@ -50,6 +50,9 @@ pub(crate) trait SlotMapSource: Send + Sync {
 
     /// How long one call may take to answer.
     fn response_timeout(&self) -> Duration;
+
+    /// How long opening a connection may take.
+    fn connection_timeout(&self) -> Duration;
 }
 
 /// A cluster connection that runs scripts (`EVALSHA`/`EVAL`) on their
@@ -139,6 +142,16 @@ impl RoutedConnection {
         Ok(replies)
     }
 
+    /// A cluster connection with a fresh slot map, within the caller's
+    /// deadline if there is one.
+    fn fresh_connection(&self) -> RedisResult<ClusterConnection> {
+        let target = Arc::clone(&self.target);
+        crate::backend::connect::open_within(
+            crate::deadline::cap(self.target.connection_timeout()),
+            move || target.cluster_connection(),
+        )
+    }
+
     /// Runs a script on `slot`'s master, following redirections and
     /// retrying only replies that prove it did not run.
     ///
@@ -193,11 +206,21 @@ impl RoutedConnection {
                         // The cluster has not settled yet: go where told.
                         node = redirect_target(&err).ok_or(err)?;
                     } else {
-                        // A new slot map also sends SCRIPT LOAD (after a
-                        // NOSCRIPT) to the new master.
-                        self.conn = self.target.cluster_connection()?;
                         refreshed = true;
-                        node = by_slot.clone();
+                        // A new slot map also sends SCRIPT LOAD (after a
+                        // NOSCRIPT) to the new master. Under a deadline it
+                        // is given up on when the deadline comes (a frozen
+                        // node would hold the crate's steps), and the
+                        // redirection is followed on this connection.
+                        match self.fresh_connection() {
+                            Ok(conn) => {
+                                self.conn = conn;
+                                node = by_slot.clone();
+                            }
+                            Err(refresh) => {
+                                node = redirect_target(&err).ok_or(refresh)?;
+                            }
+                        }
                     }
                 }
                 ErrorKind::Server(ServerErrorKind::Ask) if redirects < MAX_REDIRECTS => {

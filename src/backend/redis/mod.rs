@@ -544,39 +544,20 @@ impl RedisBackend {
     }
 
     /// Opens (and drops) one connection, to tell a refusing server at once;
-    /// within `timeout`. A cluster connection reads the slot map and
-    /// reaches every node through the `redis` crate, whose steps do not
-    /// all keep to a timeout of ours (a frozen node costs several): it is
-    /// made on a helper thread, under the same deadline, and given up on
-    /// after `timeout` (the thread ends when the crate's steps do).
+    /// within `timeout`. A cluster connection is opened on a helper thread
+    /// and given up on after `timeout` (see `connect::open_within`): the
+    /// `redis` crate's steps do not all keep to a timeout of ours.
     fn probe(&self, timeout: Duration) -> std::result::Result<(), RedisError> {
         let manager = Manager {
             target: self.target.clone(),
             options: self.options.clone(),
         };
-        if !self.target.is_cluster() {
-            return manager.connect().map(drop);
+        #[cfg(feature = "cluster")]
+        if self.target.is_cluster() {
+            return super::connect::open_within(timeout, move || manager.connect().map(drop));
         }
-        let deadline = crate::deadline::current();
-        let (sender, receiver) = std::sync::mpsc::channel();
-        let spawned = std::thread::Builder::new()
-            .name("redisync-probe".into())
-            .spawn(move || {
-                let opened = crate::deadline::within(deadline, || manager.connect().map(drop));
-                let _ = sender.send(opened);
-            });
-        if spawned.is_err() {
-            // No thread to spare: the probe is skipped, the pool's own wait
-            // (bounded the same way) decides.
-            return Ok(());
-        }
-        match receiver.recv_timeout(timeout) {
-            Ok(opened) => opened,
-            Err(_) => Err(RedisError::from(std::io::Error::new(
-                std::io::ErrorKind::TimedOut,
-                "no cluster connection within the timeout",
-            ))),
-        }
+        let _ = timeout;
+        manager.connect().map(drop)
     }
 
     fn redis_error(&self, op: &str, err: RedisError, timeout: Duration) -> Error {
