@@ -55,6 +55,7 @@ pub(crate) fn cap(limit: Duration) -> Duration {
 }
 
 /// This thread's deadline, to carry it to a helper thread.
+#[cfg(feature = "cluster")]
 pub(crate) fn current() -> Option<Instant> {
     DEADLINE.with(Cell::get)
 }

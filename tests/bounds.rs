@@ -607,7 +607,10 @@ mod cluster {
         let frozen = Frozen::new(&cluster.nodes[frozen_seed]);
         let (outcome, elapsed) = timed(|| lock.try_lock_for(wait));
         drop(frozen);
-        eprintln!("outcome after MOVED: {:?}", outcome.as_ref().map(Option::is_some));
+        eprintln!(
+            "outcome after MOVED: {:?}",
+            outcome.as_ref().map(Option::is_some)
+        );
         assert_within("try_lock_for after MOVED, first seed frozen", elapsed, wait);
         match outcome {
             // Followed to the slot's new master.

@@ -23,23 +23,23 @@ pub(super) fn connect_within(
 
 /// Runs `open` (a connection's opening, through steps of the `redis` crate
 /// that do not all keep to a timeout of ours: a cluster connection's PINGs
-/// and slot-map read on every node) on a helper thread under this thread's
-/// deadline, and gives up on it after `limit`: the caller returns a timeout
-/// then, and the thread ends when the crate's steps do (its connection is
-/// dropped). Without a deadline, `open` runs here, as it always has.
+/// and slot-map read on every node, which a frozen node can hold for a
+/// minute) on a helper thread, under this thread's deadline, and gives up
+/// on it after `limit`: the caller gets a timeout, and the thread ends when
+/// the crate's steps do (dropping what they opened). Only for the rare
+/// openings a call makes itself (after a failure, a MOVED reply): the
+/// pool's own openings run on its thread.
 #[cfg(feature = "cluster")]
 pub(super) fn open_within<T: Send + 'static>(
     limit: Duration,
     open: impl FnOnce() -> RedisResult<T> + Send + 'static,
 ) -> RedisResult<T> {
-    let Some(deadline) = crate::deadline::current() else {
-        return open();
-    };
+    let deadline = crate::deadline::current();
     let (sender, receiver) = std::sync::mpsc::channel();
     let spawned = std::thread::Builder::new()
         .name("redisync-connect".into())
         .spawn(move || {
-            let opened = crate::deadline::within(Some(deadline), open);
+            let opened = crate::deadline::within(deadline, open);
             let _ = sender.send(opened);
         });
     if let Err(err) = spawned {
@@ -48,7 +48,7 @@ pub(super) fn open_within<T: Send + 'static>(
     receiver.recv_timeout(limit).unwrap_or_else(|_| {
         Err(redis::RedisError::from(std::io::Error::new(
             std::io::ErrorKind::TimedOut,
-            "no connection within the caller's deadline",
+            format!("no cluster connection within {limit:?}"),
         )))
     })
 }
