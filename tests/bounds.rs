@@ -537,17 +537,22 @@ mod cluster {
         let lock = client.lock(name);
         drop(lock.try_lock().unwrap().expect("a free lock"));
         let wait = Duration::from_millis(100);
-        let frozen = Frozen::new(&cluster.nodes[master]);
         // Each call on a lock of its own (a call on the same lock may
         // first wait for the failed one's cleanup instead): every one after
         // the first needs a new routed connection, made while the first
-        // seed is frozen.
-        for attempt in 1..=5 {
-            let other = client.lock(format!("{{{tag}}}:{attempt}"));
+        // seed is frozen. (Their slot is checked before the freeze: the
+        // harness asks node 0.)
+        let others: Vec<_> = (1..=5)
+            .map(|i| client.lock(format!("{{{tag}}}:{i}")))
+            .collect();
+        for other in &others {
             assert_eq!(
                 cluster.owner_port(other.name()),
                 cluster.nodes[master].port()
             );
+        }
+        let frozen = Frozen::new(&cluster.nodes[master]);
+        for (attempt, other) in (1..).zip(&others) {
             let (outcome, elapsed) = timed(|| other.try_lock_for(wait));
             assert_within(&format!("cluster try_lock_for #{attempt}"), elapsed, wait);
             let err = outcome.expect_err("a frozen master grants nothing");
