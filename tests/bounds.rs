@@ -289,9 +289,25 @@ impl redisync::backend::LockBackend for FreezeAfterAttempt {
 fn a_waiter_subscribing_to_a_frozen_server_keeps_to_its_wait() {
     let server = TestServer::start();
     let holder = builder(&server.url()).build().unwrap();
+    let inner = redisync::RedisBackend::open(&server.url()).unwrap();
+    let (name, warm) = (unique_name("held"), unique_name("warm"));
+    wait_subscribing(&holder, inner, server.pid(), &name, &warm);
+}
+
+/// A waiter of `inner` (whose server, or the master of `name`'s slot, is
+/// process `pid`) on `name`, held by `holder`: the server freezes after the
+/// waiter's first attempt; the waiter must keep to its wait. `warm` is
+/// another lock, waited on first so that the waiter's subscriber runs.
+fn wait_subscribing(
+    holder: &Client,
+    inner: redisync::RedisBackend,
+    pid: u32,
+    name: &str,
+    warm: &str,
+) {
     let backend = Arc::new(FreezeAfterAttempt {
-        inner: redisync::RedisBackend::open(&server.url()).unwrap(),
-        pid: server.pid(),
+        inner,
+        pid,
         armed: std::sync::atomic::AtomicBool::new(false),
     });
     let waiter = Client::builder()
@@ -299,10 +315,9 @@ fn a_waiter_subscribing_to_a_frozen_server_keeps_to_its_wait() {
         .event_handler(Arc::new(NopEventHandler))
         .build()
         .unwrap();
-    let held = holder.lock(unique_name("held"));
+    let held = holder.lock(name);
     let _held = held.try_lock().unwrap().expect("a free lock");
-    // The waiter's subscriber thread runs (a first wait on another lock).
-    let warm = holder.lock(unique_name("warm"));
+    let warm = holder.lock(warm);
     let _warm = warm.try_lock().unwrap().expect("a free lock");
     assert!(
         waiter
@@ -317,11 +332,11 @@ fn a_waiter_subscribing_to_a_frozen_server_keeps_to_its_wait() {
         .store(true, std::sync::atomic::Ordering::SeqCst);
     let lock = waiter.lock(held.name());
     let (outcome, elapsed) = timed(|| lock.try_lock_for(wait));
-    assert!(
-        !backend.armed.load(std::sync::atomic::Ordering::SeqCst),
-        "the server was frozen after the first attempt"
-    );
-    server.resume();
+    let frozen = !backend.armed.load(std::sync::atomic::Ordering::SeqCst);
+    if frozen {
+        common::send_signal(pid, "CONT");
+    }
+    assert!(frozen, "the server was frozen after the first attempt");
     assert_within("a waiter subscribing on a frozen server", elapsed, wait);
     // Either the wait ran out (None) or the last attempt met the frozen
     // server (a timeout): never a hold.
@@ -626,5 +641,19 @@ mod cluster {
                 assert!(text.contains("timed out"), "{text}");
             }
         }
+    }
+
+    /// Subscribe on a cluster: the waiter's nudge (`SPUBLISH`, to the
+    /// master of the lock's slot) and its last attempt keep to the wait
+    /// with that master frozen after the first attempt.
+    #[test]
+    fn a_waiter_subscribing_to_a_frozen_cluster_master_keeps_to_its_wait() {
+        let cluster = TestCluster::start_with_node_timeout(30_000);
+        let tag = unique_name("subscribe");
+        let (name, warm) = (format!("{{{tag}}}"), format!("{{{tag}}}:warm"));
+        let master = cluster.index_of_port(cluster.owner_port(&name));
+        let holder = cluster.builder(cluster.urls()).build().unwrap();
+        let inner = redisync::RedisBackend::open_cluster(cluster.urls()).unwrap();
+        wait_subscribing(&holder, inner, cluster.nodes[master].pid(), &name, &warm);
     }
 }
