@@ -199,8 +199,9 @@ fn redlock_with_a_frozen_master_keeps_to_its_wait() {
 
 /// RedLock's validity rule after a slow part: a round whose majority was
 /// granted, but whose slow part took longer than the first part's lease,
-/// does not count that part, releases everything and fails. (This rule
-/// held before too; the test keeps it with the deadline now applied.)
+/// does not count that part, releases everything and fails, within its
+/// wait. (The rule itself held before; the call did not keep to its wait:
+/// a failed part's cleanup was awaited without the caller's deadline.)
 #[test]
 fn redlock_releases_a_majority_that_outlived_its_lease() {
     let (servers, _) = three_masters();
