@@ -110,7 +110,7 @@ impl ClientBuilder {
     /// Connects to Redis at `url` (`redis://[user:password@]host:port/db`)
     /// when [`build`](Self::build) runs, with the pool settings below.
     /// With a user name the client authenticates with `AUTH user password`
-    /// (a Redis 6+ ACL user; see README, Security, for the commands it
+    /// (a Redis 6+ ACL user; see docs/deployments.md, Security, for the commands it
     /// needs). `rediss://` connects over TLS and needs the `tls` feature
     /// (without it, `build()` fails with `InvalidArgument`). The URL, and so
     /// the password, never appears in `Debug` output, errors or logs.

@@ -34,6 +34,7 @@ pub mod cluster_cases;
 pub mod history;
 pub mod netns;
 pub mod process;
+pub mod redisson;
 #[cfg(feature = "tls")]
 pub mod tls;
 
