@@ -972,8 +972,8 @@ fn expirable_semaphore_leases_return_and_releases_wake_across_both() {
 
     // Java takes one with a 1 s lease, Rust the other: none is left.
     let java_permit = a.call(&format!("pacquire {name} 1000"));
-    let rust_first = sem.acquire(long).unwrap();
-    assert!(sem.try_acquire(long).unwrap().is_none(), "over-granted");
+    let rust_first = sem.acquire_id(long).unwrap();
+    assert!(sem.try_acquire_id(long).unwrap().is_none(), "over-granted");
     assert_eq!(
         a.call(&format!("ptry_acquire {name} 0 30000")).value,
         "-",
@@ -982,7 +982,7 @@ fn expirable_semaphore_leases_return_and_releases_wake_across_both() {
     assert_eq!(a.call(&format!("pavailable {name}")).int(), 0);
     // Java's leased permit returns when its lease runs out; Rust gets it.
     let rust_second = sem
-        .try_acquire_for(Duration::from_secs(10), long)
+        .try_acquire_id_for(Duration::from_secs(10), long)
         .unwrap()
         .expect("the Java permit's lease ran out");
     let taken = now_us();
@@ -1017,7 +1017,7 @@ fn expirable_semaphore_leases_return_and_releases_wake_across_both() {
     let waiting = sem.clone();
     let handle = thread::spawn(move || {
         let id = waiting
-            .try_acquire_for(Duration::from_secs(20), long)
+            .try_acquire_id_for(Duration::from_secs(20), long)
             .unwrap();
         tx.send((now_us(), id)).unwrap();
     });
@@ -1042,8 +1042,8 @@ fn expirable_semaphore_leases_return_and_releases_wake_across_both() {
     assert_eq!(sem.available_permits().unwrap(), 2);
 
     // Rust's leased permits return to a waiting Java acquirer.
-    let _short1 = sem.acquire(Duration::from_millis(1000)).unwrap();
-    let _short2 = sem.acquire(Duration::from_millis(1000)).unwrap();
+    let _short1 = sem.acquire_id(Duration::from_millis(1000)).unwrap();
+    let _short2 = sem.acquire_id(Duration::from_millis(1000)).unwrap();
     let got = a.call(&format!("ptry_acquire {name} 10000 30000"));
     assert_ne!(got.value, "-", "the Rust permits' leases ran out");
     a.call(&format!("prelease {name} {}", got.value));

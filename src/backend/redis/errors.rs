@@ -215,7 +215,10 @@ mod tests {
             assert!(is_acl_refusal(&err), "{line}");
             assert!(script_error_reply(&err).is_none(), "{line}");
             let text = redis_error("h:1", "lock acquire", err, Duration::from_secs(1)).to_string();
-            assert!(text.contains("permission denied by the server's ACL"), "{text}");
+            assert!(
+                text.contains("permission denied by the server's ACL"),
+                "{text}"
+            );
         }
         for line in ["ERR invalid lease: 0", "WRONGTYPE Operation against a key"] {
             let err = server_error(line);
