@@ -34,6 +34,7 @@ pub mod cluster_cases;
 pub mod delay_proxy;
 pub mod history;
 pub mod netns;
+pub mod primitive_history;
 pub mod process;
 #[cfg(feature = "tls")]
 pub mod tls;
