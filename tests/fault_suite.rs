@@ -1054,15 +1054,15 @@ fn kill_in_flight(server: &TestServer, calls: &Calls) -> KillReport {
     }
 }
 
-/// Holds the next request naming `pattern` in `proxy` until its client
-/// gave up (a response timeout and more), then delivers it: a request that
+/// Holds the next request naming `pattern` in `proxy` for `hold` (longer
+/// than its client waits for a reply), then delivers it: a request that
 /// reaches Redis after its caller gave up. Confirms bytes were held and
 /// delivered; returns (held bytes, the window).
-fn late_delivery(proxy: &DelayProxy, pattern: &str) -> (usize, u64, u64) {
+fn late_delivery(proxy: &DelayProxy, pattern: &str, hold: Duration) -> (usize, u64, u64) {
     proxy.hold_next(pattern.as_bytes());
     let from = mono_ns();
     let held = proxy.wait_held(Duration::from_secs(20));
-    thread::sleep(RESPONSE_TIMEOUT * 2 + Duration::from_millis(500));
+    thread::sleep(hold);
     let delivered = proxy_delivered_at_least(held, proxy.deliver());
     (delivered, from, mono_ns())
 }
@@ -1077,10 +1077,21 @@ fn proxy_delivered_at_least(held: usize, delivered: usize) -> usize {
     delivered
 }
 
+/// How long the nemesis's proxy holds a request in round `round`: past the
+/// client's response timeout; in the long mix's third round past the
+/// 10 s unlock latch too (a release delivered after it must free nothing).
+fn late_hold(round: usize) -> Duration {
+    if round == 2 {
+        Duration::from_secs(12)
+    } else {
+        RESPONSE_TIMEOUT * 2 + Duration::from_millis(500)
+    }
+}
+
 /// The nemesis every primitive runs under, [`rounds`] times: requests in
 /// flight killed, a short freeze, a request held by the proxy and delivered
-/// after its client gave up, a freeze longer than `lease`. Returns what
-/// happened, one line per fault (each confirmed).
+/// after its client gave up ([`late_hold`]), a freeze longer than `lease`.
+/// Returns what happened, one line per fault (each confirmed).
 fn nemesis(
     server: &TestServer,
     proxy: &DelayProxy,
@@ -1103,7 +1114,7 @@ fn nemesis(
             ms_between(from, to)
         ));
         thread::sleep(Duration::from_millis(500));
-        let (bytes, from, to) = late_delivery(proxy, pattern);
+        let (bytes, from, to) = late_delivery(proxy, pattern, late_hold(round));
         log.push(format!(
             "round {round}: {bytes} bytes held {:.0} ms and delivered late",
             ms_between(from, to)
@@ -2386,9 +2397,12 @@ fn nemesis_setup(n: usize) -> (TestServer, DelayProxy, Vec<Client>, Arc<Events>)
 fn lock_under_nemesis(what: &str, knobs: Knobs) -> (Checks, Verdict, Option<Verdict>) {
     let (server, proxy, clients, _events) = nemesis_setup(2);
     let name = unique_name(&format!("fault-suite:{what}"));
+    // The downstream store is another system: a server of its own, out of
+    // the nemesis's reach.
+    let store_server = TestServer::start();
     let store = match knobs.kind {
         Kind::Fenced => Store::Redis {
-            url: server.url(),
+            url: store_server.url(),
             store: format!("{name}:store"),
         },
         _ => Store::Local(FencedStore::default()),
