@@ -70,52 +70,99 @@ pub fn check_permits(holds: &[PermitHold], permits: u64, excuses: &[Excuse]) -> 
     verdict
 }
 
-/// One call of a fair lock's `try_lock_for` and what the queue showed.
+/// One call of a fair lock's `try_lock_for`.
 #[derive(Debug, Clone)]
 pub struct FairWait {
     /// The holder id (`client.current_holder_id()` of the waiting thread),
     /// as it appears in the queue.
     pub who: String,
-    /// The first time a poll of the queue showed it, if one did.
-    pub queued_ns: Option<u64>,
-    /// When the call returned.
+    pub start_ns: u64,
     pub end_ns: u64,
     /// When it got the lock (`None`: the call timed out or failed).
     pub enter_ns: Option<u64>,
 }
 
-/// FIFO across clients: if `a` was seen in the queue before `b` was, `b`
-/// must not get the lock while `a` is still waiting for it. An overtaking
-/// is excused only when a fault window is open between `a` queueing and
-/// `b` entering.
-pub fn check_fifo(waits: &[FairWait], excuses: &[Excuse]) -> Verdict {
+/// One poll of the fair lock's queue: when it was sent (so it ran on the
+/// server after anything that returned before), when its reply came (it
+/// ran before anything sent after), and the ids, head first.
+#[derive(Debug, Clone)]
+pub struct QueuePoll {
+    pub sent_ns: u64,
+    pub done_ns: u64,
+    pub queue: Vec<String>,
+}
+
+/// FIFO across waiters: `b` must not get the lock while `a`, ahead of it in
+/// the queue, stays queued: a poll during `a`'s call showed `a` with `b`
+/// behind it (or absent, the poll done before `b` even asked), and from then through the first poll sent after
+/// `b` entered every poll shows `a`, never further back (so not evicted and
+/// queued again), while `a`'s call still runs. An overtaking is excused
+/// only when a fault window is open between that first poll and `b`
+/// entering.
+pub fn check_fifo(waits: &[FairWait], polls: &[QueuePoll], excuses: &[Excuse]) -> Verdict {
     let mut verdict = Verdict::default();
-    for a in waits {
-        let Some(a_queued) = a.queued_ns else {
+    let position = |poll: &QueuePoll, who: &str| poll.queue.iter().position(|id| id == who);
+    for b in waits {
+        let Some(b_enter) = b.enter_ns else {
             continue;
         };
-        for b in waits {
-            let (Some(b_queued), Some(b_enter)) = (b.queued_ns, b.enter_ns) else {
+        for a in waits {
+            if a.who == b.who
+                || a.start_ns >= b_enter
+                || a.end_ns <= b_enter
+                || a.enter_ns.is_some_and(|e| e <= b_enter)
+            {
+                continue;
+            }
+            // Polls during a's call, up to the first one sent after b entered.
+            let during: Vec<&QueuePoll> = polls
+                .iter()
+                .filter(|p| a.start_ns <= p.sent_ns && p.sent_ns <= a.end_ns)
+                .collect();
+            let Some(after) = during.iter().position(|p| p.sent_ns >= b_enter) else {
                 continue;
             };
-            let a_waiting = a.enter_ns.is_none_or(|e| e > b_enter) && a.end_ns > b_enter;
-            if a_queued < b_queued && a_waiting {
-                let text = format!(
-                    "FIFO broken: {} entered at {b_enter} ({:.1} ms after queueing) while {} \
-                     queued {:.1} ms earlier still waited (got it: {:?})",
-                    b.who,
-                    ms_between(b_queued, b_enter),
-                    a.who,
-                    ms_between(a_queued, b_queued),
-                    a.enter_ns
-                );
-                let excuse = excuses
-                    .iter()
-                    .find(|e| e.from_ns <= b_enter && a_queued <= e.to_ns);
-                match excuse {
-                    Some(e) => verdict.excused.push(format!("{text} (during {})", e.why)),
-                    None => verdict.violations.push(text),
+            // The first poll (before b entered) with a ahead of b.
+            let Some(first) = during[..after].iter().position(|p| {
+                position(p, &a.who).is_some_and(|pa| match position(p, &b.who) {
+                    Some(pb) => pa < pb,
+                    None => p.done_ns < b.start_ns,
+                })
+            }) else {
+                continue;
+            };
+            let mut stayed = true;
+            let mut last = usize::MAX;
+            for p in &during[first..=after] {
+                match position(p, &a.who) {
+                    Some(pa) if pa <= last => last = pa,
+                    _ => {
+                        stayed = false;
+                        break;
+                    }
                 }
+            }
+            if !stayed {
+                continue;
+            }
+            let ahead_ns = during[first].sent_ns;
+            let text = format!(
+                "FIFO broken: {} entered at {b_enter} while {} was ahead of it in the queue \
+                 (seen {:.1} ms before) and still queued {:.1} ms after (its call ran on until \
+                 {}, got it: {:?})",
+                b.who,
+                a.who,
+                ms_between(ahead_ns, b_enter),
+                ms_between(b_enter, during[after].sent_ns),
+                a.end_ns,
+                a.enter_ns
+            );
+            let excuse = excuses
+                .iter()
+                .find(|e| e.from_ns <= b_enter && ahead_ns <= e.to_ns);
+            match excuse {
+                Some(e) => verdict.excused.push(format!("{text} (during {})", e.why)),
+                None => verdict.violations.push(text),
             }
         }
     }
