@@ -560,6 +560,9 @@ struct Knobs {
     /// MUTATION: odd threads take another lock (`<name>:x`): a "lock" that
     /// does not exclude.
     split: bool,
+    /// MUTATION (fair lock): odd threads take the same name as a plain
+    /// lock, which ignores the queue: a fair lock that lets waiters barge.
+    barge: bool,
 }
 
 impl Knobs {
@@ -570,6 +573,7 @@ impl Knobs {
             long_hold,
             ignore_lost: false,
             split: false,
+            barge: false,
         }
     }
 }
@@ -649,6 +653,7 @@ impl Workload {
         let (exclusive, shared) = match knobs.kind {
             Kind::Plain => (client.lock(name.as_str()), None),
             Kind::Fenced => (client.fenced_lock(name.as_str()), None),
+            Kind::Fair if knobs.barge && t % 2 == 1 => (client.lock(name.as_str()), None),
             Kind::Fair => (client.fair_lock(name.as_str()), None),
             Kind::ReadWrite => {
                 let rw = client.read_write_lock(name.as_str());
@@ -2863,5 +2868,40 @@ fn mutation_a_latch_that_opens_early_is_caught() {
             .iter()
             .any(|v| !v.of("latch opened early").is_empty()),
         "the checker missed a latch opened one count-down early"
+    );
+}
+
+/// MUTATION: a fair lock some of whose waiters barge (they take the same
+/// name as a plain lock, which ignores the queue): caught by "FIFO broken".
+#[test]
+fn mutation_a_fair_lock_that_lets_waiters_barge_is_caught() {
+    let server = TestServer::start();
+    let name = unique_name("fault-suite:mutation-barge");
+    let (clients, _events) = clients(&server.url(), 2, Duration::from_secs(5));
+    let knobs = Knobs {
+        barge: true,
+        ..Knobs::new(Kind::Fair, 4, None)
+    };
+    let mut workload = Workload::start(
+        &server.url(),
+        &clients,
+        knobs,
+        &name,
+        Store::Local(FencedStore::default()),
+    );
+    workload.await_sections("warm-up", 0, 20, Duration::from_secs(30));
+    thread::sleep(Duration::from_secs(5));
+    workload.stop();
+    let (waits, polls) = workload.fair_history();
+    let verdict = check_fifo(&waits, &polls, &[]);
+    eprintln!(
+        "mutation barge: {} acquires, {} polls, {} FIFO violation(s)",
+        waits.len(),
+        polls.len(),
+        verdict.violations.len()
+    );
+    assert!(
+        !verdict.of("FIFO broken").is_empty(),
+        "the checker missed waiters barging past the fair queue"
     );
 }
