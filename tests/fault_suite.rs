@@ -131,7 +131,7 @@ const CHECKED: &str = "FS-CHECKED";
 fn child_production_holder() {
     let url = env(URL_ENV);
     let store = Store::Redis {
-        url: url.clone(),
+        url,
         store: env(STORE_ENV),
     };
     let client = child::child_client_with_watchdog();
@@ -682,7 +682,7 @@ impl Workload {
                     continue;
                 }
                 round += 1;
-                let reads_only = shared.is_some() && !long && round % 3 != 0;
+                let reads_only = shared.is_some() && !long && !round.is_multiple_of(3);
                 let lock = match &shared {
                     Some(read) if reads_only => read,
                     _ => &exclusive,
@@ -1201,7 +1201,7 @@ fn checker_catches_an_overlap_unless_the_holder_knew_or_a_fault_explains_it() {
         1
     );
     // Readers share; a writer with a reader is an overlap.
-    let mut readers = sections.clone();
+    let mut readers = sections;
     readers[0].mode = Mode::Shared;
     readers[1].mode = Mode::Shared;
     assert!(history::check(&readers, &[], &[]).violations.is_empty());
@@ -1386,7 +1386,7 @@ fn checker_catches_a_latch_opened_early() {
     ];
     let verdict = check_latch(&calls, 2);
     assert_eq!(verdict.of("latch opened early").len(), 1, "{verdict:?}");
-    let mut fine = calls.clone();
+    let mut fine = calls;
     fine[2].end_ns = 205;
     assert!(check_latch(&fine, 2).violations.is_empty());
 }
@@ -2540,7 +2540,7 @@ fn permits_under_nemesis(
                 let mut round = 0u32;
                 while !stop.load(Ordering::SeqCst) {
                     round += 1;
-                    let hold = if round % 4 == 0 {
+                    let hold = if round.is_multiple_of(4) {
                         Duration::from_millis(300)
                     } else {
                         Duration::from_millis(5)
@@ -2656,7 +2656,7 @@ fn latch_under_nemesis(what: &str, set: u64, faults: bool) -> (Checks, Vec<Verdi
     let runner = {
         let (stop, verdicts, calls) =
             (Arc::clone(&stop), Arc::clone(&verdicts), Arc::clone(&calls));
-        let clients = clients.clone();
+        let clients = clients;
         let name = name.clone();
         thread::spawn(move || {
             let mut round = 0;

@@ -367,7 +367,7 @@ pub fn check(sections: &[Section], writes: &[Write], excuses: &[Excuse]) -> Verd
     let mut previous: Option<&Write> = None;
     for w in writes.iter().filter(|w| w.accepted) {
         let own = w.section(sections);
-        let excuse = own.and_then(|s| across(s));
+        let excuse = own.and_then(&across);
         if let Some(h) = highest_accepted.filter(|h| h.token > w.token) {
             verdict.violations.push(format!(
                 "stale write: {w}\n    accepted after the store accepted {h}"
@@ -388,7 +388,7 @@ pub fn check(sections: &[Section], writes: &[Write], excuses: &[Excuse]) -> Verd
             // The write whose value `w` overwrote without reading it.
             let excuse = previous
                 .and_then(|p| p.section(sections))
-                .and_then(|s| across(s))
+                .and_then(&across)
                 .or(excuse);
             verdict.flag(
                 format!(
