@@ -180,7 +180,8 @@ pub struct Write {
     pub token: Option<u64>,
     /// When the writer sent it (after `is_lost()` said "held").
     pub sent_ns: u64,
-    /// The counter value the writer read at the start of its section.
+    /// The counter value the writer read before this write (read, pause,
+    /// `is_lost()`, write).
     pub read: u64,
     /// The value it wrote (`read + 1`).
     pub value: u64,
