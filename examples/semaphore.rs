@@ -67,23 +67,26 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let slot = a.permit_expirable_semaphore(name.clone());
     slot.try_set_permits(1)?;
     let crashed = b.permit_expirable_semaphore(name);
-    let lost = std::thread::spawn(move || crashed.acquire(Duration::from_millis(300)))
+    // `acquire_id` (Redisson's `acquire(leaseTime)`): the bare id, which
+    // nothing releases when the thread ends, as after a crash.
+    let lost = std::thread::spawn(move || crashed.acquire_id(Duration::from_millis(300)))
         .join()
         .map_err(|_| "the worker thread panicked")??;
     let lease = Duration::from_secs(30);
     let free_at_once = slot.try_acquire(lease)?.is_some();
     // A waiter parks until the crashed holder's lease runs out.
     let started = Instant::now();
-    let id = slot
+    let permit = slot
         .try_acquire_for(Duration::from_secs(5), lease)?
         .ok_or("the expired permit did not come back")?;
     println!(
-        "after the crash: a permit free at once: {free_at_once}; permit {id} taken after {:?}; \
+        "after the crash: a permit free at once: {free_at_once}; permit {} taken after {:?}; \
          the crashed worker's late release refused: {}",
+        permit.id(),
         started.elapsed(),
         !slot.try_release(&lost)?
     );
-    slot.release(&id)?;
+    drop(permit); // the guard releases it
     println!("released: available permits: {}", slot.available_permits()?);
     Ok(())
 }

@@ -175,14 +175,7 @@ impl Cleanup {
                         }
                     };
                     if timed_out {
-                        return Err(crate::Error::backend(
-                            format!(
-                                "timed out after {wait:?} waiting for the release that undoes an \
-                                 earlier call on lock {name:?} by this thread (that call failed: \
-                                 {cause}); it is still being retried"
-                            ),
-                            true,
-                        ));
+                        return Err(crate::error::pending_release_timed_out(wait, name, &cause));
                     }
                 }
                 Some(pending) => {

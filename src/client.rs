@@ -114,6 +114,7 @@ impl Client {
     /// # Ok::<(), redisync::Error>(())
     /// ```
     #[cfg(feature = "sentinel")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "sentinel")))]
     pub fn open_sentinel<I>(master_name: &str, sentinel_urls: I) -> Result<Client>
     where
         I: IntoIterator,
@@ -147,6 +148,7 @@ impl Client {
     /// # Ok::<(), redisync::Error>(())
     /// ```
     #[cfg(feature = "cluster")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "cluster")))]
     pub fn open_cluster<I>(node_urls: I) -> Result<Client>
     where
         I: IntoIterator,

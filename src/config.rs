@@ -110,7 +110,7 @@ impl ClientBuilder {
     /// Connects to Redis at `url` (`redis://[user:password@]host:port/db`)
     /// when [`build`](Self::build) runs, with the pool settings below.
     /// With a user name the client authenticates with `AUTH user password`
-    /// (a Redis 6+ ACL user; see README, Security, for the commands it
+    /// (a Redis 6+ ACL user; see docs/deployments.md, Security, for the commands it
     /// needs). `rediss://` connects over TLS and needs the `tls` feature
     /// (without it, `build()` fails with `InvalidArgument`). The URL, and so
     /// the password, never appears in `Debug` output, errors or logs.
@@ -164,6 +164,7 @@ impl ClientBuilder {
     /// # Ok::<(), redisync::Error>(())
     /// ```
     #[cfg(feature = "sentinel")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "sentinel")))]
     pub fn sentinel<I>(self, master_name: impl Into<String>, sentinel_urls: I) -> Self
     where
         I: IntoIterator,
@@ -190,6 +191,7 @@ impl ClientBuilder {
     /// # Ok::<(), redisync::Error>(())
     /// ```
     #[cfg(feature = "sentinel")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "sentinel")))]
     pub fn sentinel_config(self, config: crate::backend::SentinelConfig) -> Self {
         self.deployment(Deployment::Sentinel(config))
     }
@@ -208,6 +210,7 @@ impl ClientBuilder {
     /// # Ok::<(), redisync::Error>(())
     /// ```
     #[cfg(feature = "cluster")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "cluster")))]
     pub fn cluster<I>(self, node_urls: I) -> Self
     where
         I: IntoIterator,
@@ -360,6 +363,7 @@ impl ClientBuilder {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     #[cfg(feature = "tls")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "tls")))]
     pub fn tls_root_certificate(mut self, pem: impl Into<Vec<u8>>) -> Self {
         self.redis = self.redis.tls_root_certificate(pem);
         self
@@ -380,6 +384,7 @@ impl ClientBuilder {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     #[cfg(feature = "tls")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "tls")))]
     pub fn tls_client_certificate(
         mut self,
         certificate_chain_pem: impl Into<Vec<u8>>,

@@ -54,6 +54,22 @@ pub(crate) fn cap(limit: Duration) -> Duration {
     }
 }
 
+/// This thread's deadline, to carry it to a helper thread.
+#[cfg(feature = "cluster")]
+pub(crate) fn current() -> Option<Instant> {
+    DEADLINE.with(Cell::get)
+}
+
+/// Whether this thread's deadline has passed (false without one): a step
+/// that could be skipped (one more idle connection to check, one more
+/// sentinel or part to ask) is not started after it, since every round trip
+/// started then still gets [`ROUND_TRIP_FLOOR`] and the floors would add up.
+pub(crate) fn passed() -> bool {
+    DEADLINE
+        .with(Cell::get)
+        .is_some_and(|deadline| Instant::now() >= deadline)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -79,6 +95,16 @@ mod tests {
         });
         // Restored afterwards.
         assert_eq!(cap(Duration::from_secs(3)), Duration::from_secs(3));
+    }
+
+    #[test]
+    fn passed_only_after_a_deadline() {
+        assert!(!passed());
+        within(Some(Instant::now() + Duration::from_secs(60)), || {
+            assert!(!passed())
+        });
+        within(Some(Instant::now()), || assert!(passed()));
+        assert!(!passed());
     }
 
     #[test]

@@ -256,6 +256,84 @@ pub(crate) fn read_to_write_upgrade(name: &str) -> Error {
     )
 }
 
+/// The URL forms redisync accepts (those of the `redis` crate), for an
+/// error about a URL.
+pub(crate) const URL_FORMS: &str = "redis://[user:password@]host[:port][/db], \
+     rediss://... (TLS), valkey://..., valkeys://... (TLS), or a Unix socket as \
+     redis+unix:///path, valkey+unix:///path or unix:///path";
+
+/// The error for a URL given as `what` that cannot be used: its scheme if
+/// that is the problem, else `problem` (what the URL parser found), and the
+/// accepted forms either way. Never quotes the URL itself (it may hold a
+/// password), only its scheme.
+pub(crate) fn bad_url(what: &'static str, url: &str, problem: &str) -> Error {
+    const SCHEMES: [&str; 7] = [
+        "redis",
+        "rediss",
+        "valkey",
+        "valkeys",
+        "redis+unix",
+        "valkey+unix",
+        "unix",
+    ];
+    let scheme = url.trim_start().split_once("://").map(|(scheme, _)| scheme);
+    let why = match scheme {
+        None => format!("not a URL (no scheme://); expected {URL_FORMS}"),
+        Some(scheme) if !SCHEMES.contains(&scheme.to_ascii_lowercase().as_str()) => {
+            // A scheme is letters, digits, `+`, `-`, `.`: quoted only then
+            // (anything else may be part of a password), and short.
+            let plain = scheme.len() <= 20
+                && scheme
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || matches!(c, '+' | '-' | '.'));
+            if plain {
+                format!("the scheme {scheme}:// is not one Redis uses; expected {URL_FORMS}")
+            } else {
+                format!("not a Redis URL scheme; expected {URL_FORMS}")
+            }
+        }
+        Some(_) => format!("{problem}; expected {URL_FORMS}"),
+    };
+    Error::invalid(what, why)
+}
+
+/// The text of a wait for a pending release that ran out: the release
+/// undoes an earlier call on lock `name` that failed with `cause`. Only
+/// that first failure is named: when `cause` is itself such a wait's text,
+/// its own first cause is named instead, so one freeze does not nest a
+/// clause per call made during it.
+pub(crate) fn pending_release_timed_out(
+    wait: std::time::Duration,
+    name: &str,
+    cause: &str,
+) -> Error {
+    Error::backend(
+        format!(
+            "timed out after {wait:?} waiting for the release that undoes an earlier call on \
+             lock {name:?} by this thread ({EARLIER_FAILED}{}); it is still being retried",
+            first_cause(cause)
+        ),
+        true,
+    )
+}
+
+/// What introduces the earlier call's failure in [`pending_release_timed_out`].
+const EARLIER_FAILED: &str = "that call failed: ";
+
+/// The failure a [`pending_release_timed_out`] text names first (the
+/// innermost), or `cause` itself when it is no such text.
+fn first_cause(cause: &str) -> &str {
+    let marker = format!("({EARLIER_FAILED}");
+    let Some(at) = cause.rfind(&marker) else {
+        return cause;
+    };
+    let mut inner = &cause[at + marker.len()..];
+    while let Some(rest) = inner.strip_suffix("); it is still being retried") {
+        inner = rest;
+    }
+    inner
+}
+
 /// The longest lease, watchdog timeout, wait allowance or timeout redisync
 /// sends to Redis: 2^47 ms, about 4,459 years.
 ///
@@ -398,6 +476,51 @@ mod tests {
         assert!(
             check_time_ms("now", -1).is_err() && check_time_ms("now", MAX_TIME_MS + 1).is_err()
         );
+    }
+
+    #[test]
+    fn a_bad_url_names_the_accepted_schemes_and_no_foreign_kind() {
+        let err = bad_url(
+            "url",
+            "http://127.0.0.1:7400",
+            "URL provided is not a redis URL",
+        );
+        let text = err.to_string();
+        assert!(text.starts_with("invalid url: the scheme http:// is not one Redis uses"));
+        for scheme in [
+            "redis://",
+            "rediss://",
+            "valkey://",
+            "redis+unix://",
+            "unix://",
+        ] {
+            assert!(text.contains(scheme), "{text}");
+        }
+        let text = bad_url("url", "redis://h:1/x", "invalid database number").to_string();
+        assert!(text.starts_with("invalid url: invalid database number; expected redis://"));
+        let text = bad_url("url", "user:s3cret@h", "").to_string();
+        assert!(
+            text.starts_with("invalid url: not a URL (no scheme://)") && !text.contains("s3cret")
+        );
+        let text = bad_url("url", "u:s3cret@h://", "").to_string();
+        assert!(!text.contains("s3cret"), "{text}");
+    }
+
+    #[test]
+    fn a_pending_release_names_one_earlier_failure_however_many_calls_failed() {
+        let wait = Duration::from_secs(5);
+        let first = pending_release_timed_out(
+            wait,
+            "a",
+            "timed out after 1s waiting for a reply from Redis at h:1 (lock release)",
+        );
+        let second = pending_release_timed_out(wait, "a", &first.to_string());
+        let third = pending_release_timed_out(wait, "a", &second.to_string());
+        assert_eq!(first.to_string(), third.to_string());
+        let text = third.to_string();
+        assert_eq!(text.matches("that call failed").count(), 1, "{text}");
+        assert!(text.ends_with("(that call failed: timed out after 1s waiting for a reply from Redis at h:1 (lock release)); it is still being retried"), "{text}");
+        assert!(third.is_connection_error());
     }
 
     #[test]

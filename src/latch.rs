@@ -149,21 +149,32 @@ impl CountDownLatch {
         ops::latch::count_down(&*self.client.inner.backend, &self.name, &self.channel).map(drop)
     }
 
-    /// The current count (0 when open or never set).
+    /// The current count (0 when open or never set), as stored.
+    ///
+    /// An `i64`, as every count redisync reads back
+    /// ([`Semaphore::available_permits`](crate::Semaphore::available_permits),
+    /// [`PermitExpirableSemaphore::acquired_permits`](crate::PermitExpirableSemaphore::acquired_permits)):
+    /// Redis integers and Redisson's `long` `getCount()` are signed, and a
+    /// semaphore's count goes negative (`add_permits(-n)`, `set_permits`).
+    /// Arguments that cannot be negative (a count to set, permits to take)
+    /// stay `u64`.
     ///
     /// # Errors
     /// As [`count_down`](Self::count_down).
     ///
     /// ```
     /// # let client = redisync::Client::builder().backend(redisync::MemoryBackend::new()).build()?;
-    /// assert_eq!(client.count_down_latch("l").count()?, 0);
+    /// let latch = client.count_down_latch("l");
+    /// assert_eq!(latch.count()?, 0);
+    /// latch.try_set_count(2)?;
+    /// let permits: i64 = client.semaphore("s").available_permits()?;
+    /// assert_eq!(latch.count()? - permits, 2);        // one type: no casts
     /// # Ok::<(), redisync::Error>(())
     /// ```
     #[doc(alias = "getCount")]
-    pub fn count(&self) -> Result<u64> {
+    pub fn count(&self) -> Result<i64> {
         check_name(&self.name)?;
-        let count = ops::counter::get(&*self.client.inner.backend, &self.name)?;
-        Ok(u64::try_from(count).unwrap_or(0))
+        ops::counter::get(&*self.client.inner.backend, &self.name)
     }
 
     /// Blocks until the count reaches zero.

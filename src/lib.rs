@@ -102,7 +102,7 @@
 //! # TLS and ACL users
 //!
 //! `redis://user:password@host:port/db` authenticates as a Redis ACL user
-//! (README, Security, lists the commands it needs); the password never
+//! (docs/deployments.md, Security, lists the commands it needs); the password never
 //! appears in `Debug` output, errors or logs. With the `tls` feature,
 //! `rediss://` URLs connect over TLS (rustls), and
 //! `ClientBuilder::tls_root_certificate` / `tls_client_certificate` trust
@@ -156,6 +156,10 @@
 //! # Testing your code
 //!
 //! Build your client on [`MemoryBackend`] in unit tests: no server needed.
+// docs.rs (`--cfg docsrs`, nightly): a badge on every item that needs a
+// feature ("Available on crate feature `cluster` only"); `doc_cfg` also
+// derives them from the items' `#[cfg]`s.
+#![cfg_attr(docsrs, feature(doc_cfg))]
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used, clippy::panic))]
 
 pub mod backend;
@@ -213,3 +217,15 @@ pub use spin_lock::Backoff;
 #[cfg(doctest)]
 #[doc = include_str!("../README.md")]
 pub struct ReadmeDoctests;
+
+/// The examples of `docs/deployments.md` (TLS, Sentinel, Cluster, replica
+/// acknowledgement), compiled as doctests like README's.
+#[cfg(doctest)]
+#[doc = include_str!("../docs/deployments.md")]
+pub struct DeploymentsDoctests;
+
+/// The examples of `docs/operations.md` (inspect, health), compiled and run
+/// as doctests like README's.
+#[cfg(doctest)]
+#[doc = include_str!("../docs/operations.md")]
+pub struct OperationsDoctests;

@@ -50,8 +50,14 @@
 //! A part whose acquire reply is lost (a timeout after the master applied
 //! it) is not released by the failed round; it frees itself when its lease
 //! runs out. A master that refuses connections (stopped, restarting) fails
-//! its part at once; one that does not answer at all (a network partition)
-//! holds a round up to its client's
+//! its part at once. With a wait (`try_lock_for(w)`), every part's round
+//! trips keep to the caller's deadline and no part is tried once it has
+//! passed: the call returns within `w` plus one round trip's floor (100 ms)
+//! however many masters are frozen, and a round that took longer than a
+//! part's lease (a slow master among them) counts that part as expired and
+//! releases the round. Without a wait (`lock()`, `try_lock()`), a master that
+//! does not answer at all (frozen, a network partition) holds a round up to
+//! its client's
 //! [`connection_timeout`](crate::ClientBuilder::connection_timeout) or
 //! [`response_timeout`](crate::ClientBuilder::response_timeout), so give
 //! RedLock clients short ones.
@@ -195,10 +201,22 @@ impl Parts {
         guard.holds_beyond(now, margin)
     }
 
+    /// Takes the parts as the kind's rule says, within `wait`: every
+    /// part's round trips keep to the caller's deadline (see `deadline`),
+    /// and no part is tried after it has passed, so `try_lock_for(w)`
+    /// returns within `w` plus one round trip's floor.
     fn acquire(&self, wait: Wait, lease: Option<Duration>) -> Result<Option<Vec<LockGuard>>> {
         if let Some(lease) = lease {
             crate::error::millis("lease", lease)?;
         }
+        crate::deadline::within(wait.deadline(), || self.acquire_within(wait, lease))
+    }
+
+    fn acquire_within(
+        &self,
+        wait: Wait,
+        lease: Option<Duration>,
+    ) -> Result<Option<Vec<LockGuard>>> {
         let total = self.locks.len();
         let spare = total - self.quorum;
         // The part the next round waits on, holding nothing.
@@ -228,8 +246,10 @@ impl Parts {
                 if Some(index) == first {
                     continue;
                 }
-                // Stop as soon as the quorum is out of reach.
-                if refused > spare {
+                // Stop as soon as the quorum is out of reach, or the
+                // caller's deadline has passed: a part tried now would
+                // still get a round trip's floor, one per part.
+                if refused > spare || crate::deadline::passed() {
                     break;
                 }
                 match lock.acquire(Wait::Never, lease) {

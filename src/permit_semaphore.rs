@@ -20,13 +20,15 @@ use crate::wait::{Attempt, Wait, Waiting};
 use crate::{Client, Error, Result, keys};
 
 /// The id of one leased permit; returned by
-/// [`PermitExpirableSemaphore::acquire`]. Not tied to a thread or a process:
+/// [`PermitExpirableSemaphore::acquire_id`] (and held by the
+/// [`PermitGuard`] that [`acquire`](PermitExpirableSemaphore::acquire)
+/// returns: [`PermitGuard::id`]). Not tied to a thread or a process:
 /// store it, send it, release it anywhere.
 ///
 /// ```
 /// # let client = redisync::Client::builder().backend(redisync::MemoryBackend::new()).build()?;
 /// # let s = client.permit_expirable_semaphore("p"); s.try_set_permits(1)?;
-/// let id = s.acquire(std::time::Duration::from_secs(60))?;
+/// let id = s.acquire_id(std::time::Duration::from_secs(60))?;
 /// assert_eq!(id.as_str().len(), 32);
 /// # Ok::<(), redisync::Error>(())
 /// ```
@@ -68,11 +70,11 @@ impl fmt::Display for PermitId {
 /// # let client = redisync::Client::builder().backend(redisync::MemoryBackend::new()).build()?;
 /// let workers = client.permit_expirable_semaphore("workers");
 /// workers.try_set_permits(1)?;
-/// let id = workers.acquire(Duration::from_millis(50))?;   // a 50 ms lease
+/// let permit = workers.acquire(Duration::from_millis(50))?;   // a 50 ms lease
 /// assert!(workers.try_acquire(Duration::from_secs(1))?.is_none());
-/// std::thread::sleep(Duration::from_millis(80));         // the holder "crashed"
-/// assert_eq!(workers.available_permits()?, 1);           // its permit came back
-/// assert!(!workers.try_release(&id)?);                   // too late to release it
+/// std::thread::sleep(Duration::from_millis(80));             // the holder "crashed"
+/// assert_eq!(workers.available_permits()?, 1);               // its permit came back
+/// assert_eq!(permit.release()?, 0);                          // too late to release it
 /// # Ok::<(), redisync::Error>(())
 /// ```
 #[doc(alias = "RPermitExpirableSemaphore")]
@@ -164,7 +166,7 @@ impl PermitExpirableSemaphore {
     /// # let client = redisync::Client::builder().backend(redisync::MemoryBackend::new()).build()?;
     /// let workers = client.permit_expirable_semaphore("workers");
     /// workers.try_set_permits(2)?;
-    /// let id = workers.acquire(Duration::from_secs(10))?;
+    /// let id = workers.acquire_id(Duration::from_secs(10))?;
     /// assert!(workers.delete()?);
     /// assert_eq!((workers.available_permits()?, workers.acquired_permits()?), (0, 0));
     /// assert!(!workers.try_release(&id)?);
@@ -229,6 +231,18 @@ impl PermitExpirableSemaphore {
 
     /// Blocks until a permit is available and takes it for `lease`; it
     /// returns to the pool when the lease runs out unless released first.
+    /// The guard releases it when dropped, as a [`Semaphore`](crate::Semaphore)'s
+    /// permit does; [`PermitGuard::forget`] keeps it and hands over its id
+    /// ([`acquire_id`](Self::acquire_id) returns the bare id at once, as
+    /// Redisson's `acquire(leaseTime, unit)` does).
+    ///
+    /// On a semaphore whose permits were never set (nor added), no permit
+    /// ever becomes available: this waits until someone calls
+    /// [`try_set_permits`](Self::try_set_permits) or
+    /// [`add_permits`](Self::add_permits), as Redisson's does. Use
+    /// [`try_acquire_for`](Self::try_acquire_for) to bound the wait;
+    /// `redisync inspect NAME` and `redisync doctor` report the threads
+    /// waiting on such a semaphore.
     ///
     /// # Errors
     /// `InvalidArgument` for an empty name or a lease under 1 ms or over
@@ -239,16 +253,19 @@ impl PermitExpirableSemaphore {
     /// # use std::time::Duration;
     /// # let client = redisync::Client::builder().backend(redisync::MemoryBackend::new()).build()?;
     /// # let p = client.permit_expirable_semaphore("p"); p.try_set_permits(1)?;
-    /// let id = p.acquire(Duration::from_secs(30))?;
-    /// p.release(&id)?;
+    /// let permit = p.acquire(Duration::from_secs(30))?;
+    /// assert_eq!(p.available_permits()?, 0);
+    /// drop(permit);                                   // released
+    /// assert_eq!(p.available_permits()?, 1);
     /// # Ok::<(), redisync::Error>(())
     /// ```
-    pub fn acquire(&self, lease: Duration) -> Result<PermitId> {
-        self.acquire_within(Wait::Forever, lease)?
+    pub fn acquire(&self, lease: Duration) -> Result<PermitGuard> {
+        self.acquire_guard(1, Wait::Forever, Some(lease))?
             .ok_or_else(|| Error::protocol("an unbounded wait ended without a permit"))
     }
 
     /// Takes a permit for `lease` if one is available now; never waits.
+    /// The guard releases it when dropped.
     ///
     /// # Errors
     /// As [`acquire`](Self::acquire).
@@ -256,15 +273,18 @@ impl PermitExpirableSemaphore {
     /// ```
     /// # use std::time::Duration;
     /// # let client = redisync::Client::builder().backend(redisync::MemoryBackend::new()).build()?;
-    /// assert!(client.permit_expirable_semaphore("p").try_acquire(Duration::from_secs(1))?.is_none());
+    /// let p = client.permit_expirable_semaphore("p");
+    /// assert!(p.try_acquire(Duration::from_secs(1))?.is_none());   // never set: none
+    /// p.try_set_permits(1)?;
+    /// assert!(p.try_acquire(Duration::from_secs(1))?.is_some());
     /// # Ok::<(), redisync::Error>(())
     /// ```
-    pub fn try_acquire(&self, lease: Duration) -> Result<Option<PermitId>> {
-        self.acquire_within(Wait::Never, lease)
+    pub fn try_acquire(&self, lease: Duration) -> Result<Option<PermitGuard>> {
+        self.acquire_guard(1, Wait::Never, Some(lease))
     }
 
     /// Waits up to `wait` for a permit and takes it for `lease`.
-    /// `Ok(None)` on timeout.
+    /// `Ok(None)` on timeout. The guard releases it when dropped.
     ///
     /// # Errors
     /// As [`acquire`](Self::acquire).
@@ -276,7 +296,62 @@ impl PermitExpirableSemaphore {
     /// assert!(p.try_acquire_for(Duration::from_millis(10), Duration::from_secs(1))?.is_none());
     /// # Ok::<(), redisync::Error>(())
     /// ```
-    pub fn try_acquire_for(&self, wait: Duration, lease: Duration) -> Result<Option<PermitId>> {
+    pub fn try_acquire_for(&self, wait: Duration, lease: Duration) -> Result<Option<PermitGuard>> {
+        self.acquire_guard(1, Wait::for_duration(wait), Some(lease))
+    }
+
+    /// [`acquire`](Self::acquire) returning the bare permit id, released by
+    /// hand with [`release`](Self::release) (or its lease running out), as
+    /// Redisson's `acquire(leaseTime, unit)` returns a `String` id: for code
+    /// that passes the id on (another thread or process releases it).
+    ///
+    /// # Errors
+    /// As [`acquire`](Self::acquire).
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # let client = redisync::Client::builder().backend(redisync::MemoryBackend::new()).build()?;
+    /// # let p = client.permit_expirable_semaphore("p"); p.try_set_permits(1)?;
+    /// let id = p.acquire_id(Duration::from_secs(30))?;
+    /// p.release(&id)?;
+    /// # Ok::<(), redisync::Error>(())
+    /// ```
+    pub fn acquire_id(&self, lease: Duration) -> Result<PermitId> {
+        self.acquire_within(Wait::Forever, lease)?
+            .ok_or_else(|| Error::protocol("an unbounded wait ended without a permit"))
+    }
+
+    /// [`try_acquire`](Self::try_acquire) returning the bare permit id
+    /// (see [`acquire_id`](Self::acquire_id)).
+    ///
+    /// # Errors
+    /// As [`acquire`](Self::acquire).
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # let client = redisync::Client::builder().backend(redisync::MemoryBackend::new()).build()?;
+    /// assert!(client.permit_expirable_semaphore("p").try_acquire_id(Duration::from_secs(1))?.is_none());
+    /// # Ok::<(), redisync::Error>(())
+    /// ```
+    pub fn try_acquire_id(&self, lease: Duration) -> Result<Option<PermitId>> {
+        self.acquire_within(Wait::Never, lease)
+    }
+
+    /// [`try_acquire_for`](Self::try_acquire_for) returning the bare permit
+    /// id (see [`acquire_id`](Self::acquire_id)); Redisson's
+    /// `tryAcquire(waitTime, leaseTime, unit)`.
+    ///
+    /// # Errors
+    /// As [`acquire`](Self::acquire).
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # let client = redisync::Client::builder().backend(redisync::MemoryBackend::new()).build()?;
+    /// let p = client.permit_expirable_semaphore("p");
+    /// assert!(p.try_acquire_id_for(Duration::from_millis(10), Duration::from_secs(1))?.is_none());
+    /// # Ok::<(), redisync::Error>(())
+    /// ```
+    pub fn try_acquire_id_for(&self, wait: Duration, lease: Duration) -> Result<Option<PermitId>> {
         self.acquire_within(Wait::for_duration(wait), lease)
     }
 
@@ -291,7 +366,7 @@ impl PermitExpirableSemaphore {
     /// # use std::time::Duration;
     /// # let client = redisync::Client::builder().backend(redisync::MemoryBackend::new()).build()?;
     /// # let p = client.permit_expirable_semaphore("p"); p.try_set_permits(1)?;
-    /// let id = p.acquire(Duration::from_secs(30))?;
+    /// let id = p.acquire_id(Duration::from_secs(30))?;
     /// assert!(p.try_release(&id)?);
     /// assert!(!p.try_release(&id)?);
     /// # Ok::<(), redisync::Error>(())
@@ -320,7 +395,7 @@ impl PermitExpirableSemaphore {
     /// # use std::time::Duration;
     /// # let client = redisync::Client::builder().backend(redisync::MemoryBackend::new()).build()?;
     /// # let p = client.permit_expirable_semaphore("p"); p.try_set_permits(1)?;
-    /// let id = p.acquire(Duration::from_secs(30))?;
+    /// let id = p.acquire_id(Duration::from_secs(30))?;
     /// p.release(&id)?;
     /// assert!(p.release(&id).unwrap_err().is_invalid_argument());
     /// # Ok::<(), redisync::Error>(())
@@ -434,7 +509,7 @@ impl PermitExpirableSemaphore {
     /// # use std::time::Duration;
     /// # let client = redisync::Client::builder().backend(redisync::MemoryBackend::new()).build()?;
     /// # let p = client.permit_expirable_semaphore("p"); p.try_set_permits(1)?;
-    /// let id = p.acquire(Duration::from_secs(1))?;
+    /// let id = p.acquire_id(Duration::from_secs(1))?;
     /// assert!(p.update_lease_time(&id, Duration::from_secs(600))?);   // the work takes longer
     /// p.release(&id)?;
     /// assert!(!p.update_lease_time(&id, Duration::from_secs(600))?);  // gone
@@ -474,13 +549,15 @@ impl PermitExpirableSemaphore {
     /// assert_eq!(p.acquired_permits()?, 1);
     /// # Ok::<(), redisync::Error>(())
     /// ```
-    pub fn acquired_permits(&self) -> Result<u64> {
+    pub fn acquired_permits(&self) -> Result<i64> {
         check_name(&self.name)?;
-        ops::expirable::acquired(
+        let acquired = ops::expirable::acquired(
             &*self.client.inner.backend,
             &self.keys(),
             crate::clock::wall_clock_ms(),
-        )
+        )?;
+        // i64 as every count read back (see `CountDownLatch::count`).
+        Ok(i64::try_from(acquired).unwrap_or(i64::MAX))
     }
 
     /// Sets the total number of permits to `permits`, whatever it was
@@ -686,7 +763,8 @@ fn lease_end(now: i64, lease_ms: Option<i64>) -> Result<i64> {
 }
 
 /// Permits taken from a [`PermitExpirableSemaphore`], each with its id;
-/// created by [`PermitExpirableSemaphore::acquire_many`] and its `try_`
+/// created by [`PermitExpirableSemaphore::acquire`],
+/// [`acquire_many`](PermitExpirableSemaphore::acquire_many) and their `try_`
 /// variants. Dropping it releases those still taken (errors go to the
 /// client's [`EventHandler`](crate::EventHandler));
 /// [`release`](Self::release) returns the outcome instead, and
@@ -734,6 +812,22 @@ impl PermitGuard {
     /// ```
     pub fn ids(&self) -> &[PermitId] {
         &self.ids
+    }
+
+    /// The id of this guard's first permit: its only one when it came from
+    /// [`acquire`](PermitExpirableSemaphore::acquire) or its `try_` forms.
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # let client = redisync::Client::builder().backend(redisync::MemoryBackend::new()).build()?;
+    /// # let p = client.permit_expirable_semaphore("p"); p.try_set_permits(1)?;
+    /// let permit = p.acquire(Duration::from_secs(30))?;
+    /// assert_eq!(permit.id(), &permit.ids()[0]);
+    /// # Ok::<(), redisync::Error>(())
+    /// ```
+    pub fn id(&self) -> &PermitId {
+        // A guard holds at least one permit (0 permits are refused).
+        &self.ids[0]
     }
 
     /// Gives each of this guard's permits a new lease of `lease` from now

@@ -200,13 +200,24 @@ impl Semaphore {
 
     /// Blocks until `permits` permits are available and takes them.
     ///
+    /// A semaphore starts with no permits: on one whose permits were never
+    /// set (nor added, or that was deleted) this waits until someone calls
+    /// [`try_set_permits`](Self::try_set_permits),
+    /// [`add_permits`](Self::add_permits) or [`release`](Self::release),
+    /// which may be never, as Redisson's `acquire()` does. Set the permits
+    /// where the semaphore is created, or bound the wait with
+    /// [`try_acquire_for`](Self::try_acquire_for); `redisync inspect NAME`
+    /// and `redisync doctor` report threads waiting on such a semaphore.
+    ///
     /// # Errors
     /// `InvalidArgument` for an empty name, 0 permits or more than
     /// `i64::MAX`; `Backend` if Redis fails; `Protocol` on a wrong type.
     ///
     /// ```
+    /// # use std::time::Duration;
     /// # let client = redisync::Client::builder().backend(redisync::MemoryBackend::new()).build()?;
     /// let s = client.semaphore("s");
+    /// assert!(s.try_acquire_for(1, Duration::from_millis(20))?.is_none()); // never set
     /// s.try_set_permits(1)?;
     /// let permit = s.acquire(1)?;
     /// # Ok::<(), redisync::Error>(())

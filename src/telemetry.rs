@@ -22,6 +22,10 @@ pub(crate) fn describe() {
             );
             describe_counter!("redisync_timeouts_total", "Bounded waits that ran out");
             describe_counter!(
+                "redisync_cancellations_total",
+                "Waits ended through their CancellationToken (nothing was acquired)"
+            );
+            describe_counter!(
                 "redisync_errors_total",
                 "Blocking calls that failed with an error"
             );
@@ -182,4 +186,47 @@ pub(crate) fn lease_lost() {
 pub(crate) fn subscriber_reconnected() {
     #[cfg(feature = "metrics")]
     metrics::counter!("redisync_subscriber_reconnects_total").increment(1);
+}
+
+#[cfg(test)]
+mod tests {
+    /// Every metric this file records has a HELP text: its name appears in
+    /// a `describe_*!` call (read from the source, so a metric added
+    /// without one fails here, with or without the `metrics` feature).
+    #[test]
+    fn every_metric_recorded_is_described() {
+        let source = include_str!("telemetry.rs");
+        let (described, recorded): (Vec<&str>, Vec<&str>) = {
+            let mut described = Vec::new();
+            let mut recorded = Vec::new();
+            for (at, _) in source.match_indices("!(") {
+                let before = &source[..at];
+                let macro_name = before
+                    .rsplit(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+                    .next()
+                    .unwrap_or_default();
+                let after = source[at + 2..].trim_start();
+                let Some(name) = after
+                    .strip_prefix('"')
+                    .and_then(|rest| rest.split('"').next())
+                    .filter(|name| name.starts_with("redisync_"))
+                else {
+                    continue;
+                };
+                if macro_name.starts_with("describe_") {
+                    described.push(name);
+                } else {
+                    recorded.push(name);
+                }
+            }
+            (described, recorded)
+        };
+        assert!(recorded.len() >= 10, "{recorded:?}");
+        for name in &recorded {
+            assert!(
+                described.contains(name),
+                "{name} is recorded but never described"
+            );
+        }
+    }
 }

@@ -208,10 +208,10 @@ fn a_cancelled_expirable_acquire_takes_no_permit(env: &Env) {
     let name = unique_name("cancel:expirable");
     let semaphore = client.permit_expirable_semaphore(&name);
     assert!(semaphore.try_set_permits(1).unwrap());
-    let id = semaphore.acquire(LONG).unwrap();
+    let id = semaphore.acquire_id(LONG).unwrap();
     let token = CancellationToken::new();
     let waiting = semaphore.cancellable(&token);
-    let (outcome, took) = cancel_after_park(&token, move || waiting.acquire(LONG));
+    let (outcome, took) = cancel_after_park(&token, move || waiting.acquire_id(LONG));
     assert_cancelled(outcome, took, &name);
     semaphore.release(&id).unwrap();
     assert_eq!(semaphore.available_permits().unwrap(), 1);

@@ -85,7 +85,7 @@ fn errors_are_one_line_without_the_password() {
     let server = TestServer::start();
     let url = format!("redis://:wr0ngSecret@127.0.0.1:{}/", server.port());
     let output = redisync(&url, &["inspect", "x"]);
-    assert_eq!(output.status.code(), Some(2));
+    assert_eq!(output.status.code(), Some(3), "a server refusal");
     let err = stderr(&output);
     assert_eq!(err.trim_end().lines().count(), 1, "{err}");
     assert!(err.starts_with("redisync: error: "), "{err}");
@@ -94,7 +94,7 @@ fn errors_are_one_line_without_the_password() {
 
     // Nothing listening at all.
     let output = redisync("redis://:wr0ngSecret@127.0.0.1:1/", &["doctor"]);
-    assert_eq!(output.status.code(), Some(2));
+    assert_eq!(output.status.code(), Some(3), "a connection error");
     assert!(!stderr(&output).contains("wr0ngSecret"));
 }
 
@@ -210,8 +210,8 @@ fn force_unlock_frees_leased_permits_and_wakes_a_waiter_within_a_second() {
     let semaphore = holder.permit_expirable_semaphore(name.as_str());
     assert!(semaphore.try_set_permits(2).unwrap());
     let leased = [
-        semaphore.acquire(Duration::from_secs(30)).unwrap(),
-        semaphore.acquire(Duration::from_secs(30)).unwrap(),
+        semaphore.acquire_id(Duration::from_secs(30)).unwrap(),
+        semaphore.acquire_id(Duration::from_secs(30)).unwrap(),
     ];
     let waiter = Client::open(&server.url()).unwrap();
     let (tx, rx) = mpsc::channel();
@@ -219,7 +219,7 @@ fn force_unlock_frees_leased_permits_and_wakes_a_waiter_within_a_second() {
     let thread = thread::spawn(move || {
         let semaphore = waiter.permit_expirable_semaphore(waiting_name.as_str());
         let got = semaphore
-            .try_acquire_for(Duration::from_secs(20), Duration::from_secs(30))
+            .try_acquire_id_for(Duration::from_secs(20), Duration::from_secs(30))
             .unwrap();
         tx.send(Instant::now()).unwrap();
         got
@@ -252,13 +252,14 @@ fn force_unlock_refuses_without_a_terminal_or_yes() {
     let name = unique_name("cli-refuse");
     let guard = client.lock(name.clone()).lock().unwrap();
     let output = redisync(&server.url(), &["force-unlock", &name]);
-    assert_eq!(output.status.code(), Some(2));
+    assert_eq!(output.status.code(), Some(4), "declined");
     assert!(stderr(&output).contains("--yes"), "{}", stderr(&output));
     assert!(client.lock(name.clone()).is_locked().unwrap());
     guard.unlock().unwrap();
 
+    // Nothing held: said, with exit status 1.
     let output = redisync(&server.url(), &["--json", "force-unlock", "--yes", &name]);
-    assert!(output.status.success());
+    assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
     assert_eq!(json(&output)["freed"], false);
 }
 
@@ -499,4 +500,348 @@ fn name_prefix_scopes_list_and_inspect_to_one_namespace() {
         "{}",
         stderr(&output)
     );
+}
+
+/// Runs the binary with `args` only (no `--url`), stdin closed.
+fn redisync_bare(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_redisync"))
+        .args(args)
+        .env_remove("REDIS_URL")
+        .stdin(Stdio::null())
+        .output()
+        .expect("run redisync")
+}
+
+#[test]
+fn exit_codes_tell_usage_server_and_declined_apart_and_help_lists_them() {
+    let help = redisync_bare(&["--help"]);
+    assert!(help.status.success());
+    let text = stdout(&help);
+    for line in [
+        "Exit status:",
+        "  1  ",
+        "  2  ",
+        "  3  ",
+        "  4  ",
+        "--timeout",
+    ] {
+        assert!(text.contains(line), "{line:?} missing from --help:\n{text}");
+    }
+    // Usage: an unknown option, a bad URL (its accepted schemes named).
+    assert_eq!(redisync_bare(&["--nope", "list"]).status.code(), Some(2));
+    let output = redisync("http://127.0.0.1:7400", &["inspect", "x"]);
+    assert_eq!(output.status.code(), Some(2), "{}", stderr(&output));
+    assert!(stderr(&output).contains("redis://"), "{}", stderr(&output));
+    assert!(!stderr(&output).contains("InvalidClientConfig"));
+    assert_eq!(
+        redisync_bare(&["--timeout", "0", "list"]).status.code(),
+        Some(2)
+    );
+    // Connection: nothing listens.
+    let output = redisync(
+        &format!("redis://127.0.0.1:{}/", common::free_port()),
+        &["list"],
+    );
+    assert_eq!(output.status.code(), Some(3), "{}", stderr(&output));
+    // Declined: no terminal and no --yes, for delete as for force-unlock.
+    let server = TestServer::start();
+    let client = Client::open(&server.url()).unwrap();
+    let name = unique_name("cli-declined");
+    let guard = client.lock(name.as_str()).lock().unwrap();
+    let output = redisync(&server.url(), &["delete", &name]);
+    assert_eq!(output.status.code(), Some(4), "{}", stderr(&output));
+    assert!(client.lock(name.as_str()).is_locked().unwrap());
+    guard.unlock().unwrap();
+    // Not found.
+    let output = redisync(&server.url(), &["delete", "--yes", &name]);
+    assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
+    assert!(
+        stdout(&output).contains("nothing under"),
+        "{}",
+        stdout(&output)
+    );
+    // Data no redisync object stores is left alone, and said.
+    let mut raw = server.connection();
+    redis::cmd("RPUSH")
+        .arg(&name)
+        .arg("x")
+        .query::<()>(&mut raw)
+        .unwrap();
+    let output = redisync(&server.url(), &["delete", "--yes", &name]);
+    assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
+    assert!(
+        stderr(&output).contains("Redis list"),
+        "{}",
+        stderr(&output)
+    );
+    let kept: i64 = redis::cmd("LLEN").arg(&name).query(&mut raw).unwrap();
+    assert_eq!(kept, 1);
+}
+
+#[test]
+fn timeout_bounds_every_command_on_a_frozen_server() {
+    let server = TestServer::start();
+    server.pause();
+    for args in [
+        &["--timeout", "500ms", "list"][..],
+        &["--timeout", "500ms", "inspect", "x"],
+        &["--timeout", "500ms", "doctor"],
+    ] {
+        let started = Instant::now();
+        let output = redisync(&server.url(), args);
+        let took = started.elapsed();
+        assert_eq!(
+            output.status.code(),
+            Some(3),
+            "{args:?}: {}",
+            stderr(&output)
+        );
+        assert!(stderr(&output).contains("timed out"), "{}", stderr(&output));
+        // The default (5 s) is not waited, nor the library's 10 s: 500 ms
+        // per connection attempt and reply, with room for a loaded machine.
+        assert!(took < Duration::from_secs(4), "{args:?} took {took:?}");
+    }
+    server.resume();
+    let output = redisync(&server.url(), &["--timeout", "2s", "inspect", "x"]);
+    assert!(output.status.success(), "{}", stderr(&output));
+}
+
+#[test]
+fn delete_removes_an_object_of_every_kind_and_wakes_its_waiter() {
+    let server = TestServer::start();
+    let client = Client::open(&server.url()).unwrap();
+    let prefix = unique_name("cli-delete");
+    let lock = format!("{prefix}:lock");
+    let held = client.lock(lock.as_str()).lock().unwrap();
+    let fair = format!("{prefix}:fair");
+    let fair_held = client.fair_lock(fair.as_str()).lock().unwrap();
+    let rw = format!("{prefix}:rw");
+    let read = client
+        .read_write_lock(rw.as_str())
+        .read_lock()
+        .lock()
+        .unwrap();
+    let permits = format!("{prefix}:permits");
+    let semaphore = client.permit_expirable_semaphore(permits.as_str());
+    assert!(semaphore.try_set_permits(1).unwrap());
+    let lease = semaphore.acquire(Duration::from_secs(60)).unwrap();
+    let counter = format!("{prefix}:counter");
+    assert!(
+        client
+            .semaphore(counter.as_str())
+            .try_set_permits(3)
+            .unwrap()
+    );
+
+    // A waiter for the held lock wakes when it is deleted.
+    let waiter = Client::open(&server.url()).unwrap();
+    let (tx, rx) = mpsc::channel();
+    let waiting = lock.clone();
+    let thread = thread::spawn(move || {
+        let got = waiter
+            .lock(waiting.as_str())
+            .try_lock_for_with_lease(Duration::from_secs(20), Duration::from_secs(30))
+            .unwrap();
+        tx.send(Instant::now()).unwrap();
+        drop(got);
+    });
+    thread::sleep(Duration::from_millis(500));
+    for name in [&lock, &fair, &rw, &permits, &counter] {
+        let output = redisync(&server.url(), &["--json", "delete", "--yes", name]);
+        assert!(output.status.success(), "{name}: {}", stderr(&output));
+        assert_eq!(json(&output)["deleted"], true, "{name}");
+        let after = redisync(&server.url(), &["--json", "inspect", name]);
+        assert_eq!(json(&after)["kind"], "absent", "{name}");
+    }
+    rx.recv_timeout(Duration::from_secs(5))
+        .expect("the lock's waiter was not woken by delete");
+    thread.join().unwrap();
+    // The holders lost what they held.
+    assert!(held.unlock().is_err());
+    assert!(!client.fair_lock(fair.as_str()).is_locked().unwrap());
+    // (A fair lock's release of a free lock succeeds, as in Redisson.)
+    let _ = fair_held.unlock();
+    assert!(read.unlock().is_err());
+    assert_eq!(lease.release().unwrap(), 0, "the deleted lease was gone");
+}
+
+#[test]
+fn a_dead_fair_lock_waiter_is_shown_by_force_unlock_and_removed_by_delete() {
+    use redisync::backend::FairLockKeys;
+
+    let server = TestServer::start();
+    let client = Client::open(&server.url()).unwrap();
+    let name = unique_name("cli-dead-waiter");
+    let holder = client.fair_lock(name.as_str()).lock().unwrap();
+    // A waiter of a process that then died: queued, with a 5-minute slot,
+    // and never coming back.
+    let (queue, timeouts, channel_prefix) = (
+        format!("redisson_lock_queue:{{{name}}}"),
+        format!("redisson_lock_timeout:{{{name}}}"),
+        format!("redisson_lock__channel:{{{name}}}"),
+    );
+    let keys = FairLockKeys {
+        name: &name,
+        queue: &queue,
+        timeouts: &timeouts,
+        channel_prefix: &channel_prefix,
+    };
+    let dead = "6f1c0e4e-dead-4000-8000-000000000001:2";
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64;
+    let backend = client.backend();
+    redisync::ops::fair_lock::acquire(backend.as_ref(), &keys, dead, 30_000, 300_000, now, true)
+        .unwrap();
+    holder.unlock().unwrap();
+
+    // A live waiter queues behind it and stays out though the lock is free.
+    let live = Client::open(&server.url()).unwrap();
+    let (tx, rx) = mpsc::channel();
+    let waiting = name.clone();
+    let thread = thread::spawn(move || {
+        let got = live
+            .fair_lock(waiting.as_str())
+            .try_lock_for_with_lease(Duration::from_secs(20), Duration::from_secs(30))
+            .unwrap();
+        tx.send(Instant::now()).unwrap();
+        got.is_some()
+    });
+    thread::sleep(Duration::from_millis(700));
+    assert!(
+        rx.try_recv().is_err(),
+        "the live waiter passed the dead one"
+    );
+
+    // force-unlock: nothing is held, but it says what is queued.
+    let output = redisync(&server.url(), &["force-unlock", "--yes", &name]);
+    assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
+    let text = stdout(&output);
+    assert!(
+        text.contains("nothing held") && text.contains(dead),
+        "{text}"
+    );
+    assert!(text.contains("redisync delete"), "{text}");
+
+    // delete --waiter removes the dead entry only, and the live waiter
+    // gets the lock at once.
+    let output = redisync(
+        &server.url(),
+        &["--json", "delete", "--yes", "--waiter", dead, &name],
+    );
+    let done = Instant::now();
+    assert!(output.status.success(), "{}", stderr(&output));
+    let doc = json(&output);
+    assert_eq!(doc["waiters_removed"][0], dead);
+    let woke = rx
+        .recv_timeout(Duration::from_secs(10))
+        .expect("the live waiter was not woken");
+    assert!(thread.join().unwrap());
+    let after = woke.saturating_duration_since(done);
+    assert!(after < Duration::from_secs(2), "woke {after:?} after");
+
+    // An id that is not queued is a finding, not a change.
+    let output = redisync(&server.url(), &["delete", "--yes", "--waiter", dead, &name]);
+    assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
+}
+
+#[test]
+fn list_shows_one_wording_per_kind_and_leased_permits_as_holders() {
+    let server = TestServer::start();
+    let client = Client::open(&server.url()).unwrap();
+    let prefix = unique_name("cli-kinds");
+    client
+        .semaphore(format!("{prefix}:empty"))
+        .try_set_permits(0)
+        .unwrap();
+    client
+        .count_down_latch(format!("{prefix}:latch"))
+        .try_set_count(1)
+        .unwrap();
+    let leased = client.permit_expirable_semaphore(format!("{prefix}:leased"));
+    assert!(leased.try_set_permits(2).unwrap());
+    let _permit = leased.acquire(Duration::from_secs(60)).unwrap();
+
+    let output = redisync(&server.url(), &["list", &format!("{prefix}:*")]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let text = stdout(&output);
+    let row = |suffix: &str| -> Vec<String> {
+        text.lines()
+            .find(|line| line.starts_with(&format!("{prefix}:{suffix} ")))
+            .unwrap_or_else(|| panic!("no {suffix} row:\n{text}"))
+            .split_whitespace()
+            .map(str::to_owned)
+            .collect()
+    };
+    // NAME KIND HOLDERS WAITERS TTL... VALUE
+    let empty = row("empty");
+    assert_eq!(empty[1], "counter");
+    assert!(text.contains("counter 0"), "{text}");
+    let latch = row("latch");
+    assert_eq!(latch[1], "counter");
+    assert!(
+        latch.ends_with(&["counter".to_owned(), "1".to_owned()]),
+        "{latch:?}"
+    );
+    assert!(
+        !text.contains("count 1") && !text.contains("permits 0"),
+        "{text}"
+    );
+    let pes = row("leased");
+    assert_eq!(pes[1], "permit_expirable_semaphore");
+    assert_eq!(pes[2], "1", "a leased permit is a holder: {pes:?}");
+    assert!(
+        pes.ends_with(&["permits".to_owned(), "1".to_owned()]),
+        "{pes:?}"
+    );
+}
+
+#[test]
+fn doctor_json_rounds_milliseconds() {
+    let server = TestServer::start();
+    let output = redisync(&server.url(), &["--json", "doctor"]);
+    let doc = json(&output);
+    let text = doc["ping_ms"].to_string();
+    let decimals = text.split_once('.').map_or(0, |(_, d)| d.len());
+    assert!(decimals <= 3, "ping_ms {text}");
+    assert!(doc["ping_ms"].as_f64().unwrap() > 0.0);
+}
+
+#[test]
+fn inspect_and_doctor_report_waiters_on_a_semaphore_nobody_set() {
+    let server = TestServer::start();
+    let name = unique_name("cli-unset");
+    let waiter = Client::open(&server.url()).unwrap();
+    let waiting = name.clone();
+    let thread = thread::spawn(move || {
+        waiter
+            .semaphore(waiting.as_str())
+            .try_acquire_for(1, Duration::from_secs(20))
+            .unwrap()
+            .is_some()
+    });
+    let client = Client::open(&server.url()).unwrap();
+    common::wait_until("the waiter subscribes", Duration::from_secs(10), || {
+        let output = redisync(&server.url(), &["--json", "inspect", &name]);
+        json(&output)["unset_semaphore_waiters"].as_i64() == Some(1)
+    });
+    let output = redisync(&server.url(), &["inspect", &name]);
+    let text = stdout(&output);
+    assert!(
+        text.contains("never") && text.contains("try_set_permits"),
+        "{text}"
+    );
+
+    let output = redisync(&server.url(), &["--json", "doctor"]);
+    assert_eq!(output.status.code(), Some(1), "{}", stdout(&output));
+    let doc = json(&output);
+    assert_eq!(doc["unset_semaphores"][0]["name"], name.as_str(), "{doc}");
+    assert_eq!(doc["unset_semaphores"][0]["waiters"], 1, "{doc}");
+
+    // Setting the permits lets the waiter through.
+    assert!(client.semaphore(name.as_str()).try_set_permits(1).unwrap());
+    assert!(thread.join().unwrap());
+    let output = redisync(&server.url(), &["--json", "inspect", &name]);
+    assert_eq!(json(&output)["unset_semaphore_waiters"], 0);
 }

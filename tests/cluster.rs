@@ -154,7 +154,7 @@ fn finish_migration(cluster: &TestCluster, slot: i64, to: usize) {
 /// Mid-migration (the slot MIGRATING on its master and IMPORTING on
 /// another) the old master answers a script whose keys it lacks with ASK,
 /// and the library sends `ASKING` and the script to the importing master,
-/// as a user with exactly README's cluster rules (which is what `+asking`
+/// as a user with exactly the documented cluster rules (which is what `+asking`
 /// is for): a new lock is taken there, and found there by the holder and
 /// by another client. A script with a key the slot lacks on both sides
 /// (the unlock's latch) gets TRYAGAIN, which Redis gives multi-key
@@ -237,7 +237,7 @@ fn scripts_follow_ask_mid_migration(cluster: &TestCluster) {
         .unwrap()
         .expect("free after the unlock");
     again.unlock().unwrap();
-    // `+asking` among README's rules: no node refused the user anything.
+    // `+asking` among the documented rules: no node refused the user anything.
     let refusals = acl_refusals(cluster, USER);
     assert!(refusals.is_empty(), "refused: {refusals:?}");
 }
@@ -793,22 +793,22 @@ fn a_timed_out_script_is_not_sent_twice(cluster: &TestCluster) {
     assert!(elapsed < Duration::from_millis(900), "{elapsed:?}");
 }
 
-/// README's `ACL SETUSER` line (Security) for `user` with `password`, plus
+/// docs/deployments.md's `ACL SETUSER` line (Security) for `user` with `password`, plus
 /// the rules its Security section adds for a cluster.
 fn readme_cluster_acl_rule(user: &str, password: &str) -> Vec<String> {
-    let readme = include_str!("../README.md");
+    let readme = include_str!("../docs/deployments.md");
     let security = readme
         .split("\n## ")
         .find(|section| section.starts_with("Security"))
-        .expect("README.md has a `## Security` section");
+        .expect("docs/deployments.md has a `## Security` section");
     let base = security
         .lines()
         .find_map(|line| line.trim().strip_prefix("ACL SETUSER "))
-        .expect("README's Security section shows an `ACL SETUSER` line");
+        .expect("docs/deployments.md's Security section shows an `ACL SETUSER` line");
     let marker = "On a Redis Cluster, also: `";
     let extra = &security[security
         .find(marker)
-        .expect("README names the cluster's rules")
+        .expect("docs/deployments.md names the cluster's rules")
         + marker.len()..];
     let extra = &extra[..extra.find('`').expect("a closing backtick")];
     let mut rule: Vec<String> = base.split_whitespace().map(str::to_owned).collect();
@@ -846,7 +846,7 @@ fn log_text(value: Option<&redis::Value>) -> String {
 
 /// An ACL user's password in the seed URLs never shows in `Debug` output
 /// or in an error (wrong password, unreachable seed), and the user, with
-/// exactly README's ACL rules for a cluster, runs locks and wake-ups on
+/// exactly the documented ACL rules for a cluster, runs locks and wake-ups on
 /// every master (the routed connections and the sharded pub/sub sockets
 /// both log in) without a refusal.
 fn credentials_are_never_shown(cluster: &TestCluster) {
@@ -916,7 +916,7 @@ fn credentials_are_never_shown(cluster: &TestCluster) {
             })
         },
     );
-    // The README's rules were enough: no node refused the user anything.
+    // The documented rules were enough: no node refused the user anything.
     let refusals = acl_refusals(cluster, USER);
     assert!(refusals.is_empty(), "refused: {refusals:?}");
 

@@ -297,15 +297,18 @@ fn normal_unlocks_never_report_a_lost_lock_and_a_real_loss_does() {
     let lost = Arc::new(LostCounter::default());
     let client = Client::builder()
         .redis_url(server.url())
-        .watchdog_timeout(Duration::from_millis(150))
+        .watchdog_timeout(Duration::from_millis(1500))
         .event_handler(Arc::clone(&lost) as Arc<dyn EventHandler>)
         .build()
         .unwrap();
     let lock = client.lock(unique_name("no-false-loss").as_str());
-    // A 150 ms watchdog renews every 50 ms: unlocks race renewals often.
-    for _ in 0..120 {
+    // A 1.5 s watchdog renews every 500 ms: holds just under that make
+    // unlocks race renewals often. (A shorter lease would be lost for real
+    // on a loaded machine whose watchdog thread waits longer than the lease
+    // for a CPU: that is no false loss.)
+    for _ in 0..30 {
         let guard = lock.lock().unwrap();
-        std::thread::sleep(Duration::from_millis(49));
+        std::thread::sleep(Duration::from_millis(499));
         guard.unlock().unwrap();
     }
     assert_eq!(
@@ -393,11 +396,11 @@ fn an_expirable_permit_acquire_that_failed_leaves_no_lease_behind() {
     let semaphore = client.permit_expirable_semaphore(unique_name("unknown-permit").as_str());
     assert!(semaphore.try_set_permits(1).unwrap());
     // Loads the scripts, so the frozen server holds a request it can run.
-    let warm = semaphore.acquire(Duration::from_secs(30)).unwrap();
+    let warm = semaphore.acquire_id(Duration::from_secs(30)).unwrap();
     semaphore.release(&warm).unwrap();
     server.pause();
     let err = semaphore
-        .try_acquire_for(Duration::from_millis(150), Duration::from_secs(30))
+        .try_acquire_id_for(Duration::from_millis(150), Duration::from_secs(30))
         .map(|id| id.is_some())
         .expect_err("a frozen server cannot answer");
     assert!(err.is_connection_error(), "{err:?}");

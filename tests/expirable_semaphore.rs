@@ -144,7 +144,7 @@ fn permits_without_a_lease_are_held_until_released(env: &Env) {
     // It does not come back by itself: a bounded wait times out on time,
     // not polling past it.
     let started = Instant::now();
-    assert!(pb.try_acquire_for(SETTLE, LONG).unwrap().is_none());
+    assert!(pb.try_acquire_id_for(SETTLE, LONG).unwrap().is_none());
     let waited = started.elapsed();
     assert!(
         waited >= SETTLE && waited < SETTLE + PROMPT,
@@ -270,7 +270,7 @@ fn acquired_permits_counts_live_leases(env: &Env) {
         .acquire_many(2, Some(Duration::from_millis(200)))
         .unwrap();
     let kept = pa.acquire_many(1, None).unwrap();
-    let id = pa.acquire(LONG).unwrap();
+    let id = pa.acquire_id(LONG).unwrap();
     assert_eq!(pb.acquired_permits().unwrap(), 4);
     assert_eq!(pb.available_permits().unwrap(), 0);
     thread::sleep(Duration::from_millis(500));
@@ -307,7 +307,7 @@ fn set_permits_sets_the_total_whatever_is_taken(env: &Env) {
     pb.set_permits(1).unwrap();
     assert_eq!(pb.available_permits().unwrap(), -1);
     assert_eq!(pb.acquired_permits().unwrap(), 2);
-    assert!(pb.try_acquire(LONG).unwrap().is_none());
+    assert!(pb.try_acquire_id(LONG).unwrap().is_none());
     assert_eq!(taken.release().unwrap(), 2);
     assert_eq!(pb.available_permits().unwrap(), 1, "the total is 1");
     pb.set_permits(0).unwrap();
@@ -315,7 +315,7 @@ fn set_permits_sets_the_total_whatever_is_taken(env: &Env) {
 
     // An expired lease counts as returned, not as taken.
     pa.set_permits(2).unwrap();
-    let _expired = pa.acquire(Duration::from_millis(100)).unwrap();
+    let _expired = pa.acquire_id(Duration::from_millis(100)).unwrap();
     thread::sleep(Duration::from_millis(300));
     pb.set_permits(4).unwrap();
     assert_eq!(pb.available_permits().unwrap(), 4);
@@ -345,7 +345,7 @@ fn update_lease_time_extends_or_reports_gone(env: &Env) {
     pa.try_set_permits(2).unwrap();
 
     // Lengthened: it outlives its first lease.
-    let id = pa.acquire(Duration::from_millis(300)).unwrap();
+    let id = pa.acquire_id(Duration::from_millis(300)).unwrap();
     assert!(pb.update_lease_time(&id, LONG).unwrap());
     let end = stored_lease_end(env, &name, &id);
     let now = i64::try_from(
@@ -378,7 +378,7 @@ fn update_lease_time_extends_or_reports_gone(env: &Env) {
     assert!(!pa.try_release(&id).unwrap());
 
     // Released or unknown: false.
-    let id = pa.acquire(LONG).unwrap();
+    let id = pa.acquire_id(LONG).unwrap();
     pa.release(&id).unwrap();
     assert!(!pa.update_lease_time(&id, LONG).unwrap());
     let unknown = PermitId::from("0123456789abcdef0123456789abcdef".to_owned());
@@ -419,7 +419,7 @@ fn releases_additions_and_totals_wake_parked_waiters(env: &Env) {
             "add_permits" | "set_permits" => assert!(pa.try_set_permits(0).unwrap()),
             "release" => {
                 pa.try_set_permits(1).unwrap();
-                id = Some(pa.acquire(LONG).unwrap());
+                id = Some(pa.acquire_id(LONG).unwrap());
             }
             _ => {
                 pa.try_set_permits(1).unwrap();
@@ -477,7 +477,7 @@ fn permit_ids_are_stored_as_redisson_stores_them(env: &Env) {
     let p = client.permit_expirable_semaphore(name.as_str());
     p.try_set_permits(3).unwrap();
     let guard = p.acquire_many(2, Some(LONG)).unwrap();
-    let id = p.acquire(LONG).unwrap();
+    let id = p.acquire_id(LONG).unwrap();
     let mut stored: Vec<Vec<u8>> = stored_leases(env, &name)
         .into_iter()
         .map(|(member, _)| member)

@@ -323,8 +323,8 @@ fn expirable_semaphore_with_two_leased_permits(env: &Env) {
     assert!(semaphore.try_set_permits(3).unwrap());
     // No permit leased yet: only the count, as a semaphore's.
     assert_eq!(inspect(&client, &name).kind, ObjectKind::Counter);
-    let first = semaphore.acquire(Duration::from_secs(10)).unwrap();
-    let second = semaphore.acquire(Duration::from_secs(20)).unwrap();
+    let first = semaphore.acquire_id(Duration::from_secs(10)).unwrap();
+    let second = semaphore.acquire_id(Duration::from_secs(20)).unwrap();
 
     let found = inspect(&client, &name);
     assert_eq!(found.kind, ObjectKind::PermitExpirableSemaphore);
@@ -344,7 +344,7 @@ fn expirable_semaphore_with_two_leased_permits(env: &Env) {
     }
 
     // All taken: the count is 0 and the leases tell what it is.
-    let third = semaphore.acquire(Duration::from_secs(10)).unwrap();
+    let third = semaphore.acquire_id(Duration::from_secs(10)).unwrap();
     let found = inspect(&client, &name);
     assert_eq!(found.kind, ObjectKind::PermitExpirableSemaphore);
     assert_eq!(

@@ -49,7 +49,7 @@ backend_tests!(
 /// what it saw then: the flag the counting thread sets just before the last
 /// `count_down`, and the count.
 struct Waiter {
-    returned: mpsc::Receiver<(Instant, bool, u64)>,
+    returned: mpsc::Receiver<(Instant, bool, i64)>,
     done: Arc<AtomicBool>,
     handle: thread::JoinHandle<()>,
 }
@@ -78,7 +78,7 @@ impl Waiter {
         self.done.load(Ordering::SeqCst)
     }
 
-    fn returned(&self, what: &str) -> (Instant, bool, u64) {
+    fn returned(&self, what: &str) -> (Instant, bool, i64) {
         self.returned
             .recv_timeout(STUCK)
             .unwrap_or_else(|e| panic!("{what}: a waiter did not return within {STUCK:?} ({e})"))

@@ -211,7 +211,7 @@ fn expirable_semaphore_delete_drops_count_and_leases(env: &Env) {
     let s = client.permit_expirable_semaphore(&name);
     assert!(!s.delete().unwrap(), "never set");
     assert!(s.try_set_permits(2).unwrap());
-    let id = s.acquire(Duration::from_secs(30)).unwrap();
+    let id = s.acquire_id(Duration::from_secs(30)).unwrap();
     assert_eq!(s.acquired_permits().unwrap(), 1);
     assert!(s.delete().unwrap());
     assert_eq!(s.available_permits().unwrap(), 0);

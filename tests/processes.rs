@@ -153,7 +153,7 @@ fn child_permit_holder() {
     let client = child_builder().build().expect("child: connect");
     let semaphore = client.permit_expirable_semaphore(env(LOCK_ENV));
     let id = semaphore
-        .acquire(env_ms(LEASE_MS_ENV))
+        .acquire_id(env_ms(LEASE_MS_ENV))
         .expect("child: acquire");
     ready_until_parent_done(&id.to_string());
 }
@@ -879,7 +879,7 @@ fn permit_of_a_sigkilled_holder_returns_when_its_lease_ends() {
     }) as i64;
 
     // The child holds the only permit.
-    if let Some(early) = semaphore.try_acquire(Duration::from_secs(30)).unwrap() {
+    if let Some(early) = semaphore.try_acquire_id(Duration::from_secs(30)).unwrap() {
         let late = wall_ms() - lease_end;
         assert!(
             late >= 0,
@@ -898,7 +898,7 @@ fn permit_of_a_sigkilled_holder_returns_when_its_lease_ends() {
     let killed = Instant::now();
     let left_at_kill = lease_end - wall_ms();
     let id = semaphore
-        .try_acquire_for(LEASE + Duration::from_secs(10), Duration::from_secs(30))
+        .try_acquire_id_for(LEASE + Duration::from_secs(10), Duration::from_secs(30))
         .unwrap()
         .unwrap_or_else(|| {
             panic!(

@@ -288,13 +288,16 @@ fn permit_leases_at_the_limits(env: &Env) {
     assert!(permits.try_set_permits(2).unwrap());
     for lease in too_long().into_iter().chain(too_short()) {
         let case = format!("permit lease {lease:?}");
-        assert_invalid(permits.try_acquire(lease).map(drop), &case);
-        assert_invalid(permits.acquire(lease).map(drop), &case);
-        assert_invalid(permits.try_acquire_for(MS, lease).map(drop), &case);
+        assert_invalid(permits.try_acquire_id(lease).map(drop), &case);
+        assert_invalid(permits.acquire_id(lease).map(drop), &case);
+        assert_invalid(permits.try_acquire_id_for(MS, lease).map(drop), &case);
         assert_eq!(permits.available_permits().unwrap(), 2, "{case}");
     }
     let start_ms = epoch_ms();
-    let long = permits.try_acquire(MAX_LEASE).unwrap().expect("a permit");
+    let long = permits
+        .try_acquire_id(MAX_LEASE)
+        .unwrap()
+        .expect("a permit");
     assert_eq!(permits.available_permits().unwrap(), 1);
     if let Some(mut conn) = env.redis_connection() {
         // Stored as the bytes its hex digits spell, as Redisson stores ids.
@@ -314,7 +317,7 @@ fn permit_leases_at_the_limits(env: &Env) {
             "lease end {score}, expected about {expected}"
         );
     }
-    let short = permits.try_acquire(MS).unwrap().expect("a permit");
+    let short = permits.try_acquire_id(MS).unwrap().expect("a permit");
     common::wait_until("the 1 ms permit returned", STUCK, || {
         permits.available_permits().unwrap() == 1
     });
@@ -397,9 +400,9 @@ fn latch_counts_at_the_limits(env: &Env) {
             .try_set_count(u64::try_from(i64::MAX).unwrap())
             .unwrap()
     );
-    assert_eq!(latch.count().unwrap(), u64::try_from(i64::MAX).unwrap());
+    assert_eq!(latch.count().unwrap(), i64::MAX);
     latch.count_down().unwrap();
-    assert_eq!(latch.count().unwrap(), u64::try_from(i64::MAX - 1).unwrap());
+    assert_eq!(latch.count().unwrap(), i64::MAX - 1);
 }
 
 /// A multi-lock checks its lease before taking any part.

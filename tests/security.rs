@@ -3,8 +3,8 @@
 //! against a redis-server whose CA and certificates this file generates at
 //! run time (pure Rust, with `rcgen`: no openssl CLI needed).
 //!
-//! The ACL user is created from the `ACL SETUSER` line of README.md's
-//! Security section, so the README cannot drift from what the tests prove:
+//! The ACL user is created from the `ACL SETUSER` line of docs/deployments.md's
+//! Security section, so the docs cannot drift from what the tests prove:
 //! every primitive works as that user, `ACL LOG` records no refusal, and the
 //! line lists exactly the commands the library sends (checked against the
 //! Lua scripts).
@@ -49,28 +49,28 @@ const STUCK: Duration = Duration::from_secs(10);
 // Helpers
 // ---------------------------------------------------------------------------
 
-/// The `ACL SETUSER` line of README.md's Security section, as arguments
+/// The `ACL SETUSER` line of docs/deployments.md's Security section, as arguments
 /// (without `ACL SETUSER`).
 fn readme_acl_rule() -> Vec<String> {
-    let readme = include_str!("../README.md");
+    let readme = include_str!("../docs/deployments.md");
     let security = readme
         .split("\n## ")
         .find(|section| section.starts_with("Security"))
-        .expect("README.md has a `## Security` section");
+        .expect("docs/deployments.md has a `## Security` section");
     let line = security
         .lines()
         .find_map(|line| line.trim().strip_prefix("ACL SETUSER "))
-        .expect("README's Security section shows an `ACL SETUSER` line");
+        .expect("docs/deployments.md's Security section shows an `ACL SETUSER` line");
     line.split_whitespace().map(str::to_owned).collect()
 }
 
-/// The README's rule with our user name and password and, when given,
+/// The documented rule with our user name and password and, when given,
 /// other key and channel patterns.
 fn acl_rule(patterns: Option<&[&str]>) -> Vec<String> {
     let mut rule = readme_acl_rule();
     assert_eq!(
         rule[0], ACL_USER,
-        "README's rule names the user {ACL_USER:?}"
+        "the documented rule names the user {ACL_USER:?}"
     );
     for arg in &mut rule {
         if arg.starts_with('>') {
@@ -84,7 +84,7 @@ fn acl_rule(patterns: Option<&[&str]>) -> Vec<String> {
     rule
 }
 
-/// Creates the README's ACL user on the server behind `admin`.
+/// Creates the documented ACL user on the server behind `admin`.
 fn create_acl_user(admin: &mut redis::Connection, patterns: Option<&[&str]>) {
     redis::cmd("ACL")
         .arg("SETUSER")
@@ -236,7 +236,7 @@ fn assert_watchdog_renews(holder: &Client, other: &Client, name: &str) {
 // ACL users
 // ---------------------------------------------------------------------------
 
-/// README's list is exactly what the library sends: the connection-level
+/// The documented list is exactly what the library sends: the connection-level
 /// commands plus every command the Lua scripts call (Redis checks a
 /// script's calls against the caller's ACL too).
 #[test]
@@ -281,12 +281,12 @@ fn readme_acl_rule_lists_exactly_the_commands_sent() {
     }
     assert_eq!(
         listed, needed,
-        "README's ACL rule (left) differs from the commands the library sends (right)"
+        "docs/deployments.md's ACL rule (left) differs from the commands the library sends (right)"
     );
     assert!(rule.contains(&"-@all".to_owned()) || rule.contains(&"reset".to_owned()));
 }
 
-/// Every primitive works as the README's ACL user, with key and channel
+/// Every primitive works as the documented ACL user, with key and channel
 /// patterns narrower than `~*` / `&*`, and the server refuses nothing.
 #[test]
 fn acl_user_runs_every_primitive() {
@@ -481,11 +481,11 @@ fn acl_user_runs_every_primitive() {
     let exp = unique_name("acl:expirable");
     let workers = a.permit_expirable_semaphore(exp.as_str());
     assert!(workers.try_set_permits(1).unwrap());
-    let id = workers.acquire(LONG_LEASE).unwrap();
+    let id = workers.acquire_id(LONG_LEASE).unwrap();
     assert_eq!(workers.available_permits().unwrap(), 0);
     assert!(
         b.permit_expirable_semaphore(exp.as_str())
-            .try_acquire(LONG_LEASE)
+            .try_acquire_id(LONG_LEASE)
             .unwrap()
             .is_none()
     );
@@ -740,7 +740,7 @@ mod tls {
     use common::tls::{Pki, TlsServer, other_ca, pki};
     use rcgen::KeyPair;
 
-    /// `rediss://` as the README's ACL user with `password`, to the TLS port.
+    /// `rediss://` as the documented ACL user with `password`, to the TLS port.
     fn tls_url(tls: &TlsServer, password: &str) -> String {
         format!("rediss://{ACL_USER}:{password}@127.0.0.1:{}/", tls.tls_port)
     }
@@ -750,7 +750,7 @@ mod tls {
     }
 
     /// Exclusion, pub/sub wake-up and watchdog renewal over `rediss://`,
-    /// as the README's ACL user: every connection (pool and pub/sub) goes
+    /// as the documented ACL user: every connection (pool and pub/sub) goes
     /// to the TLS port, which speaks nothing but TLS.
     #[test]
     fn locks_work_over_tls() {
@@ -941,4 +941,44 @@ mod tls {
             assert!(!text.contains(&key[40..80]), "the key leaked: {text}");
         }
     }
+}
+
+/// Data of another type under a primitive's name (a WRONGTYPE reply, which
+/// names nothing) is an error naming the key and the Redis type found.
+#[test]
+fn wrongtype_names_the_key_and_the_type_found() {
+    let server = TestServer::start();
+    let name = unique_name("wrongtype");
+    redis::cmd("RPUSH")
+        .arg(&name)
+        .arg("x")
+        .query::<()>(&mut server.connection())
+        .unwrap();
+    let client = Client::open(&server.url()).unwrap();
+    let err = client.lock(name.as_str()).try_lock().unwrap_err();
+    assert!(err.is_protocol_error(), "{err:?}");
+    let text = err.to_string();
+    assert!(text.contains("WRONGTYPE"), "{text}");
+    assert!(
+        text.contains(&format!("{name:?} holds a Redis list")),
+        "{text}"
+    );
+}
+
+/// A URL with a scheme Redis does not use names the schemes it accepts,
+/// and nothing of the `redis` crate's own error kinds.
+#[test]
+fn a_bad_url_names_the_accepted_schemes() {
+    let err = Client::open("http://127.0.0.1:7400").unwrap_err();
+    assert!(err.is_invalid_argument(), "{err:?}");
+    let text = err.to_string();
+    for scheme in ["redis://", "rediss://", "unix://", "redis+unix://"] {
+        assert!(text.contains(scheme), "{text}");
+    }
+    assert!(text.contains("http://"), "{text}");
+    assert!(!text.contains("InvalidClientConfig"), "{text}");
+    let err = Client::open("redis://127.0.0.1:7400/not-a-db").unwrap_err();
+    let text = err.to_string();
+    assert!(text.contains("database"), "{text}");
+    assert!(!text.contains("InvalidClientConfig"), "{text}");
 }

@@ -690,15 +690,15 @@ fn expired_permit_returns_to_the_pool(env: &Env) {
     // a takes the only permit with a short lease and "crashes" (never
     // releases it).
     let taken = Instant::now();
-    let crashed = pa.acquire(LEASE).unwrap();
+    let crashed = pa.acquire_id(LEASE).unwrap();
     let started = Instant::now();
-    assert!(pb.try_acquire(LONG_LEASE).unwrap().is_none());
+    assert!(pb.try_acquire_id(LONG_LEASE).unwrap().is_none());
     assert!(started.elapsed() < PROMPT, "try_acquire waited");
 
     // b waits: it parks until the lease ends and then takes the permit.
     let before = counting.calls("expirable_acquire");
     let got = pb
-        .try_acquire_for(Duration::from_secs(2), LONG_LEASE)
+        .try_acquire_id_for(Duration::from_secs(2), LONG_LEASE)
         .unwrap();
     let after = taken.elapsed();
     let attempts = counting.calls("expirable_acquire") - before;
@@ -727,20 +727,20 @@ fn expired_permit_returns_to_the_pool(env: &Env) {
     assert_eq!(pa.available_permits().unwrap(), 1);
 
     // available_permits reclaims by itself, too.
-    let crashed = pa.acquire(Duration::from_millis(300)).unwrap();
+    let crashed = pa.acquire_id(Duration::from_millis(300)).unwrap();
     assert_eq!(pb.available_permits().unwrap(), 0);
     thread::sleep(Duration::from_millis(600));
     assert_eq!(pb.available_permits().unwrap(), 1);
     assert!(!pa.try_release(&crashed).unwrap());
 
     // A waiter blocked in acquire() (no bound) is woken the same way.
-    let _crashed = pa.acquire(LEASE).unwrap();
+    let _crashed = pa.acquire_id(LEASE).unwrap();
     let taken = Instant::now();
     let (tx, rx) = mpsc::channel();
     let waiter = {
         let pb = pb.clone();
         thread::spawn(move || {
-            let id = pb.acquire(LONG_LEASE).expect("acquire(lease)");
+            let id = pb.acquire_id(LONG_LEASE).expect("acquire(lease)");
             let _ = tx.send(Instant::now());
             id
         })
@@ -766,7 +766,7 @@ fn release_returns_a_live_permit_and_rejects_unknown_or_expired_ids(env: &Env) {
     pa.try_set_permits(2).unwrap();
     assert!(!pb.try_set_permits(5).unwrap());
 
-    let id = pa.acquire(LONG_LEASE).unwrap();
+    let id = pa.acquire_id(LONG_LEASE).unwrap();
     assert_eq!(id.as_str().len(), 32, "{id}");
     assert!(
         id.as_str()
@@ -789,7 +789,7 @@ fn release_returns_a_live_permit_and_rejects_unknown_or_expired_ids(env: &Env) {
 
     // An id is not tied to its client or thread: another client releases
     // it, rebuilt from its string.
-    let id = pa.acquire(LONG_LEASE).unwrap();
+    let id = pa.acquire_id(LONG_LEASE).unwrap();
     let copy = PermitId::from(id.as_str().to_owned());
     assert_eq!(copy, id);
     thread::spawn(move || pb.release(&copy))
@@ -809,8 +809,8 @@ fn release_returns_a_live_permit_and_rejects_unknown_or_expired_ids(env: &Env) {
     assert_eq!(pb.available_permits().unwrap(), 2);
 
     // An expired id: reclaimed, not released (no double count).
-    let short = pa.acquire(Duration::from_millis(300)).unwrap();
-    let live = pa.acquire(LONG_LEASE).unwrap();
+    let short = pa.acquire_id(Duration::from_millis(300)).unwrap();
+    let live = pa.acquire_id(LONG_LEASE).unwrap();
     assert_eq!(pb.available_permits().unwrap(), 0);
     thread::sleep(Duration::from_millis(600));
     assert!(
@@ -832,12 +832,12 @@ fn release_wakes_a_waiter_for_a_leased_permit(env: &Env) {
         let name = unique_name("pes:wake");
         let pa = a.permit_expirable_semaphore(name.as_str());
         pa.try_set_permits(1).unwrap();
-        let id = pa.acquire(LONG_LEASE).unwrap();
+        let id = pa.acquire_id(LONG_LEASE).unwrap();
         // A bounded wait behind a long lease times out about on time.
         let pb = b.permit_expirable_semaphore(name.as_str());
         let wait = Duration::from_millis(200);
         let started = Instant::now();
-        assert!(pb.try_acquire_for(wait, LONG_LEASE).unwrap().is_none());
+        assert!(pb.try_acquire_id_for(wait, LONG_LEASE).unwrap().is_none());
         let elapsed = started.elapsed();
         assert!(
             elapsed >= wait && elapsed < wait + PROMPT,
@@ -845,7 +845,7 @@ fn release_wakes_a_waiter_for_a_leased_permit(env: &Env) {
         );
         let (tx, rx) = mpsc::channel();
         let waiter = thread::spawn(move || {
-            let got = pb.acquire(LONG_LEASE).expect("acquire(lease)");
+            let got = pb.acquire_id(LONG_LEASE).expect("acquire(lease)");
             let _ = tx.send(Instant::now());
             got
         });
@@ -886,7 +886,7 @@ fn never_over_granted_with_leases(env: &Env) {
             threads.push(thread::spawn(move || {
                 start.wait();
                 for _ in 0..ITERATIONS {
-                    let id = semaphore.acquire(LONG_LEASE).expect("acquire(lease)");
+                    let id = semaphore.acquire_id(LONG_LEASE).expect("acquire(lease)");
                     let now = live.fetch_add(1, Ordering::SeqCst) + 1;
                     raise(&max, now);
                     assert!(now <= PERMITS, "{now} holders of {PERMITS} permits");
@@ -922,10 +922,10 @@ fn expirable_bad_input_is_a_clear_error(env: &Env) {
         empty.try_set_permits(1).map(drop).unwrap_err(),
         empty.add_permits(1).map(drop).unwrap_err(),
         empty.available_permits().map(drop).unwrap_err(),
-        empty.acquire(LONG_LEASE).map(drop).unwrap_err(),
-        empty.try_acquire(LONG_LEASE).map(drop).unwrap_err(),
+        empty.acquire_id(LONG_LEASE).map(drop).unwrap_err(),
+        empty.try_acquire_id(LONG_LEASE).map(drop).unwrap_err(),
         empty
-            .try_acquire_for(Duration::from_millis(10), LONG_LEASE)
+            .try_acquire_id_for(Duration::from_millis(10), LONG_LEASE)
             .map(drop)
             .unwrap_err(),
         empty.try_release(&some_id).map(drop).unwrap_err(),
@@ -945,8 +945,8 @@ fn expirable_bad_input_is_a_clear_error(env: &Env) {
         Duration::from_millis(i64::MAX as u64),
     ] {
         let errors = [
-            semaphore.acquire(lease).map(drop).unwrap_err(),
-            semaphore.try_acquire(lease).map(drop).unwrap_err(),
+            semaphore.acquire_id(lease).map(drop).unwrap_err(),
+            semaphore.try_acquire_id(lease).map(drop).unwrap_err(),
             semaphore
                 .try_acquire_for(Duration::from_millis(10), lease)
                 .map(drop)

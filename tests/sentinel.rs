@@ -437,7 +437,7 @@ fn every_primitive_works_through_sentinel() {
 
     let expirable = client.permit_expirable_semaphore(unique_name("sentinel:pes"));
     assert!(expirable.try_set_permits(1).unwrap());
-    let id = expirable.acquire(Duration::from_secs(10)).unwrap();
+    let id = expirable.acquire_id(Duration::from_secs(10)).unwrap();
     expirable.release(&id).unwrap();
 
     let latch = client.count_down_latch(unique_name("sentinel:latch"));

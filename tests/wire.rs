@@ -1301,7 +1301,7 @@ fn permit_expirable_leases_are_a_zset_of_id_bytes_scored_by_lease_end() {
         listener.expect("try_set_permits", channel, "2");
         let before = wall_ms();
         let id = semaphore
-            .acquire(Duration::from_millis(LEASE_MS as u64))
+            .acquire_id(Duration::from_millis(LEASE_MS as u64))
             .unwrap();
         let after = wall_ms();
         assert!(is_permit_id(id.as_str()), "permit id {id}");
@@ -1339,7 +1339,7 @@ fn permit_expirable_leases_are_a_zset_of_id_bytes_scored_by_lease_end() {
 
         // An expired lease is reclaimed by the next script, which announces
         // the new count.
-        let short = semaphore.acquire(Duration::from_millis(100)).unwrap();
+        let short = semaphore.acquire_id(Duration::from_millis(100)).unwrap();
         assert!(permit_score(&mut raw, leases, short.as_str()).is_some());
         thread::sleep(Duration::from_millis(300));
         assert_eq!(semaphore.available_permits().unwrap(), 2);
@@ -1367,7 +1367,7 @@ fn permit_expirable_leases_are_a_zset_of_id_bytes_scored_by_lease_end() {
             .query(&mut raw)
             .unwrap();
         let ours = semaphore
-            .try_acquire(Duration::from_secs(30))
+            .try_acquire_id(Duration::from_secs(30))
             .unwrap()
             .expect("the permit of Redisson's expired lease");
         listener.expect("reclaiming Redisson's expired lease", channel, "1");
@@ -1377,7 +1377,7 @@ fn permit_expirable_leases_are_a_zset_of_id_bytes_scored_by_lease_end() {
         assert!(permit_score(&mut raw, leases, ours.as_str()).is_some());
         assert!(
             semaphore
-                .try_acquire(Duration::from_secs(30))
+                .try_acquire_id(Duration::from_secs(30))
                 .unwrap()
                 .is_none()
         );
@@ -1517,7 +1517,8 @@ fn simulated_redisson_releasers_wake_our_semaphore_and_latch_waiters() {
             .query(&mut raw)
             .unwrap();
         let expirable = client.permit_expirable_semaphore(name);
-        let (waiter, rx) = spawn_timed(move || expirable.acquire(Duration::from_secs(30)).unwrap());
+        let (waiter, rx) =
+            spawn_timed(move || expirable.acquire_id(Duration::from_secs(30)).unwrap());
         settle(&mut raw, channel, &rx, "permit-expirable semaphore");
         let released = Instant::now();
         let _: i64 = redis::cmd("ZREM")

@@ -31,8 +31,7 @@ pub(crate) fn semaphore_acquire_release(semaphore: &Semaphore) {
 }
 
 pub(crate) fn expirable_acquire_release(semaphore: &PermitExpirableSemaphore) {
-    let id = semaphore.acquire(LEASE).unwrap();
-    semaphore.release(&id).unwrap();
+    semaphore.acquire(LEASE).unwrap().release().unwrap();
 }
 
 // ------------------------------------------------------- multi (uncontended) --

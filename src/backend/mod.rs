@@ -54,6 +54,7 @@ pub use self::redis::RedisBackend;
 pub use self::replication::{ReplicaAcknowledgement, ReplicaShortfall};
 pub use self::script::{Arg, Effect, Reply, Resend, Script, ScriptCall};
 #[cfg(feature = "sentinel")]
+#[cfg_attr(docsrs, doc(cfg(feature = "sentinel")))]
 pub use self::sentinel::SentinelConfig;
 
 /// What an acquire attempt found.

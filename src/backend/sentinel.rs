@@ -357,7 +357,14 @@ impl SentinelTarget {
         let mut best: Option<(u64, MasterAddress)> = None;
         let mut last_error = None;
         let mut unknown = 0;
+        let mut timeouts = 0;
         for sentinel in &self.sentinels {
+            // Past the caller's deadline, a sentinel that did not answer
+            // is not followed by another (each would get a round trip's
+            // floor on top of the bound).
+            if last_error.is_some() && crate::deadline::passed() {
+                break;
+            }
             match self.ask(sentinel) {
                 Ok(Some((epoch, address))) => {
                     if best.as_ref().is_none_or(|(best, _)| epoch > *best) {
@@ -365,7 +372,12 @@ impl SentinelTarget {
                     }
                 }
                 Ok(None) => unknown += 1,
-                Err(err) => last_error = Some(err),
+                Err(err) => {
+                    if err.is_timeout() {
+                        timeouts += 1;
+                    }
+                    last_error = Some(err);
+                }
             }
         }
         if let Some((_, address)) = best {
@@ -379,6 +391,17 @@ impl SentinelTarget {
                     "{unknown} of {} sentinels answered and none monitors a master named {:?}",
                     self.sentinels.len(),
                     self.master_name
+                ),
+            )));
+        }
+        if timeouts > 0 && last_error.as_ref().is_some_and(RedisError::is_timeout) {
+            // Kept a timeout, so that it reads "timed out" (not the
+            // socket's "os error 11").
+            return Err(RedisError::from(std::io::Error::new(
+                std::io::ErrorKind::TimedOut,
+                format!(
+                    "no answer from the sentinels to SENTINEL MASTER in time                      ({timeouts} of {} timed out)",
+                    self.sentinels.len()
                 ),
             )));
         }
@@ -399,8 +422,10 @@ impl SentinelTarget {
         sentinel: &redis::Client,
     ) -> std::result::Result<Option<(u64, MasterAddress)>, RedisError> {
         let mut conn = super::connect::connect_within(sentinel, self.connection_timeout)?;
-        conn.set_read_timeout(Some(self.response_timeout))?;
-        conn.set_write_timeout(Some(self.response_timeout))?;
+        // Under the caller's deadline when a call opens the connection.
+        let respond = crate::deadline::cap(self.response_timeout);
+        conn.set_read_timeout(Some(respond))?;
+        conn.set_write_timeout(Some(respond))?;
         let reply: redis::RedisResult<HashMap<String, String>> = redis::cmd("SENTINEL")
             .arg("MASTER")
             .arg(&self.master_name)
@@ -449,11 +474,16 @@ impl SentinelTarget {
             .map_err(|err| master_error(&address, "connecting", &err))?;
         let mut conn = super::connect::connect_within(&client, self.connection_timeout)
             .map_err(|err| master_error(&address, "connecting", &err))?;
-        conn.set_read_timeout(Some(self.response_timeout))?;
-        conn.set_write_timeout(Some(self.response_timeout))?;
+        // ROLE keeps to the caller's deadline; the connection then gets
+        // the response timeout back for the pool.
+        let respond = crate::deadline::cap(self.response_timeout);
+        conn.set_read_timeout(Some(respond))?;
+        conn.set_write_timeout(Some(respond))?;
         let role: redis::Role = redis::cmd("ROLE")
             .query(&mut conn)
             .map_err(|err| master_error(&address, "ROLE", &err))?;
+        conn.set_read_timeout(Some(self.response_timeout))?;
+        conn.set_write_timeout(Some(self.response_timeout))?;
         match role {
             redis::Role::Primary { .. } => Ok((conn, epoch)),
             _ => Err(RedisError::from((
@@ -471,6 +501,14 @@ impl SentinelTarget {
 /// An error on the master a sentinel named, kept a connection error when it
 /// was one, with the address added.
 fn master_error(address: &MasterAddress, op: &str, err: &RedisError) -> RedisError {
+    if err.is_timeout() {
+        // Still a timeout, so that it reads "timed out", not the socket's
+        // "Resource temporarily unavailable (os error 11)".
+        return RedisError::from(std::io::Error::new(
+            std::io::ErrorKind::TimedOut,
+            format!("{op} on the master at {address}, named by Sentinel: timed out"),
+        ));
+    }
     let connection = err.is_io_error()
         || err.is_connection_dropped()
         || err.is_connection_refusal()

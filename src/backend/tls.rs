@@ -314,10 +314,9 @@ impl TlsSettings {
 /// may hold a password).
 pub(crate) fn parse_url(url: &str, what: &'static str) -> Result<redis::ConnectionInfo> {
     require_tls_feature(what, url)?;
-    let info = url.into_connection_info().map_err(|err| {
-        // The crate's message may echo the URL, which may hold a password.
-        Error::invalid(what, format!("not a valid Redis URL ({:?})", err.kind()))
-    })?;
+    let info = url
+        .into_connection_info()
+        .map_err(|err| crate::error::bad_url(what, url, &url_problem(&err)))?;
     if let redis::ConnectionAddr::TcpTls { insecure: true, .. } = info.addr() {
         return Err(Error::invalid(
             what,
@@ -326,6 +325,19 @@ pub(crate) fn parse_url(url: &str, what: &'static str) -> Result<redis::Connecti
         ));
     }
     Ok(info)
+}
+
+/// What the `redis` crate found wrong with a URL, in its own words but
+/// without its error kind (`- InvalidClientConfig`): its descriptions are
+/// fixed texts that never quote the URL (which may hold a password).
+fn url_problem(err: &redis::RedisError) -> String {
+    let text = err.to_string();
+    let description = text.split(" - ").next().unwrap_or_default().trim();
+    let mut chars = description.chars();
+    match chars.next() {
+        Some(first) => first.to_lowercase().chain(chars).collect(),
+        None => "not a Redis URL".to_owned(),
+    }
 }
 
 /// The `redis::Client` for `info`: over TLS with `tls`'s certificates (or
@@ -378,10 +390,10 @@ pub(crate) fn open_client(url: &str, tls: &TlsSettings) -> Result<redis::Client>
         if tls.is_set() {
             Error::invalid(
                 "tls_root_certificate",
-                format!("rejected by the redis crate ({:?})", err.kind()),
+                format!("rejected: {}", url_problem(&err)),
             )
         } else {
-            Error::invalid("url", format!("not a valid Redis URL ({:?})", err.kind()))
+            crate::error::bad_url("url", url, &url_problem(&err))
         }
     })
 }

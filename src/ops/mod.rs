@@ -56,8 +56,9 @@ pub(crate) use script;
 
 /// Every script of every operation (tests check them all).
 #[cfg(test)]
-pub(crate) fn all_scripts() -> [&'static crate::backend::Script; 36] {
+pub(crate) fn all_scripts() -> [&'static crate::backend::Script; 37] {
     [
+        &KEY_TYPES,
         &lock::ACQUIRE,
         &lock::FENCED_ACQUIRE,
         &lock::RENEW,
@@ -102,9 +103,55 @@ pub(crate) fn all_scripts() -> [&'static crate::backend::Script; 36] {
 /// argument, why); data of another type or shape is `Protocol`.
 pub(crate) fn run<B: LockBackend + ?Sized>(backend: &B, call: &ScriptCall<'_>) -> Result<Reply> {
     match backend.run_script(call)? {
+        Reply::Error(text) if text.starts_with("WRONGTYPE") => Err(wrong_type(backend, call)),
         Reply::Error(text) => Err(script_error(call.script().operation(), &text)),
         reply => Ok(reply),
     }
+}
+
+script!(
+    /// KEYS the keys of a call that got WRONGTYPE. {type of each}; writes
+    /// nothing.
+    KEY_TYPES = "key_types", "key type lookup"
+);
+
+/// The error for a WRONGTYPE reply to `call`, naming its keys that exist
+/// and the Redis type each holds (looked up after the fact: Redis' reply
+/// names neither). Without the lookup (it failed too), the bare fact.
+fn wrong_type<B: LockBackend + ?Sized>(backend: &B, call: &ScriptCall<'_>) -> Error {
+    let operation = call.script().operation();
+    let lookup = call.keys().iter().fold(
+        ScriptCall::new(
+            &KEY_TYPES,
+            crate::backend::Resend::Harmless,
+            crate::backend::Effect::Read,
+        ),
+        |lookup, key| lookup.key(key.as_ref()),
+    );
+    let found: Vec<String> = match backend.run_script(&lookup) {
+        Ok(Reply::Array(types)) => call
+            .keys()
+            .iter()
+            .zip(
+                types
+                    .iter()
+                    .map(|found| found.as_text().unwrap_or("?").to_owned()),
+            )
+            .filter(|(_, found)| found != "none")
+            .map(|(key, found)| format!("{key:?} holds a Redis {found}"))
+            .collect(),
+        _ => Vec::new(),
+    };
+    if found.is_empty() {
+        return Error::protocol(format!(
+            "{operation}: a key holds another Redis type than this primitive uses (WRONGTYPE)"
+        ));
+    }
+    Error::protocol(format!(
+        "{operation}: {}, another type than this primitive uses (WRONGTYPE): \
+         delete it or pick another name",
+        found.join(", ")
+    ))
 }
 
 /// The arguments the scripts check (`lua/args_prelude.lua`), by the name

@@ -59,6 +59,24 @@ impl Snapshot {
     }
 }
 
+/// One waiter's own part of the wake state: kept beside its channel's
+/// [`ChannelState`] under the same mutex and passed to the transitions that
+/// concern that waiter. The reconnect rule is per waiter (see
+/// [`ChannelState::confirm`]), so it cannot be a count in the channel.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub(crate) struct WaiterState {
+    /// The message count when it last passed a wake on: it takes no stored
+    /// permit again until a newer message arrives.
+    passed: Option<u64>,
+    /// What its current retry was woken by: a message's stored permit (the
+    /// message count at the take) or, `None`, its own retry of a round
+    /// (which is nobody else's, so it is never passed on).
+    woken_at: Option<u64>,
+    /// The round it has had its retry for (or registered in; one behind
+    /// when it registered owed a retry).
+    round: u64,
+}
+
 /// What the subscriber thread's periodic sweep decides for one channel.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Sweep {
@@ -95,6 +113,10 @@ pub(crate) struct ChannelState {
     /// it on (semaphores: a waiter for 2 permits woken by a release of 1
     /// hands the wake to one that needs 1).
     passes: usize,
+    /// Rounds opened so far (subscription confirmations and refused
+    /// reconnects): each owes every waiter registered before it one retry of
+    /// its own (see [`confirm`](Self::confirm)).
+    round: u64,
 }
 
 impl ChannelState {
@@ -109,6 +131,7 @@ impl ChannelState {
             handoff_until: None,
             delivered: 0,
             passes: 0,
+            round: 0,
         }
     }
 
@@ -131,17 +154,28 @@ impl ChannelState {
 
     /// Registers a waiter whose failed attempt followed `seen`. If the
     /// channel is subscribed and a message arrived since (or `seen` cannot
-    /// tell), the waiter gets a permit: that message found no waiter to keep
-    /// it for. Returns true when the thread must be asked to SUBSCRIBE (first
-    /// waiter of an unsubscribed channel). The registering waiter is not
-    /// parked, so nobody needs a notify.
-    pub(crate) fn register(&mut self, seen: Snapshot) -> bool {
+    /// tell), the waiter is owed one retry of its own: that message found
+    /// no waiter to keep it for. (Not a stored permit: another waiter that
+    /// cannot use it, a semaphore waiter for more permits, could take it.)
+    /// Otherwise it joins the current round. Returns the waiter's own state,
+    /// and true when the thread must be asked to SUBSCRIBE (first waiter of
+    /// an unsubscribed channel). The registering waiter is not parked, so
+    /// nobody needs a notify.
+    pub(crate) fn register(&mut self, seen: Snapshot) -> (WaiterState, bool) {
         self.waiters += 1;
         self.idle_since = None;
-        if self.confirmed && seen.delivered != Some(self.delivered) {
-            self.permits = (self.permits + 1).min(self.waiters);
-        }
-        !self.confirmed && self.waiters == 1
+        let missed = self.confirmed && seen.delivered != Some(self.delivered);
+        let waiter = WaiterState {
+            passed: None,
+            woken_at: None,
+            // A round behind: `take_permit` gives it its retry.
+            round: if missed {
+                self.round.wrapping_sub(1)
+            } else {
+                self.round
+            },
+        };
+        (waiter, !self.confirmed && self.waiters == 1)
     }
 
     /// A waiter leaves (its `Subscription` dropped); permits stay capped.
@@ -154,35 +188,44 @@ impl ChannelState {
         }
     }
 
-    /// Takes a permit if one is stored and the waiter has not passed on a
-    /// wake of the latest message (`passed`, see [`pass_on`](Self::pass_on)).
-    /// Returns the message count at the take (the wake's message), which the
-    /// waiter hands to `pass_on` if its retry fails.
-    pub(crate) fn take_permit(&mut self, passed: Option<u64>) -> Option<u64> {
-        if self.permits > 0 && passed != Some(self.delivered) {
-            self.permits -= 1;
-            return Some(self.delivered);
+    /// Whether `waiter` may retry now, taking what lets it: first its own
+    /// retry of the latest round, if it has not had it (no other
+    /// waiter can use that up); else a stored permit, if one is there and
+    /// the waiter has not passed on a wake of the latest message (see
+    /// [`pass_on`](Self::pass_on)).
+    pub(crate) fn take_permit(&mut self, waiter: &mut WaiterState) -> bool {
+        if waiter.round != self.round {
+            waiter.round = self.round;
+            waiter.woken_at = None;
+            return true;
         }
-        None
+        if self.permits > 0 && waiter.passed != Some(self.delivered) {
+            self.permits -= 1;
+            waiter.woken_at = Some(self.delivered);
+            return true;
+        }
+        false
     }
 
-    /// A woken waiter could not use the wake it took when the message count
-    /// was `woken_at`: hand it to another waiter if the last message still
-    /// allows (bounded, so two waiters that both cannot use it do not pass it
-    /// back and forth). Returns the marker the passer must remember (it takes
-    /// no permit again until a message newer than the one it woke on: one
-    /// that arrived during its retry still wakes it, since the retry may
-    /// have run before that message's release) and the notify, or `None`
-    /// when nothing was passed.
-    pub(crate) fn pass_on(&mut self, woken_at: u64) -> Option<(u64, Notify)> {
+    /// A woken waiter could not use its wake: if it was a message's stored
+    /// permit, hand it to another waiter when the last message still allows
+    /// (bounded, so two waiters that both cannot use it do not pass it back
+    /// and forth). The passer then takes no permit again until a message
+    /// newer than the one it woke on (one that arrived during its retry still
+    /// wakes it, since the retry may have run before that message's
+    /// release). A confirmation retry is the waiter's own: nothing to pass.
+    /// Returns the notify, or `None` when nothing was passed.
+    pub(crate) fn pass_on(&mut self, waiter: &mut WaiterState) -> Option<Notify> {
+        let woken_at = waiter.woken_at?;
         if self.passes == 0 {
             return None;
         }
         self.passes -= 1;
         self.permits = (self.permits + 1).min(self.waiters);
+        waiter.passed = Some(woken_at);
         // Every parked waiter looks; the passer itself will not take it
         // unless a newer message came.
-        Some((woken_at, Notify::All))
+        Some(Notify::All)
     }
 
     /// The woken waiter finished its retry: close the handoff window.
@@ -216,17 +259,24 @@ impl ChannelState {
         }
     }
 
-    /// The SUBSCRIBE took effect: every waiter retries once now, because an
-    /// unlock published before the subscription took effect was not seen.
-    /// It counts as a delivery: a waiter whose snapshot predates it missed
-    /// that window too (say a reconnect between its attempt and its
+    /// The SUBSCRIBE took effect (first subscription or after a reconnect):
+    /// every waiter registered now retries exactly once, because a message
+    /// published before the subscription took effect was not seen. The
+    /// retry is each waiter's own (a new round, see
+    /// [`take_permit`](Self::take_permit)), not a count of permits: with a
+    /// count, one waiter that cannot use its wakes (a semaphore waiter for
+    /// more permits than are free) could take them all while another that
+    /// could proceed sleeps its fallback; and it comes once per
+    /// confirmation, so a reconnect makes no herd of repeated retries.
+    ///
+    /// It also counts as a delivery: a waiter whose snapshot predates it
+    /// missed that window too (say a reconnect between its attempt and its
     /// registration, with the unlock published while unsubscribed), so it
-    /// gets a permit when it registers; and a waiter that passed on the last
-    /// message's wake takes this one.
+    /// is owed a retry when it registers.
     pub(crate) fn confirm(&mut self) -> Notify {
         self.confirmed = true;
         self.delivered = self.delivered.wrapping_add(1);
-        self.permits = self.waiters;
+        self.round = self.round.wrapping_add(1);
         Notify::All
     }
 
@@ -261,15 +311,58 @@ impl ChannelState {
         }
     }
 
-    /// The connection was lost: not subscribed any more, and everyone
-    /// retries, because messages may have been lost meanwhile.
-    pub(crate) fn disconnected(&mut self) -> Notify {
+    /// The connection was lost: not subscribed any more. Nobody retries
+    /// yet: a message published until the resubscription takes effect would
+    /// be missed by a retry now, so the retry every waiter is owed comes
+    /// with that [`confirm`](Self::confirm), once.
+    pub(crate) fn disconnected(&mut self) {
         self.confirmed = false;
-        self.wake_all()
     }
 
-    /// Gives every waiter a permit and wakes it (reconnect, shutdown).
-    pub(crate) fn wake_all(&mut self) -> Notify {
+    /// A new pub/sub connection could not be opened (the server is down or
+    /// refusing): every waiter retries once now, in a round of its own as at
+    /// a confirmation, so that a waiting caller learns of the outage from
+    /// its attempt's error instead of sleeping its fallback (or, if only
+    /// pub/sub fails, gets one retry per reconnect attempt: at most one a
+    /// second, the reconnect back-off's cap).
+    pub(crate) fn reconnect_failed(&mut self) -> Notify {
+        self.round = self.round.wrapping_add(1);
+        Notify::All
+    }
+
+    /// The rule before per-waiter rounds, kept so `model_tests` can show the
+    /// checker catches it: a confirmation (and a disconnect) stored one
+    /// permit per waiter, a count any waiter could use up.
+    #[cfg(test)]
+    pub(crate) fn confirm_counted(&mut self) -> Notify {
+        self.confirmed = true;
+        self.delivered = self.delivered.wrapping_add(1);
+        self.permits = self.waiters;
+        Notify::All
+    }
+
+    /// The old rule's registration (see
+    /// [`confirm_counted`](Self::confirm_counted)): a waiter whose snapshot
+    /// predates a message stored a permit, a count any waiter could use up.
+    #[cfg(test)]
+    pub(crate) fn register_counted(&mut self, seen: Snapshot) -> (WaiterState, bool) {
+        self.waiters += 1;
+        self.idle_since = None;
+        if self.confirmed && seen.delivered != Some(self.delivered) {
+            self.permits = (self.permits + 1).min(self.waiters);
+        }
+        let waiter = WaiterState {
+            passed: None,
+            woken_at: None,
+            round: self.round,
+        };
+        (waiter, !self.confirmed && self.waiters == 1)
+    }
+
+    /// The old rule's disconnect (see [`confirm_counted`](Self::confirm_counted)).
+    #[cfg(test)]
+    pub(crate) fn disconnected_counted(&mut self) -> Notify {
+        self.confirmed = false;
         self.permits = self.waiters;
         Notify::All
     }
@@ -285,30 +378,26 @@ mod tests {
     /// A is still retrying. A's failed retry passes on the wake of release
     /// 1 only: release 2's wake must still be A's to take, or A parks with
     /// the permit free in Redis until its fallback (the 30 s stall that
-    /// `tests/semaphore_wake_probe.rs` caught).
+    /// `tests/semaphore_wakes.rs` caught).
     #[test]
     fn a_message_during_a_failed_retry_still_wakes_the_waiter() {
         let mut channel = ChannelState::new(Wake::Semaphore);
-        channel.register(Snapshot::absent());
+        let (mut a, _) = channel.register(Snapshot::absent());
         assert_eq!(channel.confirm(), Notify::All);
-        let confirmed = channel
-            .take_permit(None)
-            .expect("the confirmation's permit");
+        assert!(channel.take_permit(&mut a), "the confirmation's retry");
+        assert_eq!(channel.pass_on(&mut a), None, "a retry of its own");
+        assert!(!channel.take_permit(&mut a));
         // Release 1 and its wake; A takes it.
-        channel.pass_on(confirmed);
-        let _ = channel.take_permit(Some(confirmed));
         channel.deliver("1");
-        let woken_at = channel
-            .take_permit(Some(confirmed))
-            .expect("release 1 wakes A");
+        assert!(channel.take_permit(&mut a), "release 1 wakes A");
         // Release 2 arrives while A retries; A's retry (sent before) fails.
         channel.deliver("1");
-        let (passed, _) = channel
-            .pass_on(woken_at)
-            .expect("a semaphore wake is passed on");
-        assert_eq!(passed, woken_at);
         assert!(
-            channel.take_permit(Some(passed)).is_some(),
+            channel.pass_on(&mut a).is_some(),
+            "a semaphore wake is passed on"
+        );
+        assert!(
+            channel.take_permit(&mut a),
             "release 2's wake was lost: the waiter would park with the permit free"
         );
     }
@@ -316,17 +405,73 @@ mod tests {
     #[test]
     fn a_waiter_does_not_retake_the_wake_it_passed_on() {
         let mut channel = ChannelState::new(Wake::Semaphore);
-        channel.register(Snapshot::absent());
-        channel.register(Snapshot::absent());
+        let (mut a, _) = channel.register(Snapshot::absent());
+        let (mut b, _) = channel.register(Snapshot::absent());
         channel.confirm();
-        let _ = channel.take_permit(None);
-        let _ = channel.take_permit(None);
+        assert!(channel.take_permit(&mut a));
+        assert!(channel.take_permit(&mut b));
         channel.deliver("1");
-        let woken_at = channel.take_permit(None).expect("the release wakes one");
-        let (passed, notify) = channel.pass_on(woken_at).expect("passed on");
-        assert_eq!(notify, Notify::All);
+        assert!(channel.take_permit(&mut a), "the release wakes one");
+        assert_eq!(channel.pass_on(&mut a), Some(Notify::All));
         // The passer cannot take it back; the other waiter can.
-        assert_eq!(channel.take_permit(Some(passed)), None);
-        assert!(channel.take_permit(None).is_some());
+        assert!(!channel.take_permit(&mut a));
+        assert!(channel.take_permit(&mut b));
+    }
+
+    /// The seventh fault of issue 21: after a reconnect, a semaphore waiter
+    /// for 2 permits (A) fails its retry with 1 free, and must not take the
+    /// retry of the waiter for 1 (B), which would then park with the permit
+    /// free until its fallback. Each has exactly one retry per confirmation.
+    #[test]
+    fn a_confirmation_owes_each_waiter_one_retry_of_its_own() {
+        let mut channel = ChannelState::new(Wake::Semaphore);
+        let (mut a, _) = channel.register(Snapshot::absent());
+        let (mut b, _) = channel.register(Snapshot::absent());
+        channel.confirm();
+        assert!(channel.take_permit(&mut a) && channel.take_permit(&mut b));
+        // The reconnect: nobody retries before the resubscription.
+        channel.disconnected();
+        assert!(!channel.take_permit(&mut a) && !channel.take_permit(&mut b));
+        assert_eq!(channel.confirm(), Notify::All);
+        assert!(channel.take_permit(&mut a), "A's retry");
+        assert_eq!(channel.pass_on(&mut a), None);
+        assert!(!channel.take_permit(&mut a), "A retried twice");
+        assert!(channel.take_permit(&mut b), "A used up B's retry");
+        assert!(!channel.take_permit(&mut b), "B retried twice");
+        // A waiter that registers after the confirmation (its attempt
+        // followed it) is owed nothing.
+        let seen = channel.snapshot(Instant::now());
+        let (mut c, _) = channel.register(seen);
+        assert!(!channel.take_permit(&mut c));
+    }
+
+    /// A waiter whose snapshot predates the last message is owed a retry of
+    /// its own at registration: the semaphore waiter for 2 (A), failing its
+    /// retry with 1 free, cannot take it from the waiter for 1 (B).
+    #[test]
+    fn a_missed_message_owes_the_registering_waiter_its_own_retry() {
+        let mut channel = ChannelState::new(Wake::Semaphore);
+        let (mut a, _) = channel.register(Snapshot::absent());
+        let b_seen = channel.snapshot(Instant::now());
+        channel.confirm();
+        // B's attempt failed before the confirmation; it registers after.
+        let (mut b, _) = channel.register(b_seen);
+        assert!(channel.take_permit(&mut a), "A's confirmation retry");
+        assert_eq!(channel.pass_on(&mut a), None);
+        assert!(!channel.take_permit(&mut a), "A took B's retry");
+        assert!(channel.take_permit(&mut b), "B's retry of its own");
+        assert!(!channel.take_permit(&mut b));
+    }
+
+    /// The old counted rule fails the same scenario (what the model checker
+    /// shows for every interleaving, see `model_tests`).
+    #[test]
+    fn the_counted_rule_lets_one_waiter_take_every_retry() {
+        let mut channel = ChannelState::new(Wake::Semaphore);
+        let (mut a, _) = channel.register(Snapshot::absent());
+        let (mut b, _) = channel.register(Snapshot::absent());
+        channel.confirm_counted();
+        assert!(channel.take_permit(&mut a) && channel.take_permit(&mut a));
+        assert!(!channel.take_permit(&mut b));
     }
 }

@@ -11,24 +11,34 @@
 //!    channel asks the subscriber thread to SUBSCRIBE (it pushes the wish into
 //!    the shared state and nudges the thread with a message on the client's
 //!    control channel). The confirmation gives every waiter of the channel a
-//!    permit, so each retries once the subscription is live and an unlock
-//!    published in between cannot be missed.
+//!    retry of its own, so each retries once the subscription is live and an
+//!    unlock published in between cannot be missed.
 //! 2. After a failed retry it parks ([`Subscription::wait_permit`]) until a
 //!    permit is available or the TTL the failed attempt returned has passed,
 //!    and takes one permit.
 //! 3. A message adds permits by the channel's [`Wake`] policy: one for an
 //!    unlock (one waiter per client retries, not a herd), all for a broadcast.
-//!    A reconnect wakes everyone: messages may have been lost meanwhile.
+//!    A reconnect makes every waiter retry exactly once, when the
+//!    resubscription takes effect (messages may have been lost meanwhile):
+//!    each confirmation opens a round, and each waiter registered before it
+//!    has one retry of its own in that round, which no other waiter can use
+//!    up (stored permits are a count; a count let one semaphore waiter that
+//!    could not use its wakes take every one while another that could
+//!    proceed slept its fallback). An attempt to reconnect that cannot open
+//!    a connection also opens a round, so a waiting caller learns of an
+//!    outage from its retry's error rather than sleeping its fallback.
 //! 4. Permits are stored, capped at the number of waiters, so a message that
 //!    arrives between a failed attempt and the park is not lost (tokio's
 //!    `Notify` idea). A message that arrives between a waiter's first failed
 //!    attempt and its registration, when no other waiter could keep it, is
 //!    caught by the channel's delivered-message count: the waiter compares
-//!    the count it saw before the attempt ([`Subscriber::snapshot`]) and takes
-//!    a permit if it moved. A subscription confirmation counts as a delivery,
-//!    so a reconnect between the attempt and the registration (an unlock
-//!    lost while unsubscribed) moves the count too. The TTL bound means a
-//!    message lost anyway costs one retry, never a hang.
+//!    the count it saw before the attempt ([`Subscriber::snapshot`]) and, if
+//!    it moved, is owed a retry of its own (as at a confirmation: a stored
+//!    permit could be taken by a waiter that cannot use it, a semaphore
+//!    waiter for more permits). A subscription confirmation counts as a
+//!    delivery, so a reconnect between the attempt and the registration (an
+//!    unlock lost while unsubscribed) moves the count too. The TTL bound
+//!    means a message lost anyway costs one retry, never a hang.
 //!
 //! A channel whose last waiter left stays subscribed for a short linger, so a
 //! lock contended again and again does not pay SUBSCRIBE every time; the
@@ -74,7 +84,7 @@ use crate::backend::{LockBackend, PubSubConnection};
 use crate::event::{EventHandler, SubscriberEvent};
 use crate::{Error, Result};
 
-use self::channel::{ChannelState, Notify, Sweep};
+use self::channel::{ChannelState, Notify, Sweep, WaiterState};
 pub(crate) use self::channel::{Snapshot, Wake};
 
 /// How long the subscriber blocks on the socket before it checks for new
@@ -141,6 +151,8 @@ struct Waiter {
     parked: Option<u64>,
     seat: Option<Seat>,
     grant: Grant,
+    /// Its part of the wake state (see [`WaiterState`]).
+    own: WaiterState,
 }
 
 impl Entry {
@@ -236,8 +248,8 @@ impl Subscriber {
     /// Registers a waiter on `channel`, starting the thread and asking for a
     /// SUBSCRIBE if it is the first. `seen` is the snapshot taken before the
     /// waiter's failed attempt: if the channel was already subscribed and a
-    /// message arrived since (or `seen` cannot tell), the waiter gets a permit,
-    /// because that message found no waiter to keep it for.
+    /// message arrived since (or `seen` cannot tell), the waiter is owed a
+    /// retry of its own, because that message found no waiter to keep it for.
     ///
     /// A `seat` makes the waiter one a releasing thread of this client may
     /// hand the lock to directly (see [`offer`](Self::offer)).
@@ -270,7 +282,8 @@ impl Subscriber {
                 streak: 0,
             }
         });
-        let nudge = entry.state.register(seen) && !start;
+        let (own, subscribe) = entry.state.register(seen);
+        let nudge = subscribe && !start;
         let cond = Arc::new(Condvar::new());
         entry.waiters.insert(
             id,
@@ -279,6 +292,7 @@ impl Subscriber {
                 parked: None,
                 seat,
                 grant: Grant::Open,
+                own,
             },
         );
         // From here on, dropping the subscription undoes the registration.
@@ -287,8 +301,6 @@ impl Subscriber {
             channel: channel.to_owned(),
             id,
             cond,
-            passed: std::cell::Cell::new(None),
-            woken_at: std::cell::Cell::new(0),
         };
         drop(state);
         if start && let Err(err) = self.start_thread() {
@@ -455,11 +467,6 @@ pub(crate) struct Subscription {
     /// Its key among the entry's waiters.
     id: u64,
     cond: Arc<Condvar>,
-    /// The message count when this waiter last passed a wake on: it takes
-    /// no permit again until a newer message arrives.
-    passed: std::cell::Cell<Option<u64>>,
-    /// The message count when it last took a permit (the wake it retries on).
-    woken_at: std::cell::Cell<u64>,
 }
 
 impl std::fmt::Debug for Subscription {
@@ -507,7 +514,12 @@ impl Subscription {
             let Some(entry) = state.channels.get_mut(&self.channel) else {
                 return Woken::TimedOut;
             };
-            let Some(waiter) = entry.waiters.get_mut(&self.id) else {
+            let Entry {
+                state: channel,
+                waiters,
+                ..
+            } = entry;
+            let Some(waiter) = waiters.get_mut(&self.id) else {
                 return Woken::TimedOut;
             };
             match waiter.grant {
@@ -529,8 +541,7 @@ impl Subscription {
                 Grant::Offered => {}
                 Grant::Open | Grant::Withdrawn if cancelled() => return Woken::Cancelled,
                 Grant::Open | Grant::Withdrawn => {
-                    if let Some(woken_at) = entry.state.take_permit(self.passed.get()) {
-                        self.woken_at.set(woken_at);
+                    if channel.take_permit(&mut waiter.own) {
                         return Woken::Permit;
                     }
                 }
@@ -569,9 +580,9 @@ impl Subscription {
     pub(crate) fn pass_on(&self) {
         let mut state = self.shared.state.lock();
         if let Some(entry) = state.channels.get_mut(&self.channel)
-            && let Some((passed, notify)) = entry.state.pass_on(self.woken_at.get())
+            && let Some(waiter) = entry.waiters.get_mut(&self.id)
+            && let Some(notify) = entry.state.pass_on(&mut waiter.own)
         {
-            self.passed.set(Some(passed));
             entry.notify(notify);
         }
     }
@@ -615,11 +626,11 @@ fn wait(
     }
 }
 
-/// Gives every waiter a permit and wakes it (reconnect, shutdown).
+/// Wakes every parked waiter (shutdown: each finds `shutdown` set and
+/// returns).
 fn wake_all(state: &mut State) {
     for entry in state.channels.values_mut() {
-        let notify = entry.state.wake_all();
-        entry.notify(notify);
+        entry.notify(Notify::All);
     }
 }
 
@@ -636,10 +647,18 @@ fn run(weak: Weak<Shared>) {
         let result = backend.with_pubsub(&mut |conn| session(&shared, conn, &mut connected));
         {
             let mut state = shared.state.lock();
-            // Messages may have been lost while disconnected: everyone retries.
+            // No connection at all (the server is down or refusing).
+            let refused = result.is_err() && !connected;
             for entry in state.channels.values_mut() {
-                let notify = entry.state.disconnected();
-                entry.notify(notify);
+                // Messages may be lost until the resubscription: each waiter
+                // retries once when it takes effect (`ChannelState::confirm`).
+                entry.state.disconnected();
+                // Without a connection, each retries once now instead, so a
+                // waiting caller learns of the outage from its attempt.
+                if refused {
+                    let notify = entry.state.reconnect_failed();
+                    entry.notify(notify);
+                }
             }
             if state.shutdown {
                 return;
@@ -708,8 +727,9 @@ fn session(shared: &Shared, conn: &mut dyn PubSubConnection, connected: &mut boo
             let mut state = shared.state.lock();
             for channel in &subscribe {
                 if let Some(entry) = state.channels.get_mut(channel) {
-                    // Every waiter retries once now: an unlock published
-                    // before the subscription took effect was not seen.
+                    // Every waiter retries once now, each its own retry: an
+                    // unlock published before the subscription took effect
+                    // was not seen.
                     let notify = entry.state.confirm();
                     entry.notify(notify);
                 }

@@ -36,6 +36,7 @@ pub mod history;
 pub mod netns;
 pub mod primitive_history;
 pub mod process;
+pub mod redisson;
 #[cfg(feature = "tls")]
 pub mod tls;
 

@@ -177,11 +177,37 @@ impl ClusterTarget {
 
     /// A cluster connection with a fresh slot map, found through the
     /// seeds or, if none of them answers, through the nodes seen last.
+    ///
+    /// Under a caller's deadline (a call opening a connection itself, or a
+    /// MOVED reply's refresh), the connect and the slot-map read keep to
+    /// what is left of it: the clients are then made with those timeouts.
     pub(crate) fn cluster_connection(&self) -> std::result::Result<ClusterConnection, RedisError> {
-        let mut conn = match self.client.get_connection() {
+        let connect = crate::deadline::cap(self.connection_timeout);
+        let respond = crate::deadline::cap(self.response_timeout);
+        let capped = connect < self.connection_timeout || respond < self.response_timeout;
+        let seeds = if capped {
+            client_for(self.seeds.clone(), connect, respond, self.certificates())?
+        } else {
+            self.client.clone()
+        };
+        let mut conn = match seeds.get_connection() {
             Ok(conn) => conn,
             Err(err) => {
-                let fallback = self.lock_discovered().as_ref().map(|d| d.client.clone());
+                let fallback = match self.lock_discovered().as_ref() {
+                    Some(d) if capped => {
+                        let nodes = d
+                            .nodes
+                            .iter()
+                            .map(|(host, port)| self.node_info(host, *port))
+                            .collect();
+                        client_for(nodes, connect, respond, self.certificates()).ok()
+                    }
+                    Some(d) => Some(d.client.clone()),
+                    None => None,
+                };
+                if crate::deadline::passed() {
+                    return Err(err);
+                }
                 match fallback {
                     Some(client) => client.get_connection().map_err(|_| err)?,
                     None => return Err(err),
@@ -505,6 +531,10 @@ impl SlotMapSource for ClusterTarget {
 
     fn response_timeout(&self) -> Duration {
         ClusterTarget::response_timeout(self)
+    }
+
+    fn connection_timeout(&self) -> Duration {
+        self.connection_timeout
     }
 }
 

@@ -50,6 +50,9 @@ pub(crate) trait SlotMapSource: Send + Sync {
 
     /// How long one call may take to answer.
     fn response_timeout(&self) -> Duration;
+
+    /// How long opening a connection may take.
+    fn connection_timeout(&self) -> Duration;
 }
 
 /// A cluster connection that runs scripts (`EVALSHA`/`EVAL`) on their
@@ -72,6 +75,15 @@ impl RoutedConnection {
             target,
             last_node: None,
         }
+    }
+
+    /// Sets the read and write timeout of every node socket, and of those
+    /// opened later (the crate keeps it for them): the caller's deadline
+    /// reaches whichever node a script is routed or redirected to.
+    pub(crate) fn set_timeout(&self, timeout: Duration) -> RedisResult<()> {
+        let timeout = Some(timeout.max(Duration::from_millis(1)));
+        self.conn.set_read_timeout(timeout)?;
+        self.conn.set_write_timeout(timeout)
     }
 
     /// `WAIT replicas timeout_ms` on the master that ran the last script
@@ -130,17 +142,39 @@ impl RoutedConnection {
         Ok(replies)
     }
 
+    /// A cluster connection with a fresh slot map, within the caller's
+    /// deadline if there is one.
+    fn fresh_connection(&self) -> RedisResult<ClusterConnection> {
+        let target = Arc::clone(&self.target);
+        crate::backend::connect::open_within(
+            crate::deadline::cap(self.target.connection_timeout()),
+            move || target.cluster_connection(),
+        )
+    }
+
     /// Runs a script on `slot`'s master, following redirections and
     /// retrying only replies that prove it did not run.
+    ///
+    /// Under the caller's deadline (see `deadline`): a retry or redirection
+    /// is not started after it has passed (the last reply is returned
+    /// instead), each one gets what is left of it, and the TRYAGAIN pauses
+    /// stop within it.
     fn run_script(&mut self, cmd: &Cmd, slot: u16) -> RedisResult<Value> {
         let started = Instant::now();
+        let budget = crate::deadline::cap(self.target.response_timeout());
         let by_slot = SingleNodeRoutingInfo::SpecificNode(Route::new(slot, SlotAddr::Master));
         let mut node = by_slot.clone();
         let mut asking = false;
         let mut redirects = 0;
         let mut refreshed = false;
         let mut pause = FIRST_PAUSE;
+        let mut first = true;
         loop {
+            if !std::mem::take(&mut first) {
+                // A replacement connection starts with the response
+                // timeout; and time has passed since the last try.
+                self.set_timeout(crate::deadline::cap(self.target.response_timeout()))?;
+            }
             let reply = if asking {
                 self.conn
                     .route_command(&redis::cmd("ASKING"), RoutingInfo::SingleNode(node.clone()))
@@ -161,6 +195,9 @@ impl RoutedConnection {
                 }
                 Err(err) => err,
             };
+            if crate::deadline::passed() {
+                return Err(err);
+            }
             match err.kind() {
                 ErrorKind::Server(ServerErrorKind::Moved) if redirects < MAX_REDIRECTS => {
                     redirects += 1;
@@ -169,11 +206,21 @@ impl RoutedConnection {
                         // The cluster has not settled yet: go where told.
                         node = redirect_target(&err).ok_or(err)?;
                     } else {
-                        // A new slot map also sends SCRIPT LOAD (after a
-                        // NOSCRIPT) to the new master.
-                        self.conn = self.target.cluster_connection()?;
                         refreshed = true;
-                        node = by_slot.clone();
+                        // A new slot map also sends SCRIPT LOAD (after a
+                        // NOSCRIPT) to the new master. Under a deadline it
+                        // is given up on when the deadline comes (a frozen
+                        // node would hold the crate's steps), and the
+                        // redirection is followed on this connection.
+                        match self.fresh_connection() {
+                            Ok(conn) => {
+                                self.conn = conn;
+                                node = by_slot.clone();
+                            }
+                            Err(refresh) => {
+                                node = redirect_target(&err).ok_or(refresh)?;
+                            }
+                        }
                     }
                 }
                 ErrorKind::Server(ServerErrorKind::Ask) if redirects < MAX_REDIRECTS => {
@@ -185,7 +232,7 @@ impl RoutedConnection {
                     ServerErrorKind::TryAgain
                     | ServerErrorKind::ClusterDown
                     | ServerErrorKind::MasterDown,
-                ) if started.elapsed() + pause < self.target.response_timeout() => {
+                ) if started.elapsed() + pause < budget => {
                     std::thread::sleep(pause);
                     pause = (pause * 2).min(MAX_PAUSE);
                 }

@@ -1462,10 +1462,16 @@ fn wrongtype_on_every_type_mismatch() {
                 .unwrap_err(),
         ),
     ];
-    // Redis' WRONGTYPE does not name the key (the Rust port's did).
-    for (_key, err) in errors {
+    // Redis' WRONGTYPE names no key; the error names the key (looked up
+    // after the fact) and the type it holds.
+    for (key, err) in errors {
         assert!(err.is_protocol_error(), "{err}");
-        assert!(err.to_string().contains("WRONGTYPE"), "{err}");
+        let text = err.to_string();
+        assert!(text.contains("WRONGTYPE"), "{text}");
+        assert!(
+            text.contains(&format!("{key:?} holds a Redis ")),
+            "{key}: {text}"
+        );
     }
     // Nothing was changed on the way.
     assert_eq!(backend.len(), before);
@@ -1869,10 +1875,16 @@ fn counters_fail_with_wrongtype_on_a_hash() {
             backend.latch_count_down("z", LATCH_CHANNEL).unwrap_err(),
         ),
     ];
-    // Redis' WRONGTYPE does not name the key (the Rust port's did).
-    for (_key, err) in errors {
+    // Redis' WRONGTYPE names no key; the error names the key (looked up
+    // after the fact) and the type it holds.
+    for (key, err) in errors {
         assert!(err.is_protocol_error(), "{err}");
-        assert!(err.to_string().contains("WRONGTYPE"), "{err}");
+        let text = err.to_string();
+        assert!(text.contains("WRONGTYPE"), "{text}");
+        assert!(
+            text.contains(&format!("{key:?} holds a Redis ")),
+            "{key}: {text}"
+        );
     }
     // Nothing was changed on the way.
     assert_eq!(backend.len(), 3);

@@ -56,8 +56,6 @@ pub(super) fn script_error_reply(err: &RedisError) -> Option<Reply> {
     )))
 }
 
-/// An ACL refusal: NOPERM at top level, or a command, key or channel a
-/// script used (Redis 7 answers those with `ERR`, naming the user).
 /// A server's error reply to a plain command (an unknown command, an ACL
 /// refusal) as a [`Reply::Error`]; `None` for every other failure, and for
 /// a read-only replica's (the connection must be dropped).
@@ -72,11 +70,23 @@ pub(super) fn server_error_reply(err: &RedisError) -> Option<Reply> {
     )))
 }
 
+/// An ACL refusal: the `NOPERM` code where the server gives one (a
+/// command refused at top level), else the `ERR` a command refused inside
+/// a script gets, worded by Redis 7 ("The user executing the script can't
+/// run this command or subcommand") or by Valkey 8 ("ACL failure in
+/// script: User ... has no permissions to run the 'hincrby' command").
 pub(super) fn is_acl_refusal(err: &RedisError) -> bool {
+    /// The ERR wordings of a refusal inside a script (no code of its own).
+    const IN_SCRIPT: [&str; 2] = [
+        "The user executing the script can't",
+        "ACL failure in script",
+    ];
     err.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoPerm)
-        || err
-            .detail()
-            .is_some_and(|detail| detail.contains("The user executing the script can't"))
+        || err.code() == Some("NOPERM")
+        || (err.code() == Some("ERR")
+            && err
+                .detail()
+                .is_some_and(|detail| IN_SCRIPT.iter().any(|text| detail.contains(text))))
 }
 
 /// Converts a `redis` error: WRONGTYPE is a protocol error; I/O, refusal
@@ -180,4 +190,40 @@ pub(super) fn io_kind(err: &RedisError) -> Option<std::io::ErrorKind> {
 
 pub(super) fn redacted_address(info: &redis::ConnectionInfo) -> String {
     format!("{}/{}", info.addr(), info.redis_settings().db())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The error the `redis` crate makes of a server's error reply `line`.
+    fn server_error(line: &str) -> RedisError {
+        let value = redis::parse_redis_value(format!("-{line}\r\n").as_bytes()).unwrap();
+        value.extract_error().unwrap_err()
+    }
+
+    #[test]
+    fn acl_refusals_are_recognised_in_redis_and_valkey_wording() {
+        for line in [
+            "NOPERM User redisync has no permissions to run the 'hincrby' command",
+            "ERR The user executing the script can't run this command or subcommand script: \
+             b228be47, on @user_script:104.",
+            "ERR ACL failure in script: User redisync has no permissions to run the 'hincrby' \
+             command script: b228be47, on @user_script:104.",
+        ] {
+            let err = server_error(line);
+            assert!(is_acl_refusal(&err), "{line}");
+            assert!(script_error_reply(&err).is_none(), "{line}");
+            let text = redis_error("h:1", "lock acquire", err, Duration::from_secs(1)).to_string();
+            assert!(
+                text.contains("permission denied by the server's ACL"),
+                "{text}"
+            );
+        }
+        for line in ["ERR invalid lease: 0", "WRONGTYPE Operation against a key"] {
+            let err = server_error(line);
+            assert!(!is_acl_refusal(&err), "{line}");
+            assert!(script_error_reply(&err).is_some(), "{line}");
+        }
+    }
 }

@@ -424,8 +424,18 @@ impl RedisBackend {
 
     /// A pooled connection, never one made before the last failover, nor
     /// one the server has closed as far as a PING can tell (see
-    /// [`IDLE_VALIDATION`] and `suspect_since`).
-    fn connection(&self) -> Result<r2d2::PooledConnection<Manager>> {
+    /// [`IDLE_VALIDATION`] and `suspect_since`), for `op` (named in errors).
+    ///
+    /// At most one PING per call: a PING that times out means the server
+    /// answers no connection now, so the call fails at once (its bound is
+    /// spent; asking the next idle connection would cost one more round
+    /// trip each, floors included, after the caller's deadline). A PING
+    /// that finds its connection closed makes every connection last used
+    /// before it suspect: those are dropped unchecked (the fault that closed
+    /// one, a restart or `CLIENT KILL`, likely closed them all), and the
+    /// pool opens fresh ones.
+    fn connection(&self, op: &str) -> Result<r2d2::PooledConnection<Manager>> {
+        let mut pinged = false;
         // Each stale or dead one is dropped for good: at most the pool's
         // worth, then the pool makes new ones.
         for _ in 0..self.options.pool_size {
@@ -437,17 +447,32 @@ impl RedisBackend {
             if !self.needs_validation(&conn) {
                 return Ok(conn);
             }
-            let timeout = crate::deadline::cap(self.options.response_timeout);
-            let alive = conn.set_read_timeout(timeout).is_ok()
-                && redis::cmd("PING")
-                    .query::<()>(conn.conn.as_connection())
-                    .is_ok();
-            if alive {
-                conn.last_used = Instant::now();
-                return Ok(conn);
+            if pinged {
+                conn.broken = true;
+                continue;
             }
-            conn.broken = true;
-            self.note_dead_connection();
+            pinged = true;
+            let timeout = crate::deadline::cap(self.options.response_timeout);
+            let checked = conn
+                .set_read_timeout(timeout)
+                .and_then(|()| redis::cmd("PING").query::<()>(conn.conn.as_connection()));
+            match checked {
+                Ok(()) => {
+                    conn.last_used = Instant::now();
+                    return Ok(conn);
+                }
+                Err(err) => {
+                    conn.broken = true;
+                    self.note_dead_connection();
+                    if err.is_timeout() || crate::deadline::passed() {
+                        return Err(self.redis_error(
+                            &format!("PING of an idle connection before {op}"),
+                            err,
+                            timeout,
+                        ));
+                    }
+                }
+            }
         }
         self.checkout()
     }
@@ -485,15 +510,24 @@ impl RedisBackend {
             // A refused connection fails here at once; r2d2 would retry it
             // for the whole connection timeout (RedLock rounds, for one,
             // must not stall on a dead master).
-            let manager = Manager {
-                target: self.target.clone(),
-                options: self.options.clone(),
-            };
             let timeout = crate::deadline::cap(self.options.connection_timeout);
-            manager
-                .connect()
+            self.probe(timeout)
                 .map_err(|err| self.redis_error("connecting", err, timeout))?;
             self.unreachable.store(false, Ordering::Relaxed);
+            if crate::deadline::passed() {
+                // The probe spent the caller's wait: a connection the pool
+                // has ready, or none (waiting for one would add a floor).
+                return self.pool.try_get().ok_or_else(|| {
+                    Error::backend(
+                        format!(
+                            "timed out after {timeout:?} waiting for a Redis connection to {} \
+                             (the server answered, but no pooled connection was ready in time)",
+                            self.address
+                        ),
+                        true,
+                    )
+                });
+            }
         }
         let timeout = crate::deadline::cap(self.options.connection_timeout);
         self.pool.get_timeout(timeout).map_err(|err| {
@@ -507,6 +541,23 @@ impl RedisBackend {
                 true,
             )
         })
+    }
+
+    /// Opens (and drops) one connection, to tell a refusing server at once;
+    /// within `timeout`. A cluster connection is opened on a helper thread
+    /// and given up on after `timeout` (see `connect::open_within`): the
+    /// `redis` crate's steps do not all keep to a timeout of ours.
+    fn probe(&self, timeout: Duration) -> std::result::Result<(), RedisError> {
+        let manager = Manager {
+            target: self.target.clone(),
+            options: self.options.clone(),
+        };
+        #[cfg(feature = "cluster")]
+        if self.target.is_cluster() {
+            return super::connect::open_within(timeout, move || manager.connect().map(drop));
+        }
+        let _ = timeout;
+        manager.connect().map(drop)
     }
 
     fn redis_error(&self, op: &str, err: RedisError, timeout: Duration) -> Error {
@@ -530,7 +581,7 @@ impl RedisBackend {
         let mut tries = 0;
         loop {
             tries += 1;
-            let mut conn = self.connection()?;
+            let mut conn = self.connection(op)?;
             let timeout = crate::deadline::cap(self.options.response_timeout);
             let reply = conn
                 .set_read_timeout(timeout)
@@ -732,8 +783,12 @@ impl RedisBackend {
         op: &str,
         cmd: &redis::Cmd,
     ) -> Result<Vec<ServerReply>> {
-        let mut conn = self.connection()?;
-        let timeout = self.options.response_timeout;
+        let mut conn = self.connection(op)?;
+        let timeout = crate::deadline::cap(self.options.response_timeout);
+        if let Err(err) = conn.set_read_timeout(timeout) {
+            self.discard_after(&mut conn, &err);
+            return Err(self.redis_error(op, err, timeout));
+        }
         let pool::Link::Cluster(routed) = &mut conn.conn else {
             return Err(Error::protocol(
                 "a cluster backend without a cluster connection",

@@ -117,10 +117,10 @@ impl Link {
     pub(super) fn set_read_timeout(&self, timeout: Duration) -> RedisResult<()> {
         match self {
             Link::Single(conn) => conn.set_read_timeout(Some(timeout)),
-            // The routed connection's sockets keep the response timeout
-            // they were made with (see `cluster.rs`).
+            // Every node socket of the routed connection, and the ones
+            // it opens later in this call (a redirection's).
             #[cfg(feature = "cluster")]
-            Link::Cluster(_) => Ok(()),
+            Link::Cluster(conn) => conn.set_timeout(timeout),
         }
     }
 

@@ -4,7 +4,6 @@
 //! permit-expirable semaphore's leased permits by releasing each. A plain
 //! semaphore or a latch records no holder, so there is nothing to free.
 
-use std::io::{BufRead, IsTerminal, Write};
 use std::process::ExitCode;
 
 use redisync::backend::RwMode;
@@ -12,9 +11,11 @@ use redisync::{Client, Inspection, ObjectKind};
 use serde_json::json;
 
 use crate::inspect::kind_id;
-use crate::{Failure, Outcome, Target, print_json};
+use crate::{EXIT_FINDING, Failure, Outcome, Target, confirm, print_json};
 
-/// Runs `force-unlock`.
+/// Runs `force-unlock`: exit status 0 when something was freed, 1 when
+/// nothing was held (a fair lock's queued waiters are listed then: they
+/// are not holders, and `delete` removes them).
 pub(crate) fn run(target: &Target, name: &str, yes: bool) -> Outcome {
     let client = target.client()?;
     let found = client.inspect(name)?;
@@ -27,7 +28,7 @@ pub(crate) fn run(target: &Target, name: &str, yes: bool) -> Outcome {
             if !found.is_held() {
                 false
             } else {
-                confirm(&found, yes)?;
+                confirm(&question(&found), yes)?;
                 release(&client, &found)?
             }
         }
@@ -35,18 +36,18 @@ pub(crate) fn run(target: &Target, name: &str, yes: bool) -> Outcome {
             if found.leases.is_empty() {
                 false
             } else {
-                confirm(&found, yes)?;
+                confirm(&question(&found), yes)?;
                 release_leases(&client, &found)?
             }
         }
         ObjectKind::Counter => {
-            return Err(Failure(format!(
+            return Err(Failure::finding(format!(
                 "{name:?} is a counter (a semaphore's permits or a latch's count): it records no \
-                 holder, so there is nothing to force-unlock"
+                 holder, so there is nothing to force-unlock (`redisync delete` removes it)"
             )));
         }
         _ => {
-            return Err(Failure(format!(
+            return Err(Failure::finding(format!(
                 "{name:?} is a {}: force-unlock frees locks and leased permits only",
                 found.kind
             )));
@@ -58,6 +59,7 @@ pub(crate) fn run(target: &Target, name: &str, yes: bool) -> Outcome {
             "kind": kind_id(&found.kind),
             "freed": freed,
             "holders": found.holders.iter().map(|holder| holder.id.clone()).collect::<Vec<_>>(),
+            "queue": found.queue.iter().map(|waiter| waiter.id.clone()).collect::<Vec<_>>(),
         }));
     } else if freed {
         println!(
@@ -65,10 +67,40 @@ pub(crate) fn run(target: &Target, name: &str, yes: bool) -> Outcome {
             found.kind,
             holder_list(&found)
         );
+    } else if !found.queue.is_empty() {
+        println!(
+            "nothing held under {name:?}, but its fair-lock queue has {} waiter(s):",
+            found.queue.len()
+        );
+        for (place, waiter) in found.queue.iter().enumerate() {
+            let left = waiter
+                .remaining_ms
+                .map_or_else(|| "no slot".to_owned(), |ms| format!("slot {ms} ms left"));
+            println!("  #{} {}  ({left})", place + 1, waiter.id);
+        }
+        println!(
+            "a waiter whose process died keeps the others out until its slot runs out: \
+             remove it with `redisync delete {name} --waiter ID`, or the whole lock with \
+             `redisync delete {name}`"
+        );
     } else {
         println!("nothing held under {name:?}");
     }
-    Ok(ExitCode::SUCCESS)
+    Ok(if freed {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(EXIT_FINDING)
+    })
+}
+
+/// The confirmation question for freeing `found`.
+fn question(found: &Inspection) -> String {
+    format!(
+        "force-unlock {} {:?} held by {}",
+        found.kind,
+        found.name,
+        holder_list(found)
+    )
 }
 
 /// The holders' ids (or the leased permits' ids), comma-separated.
@@ -93,39 +125,6 @@ fn release_leases(client: &Client, found: &Inspection) -> Result<bool, Failure> 
         freed |= semaphore.try_release(&id)?;
     }
     Ok(freed)
-}
-
-/// Asks on the terminal unless `yes`; without a terminal, refuses.
-fn confirm(found: &Inspection, yes: bool) -> Result<(), Failure> {
-    if yes {
-        return Ok(());
-    }
-    let stdin = std::io::stdin();
-    if !stdin.is_terminal() {
-        return Err(Failure(format!(
-            "refusing to force-unlock {:?} without confirmation: stdin is not a terminal \
-             (pass --yes)",
-            found.name
-        )));
-    }
-    let mut stderr = std::io::stderr();
-    let _ = write!(
-        stderr,
-        "force-unlock {} {:?} held by {}? [y/N] ",
-        found.kind,
-        found.name,
-        holder_list(found)
-    );
-    let _ = stderr.flush();
-    let mut answer = String::new();
-    stdin
-        .lock()
-        .read_line(&mut answer)
-        .map_err(|e| Failure(format!("cannot read the answer: {e}")))?;
-    match answer.trim() {
-        "y" | "Y" | "yes" | "YES" | "Yes" => Ok(()),
-        _ => Err(Failure("not confirmed: nothing was changed".into())),
-    }
 }
 
 /// Frees the lock with the force release of its kind.

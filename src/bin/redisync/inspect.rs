@@ -2,21 +2,63 @@
 
 use std::process::ExitCode;
 
-use redisync::{HoldMode, Inspection, ObjectKind};
+use redisync::backend::Reply;
+use redisync::{Client, HoldMode, Inspection, ObjectKind};
 use serde_json::{Value, json};
 
-use crate::{Outcome, Target, print_json, ttl_ms, ttl_text};
+use crate::{Failure, Outcome, Target, prefixed, print_json, ttl_ms, ttl_text};
 
 /// Runs `inspect`.
 pub(crate) fn run(target: &Target, name: &str) -> Outcome {
     let client = target.client()?;
     let found = client.inspect(name)?;
+    // Nothing stored, yet threads wait on the name's semaphore channel: a
+    // semaphore whose permits were never set (or were deleted).
+    let unset_waiters = if found.kind == ObjectKind::Absent {
+        semaphore_waiters(&client, name)?
+    } else {
+        0
+    };
     if target.json {
-        print_json(&to_json(&found));
+        let mut doc = to_json(&found);
+        doc["unset_semaphore_waiters"] = json!(unset_waiters);
+        print_json(&doc);
     } else {
         print!("{}", table(&found));
+        if unset_waiters > 0 {
+            println!("{}", unset_semaphore_note(name, unset_waiters));
+        }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The warning for a semaphore nobody set that `waiters` wait on.
+pub(crate) fn unset_semaphore_note(name: &str, waiters: i64) -> String {
+    format!(
+        "warning: {waiters} connection(s) wait on semaphore {name:?}, whose permits were never \
+         set (or were deleted): they wait forever until someone calls try_set_permits or \
+         add_permits (Redisson's trySetPermits / addPermits)"
+    )
+}
+
+/// How many connections listen on `name`'s semaphore channel (plain and
+/// sharded pub/sub, summed over every master): its parked waiters.
+pub(crate) fn semaphore_waiters(client: &Client, name: &str) -> Result<i64, Failure> {
+    let channel = prefixed("redisson_sc", &format!("{}{name}", client.name_prefix()));
+    let mut waiters = 0;
+    for command in ["NUMSUB", "SHARDNUMSUB"] {
+        for answer in client
+            .backend()
+            .server_command(&["PUBSUB", command, &channel])?
+        {
+            // {channel, count}; an error reply (a server without sharded
+            // pub/sub) counts nothing.
+            if let Reply::Array(parts) = &answer.reply {
+                waiters += parts.get(1).and_then(Reply::as_int).unwrap_or(0);
+            }
+        }
+    }
+    Ok(waiters)
 }
 
 /// A short machine name for a kind (`lock`, `fair_lock`, ...).

@@ -10,8 +10,8 @@
 use std::collections::BTreeSet;
 use std::process::ExitCode;
 
-use redisync::ObjectKind;
 use redisync::backend::Reply;
+use redisync::{Inspection, ObjectKind};
 use serde_json::json;
 
 use crate::inspect::{kind_id, to_json};
@@ -57,16 +57,7 @@ pub(crate) fn run(target: &Target, pattern: &str) -> Outcome {
         "NAME", "KIND", "HOLDERS", "WAITERS", "TTL"
     );
     for object in &found {
-        let value = object
-            .latch_count()
-            .map(|count| format!("count {count}"))
-            .or_else(|| {
-                object
-                    .available_permits()
-                    .map(|permits| format!("permits {permits}"))
-            })
-            .or_else(|| object.fencing_token.map(|token| format!("token {token}")))
-            .unwrap_or_default();
+        let value = value(object);
         let waiters = if object.kind == ObjectKind::FairLock {
             object.queue.len().to_string()
         } else {
@@ -76,13 +67,44 @@ pub(crate) fn run(target: &Target, pattern: &str) -> Outcome {
             "{:<width$}  {:<26}  {:>7}  {:>7}  {:>10}  {value}",
             object.name,
             kind_id(&object.kind),
-            object.holders.len(),
+            holders(object),
             waiters,
             ttl_text(object.ttl)
         );
         println!("{}", line.trim_end());
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The VALUE column, one wording per kind whatever the value: a counter
+/// (a semaphore's permits or a latch's count: the data does not tell them
+/// apart) is `counter N`, a permit-expirable semaphore's free permits
+/// `permits N`, a fenced lock's last token `token N`.
+fn value(object: &Inspection) -> String {
+    match object.kind {
+        ObjectKind::Counter => object
+            .counter
+            .map(|counter| format!("counter {counter}"))
+            .unwrap_or_default(),
+        ObjectKind::PermitExpirableSemaphore => object
+            .available_permits()
+            .map(|permits| format!("permits {permits}"))
+            .unwrap_or_default(),
+        _ => object
+            .fencing_token
+            .map(|token| format!("token {token}"))
+            .unwrap_or_default(),
+    }
+}
+
+/// The HOLDERS column: a lock's holders, a permit-expirable semaphore's
+/// leased permits (each has a holder), `-` for a counter (it records none).
+fn holders(object: &Inspection) -> String {
+    match object.kind {
+        ObjectKind::PermitExpirableSemaphore => object.leases.len().to_string(),
+        ObjectKind::Counter => "-".to_owned(),
+        _ => object.holders.len().to_string(),
+    }
 }
 
 /// Every key of a cluster: the masters are those `server_command` reaches
@@ -94,10 +116,10 @@ fn scan_cluster(client: &redisync::Client, seed: &str) -> Result<Vec<String>, Fa
     for master in client.backend().server_command(&["PING"])? {
         let url = with_address(seed, &master.server);
         let node = redis::Client::open(url.as_str())
-            .map_err(|e| Failure(format!("master {}: {}", master.server, e)))?;
+            .map_err(|e| Failure::server(format!("master {}: {}", master.server, e)))?;
         let mut conn = node
             .get_connection_with_timeout(std::time::Duration::from_secs(10))
-            .map_err(|e| Failure(format!("master {}: {}", master.server, e)))?;
+            .map_err(|e| Failure::server(format!("master {}: {}", master.server, e)))?;
         let mut cursor = 0u64;
         loop {
             let (next, batch): (u64, Vec<String>) = redis::cmd("SCAN")
@@ -105,7 +127,7 @@ fn scan_cluster(client: &redisync::Client, seed: &str) -> Result<Vec<String>, Fa
                 .arg("COUNT")
                 .arg(SCAN_COUNT)
                 .query(&mut conn)
-                .map_err(|e| Failure(format!("SCAN on master {}: {}", master.server, e)))?;
+                .map_err(|e| Failure::server(format!("SCAN on master {}: {}", master.server, e)))?;
             keys.extend(batch);
             if next == 0 {
                 break;
@@ -139,19 +161,22 @@ fn scan(client: &redisync::Client) -> Result<Vec<String>, Failure> {
             .backend()
             .server_command(&["SCAN", &cursor, "COUNT", SCAN_COUNT])?;
         if replies.len() != 1 {
-            return Err(Failure(format!(
+            return Err(Failure::server(format!(
                 "SCAN: {} servers answered, expected one",
                 replies.len()
             )));
         }
         let Some(reply) = replies.into_iter().next() else {
-            return Err(Failure("SCAN: no reply".into()));
+            return Err(Failure::server("SCAN: no reply"));
         };
         let Reply::Array(parts) = reply.reply else {
-            return Err(Failure(format!("SCAN: unexpected reply {:?}", reply.reply)));
+            return Err(Failure::server(format!(
+                "SCAN: unexpected reply {:?}",
+                reply.reply
+            )));
         };
         let (Some(next), Some(Reply::Array(batch))) = (parts.first(), parts.get(1)) else {
-            return Err(Failure("SCAN: unexpected reply shape".into()));
+            return Err(Failure::server("SCAN: unexpected reply shape"));
         };
         keys.extend(
             batch
@@ -162,7 +187,7 @@ fn scan(client: &redisync::Client) -> Result<Vec<String>, Failure> {
             .as_text()
             .map(str::to_owned)
             .or_else(|| next.as_int().map(|n| n.to_string()))
-            .ok_or_else(|| Failure("SCAN: unexpected cursor".into()))?;
+            .ok_or_else(|| Failure::server("SCAN: unexpected cursor"))?;
         if cursor == "0" {
             return Ok(keys);
         }

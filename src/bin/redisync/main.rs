@@ -1,15 +1,18 @@
-//! `redisync`: inspect, list, force-unlock and watch redisync (and
+//! `redisync`: inspect, list, force-unlock, delete and watch redisync (and
 //! Redisson) locks, semaphores and latches from a shell, and check a Redis
 //! server's settings (`doctor`).
 //!
 //! Built only with the `cli` feature:
-//! `cargo run --features cli --bin redisync -- inspect orders:42`.
+//! `cargo run --features cli --bin redisync -- inspect orders:42`, or
+//! installed with `cargo install --path . --features cli`.
 //!
-//! Exit status: 0 on success, 1 when `doctor` finds a setting that endangers
-//! locks, 2 on any error (one line on stderr, with no password in it).
+//! Exit status (see [`EXIT_CODES`]): 0 done, 1 a finding or nothing
+//! found, 2 a usage error, 3 a connection or server error, 4 a declined
+//! confirmation. Errors are one line on stderr, with no password in it.
 // A command-line tool writes its results to stdout by design.
 #![allow(clippy::print_stdout)]
 
+mod delete;
 mod doctor;
 mod force_unlock;
 mod inspect;
@@ -24,12 +27,29 @@ use clap::{Args, Parser, Subcommand};
 use redisync::Client;
 use redisync::backend::Deployment;
 
+/// How long a connection may take before a terminal hears about it.
+const PROGRESS_AFTER: Duration = Duration::from_secs(1);
+
 /// The URL used when neither `--url` nor `REDIS_URL` gives one.
 const DEFAULT_URL: &str = "redis://127.0.0.1:6379/";
 
+/// The exit statuses, as `--help` prints them.
+const EXIT_CODES: &str = "\
+Exit status:
+  0  done (doctor: no danger found)
+  1  a finding or nothing found: doctor found a danger or waiters on a
+     semaphore nobody set; force-unlock found nothing held (a fair lock's
+     queue is shown); delete found nothing under NAME, no such queued
+     waiter, or data no redisync object stores
+  2  usage error: bad arguments, a bad URL or option
+  3  connection or server error: unreachable, timed out (--timeout),
+     refused (password, ACL), or an unexpected reply
+  4  confirmation declined (or not possible: no terminal and no --yes);
+     nothing was changed";
+
 /// Inspect and operate redisync / Redisson locks, semaphores and latches.
 #[derive(Debug, Parser)]
-#[command(name = "redisync", version, about)]
+#[command(name = "redisync", version, about, after_help = EXIT_CODES)]
 struct Cli {
     /// Where the objects live.
     #[command(flatten)]
@@ -69,13 +89,20 @@ struct Target {
         default_value = ""
     )]
     name_prefix: String,
+    /// The longest wait for the server: to connect, and for each reply
+    /// (`500ms`, `2s`, ...; a bare number is seconds). A server that does
+    /// not answer in time is an error (exit status 3).
+    #[arg(long, global = true, value_name = "DURATION", default_value = "5s",
+          value_parser = parse_timeout)]
+    timeout: Duration,
 }
 
 /// The subcommands.
 #[derive(Debug, Subcommand)]
 enum Command {
     /// Show what lives under NAME: kind, holders, TTL, fencing token, fair
-    /// queue, counter, leases.
+    /// queue, counter, leases; and, when nothing is stored, threads
+    /// waiting on it as a semaphore whose permits were never set.
     Inspect {
         /// The object's name.
         name: String,
@@ -87,10 +114,27 @@ enum Command {
         #[arg(default_value = "*")]
         pattern: String,
     },
-    /// Free whatever lock is held under NAME and wake its waiters.
+    /// Free whatever lock is held under NAME and wake its waiters (exit
+    /// status 1 when nothing is held; a fair lock's queued waiters are
+    /// shown then).
     ForceUnlock {
         /// The object's name.
         name: String,
+        /// Do not ask for confirmation.
+        #[arg(long, short = 'y')]
+        yes: bool,
+    },
+    /// Delete the object under NAME (any kind: its holders, a fair lock's
+    /// queue and slot deadlines, leases, counter) and wake its waiters; or,
+    /// with --waiter, remove only those queued fair-lock waiters (a dead
+    /// process's entry blocks the queue until its slot runs out).
+    Delete {
+        /// The object's name.
+        name: String,
+        /// Remove only this queued fair-lock waiter (its id as `inspect`
+        /// shows it; repeatable), keeping the lock and the other waiters.
+        #[arg(long = "waiter", value_name = "ID")]
+        waiters: Vec<String>,
         /// Do not ask for confirmation.
         #[arg(long, short = 'y')]
         yes: bool,
@@ -105,23 +149,79 @@ enum Command {
         #[arg(long = "for", value_name = "DURATION", value_parser = parse_duration)]
         duration: Option<Duration>,
     },
-    /// Ping the server, show its version and check its settings; exit
-    /// status 1 when a finding endangers locks.
+    /// Ping the server, show its version, check its settings and look for
+    /// threads waiting on semaphores whose permits were never set; exit
+    /// status 1 when a finding endangers locks or such waiters exist.
     Doctor,
 }
 
-/// A failure: one line for stderr.
-#[derive(Debug)]
-pub(crate) struct Failure(pub(crate) String);
+/// Exit status 1: a finding, or nothing found (see [`EXIT_CODES`]).
+pub(crate) const EXIT_FINDING: u8 = 1;
+/// Exit status 2: a usage error.
+pub(crate) const EXIT_USAGE: u8 = 2;
+/// Exit status 3: a connection or server error.
+pub(crate) const EXIT_SERVER: u8 = 3;
+/// Exit status 4: a declined confirmation.
+pub(crate) const EXIT_DECLINED: u8 = 4;
 
-impl fmt::Display for Failure {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
+/// A failure: one line for stderr, and the exit status it means.
+#[derive(Debug)]
+pub(crate) struct Failure {
+    /// The line.
+    pub(crate) text: String,
+    /// The exit status.
+    pub(crate) code: u8,
+}
+
+impl Failure {
+    /// A usage error (exit status 2).
+    pub(crate) fn usage(text: impl Into<String>) -> Failure {
+        Failure {
+            text: text.into(),
+            code: EXIT_USAGE,
+        }
+    }
+
+    /// A connection or server error (exit status 3).
+    pub(crate) fn server(text: impl Into<String>) -> Failure {
+        Failure {
+            text: text.into(),
+            code: EXIT_SERVER,
+        }
+    }
+
+    /// A declined confirmation (exit status 4).
+    pub(crate) fn declined(text: impl Into<String>) -> Failure {
+        Failure {
+            text: text.into(),
+            code: EXIT_DECLINED,
+        }
+    }
+
+    /// Nothing to act on (exit status 1).
+    pub(crate) fn finding(text: impl Into<String>) -> Failure {
+        Failure {
+            text: text.into(),
+            code: EXIT_FINDING,
+        }
     }
 }
 
+impl fmt::Display for Failure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.text)
+    }
+}
+
+/// A library error: a rejected argument (a bad URL, a bad name) is a usage
+/// error; everything else is the connection's or the server's.
 impl From<redisync::Error> for Failure {
     fn from(error: redisync::Error) -> Self {
+        let code = if error.is_invalid_argument() {
+            EXIT_USAGE
+        } else {
+            EXIT_SERVER
+        };
         let mut text = error.to_string();
         let mut source = std::error::Error::source(&error);
         while let Some(cause) = source {
@@ -132,7 +232,7 @@ impl From<redisync::Error> for Failure {
             }
             source = cause_of(source);
         }
-        Failure(text)
+        Failure { text, code }
     }
 }
 
@@ -176,30 +276,64 @@ impl Target {
     fn deployment(&self) -> Result<Deployment, Failure> {
         if !self.cluster_nodes.is_empty() {
             if !self.sentinels.is_empty() {
-                return Err(Failure(
-                    "--cluster-node and --sentinel cannot be combined".into(),
+                return Err(Failure::usage(
+                    "--cluster-node and --sentinel cannot be combined",
                 ));
             }
             return cluster(&self.cluster_nodes);
         }
         if !self.sentinels.is_empty() {
             let Some(master) = &self.master else {
-                return Err(Failure("--sentinel needs --master NAME".into()));
+                return Err(Failure::usage("--sentinel needs --master NAME"));
             };
             return sentinel(master, &self.sentinels);
         }
         if self.master.is_some() {
-            return Err(Failure("--master needs at least one --sentinel URL".into()));
+            return Err(Failure::usage("--master needs at least one --sentinel URL"));
         }
         Ok(Deployment::single(self.url()))
     }
 
-    /// A connected client.
+    /// A connected client. On a terminal, a connection that takes longer
+    /// than [`PROGRESS_AFTER`] is said on stderr (where to, and for how
+    /// long at most), so a frozen server is not a silent wait.
     pub(crate) fn client(&self) -> Result<Client, Failure> {
-        Ok(Client::builder()
-            .deployment(self.deployment()?)
+        let deployment = self.deployment()?;
+        let (connected, waiting) = std::sync::mpsc::channel::<()>();
+        if std::io::IsTerminal::is_terminal(&std::io::stderr()) {
+            let note = format!(
+                "redisync: connecting to {} (up to {:?}; --timeout changes it)...",
+                redact(&self.place(), &self.all_urls()),
+                self.timeout
+            );
+            std::thread::spawn(move || {
+                if waiting.recv_timeout(PROGRESS_AFTER)
+                    == Err(std::sync::mpsc::RecvTimeoutError::Timeout)
+                {
+                    eprintln!("{note}");
+                }
+            });
+        }
+        let client = Client::builder()
+            .deployment(deployment)
             .name_prefix(self.name_prefix.clone())
-            .build()?)
+            .connection_timeout(self.timeout)
+            .response_timeout(self.timeout)
+            .build();
+        drop(connected);
+        Ok(client?)
+    }
+
+    /// Where the options point, for a progress note: the URL, the cluster
+    /// seeds or the sentinels.
+    fn place(&self) -> String {
+        if !self.cluster_nodes.is_empty() {
+            self.cluster_nodes.join(", ")
+        } else if !self.sentinels.is_empty() {
+            self.sentinels.join(", ")
+        } else {
+            self.url()
+        }
     }
 }
 
@@ -210,8 +344,8 @@ fn cluster(nodes: &[String]) -> Result<Deployment, Failure> {
 
 #[cfg(not(feature = "cluster"))]
 fn cluster(_nodes: &[String]) -> Result<Deployment, Failure> {
-    Err(Failure(
-        "--cluster-node needs redisync built with the `cluster` feature".into(),
+    Err(Failure::usage(
+        "--cluster-node needs redisync built with the `cluster` feature",
     ))
 }
 
@@ -222,8 +356,8 @@ fn sentinel(master: &str, sentinels: &[String]) -> Result<Deployment, Failure> {
 
 #[cfg(not(feature = "sentinel"))]
 fn sentinel(_master: &str, _sentinels: &[String]) -> Result<Deployment, Failure> {
-    Err(Failure(
-        "--sentinel needs redisync built with the `sentinel` feature".into(),
+    Err(Failure::usage(
+        "--sentinel needs redisync built with the `sentinel` feature",
     ))
 }
 
@@ -268,6 +402,24 @@ fn parse_duration(text: &str) -> Result<Duration, String> {
     Duration::try_from_secs_f64(seconds).map_err(|e| format!("{text:?}: {e}"))
 }
 
+/// `--timeout`: a positive duration.
+fn parse_timeout(text: &str) -> Result<Duration, String> {
+    let timeout = parse_duration(text)?;
+    if timeout.is_zero() {
+        return Err("must be positive".to_owned());
+    }
+    Ok(timeout)
+}
+
+/// Milliseconds as a JSON number rounded to the microsecond (`0.062`, not
+/// `0.061711999999999996`).
+pub(crate) fn ms_json(duration: Duration) -> serde_json::Value {
+    let nanos = u64::try_from(duration.as_nanos()).unwrap_or(u64::MAX);
+    // Whole microseconds: serde_json writes the shortest text of the double.
+    let ms = (nanos as f64 / 1000.0).round() / 1000.0;
+    serde_json::json!(ms)
+}
+
 /// Milliseconds since the epoch, now.
 pub(crate) fn now_ms() -> i64 {
     SystemTime::now()
@@ -299,6 +451,44 @@ pub(crate) fn ttl_ms(ttl: Option<Duration>) -> Option<u128> {
     ttl.map(|ttl| ttl.as_millis())
 }
 
+/// Asks on the terminal whether to `action` (a question without the `?`)
+/// unless `yes`; without a terminal, refuses. Either refusal is exit
+/// status 4, with nothing changed.
+pub(crate) fn confirm(action: &str, yes: bool) -> Result<(), Failure> {
+    use std::io::{BufRead, IsTerminal, Write};
+    if yes {
+        return Ok(());
+    }
+    let stdin = std::io::stdin();
+    if !stdin.is_terminal() {
+        return Err(Failure::declined(format!(
+            "refusing to {action} without confirmation: stdin is not a terminal (pass --yes)"
+        )));
+    }
+    let mut stderr = std::io::stderr();
+    let _ = write!(stderr, "{action}? [y/N] ");
+    let _ = stderr.flush();
+    let mut answer = String::new();
+    stdin
+        .lock()
+        .read_line(&mut answer)
+        .map_err(|e| Failure::declined(format!("cannot read the answer: {e}")))?;
+    match answer.trim() {
+        "y" | "Y" | "yes" | "YES" | "Yes" => Ok(()),
+        _ => Err(Failure::declined("not confirmed: nothing was changed")),
+    }
+}
+
+/// `p:{name}` (or `p:name` when the name has its own hash tag), as Redisson
+/// names channels and auxiliary keys.
+pub(crate) fn prefixed(prefix: &str, name: &str) -> String {
+    if name.contains('{') {
+        format!("{prefix}:{name}")
+    } else {
+        format!("{prefix}:{{{name}}}")
+    }
+}
+
 /// Prints a JSON document on stdout.
 pub(crate) fn print_json(value: &serde_json::Value) {
     println!("{value}");
@@ -311,14 +501,15 @@ fn main() -> ExitCode {
         Command::Inspect { name } => inspect::run(&cli.target, name),
         Command::List { pattern } => list::run(&cli.target, pattern),
         Command::ForceUnlock { name, yes } => force_unlock::run(&cli.target, name, *yes),
+        Command::Delete { name, waiters, yes } => delete::run(&cli.target, name, waiters, *yes),
         Command::Watch { name, duration } => watch::run(&cli.target, name, *duration),
         Command::Doctor => doctor::run(&cli.target),
     };
     match outcome {
         Ok(code) => code,
         Err(failure) => {
-            eprintln!("redisync: error: {}", redact(&failure.0, &urls));
-            ExitCode::from(2)
+            eprintln!("redisync: error: {}", redact(&failure.text, &urls));
+            ExitCode::from(failure.code)
         }
     }
 }
@@ -344,6 +535,19 @@ mod tests {
         assert_eq!(parse_duration("1.5s"), Ok(Duration::from_millis(1500)));
         assert_eq!(parse_duration("5m"), Ok(Duration::from_secs(300)));
         assert!(parse_duration("5 parsecs").is_err());
+    }
+
+    #[test]
+    fn json_milliseconds_are_rounded() {
+        assert_eq!(ms_json(Duration::from_nanos(61_711)).to_string(), "0.062");
+        assert_eq!(ms_json(Duration::from_micros(1_500)).to_string(), "1.5");
+        assert_eq!(ms_json(Duration::from_secs(2)).to_string(), "2.0");
+    }
+
+    #[test]
+    fn timeouts_are_positive() {
+        assert_eq!(parse_timeout("250ms"), Ok(Duration::from_millis(250)));
+        assert!(parse_timeout("0").is_err());
     }
 
     #[test]

@@ -20,7 +20,7 @@ use redisync::{Client, Inspection, ObjectKind};
 use serde_json::json;
 
 use crate::inspect::{kind_id, mode_name};
-use crate::{Failure, Outcome, Target, clock_time, now_ms, ttl_text};
+use crate::{Failure, Outcome, Target, clock_time, now_ms, prefixed, ttl_text};
 
 /// How often NAME is inspected (and how long a pub/sub read waits).
 const POLL: Duration = Duration::from_millis(50);
@@ -46,7 +46,7 @@ pub(crate) fn run(target: &Target, name: &str, duration: Option<Duration>) -> Ou
     if let Some(failure) = failure {
         return Err(failure);
     }
-    session.map_err(|e| Failure(format!("pub/sub connection lost: {e}")))?;
+    session.map_err(|e| Failure::server(format!("pub/sub connection lost: {e}")))?;
     Ok(ExitCode::SUCCESS)
 }
 
@@ -58,7 +58,7 @@ fn watch(
     name: &str,
     until: Option<Instant>,
 ) -> Result<(), Failure> {
-    let subscribe_error = |e: redisync::Error| Failure(format!("cannot subscribe: {e}"));
+    let subscribe_error = |e: redisync::Error| Failure::server(format!("cannot subscribe: {e}"));
     // Channels are derived from the store's name: with the name prefix.
     let key = format!("{}{name}", client.name_prefix());
     let mut subscribed: BTreeSet<String> = channels(&key).into_iter().collect();
@@ -83,7 +83,7 @@ fn watch(
         }
         if let Some(message) = conn
             .next_message(POLL)
-            .map_err(|e| Failure(format!("pub/sub connection lost: {e}")))?
+            .map_err(|e| Failure::server(format!("pub/sub connection lost: {e}")))?
         {
             report(
                 json,
@@ -114,16 +114,6 @@ fn report(json: bool, event: &str, detail: &str) {
         );
     } else {
         println!("{}  {event:<9} {detail}", clock_time(at));
-    }
-}
-
-/// `p:{name}` (or `p:name` when the name has its own hash tag), as Redisson
-/// names channels.
-fn prefixed(prefix: &str, name: &str) -> String {
-    if name.contains('{') {
-        format!("{prefix}:{name}")
-    } else {
-        format!("{prefix}:{{{name}}}")
     }
 }
 
