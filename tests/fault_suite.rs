@@ -2625,7 +2625,7 @@ fn permits_under_nemesis(
                         }
                         Permits::Expirable => {
                             let got = calls.run("acquire", &who, WAIT + SLACK, || {
-                                expirable.try_acquire_for(WAIT, PERMIT_LEASE)
+                                expirable.try_acquire_id_for(WAIT, PERMIT_LEASE)
                             });
                             let Ok(Some(id)) = got else {
                                 thread::sleep(Duration::from_millis(20));
