@@ -1,15 +1,45 @@
-//! Connection faults under a contended workload ("Keep the lock through
-//! connection faults").
+//! Connection faults under a contended workload, with a checker that is
+//! shown to catch every violation it claims to look for.
 //!
-//! Every fault runs on the same workload ([`Workload`]): several `Client`s,
-//! several threads each, incrementing a counter in a fenced downstream store
-//! non-atomically (read, pause, write) inside one (usually fenced) lock,
-//! with short watchdog timeouts so leases matter. Every critical section is
-//! recorded in a [`History`] and checked by its one checker
-//! (tests/common/history.rs): no overlap a fault does not explain, no token
-//! going backwards, no stale write accepted. Every call is recorded with its
-//! duration and outcome ([`Calls`]) so a test can ask "did any call fail
-//! after the fault healed?" and "did every call keep to its bound?".
+//! Run: `cargo test --all-features --test fault_suite`. The default is the
+//! short mix CI runs (each nemesis once, a few seconds of work around each
+//! fault: about 1-3 minutes on a loaded 2-core machine).
+//! `REDISYNC_FAULT_SUITE=long` runs the long mix: every nemesis three times
+//! over, the third time holding a request past the 10 s unlock latch (about
+//! 4 minutes; run it locally). `REDISYNC_FAULT_SUITE_FAULTS=kill,late` (any
+//! of `kill`, `freeze`, `late`, `long-freeze`) limits the nemesis to those
+//! faults, to find which one a failure needs.
+//!
+//! Needs: `redis-server`, root with `ip` (iproute2) and `nft` (nftables:
+//! `apt-get install -y nftables`) for the partition test.
+//!
+//! The workload ([`Workload`]): several `Client`s, several threads each,
+//! incrementing a counter in a downstream store non-atomically (read,
+//! pause, `is_lost()`, write) inside one lock; besides those short sections,
+//! one holder per client keeps the lock for about a lease and writes every
+//! [`LONG_STEP`], asking `is_lost()` immediately before every write and
+//! recording the answer before it writes. The store has production fencing
+//! semantics (it accepts a token at least the last, refuses a lower one) and
+//! logs every write. Every hold is a `Section`, every write a `Write`, and
+//! the checkers (tests/common/history.rs, tests/common/primitive_history.rs)
+//! find overlaps, backwards tokens, stale writes, lost updates, over-granted
+//! permits, writers beside readers, FIFO breaks and latches opened early.
+//! An excuse is exactly a fault's own window (a pause of the holder, data
+//! loss), never a lease wider, and it never turns the lost-update check off.
+//!
+//! Faults delay instead of refusing: a server frozen (SIGSTOP, the process
+//! state confirmed `T`), a partition that drops every packet (nftables in
+//! the test's own namespaces; TCP retransmits and delivers late when
+//! healed), a proxy that holds a connection's bytes and delivers them after
+//! the client gave up (tests/common/delay_proxy.rs), `CLIENT KILL` while the
+//! server is busy with a slow script so that requests in flight run and
+//! lose their replies (CLIENT LIST before and after). Every fault confirms
+//! it happened.
+//!
+//! "The checker can fail": unit tests feed each checker a synthetic history
+//! with each violation, and `mutation_*` tests run the real system with a
+//! deliberately broken workload or store and require the checker to catch
+//! it.
 //!
 //! Children (a fenced holder process, the client side of a network
 //! partition) are this binary re-executed as `child_role_entrypoint`
@@ -23,18 +53,24 @@
 
 mod common;
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
 use common::child::{
-    self, ChildProcess, LOCK_ENV, READY, READY_TIMEOUT, ROLE_ENV, URL_ENV, WATCHDOG_MS_ENV, WRITE,
-    WRITE_RESULT, announce, env, env_ms, ms, parent_lines, raw_connection, spawn_fenced_holder,
-    store_data_key, store_write,
+    self, ChildProcess, LOCK_ENV, READY, READY_TIMEOUT, ROLE_ENV, STORE_ENV, URL_ENV,
+    WATCHDOG_MS_ENV, WRITE, WRITE_RESULT, announce, env, env_ms, ms, parent_lines, raw_connection,
+    store_data_key, store_highest_key,
 };
-use common::history::{self, Excuse, FencedStore, History, Section, Verdict, mono_ns, ms_between};
+use common::delay_proxy::DelayProxy;
+use common::history::{
+    self, Excuse, FencedStore, History, Mode, Section, Verdict, Write, mono_ns, ms_between,
+};
 use common::netns::{NetnsServer, Partition, SERVER_ADDR};
+use common::primitive_history::{
+    FairWait, LatchCall, PermitHold, QueuePoll, check_fifo, check_latch, check_permits,
+};
 use common::{TestServer, hgetall, unique_name, wait_until};
 use redisync::{Client, EventHandler, LockLostEvent};
 
@@ -49,8 +85,33 @@ const SLACK: Duration = Duration::from_secs(1);
 const UNLOCK_BOUND: Duration = Duration::from_secs(3);
 /// How long the workload's `try_lock_for` waits.
 const WAIT: Duration = Duration::from_secs(2);
-/// How long a section lasts (between the store's read and its write).
+/// How long a short section lasts (between the store's read and its write).
 const HOLD: Duration = Duration::from_millis(2);
+/// A long holder's pause between its read and its write.
+const LONG_STEP: Duration = Duration::from_millis(25);
+/// The environment variable that selects the long mix (`long`).
+const MIX_ENV: &str = "REDISYNC_FAULT_SUITE";
+
+/// Whether `REDISYNC_FAULT_SUITE=long` asks for the long mix.
+fn long_mix() -> bool {
+    std::env::var(MIX_ENV).is_ok_and(|v| v == "long")
+}
+
+/// The environment variable that limits the nemesis to some of its faults
+/// (a comma-separated list of `kill`, `freeze`, `late`, `long-freeze`; all
+/// when unset), to find which fault a failure needs.
+const FAULTS_ENV: &str = "REDISYNC_FAULT_SUITE_FAULTS";
+
+/// Whether the nemesis runs `fault` (see [`FAULTS_ENV`]).
+fn fault_enabled(fault: &str) -> bool {
+    std::env::var(FAULTS_ENV).map_or(true, |list| list.split(',').any(|f| f.trim() == fault))
+}
+
+/// How many times each nemesis runs: once in the short mix, three times in
+/// the long one.
+fn rounds() -> usize {
+    if long_mix() { 3 } else { 1 }
+}
 
 // ---------------------------------------------------------------------------
 // Child roles
@@ -65,10 +126,81 @@ fn child_role_entrypoint() {
         return;
     };
     match role.as_str() {
-        "fenced_holder" => child::child_fenced_holder(),
+        "production_holder" => child_production_holder(),
         "partition_workload" => child_partition_workload(),
         other => panic!("unknown {ROLE_ENV}={other:?}"),
     }
+}
+
+/// The checked line a production holder prints after `check`.
+const CHECKED: &str = "FS-CHECKED";
+
+/// A fenced holder that writes to the production store ([`Store::Redis`]):
+/// it takes the lock, writes once, says `READY <token>`; on `check` it reads
+/// the counter and asks `is_lost()` (prints `FS-CHECKED lost=<bool>`); on
+/// `write` it writes what it read plus one with its token, as a holder does
+/// right after its check (prints the store's answer). The parent can freeze
+/// it between the two: the zombie fencing exists for.
+fn child_production_holder() {
+    let url = env(URL_ENV);
+    let store = Store::Redis {
+        url,
+        store: env(STORE_ENV),
+    };
+    let client = child::child_client_with_watchdog();
+    let guard = client
+        .fenced_lock(env(LOCK_ENV))
+        .lock()
+        .expect("child: fenced lock");
+    let token = guard
+        .token()
+        .expect("child: a fenced guard without a token");
+    let who = format!("child-{}", std::process::id());
+    let mut conn = None;
+    let write = |conn: &mut Option<redis::Connection>, read: u64| {
+        store.write(
+            conn,
+            Write {
+                client: who.clone(),
+                thread: 0,
+                token: Some(token),
+                sent_ns: mono_ns(),
+                read,
+                value: read + 1,
+                accepted: false,
+            },
+        )
+    };
+    let read = store.read(&mut conn);
+    assert!(
+        write(&mut conn, read),
+        "child: the store refused the holder's first write (token {token})"
+    );
+    let from_parent = parent_lines();
+    announce(&format!("{READY} {token} {}", mono_ns()));
+    let deadline = Instant::now() + child::CHILD_MAX_LIFETIME;
+    let mut read = 0;
+    while let Some(left) = deadline.checked_duration_since(Instant::now()) {
+        let Ok(line) = from_parent.recv_timeout(left) else {
+            break;
+        };
+        match line.trim() {
+            "check" => {
+                read = store.read(&mut conn);
+                announce(&format!("{CHECKED} lost={} {}", guard.is_lost(), mono_ns()));
+            }
+            w if w == WRITE => {
+                let accepted = write(&mut conn, read);
+                announce(&format!(
+                    "{WRITE_RESULT} {} lost={}",
+                    if accepted { "accepted" } else { "refused" },
+                    guard.is_lost()
+                ));
+            }
+            _ => {}
+        }
+    }
+    drop(guard);
 }
 
 // ---------------------------------------------------------------------------
@@ -186,6 +318,8 @@ impl std::fmt::Display for Call {
 #[derive(Debug, Default)]
 struct Calls {
     calls: Mutex<Vec<Call>>,
+    /// Calls started and not finished yet.
+    running: AtomicUsize,
 }
 
 impl Calls {
@@ -198,7 +332,9 @@ impl Calls {
         call: impl FnOnce() -> redisync::Result<Option<T>>,
     ) -> redisync::Result<Option<T>> {
         let start_ns = mono_ns();
+        self.running.fetch_add(1, Ordering::SeqCst);
         let result = call();
+        self.running.fetch_sub(1, Ordering::SeqCst);
         let end_ns = mono_ns();
         let outcome = match &result {
             Ok(Some(_)) => Outcome::Ok,
@@ -221,11 +357,12 @@ impl Calls {
     }
 }
 
-/// The failed calls of `calls` that started at or after `ns`.
+/// The failed calls of `calls` that started at or after `ns` (an unlock of a
+/// hold `is_lost()` had called lost may fail, and says so: not counted).
 fn errors_since(calls: &[Call], ns: u64) -> Vec<Call> {
     calls
         .iter()
-        .filter(|c| c.start_ns >= ns && c.is_err())
+        .filter(|c| c.start_ns >= ns && c.is_err() && c.op != "unlock(lost)")
         .cloned()
         .collect()
 }
@@ -318,19 +455,40 @@ impl Checks {
 }
 
 // ---------------------------------------------------------------------------
-// The workload
+// The downstream store
 // ---------------------------------------------------------------------------
+
+/// The production store on Redis: KEYS[1] the highest token accepted,
+/// KEYS[2] the counter, KEYS[3] the write log; ARGV[1] the token, ARGV[2]
+/// the value, ARGV[3] the write's log line without its verdict. Accepts a
+/// token at least the highest (the same holder writes again), refuses a
+/// lower one; logs every write in the order it applies them. Returns 1 when
+/// accepted.
+const PRODUCTION_STORE_WRITE: &str = r"
+local highest = tonumber(redis.call('get', KEYS[1]) or '0')
+local accepted = tonumber(ARGV[1]) >= highest
+if accepted then
+    redis.call('set', KEYS[1], ARGV[1])
+    redis.call('set', KEYS[2], ARGV[2])
+end
+redis.call('rpush', KEYS[3], ARGV[3] .. ' ' .. tostring(accepted))
+if accepted then return 1 end
+return 0
+";
 
 /// Where the workload's counter lives.
 enum Store {
     /// In this process.
     Local(FencedStore),
-    /// On Redis, as tests/common/child.rs's `store_write` keeps it (shared
-    /// with a fenced-holder child process).
+    /// On Redis ([`PRODUCTION_STORE_WRITE`]), shared with child processes.
     Redis { url: String, store: String },
 }
 
 impl Store {
+    fn log_key(store: &str) -> String {
+        format!("{store}:log")
+    }
+
     /// Reads the counter; `conn` is the thread's own connection (Redis).
     fn read(&self, conn: &mut Option<redis::Connection>) -> u64 {
         match self {
@@ -346,100 +504,359 @@ impl Store {
         }
     }
 
-    fn write(&self, conn: &mut Option<redis::Connection>, token: Option<u64>, value: u64) -> bool {
+    /// Sends `write`; true when the store accepted it.
+    fn write(&self, conn: &mut Option<redis::Connection>, write: Write) -> bool {
         match self {
-            Store::Local(store) => store.write(token, value),
+            Store::Local(store) => store.write(write),
             Store::Redis { url, store } => {
                 let conn = conn.get_or_insert_with(|| raw_connection(url));
-                store_write(
-                    conn,
-                    store,
-                    token.expect("a fenced lock"),
-                    &value.to_string(),
-                )
+                let line = write.to_line();
+                let line = line.rsplit_once(' ').unwrap().0.to_owned();
+                let accepted: i64 = redis::Script::new(PRODUCTION_STORE_WRITE)
+                    .key(store_highest_key(store))
+                    .key(store_data_key(store))
+                    .key(Store::log_key(store))
+                    .arg(write.token.expect("the Redis store needs a fenced lock"))
+                    .arg(write.value)
+                    .arg(line)
+                    .invoke(conn)
+                    .expect("downstream store write");
+                accepted == 1
+            }
+        }
+    }
+
+    /// Every write it was sent, in the order it applied them.
+    fn log(&self) -> Vec<Write> {
+        match self {
+            Store::Local(store) => store.log(),
+            Store::Redis { url, store } => {
+                let lines: Vec<String> = redis::cmd("LRANGE")
+                    .arg(Store::log_key(store))
+                    .arg(0)
+                    .arg(-1)
+                    .query(&mut raw_connection(url))
+                    .expect("downstream store log");
+                lines.iter().map(|l| Write::from_line(l)).collect()
             }
         }
     }
 }
 
-/// Threads taking one lock over and over, recording every section and call.
+// ---------------------------------------------------------------------------
+// The workload
+// ---------------------------------------------------------------------------
+
+/// The lock a workload takes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Plain,
+    Fenced,
+    Fair,
+    /// Two of three short sections read (shared), the rest and the long
+    /// holders write.
+    ReadWrite,
+}
+
+/// How a workload runs.
+#[derive(Debug, Clone, Copy)]
+struct Knobs {
+    kind: Kind,
+    /// Short-section threads per client.
+    threads: usize,
+    /// How long a long holder keeps the lock (about a lease); `None`: no
+    /// long holders.
+    long_hold: Option<Duration>,
+    /// MUTATION: treat every `is_lost()` as "held" (a holder that ignores
+    /// it), for the mutation runs that the checker must catch.
+    ignore_lost: bool,
+    /// MUTATION: odd threads take another lock (`<name>:x`): a "lock" that
+    /// does not exclude.
+    split: bool,
+    /// MUTATION (fair lock): odd threads take the same name as a plain
+    /// lock, which ignores the queue: a fair lock that lets waiters barge.
+    barge: bool,
+}
+
+impl Knobs {
+    fn new(kind: Kind, threads: usize, long_hold: Option<Duration>) -> Knobs {
+        Knobs {
+            kind,
+            threads,
+            long_hold,
+            ignore_lost: false,
+            split: false,
+            barge: false,
+        }
+    }
+}
+
+/// One call of a fair lock's acquire (for the FIFO check).
+#[derive(Debug, Clone)]
+struct FairCall {
+    who: String,
+    start_ns: u64,
+    end_ns: u64,
+    /// `Some(true)`: got the lock; `Some(false)`: timed out; `None`: failed.
+    entered: Option<bool>,
+}
+
+/// Threads taking one lock over and over, recording every section, write
+/// and call.
 struct Workload {
+    name: String,
     stop: Arc<AtomicBool>,
     paused: Arc<AtomicBool>,
     history: Arc<History>,
     calls: Arc<Calls>,
     store: Arc<Store>,
+    /// How many long holders are inside their section right now.
+    long_holding: Arc<AtomicUsize>,
+    fair_calls: Arc<Mutex<Vec<FairCall>>>,
+    /// Fair lock: every poll of its queue.
+    polls: Arc<Mutex<Vec<QueuePoll>>>,
     threads: Vec<JoinHandle<()>>,
 }
 
 impl Workload {
-    /// Starts `threads` threads on each of `clients`, on the lock `name`
-    /// (fenced or not).
-    fn start(
-        clients: &[Client],
-        threads: usize,
-        name: &str,
-        fenced: bool,
-        store: Store,
-    ) -> Workload {
+    /// Starts the workload on each of `clients`, on the lock `name`.
+    /// `url` reaches the server directly (the fair lock's queue monitor).
+    fn start(url: &str, clients: &[Client], knobs: Knobs, name: &str, store: Store) -> Workload {
         let mut workload = Workload {
+            name: name.to_owned(),
             stop: Arc::default(),
             paused: Arc::default(),
             history: Arc::default(),
             calls: Arc::default(),
             store: Arc::new(store),
+            long_holding: Arc::default(),
+            fair_calls: Arc::default(),
+            polls: Arc::default(),
             threads: Vec::new(),
         };
         for (c, client) in clients.iter().enumerate() {
-            for t in 0..threads {
-                let lock = if fenced {
-                    client.fenced_lock(name)
-                } else {
-                    client.lock(name)
-                };
-                let (stop, paused) = (Arc::clone(&workload.stop), Arc::clone(&workload.paused));
-                let (history, calls) = (Arc::clone(&workload.history), Arc::clone(&workload.calls));
-                let store = Arc::clone(&workload.store);
-                let who = format!("c{c}");
-                workload.threads.push(thread::spawn(move || {
-                    let mut conn = None;
-                    while !stop.load(Ordering::SeqCst) {
-                        if paused.load(Ordering::SeqCst) {
-                            thread::sleep(Duration::from_millis(10));
-                            continue;
-                        }
-                        let got = calls.run("try_lock_for", &who, WAIT + SLACK, || {
-                            lock.try_lock_for(WAIT)
-                        });
-                        let guard = match got {
-                            Ok(Some(guard)) => guard,
-                            Ok(None) => continue,
-                            Err(_) => {
-                                thread::sleep(Duration::from_millis(20));
-                                continue;
-                            }
-                        };
-                        let enter_ns = mono_ns();
-                        let value = store.read(&mut conn);
-                        thread::sleep(HOLD);
-                        let accepted = store.write(&mut conn, guard.token(), value + 1);
-                        let lost = guard.is_lost();
-                        history.record(Section {
-                            client: who.clone(),
-                            thread: t,
-                            token: guard.token(),
-                            enter_ns,
-                            exit_ns: mono_ns(),
-                            lost,
-                            write_accepted: Some(accepted),
-                        });
-                        let _ =
-                            calls.run("unlock", &who, UNLOCK_BOUND, || guard.unlock().map(Some));
-                    }
-                }));
+            let long = usize::from(knobs.long_hold.is_some());
+            for t in 0..knobs.threads + long {
+                let thread = workload.thread(client, format!("c{c}"), t, knobs, t == knobs.threads);
+                workload.threads.push(thread);
             }
         }
+        if knobs.kind == Kind::Fair {
+            workload
+                .threads
+                .push(workload.queue_monitor(url.to_owned()));
+        }
         workload
+    }
+
+    /// One thread of the workload (`long`: a long holder).
+    fn thread(
+        &self,
+        client: &Client,
+        who: String,
+        t: usize,
+        knobs: Knobs,
+        long: bool,
+    ) -> JoinHandle<()> {
+        let name = if knobs.split && t % 2 == 1 {
+            format!("{}:x", self.name)
+        } else {
+            self.name.clone()
+        };
+        let (exclusive, shared) = match knobs.kind {
+            Kind::Plain => (client.lock(name.as_str()), None),
+            Kind::Fenced => (client.fenced_lock(name.as_str()), None),
+            Kind::Fair if knobs.barge && t % 2 == 1 => (client.lock(name.as_str()), None),
+            Kind::Fair => (client.fair_lock(name.as_str()), None),
+            Kind::ReadWrite => {
+                let rw = client.read_write_lock(name.as_str());
+                (rw.write_lock(), Some(rw.read_lock()))
+            }
+        };
+        let client = client.clone();
+        let (stop, paused) = (Arc::clone(&self.stop), Arc::clone(&self.paused));
+        let (history, calls) = (Arc::clone(&self.history), Arc::clone(&self.calls));
+        let store = Arc::clone(&self.store);
+        let long_holding = Arc::clone(&self.long_holding);
+        let fair_calls = Arc::clone(&self.fair_calls);
+        thread::spawn(move || {
+            let mut conn = None;
+            let mut round = 0u64;
+            let holder_id = client.current_holder_id();
+            let (writes, step) = match (long, knobs.long_hold) {
+                (true, Some(hold)) => {
+                    ((hold.as_millis() / LONG_STEP.as_millis()).max(1), LONG_STEP)
+                }
+                _ => (1, HOLD),
+            };
+            while !stop.load(Ordering::SeqCst) {
+                if paused.load(Ordering::SeqCst) {
+                    thread::sleep(Duration::from_millis(10));
+                    continue;
+                }
+                round += 1;
+                let reads_only = shared.is_some() && !long && !round.is_multiple_of(3);
+                let lock = match &shared {
+                    Some(read) if reads_only => read,
+                    _ => &exclusive,
+                };
+                let op = if long {
+                    "try_lock_for(long)"
+                } else {
+                    "try_lock_for"
+                };
+                let start_ns = mono_ns();
+                // MUTATION barge: spin on try_lock(), taking the lock the
+                // moment it is free, whoever is queued.
+                let barging = knobs.barge && t % 2 == 1;
+                let got = if barging {
+                    calls.run(op, &who, WAIT + SLACK, || lock.try_lock())
+                } else {
+                    calls.run(op, &who, WAIT + SLACK, || lock.try_lock_for(WAIT))
+                };
+                let enter_ns = mono_ns();
+                if knobs.kind == Kind::Fair {
+                    fair_calls.lock().unwrap().push(FairCall {
+                        who: holder_id.clone(),
+                        start_ns,
+                        end_ns: enter_ns,
+                        entered: got.as_ref().ok().map(Option::is_some),
+                    });
+                }
+                let guard = match got {
+                    Ok(Some(guard)) => guard,
+                    Ok(None) => {
+                        if barging {
+                            thread::sleep(Duration::from_millis(1));
+                        }
+                        continue;
+                    }
+                    Err(_) => {
+                        thread::sleep(Duration::from_millis(20));
+                        continue;
+                    }
+                };
+                if long {
+                    long_holding.fetch_add(1, Ordering::SeqCst);
+                }
+                let mut section = Section {
+                    client: who.clone(),
+                    thread: t,
+                    mode: if reads_only {
+                        Mode::Shared
+                    } else {
+                        Mode::Exclusive
+                    },
+                    token: guard.token(),
+                    enter_ns,
+                    last_ok_ns: enter_ns,
+                    lost_ns: None,
+                    exit_ns: 0,
+                };
+                // `is_lost()` immediately before every write, and once more
+                // before the unlock; the answer is recorded before acting.
+                let still_held = |section: &mut Section| -> bool {
+                    let lost = !knobs.ignore_lost && guard.is_lost();
+                    let now = mono_ns();
+                    if lost {
+                        section.lost_ns.get_or_insert(now);
+                    } else {
+                        section.last_ok_ns = now;
+                    }
+                    !lost
+                };
+                for _ in 0..writes {
+                    let read = store.read(&mut conn);
+                    thread::sleep(step);
+                    if !still_held(&mut section) {
+                        break;
+                    }
+                    if !reads_only {
+                        store.write(
+                            &mut conn,
+                            Write {
+                                client: who.clone(),
+                                thread: t,
+                                token: section.token,
+                                sent_ns: section.last_ok_ns,
+                                read,
+                                value: read + 1,
+                                accepted: false,
+                            },
+                        );
+                    }
+                }
+                if section.lost_ns.is_none() {
+                    still_held(&mut section);
+                }
+                section.exit_ns = mono_ns();
+                if long {
+                    long_holding.fetch_sub(1, Ordering::SeqCst);
+                }
+                let section_lost = section.lost_ns.is_some();
+                history.record(section);
+                // Unlocking a hold is_lost() called lost may fail ("not
+                // held"): that is the truth, not a failed call.
+                let op = if section_lost {
+                    "unlock(lost)"
+                } else {
+                    "unlock"
+                };
+                let _ = calls.run(op, &who, UNLOCK_BOUND, || guard.unlock().map(Some));
+            }
+        })
+    }
+
+    /// Polls the fair lock's queue every 5 ms and records when each holder
+    /// id appears in it (again).
+    fn queue_monitor(&self, url: String) -> JoinHandle<()> {
+        let key = format!("redisson_lock_queue:{{{}}}", self.name);
+        let stop = Arc::clone(&self.stop);
+        let polls = Arc::clone(&self.polls);
+        thread::spawn(move || {
+            let mut conn: Option<redis::Connection> = None;
+            while !stop.load(Ordering::SeqCst) {
+                let c = conn.get_or_insert_with(|| {
+                    let c = raw_connection(&url);
+                    c.set_read_timeout(Some(Duration::from_millis(500)))
+                        .unwrap();
+                    c
+                });
+                let sent = mono_ns();
+                match redis::cmd("LRANGE")
+                    .arg(&key)
+                    .arg(0)
+                    .arg(-1)
+                    .query::<Vec<String>>(c)
+                {
+                    Ok(queue) => polls.lock().unwrap().push(QueuePoll {
+                        sent_ns: sent,
+                        done_ns: mono_ns(),
+                        queue,
+                    }),
+                    // A frozen or unreachable server: poll again later.
+                    Err(_) => conn = None,
+                }
+                thread::sleep(Duration::from_millis(5));
+            }
+        })
+    }
+
+    /// The fair lock's calls and the polls of its queue.
+    fn fair_history(&self) -> (Vec<FairWait>, Vec<QueuePoll>) {
+        let waits = self
+            .fair_calls
+            .lock()
+            .unwrap()
+            .iter()
+            .map(|c| FairWait {
+                who: c.who.clone(),
+                start_ns: c.start_ns,
+                end_ns: c.end_ns,
+                enter_ns: (c.entered == Some(true)).then_some(c.end_ns),
+            })
+            .collect();
+        (waits, self.polls.lock().unwrap().clone())
     }
 
     /// Waits (bounded) until `n` sections entered at or after `since`;
@@ -447,6 +864,15 @@ impl Workload {
     fn await_sections(&self, what: &str, since: u64, n: usize, timeout: Duration) -> u64 {
         wait_until(what, timeout, || self.history.entered_since(since) >= n);
         self.history.first_entered_since(since).unwrap().enter_ns
+    }
+
+    /// Waits (bounded) until a long holder is inside its section.
+    fn await_long_holder(&self) {
+        wait_until(
+            "a long holder holds the lock",
+            Duration::from_secs(20),
+            || self.long_holding.load(Ordering::SeqCst) > 0,
+        );
     }
 
     /// Stops every thread (each finishes its current call) and joins them.
@@ -457,15 +883,9 @@ impl Workload {
         }
     }
 
-    /// The local store's (writes accepted, writes refused, final value).
-    fn local_counts(&self) -> (u64, u64, u64) {
-        match &*self.store {
-            Store::Local(store) => {
-                let (accepted, refused) = store.counts();
-                (accepted, refused, store.read())
-            }
-            Store::Redis { .. } => panic!("not a local store"),
-        }
+    /// Runs the history checker on the sections and the store's log.
+    fn check(&self, excuses: &[Excuse]) -> Verdict {
+        history::check(&self.history.sections(), &self.store.log(), excuses)
     }
 }
 
@@ -497,16 +917,24 @@ fn clients(url: &str, n: usize, watchdog: Duration) -> (Vec<Client>, Arc<Events>
     (clients, events)
 }
 
-/// Checks the history (with `excuses`) and prints a summary; with no
-/// excused overlap the local counter lost no update.
+/// Checks the workload's history (with `excuses`: exact fault windows) and
+/// prints a summary: the lost-update check runs whatever the excuses.
 fn check_history(checks: &mut Checks, workload: &Workload, excuses: &[Excuse]) -> Verdict {
     let what = checks.what.clone();
-    let verdict = workload.history.check(excuses);
+    let verdict = workload.check(excuses);
     let sections = workload.history.sections();
-    let lost = sections.iter().filter(|s| s.lost).count();
+    let log = workload.store.log();
+    let lost = sections.iter().filter(|s| s.lost_ns.is_some()).count();
+    let long = sections
+        .iter()
+        .filter(|s| ms_between(s.enter_ns, s.exit_ns) > 100.0)
+        .count();
     eprintln!(
-        "{what}: {} sections, {lost} lost at exit, {} excused overlap(s), {} violation(s)",
+        "{what}: {} sections ({long} long, {lost} saw is_lost()), {} writes ({} accepted), \
+         {} excused, {} violation(s)",
         sections.len(),
+        log.len(),
+        log.iter().filter(|w| w.accepted).count(),
         verdict.excused.len(),
         verdict.violations.len()
     );
@@ -514,27 +942,14 @@ fn check_history(checks: &mut Checks, workload: &Workload, excuses: &[Excuse]) -
         eprintln!("{what}: excused {text}");
     }
     checks.clean(&verdict);
-    if verdict.excused.is_empty()
-        && let Store::Local(_) = &*workload.store
-    {
-        let (accepted, refused, value) = workload.local_counts();
-        checks.check(value == accepted, || {
-            format!(
-                "lost updates: counter {value} after {accepted} accepted writes \
-                 (no overlap, {refused} refused writes)"
-            )
-        });
-    }
     verdict
 }
 
-/// An excuse for the window `[from, to]` widened by `lease` on both sides
-/// (a section that entered up to a lease before the fault may be overtaken).
-fn excuse(why: &str, from_ns: u64, to_ns: u64, lease: Duration) -> Excuse {
-    let lease = u64::try_from(lease.as_nanos()).unwrap();
+/// The exact window `[from, to]` of a fault, as an excuse.
+fn window(why: &str, from_ns: u64, to_ns: u64) -> Excuse {
     Excuse {
-        from_ns: from_ns.saturating_sub(lease),
-        to_ns: to_ns + lease,
+        from_ns,
+        to_ns,
         why: why.to_owned(),
     }
 }
@@ -557,107 +972,458 @@ fn redis_cmd(server: &TestServer, args: &[&str]) -> redis::Value {
 }
 
 // ---------------------------------------------------------------------------
-// The checker can fail
+// Faults that confirm they happened
 // ---------------------------------------------------------------------------
 
-fn section(client: &str, token: u64, enter_ns: u64, exit_ns: u64, accepted: bool) -> Section {
+/// The state letter of process `pid` (`T`: stopped), from /proc.
+fn process_state(pid: u32) -> char {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .unwrap_or_else(|e| panic!("reading /proc/{pid}/stat: {e}"));
+    let after = stat.rsplit_once(") ").expect("a /proc stat line").1;
+    after.chars().next().unwrap_or('?')
+}
+
+/// Waits (bounded) until process `pid` is stopped: a signal is delivered
+/// asynchronously.
+fn await_stopped(pid: u32) {
+    wait_until(
+        &format!("process {pid} stops"),
+        Duration::from_secs(5),
+        || process_state(pid) == 'T',
+    );
+}
+
+/// Freezes `server` for `pause` (SIGSTOP, the state confirmed `T`); returns
+/// the exact window.
+fn freeze(server: &TestServer, pause: Duration) -> (u64, u64) {
+    server.pause();
+    let from = mono_ns();
+    await_stopped(server.pid());
+    thread::sleep(pause);
+    server.resume();
+    let to = mono_ns();
+    wait_until("the server runs again", Duration::from_secs(5), || {
+        process_state(server.pid()) != 'T'
+    });
+    (from, to)
+}
+
+/// The ids of the server's normal connections (`CLIENT LIST TYPE normal`),
+/// without `conn`'s own.
+fn normal_ids(conn: &mut redis::Connection) -> Vec<u64> {
+    let own: u64 = redis::cmd("CLIENT").arg("ID").query(conn).unwrap();
+    let list: String = redis::cmd("CLIENT")
+        .arg("LIST")
+        .arg("TYPE")
+        .arg("normal")
+        .query(conn)
+        .unwrap();
+    list.lines()
+        .filter_map(|l| l.strip_prefix("id=")?.split(' ').next()?.parse().ok())
+        .filter(|id| *id != own)
+        .collect()
+}
+
+/// A script that keeps the server busy for ARGV[1] ms (it answers nothing
+/// else meanwhile, below the busy-reply threshold of 5 s).
+const BUSY_SCRIPT: &str = r"
+local t = redis.call('time')
+local start = t[1] * 1000 + t[2] / 1000
+repeat
+    t = redis.call('time')
+until t[1] * 1000 + t[2] / 1000 - start >= tonumber(ARGV[1])
+return 1
+";
+
+/// What [`kill_in_flight`] did.
+#[derive(Debug)]
+struct KillReport {
+    killed: i64,
+    /// Calls of the workload running when the kill was sent (the server
+    /// busy, so each had its request sent or about to be).
+    in_flight: usize,
+    before: usize,
+    survivors: usize,
+}
+
+/// `CLIENT KILL TYPE normal` of connections with a command in flight: a
+/// slow script keeps the server busy 400 ms while the workload's requests
+/// queue behind it, and the kill is sent behind them: they run, then their
+/// connections close before the replies go out, so the resend path meets
+/// requests that ran. Confirms it with CLIENT LIST before and after and the
+/// calls that were in flight.
+fn kill_in_flight(server: &TestServer, calls: &Calls) -> KillReport {
+    let mut conn = server.connection();
+    let before = normal_ids(&mut conn);
+    let busy = {
+        let mut busy_conn = server.connection();
+        thread::spawn(move || {
+            redis::Script::new(BUSY_SCRIPT)
+                .arg(400)
+                .invoke::<i64>(&mut busy_conn)
+        })
+    };
+    thread::sleep(Duration::from_millis(200));
+    let in_flight = calls.running.load(Ordering::SeqCst);
+    let killed: i64 = redis::cmd("CLIENT")
+        .arg("KILL")
+        .arg("TYPE")
+        .arg("normal")
+        .arg("SKIPME")
+        .arg("yes")
+        .query(&mut conn)
+        .unwrap();
+    let _ = busy.join();
+    let after = normal_ids(&mut conn);
+    KillReport {
+        killed,
+        in_flight,
+        before: before.len(),
+        survivors: before.iter().filter(|id| after.contains(id)).count(),
+    }
+}
+
+/// Holds the next request naming `pattern` in `proxy` for `hold` (longer
+/// than its client waits for a reply), then delivers it: a request that
+/// reaches Redis after its caller gave up. Confirms bytes were held and
+/// delivered; returns (held bytes, the window).
+fn late_delivery(proxy: &DelayProxy, pattern: &str, hold: Duration) -> (usize, u64, u64) {
+    proxy.hold_next(pattern.as_bytes());
+    let from = mono_ns();
+    let held = proxy.wait_held(Duration::from_secs(20));
+    thread::sleep(hold);
+    let delivered = proxy_delivered_at_least(held, proxy.deliver());
+    (delivered, from, mono_ns())
+}
+
+/// The proxy may hold more than it had when first asked (later chunks of
+/// the same connection); it never delivers less.
+fn proxy_delivered_at_least(held: usize, delivered: usize) -> usize {
+    assert!(
+        delivered >= held && held > 0,
+        "the proxy held {held} bytes but delivered {delivered}"
+    );
+    delivered
+}
+
+/// How long the nemesis's proxy holds a request in round `round`: past the
+/// client's response timeout; in the long mix's third round past the
+/// 10 s unlock latch too (a release delivered after it must free nothing).
+fn late_hold(round: usize) -> Duration {
+    if round == 2 {
+        Duration::from_secs(12)
+    } else {
+        RESPONSE_TIMEOUT * 2 + Duration::from_millis(500)
+    }
+}
+
+/// The nemesis every primitive runs under, [`rounds`] times: requests in
+/// flight killed, a short freeze, a request held by the proxy and delivered
+/// after its client gave up ([`late_hold`]), a freeze longer than `lease`.
+/// Returns what happened, one line per fault (each confirmed), and each
+/// fault's exact window.
+fn nemesis(
+    server: &TestServer,
+    proxy: &DelayProxy,
+    pattern: &str,
+    lease: Duration,
+    calls: &Calls,
+) -> (Vec<String>, Vec<Excuse>) {
+    let mut log = Vec::new();
+    let mut windows = Vec::new();
+    for round in 0..rounds() {
+        if fault_enabled("kill") {
+            let from = mono_ns();
+            let kill = kill_in_flight(server, calls);
+            windows.push(window("CLIENT KILL in flight", from, mono_ns()));
+            assert!(
+                kill.before > 0 && kill.killed >= 1 && kill.survivors == 0,
+                "CLIENT KILL: {kill:?}"
+            );
+            log.push(format!("round {round}: {kill:?}"));
+            thread::sleep(Duration::from_millis(500));
+        }
+        if fault_enabled("freeze") {
+            let (from, to) = freeze(server, Duration::from_millis(300));
+            windows.push(window("a short freeze", from, to));
+            log.push(format!(
+                "round {round}: frozen {:.0} ms",
+                ms_between(from, to)
+            ));
+            thread::sleep(Duration::from_millis(500));
+        }
+        if fault_enabled("late") {
+            let (bytes, from, to) = late_delivery(proxy, pattern, late_hold(round));
+            windows.push(window("a request held by the proxy", from, to));
+            log.push(format!(
+                "round {round}: {bytes} bytes held {:.0} ms and delivered late",
+                ms_between(from, to)
+            ));
+            thread::sleep(Duration::from_millis(500));
+        }
+        if fault_enabled("long-freeze") {
+            let (from, to) = freeze(server, lease + Duration::from_secs(1));
+            windows.push(window("a freeze past the lease", from, to));
+            log.push(format!(
+                "round {round}: frozen {:.0} ms",
+                ms_between(from, to)
+            ));
+            thread::sleep(Duration::from_millis(1000));
+        }
+    }
+    (log, windows)
+}
+
+// ---------------------------------------------------------------------------
+// The checker can fail: each property on a synthetic history with its
+// violation (mutation -> property)
+// ---------------------------------------------------------------------------
+
+fn sec(client: &str, token: u64, enter_ns: u64, last_ok_ns: u64, exit_ns: u64) -> Section {
     Section {
         client: client.to_owned(),
         thread: 0,
+        mode: Mode::Exclusive,
         token: Some(token),
         enter_ns,
+        last_ok_ns,
+        lost_ns: None,
         exit_ns,
-        lost: false,
-        write_accepted: Some(accepted),
+    }
+}
+
+fn wr(client: &str, token: u64, sent_ns: u64, read: u64, accepted: bool) -> Write {
+    Write {
+        client: client.to_owned(),
+        thread: 0,
+        token: Some(token),
+        sent_ns,
+        read,
+        value: read + 1,
+        accepted,
     }
 }
 
 #[test]
-fn history_checker_catches_an_overlap_unless_a_fault_explains_it() {
-    let sections = [
-        section("a", 1, 100, 200, true),
-        section("b", 2, 150, 250, true),
-    ];
-    let verdict = history::check(&sections, &[]);
-    assert_eq!(verdict.violations.len(), 1, "{verdict:?}");
-    assert!(verdict.violations[0].contains("overlap"), "{verdict:?}");
-
-    let pause = Excuse {
-        from_ns: 120,
-        to_ns: 130,
-        why: "a pause".to_owned(),
-    };
-    let verdict = history::check(&sections, &[pause]);
-    assert!(verdict.violations.is_empty(), "{verdict:?}");
-    assert_eq!(verdict.excused.len(), 1);
-
-    let mut knew = sections;
-    knew[0].lost = true;
-    assert!(history::check(&knew, &[]).violations.is_empty());
-
-    let apart = [
-        section("a", 1, 100, 200, true),
-        section("b", 2, 200, 250, true),
-    ];
-    let verdict = history::check(&apart, &[]);
+fn checker_catches_an_overlap_unless_the_holder_knew_or_a_fault_explains_it() {
+    // Mutation: a second grant while the first holder's is_lost() says held.
+    let sections = [sec("a", 1, 100, 190, 200), sec("b", 2, 150, 240, 250)];
+    let verdict = history::check(&sections, &[], &[]);
+    assert_eq!(verdict.of("overlap").len(), 1, "{verdict:?}");
+    // The first knew it was lost before the second entered: no overlap.
+    let mut knew = sections.clone();
+    knew[0].last_ok_ns = 140;
+    knew[0].lost_ns = Some(145);
+    assert!(history::check(&knew, &[], &[]).violations.is_empty());
+    // Lost only when it left is no excuse (the old checker's hole).
+    let mut late = sections.clone();
+    late[0].lost_ns = Some(199);
+    assert_eq!(history::check(&late, &[], &[]).of("overlap").len(), 1);
+    // Only a window the first held across excuses it, and only exactly.
+    let pause = window("a pause", 120, 130);
+    let verdict = history::check(&sections, &[], std::slice::from_ref(&pause));
+    assert!(
+        verdict.violations.is_empty() && verdict.excused.len() == 1,
+        "{verdict:?}"
+    );
+    let before = window("a pause before", 10, 90);
+    assert_eq!(
+        history::check(&sections, &[], &[before])
+            .of("overlap")
+            .len(),
+        1
+    );
+    // Readers share; a writer with a reader is an overlap.
+    let mut readers = sections;
+    readers[0].mode = Mode::Shared;
+    readers[1].mode = Mode::Shared;
+    assert!(history::check(&readers, &[], &[]).violations.is_empty());
+    readers[1].mode = Mode::Exclusive;
+    let verdict = history::check(&readers, &[], &[]);
+    assert_eq!(
+        verdict.of("overlap").len(),
+        1,
+        "writer with a reader: {verdict:?}"
+    );
+    // Back to back is fine.
+    let apart = [sec("a", 1, 100, 190, 200), sec("b", 2, 200, 240, 250)];
+    let verdict = history::check(&apart, &[], &[]);
     assert!(
         verdict.violations.is_empty() && verdict.excused.is_empty(),
         "{verdict:?}"
     );
+    let line = late[0].to_line();
+    assert_eq!(Section::from_line(&line), late[0]);
 }
 
 #[test]
-fn history_checker_catches_a_backwards_token_and_a_stale_write() {
-    let backwards = [
-        section("a", 5, 100, 200, true),
-        section("b", 3, 300, 400, false),
-    ];
-    let verdict = history::check(&backwards, &[]);
-    assert_eq!(verdict.violations.len(), 1, "{verdict:?}");
-    assert!(verdict.violations[0].contains("backwards"), "{verdict:?}");
+fn checker_catches_a_lost_update_whatever_the_excuses() {
+    // Mutation: two holders read 0, both write 1 (lost update).
+    let sections = [sec("a", 1, 100, 300, 310), sec("b", 2, 400, 500, 510)];
+    let writes = [wr("a", 1, 300, 0, true), wr("b", 2, 500, 0, true)];
+    let unrelated = window("an unrelated fault", 350, 360);
+    let verdict = history::check(&sections, &writes, std::slice::from_ref(&unrelated));
+    assert_eq!(verdict.of("lost update").len(), 1, "{verdict:?}");
+    // Excused only when the overwritten write's holder held across a fault.
+    let pause = window("a's pause", 200, 250);
+    let verdict = history::check(&sections, &writes, &[pause]);
+    assert!(verdict.of("lost update").is_empty(), "{verdict:?}");
+    assert_eq!(verdict.excused.len(), 1);
+    // A clean chain.
+    let good = [wr("a", 1, 300, 0, true), wr("b", 2, 500, 1, true)];
+    assert!(history::check(&sections, &good, &[]).violations.is_empty());
+    let line = good[1].to_line();
+    assert_eq!(Write::from_line(&line), good[1]);
+}
 
-    // Same token twice is backwards too (tokens are unique per acquisition).
-    let repeated = [
-        section("a", 5, 100, 200, true),
-        section("b", 5, 300, 400, false),
-    ];
-    assert_eq!(history::check(&repeated, &[]).violations.len(), 1);
-
-    // A stale write accepted after a newer one: flagged even when excused.
-    let stale = [
-        section("old", 1, 0, 500, true),
-        section("new", 2, 100, 200, true),
-        section("new", 3, 300, 400, true),
-    ];
-    let pause = Excuse {
-        from_ns: 0,
-        to_ns: 500,
-        why: "a pause".to_owned(),
-    };
-    let verdict = history::check(&stale, std::slice::from_ref(&pause));
+#[test]
+fn checker_catches_a_stale_fenced_write() {
+    // Mutation 1: a store that accepts a token below one it accepted.
+    let sections = [sec("a", 1, 100, 150, 600), sec("b", 2, 300, 400, 410)];
+    let writes = [wr("b", 2, 400, 0, true), wr("a", 1, 500, 1, true)];
+    let verdict = history::check(&sections, &writes, &[]);
     assert!(
-        verdict.violations.iter().any(|v| v.contains("stale write")),
+        verdict
+            .of("stale write")
+            .iter()
+            .any(|v| v.contains("accepted after the store")),
         "{verdict:?}"
     );
-    let mut refused = stale.clone();
-    refused[0].write_accepted = Some(false);
-    let verdict = history::check(&refused, &[pause]);
-    assert!(verdict.violations.is_empty(), "{verdict:?}");
-
-    let line = stale[0].to_line();
-    assert_eq!(Section::from_line(&line), stale[0]);
+    // Mutation 2: a production store (token >= last) accepts the old
+    // holder's write because the new one has not written yet: fencing cannot
+    // refuse it, the checker sees it (and the lost update it causes).
+    let sections = [sec("a", 1, 100, 350, 360), sec("b", 2, 300, 500, 510)];
+    let store = FencedStore::default();
+    store.write(wr("a", 1, 350, 0, false));
+    store.write(wr("b", 2, 500, 0, false));
+    let verdict = history::check(&sections, &store.log(), &[]);
+    assert!(
+        verdict
+            .of("stale write")
+            .iter()
+            .any(|v| v.contains("newer holder")),
+        "{verdict:?}"
+    );
+    assert_eq!(verdict.of("lost update").len(), 1, "{verdict:?}");
 }
 
 #[test]
-fn fenced_store_refuses_a_token_below_the_highest() {
-    let store = FencedStore::new();
-    assert!(store.write(Some(3), 1));
-    assert!(store.write(Some(3), 2), "the same holder writes again");
-    assert!(!store.write(Some(2), 3));
-    assert_eq!((store.read(), store.counts()), (2, (2, 1)));
+fn fenced_store_has_production_semantics() {
+    let store = FencedStore::default();
+    assert!(store.write(wr("a", 3, 1, 0, false)));
+    assert!(
+        store.write(wr("a", 3, 2, 1, false)),
+        "the same holder writes again"
+    );
+    assert!(store.write(wr("b", 4, 3, 2, false)));
+    assert!(
+        !store.write(wr("a", 3, 4, 3, false)),
+        "a lower token is refused"
+    );
+    assert_eq!(store.read(), 3);
+    assert_eq!(store.log().iter().filter(|w| w.accepted).count(), 3);
 }
 
-// ---------------------------------------------------------------------------
+#[test]
+fn checker_catches_a_backwards_token() {
+    let backwards = [sec("a", 5, 100, 190, 200), sec("b", 3, 300, 390, 400)];
+    let verdict = history::check(&backwards, &[], &[]);
+    assert_eq!(verdict.of("token went backwards").len(), 1, "{verdict:?}");
+    let repeated = [sec("a", 5, 100, 190, 200), sec("b", 5, 300, 390, 400)];
+    assert_eq!(history::check(&repeated, &[], &[]).violations.len(), 1);
+}
+
+fn hold(who: &str, enter_ns: u64, until_ns: u64) -> PermitHold {
+    PermitHold {
+        who: who.to_owned(),
+        count: 1,
+        enter_ns,
+        until_ns,
+    }
+}
+
+#[test]
+fn checker_catches_an_over_granted_permit() {
+    // Mutation: a third permit of two granted while two are held.
+    let holds = [hold("a", 0, 100), hold("b", 10, 90), hold("c", 50, 60)];
+    let verdict = check_permits(&holds, 2, &[]);
+    assert_eq!(verdict.of("over-granted").len(), 1, "{verdict:?}");
+    assert!(check_permits(&holds, 3, &[]).violations.is_empty());
+    // Released at the instant another is granted: not over.
+    let handover = [hold("a", 0, 50), hold("b", 10, 90), hold("c", 50, 60)];
+    assert!(check_permits(&handover, 2, &[]).violations.is_empty());
+}
+
+#[test]
+fn checker_catches_a_fifo_break() {
+    let wait = |who: &str, start_ns: u64, end_ns: u64, enter: bool| FairWait {
+        who: who.into(),
+        start_ns,
+        end_ns,
+        enter_ns: enter.then_some(end_ns),
+    };
+    let poll = |sent_ns: u64, queue: &[&str]| QueuePoll {
+        sent_ns,
+        done_ns: sent_ns + 1,
+        queue: queue.iter().map(|id| (*id).to_owned()).collect(),
+    };
+    // Mutation: b, behind a in the queue, gets the lock while a stays.
+    let waits = [wait("a", 90, 500, true), wait("b", 190, 300, true)];
+    let polls = [
+        poll(100, &["a"]),
+        poll(200, &["a", "b"]),
+        poll(305, &["a"]),
+        poll(505, &[]),
+    ];
+    let verdict = check_fifo(&waits, &polls, &[]);
+    assert_eq!(verdict.of("FIFO broken").len(), 1, "{verdict:?}");
+    // In order: a first.
+    let in_order = [wait("a", 90, 250, true), wait("b", 190, 300, true)];
+    assert!(check_fifo(&in_order, &polls, &[]).violations.is_empty());
+    // a left the queue (gave up, evicted) before b entered: no break.
+    let left = [
+        poll(100, &["a"]),
+        poll(200, &["a", "b"]),
+        poll(250, &["b"]),
+        poll(305, &["a"]),
+    ];
+    assert!(check_fifo(&waits, &left, &[]).violations.is_empty());
+    // b barged in without ever queueing while a waited: a break.
+    let barged = [poll(100, &["a"]), poll(305, &["a"])];
+    assert_eq!(check_fifo(&waits, &barged, &[]).violations.len(), 1);
+    // b absent from a poll that may have run after b's grant proves
+    // nothing.
+    let unclear = [poll(295, &["a"]), poll(305, &["a"])];
+    assert!(check_fifo(&waits, &unclear, &[]).violations.is_empty());
+    // A fault between a being seen ahead and b entering explains it.
+    let freeze = window("a freeze", 150, 160);
+    let verdict = check_fifo(&waits, &polls, &[freeze]);
+    assert!(
+        verdict.violations.is_empty() && verdict.excused.len() == 1,
+        "{verdict:?}"
+    );
+}
+
+#[test]
+fn checker_catches_a_latch_opened_early() {
+    let call = |who: &str, count_down: bool, start_ns: u64, end_ns: u64| LatchCall {
+        who: who.into(),
+        count_down,
+        start_ns,
+        end_ns,
+    };
+    let calls = [
+        call("d1", true, 100, 110),
+        call("d2", true, 200, 210),
+        call("w", false, 0, 150),
+    ];
+    let verdict = check_latch(&calls, 2);
+    assert_eq!(verdict.of("latch opened early").len(), 1, "{verdict:?}");
+    let mut fine = calls;
+    fine[2].end_ns = 205;
+    assert!(check_latch(&fine, 2).violations.is_empty());
+}
+
 // 1. SIGSTOP shorter than the lease
 // ---------------------------------------------------------------------------
 
@@ -668,7 +1434,14 @@ fn sigstop_shorter_than_the_lease_loses_nothing() {
     let server = TestServer::start();
     let name = unique_name("fault-suite:short-stop");
     let (clients, events) = clients(&server.url(), 2, WATCHDOG);
-    let mut workload = Workload::start(&clients, 3, &name, true, Store::Local(FencedStore::new()));
+    let knobs = Knobs::new(Kind::Fenced, 3, Some(WATCHDOG));
+    let mut workload = Workload::start(
+        &server.url(),
+        &clients,
+        knobs,
+        &name,
+        Store::Local(FencedStore::default()),
+    );
     workload.await_sections("warm-up", 0, 20, Duration::from_secs(20));
 
     server.pause();
@@ -702,7 +1475,7 @@ fn sigstop_shorter_than_the_lease_loses_nothing() {
         .history
         .sections()
         .into_iter()
-        .filter(|s| s.lost)
+        .filter(|s| s.lost_ns.is_some())
         .collect();
     checks.check(lost.is_empty(), || format!("sections lost: {lost:?}"));
     let events = events.lost();
@@ -715,6 +1488,7 @@ fn sigstop_shorter_than_the_lease_loses_nothing() {
 }
 
 // ---------------------------------------------------------------------------
+
 // 2. SIGSTOP longer than the lease
 // ---------------------------------------------------------------------------
 
@@ -737,7 +1511,14 @@ fn sigstop_longer_than_the_lease_bounds_every_call_and_undoes_unknown_acquires()
     let long_name = format!("{name}:long");
     let probe_name = format!("{name}:probe");
     let (clients, events) = clients(&url, 2, WATCHDOG);
-    let mut workload = Workload::start(&clients, 3, &name, true, Store::Local(FencedStore::new()));
+    let knobs = Knobs::new(Kind::Fenced, 3, Some(WATCHDOG));
+    let mut workload = Workload::start(
+        &url,
+        &clients,
+        knobs,
+        &name,
+        Store::Local(FencedStore::default()),
+    );
 
     // A holder that keeps its own lock across the freeze.
     let (held_tx, held_rx) = std::sync::mpsc::channel();
@@ -761,6 +1542,7 @@ fn sigstop_longer_than_the_lease_bounds_every_call_and_undoes_unknown_acquires()
     };
     held_rx.recv_timeout(Duration::from_secs(10)).unwrap();
     workload.await_sections("warm-up", 0, 20, Duration::from_secs(20));
+    workload.await_long_holder();
 
     // A probe client with the library's default timeouts: the bound must
     // hold whatever the response timeout.
@@ -772,6 +1554,7 @@ fn sigstop_longer_than_the_lease_bounds_every_call_and_undoes_unknown_acquires()
 
     server.pause();
     let paused_ns = mono_ns();
+    await_stopped(server.pid());
     let paused = Instant::now();
     let mut probes = Vec::new();
     let probe_lock = probe_client.fenced_lock(probe_name.as_str());
@@ -900,12 +1683,9 @@ fn sigstop_longer_than_the_lease_bounds_every_call_and_undoes_unknown_acquires()
         Ok(()) => checks.check(false, || "unlocking the lost hold succeeded".to_owned()),
         Err(e) => eprintln!("long stop: the lost hold's unlock: {e}"),
     }
-    // Overlaps only around the freeze.
-    check_history(
-        &mut checks,
-        &workload,
-        &[excuse("the freeze", paused_ns, resumed_ns, WATCHDOG)],
-    );
+    // No excuse: a frozen server cannot make is_lost() lie (the lease is
+    // counted on the client), so nothing overlaps.
+    check_history(&mut checks, &workload, &[]);
     checks.no_errors(
         "calls after the server answered again (+1.5 s)",
         &errors_since(&calls, settle_ns),
@@ -921,6 +1701,7 @@ fn sigstop_longer_than_the_lease_bounds_every_call_and_undoes_unknown_acquires()
 }
 
 // ---------------------------------------------------------------------------
+
 // 3. SIGKILL and restart without persistence
 // ---------------------------------------------------------------------------
 
@@ -940,7 +1721,14 @@ fn restart_without_persistence_keeps_tokens_increasing() {
     );
     let name = unique_name("fault-suite:restart");
     let (clients, events) = clients(&server.url(), 2, WATCHDOG);
-    let mut workload = Workload::start(&clients, 2, &name, true, Store::Local(FencedStore::new()));
+    let knobs = Knobs::new(Kind::Fenced, 2, Some(WATCHDOG));
+    let mut workload = Workload::start(
+        &server.url(),
+        &clients,
+        knobs,
+        &name,
+        Store::Local(FencedStore::default()),
+    );
     workload.await_sections("warm-up", 0, 30, Duration::from_secs(20));
 
     let killed_ns = mono_ns();
@@ -988,7 +1776,9 @@ fn restart_without_persistence_keeps_tokens_increasing() {
     check_history(
         &mut checks,
         &workload,
-        &[excuse("the restart", killed_ns, back_ns, WATCHDOG)],
+        // Data loss: a holder across the restart cannot know it lost the
+        // lock; exactly the outage excuses it.
+        &[window("the restart (data lost)", killed_ns, back_ns)],
     );
     checks.bounded(&calls);
     checks.no_errors(
@@ -1000,28 +1790,32 @@ fn restart_without_persistence_keeps_tokens_increasing() {
 }
 
 // ---------------------------------------------------------------------------
+
 // 4-7. Dead or reset connections, flushed scripts
 // ---------------------------------------------------------------------------
 
 /// Runs the workload, applies `fault` (which returns when it is over) once
 /// it has warmed up, and checks that it cost nothing: no failed call, no
-/// lost lock, no lost-lock event, no overlap, no hold left behind.
+/// lost lock, no lost-lock event, no overlap, no hold left behind. With
+/// `errors_while_busy`, calls may fail while the fault lasts (it keeps the
+/// server busy past their deadlines, or kills requests whose outcome is
+/// then unknown: "an error means you do not hold it"), never after.
 fn harmless_fault(
     what: &str,
     watchdog: Duration,
-    threads: usize,
-    fenced: bool,
+    knobs: Knobs,
+    errors_while_busy: bool,
     fault: impl FnOnce(&TestServer, &Workload),
 ) -> (TestServer, Workload, Checks) {
     let server = TestServer::start();
     let name = unique_name(&format!("fault-suite:{what}"));
     let (clients, events) = clients(&server.url(), 2, watchdog);
     let mut workload = Workload::start(
+        &server.url(),
         &clients,
-        threads,
+        knobs,
         &name,
-        fenced,
-        Store::Local(FencedStore::new()),
+        Store::Local(FencedStore::default()),
     );
     workload.await_sections("warm-up", 0, 20, Duration::from_secs(20));
     let fault_ns = mono_ns();
@@ -1046,15 +1840,30 @@ fn harmless_fault(
         calls.len()
     );
     check_history(&mut checks, &workload, &[]);
-    checks.no_errors(
-        "calls after the fault began",
-        &errors_since(&calls, fault_ns),
-    );
+    if errors_while_busy {
+        let during: Vec<Call> = errors_since(&calls, fault_ns)
+            .into_iter()
+            .filter(|c| c.start_ns < over_ns)
+            .collect();
+        eprintln!(
+            "{what}: {} call(s) failed while the fault lasted",
+            during.len()
+        );
+        for call in during.iter().take(3) {
+            eprintln!("{what}: during the fault: {call}");
+        }
+        checks.no_errors("calls after the fault", &errors_since(&calls, over_ns));
+    } else {
+        checks.no_errors(
+            "calls after the fault began",
+            &errors_since(&calls, fault_ns),
+        );
+    }
     let lost: Vec<String> = workload
         .history
         .sections()
         .iter()
-        .filter(|s| s.lost)
+        .filter(|s| s.lost_ns.is_some())
         .map(ToString::to_string)
         .collect();
     checks.check(lost.is_empty(), || {
@@ -1070,26 +1879,28 @@ fn harmless_fault(
 }
 
 #[test]
-fn client_kill_type_normal_costs_no_call_and_no_lock() {
+fn client_kill_with_requests_in_flight_costs_no_call_and_no_lock() {
     let (_server, _workload, checks) = harmless_fault(
-        "client-kill-normal",
-        Duration::from_millis(1000),
-        3,
+        "client-kill-in-flight",
+        Duration::from_millis(1500),
+        Knobs::new(Kind::Fenced, 3, Some(Duration::from_millis(1500))),
         true,
-        |server, _| {
-            let mut conn = server.connection();
-            for round in 0..3 {
-                let killed: i64 = redis::cmd("CLIENT")
-                    .arg("KILL")
-                    .arg("TYPE")
-                    .arg("normal")
-                    .query(&mut conn)
-                    .unwrap();
-                eprintln!("client-kill-normal: round {round}: killed {killed} connections");
-                // Later rounds find what the clients reopened since, if anything.
-                assert!(round > 0 || killed >= 1, "no connection to kill");
+        |server, workload| {
+            let mut in_flight = 0;
+            for round in 0..2 * rounds() {
+                let kill = kill_in_flight(server, &workload.calls);
+                eprintln!("client-kill-in-flight: round {round}: {kill:?}");
+                assert!(
+                    kill.before > 0 && kill.killed >= 1 && kill.survivors == 0,
+                    "CLIENT KILL did not close every connection: {kill:?}"
+                );
+                in_flight += kill.in_flight;
                 thread::sleep(Duration::from_millis(300));
             }
+            assert!(
+                in_flight >= 1,
+                "no call was in flight when the kills landed"
+            );
         },
     );
     checks.finish();
@@ -1099,9 +1910,10 @@ fn client_kill_type_normal_costs_no_call_and_no_lock() {
 fn client_kill_type_pubsub_still_wakes_parked_waiters() {
     // A long lease: a waiter that missed its wake-up would sleep up to the
     // lock's TTL (the watchdog timeout).
-    const WATCHDOG: Duration = Duration::from_secs(5);
+    const WATCHDOG: Duration = Duration::from_secs(10);
+    let knobs = Knobs::new(Kind::Plain, 3, None);
     let (_server, workload, mut checks) =
-        harmless_fault("client-kill-pubsub", WATCHDOG, 3, false, |server, _| {
+        harmless_fault("client-kill-pubsub", WATCHDOG, knobs, false, |server, _| {
             let mut conn = server.connection();
             for _ in 0..5 {
                 let killed: i64 = redis::cmd("CLIENT")
@@ -1114,8 +1926,11 @@ fn client_kill_type_pubsub_still_wakes_parked_waiters() {
                 thread::sleep(Duration::from_millis(200));
             }
         });
-    // Work never stalled: the largest gap between one section leaving and
-    // the next entering is far below the lease.
+    // Work never stalled: no gap between one section leaving and the next
+    // entering comes near the lease, which a waiter that missed its wake-up
+    // would sleep (up to the lock's TTL). The lock is not fair, so one
+    // thread's try_lock_for may lose every race for 2 s on a loaded machine:
+    // that is no missed wake-up, and is only reported.
     let mut sections = workload.history.sections();
     sections.sort_by_key(|s| s.enter_ns);
     let gap = sections
@@ -1124,18 +1939,18 @@ fn client_kill_type_pubsub_still_wakes_parked_waiters() {
         .max()
         .unwrap_or(0);
     let gap = Duration::from_nanos(gap);
-    eprintln!("client-kill-pubsub: largest gap between sections {gap:?}");
-    checks.check(gap < WATCHDOG / 2, || {
-        format!("the lock sat free {gap:?} while threads waited (lease {WATCHDOG:?})")
-    });
     let timeouts = workload
         .calls
         .all()
         .into_iter()
         .filter(|c| c.outcome == Outcome::NotAcquired)
         .count();
-    checks.check(timeouts == 0, || {
-        format!("{timeouts} try_lock_for({WAIT:?}) timed out while the lock was in use")
+    eprintln!(
+        "client-kill-pubsub: largest gap between sections {gap:?}; {timeouts} \
+         try_lock_for({WAIT:?}) lost every race"
+    );
+    checks.check(gap < WATCHDOG / 2, || {
+        format!("the lock sat free {gap:?} while threads waited (lease {WATCHDOG:?})")
     });
     checks.finish();
 }
@@ -1145,13 +1960,28 @@ fn idle_connections_reaped_by_the_server_cost_no_call() {
     let (_server, _workload, checks) = harmless_fault(
         "idle-timeout",
         Duration::from_millis(1000),
-        3,
-        true,
+        Knobs::new(Kind::Fenced, 3, None),
+        false,
         |server, workload| {
-            redis_cmd(server, &["CONFIG", "SET", "timeout", "1"]);
             workload.paused.store(true, Ordering::SeqCst);
+            // Every thread finishes its call; then its connections idle.
+            thread::sleep(Duration::from_millis(300));
+            let mut conn = server.connection();
+            let before = normal_ids(&mut conn);
+            drop(conn);
+            redis_cmd(server, &["CONFIG", "SET", "timeout", "1"]);
             // Every pooled connection idles past the server's timeout.
             thread::sleep(Duration::from_millis(2500));
+            let after = normal_ids(&mut server.connection());
+            let kept: Vec<_> = before.iter().filter(|id| after.contains(id)).collect();
+            assert!(
+                !before.is_empty() && kept.is_empty(),
+                "the server reaped no idle connection: before {before:?}, after {after:?}"
+            );
+            eprintln!(
+                "idle-timeout: the server reaped {} idle connections",
+                before.len()
+            );
             workload.paused.store(false, Ordering::SeqCst);
         },
     );
@@ -1163,8 +1993,8 @@ fn script_flush_mid_run_costs_no_call() {
     let (_server, _workload, checks) = harmless_fault(
         "script-flush",
         Duration::from_millis(1000),
-        3,
-        true,
+        Knobs::new(Kind::Fenced, 3, Some(Duration::from_millis(1000))),
+        false,
         |server, _| {
             for _ in 0..5 {
                 redis_cmd(server, &["SCRIPT", "FLUSH"]);
@@ -1176,26 +2006,37 @@ fn script_flush_mid_run_costs_no_call() {
 }
 
 // ---------------------------------------------------------------------------
+
+// ---------------------------------------------------------------------------
 // 8-9. A holder process paused or killed
 // ---------------------------------------------------------------------------
 
-/// A fenced-holder child on `server` holding `name` (token, section start),
-/// and a contended in-process workload on the same lock and downstream
-/// store, started once the child holds the lock.
+/// A production-store holder child on `server` holding `name` (its token and
+/// when it entered), and a contended in-process workload on the same lock
+/// and store, started once the child holds the lock.
 fn child_holder_and_workload(
     server: &TestServer,
     name: &str,
     watchdog: Duration,
 ) -> (ChildProcess, u64, u64, Workload, Arc<Events>) {
     let store = format!("{name}:store");
-    let (child, token, _) = spawn_fenced_holder(server, name, &store, watchdog);
-    let held_ns = mono_ns();
+    let envs = [
+        (URL_ENV, server.url()),
+        (LOCK_ENV, name.to_owned()),
+        (STORE_ENV, store.clone()),
+        (WATCHDOG_MS_ENV, ms(watchdog)),
+    ];
+    let child = ChildProcess::spawn("production_holder", &envs);
+    let ready = child.expect_line(READY, READY_TIMEOUT);
+    let mut words = ready.split_whitespace();
+    let token: u64 = words.next().unwrap().parse().unwrap();
+    let held_ns: u64 = words.next().unwrap().parse().unwrap();
     let (clients, events) = clients(&server.url(), 2, watchdog);
     let workload = Workload::start(
+        &server.url(),
         &clients,
-        2,
+        Knobs::new(Kind::Fenced, 2, Some(watchdog)),
         name,
-        true,
         Store::Redis {
             url: server.url(),
             store,
@@ -1215,42 +2056,52 @@ fn child_holder_and_workload(
 fn child_section(
     child: &ChildProcess,
     token: u64,
-    held_ns: u64,
+    enter_ns: u64,
+    last_ok_ns: u64,
     exit_ns: u64,
-    lost: bool,
-    accepted: bool,
 ) -> Section {
     Section {
         client: format!("child-{}", child.pid()),
         thread: 0,
+        mode: Mode::Exclusive,
         token: Some(token),
-        enter_ns: held_ns,
+        enter_ns,
+        last_ok_ns,
+        lost_ns: None,
         exit_ns,
-        lost,
-        write_accepted: Some(accepted),
     }
 }
 
 #[test]
-fn a_holder_process_paused_past_its_lease_is_fenced_off() {
+fn a_holder_process_paused_between_its_check_and_its_write_is_fenced_off() {
     const WATCHDOG: Duration = Duration::from_millis(1000);
     let server = TestServer::start();
     let name = unique_name("fault-suite:child-pause");
     let (mut child, token, held_ns, mut workload, _events) =
         child_holder_and_workload(&server, &name, WATCHDOG);
 
+    // The zombie: is_lost() says held, then the process freezes before it
+    // writes.
+    child.send("check");
+    let checked = child.expect_line(CHECKED, READY_TIMEOUT);
+    assert!(
+        checked.starts_with("lost=false"),
+        "the child's check: {checked}"
+    );
+    let checked_ns: u64 = checked.split_whitespace().nth(1).unwrap().parse().unwrap();
     common::send_signal(child.pid(), "STOP");
     let stopped_ns = mono_ns();
+    await_stopped(child.pid());
     let first = workload.await_sections(
         "the workload takes over",
         stopped_ns,
         20,
         Duration::from_secs(20),
     );
-    child.send(&format!("{WRITE} zombie"));
+    child.send(WRITE);
     common::send_signal(child.pid(), "CONT");
-    let result = child.expect_line(WRITE_RESULT, READY_TIMEOUT);
     let resumed_ns = mono_ns();
+    let result = child.expect_line(WRITE_RESULT, READY_TIMEOUT);
     workload.await_sections(
         "work after the child resumed",
         resumed_ns,
@@ -1262,16 +2113,13 @@ fn a_holder_process_paused_past_its_lease_is_fenced_off() {
         "child pause: the workload took over {:.0} ms after the SIGSTOP; the resumed child: {result}",
         ms_between(stopped_ns, first)
     );
-
-    let lost = result.ends_with("lost=true");
-    let accepted = result.starts_with("accepted");
     workload.history.record(child_section(
-        &child, token, held_ns, resumed_ns, lost, accepted,
+        &child, token, held_ns, checked_ns, resumed_ns,
     ));
     let mut checks = Checks::new("child pause");
-    checks.check(result == "refused lost=true", || {
+    checks.check(result.starts_with("refused"), || {
         format!(
-            "the resumed holder's write: {result:?}, expected \"refused lost=true\"; \
+            "the resumed holder's stale write: {result:?}, expected the store to refuse it; \
              child output:\n{}",
             child.transcript()
         )
@@ -1279,12 +2127,7 @@ fn a_holder_process_paused_past_its_lease_is_fenced_off() {
     check_history(
         &mut checks,
         &workload,
-        &[excuse(
-            "the child's pause",
-            stopped_ns,
-            resumed_ns,
-            Duration::ZERO,
-        )],
+        &[window("the child's pause", stopped_ns, resumed_ns)],
     );
     let calls = workload.calls.all();
     checks.bounded(&calls);
@@ -1312,10 +2155,9 @@ fn a_killed_holder_process_frees_the_lock_within_a_lease() {
     eprintln!(
         "child kill: the workload took over {freed:?} after the SIGKILL (lease {WATCHDOG:?})"
     );
-    // Its one write (with its token) was accepted before the kill.
-    workload.history.record(child_section(
-        &child, token, held_ns, killed_ns, false, true,
-    ));
+    workload
+        .history
+        .record(child_section(&child, token, held_ns, held_ns, killed_ns));
     let mut checks = Checks::new("child kill");
     checks.check(freed < WATCHDOG + SLACK, || {
         format!("the dead holder's lock was taken only {freed:?} after the kill")
@@ -1327,11 +2169,11 @@ fn a_killed_holder_process_frees_the_lock_within_a_lease() {
     checks.finish();
 }
 
-// ---------------------------------------------------------------------------
 // 10. Network partition
 // ---------------------------------------------------------------------------
 
 const SECTION_LINE: &str = "FS-SECTION";
+const WRITE_LINE: &str = "FS-WRITE";
 const CALL_LINE: &str = "FS-CALL";
 const EVENT_LINE: &str = "FS-EVENT";
 const LONG_LOST_LINE: &str = "FS-LONG-LOST";
@@ -1349,7 +2191,13 @@ fn child_partition_workload() {
     let name = env(LOCK_ENV);
     let watchdog = env_ms(WATCHDOG_MS_ENV);
     let (clients, events) = clients(&url, 2, watchdog);
-    let mut workload = Workload::start(&clients, 2, &name, true, Store::Local(FencedStore::new()));
+    let mut workload = Workload::start(
+        &url,
+        &clients,
+        Knobs::new(Kind::Fenced, 2, Some(watchdog)),
+        &name,
+        Store::Local(FencedStore::default()),
+    );
     let long_name = format!("{name}:long");
     let stop = Arc::new(AtomicBool::new(false));
     let (held_tx, held_rx) = std::sync::mpsc::channel();
@@ -1423,6 +2271,9 @@ fn child_partition_workload() {
     for section in workload.history.sections() {
         announce(&format!("{SECTION_LINE} {}", section.to_line()));
     }
+    for write in workload.store.log() {
+        announce(&format!("{WRITE_LINE} {}", write.to_line()));
+    }
     for call in workload.calls.all() {
         announce(&format!("{CALL_LINE} {}", call.to_line()));
     }
@@ -1448,7 +2299,7 @@ fn reported(child: &ChildProcess, marker: &str) -> Vec<String> {
 }
 
 #[test]
-fn network_partition_longer_than_the_lease() {
+fn network_partition_dropping_packets_longer_than_the_lease() {
     const WATCHDOG: Duration = Duration::from_millis(900);
     const CUT: Duration = Duration::from_secs(3);
     let partition = Partition::create();
@@ -1467,6 +2318,10 @@ fn network_partition_longer_than_the_lease() {
 
     partition.cut();
     let cut_ns = mono_ns();
+    eprintln!(
+        "partition: the drop rule is in place: {}",
+        partition.is_cut()
+    );
     let cut_at = Instant::now();
     let mut probes = 0;
     while cut_at.elapsed() + Duration::from_millis(1100) + SLACK < CUT {
@@ -1494,6 +2349,10 @@ fn network_partition_longer_than_the_lease() {
     let sections: Vec<Section> = reported(&child, SECTION_LINE)
         .iter()
         .map(|l| Section::from_line(l))
+        .collect();
+    let writes: Vec<Write> = reported(&child, WRITE_LINE)
+        .iter()
+        .map(|l| Write::from_line(l))
         .collect();
     let calls: Vec<Call> = reported(&child, CALL_LINE)
         .iter()
@@ -1531,11 +2390,11 @@ fn network_partition_longer_than_the_lease() {
     let unclear: Vec<String> = during
         .iter()
         .filter(|c| match &c.outcome {
-            // A cut link either swallows requests (the read times out) or,
-            // once the kernel knows the route is gone, refuses at once.
+            // Dropped packets: nothing is refused, every request waits
+            // and times out.
             Outcome::Err(m) => {
                 let m = m.to_lowercase();
-                !(m.contains(&address) && (m.contains("timed out") || m.contains("no route to")))
+                !(m.contains(&address) && m.contains("timed out"))
             }
             _ => false,
         })
@@ -1543,7 +2402,7 @@ fn network_partition_longer_than_the_lease() {
         .collect();
     checks.check(unclear.is_empty(), || {
         format!(
-            "{} error(s) during the cut do not say they timed out (or found no route) and name {address}, e.g.:\n{}",
+            "{} error(s) during the cut do not say they timed out and name {address}, e.g.:\n{}",
             unclear.len(),
             unclear
                 .iter()
@@ -1569,10 +2428,17 @@ fn network_partition_longer_than_the_lease() {
     checks.check(first_after.is_some(), || {
         "no work after the heal".to_owned()
     });
-    checks.clean(&history::check(
-        &sections,
-        &[excuse("the partition", cut_ns, healed_ns, WATCHDOG)],
-    ));
+    // No excuse: across a partition the lease is counted on the client, so
+    // is_lost() tells the truth; what the cut held back and TCP delivered
+    // late after the heal must change nothing.
+    let verdict = history::check(&sections, &writes, &[]);
+    eprintln!(
+        "partition: {} writes ({} accepted), {} violation(s)",
+        writes.len(),
+        writes.iter().filter(|w| w.accepted).count(),
+        verdict.violations.len()
+    );
+    checks.clean(&verdict);
     checks.no_errors(
         "calls 1 s after the server answered again",
         &errors_since(&calls, settle_ns),
@@ -1585,4 +2451,547 @@ fn network_partition_longer_than_the_lease() {
         )
     });
     checks.finish();
+}
+
+// ---------------------------------------------------------------------------
+// 11. Every primitive under the same nemesis
+// ---------------------------------------------------------------------------
+
+/// The lease (watchdog timeout) of the nemesis runs.
+const NEMESIS_LEASE: Duration = Duration::from_millis(1000);
+/// How long after the last fault every call must succeed again.
+const SETTLE: Duration = Duration::from_secs(3);
+
+/// A server, a delaying proxy in front of it, and `n` clients through the
+/// proxy.
+fn nemesis_setup(n: usize) -> (TestServer, DelayProxy, Vec<Client>, Arc<Events>) {
+    let server = TestServer::start();
+    let proxy = DelayProxy::start(server.port());
+    let (clients, events) = clients(&proxy.url(), n, NEMESIS_LEASE);
+    (server, proxy, clients, events)
+}
+
+/// Runs a lock workload of `kind` under the nemesis and checks its history
+/// (plus FIFO for the fair lock); `knobs` may carry a mutation.
+fn lock_under_nemesis(what: &str, knobs: Knobs) -> (Checks, Verdict, Option<Verdict>) {
+    let (server, proxy, clients, _events) = nemesis_setup(2);
+    let name = unique_name(&format!("fault-suite:{what}"));
+    // The downstream store is another system: a server of its own, out of
+    // the nemesis's reach.
+    let store_server = TestServer::start();
+    let store = match knobs.kind {
+        Kind::Fenced => Store::Redis {
+            url: store_server.url(),
+            store: format!("{name}:store"),
+        },
+        _ => Store::Local(FencedStore::default()),
+    };
+    let mut workload = Workload::start(&server.url(), &clients, knobs, &name, store);
+    workload.await_sections("warm-up", 0, 10, Duration::from_secs(20));
+    let (faults, windows) = nemesis(&server, &proxy, &name, NEMESIS_LEASE, &workload.calls);
+    let over_ns = mono_ns();
+    workload.await_sections(
+        "work after the faults",
+        over_ns,
+        10,
+        Duration::from_secs(30),
+    );
+    thread::sleep(SETTLE);
+    workload.stop();
+    let mut checks = Checks::new(what);
+    for fault in &faults {
+        eprintln!("{what}: {fault}");
+    }
+    // No excuse for the lock's safety: none of these faults can make
+    // is_lost() lie.
+    let verdict = check_history(&mut checks, &workload, &[]);
+    let fifo = (knobs.kind == Kind::Fair).then(|| {
+        let (waits, polls) = workload.fair_history();
+        // A killed, frozen or held request can cost a waiter its turn.
+        let verdict = check_fifo(&waits, &polls, &windows);
+        eprintln!(
+            "{what}: {} fair acquires, {} polls of the queue ({} non-empty), {} FIFO break(s) \
+             a fault explains, {} FIFO violation(s)",
+            waits.len(),
+            polls.len(),
+            polls.iter().filter(|p| !p.queue.is_empty()).count(),
+            verdict.excused.len(),
+            verdict.violations.len()
+        );
+        for text in verdict.excused.iter().take(3) {
+            eprintln!("{what}: excused {text}");
+        }
+        checks.clean(&verdict);
+        verdict
+    });
+    let calls = workload.calls.all();
+    checks.bounded(&calls);
+    checks.no_errors(
+        "calls once the faults were over (+3 s)",
+        &errors_since(&calls, over_ns + 3_000_000_000),
+    );
+    (checks, verdict, fifo)
+}
+
+#[test]
+fn fenced_lock_under_the_nemesis() {
+    let knobs = Knobs::new(Kind::Fenced, 2, Some(NEMESIS_LEASE));
+    lock_under_nemesis("nemesis-fenced", knobs).0.finish();
+}
+
+#[test]
+fn read_write_lock_under_the_nemesis() {
+    let knobs = Knobs::new(Kind::ReadWrite, 3, Some(NEMESIS_LEASE));
+    lock_under_nemesis("nemesis-rwlock", knobs).0.finish();
+}
+
+#[test]
+fn fair_lock_under_the_nemesis() {
+    let knobs = Knobs::new(Kind::Fair, 2, Some(NEMESIS_LEASE));
+    lock_under_nemesis("nemesis-fair", knobs).0.finish();
+}
+
+/// Which semaphore a permit run uses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Permits {
+    Semaphore,
+    /// Permit-expirable, each permit with [`PERMIT_LEASE`].
+    Expirable,
+}
+
+/// A permit-expirable semaphore's lease.
+const PERMIT_LEASE: Duration = Duration::from_secs(2);
+
+/// Threads of two clients acquiring one permit at a time (holding it a
+/// short or a longer while) from a semaphore of `set` permits, under the
+/// nemesis (or not); checked against `claimed` permits.
+fn permits_under_nemesis(
+    what: &str,
+    which: Permits,
+    set: u64,
+    claimed: u64,
+    faults: bool,
+) -> Checks {
+    let (server, proxy, clients, _events) = nemesis_setup(2);
+    let name = unique_name(&format!("fault-suite:{what}"));
+    let set_ok = match which {
+        Permits::Semaphore => clients[0].semaphore(name.as_str()).try_set_permits(set),
+        Permits::Expirable => clients[0]
+            .permit_expirable_semaphore(name.as_str())
+            .try_set_permits(set),
+    };
+    assert!(set_ok.unwrap(), "setting {set} permits");
+    let stop = Arc::new(AtomicBool::new(false));
+    let holds: Arc<Mutex<Vec<PermitHold>>> = Arc::default();
+    let calls: Arc<Calls> = Arc::default();
+    let mut threads = Vec::new();
+    for (c, client) in clients.iter().enumerate() {
+        for t in 0..3 {
+            let (stop, holds, calls) = (Arc::clone(&stop), Arc::clone(&holds), Arc::clone(&calls));
+            let semaphore = client.semaphore(name.as_str());
+            let expirable = client.permit_expirable_semaphore(name.as_str());
+            let who = format!("c{c}/{t}");
+            threads.push(thread::spawn(move || {
+                let mut round = 0u32;
+                while !stop.load(Ordering::SeqCst) {
+                    round += 1;
+                    let hold = if round.is_multiple_of(4) {
+                        Duration::from_millis(300)
+                    } else {
+                        Duration::from_millis(5)
+                    };
+                    let start_ns = mono_ns();
+                    let until_lease = start_ns + PERMIT_LEASE.as_nanos() as u64;
+                    match which {
+                        Permits::Semaphore => {
+                            let got = calls.run("acquire", &who, WAIT + SLACK, || {
+                                semaphore.try_acquire_for(1, WAIT)
+                            });
+                            let Ok(Some(permit)) = got else {
+                                thread::sleep(Duration::from_millis(20));
+                                continue;
+                            };
+                            let enter_ns = mono_ns();
+                            thread::sleep(hold);
+                            let until_ns = mono_ns();
+                            let _ = calls
+                                .run("release", &who, UNLOCK_BOUND, || permit.release().map(Some));
+                            holds.lock().unwrap().push(PermitHold {
+                                who: who.clone(),
+                                count: 1,
+                                enter_ns,
+                                until_ns,
+                            });
+                        }
+                        Permits::Expirable => {
+                            let got = calls.run("acquire", &who, WAIT + SLACK, || {
+                                expirable.try_acquire_id_for(WAIT, PERMIT_LEASE)
+                            });
+                            let Ok(Some(id)) = got else {
+                                thread::sleep(Duration::from_millis(20));
+                                continue;
+                            };
+                            let enter_ns = mono_ns();
+                            thread::sleep(hold);
+                            let until_ns = mono_ns().min(until_lease);
+                            let _ = calls.run("release", &who, UNLOCK_BOUND, || {
+                                expirable.try_release(&id).map(Some)
+                            });
+                            holds.lock().unwrap().push(PermitHold {
+                                who: who.clone(),
+                                count: 1,
+                                enter_ns,
+                                until_ns,
+                            });
+                        }
+                    }
+                }
+            }));
+        }
+    }
+    wait_until("warm-up", Duration::from_secs(20), || {
+        holds.lock().unwrap().len() >= 10
+    });
+    let log = if faults {
+        nemesis(&server, &proxy, &name, NEMESIS_LEASE, &calls).0
+    } else {
+        thread::sleep(Duration::from_secs(2));
+        Vec::new()
+    };
+    let over_ns = mono_ns();
+    thread::sleep(SETTLE + Duration::from_secs(1));
+    stop.store(true, Ordering::SeqCst);
+    for handle in threads {
+        handle.join().expect("a permit thread panicked");
+    }
+    let holds = holds.lock().unwrap().clone();
+    let verdict = check_permits(&holds, claimed, &[]);
+    let mut checks = Checks::new(what);
+    for fault in &log {
+        eprintln!("{what}: {fault}");
+    }
+    eprintln!(
+        "{what}: {} holds of {claimed} permits, {} violation(s)",
+        holds.len(),
+        verdict.violations.len()
+    );
+    checks.check(holds.iter().any(|h| h.enter_ns > over_ns), || {
+        "no permit was acquired after the faults".to_owned()
+    });
+    // Permits are conserved: once every holder released and every lease ran
+    // out (the undo of an acquire whose outcome was unknown may still be
+    // landing: wait for it, bounded), all `set` are available again. Fewer:
+    // a permit leaked (an acquire that ran and was never undone, e.g. one
+    // that landed late); more: one was released twice.
+    let available = || match which {
+        Permits::Semaphore => clients[0].semaphore(name.as_str()).available_permits(),
+        Permits::Expirable => clients[0]
+            .permit_expirable_semaphore(name.as_str())
+            .available_permits(),
+    };
+    let conserved_by = Instant::now() + PERMIT_LEASE + Duration::from_secs(8);
+    let mut left = available();
+    while left.as_ref().ok() != Some(&(set as i64)) && Instant::now() < conserved_by {
+        thread::sleep(Duration::from_millis(100));
+        left = available();
+    }
+    eprintln!("{what}: {left:?} of {set} permits available after the run");
+    checks.check(left.as_ref().ok() == Some(&(set as i64)), || {
+        format!(
+            "permits not conserved: {left:?} of {set} available {:?} after every holder \
+             released",
+            PERMIT_LEASE + Duration::from_secs(8)
+        )
+    });
+    checks.clean(&verdict);
+    let calls = calls.all();
+    let failed = |op: &str| calls.iter().filter(|c| c.op == op && c.is_err()).count();
+    eprintln!(
+        "{what}: {} acquires failed (outcome unknown: undone in the background), {} releases \
+         failed",
+        failed("acquire"),
+        failed("release")
+    );
+    for call in calls.iter().filter(|c| c.is_err()).take(6) {
+        eprintln!("{what}: failed: {call}");
+    }
+    checks.bounded(&calls);
+    checks.no_errors(
+        "calls once the faults were over (+3 s)",
+        &errors_since(&calls, over_ns + 3_000_000_000),
+    );
+    checks
+}
+
+#[test]
+fn semaphore_under_the_nemesis() {
+    permits_under_nemesis("nemesis-semaphore", Permits::Semaphore, 2, 2, true).finish();
+}
+
+#[test]
+fn permit_expirable_semaphore_under_the_nemesis() {
+    permits_under_nemesis("nemesis-expirable", Permits::Expirable, 2, 2, true).finish();
+}
+
+/// Rounds of a latch of [`LATCH_COUNT`] (set to `set`): two waiters on
+/// different clients, three count-downs 150 ms apart, under the nemesis
+/// (or not). Returns the checks and the latch verdicts.
+fn latch_under_nemesis(what: &str, set: u64, faults: bool) -> (Checks, Vec<Verdict>) {
+    const LATCH_COUNT: usize = 3;
+    let (server, proxy, clients, _events) = nemesis_setup(2);
+    let name = unique_name(&format!("fault-suite:{what}"));
+    let stop = Arc::new(AtomicBool::new(false));
+    let verdicts: Arc<Mutex<Vec<(usize, Verdict)>>> = Arc::default();
+    let calls: Arc<Calls> = Arc::default();
+    let runner = {
+        let (stop, verdicts, calls) =
+            (Arc::clone(&stop), Arc::clone(&verdicts), Arc::clone(&calls));
+        let clients = clients;
+        let name = name.clone();
+        thread::spawn(move || {
+            let mut round = 0;
+            while !stop.load(Ordering::SeqCst) {
+                round += 1;
+                let latch_name = format!("{name}:{round}");
+                if !matches!(
+                    clients[0]
+                        .count_down_latch(latch_name.as_str())
+                        .try_set_count(set),
+                    Ok(true)
+                ) {
+                    thread::sleep(Duration::from_millis(50));
+                    continue;
+                }
+                let record: Arc<Mutex<Vec<LatchCall>>> = Arc::default();
+                let mut handles = Vec::new();
+                for w in 0..2 {
+                    let latch = clients[w % 2].count_down_latch(latch_name.as_str());
+                    let record = Arc::clone(&record);
+                    let calls = Arc::clone(&calls);
+                    handles.push(thread::spawn(move || {
+                        let start_ns = mono_ns();
+                        let wait = Duration::from_secs(5);
+                        let got = calls.run("wait_for", "waiter", wait + SLACK, || {
+                            latch.wait_for(wait).map(|open| open.then_some(()))
+                        });
+                        if matches!(got, Ok(Some(()))) {
+                            record.lock().unwrap().push(LatchCall {
+                                who: format!("waiter {w}"),
+                                count_down: false,
+                                start_ns,
+                                end_ns: mono_ns(),
+                            });
+                        }
+                    }));
+                }
+                for d in 0..LATCH_COUNT {
+                    thread::sleep(Duration::from_millis(150));
+                    let latch = clients[d % 2].count_down_latch(latch_name.as_str());
+                    let start_ns = mono_ns();
+                    let _ = calls.run("count_down", "counter", UNLOCK_BOUND, || {
+                        latch.count_down().map(Some)
+                    });
+                    record.lock().unwrap().push(LatchCall {
+                        who: format!("count-down {d}"),
+                        count_down: true,
+                        start_ns,
+                        end_ns: mono_ns(),
+                    });
+                }
+                for handle in handles {
+                    handle.join().expect("a latch waiter panicked");
+                }
+                let record = record.lock().unwrap().clone();
+                let opened = record.iter().filter(|c| !c.count_down).count();
+                verdicts
+                    .lock()
+                    .unwrap()
+                    .push((opened, check_latch(&record, LATCH_COUNT)));
+            }
+        })
+    };
+    wait_until("warm-up", Duration::from_secs(30), || {
+        verdicts.lock().unwrap().len() >= 2
+    });
+    let log = if faults {
+        nemesis(&server, &proxy, &name, NEMESIS_LEASE, &calls).0
+    } else {
+        thread::sleep(Duration::from_secs(1));
+        Vec::new()
+    };
+    let over_ns = mono_ns();
+    thread::sleep(SETTLE + Duration::from_secs(2));
+    stop.store(true, Ordering::SeqCst);
+    runner.join().expect("the latch runner panicked");
+    let mut checks = Checks::new(what);
+    for fault in &log {
+        eprintln!("{what}: {fault}");
+    }
+    let results = std::mem::take(&mut *verdicts.lock().unwrap());
+    eprintln!(
+        "{what}: {} rounds, {} waiters released, {} violation(s)",
+        results.len(),
+        results.iter().map(|(o, _)| o).sum::<usize>(),
+        results
+            .iter()
+            .map(|(_, v)| v.violations.len())
+            .sum::<usize>()
+    );
+    checks.check(results.iter().any(|(opened, _)| *opened > 0), || {
+        "no waiter was ever released".to_owned()
+    });
+    for (_, verdict) in &results {
+        checks.clean(verdict);
+    }
+    let calls = calls.all();
+    checks.bounded(&calls);
+    checks.no_errors(
+        "calls once the faults were over (+3 s)",
+        &errors_since(&calls, over_ns + 3_000_000_000),
+    );
+    (checks, results.into_iter().map(|(_, v)| v).collect())
+}
+
+#[test]
+fn latch_under_the_nemesis() {
+    latch_under_nemesis("nemesis-latch", 3, true).0.finish();
+}
+
+// ---------------------------------------------------------------------------
+// 12. Mutations of the real system the checker must catch
+// ---------------------------------------------------------------------------
+
+/// MUTATION: long holders that ignore `is_lost()` across a freeze longer
+/// than the lease keep writing after the lock moved on: caught by
+/// "overlap" (and the lost updates that follow on a plain lock).
+#[test]
+fn mutation_a_holder_that_ignores_is_lost_is_caught() {
+    const WATCHDOG: Duration = Duration::from_millis(900);
+    let server = TestServer::start();
+    let name = unique_name("fault-suite:mutation-ignore-lost");
+    let (clients, _events) = clients(&server.url(), 2, WATCHDOG);
+    let knobs = Knobs {
+        ignore_lost: true,
+        ..Knobs::new(Kind::Fenced, 2, Some(WATCHDOG * 2))
+    };
+    let mut workload = Workload::start(
+        &server.url(),
+        &clients,
+        knobs,
+        &name,
+        Store::Redis {
+            url: server.url(),
+            store: format!("{name}:store"),
+        },
+    );
+    workload.await_sections("warm-up", 0, 5, Duration::from_secs(20));
+    workload.await_long_holder();
+    let (from, to) = freeze(&server, WATCHDOG * 3);
+    workload.await_sections("work after the freeze", to, 10, Duration::from_secs(30));
+    thread::sleep(WATCHDOG * 2);
+    workload.stop();
+    let verdict = workload.check(&[]);
+    eprintln!(
+        "mutation ignore-lost: frozen {:.0} ms; {} violation(s): {:?}",
+        ms_between(from, to),
+        verdict.violations.len(),
+        verdict.violations.first()
+    );
+    assert!(
+        !verdict.of("overlap").is_empty(),
+        "the checker missed a holder that ignored is_lost() across a {:?} freeze: {verdict:?}",
+        WATCHDOG * 3
+    );
+}
+
+/// MUTATION: a "lock" that does not exclude (half the threads take another
+/// name): caught by "overlap" and "lost update".
+#[test]
+fn mutation_a_lock_that_does_not_exclude_is_caught() {
+    let server = TestServer::start();
+    let name = unique_name("fault-suite:mutation-split");
+    let (clients, _events) = clients(&server.url(), 2, Duration::from_secs(5));
+    let store = Store::Local(FencedStore::default());
+    let knobs = Knobs::new(Kind::Plain, 4, None);
+    let knobs = Knobs {
+        split: true,
+        ..knobs
+    };
+    let mut a = Workload::start(&server.url(), &clients, knobs, &name, store);
+    a.await_sections("both run", 0, 200, Duration::from_secs(30));
+    a.stop();
+    let verdict = a.check(&[]);
+    eprintln!(
+        "mutation split: {} overlaps, {} lost updates",
+        verdict.of("overlap").len(),
+        verdict.of("lost update").len()
+    );
+    assert!(
+        !verdict.of("overlap").is_empty(),
+        "missed the overlaps: {verdict:?}"
+    );
+    assert!(
+        !verdict.of("lost update").is_empty(),
+        "missed the lost updates: {verdict:?}"
+    );
+}
+
+/// MUTATION: a semaphore set to 3 permits, checked as 2 (a build that
+/// over-grants by one): caught by "over-granted".
+#[test]
+fn mutation_an_over_granting_semaphore_is_caught() {
+    let checks = permits_under_nemesis("mutation-permits", Permits::Semaphore, 3, 2, false);
+    assert!(
+        checks.failed.iter().any(|f| f.contains("over-granted")),
+        "the checker missed a third permit: {:?}",
+        checks.failed
+    );
+}
+
+/// MUTATION: a latch set to 2, checked as 3 (a build that opens one
+/// count-down early): caught by "latch opened early".
+#[test]
+fn mutation_a_latch_that_opens_early_is_caught() {
+    let (_checks, verdicts) = latch_under_nemesis("mutation-latch", 2, false);
+    assert!(
+        verdicts
+            .iter()
+            .any(|v| !v.of("latch opened early").is_empty()),
+        "the checker missed a latch opened one count-down early"
+    );
+}
+
+/// MUTATION: a fair lock some of whose waiters barge (they take the same
+/// name as a plain lock, which ignores the queue): caught by "FIFO broken".
+#[test]
+fn mutation_a_fair_lock_that_lets_waiters_barge_is_caught() {
+    let server = TestServer::start();
+    let name = unique_name("fault-suite:mutation-barge");
+    let (clients, _events) = clients(&server.url(), 2, Duration::from_secs(5));
+    let knobs = Knobs {
+        barge: true,
+        ..Knobs::new(Kind::Fair, 4, None)
+    };
+    let mut workload = Workload::start(
+        &server.url(),
+        &clients,
+        knobs,
+        &name,
+        Store::Local(FencedStore::default()),
+    );
+    workload.await_sections("warm-up", 0, 20, Duration::from_secs(30));
+    thread::sleep(Duration::from_secs(5));
+    workload.stop();
+    let (waits, polls) = workload.fair_history();
+    let verdict = check_fifo(&waits, &polls, &[]);
+    eprintln!(
+        "mutation barge: {} acquires, {} polls, {} FIFO violation(s)",
+        waits.len(),
+        polls.len(),
+        verdict.violations.len()
+    );
+    assert!(
+        !verdict.of("FIFO broken").is_empty(),
+        "the checker missed waiters barging past the fair queue"
+    );
 }

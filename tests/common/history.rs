@@ -1,21 +1,31 @@
-//! A history of critical sections, and the one checker every fault test
-//! runs on it (tests/fault_suite.rs).
+//! Histories of holds and writes, and the checker every lock-like test of
+//! tests/fault_suite.rs runs on them (the counting primitives' checks are in
+//! tests/common/primitive_history.rs).
 //!
-//! Each time a thread holds the lock it records a [`Section`]: who (client
-//! or process id, thread), the fencing token, when it entered and left
-//! (monotonic nanoseconds, comparable across the processes of this machine:
-//! see [`mono_ns`]), whether its guard said it was lost when it left, and
-//! what the fenced store answered to its write. [`History::check`] then
-//! finds:
+//! Each time a thread holds a lock (or one half of a read-write lock) it
+//! records a [`Section`]: who, the fencing token, when it entered, the last
+//! time `is_lost()` said "still held" (`last_ok_ns`: the workload asks
+//! immediately before every write and once more before it unlocks), when it
+//! first said "lost" if ever, and when it left. The downstream store logs
+//! every write it is sent, in the order it applies them ([`Write`]).
+//! [`check`] then finds:
 //!
-//! - two sections that overlap in time, unless a fault explains it: the
-//!   earlier one held the lock across a fault window ([`Excuse`]: a pause or
-//!   an outage longer than the lease) or knew it was lost;
-//! - tokens going backwards: a section that entered after another one left
-//!   must have a greater token;
-//! - a stale write accepted: a section's write (made just before it left)
-//!   was accepted although a section with a greater token had its write
-//!   accepted and left before.
+//! - **overlap**: a section entered while another (exclusive, or either one
+//!   exclusive for a read-write lock) still had `is_lost()` say "held"
+//!   later; excused only when the earlier section held across a fault
+//!   window ([`Excuse`], exactly the fault's own interval: nothing wider);
+//! - **token went backwards**: a section that entered after another one
+//!   left has a token no greater than it;
+//! - **stale write**: a write the store accepted although its token is below
+//!   one it accepted before (a store without production semantics), or that
+//!   was sent after a section with a greater token had entered (the lock had
+//!   moved on; fencing cannot refuse it while the new holder has not written
+//!   yet); excused only across a fault window;
+//! - **lost update**: an accepted write that did not start from the value of
+//!   the accepted write before it (the counter is incremented non-atomically:
+//!   read, pause, write). This check never turns off: a lost update is
+//!   excused only when the overwritten write's section held across a fault
+//!   window, and each such excuse is reported.
 
 use std::fmt;
 use std::sync::Mutex;
@@ -57,6 +67,14 @@ pub fn ms_between(from: u64, to: u64) -> f64 {
     (to as f64 - from as f64) / 1e6
 }
 
+/// How a section holds: alone, or beside other shared holders (the read
+/// half of a read-write lock).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    Exclusive,
+    Shared,
+}
+
 /// One critical section: a thread held the lock from `enter_ns` to
 /// `exit_ns`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -65,75 +83,169 @@ pub struct Section {
     pub client: String,
     /// The thread within it.
     pub thread: usize,
-    /// The fencing token (`None` for a plain lock).
+    pub mode: Mode,
+    /// The fencing token (`None` for a lock without one).
     pub token: Option<u64>,
+    /// When the acquire returned the guard.
     pub enter_ns: u64,
+    /// The last time `is_lost()` returned false (the section's claim that it
+    /// still held the lock then).
+    pub last_ok_ns: u64,
+    /// The first time `is_lost()` returned true, if it did.
+    pub lost_ns: Option<u64>,
+    /// When it called unlock (or dropped the guard).
     pub exit_ns: u64,
-    /// `guard.is_lost()` when it left.
-    pub lost: bool,
-    /// What the fenced store answered to its write (`None`: no write).
-    pub write_accepted: Option<bool>,
 }
 
 impl Section {
     /// One line, for a child process to report it (`from_line` reads it).
     pub fn to_line(&self) -> String {
-        let opt = |v: Option<String>| v.unwrap_or_else(|| "-".to_owned());
         format!(
-            "{} {} {} {} {} {} {}",
+            "{} {} {} {} {} {} {} {}",
             self.client,
             self.thread,
-            opt(self.token.map(|t| t.to_string())),
+            match self.mode {
+                Mode::Exclusive => "x",
+                Mode::Shared => "s",
+            },
+            opt(self.token),
             self.enter_ns,
+            self.last_ok_ns,
+            opt(self.lost_ns),
             self.exit_ns,
-            self.lost,
-            opt(self.write_accepted.map(|a| a.to_string())),
         )
     }
 
     /// Reads a [`to_line`](Self::to_line) line.
     pub fn from_line(line: &str) -> Section {
         let words: Vec<&str> = line.split_whitespace().collect();
-        assert_eq!(words.len(), 7, "bad section line {line:?}");
-        let num = |w: &str| -> u64 {
-            w.parse()
-                .unwrap_or_else(|_| panic!("bad number {w:?} in {line:?}"))
-        };
-        let flag = |w: &str| -> bool {
-            w.parse()
-                .unwrap_or_else(|_| panic!("bad flag {w:?} in {line:?}"))
-        };
+        assert_eq!(words.len(), 8, "bad section line {line:?}");
         Section {
             client: words[0].to_owned(),
-            thread: num(words[1]) as usize,
-            token: (words[2] != "-").then(|| num(words[2])),
-            enter_ns: num(words[3]),
-            exit_ns: num(words[4]),
-            lost: flag(words[5]),
-            write_accepted: (words[6] != "-").then(|| flag(words[6])),
+            thread: num(words[1], line) as usize,
+            mode: if words[2] == "s" {
+                Mode::Shared
+            } else {
+                Mode::Exclusive
+            },
+            token: opt_num(words[3], line),
+            enter_ns: num(words[4], line),
+            last_ok_ns: num(words[5], line),
+            lost_ns: opt_num(words[6], line),
+            exit_ns: num(words[7], line),
         }
     }
+
+    fn held_across(&self, excuse: &Excuse) -> bool {
+        self.enter_ns <= excuse.to_ns && self.last_ok_ns >= excuse.from_ns
+    }
+}
+
+fn opt(v: Option<u64>) -> String {
+    v.map_or_else(|| "-".to_owned(), |v| v.to_string())
+}
+
+fn num(word: &str, line: &str) -> u64 {
+    word.parse()
+        .unwrap_or_else(|_| panic!("bad number {word:?} in {line:?}"))
+}
+
+fn opt_num(word: &str, line: &str) -> Option<u64> {
+    (word != "-").then(|| num(word, line))
 }
 
 impl fmt::Display for Section {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "{}/{} token {:?} [{} .. {}] ({:.1} ms) lost={} write={:?}",
+            "{}/{} {:?} token {:?} [{} .. last ok {} .. {}] ({:.1} ms) lost at {:?}",
             self.client,
             self.thread,
+            self.mode,
             self.token,
             self.enter_ns,
+            self.last_ok_ns,
             self.exit_ns,
             ms_between(self.enter_ns, self.exit_ns),
-            self.lost,
-            self.write_accepted
+            self.lost_ns
         )
     }
 }
 
-/// A fault window that explains an overlap: a section that held the lock
-/// during `[from_ns, to_ns]` may have been overtaken.
+/// One write the downstream store was sent, in the order it applied them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Write {
+    pub client: String,
+    pub thread: usize,
+    pub token: Option<u64>,
+    /// When the writer sent it (after `is_lost()` said "held").
+    pub sent_ns: u64,
+    /// The counter value the writer read before this write (read, pause,
+    /// `is_lost()`, write).
+    pub read: u64,
+    /// The value it wrote (`read + 1`).
+    pub value: u64,
+    pub accepted: bool,
+}
+
+impl Write {
+    pub fn to_line(&self) -> String {
+        format!(
+            "{} {} {} {} {} {} {}",
+            self.client,
+            self.thread,
+            opt(self.token),
+            self.sent_ns,
+            self.read,
+            self.value,
+            self.accepted
+        )
+    }
+
+    pub fn from_line(line: &str) -> Write {
+        let words: Vec<&str> = line.split_whitespace().collect();
+        assert_eq!(words.len(), 7, "bad write line {line:?}");
+        Write {
+            client: words[0].to_owned(),
+            thread: num(words[1], line) as usize,
+            token: opt_num(words[2], line),
+            sent_ns: num(words[3], line),
+            read: num(words[4], line),
+            value: num(words[5], line),
+            accepted: words[6] == "true",
+        }
+    }
+
+    /// The section this write belongs to (same writer, sent while it held).
+    fn section<'a>(&self, sections: &'a [Section]) -> Option<&'a Section> {
+        sections.iter().find(|s| {
+            s.client == self.client
+                && s.thread == self.thread
+                && s.enter_ns <= self.sent_ns
+                && self.sent_ns <= s.exit_ns
+        })
+    }
+}
+
+impl fmt::Display for Write {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "write {} -> {} by {}/{} token {:?} sent at {} ({})",
+            self.read,
+            self.value,
+            self.client,
+            self.thread,
+            self.token,
+            self.sent_ns,
+            if self.accepted { "accepted" } else { "refused" }
+        )
+    }
+}
+
+/// A fault window: a section that held the lock during `[from_ns, to_ns]`
+/// may have been overtaken. Exactly the fault's interval (the pause, the
+/// outage past the lease, the moment data was lost), never widened.
 #[derive(Debug, Clone)]
 pub struct Excuse {
     pub from_ns: u64,
@@ -141,26 +253,40 @@ pub struct Excuse {
     pub why: String,
 }
 
-/// What [`History::check`] found.
+/// What a check found.
 #[derive(Debug, Default)]
 pub struct Verdict {
-    /// Overlaps a fault explains (for the test's output).
+    /// Violations a fault explains (for the test's output).
     pub excused: Vec<String>,
     /// Everything else that is wrong; a good run has none.
     pub violations: Vec<String>,
 }
 
-/// The sections of one run, from any number of threads.
+impl Verdict {
+    /// The violations whose text starts with `kind` (the property's name:
+    /// "overlap", "lost update", ...).
+    pub fn of(&self, kind: &str) -> Vec<&String> {
+        self.violations
+            .iter()
+            .filter(|v| v.starts_with(kind))
+            .collect()
+    }
+
+    fn flag(&mut self, text: String, excuse: Option<&Excuse>) {
+        match excuse {
+            Some(e) => self.excused.push(format!("{text}\n    (during {})", e.why)),
+            None => self.violations.push(text),
+        }
+    }
+}
+
+/// The sections and writes of one run, from any number of threads.
 #[derive(Debug, Default)]
 pub struct History {
     sections: Mutex<Vec<Section>>,
 }
 
 impl History {
-    pub fn new() -> History {
-        History::default()
-    }
-
     pub fn record(&self, section: Section) {
         self.lock().push(section);
     }
@@ -172,10 +298,6 @@ impl History {
 
     pub fn len(&self) -> usize {
         self.lock().len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
     }
 
     /// How many sections entered at or after `ns`.
@@ -195,41 +317,29 @@ impl History {
     fn lock(&self) -> std::sync::MutexGuard<'_, Vec<Section>> {
         self.sections.lock().unwrap_or_else(|e| e.into_inner())
     }
-
-    /// Checks the history (see the module documentation).
-    pub fn check(&self, excuses: &[Excuse]) -> Verdict {
-        check(&self.sections(), excuses)
-    }
 }
 
-/// [`History::check`] on a plain list of sections.
-pub fn check(sections: &[Section], excuses: &[Excuse]) -> Verdict {
+/// Checks sections and writes (see the module documentation).
+pub fn check(sections: &[Section], writes: &[Write], excuses: &[Excuse]) -> Verdict {
     let mut verdict = Verdict::default();
+    let across = |s: &Section| excuses.iter().find(|e| s.held_across(e));
     let mut by_enter: Vec<&Section> = sections.iter().collect();
     by_enter.sort_by_key(|s| (s.enter_ns, s.exit_ns));
 
-    // Overlaps: the later one entered before the earlier one left.
+    // Overlaps: `b` entered while `a` still said it held the lock.
     for (i, a) in by_enter.iter().enumerate() {
         for b in by_enter[i + 1..]
             .iter()
-            .take_while(|b| b.enter_ns < a.exit_ns)
+            .take_while(|b| b.enter_ns < a.last_ok_ns.max(a.exit_ns))
         {
-            let excuse = excuses
-                .iter()
-                .find(|e| e.from_ns < a.exit_ns && a.enter_ns < e.to_ns);
+            if b.enter_ns >= a.last_ok_ns || (a.mode == Mode::Shared && b.mode == Mode::Shared) {
+                continue;
+            }
             let text = format!(
                 "overlap of {:.1} ms: {a}\n    and {b}",
-                ms_between(b.enter_ns, a.exit_ns.min(b.exit_ns))
+                ms_between(b.enter_ns, a.last_ok_ns.min(b.last_ok_ns.max(b.enter_ns)))
             );
-            match excuse {
-                Some(excuse) => verdict
-                    .excused
-                    .push(format!("{text} (during {})", excuse.why)),
-                None if a.lost => verdict
-                    .excused
-                    .push(format!("{text} (the first knew it was lost)")),
-                None => verdict.violations.push(text),
-            }
+            verdict.flag(text, across(a));
         }
     }
 
@@ -253,28 +363,56 @@ pub fn check(sections: &[Section], excuses: &[Excuse]) -> Verdict {
         }
     }
 
-    // Stale writes: a section writes just before it leaves, so in order of
-    // leaving, an accepted write's token is at least every token accepted
-    // before it.
-    let mut highest_accepted: Option<&Section> = None;
-    for b in &by_exit {
-        if b.write_accepted != Some(true) {
-            continue;
+    // Stale writes and lost updates, in the store's order.
+    let mut highest_accepted: Option<&Write> = None;
+    let mut previous: Option<&Write> = None;
+    for w in writes.iter().filter(|w| w.accepted) {
+        let own = w.section(sections);
+        let excuse = own.and_then(&across);
+        if let Some(h) = highest_accepted.filter(|h| h.token > w.token) {
+            verdict.violations.push(format!(
+                "stale write: {w}\n    accepted after the store accepted {h}"
+            ));
         }
-        match highest_accepted {
-            Some(h) if h.token > b.token => verdict.violations.push(format!(
-                "stale write accepted: {b}\n    after the write of {h}"
-            )),
-            _ => highest_accepted = Some(b),
+        if let Some(t) = w.token
+            && let Some(newer) = sections
+                .iter()
+                .find(|s| s.token.is_some_and(|n| n > t) && s.enter_ns < w.sent_ns)
+        {
+            verdict.flag(
+                format!("stale write: {w}\n    sent after the newer holder {newer} entered"),
+                excuse,
+            );
         }
+        let base = previous.map_or(0, |p| p.value);
+        if w.read != base {
+            // The write whose value `w` overwrote without reading it.
+            let excuse = previous
+                .and_then(|p| p.section(sections))
+                .and_then(&across)
+                .or(excuse);
+            verdict.flag(
+                format!(
+                    "lost update: {w}\n    started from {} but the store held {base}{}",
+                    w.read,
+                    previous.map(|p| format!(" (from {p})")).unwrap_or_default()
+                ),
+                excuse,
+            );
+        }
+        if highest_accepted.is_none_or(|h| w.token >= h.token) {
+            highest_accepted = Some(w);
+        }
+        previous = Some(w);
     }
     verdict
 }
 
-/// A downstream store in this process that protects itself with fencing
-/// tokens: a write is accepted only with a token at least the highest it
-/// accepted before. Holds one counter, which the workload increments
-/// non-atomically (read, pause, write).
+/// A downstream store in this process with production fencing semantics:
+/// a write is accepted with a token at least the highest it accepted
+/// before (the same holder writes several times) and refused with a lower
+/// one; without a token (a plain lock) every write is accepted. Holds one
+/// counter and logs every write it is sent, in the order it applies them.
 #[derive(Debug, Default)]
 pub struct FencedStore {
     state: Mutex<StoreState>,
@@ -284,40 +422,37 @@ pub struct FencedStore {
 struct StoreState {
     highest: u64,
     value: u64,
-    accepted: u64,
-    refused: u64,
+    log: Vec<Write>,
 }
 
 impl FencedStore {
-    pub fn new() -> FencedStore {
-        FencedStore::default()
-    }
-
     /// The counter's value.
     pub fn read(&self) -> u64 {
         self.lock().value
     }
 
-    /// Writes `value` stamped with `token` (`None`: a plain lock, always
-    /// accepted); true when accepted.
-    pub fn write(&self, token: Option<u64>, value: u64) -> bool {
+    /// Applies `write` (its `accepted` is set here); true when accepted.
+    pub fn write(&self, mut write: Write) -> bool {
         let mut state = self.lock();
-        if let Some(token) = token {
-            if token < state.highest {
-                state.refused += 1;
-                return false;
+        write.accepted = match write.token {
+            Some(token) if token < state.highest => false,
+            Some(token) => {
+                state.highest = token;
+                true
             }
-            state.highest = token;
+            None => true,
+        };
+        if write.accepted {
+            state.value = write.value;
         }
-        state.value = value;
-        state.accepted += 1;
-        true
+        let accepted = write.accepted;
+        state.log.push(write);
+        accepted
     }
 
-    /// (writes accepted, writes refused).
-    pub fn counts(&self) -> (u64, u64) {
-        let state = self.lock();
-        (state.accepted, state.refused)
+    /// Every write it was sent, in order.
+    pub fn log(&self) -> Vec<Write> {
+        self.lock().log.clone()
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, StoreState> {

@@ -31,8 +31,10 @@ pub mod child;
 pub mod cluster;
 #[cfg(feature = "cluster")]
 pub mod cluster_cases;
+pub mod delay_proxy;
 pub mod history;
 pub mod netns;
+pub mod primitive_history;
 pub mod process;
 pub mod redisson;
 #[cfg(feature = "tls")]

@@ -1,7 +1,8 @@
 //! A network that a test can cut: two network namespaces of its own joined
 //! by a veth pair, with a `redis-server` in one of them.
 //!
-//! Needs root and the `ip` tool (iproute2). Where either is missing, or a
+//! Needs root, the `ip` tool (iproute2) and `nft` (nftables: a cut drops
+//! packets, see [`Partition::cut`]). Where either is missing, or a
 //! namespace cannot be created, [`Partition::create`] panics saying why: a
 //! partition test fails, it is never skipped silently.
 //!
@@ -38,6 +39,39 @@ fn ip(args: &[&str]) -> Result<Output, String> {
             output.status,
             String::from_utf8_lossy(&output.stderr).trim()
         ))
+    }
+}
+
+/// The nftables table a cut adds in each namespace.
+const CUT_TABLE: &str = "redisync_cut";
+
+/// `ip netns exec <ns> nft <args>`: its output, or why it failed.
+fn nft_output(ns: &str, args: &[&str]) -> Result<String, String> {
+    let output = Command::new("ip")
+        .args(["netns", "exec", ns, "nft"])
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .map_err(|e| format!("cannot run nft in {ns}: {e}"))?;
+    if output.status.success() {
+        Ok(String::from_utf8_lossy(&output.stdout).into_owned())
+    } else {
+        Err(format!(
+            "`nft {}` in {ns} failed ({}): {}",
+            args.join(" "),
+            output.status,
+            String::from_utf8_lossy(&output.stderr).trim()
+        ))
+    }
+}
+
+/// Like [`nft_output`], panicking with an install hint on failure.
+fn nft(ns: &str, args: &[&str]) {
+    if let Err(e) = nft_output(ns, args) {
+        panic!(
+            "network partition: {e}; the partition drops packets with nftables: \
+             install it with `apt-get install -y nftables`"
+        );
     }
 }
 
@@ -137,17 +171,51 @@ impl Partition {
         vec!["ip", "netns", "exec", &self.client_ns]
     }
 
-    /// Cuts the link: the client's end goes down (from inside its
-    /// namespace). Packets in flight are lost; nothing is refused.
+    /// Cuts the link by DROPPING every packet: an nftables table
+    /// `redisync_cut` with an `output` hook rule `drop` in both namespaces.
+    /// Nothing is refused (no "no route", no reset): every send waits, TCP
+    /// retransmits, and what was sent is delivered late once [`heal`]
+    /// deletes the rule. Panics (saying how to install `nft`) if it cannot,
+    /// and confirms the rule is present in both namespaces.
+    ///
+    /// [`heal`]: Self::heal
     pub fn cut(&self) {
-        self.exec_ip(&self.client_ns, &["link", "set", &self.client_veth, "down"])
-            .unwrap_or_else(|e| panic!("cutting the link: {e}"));
+        for ns in [&self.server_ns, &self.client_ns] {
+            nft(ns, &["add", "table", "inet", CUT_TABLE]);
+            nft(
+                ns,
+                &[
+                    "add",
+                    "chain",
+                    "inet",
+                    CUT_TABLE,
+                    "out",
+                    "{ type filter hook output priority 0 ; policy accept ; }",
+                ],
+            );
+            nft(ns, &["add", "rule", "inet", CUT_TABLE, "out", "drop"]);
+        }
+        assert!(self.is_cut(), "the drop rule is not in place after the cut");
     }
 
-    /// Restores the link.
+    /// Whether the drop rule is in place in both namespaces (`nft list`).
+    pub fn is_cut(&self) -> bool {
+        [&self.server_ns, &self.client_ns].iter().all(|ns| {
+            nft_output(ns, &["list", "table", "inet", CUT_TABLE])
+                .is_ok_and(|text| text.contains("drop"))
+        })
+    }
+
+    /// Deletes the drop rule (the table) in both namespaces: held-back
+    /// packets are retransmitted and delivered.
     pub fn heal(&self) {
-        self.exec_ip(&self.client_ns, &["link", "set", &self.client_veth, "up"])
-            .unwrap_or_else(|e| panic!("restoring the link: {e}"));
+        for ns in [&self.server_ns, &self.client_ns] {
+            nft(ns, &["delete", "table", "inet", CUT_TABLE]);
+        }
+        assert!(
+            !self.is_cut(),
+            "the drop rule is still there after the heal"
+        );
     }
 
     /// `redis-cli -h <SERVER_ADDR> -p <port> <args>` from the client
