@@ -1,0 +1,329 @@
+//! A loopback TCP proxy that can hold one connection's client-to-server
+//! bytes and deliver them later: a request that reaches Redis after its
+//! caller gave up on it, as a network delivers after a partition (a closed
+//! socket's unsent data is still retransmitted by the kernel, and a
+//! middlebox may have taken it already).
+//!
+//! ```ignore
+//! let proxy = DelayProxy::start(server.port());
+//! let client = redisync::Client::open(proxy.url())?;   // every byte goes through it
+//! proxy.hold_next(b"my-lock");       // the next chunk naming the lock is held...
+//! assert!(lock.try_lock_for(Duration::from_millis(100)).is_err()); // ...so this times out
+//! let n = proxy.wait_held(Duration::from_secs(5));   // confirm something was held
+//! // ... the client retries, gives up, closes the connection ...
+//! let delivered = proxy.deliver();   // now Redis runs it; waits for its reply
+//! assert_eq!(delivered, n);
+//! ```
+//!
+//! Semantics:
+//! - `hold_next(pattern)` arms the proxy once: the first client-to-server
+//!   chunk (one `read`) of any connection that contains `pattern` is held,
+//!   and so is every later chunk of that same connection, until `deliver`.
+//!   Other connections (a retry's fresh one) pass through untouched.
+//! - The held connection's upstream socket stays open even after the client
+//!   closed its side (abortively or not), so `deliver` still reaches Redis.
+//!   Once delivered and the client gone, the upstream side is shut down.
+//! - Server-to-client bytes always pass (to a closed client they are dropped).
+//! - Bounded: loopback only, every socket has a short read timeout, and all
+//!   threads stop on drop or after [`MAX_LIFETIME`] at the latest.
+//!
+//! Test code: failures panic with a descriptive message.
+
+use std::io::{ErrorKind, Read, Write};
+use std::net::{Shutdown, TcpListener, TcpStream};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
+use std::thread::{self, JoinHandle};
+use std::time::{Duration, Instant};
+
+/// The proxy stops itself this long after `start`, dropped or not.
+pub const MAX_LIFETIME: Duration = Duration::from_secs(300);
+/// How often a blocked socket read wakes to look at the stop flag.
+const POLL: Duration = Duration::from_millis(20);
+/// How long `deliver` waits for the server's reply to what it delivered.
+const REPLY_WAIT: Duration = Duration::from_secs(10);
+
+#[derive(Default)]
+struct State {
+    /// `Some(pattern)` while armed by `hold_next`.
+    armed: Option<Vec<u8>>,
+    /// The id of the held connection, once one matched.
+    held_conn: Option<u64>,
+    /// The bytes held so far (in arrival order).
+    held: Vec<u8>,
+    /// Its upstream socket (a clone), to write the held bytes through.
+    held_upstream: Option<TcpStream>,
+    /// Whether the held connection's client side has gone away.
+    held_client_closed: bool,
+    /// Server-to-client bytes seen on the held connection (to confirm a reply).
+    held_replied: u64,
+    /// Connections accepted so far.
+    accepted: u64,
+}
+
+struct Shared {
+    state: Mutex<State>,
+    changed: Condvar,
+    stop: AtomicBool,
+    started: Instant,
+}
+
+impl Shared {
+    fn stopping(&self) -> bool {
+        self.stop.load(Ordering::Relaxed) || self.started.elapsed() >= MAX_LIFETIME
+    }
+}
+
+/// A delaying TCP proxy in front of one loopback server port. See the module
+/// documentation.
+pub struct DelayProxy {
+    port: u16,
+    shared: Arc<Shared>,
+    acceptor: Option<JoinHandle<()>>,
+}
+
+impl DelayProxy {
+    /// Listens on a free loopback port and forwards every connection to
+    /// `127.0.0.1:upstream_port`.
+    pub fn start(upstream_port: u16) -> DelayProxy {
+        let listener = TcpListener::bind("127.0.0.1:0")
+            .unwrap_or_else(|e| panic!("DelayProxy: cannot bind 127.0.0.1:0: {e}"));
+        let port = listener
+            .local_addr()
+            .expect("DelayProxy: local_addr")
+            .port();
+        listener
+            .set_nonblocking(true)
+            .expect("DelayProxy: set_nonblocking");
+        let shared = Arc::new(Shared {
+            state: Mutex::new(State::default()),
+            changed: Condvar::new(),
+            stop: AtomicBool::new(false),
+            started: Instant::now(),
+        });
+        let acceptor = {
+            let shared = Arc::clone(&shared);
+            thread::Builder::new()
+                .name("delay-proxy-accept".into())
+                .spawn(move || accept_loop(&listener, upstream_port, &shared))
+                .expect("DelayProxy: spawn")
+        };
+        DelayProxy {
+            port,
+            shared,
+            acceptor: Some(acceptor),
+        }
+    }
+
+    /// The proxy's own port.
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// `redis://127.0.0.1:<port>/`: a URL that goes through the proxy.
+    pub fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}/", self.port)
+    }
+
+    /// Arms the proxy: the next client-to-server chunk containing `pattern`
+    /// (on any connection) and every later chunk of that connection are held
+    /// until [`deliver`](Self::deliver). Panics if a connection is already
+    /// held (one at a time).
+    pub fn hold_next(&self, pattern: &[u8]) {
+        let mut st = self.shared.state.lock().unwrap();
+        assert!(
+            st.held_conn.is_none(),
+            "DelayProxy: a connection is already held; deliver it first"
+        );
+        st.armed = Some(pattern.to_vec());
+    }
+
+    /// Bytes held right now.
+    pub fn held_bytes(&self) -> usize {
+        self.shared.state.lock().unwrap().held.len()
+    }
+
+    /// Connections accepted so far.
+    pub fn connections(&self) -> u64 {
+        self.shared.state.lock().unwrap().accepted
+    }
+
+    /// Whether the held connection's client already closed its side.
+    pub fn held_client_closed(&self) -> bool {
+        self.shared.state.lock().unwrap().held_client_closed
+    }
+
+    /// Waits (at most `timeout`) until some bytes are held and returns how
+    /// many. Panics if nothing was held in time: the fault did not happen.
+    pub fn wait_held(&self, timeout: Duration) -> usize {
+        let deadline = Instant::now() + timeout;
+        let mut st = self.shared.state.lock().unwrap();
+        while st.held.is_empty() {
+            let left = deadline.saturating_duration_since(Instant::now());
+            assert!(
+                !left.is_zero(),
+                "DelayProxy: nothing was held within {timeout:?}"
+            );
+            st = self.shared.changed.wait_timeout(st, left).unwrap().0;
+        }
+        st.held.len()
+    }
+
+    /// Writes every held byte to the server (also after the client closed
+    /// its side), waits until the server replied to it, and returns how many
+    /// bytes were delivered. The connection then passes through like any
+    /// other (or is shut down, if its client is gone). Panics if nothing is
+    /// held or no reply comes within 10 s.
+    pub fn deliver(&self) -> usize {
+        let mut st = self.shared.state.lock().unwrap();
+        assert!(!st.held.is_empty(), "DelayProxy: nothing is held");
+        let bytes = std::mem::take(&mut st.held);
+        let mut upstream = st
+            .held_upstream
+            .take()
+            .expect("DelayProxy: the held connection has an upstream socket");
+        let replied_before = st.held_replied;
+        upstream
+            .write_all(&bytes)
+            .unwrap_or_else(|e| panic!("DelayProxy: delivering {} bytes: {e}", bytes.len()));
+        st.armed = None;
+        let deadline = Instant::now() + REPLY_WAIT;
+        while st.held_replied == replied_before {
+            let left = deadline.saturating_duration_since(Instant::now());
+            assert!(
+                !left.is_zero(),
+                "DelayProxy: no reply to the {} delivered bytes within {REPLY_WAIT:?}",
+                bytes.len()
+            );
+            st = self.shared.changed.wait_timeout(st, left).unwrap().0;
+        }
+        if st.held_client_closed {
+            let _ = upstream.shutdown(Shutdown::Write);
+        }
+        st.held_conn = None;
+        st.held_client_closed = false;
+        bytes.len()
+    }
+}
+
+impl Drop for DelayProxy {
+    fn drop(&mut self) {
+        self.shared.stop.store(true, Ordering::Relaxed);
+        if let Some(handle) = self.acceptor.take() {
+            let _ = handle.join();
+        }
+    }
+}
+
+fn accept_loop(listener: &TcpListener, upstream_port: u16, shared: &Arc<Shared>) {
+    let mut pumps = Vec::new();
+    let mut next_id = 0u64;
+    while !shared.stopping() {
+        match listener.accept() {
+            Ok((client, _)) => {
+                let Ok(upstream) = TcpStream::connect(("127.0.0.1", upstream_port)) else {
+                    continue; // the client sees its connection closed
+                };
+                next_id += 1;
+                shared.state.lock().unwrap().accepted += 1;
+                pumps.extend(spawn_pumps(next_id, client, upstream, shared));
+            }
+            Err(e) if e.kind() == ErrorKind::WouldBlock => thread::sleep(POLL),
+            Err(_) => thread::sleep(POLL),
+        }
+    }
+    for pump in pumps {
+        let _ = pump.join();
+    }
+}
+
+fn spawn_pumps(
+    id: u64,
+    client: TcpStream,
+    upstream: TcpStream,
+    shared: &Arc<Shared>,
+) -> Vec<JoinHandle<()>> {
+    let _ = client.set_nodelay(true);
+    let _ = upstream.set_nodelay(true);
+    let _ = client.set_read_timeout(Some(POLL));
+    let _ = upstream.set_read_timeout(Some(POLL));
+    let (Ok(client2), Ok(upstream2)) = (client.try_clone(), upstream.try_clone()) else {
+        return Vec::new();
+    };
+    let up = {
+        let shared = Arc::clone(shared);
+        thread::spawn(move || client_to_server(id, client, upstream, &shared))
+    };
+    let down = {
+        let shared = Arc::clone(shared);
+        thread::spawn(move || server_to_client(id, upstream2, client2, &shared))
+    };
+    vec![up, down]
+}
+
+fn client_to_server(id: u64, mut client: TcpStream, mut upstream: TcpStream, shared: &Shared) {
+    let mut buf = [0u8; 16 * 1024];
+    while !shared.stopping() {
+        let n = match client.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => n,
+            Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => continue,
+            Err(_) => break,
+        };
+        let chunk = &buf[..n];
+        let mut st = shared.state.lock().unwrap();
+        let matches_armed = st.armed.as_deref().is_some_and(|p| contains(chunk, p));
+        if st.held_conn.is_none() && matches_armed {
+            st.armed = None;
+            st.held_conn = Some(id);
+            st.held_upstream = upstream.try_clone().ok();
+        }
+        if st.held_conn == Some(id) && st.held_upstream.is_some() {
+            st.held.extend_from_slice(chunk);
+            shared.changed.notify_all();
+            continue;
+        }
+        drop(st);
+        if upstream.write_all(chunk).is_err() {
+            break;
+        }
+    }
+    // The client is gone. A held connection keeps its upstream open for
+    // `deliver`, which shuts it down; any other is shut down now.
+    let mut st = shared.state.lock().unwrap();
+    if st.held_conn == Some(id) {
+        st.held_client_closed = true;
+        shared.changed.notify_all();
+    } else {
+        drop(st);
+        let _ = upstream.shutdown(Shutdown::Write);
+    }
+}
+
+fn server_to_client(id: u64, mut upstream: TcpStream, mut client: TcpStream, shared: &Shared) {
+    let mut buf = [0u8; 16 * 1024];
+    let mut client_open = true;
+    while !shared.stopping() {
+        let n = match upstream.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => n,
+            Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => continue,
+            Err(_) => break,
+        };
+        {
+            let mut st = shared.state.lock().unwrap();
+            if st.held_conn == Some(id) {
+                st.held_replied += n as u64;
+                shared.changed.notify_all();
+            }
+        }
+        if client_open && client.write_all(&buf[..n]).is_err() {
+            client_open = false; // keep reading so the server is never blocked
+        }
+    }
+    let _ = client.shutdown(Shutdown::Both);
+}
+
+fn contains(haystack: &[u8], needle: &[u8]) -> bool {
+    needle.is_empty() || haystack.windows(needle.len()).any(|w| w == needle)
+}
