@@ -17,30 +17,30 @@ use crate::{Error, Result};
 
 script!(
     /// KEYS lock; ARGV lease ms, holder. nil = acquired, else PTTL.
-    ACQUIRE = "lock_acquire", "lock acquire", after "args_prelude"
+    ACQUIRE = "lock_acquire", "lock acquire", after "window_prelude", after "args_prelude"
 );
 script!(
     /// KEYS lock, token counter; ARGV lease ms, holder. {-1, token} =
     /// acquired, else {PTTL, -1}.
-    FENCED_ACQUIRE = "fenced_lock_acquire", "fenced lock acquire", after "args_prelude"
+    FENCED_ACQUIRE = "fenced_lock_acquire", "fenced lock acquire", after "window_prelude", after "args_prelude"
 );
 script!(
     /// KEYS lock; ARGV lease ms, holder. 1 = renewed, 0 = not ours.
-    RENEW = "lock_renew", "lock renew", after "args_prelude"
+    RENEW = "lock_renew", "lock renew", after "window_prelude", after "args_prelude"
 );
 script!(
     /// KEYS locks; ARGV lease ms, one holder per lock. {1 = renewed, 0 = not ours, ...}.
-    RENEW_BATCH = "lock_renew_batch", "lock renew batch", after "args_prelude"
+    RENEW_BATCH = "lock_renew_batch", "lock renew batch", after "window_prelude", after "args_prelude"
 );
 script!(
     /// KEYS lock, channel, latch; ARGV message, lease ms, holder, latch ms
     /// [, waiter, waiter lease ms]. nil = not held, 0 = still held, 1 =
     /// released, 2 = handed to the waiter.
-    RELEASE = "lock_release", "lock release", after "args_prelude"
+    RELEASE = "lock_release", "lock release", after "window_prelude", after "args_prelude"
 );
 script!(
     /// KEYS lock, channel; ARGV message. 1 = existed.
-    FORCE_RELEASE = "lock_force_release", "lock force release"
+    FORCE_RELEASE = "lock_force_release", "lock force release", after "window_prelude"
 );
 script!(
     /// KEYS lock; ARGV holder. {exists, hold count, PTTL}.
