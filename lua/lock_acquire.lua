@@ -1,5 +1,11 @@
 -- Acquire or re-enter a reentrant lock (Redisson's RLock).
 -- KEYS[1]  the lock: a hash of holder id -> hold count
+-- KEYS[2]  optional (redisync only): this attempt's record,
+--          redisync_acquire_attempt:{name}:<attempt id>, a string with the
+--          lease as TTL: 1 = this attempt took a hold, 0 = it was undone
+--          (lua/lock_undo_acquire.lua). An attempt whose record is there
+--          does not act again: 1 (the request resent) = acquired, no second
+--          hold; 0 = refused as a late request.
 -- ARGV[1]  lease in milliseconds
 -- ARGV[2]  holder id, <client uuid>:<thread number>
 -- Returns  nil when acquired (hold count + 1, TTL reset to the lease);
@@ -9,9 +15,21 @@ local bad = bad_bounded(ARGV[1], 'lease', 1, MAX_MS)
 if bad then
     return bad
 end
+if KEYS[2] then
+    local record = redis.call('get', KEYS[2])
+    if record == '1' and redis.call('hexists', KEYS[1], ARGV[2]) == 1 then
+        return nil
+    end
+    if record == '0' then
+        return redis.error_reply('ERR late request: this acquire attempt was undone already')
+    end
+end
 if redis.call('exists', KEYS[1]) == 0 or redis.call('hexists', KEYS[1], ARGV[2]) == 1 then
     redis.call('hincrby', KEYS[1], ARGV[2], 1)
     redis.call('pexpire', KEYS[1], ARGV[1])
+    if KEYS[2] then
+        redis.call('set', KEYS[2], 1, 'px', ARGV[1])
+    end
     return nil
 end
 return redis.call('pttl', KEYS[1])

@@ -93,6 +93,13 @@ pub(crate) fn rw_timeout_prefix(name: &str, holder: &str) -> String {
     format!("{}:{holder}:rwlock_timeout", rw_key_prefix(name))
 }
 
+/// One acquire attempt's record (redisync only, in the lock's slot):
+/// `redisync_acquire_attempt:{name}:<attempt id>`, see
+/// `ops::lock::acquire_recorded`.
+pub(crate) fn acquire_attempt(name: &str, attempt_id: &str) -> String {
+    format!("{}:{attempt_id}", prefix("redisync_acquire_attempt", name))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

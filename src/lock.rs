@@ -538,8 +538,19 @@ impl Lock {
         };
         // When the latest attempt was sent: the store's lease starts after it.
         let sent = std::cell::Cell::new(Instant::now());
+        // The latest attempt's record, when attempts are recorded: only the
+        // latest can have an unknown outcome (each earlier one was answered).
+        let recorded = keys.records_attempts();
+        let attempt_key = std::cell::RefCell::new(None::<String>);
         let attempt = || {
             sent.set(Instant::now());
+            if recorded {
+                let key =
+                    keys::acquire_attempt(&keys.name, &uuid::Uuid::new_v4().simple().to_string());
+                let outcome = keys.attempt_recorded(backend, &holder, lease_ms, &key);
+                *attempt_key.borrow_mut() = Some(key);
+                return outcome.map(|acquire| (acquire, None));
+            }
             keys.attempt(backend, &holder, lease_ms, allowance_ms, enqueue)
         };
         // Called once, in whichever arm acquired.
@@ -621,7 +632,13 @@ impl Lock {
                     let _ = keys.give_up(backend, &holder, allowance_ms);
                 }
                 if err.is_connection_error() {
-                    self.undo_unknown_attempt(&holder, lease_ms, sent.get(), &err, H::EXPLICIT);
+                    if recorded {
+                        if let Some(key) = attempt_key.take() {
+                            self.undo_attempt(&holder, lease_ms, sent.get(), key, &err);
+                        }
+                    } else {
+                        self.undo_unknown_attempt(&holder, lease_ms, sent.get(), &err, H::EXPLICIT);
+                    }
                 }
                 Err(err)
             }
@@ -667,6 +684,33 @@ impl Lock {
     /// The key of this thread's local hold count for `holder` on this lock.
     fn local_key(&self, holder: &Holder) -> String {
         format!("{}@{}", holder.field(), self.keys.name)
+    }
+
+    /// After an acquire failed with a connection error, its latest
+    /// attempt (recorded under `attempt_key`) may still have run, or run
+    /// later: the cleanup worker undoes exactly that attempt's hold, or
+    /// marks it undone so that it is refused if it arrives later still (see
+    /// `ops::lock::undo_acquire`). One landing is final: no re-sends, and
+    /// the holder's next acquire, which runs it first
+    /// ([`Cleanup::settle`](crate::cleanup::Cleanup::settle)), cancels
+    /// nothing. Holds of the same holder taken by other threads (a shared
+    /// `LockOwner`) or by a retry are not touched.
+    fn undo_attempt(
+        &self,
+        holder: &Holder,
+        lease_ms: i64,
+        sent: Instant,
+        attempt_key: String,
+        cause: &Error,
+    ) {
+        let backend = Arc::clone(&self.client.inner.backend);
+        let keys = Arc::clone(&self.keys);
+        let undo_holder = holder.clone();
+        let task: crate::cleanup::Task = Box::new(move || {
+            keys.undo_attempt(backend.as_ref(), &undo_holder, lease_ms, &attempt_key)
+                .map(|_| true)
+        });
+        self.release_later(holder, task, sent, lease_ms, false, cause);
     }
 
     /// After an acquire failed with a connection error, its script may

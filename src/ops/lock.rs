@@ -20,6 +20,11 @@ script!(
     ACQUIRE = "lock_acquire", "lock acquire", after "window_prelude", after "args_prelude"
 );
 script!(
+    /// KEYS lock, channel, attempt record; ARGV message, holder, lease ms.
+    /// 0 = nothing to undo, 1 = undone (still held), 2 = undone and released.
+    UNDO_ACQUIRE = "lock_undo_acquire", "lock undo acquire", after "window_prelude", after "args_prelude"
+);
+script!(
     /// KEYS lock, token counter; ARGV lease ms, holder. {-1, token} =
     /// acquired, else {PTTL, -1}.
     FENCED_ACQUIRE = "fenced_lock_acquire", "fenced lock acquire", after "window_prelude", after "args_prelude"
@@ -74,7 +79,7 @@ pub fn acquire<B: LockBackend + ?Sized>(
         Resend::Harmless,
         Effect::Acquire {
             acquired: Reply::is_nil,
-            undo: undo_acquire,
+            undo: undo_unrecorded,
         },
     )
     .key(name)
@@ -83,9 +88,138 @@ pub fn acquire<B: LockBackend + ?Sized>(
     acquire_outcome(&run(backend, &call)?, ACQUIRE.operation())
 }
 
+/// As [`acquire`], and records the attempt under `attempt_key` (a key of
+/// its own with the lease as TTL, `redisync_acquire_attempt:{name}:<id>`,
+/// one fresh id per attempt) when it takes a hold: [`undo_acquire`] with
+/// the same key then removes exactly that hold, whatever else the holder
+/// took meanwhile. The same call sent again (its reply lost) does not take
+/// a second hold; once undone, it is refused.
+///
+/// # Errors
+/// As [`acquire`]; a connection error (a late request) for an attempt
+/// already undone.
+///
+/// ```
+/// use redisync::backend::Acquire;
+/// let store = redisync::MemoryBackend::new();
+/// let attempt = "redisync_acquire_attempt:{doc:rec}:a1";
+/// assert_eq!(redisync::ops::lock::acquire_recorded(&store, "doc:rec", "c1:1", 30_000, attempt)?, Acquire::Acquired);
+/// // Sent again: still one hold.
+/// redisync::ops::lock::acquire_recorded(&store, "doc:rec", "c1:1", 30_000, attempt)?;
+/// assert_eq!(redisync::ops::lock::state(&store, "doc:rec", "c1:1")?.hold_count, 1);
+/// # Ok::<(), redisync::Error>(())
+/// ```
+pub fn acquire_recorded<B: LockBackend + ?Sized>(
+    backend: &B,
+    name: &str,
+    holder: &str,
+    lease_ms: i64,
+    attempt_key: &str,
+) -> Result<Acquire> {
+    check_ms("lease", lease_ms)?;
+    let call = ScriptCall::new(
+        &ACQUIRE,
+        // The record makes a repeat return the first outcome.
+        Resend::Harmless,
+        Effect::Acquire {
+            acquired: Reply::is_nil,
+            undo: undo_acquire_call,
+        },
+    )
+    .key(name)
+    .key(attempt_key)
+    .arg(lease_ms)
+    .arg(holder);
+    acquire_outcome(&run(backend, &call)?, ACQUIRE.operation())
+}
+
+/// What [`undo_acquire`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Undo {
+    /// The attempt took no hold (or it has expired), and now never will.
+    Nothing,
+    /// Its hold was removed; the holder still has others.
+    Removed,
+    /// Its hold was the last: the lock was released (unlock published).
+    Released,
+}
+
+/// Undoes exactly the hold that the [`acquire_recorded`] call with
+/// `attempt_key` took, if it took one, and nothing else; marks the attempt
+/// undone (for `lease_ms`), so that if its request arrives later still it
+/// is refused. Idempotent.
+///
+/// # Errors
+/// A store failure; `InvalidArgument` for a bad lease.
+///
+/// ```
+/// use redisync::ops::lock::{self, Undo};
+/// let store = redisync::MemoryBackend::new();
+/// let (a1, a2) = ("redisync_acquire_attempt:{doc:undo}:a1", "redisync_acquire_attempt:{doc:undo}:a2");
+/// lock::acquire_recorded(&store, "doc:undo", "c1:1", 30_000, a1)?;
+/// lock::acquire_recorded(&store, "doc:undo", "c1:1", 30_000, a2)?;
+/// let channel = "redisson_lock__channel:{doc:undo}";
+/// assert_eq!(lock::undo_acquire(&store, "doc:undo", channel, "c1:1", 30_000, a1)?, Undo::Removed);
+/// assert_eq!(lock::undo_acquire(&store, "doc:undo", channel, "c1:1", 30_000, a1)?, Undo::Nothing);
+/// assert_eq!(lock::state(&store, "doc:undo", "c1:1")?.hold_count, 1);
+/// # Ok::<(), redisync::Error>(())
+/// ```
+pub fn undo_acquire<B: LockBackend + ?Sized>(
+    backend: &B,
+    name: &str,
+    channel: &str,
+    holder: &str,
+    lease_ms: i64,
+    attempt_key: &str,
+) -> Result<Undo> {
+    check_ms("lease", lease_ms)?;
+    let call = undo_call(name, channel, holder, lease_ms, attempt_key);
+    match int(&run(backend, &call)?, UNDO_ACQUIRE.operation())? {
+        0 => Ok(Undo::Nothing),
+        1 => Ok(Undo::Removed),
+        2 => Ok(Undo::Released),
+        other => Err(Reply::Int(other).unexpected(UNDO_ACQUIRE.operation(), "0, 1 or 2")),
+    }
+}
+
+fn undo_call<'a>(
+    name: &'a str,
+    channel: &'a str,
+    holder: &'a str,
+    lease_ms: i64,
+    attempt_key: &'a str,
+) -> ScriptCall<'a> {
+    ScriptCall::new(
+        &UNDO_ACQUIRE,
+        Resend::Harmless,
+        Effect::Change(|r| r.as_int().is_some_and(|n| n > 0)),
+    )
+    .key(name)
+    .key(channel)
+    .key(attempt_key)
+    .arg(UNLOCK_MESSAGE)
+    .arg(holder)
+    .arg(lease_ms)
+}
+
+/// The replica-acknowledgement undo of an [`acquire_recorded`] call (KEYS
+/// lock, attempt record; ARGV lease, holder): exactly its hold.
+fn undo_acquire_call(call: &ScriptCall<'_>, _: &Reply) -> ScriptCall<'static> {
+    let name = call.keys()[0].as_ref();
+    undo_call(
+        name,
+        &crate::keys::lock_channel(name),
+        call.args()[1].as_ref(),
+        call.args()[0].parse().unwrap_or(1),
+        call.keys()[1].as_ref(),
+    )
+    .into_owned()
+}
+
 /// Gives back one hold taken by an acquire or a fenced acquire call (KEYS
 /// lock, ...; ARGV lease, holder): a release behind a fresh unlock latch.
-fn undo_acquire(call: &ScriptCall<'_>, _: &Reply) -> ScriptCall<'static> {
+fn undo_unrecorded(call: &ScriptCall<'_>, _: &Reply) -> ScriptCall<'static> {
     let name = call.keys()[0].as_ref();
     release_call(
         name,
@@ -128,7 +262,7 @@ pub fn fenced_acquire<B: LockBackend + ?Sized>(
         Effect::Acquire {
             acquired: fenced_acquired,
             // The token stays spent: tokens only grow.
-            undo: undo_acquire,
+            undo: undo_unrecorded,
         },
     )
     .key(name)

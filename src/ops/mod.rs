@@ -56,10 +56,11 @@ pub(crate) use script;
 
 /// Every script of every operation (tests check them all).
 #[cfg(test)]
-pub(crate) fn all_scripts() -> [&'static crate::backend::Script; 36] {
+pub(crate) fn all_scripts() -> [&'static crate::backend::Script; 37] {
     [
         &lock::ACQUIRE,
         &lock::FENCED_ACQUIRE,
+        &lock::UNDO_ACQUIRE,
         &lock::RENEW,
         &lock::RENEW_BATCH,
         &lock::RELEASE,

@@ -532,12 +532,10 @@ impl RedisBackend {
             tries += 1;
             let mut conn = self.connection()?;
             let timeout = crate::deadline::cap(self.options.response_timeout);
-            let reply = conn
-                .set_read_timeout(timeout)
-                .and_then(|()| {
-                    let window_end = conn.window_end();
-                    call(conn.conn.as_connection(), window_end)
-                });
+            let reply = conn.set_read_timeout(timeout).and_then(|()| {
+                let window_end = conn.window_end();
+                call(conn.conn.as_connection(), window_end)
+            });
             match reply {
                 Ok(reply) => {
                     conn.last_used = Instant::now();
