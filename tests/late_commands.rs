@@ -87,17 +87,25 @@ fn a_timed_out_attempt_of_a_shared_owner_does_not_undo_the_other_threads_hold() 
         }
     });
 
+    // Both threads' requests wait in the frozen server: the first one's
+    // caller gives up after 100 ms, the second one's waits.
     server.pause();
     let resumed_at = Instant::now() + Duration::from_millis(250);
-    let timed_out = lock.try_lock_for(Duration::from_millis(100));
-    assert!(
-        !matches!(timed_out, Ok(Some(_))),
-        "acquired from a frozen server"
-    );
+    let first_thread = {
+        let lock = lock.clone();
+        std::thread::spawn(move || lock.try_lock_for(Duration::from_millis(100)))
+    };
+    std::thread::sleep(Duration::from_millis(20));
     let other_thread = {
         let lock = lock.clone();
         std::thread::spawn(move || lock.lock())
     };
+    let timed_out = first_thread.join().unwrap();
+    assert!(timed_out.is_err(), "from a frozen server: {timed_out:?}");
+    assert!(
+        Instant::now() < resumed_at,
+        "the 100 ms attempt outlived the freeze"
+    );
     std::thread::sleep(resumed_at.saturating_duration_since(Instant::now()));
     server.resume();
     let guard = other_thread.join().unwrap().unwrap();
@@ -191,4 +199,33 @@ fn an_acquire_delivered_late_leaves_no_orphan_hold() {
     assert!(counts.is_empty(), "an orphan hold: {counts:?}");
     let taken = observer.lock(name.as_str()).try_lock().unwrap();
     assert!(taken.is_some(), "another client cannot take the free lock");
+}
+
+/// A connection discarded after a timeout is closed abortively (a reset:
+/// `SO_LINGER` 0), so its kernel drops whatever it had not sent yet rather
+/// than delivering it late.
+#[test]
+fn a_connection_discarded_after_a_timeout_is_reset() {
+    let server = TestServer::start();
+    let proxy = DelayProxy::start(server.port());
+    let client = client_for(&proxy.url(), Duration::from_millis(200));
+    let name = unique_name("late-reset");
+    let lock = client.lock(name.as_str());
+    lock.lock().unwrap().unlock().unwrap();
+    proxy.hold_next(name.as_bytes());
+    assert!(lock.try_lock_for(Duration::from_millis(100)).is_err());
+    proxy.wait_held(Duration::from_secs(5));
+    common::wait_until(
+        "the timed-out connection closed",
+        Duration::from_secs(5),
+        || proxy.held_client_closed(),
+    );
+    assert!(
+        proxy.held_client_reset(),
+        "the timed-out connection was closed with a FIN, not a reset"
+    );
+    // Delivered now, the attempt is past its window: nothing is held.
+    proxy.deliver();
+    let mut direct = server.connection();
+    assert!(holds(&mut direct, &name).is_empty());
 }
