@@ -224,8 +224,72 @@ fn a_connection_discarded_after_a_timeout_is_reset() {
         proxy.held_client_reset(),
         "the timed-out connection was closed with a FIN, not a reset"
     );
-    // Delivered now, the attempt is past its window: nothing is held.
+    // Delivered now: whether it runs (inside its window) or not, the
+    // cleanup's undo of that attempt leaves nothing held.
     proxy.deliver();
     let mut direct = server.connection();
-    assert!(holds(&mut direct, &name).is_empty());
+    common::wait_until("no hold left", Duration::from_secs(5), || {
+        holds(&mut direct, &name).is_empty()
+    });
+}
+
+/// The exact undo, at the operation level, on both stores: it removes the
+/// one attempt's hold and no other, is idempotent, and an attempt undone
+/// before it ran is refused when it arrives; a resent attempt takes no
+/// second hold.
+fn undo_is_exact(store: &dyn redisync::backend::LockBackend) {
+    use redisync::backend::Acquire;
+    use redisync::ops::lock::{self, Undo};
+    let name = unique_name("late-undo");
+    let channel = format!("redisson_lock__channel:{{{name}}}");
+    let attempt = |id: &str| format!("redisync_acquire_attempt:{{{name}}}:{id}");
+    let (a1, a2, a3) = (attempt("a1"), attempt("a2"), attempt("a3"));
+    let holder = "c1:1";
+    assert_eq!(
+        lock::acquire_recorded(store, &name, holder, 30_000, &a1).unwrap(),
+        Acquire::Acquired
+    );
+    // Resent (its reply lost): still one hold.
+    assert_eq!(
+        lock::acquire_recorded(store, &name, holder, 30_000, &a1).unwrap(),
+        Acquire::Acquired
+    );
+    assert_eq!(
+        lock::acquire_recorded(store, &name, holder, 30_000, &a2).unwrap(),
+        Acquire::Acquired
+    );
+    assert_eq!(lock::state(store, &name, holder).unwrap().hold_count, 2);
+    assert_eq!(
+        lock::undo_acquire(store, &name, &channel, holder, 30_000, &a1).unwrap(),
+        Undo::Removed
+    );
+    assert_eq!(
+        lock::undo_acquire(store, &name, &channel, holder, 30_000, &a1).unwrap(),
+        Undo::Nothing
+    );
+    assert_eq!(lock::state(store, &name, holder).unwrap().hold_count, 1);
+    // Undone before it ran: refused when it arrives, nothing taken.
+    assert_eq!(
+        lock::undo_acquire(store, &name, &channel, holder, 30_000, &a3).unwrap(),
+        Undo::Nothing
+    );
+    let late = lock::acquire_recorded(store, &name, holder, 30_000, &a3).unwrap_err();
+    assert!(late.is_connection_error(), "{late}");
+    assert_eq!(lock::state(store, &name, holder).unwrap().hold_count, 1);
+    assert_eq!(
+        lock::undo_acquire(store, &name, &channel, holder, 30_000, &a2).unwrap(),
+        Undo::Released
+    );
+    assert!(!lock::state(store, &name, holder).unwrap().locked);
+}
+
+#[test]
+fn memory_undo_removes_exactly_its_attempts_hold() {
+    undo_is_exact(&redisync::MemoryBackend::new());
+}
+
+#[test]
+fn redis_undo_removes_exactly_its_attempts_hold() {
+    let server = TestServer::start();
+    undo_is_exact(&redisync::RedisBackend::open(&server.url()).unwrap());
 }
