@@ -1,7 +1,7 @@
 -- Acquire or re-enter a reentrant lock (Redisson's RLock).
 -- KEYS[1]  the lock: a hash of holder id -> hold count
 -- KEYS[2]  optional (redisync only): this attempt's record,
---          redisync_acquire_attempt:{name}:<attempt id>, a string with the
+--          {name}:redisync_attempt:<attempt id>, a string with the
 --          lease as TTL: 1 = this attempt took a hold, 0 = it was undone
 --          (lua/lock_undo_acquire.lua). An attempt whose record is there
 --          does not act again: 1 (the request resent) = acquired, no second

@@ -3,7 +3,7 @@
 -- another thread of the same holder, or a retry, took meanwhile.
 -- KEYS[1]  the lock hash
 -- KEYS[2]  the lock's channel, redisson_lock__channel:{name}
--- KEYS[3]  the attempt's record, redisync_acquire_attempt:{name}:<attempt id>
+-- KEYS[3]  the attempt's record, {name}:redisync_attempt:<attempt id>
 -- ARGV[1]  the unlock message (0)
 -- ARGV[2]  holder id
 -- ARGV[3]  the attempt's lease in ms: how long the record (now 0, undone)
@@ -19,7 +19,11 @@ if bad then
     return bad
 end
 local record = redis.call('get', KEYS[3])
-redis.call('set', KEYS[3], 0, 'px', ARGV[3])
+if ARGV[4] == '1' then
+    redis.call('del', KEYS[3])
+else
+    redis.call('set', KEYS[3], 0, 'px', ARGV[3])
+end
 if record ~= '1' or redis.call('hexists', KEYS[1], ARGV[2]) == 0 then
     return 0
 end

@@ -242,7 +242,7 @@ fn undo_is_exact(store: &dyn redisync::backend::LockBackend) {
     use redisync::ops::lock::{self, Undo};
     let name = unique_name("late-undo");
     let channel = format!("redisson_lock__channel:{{{name}}}");
-    let attempt = |id: &str| format!("redisync_acquire_attempt:{{{name}}}:{id}");
+    let attempt = |id: &str| format!("{{{name}}}:redisync_attempt:{id}");
     let (a1, a2, a3) = (attempt("a1"), attempt("a2"), attempt("a3"));
     let holder = "c1:1";
     assert_eq!(

@@ -20,7 +20,8 @@ script!(
     ACQUIRE = "lock_acquire", "lock acquire", after "window_prelude", after "args_prelude"
 );
 script!(
-    /// KEYS lock, channel, attempt record; ARGV message, holder, lease ms.
+    /// KEYS lock, channel, attempt record; ARGV message, holder, lease ms
+    /// [, 1 = forget the record instead of marking it undone].
     /// 0 = nothing to undo, 1 = undone (still held), 2 = undone and released.
     UNDO_ACQUIRE = "lock_undo_acquire", "lock undo acquire", after "window_prelude", after "args_prelude"
 );
@@ -89,7 +90,7 @@ pub fn acquire<B: LockBackend + ?Sized>(
 }
 
 /// As [`acquire`], and records the attempt under `attempt_key` (a key of
-/// its own with the lease as TTL, `redisync_acquire_attempt:{name}:<id>`,
+/// its own with the lease as TTL, `{name}:redisync_attempt:<id>`,
 /// one fresh id per attempt) when it takes a hold: [`undo_acquire`] with
 /// the same key then removes exactly that hold, whatever else the holder
 /// took meanwhile. The same call sent again (its reply lost) does not take
@@ -102,7 +103,7 @@ pub fn acquire<B: LockBackend + ?Sized>(
 /// ```
 /// use redisync::backend::Acquire;
 /// let store = redisync::MemoryBackend::new();
-/// let attempt = "redisync_acquire_attempt:{doc:rec}:a1";
+/// let attempt = "{doc:rec}:redisync_attempt:a1";
 /// assert_eq!(redisync::ops::lock::acquire_recorded(&store, "doc:rec", "c1:1", 30_000, attempt)?, Acquire::Acquired);
 /// // Sent again: still one hold.
 /// redisync::ops::lock::acquire_recorded(&store, "doc:rec", "c1:1", 30_000, attempt)?;
@@ -156,7 +157,7 @@ pub enum Undo {
 /// ```
 /// use redisync::ops::lock::{self, Undo};
 /// let store = redisync::MemoryBackend::new();
-/// let (a1, a2) = ("redisync_acquire_attempt:{doc:undo}:a1", "redisync_acquire_attempt:{doc:undo}:a2");
+/// let (a1, a2) = ("{doc:undo}:redisync_attempt:a1", "{doc:undo}:redisync_attempt:a2");
 /// lock::acquire_recorded(&store, "doc:undo", "c1:1", 30_000, a1)?;
 /// lock::acquire_recorded(&store, "doc:undo", "c1:1", 30_000, a2)?;
 /// let channel = "redisson_lock__channel:{doc:undo}";
@@ -204,7 +205,9 @@ fn undo_call<'a>(
 }
 
 /// The replica-acknowledgement undo of an [`acquire_recorded`] call (KEYS
-/// lock, attempt record; ARGV lease, holder): exactly its hold.
+/// lock, attempt record; ARGV lease, holder): exactly its hold, and the
+/// record forgotten, since the store sends the same call again at once
+/// (its reply came: nothing of it is still on the way).
 fn undo_acquire_call(call: &ScriptCall<'_>, _: &Reply) -> ScriptCall<'static> {
     let name = call.keys()[0].as_ref();
     undo_call(
@@ -214,6 +217,7 @@ fn undo_acquire_call(call: &ScriptCall<'_>, _: &Reply) -> ScriptCall<'static> {
         call.args()[0].parse().unwrap_or(1),
         call.keys()[1].as_ref(),
     )
+    .arg("1")
     .into_owned()
 }
 
