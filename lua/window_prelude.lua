@@ -6,15 +6,12 @@
 -- server's socket buffer, delayed by the network) writes nothing and
 -- replies with an error the client reads as a failed attempt. '0': none.
 -- It is popped, so the script's own ARGV (and #ARGV) are as documented.
+-- (Redis 6.2 and later replicate a script's effects, so a write may follow
+-- TIME.)
 local window_end = tonumber(table.remove(ARGV))
 if window_end and window_end > 0 then
-    -- Redis before 5 refuses a write after TIME unless the script's
-    -- effects are replicated (the default from 5, a no-op from 7).
-    if redis.replicate_commands ~= nil then
-        redis.replicate_commands()
-    end
     local now = redis.call('time')
-    if now[1] * 1000 + math.floor(now[2] / 1000) > window_end then
+    if now[1] * 1000 + now[2] / 1000 > window_end then
         return redis.error_reply('ERR late request: arrived after its window ended at '
             .. string.format('%d', window_end) .. ' ms (server clock), nothing written')
     end

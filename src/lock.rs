@@ -111,6 +111,16 @@ fn hold_released(key: &str, explicit: bool) -> bool {
     .unwrap_or(false)
 }
 
+/// A fresh acquire-attempt id: this process's random prefix and a counter
+/// (cheap: no random draw per attempt), unique across clients and runs.
+fn new_attempt_id() -> String {
+    static PREFIX: std::sync::LazyLock<String> =
+        std::sync::LazyLock::new(|| uuid::Uuid::new_v4().simple().to_string());
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    format!("{}{n:x}", PREFIX.as_str())
+}
+
 /// A fresh unlock latch key for one release of `name`.
 fn new_latch(name: &str) -> String {
     format!(
@@ -545,8 +555,7 @@ impl Lock {
         let attempt = || {
             sent.set(Instant::now());
             if recorded {
-                let key =
-                    keys::acquire_attempt(&keys.name, &uuid::Uuid::new_v4().simple().to_string());
+                let key = keys::acquire_attempt(&keys.name, &new_attempt_id());
                 let outcome = keys.attempt_recorded(backend, &holder, lease_ms, &key);
                 *attempt_key.borrow_mut() = Some(key);
                 return outcome.map(|acquire| (acquire, None));
@@ -554,7 +563,8 @@ impl Lock {
             keys.attempt(backend, &holder, lease_ms, allowance_ms, enqueue)
         };
         // Called once, in whichever arm acquired.
-        let acquired = |token, sent| self.guard(&holder, lease, lease_ms, sent, token, by);
+        let acquired =
+            |token, sent, attempt| self.guard(&holder, lease, lease_ms, sent, token, attempt, by);
         // An earlier release of this holder's hold that has not landed yet
         // goes first, or it could land on the hold about to be taken.
         if !inner.cleanup.is_empty() {
@@ -614,10 +624,12 @@ impl Lock {
             ),
         };
         match waited {
-            Ok(Some(crate::wait::Done::Attempted(token))) => acquired(token, sent.get()).map(Some),
+            Ok(Some(crate::wait::Done::Attempted(token))) => {
+                acquired(token, sent.get(), attempt_key.take()).map(Some)
+            }
             // The lease runs from the handoff script's send.
             Ok(Some(crate::wait::Done::HandedOver(handed_at))) => {
-                acquired(None, handed_at).map(Some)
+                acquired(None, handed_at, None).map(Some)
             }
             Ok(None) => {
                 // try_lock never queued; a fair waiter that gave up leaves now.
@@ -654,6 +666,7 @@ impl Lock {
         lease_ms: i64,
         sent: Instant,
         token: Option<u64>,
+        attempt: Option<String>,
         by: H,
     ) -> Result<LockGuard<H>> {
         let renewal = Arc::new(Renewal {
@@ -675,6 +688,7 @@ impl Lock {
             lease,
             watchdog,
             token,
+            attempt,
             released: false,
             acquired_at: Instant::now(),
             holder: by,
@@ -800,7 +814,13 @@ impl Lock {
     /// re-taking the lock would keep them alive for ever (each re-take is a
     /// reentry that resets the lease) and starve every other holder; so
     /// they are released too.
-    fn release(&self, holder: &Holder, lease_ms: i64, outermost: bool) -> Result<()> {
+    fn release(
+        &self,
+        holder: &Holder,
+        lease_ms: i64,
+        outermost: bool,
+        record: Option<&str>,
+    ) -> Result<()> {
         let backend = self.client.inner.backend.as_ref();
         // A direct handoff to a parked waiter of this client, if one is
         // seated: the release script then hands it the lock (one round
@@ -820,8 +840,22 @@ impl Lock {
         let mut latch = new_latch(&self.keys.name);
         let mut retries = RELEASE_RETRIES.iter();
         loop {
-            let result = match &offer {
-                Some(offer) => ops::lock::release_to(
+            // The record goes with the first release (a retry behind the
+            // same latch repeats it harmlessly; phantoms have none).
+            let record = record.filter(|_| phantoms == 0);
+            let result = match (record, &offer) {
+                (Some(record), offer) => self.keys.release_recorded(
+                    backend,
+                    holder,
+                    lease_ms,
+                    &latch,
+                    UNLOCK_LATCH_MS,
+                    record,
+                    offer
+                        .as_ref()
+                        .map(|offer| (offer.seat.field.as_str(), offer.seat.lease_ms)),
+                ),
+                (None, Some(offer)) => ops::lock::release_to(
                     backend,
                     &self.keys.name,
                     offer.channel(),
@@ -832,9 +866,10 @@ impl Lock {
                     &offer.seat.field,
                     offer.seat.lease_ms,
                 ),
-                None => self
-                    .keys
-                    .release(backend, holder, lease_ms, &latch, UNLOCK_LATCH_MS),
+                (None, None) => {
+                    self.keys
+                        .release(backend, holder, lease_ms, &latch, UNLOCK_LATCH_MS)
+                }
             };
             match result {
                 Err(err) if err.is_connection_error() => match retries.next() {
@@ -978,6 +1013,9 @@ pub struct LockGuard<H: GuardHolder = HolderIsTheThread> {
     watchdog: bool,
     /// A fenced lock's fencing token for this acquisition.
     token: Option<u64>,
+    /// The record of the acquire attempt that took this hold
+    /// (`{name}:redisync_attempt:<id>`), deleted by its release.
+    attempt: Option<String>,
     released: bool,
     /// When it was handed out (the hold time of the metrics).
     acquired_at: Instant,
@@ -1194,9 +1232,12 @@ impl<H: GuardHolder> LockGuard<H> {
                 .local_owners
                 .released(&self.lock.keys.name, field);
         }
-        let result = self
-            .lock
-            .release(&self.renewal.holder, self.lease_ms.get(), outermost);
+        let result = self.lock.release(
+            &self.renewal.holder,
+            self.lease_ms.get(),
+            outermost,
+            self.attempt.as_deref(),
+        );
         if records {
             let inner = &self.lock.client.inner;
             // A thread of this client may have parked on this hold without

@@ -396,9 +396,36 @@ pub fn release<B: LockBackend + ?Sized>(
     latch_key: &str,
     latch_ms: i64,
 ) -> Result<Release> {
+    release_recorded(
+        backend, name, channel, holder, lease_ms, latch_key, latch_ms, None, None,
+    )
+}
+
+/// [`release`] (or, with `waiter`, [`release_to`]) of the hold that the
+/// [`acquire_recorded`] call with `record` took: the record is deleted with
+/// the hold (its outcome was known; no undo will ever need it).
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn release_recorded<B: LockBackend + ?Sized>(
+    backend: &B,
+    name: &str,
+    channel: &str,
+    holder: &str,
+    lease_ms: i64,
+    latch_key: &str,
+    latch_ms: i64,
+    record: Option<&str>,
+    waiter: Option<(&str, i64)>,
+) -> Result<Release> {
     check_ms("lease", lease_ms)?;
     check_ms("latch timeout", latch_ms)?;
-    let call = release_call(name, channel, holder, lease_ms, latch_key, latch_ms);
+    let mut call = release_call(name, channel, holder, lease_ms, latch_key, latch_ms);
+    if let Some(record) = record {
+        call = call.key(record);
+    }
+    if let Some((waiter, waiter_lease_ms)) = waiter {
+        check_ms("lease", waiter_lease_ms)?;
+        call = call.arg(waiter).arg(waiter_lease_ms);
+    }
     release_outcome(&run(backend, &call)?, RELEASE.operation())
 }
 
@@ -436,13 +463,17 @@ pub fn release_to<B: LockBackend + ?Sized>(
     waiter: &str,
     waiter_lease_ms: i64,
 ) -> Result<Release> {
-    check_ms("lease", lease_ms)?;
-    check_ms("latch timeout", latch_ms)?;
-    check_ms("lease", waiter_lease_ms)?;
-    let call = release_call(name, channel, holder, lease_ms, latch_key, latch_ms)
-        .arg(waiter)
-        .arg(waiter_lease_ms);
-    release_outcome(&run(backend, &call)?, RELEASE.operation())
+    release_recorded(
+        backend,
+        name,
+        channel,
+        holder,
+        lease_ms,
+        latch_key,
+        latch_ms,
+        None,
+        Some((waiter, waiter_lease_ms)),
+    )
 }
 
 /// The release script's call, shared with the undo of an acquisition.
