@@ -659,6 +659,7 @@ impl Lock {
 
     /// Builds the guard of a successful acquisition, registering the hold
     /// with the watchdog when no lease was given.
+    #[allow(clippy::too_many_arguments)]
     fn guard<H: GuardHolder>(
         &self,
         holder: &Holder,
