@@ -259,8 +259,19 @@ impl Manager {
                 timeout,
             ));
         }
+        let started = Instant::now();
         let (mut conn, epoch) = self.connect_single()?;
+        // Part of opening: within what is left of the connection timeout
+        // (and the caller's deadline), as naming is.
+        let left = crate::deadline::cap(
+            self.options
+                .connection_timeout
+                .saturating_sub(started.elapsed())
+                .max(Duration::from_millis(1)),
+        );
+        conn.set_read_timeout(Some(left.min(self.options.response_timeout)))?;
         let offset = clock_offset(&mut conn)?;
+        conn.set_read_timeout(Some(self.options.response_timeout))?;
         let mut conn = Conn::new(Link::Single(conn), epoch, timeout);
         conn.clock_offset_ms = offset;
         Ok(conn)
