@@ -550,7 +550,9 @@ impl Lock {
         let sent = std::cell::Cell::new(Instant::now());
         // The latest attempt's record, when attempts are recorded: only the
         // latest can have an unknown outcome (each earlier one was answered).
-        let recorded = keys.records_attempts();
+        // Not on a Redis Cluster: there a script with a key the importing
+        // master lacks fails with TRYAGAIN for as long as its slot migrates.
+        let recorded = keys.records_attempts() && backend.slot_of(&keys.name).is_none();
         let attempt_key = std::cell::RefCell::new(None::<String>);
         let attempt = || {
             sent.set(Instant::now());
