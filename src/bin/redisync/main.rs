@@ -541,7 +541,7 @@ mod tests {
     fn json_milliseconds_are_rounded() {
         assert_eq!(ms_json(Duration::from_nanos(61_711)).to_string(), "0.062");
         assert_eq!(ms_json(Duration::from_micros(1_500)).to_string(), "1.5");
-        assert_eq!(ms_json(Duration::from_secs(2)).to_string(), "2.0");
+        assert_eq!(ms_json(Duration::from_secs(2)).to_string(), "2000.0");
     }
 
     #[test]
