@@ -111,14 +111,26 @@ fn hold_released(key: &str, explicit: bool) -> bool {
     .unwrap_or(false)
 }
 
-/// A fresh acquire-attempt id: this process's random prefix and a counter
+/// An acquire attempt's id: this process's random prefix and a counter
 /// (cheap: no random draw per attempt), unique across clients and runs.
-fn new_attempt_id() -> String {
-    static PREFIX: std::sync::LazyLock<String> =
-        std::sync::LazyLock::new(|| uuid::Uuid::new_v4().simple().to_string());
-    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    format!("{}{n:x}", PREFIX.as_str())
+/// A guard keeps only the counter (8 bytes, no allocation: a client may hold
+/// 100,000 locks) and spells the record's key when it releases.
+#[derive(Clone, Copy, Debug)]
+struct AttemptId(u64);
+
+impl AttemptId {
+    fn new() -> Self {
+        static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        AttemptId(NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed))
+    }
+
+    /// The record's key for an attempt on the lock whose key is `name`
+    /// (`{name}:redisync_attempt:<id>`).
+    fn key(self, name: &str) -> String {
+        static PREFIX: std::sync::LazyLock<String> =
+            std::sync::LazyLock::new(|| uuid::Uuid::new_v4().simple().to_string());
+        keys::acquire_attempt(name, &format!("{}{:x}", PREFIX.as_str(), self.0))
+    }
 }
 
 /// A fresh unlock latch key for one release of `name`.
@@ -553,13 +565,14 @@ impl Lock {
         // Not on a Redis Cluster: there a script with a key the importing
         // master lacks fails with TRYAGAIN for as long as its slot migrates.
         let recorded = keys.records_attempts() && backend.slot_of(&keys.name).is_none();
-        let attempt_key = std::cell::RefCell::new(None::<String>);
+        let attempt_key = std::cell::Cell::new(None::<AttemptId>);
         let attempt = || {
             sent.set(Instant::now());
             if recorded {
-                let key = keys::acquire_attempt(&keys.name, &new_attempt_id());
+                let id = AttemptId::new();
+                let key = id.key(&keys.name);
                 let outcome = keys.attempt_recorded(backend, &holder, lease_ms, &key);
-                *attempt_key.borrow_mut() = Some(key);
+                attempt_key.set(Some(id));
                 return outcome.map(|acquire| (acquire, None));
             }
             keys.attempt(backend, &holder, lease_ms, allowance_ms, enqueue)
@@ -647,7 +660,8 @@ impl Lock {
                 }
                 if err.is_connection_error() {
                     if recorded {
-                        if let Some(key) = attempt_key.take() {
+                        if let Some(id) = attempt_key.take() {
+                            let key = id.key(&keys.name);
                             self.undo_attempt(&holder, lease_ms, sent.get(), key, &err);
                         }
                     } else {
@@ -669,7 +683,7 @@ impl Lock {
         lease_ms: i64,
         sent: Instant,
         token: Option<u64>,
-        attempt: Option<String>,
+        attempt: Option<AttemptId>,
         by: H,
     ) -> Result<LockGuard<H>> {
         let renewal = Arc::new(Renewal {
@@ -1018,7 +1032,7 @@ pub struct LockGuard<H: GuardHolder = HolderIsTheThread> {
     token: Option<u64>,
     /// The record of the acquire attempt that took this hold
     /// (`{name}:redisync_attempt:<id>`), deleted by its release.
-    attempt: Option<String>,
+    attempt: Option<AttemptId>,
     released: bool,
     /// When it was handed out (the hold time of the metrics).
     acquired_at: Instant,
@@ -1239,7 +1253,9 @@ impl<H: GuardHolder> LockGuard<H> {
             &self.renewal.holder,
             self.lease_ms.get(),
             outermost,
-            self.attempt.as_deref(),
+            self.attempt
+                .map(|id| id.key(&self.lock.keys.name))
+                .as_deref(),
         );
         if records {
             let inner = &self.lock.client.inner;
