@@ -56,7 +56,7 @@ pub(crate) use script;
 
 /// Every script of every operation (tests check them all).
 #[cfg(test)]
-pub(crate) fn all_scripts() -> [&'static crate::backend::Script; 37] {
+pub(crate) fn all_scripts() -> [&'static crate::backend::Script; 38] {
     [
         &KEY_TYPES,
         &lock::ACQUIRE,
