@@ -22,23 +22,33 @@ thread_local! {
 /// Runs `f` with `deadline` as this thread's deadline (the earlier of it
 /// and an enclosing one), restoring the previous one afterwards.
 pub(crate) fn within<T>(deadline: Option<Instant>, f: impl FnOnce() -> T) -> T {
+    let _scope = enter(deadline);
+    f()
+}
+
+/// Sets `deadline` as this thread's deadline (the earlier of it and an
+/// enclosing one) until the returned scope is dropped, which restores the
+/// previous one: [`within`] for a block too long to wrap in a closure.
+pub(crate) fn enter(deadline: Option<Instant>) -> Scope {
     let previous = DEADLINE.with(Cell::get);
     let effective = match (previous, deadline) {
         (Some(p), Some(d)) => Some(p.min(d)),
         (p, d) => p.or(d),
     };
     DEADLINE.with(|cell| cell.set(effective));
-    // Restored on unwind too, so a panicking callback cannot leave a stale
-    // deadline behind for the thread's next call.
-    struct Restore(Option<Instant>);
-    impl Drop for Restore {
-        fn drop(&mut self) {
-            let previous = self.0;
-            DEADLINE.with(|cell| cell.set(previous));
-        }
+    Scope(previous)
+}
+
+/// Restores, when dropped, the deadline that [`enter`] replaced: on unwind
+/// too, so a panic cannot leave a stale deadline behind for the thread's
+/// next call.
+pub(crate) struct Scope(Option<Instant>);
+
+impl Drop for Scope {
+    fn drop(&mut self) {
+        let previous = self.0;
+        DEADLINE.with(|cell| cell.set(previous));
     }
-    let _restore = Restore(previous);
-    f()
 }
 
 /// How long the next round trip may take: `limit` (the response or
