@@ -569,10 +569,7 @@ impl Lock {
             |token, sent, attempt| self.guard(&holder, lease, lease_ms, sent, token, attempt, by);
         // An earlier release of this holder's hold that has not landed yet
         // goes first, or it could land on the hold about to be taken.
-        // Under the caller's deadline: the pending release's round trips
-        // (and the wait for the worker) count against the caller's wait.
         if !inner.cleanup.is_empty() {
-            let _deadline = crate::deadline::enter(wait.deadline());
             inner.cleanup.settle(
                 &keys.name,
                 holder.field(),
@@ -639,14 +636,14 @@ impl Lock {
             Ok(None) => {
                 // try_lock never queued; a fair waiter that gave up leaves now.
                 if enqueue {
-                    self.give_up(&holder, allowance_ms, wait)?;
+                    keys.give_up(backend, &holder, allowance_ms)?;
                 }
                 Ok(None)
             }
             Err(err) => {
                 // Best effort: do not leave a fair waiter queued after an error.
                 if enqueue {
-                    let _ = self.give_up(&holder, allowance_ms, wait);
+                    let _ = keys.give_up(backend, &holder, allowance_ms);
                 }
                 if err.is_connection_error() {
                     if recorded {
@@ -731,34 +728,6 @@ impl Lock {
                 .map(|_| true)
         });
         self.release_later(holder, task, sent, lease_ms, false, cause);
-    }
-
-    /// A waiter whose wait ran out leaves the fair queue (a no-op for the
-    /// other flavors): one round trip after the caller's deadline, given
-    /// only the round trip's floor (100 ms), so `try_lock_for(w)` still
-    /// returns within `w` plus at most that. If Redis does not answer in
-    /// time, the cancel goes on in the background (the queue slot expires
-    /// on its own after the waiter's allowance at the latest) and the wait
-    /// still returns `Ok(())`: it did run out.
-    fn give_up(&self, holder: &Holder, allowance_ms: i64, wait: Wait) -> Result<()> {
-        let backend = self.client.inner.backend.as_ref();
-        let outcome = crate::deadline::within(wait.deadline(), || {
-            self.keys.give_up(backend, holder, allowance_ms)
-        });
-        match outcome {
-            Err(err) if err.is_connection_error() => {
-                let backend = Arc::clone(&self.client.inner.backend);
-                let keys = Arc::clone(&self.keys);
-                let waiter = holder.clone();
-                let task: crate::cleanup::Task = Box::new(move || {
-                    keys.give_up(backend.as_ref(), &waiter, allowance_ms)
-                        .map(|()| true)
-                });
-                self.release_later(holder, task, Instant::now(), allowance_ms, false, &err);
-                Ok(())
-            }
-            outcome => outcome,
-        }
     }
 
     /// After an acquire failed with a connection error, its script may
@@ -876,12 +845,13 @@ impl Lock {
         // One deadline over the in-line attempts: each round trip and each
         // connection opening gets what is left of one response timeout
         // plus the retry budget (a partition that drops packets would
-        // otherwise cost a whole connection timeout per opening).
-        let _deadline = crate::deadline::enter(
-            backend
-                .response_timeout()
-                .and_then(|timeout| started.checked_add(timeout + RELEASE_RETRY_BUDGET)),
-        );
+        // otherwise cost a whole connection timeout per opening). The
+        // steps after it share one round-trip floor: hence the floor less.
+        let _deadline = crate::deadline::enter(backend.response_timeout().and_then(|timeout| {
+            started.checked_add(
+                (timeout + RELEASE_RETRY_BUDGET).saturating_sub(crate::deadline::ROUND_TRIP_FLOOR),
+            )
+        }));
         loop {
             // The record goes with the first release (a retry behind the
             // same latch repeats it harmlessly; phantoms have none).
