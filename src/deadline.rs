@@ -22,35 +22,65 @@ thread_local! {
 /// Runs `f` with `deadline` as this thread's deadline (the earlier of it
 /// and an enclosing one), restoring the previous one afterwards.
 pub(crate) fn within<T>(deadline: Option<Instant>, f: impl FnOnce() -> T) -> T {
+    let _scope = enter(deadline);
+    f()
+}
+
+/// Sets `deadline` as this thread's deadline (the earlier of it and an
+/// enclosing one) until the returned scope is dropped, which restores the
+/// previous one: [`within`] for a block too long to wrap in a closure.
+pub(crate) fn enter(deadline: Option<Instant>) -> Scope {
     let previous = DEADLINE.with(Cell::get);
     let effective = match (previous, deadline) {
         (Some(p), Some(d)) => Some(p.min(d)),
         (p, d) => p.or(d),
     };
     DEADLINE.with(|cell| cell.set(effective));
-    // Restored on unwind too, so a panicking callback cannot leave a stale
-    // deadline behind for the thread's next call.
-    struct Restore(Option<Instant>);
-    impl Drop for Restore {
-        fn drop(&mut self) {
-            let previous = self.0;
-            DEADLINE.with(|cell| cell.set(previous));
-        }
-    }
-    let _restore = Restore(previous);
-    f()
+    Scope(previous)
 }
 
-/// How long the next round trip may take: `limit` (the response or
-/// connection timeout), capped by what is left of this thread's deadline,
-/// but never less than [`ROUND_TRIP_FLOOR`] (nor more than `limit`).
+/// Restores, when dropped, the deadline that [`enter`] replaced: on unwind
+/// too, so a panic cannot leave a stale deadline behind for the thread's
+/// next call.
+pub(crate) struct Scope(Option<Instant>);
+
+impl Drop for Scope {
+    fn drop(&mut self) {
+        let previous = self.0;
+        DEADLINE.with(|cell| cell.set(previous));
+    }
+}
+
+/// What a step started more than [`ROUND_TRIP_FLOOR`] after the deadline
+/// still gets: enough to read a reply already in the socket's buffer, and
+/// no more, so that steps that are not skipped cannot add up.
+pub(crate) const LATE_STEP: Duration = Duration::from_millis(10);
+
+/// How long the next round trip (or connection opening, or pool checkout)
+/// may take: `limit` (the response or connection timeout), capped by what
+/// is left of this thread's deadline, but never less than
+/// [`ROUND_TRIP_FLOOR`] before it (nor more than `limit`). After the
+/// deadline, every step shares ONE floor: it gets what is left of the
+/// deadline plus [`ROUND_TRIP_FLOOR`] (at least [`LATE_STEP`]), so a call
+/// whose last attempt needs several steps (a checkout, a connection's
+/// opening with its name and clock read, a resend, a fair waiter's
+/// cancel) still returns within its wait plus about 100 ms, instead of
+/// 100 ms per step.
 pub(crate) fn cap(limit: Duration) -> Duration {
     match DEADLINE.with(Cell::get) {
         None => limit,
-        Some(deadline) => deadline
-            .saturating_duration_since(Instant::now())
-            .max(ROUND_TRIP_FLOOR)
-            .min(limit),
+        Some(deadline) => {
+            let now = Instant::now();
+            let left = if now < deadline {
+                deadline.duration_since(now).max(ROUND_TRIP_FLOOR)
+            } else {
+                deadline
+                    .checked_add(ROUND_TRIP_FLOOR)
+                    .map_or(ROUND_TRIP_FLOOR, |end| end.saturating_duration_since(now))
+                    .max(LATE_STEP)
+            };
+            left.min(limit)
+        }
     }
 }
 
@@ -91,10 +121,36 @@ mod tests {
         });
         let past = Instant::now();
         within(Some(past), || {
-            assert_eq!(cap(Duration::from_secs(3)), ROUND_TRIP_FLOOR)
+            let capped = cap(Duration::from_secs(3));
+            assert!(capped <= ROUND_TRIP_FLOOR, "{capped:?}");
+            assert!(capped >= LATE_STEP, "{capped:?}");
         });
         // Restored afterwards.
         assert_eq!(cap(Duration::from_secs(3)), Duration::from_secs(3));
+    }
+
+    /// After the deadline the steps share one floor: a step started 60 ms
+    /// after it gets what is left of the 100 ms, one started after that
+    /// gets [`LATE_STEP`] (each used to get a whole floor: ten steps, a
+    /// second past the deadline).
+    #[test]
+    fn after_the_deadline_the_steps_share_one_floor() {
+        let deadline = Instant::now()
+            .checked_sub(Duration::from_millis(60))
+            .expect("the monotonic clock has run for 60 ms");
+        within(Some(deadline), || {
+            let capped = cap(Duration::from_secs(3));
+            assert!(capped <= Duration::from_millis(40), "{capped:?}");
+            assert!(capped >= LATE_STEP, "{capped:?}");
+        });
+        let long_past = Instant::now()
+            .checked_sub(Duration::from_secs(1))
+            .expect("the monotonic clock has run for a second");
+        within(Some(long_past), || {
+            assert_eq!(cap(Duration::from_secs(3)), LATE_STEP);
+            // A shorter limit still wins.
+            assert_eq!(cap(Duration::from_millis(2)), Duration::from_millis(2));
+        });
     }
 
     #[test]

@@ -856,6 +856,16 @@ impl Lock {
         let mut phantoms = 0;
         let mut latch = new_latch(&self.keys.name);
         let mut retries = RELEASE_RETRIES.iter();
+        // One deadline over the in-line attempts: each round trip and each
+        // connection opening gets what is left of one response timeout
+        // plus the retry budget (a partition that drops packets would
+        // otherwise cost a whole connection timeout per opening). The
+        // steps after it share one round-trip floor: hence the floor less.
+        let _deadline = crate::deadline::enter(backend.response_timeout().and_then(|timeout| {
+            started.checked_add(
+                (timeout + RELEASE_RETRY_BUDGET).saturating_sub(crate::deadline::ROUND_TRIP_FLOOR),
+            )
+        }));
         loop {
             // The record goes with the first release (a retry behind the
             // same latch repeats it harmlessly; phantoms have none).

@@ -658,3 +658,234 @@ mod cluster {
         wait_subscribing(&holder, inner, cluster.nodes[master].pid(), &name, &warm);
     }
 }
+
+// ---------------------------------------------------------------------------
+// A packet-dropping partition (fault suite item: the unlock of a lost hold)
+// ---------------------------------------------------------------------------
+
+/// NOT A TEST OF ITS OWN: the entry point of the child process that
+/// [`unlock_under_a_packet_dropping_partition_keeps_to_its_bound`] runs
+/// inside its client namespace (see tests/common/child.rs). Without
+/// `REDISYNC_CHILD_ROLE` it returns at once.
+#[test]
+fn child_role_entrypoint() {
+    let Ok(role) = std::env::var(common::child::ROLE_ENV) else {
+        return;
+    };
+    match role.as_str() {
+        "partition_unlock" => child_partition_unlock(),
+        other => panic!("unknown role {other:?}"),
+    }
+}
+
+/// The child's line after each unlock: how long it took, in ms, and its
+/// outcome.
+const UNLOCKED: &str = "BOUNDS-UNLOCKED";
+/// The child's line once the watchdog reported the hold lost.
+const LOST: &str = "BOUNDS-LOST";
+
+/// The child's response timeout (the fault suite's), on which the
+/// unlock's bound rests.
+const PARTITION_TIMEOUT: Duration = Duration::from_secs(1);
+/// The child's connection timeout: longer than the response timeout, so
+/// that an unlock which opens a connection without the unlock's own
+/// deadline (what it did: a whole connection timeout per opening) is told
+/// apart from one that keeps to its bound.
+const PARTITION_CONNECT: Duration = Duration::from_secs(3);
+
+/// In the client namespace: takes a lock, says ready, and on `unlock`
+/// (sent once the parent has cut the link) waits until the hold is lost,
+/// then unlocks it and says how long the unlock took.
+fn child_partition_unlock() {
+    use common::child::{LOCK_ENV, READY, URL_ENV, WATCHDOG_MS_ENV, announce, env, env_ms};
+    let client = Client::builder()
+        .redis_url(env(URL_ENV).as_str())
+        .event_handler(Arc::new(NopEventHandler))
+        .connection_timeout(PARTITION_CONNECT)
+        .response_timeout(PARTITION_TIMEOUT)
+        .watchdog_timeout(env_ms(WATCHDOG_MS_ENV))
+        .pool_size(4)
+        .build()
+        .expect("child: client");
+    let lock = client.lock(env(LOCK_ENV));
+    let guard = lock.lock().expect("child: lock");
+    // Other threads of the same client keep asking for the lock (as the
+    // fault suite's workload does), so the pool and the subscriber are busy
+    // with the cut too.
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let others: Vec<_> = (0..4)
+        .map(|_| {
+            let lock = lock.clone();
+            let stop = Arc::clone(&stop);
+            thread::spawn(move || {
+                while !stop.load(std::sync::atomic::Ordering::SeqCst) {
+                    if let Ok(Some(guard)) = lock.try_lock_for(Duration::from_millis(500)) {
+                        drop(guard);
+                    }
+                    thread::sleep(Duration::from_millis(20));
+                }
+            })
+        })
+        .collect();
+    let from_parent = common::child::parent_lines();
+    announce(READY);
+    let line = from_parent
+        .recv_timeout(Duration::from_secs(30))
+        .expect("child: the parent's go");
+    assert_eq!(line.trim(), "unlock", "child: unexpected line {line:?}");
+    let lost_by = Instant::now() + Duration::from_secs(20);
+    while !guard.is_lost() && Instant::now() < lost_by {
+        thread::sleep(Duration::from_millis(10));
+    }
+    announce(&format!("{LOST} {}", guard.is_lost()));
+    let (outcome, took) = timed(|| guard.unlock());
+    let outcome = match outcome {
+        Ok(()) => "ok".to_owned(),
+        Err(e) => format!("err {}", e.to_string().replace('\n', " ")),
+    };
+    announce(&format!("{UNLOCKED} {} {outcome}", took.as_millis()));
+    stop.store(true, std::sync::atomic::Ordering::SeqCst);
+    common::child::until_parent_done(&from_parent);
+    drop(others);
+}
+
+/// Fault suite item (network_partition_dropping_packets_longer_than_the_lease):
+/// under a partition that DROPS packets (no refusal: every connect waits
+/// for its SYN's answer), the unlock of a hold the watchdog lost took
+/// about 3 s "(connecting)": its in-line attempts had no deadline, so each
+/// connection opening waited a whole connection timeout. README promises
+/// `unlock()` one response timeout plus up to 300 ms of retries (1.3 s
+/// here), then the release goes on in the background. The connection
+/// timeout here is 3 s, so an opening without the unlock's deadline takes
+/// at least 3 s, far past 1.3 s + [`MARGIN`].
+#[test]
+fn unlock_under_a_packet_dropping_partition_keeps_to_its_bound() {
+    use common::child::{ChildProcess, LOCK_ENV, READY, URL_ENV, WATCHDOG_MS_ENV, ms};
+    use common::netns::{NetnsServer, Partition};
+    let partition = Partition::create();
+    let server = NetnsServer::start(&partition);
+    let envs = [
+        (URL_ENV, server.url()),
+        (LOCK_ENV, unique_name("bounds:partition")),
+        (WATCHDOG_MS_ENV, ms(Duration::from_millis(900))),
+    ];
+    let mut child =
+        ChildProcess::spawn_under(&partition.client_prefix(), "partition_unlock", &envs);
+    child.expect_line(READY, Duration::from_secs(30));
+    // Connections idle past the idle check's second, as in the suite.
+    thread::sleep(Duration::from_millis(1200));
+    partition.cut();
+    assert!(partition.is_cut(), "the drop rule is not in place");
+    child.send("unlock");
+    let lost = child.expect_line(LOST, Duration::from_secs(30));
+    assert_eq!(lost.trim(), "true", "the hold was not lost under the cut");
+    let line = child.expect_line(UNLOCKED, Duration::from_secs(30));
+    partition.heal();
+    let (took_ms, outcome) = line.trim().split_once(' ').unwrap();
+    let took = Duration::from_millis(took_ms.parse().unwrap());
+    eprintln!("unlock under the cut: {took:?}: {outcome}");
+    assert!(
+        outcome.starts_with("err") && outcome.contains("timed out"),
+        "the unlock under the cut did not time out: {outcome}"
+    );
+    let promise = PARTITION_TIMEOUT + Duration::from_millis(300);
+    assert!(
+        took <= promise + MARGIN,
+        "unlock under a packet-dropping partition took {took:?}, more than one response \
+         timeout + 300 ms ({promise:?}) + {MARGIN:?}: {outcome}"
+    );
+    child.send("done");
+}
+
+// ---------------------------------------------------------------------------
+// The end of a wait: a fair waiter's cancel, a pending release's settle
+// ---------------------------------------------------------------------------
+
+/// How long each wait below lasts, and when (into it) the server freezes.
+const LONG_WAIT: Duration = Duration::from_secs(2);
+const FREEZE_AFTER: Duration = Duration::from_millis(1500);
+
+/// Fault suite item (fair_lock_under_the_nemesis: `try_lock_for(2s)` took
+/// 3.04 s): a fair waiter whose wait runs out leaves the queue with one
+/// more round trip, which used to run without the caller's deadline (a
+/// whole response timeout, here 3 s, against a frozen server). Now it gets
+/// the round trip's floor, and what it could not do goes on in the
+/// background: `try_lock_for(w)` returns within `w` + 100 ms.
+#[test]
+fn fair_waiter_giving_up_on_a_frozen_server_keeps_to_its_wait() {
+    let server = TestServer::start();
+    let holder = builder(&server.url()).build().unwrap();
+    let waiter = builder(&server.url()).build().unwrap();
+    let name = unique_name("bounds:fair");
+    let held = holder
+        .fair_lock(name.as_str())
+        .try_lock_for_with_lease(Duration::from_secs(1), Duration::from_secs(60))
+        .unwrap()
+        .expect("the holder takes the free fair lock");
+    let lock = waiter.fair_lock(name.as_str());
+    let waiting =
+        thread::spawn(move || timed(|| lock.try_lock_for(LONG_WAIT).map(|g| g.is_some())));
+    thread::sleep(FREEZE_AFTER);
+    let (outcome, took) = {
+        let _frozen = Frozen::new(&server);
+        let (outcome, took) = waiting.join().unwrap();
+        (outcome, took)
+    };
+    eprintln!("fair waiter: {outcome:?}");
+    assert!(
+        !matches!(outcome, Ok(true)),
+        "the waiter got a lock that another client holds"
+    );
+    assert_within("fair try_lock_for on a frozen server", took, LONG_WAIT);
+    drop(held);
+}
+
+/// Fault suite item (permit_expirable_semaphore_under_the_nemesis:
+/// `try_acquire_for(2s)` took 3.28 s "(connecting)"): the waiter's
+/// connections are killed and the server freezes before its wait runs
+/// out, so its next round trip needs a new connection whose handshake
+/// (`CLIENT SETNAME`, `TIME`) is never answered.
+#[test]
+fn permit_waiter_reconnecting_to_a_frozen_server_keeps_to_its_wait() {
+    let server = TestServer::start();
+    let owner = builder(&server.url()).build().unwrap();
+    let waiter = builder(&server.url()).build().unwrap();
+    let waiter_name = format!("redisync:{}", waiter.id());
+    let name = unique_name("bounds:permits");
+    let owned = owner.permit_expirable_semaphore(name.as_str());
+    assert!(owned.try_set_permits(1).unwrap());
+    let permit = owned
+        .try_acquire_for(Duration::from_secs(1), Duration::from_secs(60))
+        .unwrap()
+        .expect("the only permit");
+    let semaphore = waiter.permit_expirable_semaphore(name.as_str());
+    let waiting = thread::spawn(move || {
+        timed(|| {
+            semaphore
+                .try_acquire_for(LONG_WAIT, Duration::from_secs(60))
+                .map(|p| p.is_some())
+        })
+    });
+    thread::sleep(FREEZE_AFTER);
+    assert!(connections_named(&server, &waiter_name) > 0);
+    let killed: i64 = redis::cmd("CLIENT")
+        .arg("KILL")
+        .arg("TYPE")
+        .arg("normal")
+        .arg("SKIPME")
+        .arg("yes")
+        .query(&mut server.connection())
+        .unwrap();
+    assert!(killed > 0, "no connection was killed");
+    let (outcome, took) = {
+        let _frozen = Frozen::new(&server);
+        waiting.join().unwrap()
+    };
+    eprintln!("permit waiter: {outcome:?}");
+    assert!(
+        !matches!(outcome, Ok(true)),
+        "the waiter got the permit another client holds"
+    );
+    assert_within("permit try_acquire_for on a frozen server", took, LONG_WAIT);
+    drop(permit);
+}

@@ -465,6 +465,20 @@ pub trait LockBackend: Send + Sync + 'static {
         None
     }
 
+    /// How long one round trip may wait for its reply, when the store has
+    /// such a bound (`None`, the default: it answers at once or fails). An
+    /// unlock keeps its in-line attempts, connection openings included,
+    /// within this plus 300 ms of retries, then hands the release to the
+    /// background.
+    ///
+    /// ```
+    /// use redisync::backend::LockBackend;
+    /// assert_eq!(redisync::MemoryBackend::new().response_timeout(), None);
+    /// ```
+    fn response_timeout(&self) -> Option<Duration> {
+        None
+    }
+
     /// Sends one plain command (`args[0]` and its arguments; no script, no
     /// keys) to every server the scripts run on, and returns each server's
     /// reply, for health checks ([`Client::ping`](crate::Client::ping),

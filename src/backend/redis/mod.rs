@@ -872,6 +872,10 @@ impl LockBackend for RedisBackend {
         self.run_call(call)
     }
 
+    fn response_timeout(&self) -> Option<Duration> {
+        Some(self.options.response_timeout)
+    }
+
     fn publish(&self, channel: &str, payload: &str) -> Result<()> {
         // On a cluster, sharded: the waiters SSUBSCRIBE (see `with_pubsub`).
         let command = if self.sharded() {

@@ -217,8 +217,12 @@ impl Manager {
         &self,
     ) -> std::result::Result<(redis::Connection, u64), RedisError> {
         let started = std::time::Instant::now();
+        // One budget for the whole opening (connect, naming, the clock
+        // read), fixed now: after the caller's deadline each step would
+        // otherwise get the round trip's floor anew, and the floors add up.
+        let budget = crate::deadline::cap(self.options.connection_timeout);
         let (mut conn, epoch) = match &self.target {
-            Target::Direct(client) => (connect_within(client, self.options.connection_timeout)?, 0),
+            Target::Direct(client) => (connect_within(client, budget)?, 0),
             #[cfg(feature = "sentinel")]
             Target::Sentinel(target) => target.connect()?,
             #[cfg(feature = "cluster")]
@@ -234,12 +238,9 @@ impl Manager {
             // connection timeout (a frozen server must not hold `build()`
             // for a response timeout on top), and to the caller's deadline
             // when a call opens the connection itself.
-            let left = crate::deadline::cap(
-                self.options
-                    .connection_timeout
-                    .saturating_sub(started.elapsed())
-                    .max(std::time::Duration::from_millis(1)),
-            );
+            let left = budget
+                .saturating_sub(started.elapsed())
+                .max(std::time::Duration::from_millis(1));
             conn.set_read_timeout(Some(left))?;
             conn.set_write_timeout(Some(left))?;
             name.apply(&mut conn, &self.target.server_address())?;
@@ -260,15 +261,15 @@ impl Manager {
             ));
         }
         let started = Instant::now();
+        // The same budget as `connect_single` fixes (the deadline module's
+        // cap, taken at the same moment): the clock read is part of it.
+        let budget = crate::deadline::cap(self.options.connection_timeout);
         let (mut conn, epoch) = self.connect_single()?;
-        // Part of opening: within what is left of the connection timeout
-        // (and the caller's deadline), as naming is.
-        let left = crate::deadline::cap(
-            self.options
-                .connection_timeout
-                .saturating_sub(started.elapsed())
-                .max(Duration::from_millis(1)),
-        );
+        // Part of opening: within what is left of the opening's budget, as
+        // naming is.
+        let left = budget
+            .saturating_sub(started.elapsed())
+            .max(Duration::from_millis(1));
         conn.set_read_timeout(Some(left.min(self.options.response_timeout)))?;
         let offset = clock_offset(&mut conn)?;
         conn.set_read_timeout(Some(self.options.response_timeout))?;
