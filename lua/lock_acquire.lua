@@ -1,5 +1,12 @@
 -- Acquire or re-enter a reentrant lock (Redisson's RLock).
 -- KEYS[1]  the lock: a hash of holder id -> hold count
+-- KEYS[2]  optional (redisync only): this attempt's record,
+--          {name}:redisync_attempt:<attempt id>, a string with the
+--          lease as TTL: 1 = this attempt took a hold, 0 = it was undone
+--          (lua/lock_undo_acquire.lua). An attempt whose record is there
+--          does not act again: 1 (the request resent) = acquired, no second
+--          hold; 0 = refused as a late request. (A record found while
+--          another holder has the lock: its PTTL, nothing written.)
 -- ARGV[1]  lease in milliseconds
 -- ARGV[2]  holder id, <client uuid>:<thread number>
 -- Returns  nil when acquired (hold count + 1, TTL reset to the lease);
@@ -10,6 +17,14 @@ if bad then
     return bad
 end
 if redis.call('exists', KEYS[1]) == 0 or redis.call('hexists', KEYS[1], ARGV[2]) == 1 then
+    -- The record first, only if absent: one call on the common path; one
+    -- that is there already is this attempt's, resent (1) or undone (0).
+    if KEYS[2] and not redis.call('set', KEYS[2], 1, 'px', ARGV[1], 'nx') then
+        if redis.call('get', KEYS[2]) == '1' and redis.call('hexists', KEYS[1], ARGV[2]) == 1 then
+            return nil
+        end
+        return redis.error_reply('ERR late request: this acquire attempt was undone already')
+    end
     redis.call('hincrby', KEYS[1], ARGV[2], 1)
     redis.call('pexpire', KEYS[1], ARGV[1])
     return nil

@@ -2,6 +2,9 @@
 -- KEYS[1]  the lock hash
 -- KEYS[2]  the lock's channel, redisson_lock__channel:{name}
 -- KEYS[3]  this request's unlock latch, redisson_unlock_latch:{name}:<request id>
+-- KEYS[4]  optional (redisync only): the record of the acquire attempt that
+--          took the hold being released ({name}:redisync_attempt:<id>, see
+--          lua/lock_acquire.lua), deleted with it: its outcome was known
 -- ARGV[1]  the unlock message (0)
 -- ARGV[2]  lease in milliseconds (the TTL a still-held lock gets)
 -- ARGV[3]  holder id
@@ -28,6 +31,9 @@ if done then
 end
 if redis.call('hexists', KEYS[1], ARGV[3]) == 0 then
     return nil
+end
+if KEYS[4] then
+    redis.call('del', KEYS[4])
 end
 if redis.call('hincrby', KEYS[1], ARGV[3], -1) > 0 then
     redis.call('pexpire', KEYS[1], ARGV[2])

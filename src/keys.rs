@@ -93,6 +93,14 @@ pub(crate) fn rw_timeout_prefix(name: &str, holder: &str) -> String {
     format!("{}:{holder}:rwlock_timeout", rw_key_prefix(name))
 }
 
+/// One acquire attempt's record (redisync only, in the lock's slot, and
+/// under the `{name}:` keys an ACL already grants for the per-holder read
+/// holds): `{name}:redisync_attempt:<attempt id>`, see
+/// `ops::lock::acquire_recorded`.
+pub(crate) fn acquire_attempt(name: &str, attempt_id: &str) -> String {
+    format!("{}:redisync_attempt:{attempt_id}", rw_key_prefix(name))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

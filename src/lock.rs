@@ -111,6 +111,16 @@ fn hold_released(key: &str, explicit: bool) -> bool {
     .unwrap_or(false)
 }
 
+/// A fresh acquire-attempt id: this process's random prefix and a counter
+/// (cheap: no random draw per attempt), unique across clients and runs.
+fn new_attempt_id() -> String {
+    static PREFIX: std::sync::LazyLock<String> =
+        std::sync::LazyLock::new(|| uuid::Uuid::new_v4().simple().to_string());
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    format!("{}{n:x}", PREFIX.as_str())
+}
+
 /// A fresh unlock latch key for one release of `name`.
 fn new_latch(name: &str) -> String {
     format!(
@@ -538,12 +548,25 @@ impl Lock {
         };
         // When the latest attempt was sent: the store's lease starts after it.
         let sent = std::cell::Cell::new(Instant::now());
+        // The latest attempt's record, when attempts are recorded: only the
+        // latest can have an unknown outcome (each earlier one was answered).
+        // Not on a Redis Cluster: there a script with a key the importing
+        // master lacks fails with TRYAGAIN for as long as its slot migrates.
+        let recorded = keys.records_attempts() && backend.slot_of(&keys.name).is_none();
+        let attempt_key = std::cell::RefCell::new(None::<String>);
         let attempt = || {
             sent.set(Instant::now());
+            if recorded {
+                let key = keys::acquire_attempt(&keys.name, &new_attempt_id());
+                let outcome = keys.attempt_recorded(backend, &holder, lease_ms, &key);
+                *attempt_key.borrow_mut() = Some(key);
+                return outcome.map(|acquire| (acquire, None));
+            }
             keys.attempt(backend, &holder, lease_ms, allowance_ms, enqueue)
         };
         // Called once, in whichever arm acquired.
-        let acquired = |token, sent| self.guard(&holder, lease, lease_ms, sent, token, by);
+        let acquired =
+            |token, sent, attempt| self.guard(&holder, lease, lease_ms, sent, token, attempt, by);
         // An earlier release of this holder's hold that has not landed yet
         // goes first, or it could land on the hold about to be taken.
         if !inner.cleanup.is_empty() {
@@ -603,10 +626,12 @@ impl Lock {
             ),
         };
         match waited {
-            Ok(Some(crate::wait::Done::Attempted(token))) => acquired(token, sent.get()).map(Some),
+            Ok(Some(crate::wait::Done::Attempted(token))) => {
+                acquired(token, sent.get(), attempt_key.take()).map(Some)
+            }
             // The lease runs from the handoff script's send.
             Ok(Some(crate::wait::Done::HandedOver(handed_at))) => {
-                acquired(None, handed_at).map(Some)
+                acquired(None, handed_at, None).map(Some)
             }
             Ok(None) => {
                 // try_lock never queued; a fair waiter that gave up leaves now.
@@ -621,7 +646,13 @@ impl Lock {
                     let _ = keys.give_up(backend, &holder, allowance_ms);
                 }
                 if err.is_connection_error() {
-                    self.undo_unknown_attempt(&holder, lease_ms, sent.get(), &err, H::EXPLICIT);
+                    if recorded {
+                        if let Some(key) = attempt_key.take() {
+                            self.undo_attempt(&holder, lease_ms, sent.get(), key, &err);
+                        }
+                    } else {
+                        self.undo_unknown_attempt(&holder, lease_ms, sent.get(), &err, H::EXPLICIT);
+                    }
                 }
                 Err(err)
             }
@@ -630,6 +661,7 @@ impl Lock {
 
     /// Builds the guard of a successful acquisition, registering the hold
     /// with the watchdog when no lease was given.
+    #[allow(clippy::too_many_arguments)]
     fn guard<H: GuardHolder>(
         &self,
         holder: &Holder,
@@ -637,6 +669,7 @@ impl Lock {
         lease_ms: i64,
         sent: Instant,
         token: Option<u64>,
+        attempt: Option<String>,
         by: H,
     ) -> Result<LockGuard<H>> {
         let renewal = Arc::new(Renewal {
@@ -658,6 +691,7 @@ impl Lock {
             lease,
             watchdog,
             token,
+            attempt,
             released: false,
             acquired_at: Instant::now(),
             holder: by,
@@ -667,6 +701,33 @@ impl Lock {
     /// The key of this thread's local hold count for `holder` on this lock.
     fn local_key(&self, holder: &Holder) -> String {
         format!("{}@{}", holder.field(), self.keys.name)
+    }
+
+    /// After an acquire failed with a connection error, its latest
+    /// attempt (recorded under `attempt_key`) may still have run, or run
+    /// later: the cleanup worker undoes exactly that attempt's hold, or
+    /// marks it undone so that it is refused if it arrives later still (see
+    /// `ops::lock::undo_acquire`). One landing is final: no re-sends, and
+    /// the holder's next acquire, which runs it first
+    /// ([`Cleanup::settle`](crate::cleanup::Cleanup::settle)), cancels
+    /// nothing. Holds of the same holder taken by other threads (a shared
+    /// `LockOwner`) or by a retry are not touched.
+    fn undo_attempt(
+        &self,
+        holder: &Holder,
+        lease_ms: i64,
+        sent: Instant,
+        attempt_key: String,
+        cause: &Error,
+    ) {
+        let backend = Arc::clone(&self.client.inner.backend);
+        let keys = Arc::clone(&self.keys);
+        let undo_holder = holder.clone();
+        let task: crate::cleanup::Task = Box::new(move || {
+            keys.undo_attempt(backend.as_ref(), &undo_holder, lease_ms, &attempt_key)
+                .map(|_| true)
+        });
+        self.release_later(holder, task, sent, lease_ms, false, cause);
     }
 
     /// After an acquire failed with a connection error, its script may
@@ -756,7 +817,13 @@ impl Lock {
     /// re-taking the lock would keep them alive for ever (each re-take is a
     /// reentry that resets the lease) and starve every other holder; so
     /// they are released too.
-    fn release(&self, holder: &Holder, lease_ms: i64, outermost: bool) -> Result<()> {
+    fn release(
+        &self,
+        holder: &Holder,
+        lease_ms: i64,
+        outermost: bool,
+        record: Option<&str>,
+    ) -> Result<()> {
         let backend = self.client.inner.backend.as_ref();
         // A direct handoff to a parked waiter of this client, if one is
         // seated: the release script then hands it the lock (one round
@@ -776,8 +843,22 @@ impl Lock {
         let mut latch = new_latch(&self.keys.name);
         let mut retries = RELEASE_RETRIES.iter();
         loop {
-            let result = match &offer {
-                Some(offer) => ops::lock::release_to(
+            // The record goes with the first release (a retry behind the
+            // same latch repeats it harmlessly; phantoms have none).
+            let record = record.filter(|_| phantoms == 0);
+            let result = match (record, &offer) {
+                (Some(record), offer) => self.keys.release_recorded(
+                    backend,
+                    holder,
+                    lease_ms,
+                    &latch,
+                    UNLOCK_LATCH_MS,
+                    record,
+                    offer
+                        .as_ref()
+                        .map(|offer| (offer.seat.field.as_str(), offer.seat.lease_ms)),
+                ),
+                (None, Some(offer)) => ops::lock::release_to(
                     backend,
                     &self.keys.name,
                     offer.channel(),
@@ -788,9 +869,10 @@ impl Lock {
                     &offer.seat.field,
                     offer.seat.lease_ms,
                 ),
-                None => self
-                    .keys
-                    .release(backend, holder, lease_ms, &latch, UNLOCK_LATCH_MS),
+                (None, None) => {
+                    self.keys
+                        .release(backend, holder, lease_ms, &latch, UNLOCK_LATCH_MS)
+                }
             };
             match result {
                 Err(err) if err.is_connection_error() => match retries.next() {
@@ -934,6 +1016,9 @@ pub struct LockGuard<H: GuardHolder = HolderIsTheThread> {
     watchdog: bool,
     /// A fenced lock's fencing token for this acquisition.
     token: Option<u64>,
+    /// The record of the acquire attempt that took this hold
+    /// (`{name}:redisync_attempt:<id>`), deleted by its release.
+    attempt: Option<String>,
     released: bool,
     /// When it was handed out (the hold time of the metrics).
     acquired_at: Instant,
@@ -1150,9 +1235,12 @@ impl<H: GuardHolder> LockGuard<H> {
                 .local_owners
                 .released(&self.lock.keys.name, field);
         }
-        let result = self
-            .lock
-            .release(&self.renewal.holder, self.lease_ms.get(), outermost);
+        let result = self.lock.release(
+            &self.renewal.holder,
+            self.lease_ms.get(),
+            outermost,
+            self.attempt.as_deref(),
+        );
         if records {
             let inner = &self.lock.client.inner;
             // A thread of this client may have parked on this hold without

@@ -18,7 +18,8 @@ const LUA_DIR: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/lua");
 
 /// The SHA-1 the client sends with EVALSHA for `lua/<file>`: the file,
 /// after `lua/args_prelude.lua` (the argument checks) when it takes numbers
-/// in ARGV, as `src/backend/scripts.rs` loads it.
+/// in ARGV, and after `lua/window_prelude.lua` when it writes, as
+/// `src/ops/` defines it.
 fn sha(file: &str) -> String {
     let read = |file: &str| {
         let path = Path::new(LUA_DIR).join(file);
@@ -28,6 +29,18 @@ fn sha(file: &str) -> String {
     let mut source = read(file);
     if source.contains("bad_bounded(") || source.contains("count_checks()") {
         source = read("args_prelude.lua") + &source;
+    }
+    // Every script that writes starts with its window check (issue 21).
+    const READS: [&str; 6] = [
+        "counter_get.lua",
+        "expirable_available.lua",
+        "expirable_acquired.lua",
+        "inspect.lua",
+        "lock_state.lua",
+        "rw_lock_state.lua",
+    ];
+    if !READS.contains(&file) {
+        source = read("window_prelude.lua") + &source;
     }
     redis::Script::new(&source).get_hash().to_owned()
 }

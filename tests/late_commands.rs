@@ -9,10 +9,10 @@ mod common;
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-use common::TestServer;
 use common::delay_proxy::DelayProxy;
+use common::{TestServer, unique_name};
 
 /// The proxy itself: a held request runs only when delivered, also after
 /// its client closed the connection, and the proxy says how much it held.
@@ -50,4 +50,246 @@ fn delay_proxy_holds_and_delivers_after_the_client_closed() {
     assert_eq!(value.as_deref(), Some("v"));
     assert_eq!(proxy.held_bytes(), 0);
     assert_eq!(proxy.connections(), 1);
+}
+
+fn client_for(url: &str, response_timeout: Duration) -> redisync::Client {
+    redisync::Client::builder()
+        .redis_url(url)
+        .pool_size(4)
+        .response_timeout(response_timeout)
+        .build()
+        .unwrap()
+}
+
+/// The hold counts of lock `name`, read directly.
+fn holds(conn: &mut redis::Connection, name: &str) -> std::collections::HashMap<String, String> {
+    common::hgetall(conn, name)
+}
+
+/// Fault 1 of issue 21: two threads acquire for one `LockOwner` while the
+/// server is frozen. The timed-out `try_lock_for`'s cleanup must undo that
+/// attempt only, never the hold the other thread's `lock()` then took.
+#[test]
+fn a_timed_out_attempt_of_a_shared_owner_does_not_undo_the_other_threads_hold() {
+    let server = TestServer::start();
+    let client = client_for(&server.url(), Duration::from_secs(2));
+    let observer = client_for(&server.url(), Duration::from_secs(2));
+    let mut direct = server.connection();
+    let name = unique_name("late-owner");
+    let owner = redisync::LockOwner::new();
+    let lock = client.lock(name.as_str()).owned_by(&owner);
+    // Warm: scripts loaded, a few pooled connections open.
+    std::thread::scope(|s| {
+        for i in 0..3 {
+            let client = &client;
+            let name = format!("{name}:warm:{i}");
+            s.spawn(move || client.lock(name.as_str()).lock().unwrap().unlock().unwrap());
+        }
+    });
+
+    // Both threads' requests wait in the frozen server: the first one's
+    // caller gives up after 100 ms, the second one's waits.
+    server.pause();
+    let resumed_at = Instant::now() + Duration::from_millis(250);
+    let first_thread = {
+        let lock = lock.clone();
+        std::thread::spawn(move || lock.try_lock_for(Duration::from_millis(100)))
+    };
+    std::thread::sleep(Duration::from_millis(20));
+    let other_thread = {
+        let lock = lock.clone();
+        std::thread::spawn(move || lock.lock())
+    };
+    let timed_out = first_thread.join().unwrap();
+    assert!(timed_out.is_err(), "from a frozen server: {timed_out:?}");
+    assert!(
+        Instant::now() < resumed_at,
+        "the 100 ms attempt outlived the freeze"
+    );
+    std::thread::sleep(resumed_at.saturating_duration_since(Instant::now()));
+    server.resume();
+    let guard = other_thread.join().unwrap().unwrap();
+    // Long enough for every cleanup task and re-send to have run.
+    std::thread::sleep(Duration::from_millis(1500));
+    let stolen = observer.lock(name.as_str()).try_lock().unwrap();
+    assert!(
+        stolen.is_none(),
+        "another client took the lock while the owner's guard lives (store: {:?})",
+        holds(&mut direct, &name)
+    );
+    assert!(!guard.is_lost());
+    let counts = holds(&mut direct, &name);
+    assert_eq!(counts.len(), 1, "{counts:?}");
+    assert_eq!(
+        counts.values().next().map(String::as_str),
+        Some("1"),
+        "{counts:?}"
+    );
+    guard.unlock().unwrap();
+    assert!(!lock.is_held().unwrap());
+}
+
+/// Fault 2 of issue 21: a release delivered after its unlock latch expired
+/// must not free the hold the thread took after that unlock.
+#[test]
+fn a_release_delivered_late_does_not_free_a_later_hold() {
+    let server = TestServer::start();
+    let proxy = DelayProxy::start(server.port());
+    let client = client_for(&proxy.url(), Duration::from_millis(200));
+    let observer = client_for(&server.url(), Duration::from_secs(2));
+    let mut direct = server.connection();
+    let name = unique_name("late-release");
+    let lock = client.lock(name.as_str());
+    lock.lock().unwrap().unlock().unwrap(); // scripts loaded
+
+    let guard = lock.lock().unwrap();
+    proxy.hold_next(b"redisson_unlock_latch");
+    // The first release is held; a retry (in line or in the background)
+    // goes on another connection and lands.
+    let _ = guard.unlock();
+    let held = proxy.wait_held(Duration::from_secs(5));
+    common::wait_until("the release to land", Duration::from_secs(10), || {
+        !lock.is_locked().unwrap()
+    });
+    let released_at = Instant::now();
+    let again = lock.lock().unwrap();
+    // The first release's unlock latch (10 s) has expired.
+    std::thread::sleep(Duration::from_millis(10_800).saturating_sub(released_at.elapsed()));
+    assert_eq!(
+        proxy.deliver(),
+        held,
+        "the held release was delivered whole"
+    );
+    let stolen = observer.lock(name.as_str()).try_lock().unwrap();
+    assert!(
+        stolen.is_none(),
+        "the late release freed the new hold (store: {:?})",
+        holds(&mut direct, &name)
+    );
+    assert!(!again.is_lost());
+    assert_eq!(lock.hold_count().unwrap(), 1);
+    again.unlock().unwrap();
+}
+
+/// Fault 3 of issue 21: an acquire delivered after its caller failed,
+/// retried, took and released the lock must not leave an orphan hold.
+#[test]
+fn an_acquire_delivered_late_leaves_no_orphan_hold() {
+    let server = TestServer::start();
+    let proxy = DelayProxy::start(server.port());
+    let client = client_for(&proxy.url(), Duration::from_millis(200));
+    let observer = client_for(&server.url(), Duration::from_secs(2));
+    let mut direct = server.connection();
+    let name = unique_name("late-acquire");
+    let lock = client.lock(name.as_str());
+    lock.lock().unwrap().unlock().unwrap(); // scripts loaded
+
+    proxy.hold_next(name.as_bytes());
+    let failed = lock.try_lock_for(Duration::from_millis(100));
+    assert!(failed.is_err(), "the held acquire returned {failed:?}");
+    let held = proxy.wait_held(Duration::from_secs(5));
+    // At once: take and release it.
+    lock.lock().unwrap().unlock().unwrap();
+    assert_eq!(
+        proxy.deliver(),
+        held,
+        "the held acquire was delivered whole"
+    );
+    let counts = holds(&mut direct, &name);
+    assert!(counts.is_empty(), "an orphan hold: {counts:?}");
+    let taken = observer.lock(name.as_str()).try_lock().unwrap();
+    assert!(taken.is_some(), "another client cannot take the free lock");
+}
+
+/// A connection discarded after a timeout is closed abortively (a reset:
+/// `SO_LINGER` 0), so its kernel drops whatever it had not sent yet rather
+/// than delivering it late.
+#[test]
+fn a_connection_discarded_after_a_timeout_is_reset() {
+    let server = TestServer::start();
+    let proxy = DelayProxy::start(server.port());
+    let client = client_for(&proxy.url(), Duration::from_millis(200));
+    let name = unique_name("late-reset");
+    let lock = client.lock(name.as_str());
+    lock.lock().unwrap().unlock().unwrap();
+    proxy.hold_next(name.as_bytes());
+    assert!(lock.try_lock_for(Duration::from_millis(100)).is_err());
+    proxy.wait_held(Duration::from_secs(5));
+    common::wait_until(
+        "the timed-out connection closed",
+        Duration::from_secs(5),
+        || proxy.held_client_closed(),
+    );
+    assert!(
+        proxy.held_client_reset(),
+        "the timed-out connection was closed with a FIN, not a reset"
+    );
+    // Delivered now: whether it runs (inside its window) or not, the
+    // cleanup's undo of that attempt leaves nothing held.
+    proxy.deliver();
+    let mut direct = server.connection();
+    common::wait_until("no hold left", Duration::from_secs(5), || {
+        holds(&mut direct, &name).is_empty()
+    });
+}
+
+/// The exact undo, at the operation level, on both stores: it removes the
+/// one attempt's hold and no other, is idempotent, and an attempt undone
+/// before it ran is refused when it arrives; a resent attempt takes no
+/// second hold.
+fn undo_is_exact(store: &dyn redisync::backend::LockBackend) {
+    use redisync::backend::Acquire;
+    use redisync::ops::lock::{self, Undo};
+    let name = unique_name("late-undo");
+    let channel = format!("redisson_lock__channel:{{{name}}}");
+    let attempt = |id: &str| format!("{{{name}}}:redisync_attempt:{id}");
+    let (a1, a2, a3) = (attempt("a1"), attempt("a2"), attempt("a3"));
+    let holder = "c1:1";
+    assert_eq!(
+        lock::acquire_recorded(store, &name, holder, 30_000, &a1).unwrap(),
+        Acquire::Acquired
+    );
+    // Resent (its reply lost): still one hold.
+    assert_eq!(
+        lock::acquire_recorded(store, &name, holder, 30_000, &a1).unwrap(),
+        Acquire::Acquired
+    );
+    assert_eq!(
+        lock::acquire_recorded(store, &name, holder, 30_000, &a2).unwrap(),
+        Acquire::Acquired
+    );
+    assert_eq!(lock::state(store, &name, holder).unwrap().hold_count, 2);
+    assert_eq!(
+        lock::undo_acquire(store, &name, &channel, holder, 30_000, &a1).unwrap(),
+        Undo::Removed
+    );
+    assert_eq!(
+        lock::undo_acquire(store, &name, &channel, holder, 30_000, &a1).unwrap(),
+        Undo::Nothing
+    );
+    assert_eq!(lock::state(store, &name, holder).unwrap().hold_count, 1);
+    // Undone before it ran: refused when it arrives, nothing taken.
+    assert_eq!(
+        lock::undo_acquire(store, &name, &channel, holder, 30_000, &a3).unwrap(),
+        Undo::Nothing
+    );
+    let late = lock::acquire_recorded(store, &name, holder, 30_000, &a3).unwrap_err();
+    assert!(late.is_connection_error(), "{late}");
+    assert_eq!(lock::state(store, &name, holder).unwrap().hold_count, 1);
+    assert_eq!(
+        lock::undo_acquire(store, &name, &channel, holder, 30_000, &a2).unwrap(),
+        Undo::Released
+    );
+    assert!(!lock::state(store, &name, holder).unwrap().locked);
+}
+
+#[test]
+fn memory_undo_removes_exactly_its_attempts_hold() {
+    undo_is_exact(&redisync::MemoryBackend::new());
+}
+
+#[test]
+fn redis_undo_removes_exactly_its_attempts_hold() {
+    let server = TestServer::start();
+    undo_is_exact(&redisync::RedisBackend::open(&server.url()).unwrap());
 }

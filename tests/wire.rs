@@ -135,12 +135,39 @@ fn assert_holder_id(holder: &str, client: &Client) {
     );
 }
 
-/// Every key on the server except unlock latches.
+/// Every key on the server except unlock latches and redisync's own
+/// acquire-attempt records (`{name}:redisync_attempt:<id>`, issue 21).
 fn keys_besides_latches(conn: &mut redis::Connection) -> Vec<String> {
     let mut keys: Vec<String> = query(conn, &["KEYS", "*"]);
-    keys.retain(|k| !k.starts_with("redisson_unlock_latch:"));
+    keys.retain(|k| !k.starts_with("redisson_unlock_latch:") && !k.contains(":redisync_attempt:"));
     keys.sort();
     keys
+}
+
+/// The acquire-attempt records of lock `name`: each a string `1` (its
+/// attempt took a hold) whose TTL is at most the lease.
+fn attempt_records(conn: &mut redis::Connection, name: &str, lease: Duration) -> usize {
+    let tag = if name.contains('{') {
+        name.to_owned()
+    } else {
+        format!("{{{name}}}")
+    };
+    let pattern = format!(
+        "{}:redisync_attempt:*",
+        tag.replace('[', "\\[")
+            .replace('*', "\\*")
+            .replace('?', "\\?")
+    );
+    let keys: Vec<String> = query(conn, &["KEYS", &pattern]);
+    for key in &keys {
+        assert_eq!(query::<String>(conn, &["GET", key]), "1", "{key}");
+        let ttl = pttl(conn, key);
+        assert!(
+            ttl > 0 && ttl <= i64::try_from(lease.as_millis()).unwrap(),
+            "{key}: {ttl}"
+        );
+    }
+    keys.len()
 }
 
 #[test]
@@ -169,6 +196,7 @@ fn lock_is_a_hash_with_one_uuid_thread_field_and_the_lease_as_ttl() {
             [name.to_owned()],
             "the lock must be stored at its name exactly, and be the only key"
         );
+        assert_eq!(attempt_records(&mut raw, name, WATCHDOG), 1, "{name}");
 
         // Reentry counts up in the same field; release counts down.
         let inner = lock.lock().unwrap();

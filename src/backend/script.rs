@@ -30,7 +30,43 @@ pub struct Script {
     id: &'static str,
     operation: &'static str,
     code: &'static str,
+    windowed: bool,
     sharded: OnceLock<String>,
+}
+
+/// The window check that every writing script starts with
+/// (`lua/window_prelude.lua`): see [`Script::is_windowed`].
+pub(crate) const WINDOW_PRELUDE: &str = include_str!("../../lua/window_prelude.lua");
+
+/// Added to a round trip's own timeout to make its window (see
+/// [`Script::is_windowed`]): the error of the client's estimate of the
+/// server's clock (half a round trip when it was read) and the time
+/// between reading the local clock and sending.
+pub(crate) const WINDOW_MARGIN: std::time::Duration = std::time::Duration::from_millis(25);
+
+/// The end of the window of a request sent now with a read timeout of
+/// `timeout`, in ms by a clock `offset_ms` ahead of the local wall clock.
+pub(crate) fn window_end(offset_ms: i64, timeout: std::time::Duration) -> i64 {
+    let window = i64::try_from((timeout + WINDOW_MARGIN).as_millis()).unwrap_or(i64::MAX / 4);
+    crate::clock::wall_clock_ms()
+        .saturating_add(offset_ms)
+        .saturating_add(window)
+}
+
+/// `code` starts with `prefix` (a `const` form of `str::starts_with`).
+const fn starts_with(code: &str, prefix: &str) -> bool {
+    let (code, prefix) = (code.as_bytes(), prefix.as_bytes());
+    if code.len() < prefix.len() {
+        return false;
+    }
+    let mut i = 0;
+    while i < prefix.len() {
+        if code[i] != prefix[i] {
+            return false;
+        }
+        i += 1;
+    }
+    true
 }
 
 impl Script {
@@ -46,8 +82,26 @@ impl Script {
             id,
             operation,
             code,
+            windowed: starts_with(code, WINDOW_PRELUDE),
             sharded: OnceLock::new(),
         }
+    }
+
+    /// Whether it refuses itself when it arrives late: a script that
+    /// writes starts with `lua/window_prelude.lua` and takes one more ARGV
+    /// than its own, last: the end of the request's window in ms since the
+    /// epoch by the server's clock (`0`: no window). A store appends it
+    /// (see [`ScriptCall::window_arg`]); past it, the script writes nothing
+    /// and replies `ERR late request: ...`, which the operations read as a
+    /// failed round trip (a connection error: the caller retries, or gives
+    /// up as after a timeout).
+    ///
+    /// ```
+    /// let script = redisync::backend::Script::new("a", "b", "return 1");
+    /// assert!(!script.is_windowed());
+    /// ```
+    pub fn is_windowed(&self) -> bool {
+        self.windowed
     }
 
     /// The id: the stem of its file in `lua/` (`lock_acquire`).
@@ -252,6 +306,22 @@ impl<'a> ScriptCall<'a> {
     /// ```
     pub fn args(&self) -> &[Cow<'a, str>] {
         &self.args
+    }
+
+    /// The last ARGV a windowed script takes ([`Script::is_windowed`]):
+    /// `window_end_ms` (ms since the epoch by the server's clock; `0`, or
+    /// anything not positive, for no window), or `None` when the script
+    /// takes none. A store appends it after [`args`](Self::args).
+    ///
+    /// ```
+    /// use redisync::backend::{Effect, Resend, Script, ScriptCall};
+    /// static ONE: Script = Script::new("one", "one", "return 1");
+    /// assert_eq!(ScriptCall::new(&ONE, Resend::Harmless, Effect::Read).window_arg(5), None);
+    /// ```
+    pub fn window_arg(&self, window_end_ms: i64) -> Option<String> {
+        self.script
+            .is_windowed()
+            .then(|| window_end_ms.max(0).to_string())
     }
 
     /// Whether it may be sent again after a connection fault.

@@ -357,6 +357,7 @@ pub(crate) fn client_for(
     // connection timeout again for each of its replies.
     let settings = info.redis_settings().clone().set_skip_set_lib_name();
     let info = info.set_redis_settings(settings);
+    let info = with_socket_bounds(info);
     #[cfg(feature = "tls")]
     if let redis::ConnectionAddr::TcpTls { .. } = info.addr() {
         // The `redis` crate's rustls needs a process-level provider: ours
@@ -368,6 +369,26 @@ pub(crate) fn client_for(
     }
     let _ = tls;
     redis::Client::open(info)
+}
+
+/// How long unacknowledged data is retransmitted before the kernel gives
+/// up on the connection (`TCP_USER_TIMEOUT`, Linux): a request stuck in a
+/// partition is not delivered minutes later on a connection still open.
+pub(crate) const TCP_USER_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// `info` with its sockets' bounds: `SO_LINGER` 0, so closing a connection
+/// (the pool drops one after a timeout) resets it and the kernel discards
+/// what it has not sent yet, instead of retransmitting a request its caller
+/// gave up on; and [`TCP_USER_TIMEOUT`]. The `redis` crate sets both when
+/// it connects (`TcpSettings`); TLS connections get them too.
+fn with_socket_bounds(info: redis::ConnectionInfo) -> redis::ConnectionInfo {
+    let tcp = info
+        .tcp_settings()
+        .clone()
+        .set_linger_time(std::time::Duration::ZERO);
+    #[cfg(any(target_os = "android", target_os = "fuchsia", target_os = "linux"))]
+    let tcp = tcp.set_user_timeout(TCP_USER_TIMEOUT);
+    info.set_tcp_settings(tcp)
 }
 
 /// The `redis::Client` for `url` with the TLS settings applied.

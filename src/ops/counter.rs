@@ -9,7 +9,7 @@ use crate::backend::{Effect, LockBackend, Resend, ScriptCall};
 
 script!(
     /// KEYS counter, channel; ARGV value, message. 1 = set.
-    SET_IF_ABSENT = "counter_set_if_absent", "counter set", after "args_prelude"
+    SET_IF_ABSENT = "counter_set_if_absent", "counter set", after "window_prelude", after "args_prelude"
 );
 script!(
     /// KEYS counter. Its value, nil when absent.

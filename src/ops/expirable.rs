@@ -14,11 +14,11 @@ use crate::{Error, Result};
 script!(
     /// KEYS available, leases, channel; ARGV lease end ms, now ms, ids...
     /// nil = taken, else ms to wait.
-    ACQUIRE = "expirable_acquire", "expirable semaphore acquire", after "args_prelude", after "expirable_prelude"
+    ACQUIRE = "expirable_acquire", "expirable semaphore acquire", after "window_prelude", after "args_prelude", after "expirable_prelude"
 );
 script!(
     /// KEYS available, leases, channel; ARGV now ms, ids... The number released.
-    RELEASE = "expirable_release", "expirable semaphore release", after "args_prelude", after "expirable_prelude"
+    RELEASE = "expirable_release", "expirable semaphore release", after "window_prelude", after "args_prelude", after "expirable_prelude"
 );
 script!(
     /// KEYS available, leases, channel; ARGV now ms. The available permits.
@@ -31,11 +31,11 @@ script!(
 script!(
     /// KEYS available, leases, channel; ARGV lease end ms, now ms, ids...
     /// The number updated.
-    UPDATE_LEASE = "expirable_update_lease", "expirable semaphore update lease", after "args_prelude", after "expirable_prelude"
+    UPDATE_LEASE = "expirable_update_lease", "expirable semaphore update lease", after "window_prelude", after "args_prelude", after "expirable_prelude"
 );
 script!(
     /// KEYS available, leases, channel; ARGV total, now ms. The available permits.
-    SET_PERMITS = "expirable_set_permits", "expirable semaphore set permits", after "args_prelude", after "expirable_prelude"
+    SET_PERMITS = "expirable_set_permits", "expirable semaphore set permits", after "window_prelude", after "args_prelude", after "expirable_prelude"
 );
 
 /// The lease end recorded for a permit taken without a lease: Redisson's

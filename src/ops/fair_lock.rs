@@ -15,26 +15,26 @@ use crate::keys::UNLOCK_MESSAGE;
 script!(
     /// KEYS lock, queue, slots; ARGV lease ms, holder, allowance ms, now ms,
     /// enqueue. nil = acquired, else ms to wait.
-    ACQUIRE = "fair_lock_acquire", "fair lock acquire", after "args_prelude", after "fair_lock_prelude"
+    ACQUIRE = "fair_lock_acquire", "fair lock acquire", after "window_prelude", after "args_prelude", after "fair_lock_prelude"
 );
 script!(
     /// KEYS lock, queue, slots, channel prefix, latch; ARGV message, lease
     /// ms, holder, now ms, latch ms. nil/0/1.
-    RELEASE = "fair_lock_release", "fair lock release", after "args_prelude", after "fair_lock_prelude"
+    RELEASE = "fair_lock_release", "fair lock release", after "window_prelude", after "args_prelude", after "fair_lock_prelude"
 );
 script!(
     /// KEYS queue, slots; ARGV waiter, allowance ms. 1 = was queued.
-    CANCEL = "fair_lock_cancel", "fair lock cancel", after "args_prelude"
+    CANCEL = "fair_lock_cancel", "fair lock cancel", after "window_prelude", after "args_prelude"
 );
 script!(
     /// KEYS lock, queue, slots, channel prefix; ARGV message, now ms. 1 =
     /// existed.
-    FORCE_RELEASE = "fair_lock_force_release", "fair lock force release", after "args_prelude", after "fair_lock_prelude"
+    FORCE_RELEASE = "fair_lock_force_release", "fair lock force release", after "window_prelude", after "args_prelude", after "fair_lock_prelude"
 );
 script!(
     /// KEYS lock, queue, slots, channel prefix; ARGV message. 1 = any
     /// existed.
-    DELETE = "fair_lock_delete", "fair lock delete"
+    DELETE = "fair_lock_delete", "fair lock delete", after "window_prelude"
 );
 
 /// Acquires or re-enters fair lock `keys.name` for `holder`, in queue

@@ -9,11 +9,11 @@ use crate::keys::{LATCH_NEW_COUNT_MESSAGE, LATCH_ZERO_MESSAGE};
 
 script!(
     /// KEYS latch, channel; ARGV zero message. The new count.
-    COUNT_DOWN = "latch_count_down", "latch count down"
+    COUNT_DOWN = "latch_count_down", "latch count down", after "window_prelude"
 );
 script!(
     /// KEYS latch, channel; ARGV new-count message. 1 = existed.
-    DELETE = "latch_delete", "latch delete"
+    DELETE = "latch_delete", "latch delete", after "window_prelude"
 );
 
 /// Counts latch `name` down by one; at zero or below deletes it, and at

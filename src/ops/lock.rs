@@ -17,30 +17,36 @@ use crate::{Error, Result};
 
 script!(
     /// KEYS lock; ARGV lease ms, holder. nil = acquired, else PTTL.
-    ACQUIRE = "lock_acquire", "lock acquire", after "args_prelude"
+    ACQUIRE = "lock_acquire", "lock acquire", after "window_prelude", after "args_prelude"
+);
+script!(
+    /// KEYS lock, channel, attempt record; ARGV message, holder, lease ms
+    /// [, 1 = forget the record instead of marking it undone].
+    /// 0 = nothing to undo, 1 = undone (still held), 2 = undone and released.
+    UNDO_ACQUIRE = "lock_undo_acquire", "lock undo acquire", after "window_prelude", after "args_prelude"
 );
 script!(
     /// KEYS lock, token counter; ARGV lease ms, holder. {-1, token} =
     /// acquired, else {PTTL, -1}.
-    FENCED_ACQUIRE = "fenced_lock_acquire", "fenced lock acquire", after "args_prelude"
+    FENCED_ACQUIRE = "fenced_lock_acquire", "fenced lock acquire", after "window_prelude", after "args_prelude"
 );
 script!(
     /// KEYS lock; ARGV lease ms, holder. 1 = renewed, 0 = not ours.
-    RENEW = "lock_renew", "lock renew", after "args_prelude"
+    RENEW = "lock_renew", "lock renew", after "window_prelude", after "args_prelude"
 );
 script!(
     /// KEYS locks; ARGV lease ms, one holder per lock. {1 = renewed, 0 = not ours, ...}.
-    RENEW_BATCH = "lock_renew_batch", "lock renew batch", after "args_prelude"
+    RENEW_BATCH = "lock_renew_batch", "lock renew batch", after "window_prelude", after "args_prelude"
 );
 script!(
     /// KEYS lock, channel, latch; ARGV message, lease ms, holder, latch ms
     /// [, waiter, waiter lease ms]. nil = not held, 0 = still held, 1 =
     /// released, 2 = handed to the waiter.
-    RELEASE = "lock_release", "lock release", after "args_prelude"
+    RELEASE = "lock_release", "lock release", after "window_prelude", after "args_prelude"
 );
 script!(
     /// KEYS lock, channel; ARGV message. 1 = existed.
-    FORCE_RELEASE = "lock_force_release", "lock force release"
+    FORCE_RELEASE = "lock_force_release", "lock force release", after "window_prelude"
 );
 script!(
     /// KEYS lock; ARGV holder. {exists, hold count, PTTL}.
@@ -74,7 +80,7 @@ pub fn acquire<B: LockBackend + ?Sized>(
         Resend::Harmless,
         Effect::Acquire {
             acquired: Reply::is_nil,
-            undo: undo_acquire,
+            undo: undo_unrecorded,
         },
     )
     .key(name)
@@ -83,9 +89,141 @@ pub fn acquire<B: LockBackend + ?Sized>(
     acquire_outcome(&run(backend, &call)?, ACQUIRE.operation())
 }
 
+/// As [`acquire`], and records the attempt under `attempt_key` (a key of
+/// its own with the lease as TTL, `{name}:redisync_attempt:<id>`,
+/// one fresh id per attempt) when it takes a hold: [`undo_acquire`] with
+/// the same key then removes exactly that hold, whatever else the holder
+/// took meanwhile. The same call sent again (its reply lost) does not take
+/// a second hold; once undone, it is refused.
+///
+/// # Errors
+/// As [`acquire`]; a connection error (a late request) for an attempt
+/// already undone.
+///
+/// ```
+/// use redisync::backend::Acquire;
+/// let store = redisync::MemoryBackend::new();
+/// let attempt = "{doc:rec}:redisync_attempt:a1";
+/// assert_eq!(redisync::ops::lock::acquire_recorded(&store, "doc:rec", "c1:1", 30_000, attempt)?, Acquire::Acquired);
+/// // Sent again: still one hold.
+/// redisync::ops::lock::acquire_recorded(&store, "doc:rec", "c1:1", 30_000, attempt)?;
+/// assert_eq!(redisync::ops::lock::state(&store, "doc:rec", "c1:1")?.hold_count, 1);
+/// # Ok::<(), redisync::Error>(())
+/// ```
+pub fn acquire_recorded<B: LockBackend + ?Sized>(
+    backend: &B,
+    name: &str,
+    holder: &str,
+    lease_ms: i64,
+    attempt_key: &str,
+) -> Result<Acquire> {
+    check_ms("lease", lease_ms)?;
+    let call = ScriptCall::new(
+        &ACQUIRE,
+        // The record makes a repeat return the first outcome.
+        Resend::Harmless,
+        Effect::Acquire {
+            acquired: Reply::is_nil,
+            undo: undo_acquire_call,
+        },
+    )
+    .key(name)
+    .key(attempt_key)
+    .arg(lease_ms)
+    .arg(holder);
+    acquire_outcome(&run(backend, &call)?, ACQUIRE.operation())
+}
+
+/// What [`undo_acquire`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Undo {
+    /// The attempt took no hold (or it has expired), and now never will.
+    Nothing,
+    /// Its hold was removed; the holder still has others.
+    Removed,
+    /// Its hold was the last: the lock was released (unlock published).
+    Released,
+}
+
+/// Undoes exactly the hold that the [`acquire_recorded`] call with
+/// `attempt_key` took, if it took one, and nothing else; marks the attempt
+/// undone (for `lease_ms`), so that if its request arrives later still it
+/// is refused. Idempotent.
+///
+/// # Errors
+/// A store failure; `InvalidArgument` for a bad lease.
+///
+/// ```
+/// use redisync::ops::lock::{self, Undo};
+/// let store = redisync::MemoryBackend::new();
+/// let (a1, a2) = ("{doc:undo}:redisync_attempt:a1", "{doc:undo}:redisync_attempt:a2");
+/// lock::acquire_recorded(&store, "doc:undo", "c1:1", 30_000, a1)?;
+/// lock::acquire_recorded(&store, "doc:undo", "c1:1", 30_000, a2)?;
+/// let channel = "redisson_lock__channel:{doc:undo}";
+/// assert_eq!(lock::undo_acquire(&store, "doc:undo", channel, "c1:1", 30_000, a1)?, Undo::Removed);
+/// assert_eq!(lock::undo_acquire(&store, "doc:undo", channel, "c1:1", 30_000, a1)?, Undo::Nothing);
+/// assert_eq!(lock::state(&store, "doc:undo", "c1:1")?.hold_count, 1);
+/// # Ok::<(), redisync::Error>(())
+/// ```
+pub fn undo_acquire<B: LockBackend + ?Sized>(
+    backend: &B,
+    name: &str,
+    channel: &str,
+    holder: &str,
+    lease_ms: i64,
+    attempt_key: &str,
+) -> Result<Undo> {
+    check_ms("lease", lease_ms)?;
+    let call = undo_call(name, channel, holder, lease_ms, attempt_key);
+    match int(&run(backend, &call)?, UNDO_ACQUIRE.operation())? {
+        0 => Ok(Undo::Nothing),
+        1 => Ok(Undo::Removed),
+        2 => Ok(Undo::Released),
+        other => Err(Reply::Int(other).unexpected(UNDO_ACQUIRE.operation(), "0, 1 or 2")),
+    }
+}
+
+fn undo_call<'a>(
+    name: &'a str,
+    channel: &'a str,
+    holder: &'a str,
+    lease_ms: i64,
+    attempt_key: &'a str,
+) -> ScriptCall<'a> {
+    ScriptCall::new(
+        &UNDO_ACQUIRE,
+        Resend::Harmless,
+        Effect::Change(|r| r.as_int().is_some_and(|n| n > 0)),
+    )
+    .key(name)
+    .key(channel)
+    .key(attempt_key)
+    .arg(UNLOCK_MESSAGE)
+    .arg(holder)
+    .arg(lease_ms)
+}
+
+/// The replica-acknowledgement undo of an [`acquire_recorded`] call (KEYS
+/// lock, attempt record; ARGV lease, holder): exactly its hold, and the
+/// record forgotten, since the store sends the same call again at once
+/// (its reply came: nothing of it is still on the way).
+fn undo_acquire_call(call: &ScriptCall<'_>, _: &Reply) -> ScriptCall<'static> {
+    let name = call.keys()[0].as_ref();
+    undo_call(
+        name,
+        &crate::keys::lock_channel(name),
+        call.args()[1].as_ref(),
+        call.args()[0].parse().unwrap_or(1),
+        call.keys()[1].as_ref(),
+    )
+    .arg("1")
+    .into_owned()
+}
+
 /// Gives back one hold taken by an acquire or a fenced acquire call (KEYS
 /// lock, ...; ARGV lease, holder): a release behind a fresh unlock latch.
-fn undo_acquire(call: &ScriptCall<'_>, _: &Reply) -> ScriptCall<'static> {
+fn undo_unrecorded(call: &ScriptCall<'_>, _: &Reply) -> ScriptCall<'static> {
     let name = call.keys()[0].as_ref();
     release_call(
         name,
@@ -128,7 +266,7 @@ pub fn fenced_acquire<B: LockBackend + ?Sized>(
         Effect::Acquire {
             acquired: fenced_acquired,
             // The token stays spent: tokens only grow.
-            undo: undo_acquire,
+            undo: undo_unrecorded,
         },
     )
     .key(name)
@@ -258,9 +396,36 @@ pub fn release<B: LockBackend + ?Sized>(
     latch_key: &str,
     latch_ms: i64,
 ) -> Result<Release> {
+    release_recorded(
+        backend, name, channel, holder, lease_ms, latch_key, latch_ms, None, None,
+    )
+}
+
+/// [`release`] (or, with `waiter`, [`release_to`]) of the hold that the
+/// [`acquire_recorded`] call with `record` took: the record is deleted with
+/// the hold (its outcome was known; no undo will ever need it).
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn release_recorded<B: LockBackend + ?Sized>(
+    backend: &B,
+    name: &str,
+    channel: &str,
+    holder: &str,
+    lease_ms: i64,
+    latch_key: &str,
+    latch_ms: i64,
+    record: Option<&str>,
+    waiter: Option<(&str, i64)>,
+) -> Result<Release> {
     check_ms("lease", lease_ms)?;
     check_ms("latch timeout", latch_ms)?;
-    let call = release_call(name, channel, holder, lease_ms, latch_key, latch_ms);
+    let mut call = release_call(name, channel, holder, lease_ms, latch_key, latch_ms);
+    if let Some(record) = record {
+        call = call.key(record);
+    }
+    if let Some((waiter, waiter_lease_ms)) = waiter {
+        check_ms("lease", waiter_lease_ms)?;
+        call = call.arg(waiter).arg(waiter_lease_ms);
+    }
     release_outcome(&run(backend, &call)?, RELEASE.operation())
 }
 
@@ -298,13 +463,17 @@ pub fn release_to<B: LockBackend + ?Sized>(
     waiter: &str,
     waiter_lease_ms: i64,
 ) -> Result<Release> {
-    check_ms("lease", lease_ms)?;
-    check_ms("latch timeout", latch_ms)?;
-    check_ms("lease", waiter_lease_ms)?;
-    let call = release_call(name, channel, holder, lease_ms, latch_key, latch_ms)
-        .arg(waiter)
-        .arg(waiter_lease_ms);
-    release_outcome(&run(backend, &call)?, RELEASE.operation())
+    release_recorded(
+        backend,
+        name,
+        channel,
+        holder,
+        lease_ms,
+        latch_key,
+        latch_ms,
+        None,
+        Some((waiter, waiter_lease_ms)),
+    )
 }
 
 /// The release script's call, shared with the undo of an acquisition.

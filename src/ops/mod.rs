@@ -61,6 +61,7 @@ pub(crate) fn all_scripts() -> [&'static crate::backend::Script; 37] {
         &KEY_TYPES,
         &lock::ACQUIRE,
         &lock::FENCED_ACQUIRE,
+        &lock::UNDO_ACQUIRE,
         &lock::RENEW,
         &lock::RENEW_BATCH,
         &lock::RELEASE,
@@ -173,6 +174,12 @@ const SCRIPT_ARGUMENTS: [&str; 9] = [
 fn script_error(operation: &str, text: &str) -> Error {
     let (code, detail) = text.split_once(' ').unwrap_or((text, ""));
     match code {
+        // `lua/window_prelude.lua`: it arrived after its caller gave up on
+        // it and wrote nothing. A failed round trip, as a timeout is.
+        "ERR" if detail.starts_with("late request") => Error::backend(
+            format!("{operation}: the request reached the server after its window: {detail}"),
+            true,
+        ),
         // `ERR invalid lease: ...`: the scripts' own refusal of an argument,
         // before any write.
         "ERR" if detail.starts_with("invalid ") => {
@@ -315,7 +322,12 @@ mod tests {
     fn every_lua_file_is_one_script_with_a_distinct_id() {
         let ids: std::collections::HashSet<_> = all_scripts().iter().map(|s| s.id()).collect();
         assert_eq!(ids.len(), all_scripts().len());
-        let preludes = ["args_prelude", "fair_lock_prelude", "expirable_prelude"];
+        let preludes = [
+            "window_prelude",
+            "args_prelude",
+            "fair_lock_prelude",
+            "expirable_prelude",
+        ];
         let mut files = std::fs::read_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/lua"))
             .unwrap()
             .map(|entry| entry.unwrap().file_name().into_string().unwrap())
@@ -334,16 +346,49 @@ mod tests {
     #[test]
     fn scripts_taking_numbers_check_them_first() {
         for script in all_scripts() {
-            if script.code().contains("bad_bounded(") || script.code().contains("count_checks()") {
+            // The window check comes first (a late request checks nothing).
+            let code = script
+                .code()
+                .strip_prefix(include_str!("../../lua/window_prelude.lua"))
+                .unwrap_or(script.code());
+            if code.contains("bad_bounded(") || code.contains("count_checks()") {
                 assert!(
-                    script
-                        .code()
-                        .starts_with(include_str!("../../lua/args_prelude.lua")),
+                    code.starts_with(include_str!("../../lua/args_prelude.lua")),
                     "{}",
                     script.id()
                 );
             }
         }
+    }
+
+    #[test]
+    fn every_writing_script_is_windowed() {
+        let reads = [
+            "counter_get",
+            "expirable_available",
+            "expirable_acquired",
+            "inspect",
+            "lock_state",
+            "rw_lock_state",
+        ];
+        for script in all_scripts() {
+            assert_eq!(
+                script.is_windowed(),
+                !reads.contains(&script.id()),
+                "{}",
+                script.id()
+            );
+        }
+    }
+
+    #[test]
+    fn a_late_refusal_is_a_failed_round_trip() {
+        let err = script_error(
+            "lock release",
+            "ERR late request: arrived after its window ended at 5 ms (server clock), nothing written",
+        );
+        assert!(err.is_connection_error(), "{err}");
+        assert!(err.to_string().contains("after its window"), "{err}");
     }
 
     #[test]

@@ -19,39 +19,39 @@ use crate::{Error, Result};
 script!(
     /// KEYS lock, timeout prefix; ARGV lease ms, holder, write field. nil =
     /// acquired, else PTTL.
-    READ_ACQUIRE = "read_lock_acquire", "read lock acquire", after "args_prelude"
+    READ_ACQUIRE = "read_lock_acquire", "read lock acquire", after "window_prelude", after "args_prelude"
 );
 script!(
     /// KEYS lock; ARGV lease ms, write field, read field. nil = acquired,
     /// -3 = the caller reads, else PTTL.
-    WRITE_ACQUIRE = "write_lock_acquire", "write lock acquire", after "args_prelude"
+    WRITE_ACQUIRE = "write_lock_acquire", "write lock acquire", after "window_prelude", after "args_prelude"
 );
 script!(
     /// KEYS lock, channel, timeout prefix, key prefix, latch; ARGV message,
     /// holder, latch ms. nil/0/1.
-    READ_RELEASE = "read_lock_release", "read lock release", after "args_prelude"
+    READ_RELEASE = "read_lock_release", "read lock release", after "window_prelude", after "args_prelude"
 );
 script!(
     /// KEYS lock, channel, latch; ARGV message, lease ms, write field, latch
     /// ms. nil/0/1.
-    WRITE_RELEASE = "write_lock_release", "write lock release", after "args_prelude"
+    WRITE_RELEASE = "write_lock_release", "write lock release", after "window_prelude", after "args_prelude"
 );
 script!(
     /// KEYS lock, timeout prefix, key prefix; ARGV lease ms, holder. 1 = renewed.
-    READ_RENEW = "read_lock_renew", "read lock renew", after "args_prelude"
+    READ_RENEW = "read_lock_renew", "read lock renew", after "window_prelude", after "args_prelude"
 );
 script!(
     /// KEYS (lock, timeout prefix) per hold; ARGV lease ms, one holder per
     /// hold. {1 = renewed, 0 = no read hold, ...}.
-    READ_RENEW_BATCH = "read_lock_renew_batch", "read lock renew batch", after "args_prelude"
+    READ_RENEW_BATCH = "read_lock_renew_batch", "read lock renew batch", after "window_prelude", after "args_prelude"
 );
 script!(
     /// KEYS lock, channel; ARGV mode, message. 1 = deleted.
-    FORCE_RELEASE = "rw_lock_force_release", "read-write lock force release"
+    FORCE_RELEASE = "rw_lock_force_release", "read-write lock force release", after "window_prelude"
 );
 script!(
     /// KEYS lock, channel, key prefix; ARGV message. 1 = existed.
-    DELETE = "rw_lock_delete", "read-write lock delete"
+    DELETE = "rw_lock_delete", "read-write lock delete", after "window_prelude"
 );
 script!(
     /// KEYS lock; ARGV field. {mode, hold count, PTTL}.

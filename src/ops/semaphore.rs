@@ -9,19 +9,19 @@ use crate::{Error, Result};
 
 script!(
     /// KEYS semaphore, channel; ARGV delta. The new count.
-    ADD = "semaphore_add", "semaphore add", after "args_prelude"
+    ADD = "semaphore_add", "semaphore add", after "window_prelude", after "args_prelude"
 );
 script!(
     /// KEYS semaphore; ARGV permits. 1 = taken.
-    TRY_ACQUIRE = "semaphore_try_acquire", "semaphore acquire", after "args_prelude"
+    TRY_ACQUIRE = "semaphore_try_acquire", "semaphore acquire", after "window_prelude", after "args_prelude"
 );
 script!(
     /// KEYS semaphore. How many were available.
-    DRAIN = "semaphore_drain", "semaphore drain"
+    DRAIN = "semaphore_drain", "semaphore drain", after "window_prelude"
 );
 script!(
     /// KEYS semaphore. 1 = existed.
-    DELETE = "semaphore_delete", "semaphore delete"
+    DELETE = "semaphore_delete", "semaphore delete", after "window_prelude"
 );
 
 /// Adds `delta` (may be negative) to semaphore `name`; when `delta` is

@@ -55,6 +55,9 @@ struct State {
     held_upstream: Option<TcpStream>,
     /// Whether the held connection's client side has gone away.
     held_client_closed: bool,
+    /// Whether it went away with a reset (an abortive close: `SO_LINGER`
+    /// 0), not an orderly FIN.
+    held_client_reset: bool,
     /// Server-to-client bytes seen on the held connection (to confirm a reply).
     held_replied: u64,
     /// Connections accepted so far.
@@ -153,6 +156,12 @@ impl DelayProxy {
         self.shared.state.lock().unwrap().held_client_closed
     }
 
+    /// Whether the held connection's client closed it abortively (a TCP
+    /// reset, as `SO_LINGER` 0 makes a close), rather than with a FIN.
+    pub fn held_client_reset(&self) -> bool {
+        self.shared.state.lock().unwrap().held_client_reset
+    }
+
     /// Waits (at most `timeout`) until some bytes are held and returns how
     /// many. Panics if nothing was held in time: the fault did not happen.
     pub fn wait_held(&self, timeout: Duration) -> usize {
@@ -202,6 +211,7 @@ impl DelayProxy {
         }
         st.held_conn = None;
         st.held_client_closed = false;
+        st.held_client_reset = false;
         bytes.len()
     }
 }
@@ -263,12 +273,16 @@ fn spawn_pumps(
 
 fn client_to_server(id: u64, mut client: TcpStream, mut upstream: TcpStream, shared: &Shared) {
     let mut buf = [0u8; 16 * 1024];
+    let mut reset = false;
     while !shared.stopping() {
         let n = match client.read(&mut buf) {
             Ok(0) => break,
             Ok(n) => n,
             Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => continue,
-            Err(_) => break,
+            Err(e) => {
+                reset = e.kind() == ErrorKind::ConnectionReset;
+                break;
+            }
         };
         let chunk = &buf[..n];
         let mut st = shared.state.lock().unwrap();
@@ -293,6 +307,7 @@ fn client_to_server(id: u64, mut client: TcpStream, mut upstream: TcpStream, sha
     let mut st = shared.state.lock().unwrap();
     if st.held_conn == Some(id) {
         st.held_client_closed = true;
+        st.held_client_reset = reset;
         shared.changed.notify_all();
     } else {
         drop(st);

@@ -329,6 +329,7 @@ fn get(store: &mut Store, args: &[&[u8]]) -> Outcome {
 
 fn set(store: &mut Store, args: &[&[u8]]) -> Outcome {
     let mut expires_at = None;
+    let mut only_if_absent = false;
     let mut options = args[2..].iter();
     while let Some(option) = options.next() {
         if option.eq_ignore_ascii_case(b"px") {
@@ -337,10 +338,16 @@ fn set(store: &mut Store, args: &[&[u8]]) -> Outcome {
                 return Err(error("ERR invalid expire time in 'set' command"));
             }
             expires_at = deadline(store.now, ms);
+        } else if option.eq_ignore_ascii_case(b"nx") {
+            only_if_absent = true;
         } else {
-            // EX, NX, XX, KEEPTTL, GET...: no script uses them.
+            // EX, XX, KEEPTTL, GET...: no script uses them.
             return Err(error(SYNTAX));
         }
+    }
+    // NX: a key that exists (of any type) is left alone; the reply is nil.
+    if only_if_absent && store.keys.exists(args[0], store.now) {
+        return Ok(Reply::Nil);
     }
     store
         .keys
@@ -831,8 +838,13 @@ mod tests {
         );
         assert_eq!(run(&mut s, "set a b px"), err(SYNTAX));
         assert_eq!(run(&mut s, "set a b px x"), err(NOT_INTEGER));
-        assert_eq!(run(&mut s, "set a b nx"), err(SYNTAX));
-        assert_eq!(run(&mut s, "del k a k"), Reply::Int(1));
+        assert_eq!(run(&mut s, "set a b xx"), err(SYNTAX));
+        // NX: set only when absent (whatever the existing key's type).
+        assert_eq!(run(&mut s, "set a c px 1000 nx"), ok());
+        assert_eq!(run(&mut s, "set a d nx"), Reply::Nil);
+        assert_eq!(run(&mut s, "get a"), bulk_of("c"));
+        assert_eq!(run(&mut s, "set k d nx"), Reply::Nil);
+        assert_eq!(run(&mut s, "del k a k"), Reply::Int(2));
         assert_eq!(run(&mut s, "get"), err(ARITY));
     }
 

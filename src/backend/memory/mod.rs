@@ -414,15 +414,33 @@ impl fmt::Debug for MemoryBackend {
     }
 }
 
+/// The longest a call on the in-memory store may take before its write
+/// scripts refuse themselves (a "response timeout"; the caller's bound
+/// shortens it, as on Redis).
+const MEMORY_ROUND_TRIP: std::time::Duration = std::time::Duration::from_secs(60);
+
 impl LockBackend for MemoryBackend {
     fn run_script(&self, call: &ScriptCall<'_>) -> Result<Reply> {
         // The plain code: a single server's, whose messages go through
-        // PUBLISH.
-        self.inner
-            .engine
-            .lock()
-            .run(call.script().code(), call.keys(), call.args())
-            .map_err(engine_error)
+        // PUBLISH. A writing script's window (see `Script::is_windowed`):
+        // the caller's bound as a round trip would have it, by the same
+        // wall clock `TIME` reads here; in-process nothing is delayed, but
+        // a call queued on the store past it is refused as on Redis.
+        let window = call.window_arg(super::script::window_end(
+            0,
+            crate::deadline::cap(MEMORY_ROUND_TRIP),
+        ));
+        let mut engine = self.inner.engine.lock();
+        match window {
+            None => engine.run(call.script().code(), call.keys(), call.args()),
+            Some(window) => {
+                let mut args = Vec::with_capacity(call.args().len() + 1);
+                args.extend_from_slice(call.args());
+                args.push(std::borrow::Cow::Owned(window));
+                engine.run(call.script().code(), call.keys(), &args)
+            }
+        }
+        .map_err(engine_error)
     }
 
     fn publish(&self, channel: &str, payload: &str) -> Result<()> {

@@ -576,16 +576,17 @@ impl RedisBackend {
         &self,
         op: &str,
         resend: Resend,
-        mut call: impl FnMut(&mut dyn ConnectionLike) -> RedisResult<T>,
+        mut call: impl FnMut(&mut dyn ConnectionLike, i64) -> RedisResult<T>,
     ) -> Result<(T, r2d2::PooledConnection<Manager>)> {
         let mut tries = 0;
         loop {
             tries += 1;
             let mut conn = self.connection(op)?;
             let timeout = crate::deadline::cap(self.options.response_timeout);
-            let reply = conn
-                .set_read_timeout(timeout)
-                .and_then(|()| call(conn.conn.as_connection()));
+            let reply = conn.set_read_timeout(timeout).and_then(|()| {
+                let window_end = conn.window_end();
+                call(conn.conn.as_connection(), window_end)
+            });
             match reply {
                 Ok(reply) => {
                     conn.last_used = Instant::now();
@@ -709,20 +710,34 @@ impl RedisBackend {
     /// [`Error`].
     fn invoke(&self, call: &ScriptCall<'_>) -> Result<(Reply, r2d2::PooledConnection<Manager>)> {
         let script = loaded_script(call.script(), self.sharded());
-        let mut invocation = script.prepare_invoke();
-        for key in call.keys() {
-            invocation.key(key.as_ref());
-        }
-        for arg in call.args() {
-            invocation.arg(arg.as_ref());
-        }
         let operation = call.script().operation();
-        self.round_trip(operation, call.resend(), |conn| {
-            match invocation.invoke::<redis::Value>(conn) {
+        let (reply, mut conn) = self.round_trip(operation, call.resend(), |conn, window_end| {
+            let mut invocation = script.prepare_invoke();
+            for key in call.keys() {
+                invocation.key(key.as_ref());
+            }
+            for arg in call.args() {
+                invocation.arg(arg.as_ref());
+            }
+            // A writing script's window, per try: each has its own timeout.
+            if let Some(window) = call.window_arg(window_end) {
+                invocation.arg(window);
+            }
+            let result = invocation.invoke::<redis::Value>(conn);
+            match result {
                 Ok(value) => Ok(reply_from_value(value)),
                 Err(err) => script_error_reply(&err).ok_or(err),
             }
-        })
+        })?;
+        if let Reply::Error(text) = &reply {
+            // Refused as late although the reply came in time: our reading
+            // of the server's clock is off (it was stepped). The connection
+            // goes; the next one reads it again.
+            if text.starts_with("ERR late request") {
+                conn.broken = true;
+            }
+        }
+        Ok((reply, conn))
     }
 
     fn report_shortfall(
@@ -758,7 +773,7 @@ impl RedisBackend {
         if let Target::Cluster(target) = &self.target {
             return self.command_on_every_master(target, name, &cmd);
         }
-        let ((reply, round_trip), _conn) = self.round_trip(name, Resend::IfUnsent, |conn| {
+        let ((reply, round_trip), _conn) = self.round_trip(name, Resend::IfUnsent, |conn, _| {
             let started = Instant::now();
             let reply = match conn.req_command(&cmd).and_then(redis::Value::extract_error) {
                 Ok(value) => reply_from_value(value),
@@ -867,7 +882,7 @@ impl LockBackend for RedisBackend {
         let mut cmd = redis::cmd(command);
         cmd.arg(channel).arg(payload);
         // A message sent twice wakes a waiter twice: harmless.
-        self.round_trip(command, Resend::Harmless, |conn| cmd.query::<i64>(conn))
+        self.round_trip(command, Resend::Harmless, |conn, _| cmd.query::<i64>(conn))
             .map(drop)
     }
 

@@ -158,6 +158,12 @@ pub(super) struct Conn {
     pub(super) last_used: Instant,
     /// The read timeout now set on the socket (a syscall to change).
     pub(super) read_timeout: Duration,
+    /// How far the server's clock is ahead of ours, in ms, read with `TIME`
+    /// when the connection was made: a writing script's window is sent in
+    /// the server's clock (see `Script::is_windowed`). `None` on a cluster
+    /// (one routed connection, many servers' clocks) and when the server
+    /// refused `TIME`: those scripts then carry no window.
+    pub(super) clock_offset_ms: Option<i64>,
 }
 
 impl Conn {
@@ -168,7 +174,16 @@ impl Conn {
             broken: false,
             last_used: Instant::now(),
             read_timeout,
+            clock_offset_ms: None,
         }
+    }
+
+    /// The end of the window of a request sent now on this connection
+    /// with its current read timeout (0: no window).
+    pub(super) fn window_end(&self) -> i64 {
+        self.clock_offset_ms.map_or(0, |offset| {
+            crate::backend::script::window_end(offset, self.read_timeout)
+        })
     }
 
     /// Sets the socket's read timeout to `timeout` unless it is set already.
@@ -244,8 +259,40 @@ impl Manager {
                 timeout,
             ));
         }
-        let (conn, epoch) = self.connect_single()?;
-        Ok(Conn::new(Link::Single(conn), epoch, timeout))
+        let started = Instant::now();
+        let (mut conn, epoch) = self.connect_single()?;
+        // Part of opening: within what is left of the connection timeout
+        // (and the caller's deadline), as naming is.
+        let left = crate::deadline::cap(
+            self.options
+                .connection_timeout
+                .saturating_sub(started.elapsed())
+                .max(Duration::from_millis(1)),
+        );
+        conn.set_read_timeout(Some(left.min(self.options.response_timeout)))?;
+        let offset = clock_offset(&mut conn)?;
+        conn.set_read_timeout(Some(self.options.response_timeout))?;
+        let mut conn = Conn::new(Link::Single(conn), epoch, timeout);
+        conn.clock_offset_ms = offset;
+        Ok(conn)
+    }
+}
+
+/// How far the server's clock behind `conn` is ahead of the local wall
+/// clock, in ms: `TIME` against the midpoint of the local readings around
+/// it (off by at most half that round trip). `None` when the server refuses
+/// `TIME` (an ACL without it): writes then carry no window.
+fn clock_offset(conn: &mut redis::Connection) -> RedisResult<Option<i64>> {
+    let before = crate::clock::wall_clock_ms();
+    let time: RedisResult<(i64, i64)> = redis::cmd("TIME").query(conn);
+    let after = crate::clock::wall_clock_ms();
+    match time {
+        Ok((seconds, micros)) => {
+            let server = seconds.saturating_mul(1000).saturating_add(micros / 1000);
+            Ok(Some(server.saturating_sub(before + (after - before) / 2)))
+        }
+        Err(err) if err.code().is_some() => Ok(None),
+        Err(err) => Err(err),
     }
 }
 

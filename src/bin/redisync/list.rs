@@ -206,7 +206,11 @@ fn object_name(key: &str) -> Option<String> {
             return Some(unwrap_tag(rest));
         }
     }
-    if key.starts_with("redisson_") || key.contains(":rwlock_timeout") {
+    // `{name}:redisync_attempt:<id>`: an acquire attempt's record.
+    if key.starts_with("redisson_")
+        || key.contains(":redisync_attempt:")
+        || key.contains(":rwlock_timeout")
+    {
         return None;
     }
     if let Some(rest) = key.strip_suffix(":timeout") {
@@ -306,6 +310,7 @@ mod tests {
         assert_eq!(object_name("redisson_lock_queue:{f}").as_deref(), Some("f"));
         assert_eq!(object_name("redisson_lock_token:{t}").as_deref(), Some("t"));
         assert_eq!(object_name("redisson_unlock_latch:{a}:x"), None);
+        assert_eq!(object_name("{a}:redisync_attempt:x"), None);
         assert_eq!(object_name("{rw}:c:1:rwlock_timeout:1"), None);
         assert_eq!(object_name("{s}:timeout").as_deref(), Some("s"));
         assert_eq!(object_name("{o}:42").as_deref(), Some("{o}:42"));
