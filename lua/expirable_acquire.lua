@@ -5,11 +5,17 @@
 -- KEYS[1]  available permits: a string holding an integer
 -- KEYS[2]  leased permits: zset of permit id -> lease end (ms, client clock), {name}:timeout
 -- KEYS[3]  the channel, redisson_sc:{name}
+-- KEYS[4]  optional (redisync only): the call's record,
+--          {name}:redisync_op:<op id>, written only by its undo
+--          (lua/expirable_undo_acquire.lua): a call whose record is there
+--          was undone and is refused as a late request.
 -- ARGV[1]  the lease end in ms, or NON_EXPIRABLE (held until released)
 -- ARGV[2]  the caller's wall clock in ms
 -- ARGV[3..] the new permits' ids, one per permit (1 to 10000), in hex; the
 --          zset holds their bytes, as Redisson's
--- Returns  nil when taken (each id recorded with the lease end); otherwise
+-- Returns  nil when taken (each id recorded with the lease end), also when
+--          the first id is leased already: the same call sent again (its
+--          reply lost; ids are fresh per call) takes nothing more; otherwise
 --          ms until the earliest lease ends (-1 when no permit is leased or
 --          the earliest never expires: only a release frees one).
 -- Checked before any write (a script error does not undo earlier writes).
@@ -18,6 +24,12 @@ local bad = bad_lease_end(ARGV[1])
     or bad_ids(3)
 if bad then
     return bad
+end
+if KEYS[4] and redis.call('exists', KEYS[4]) == 1 then
+    return redis.error_reply('ERR late request: this acquire was undone already')
+end
+if redis.call('zscore', KEYS[2], permit_member(ARGV[3])) then
+    return nil
 end
 reclaim_expired(KEYS[1], KEYS[2], KEYS[3], ARGV[2])
 local wanted = #ARGV - 2

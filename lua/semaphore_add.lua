@@ -2,17 +2,33 @@
 -- negative (add_permits only), and the count may go negative.
 -- KEYS[1]  the semaphore: a string holding the available permits (absent = 0)
 -- KEYS[2]  its channel, redisson_sc:{name}
+-- KEYS[3]  optional (redisync only): this call's record,
+--          {name}:redisync_op:<op id>, a string holding the count this
+--          call left. A call whose record is there does not count again:
+--          it is the same request sent again (its reply was lost), and
+--          replies with the first outcome.
 -- ARGV[1]  the delta
+-- ARGV[2]  with KEYS[3]: how long the record is kept, ms
 -- Returns  the new count; when the delta is positive the new count is
 --          published, which wakes up to that many waiters.
 -- Checked before any write (a script error does not undo earlier writes).
 local _, bad_count = count_checks()
 local bad = bad_count(ARGV[1], 'delta')
+    or (KEYS[3] and bad_bounded(ARGV[2], 'record', 1, MAX_MS))
 if bad then
     return bad
+end
+if KEYS[3] then
+    local first = redis.call('get', KEYS[3])
+    if first then
+        return tonumber(first)
+    end
 end
 local value = redis.call('incrby', KEYS[1], ARGV[1])
 if tonumber(ARGV[1]) > 0 then
     redis.call('publish', KEYS[2], value)
+end
+if KEYS[3] then
+    redis.call('set', KEYS[3], value, 'px', ARGV[2])
 end
 return value
