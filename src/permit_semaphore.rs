@@ -615,7 +615,7 @@ impl PermitExpirableSemaphore {
         if let Err(err) = &released
             && err.is_connection_error()
         {
-            self.undo_unknown_attempt(ids, None, err);
+            self.undo_unknown_attempt(ids, None, None, err);
         }
         released
     }
@@ -669,6 +669,14 @@ impl PermitExpirableSemaphore {
             .map(|_| PermitId(uuid::Uuid::new_v4().simple().to_string()))
             .collect();
         let id_strs: Vec<&str> = ids.iter().map(PermitId::as_str).collect();
+        // The call's record, written only by its undo: once undone, any
+        // attempt of this call that arrives later is refused. Not on a Redis
+        // Cluster (see `Semaphore::records`).
+        let record = inner
+            .backend
+            .slot_of(&self.name)
+            .is_none()
+            .then(|| keys::new_op_record(&self.name));
         let taken = crate::wait::until_done(
             &inner.subscriber,
             Waiting {
@@ -687,8 +695,14 @@ impl PermitExpirableSemaphore {
                 let now = crate::clock::wall_clock_ms();
                 let ends = lease_end(now, lease_ms)?;
                 Ok(
-                    match ops::expirable::acquire_many(&*inner.backend, &keys, &id_strs, ends, now)?
-                    {
+                    match ops::expirable::acquire_many_recorded(
+                        &*inner.backend,
+                        &keys,
+                        &id_strs,
+                        ends,
+                        now,
+                        record.as_deref(),
+                    )? {
                         Acquire::Acquired => Attempt::Done(()),
                         Acquire::Held { ttl } => Attempt::Retry(ttl),
                     },
@@ -701,7 +715,7 @@ impl PermitExpirableSemaphore {
             Ok(None) => Ok(None),
             Err(err) => {
                 if err.is_connection_error() {
-                    self.undo_unknown_attempt(&ids, lease_ms, &err);
+                    self.undo_unknown_attempt(&ids, lease_ms, record, &err);
                 }
                 Err(err)
             }
@@ -713,8 +727,16 @@ impl PermitExpirableSemaphore {
     /// release that failed so left them taken). Releasing them is exact (an
     /// id never leased is not found), so the client's cleanup thread sends
     /// the release until it lands or the lease would have ended anyway
-    /// ([`NO_LEASE_CLEANUP`] for permits without one).
-    fn undo_unknown_attempt(&self, ids: &[PermitId], lease_ms: Option<i64>, cause: &Error) {
+    /// ([`NO_LEASE_CLEANUP`] for permits without one). With the acquire
+    /// call's `record`, the undo also marks the call undone, so that an
+    /// attempt of it that arrives after the undo is refused.
+    fn undo_unknown_attempt(
+        &self,
+        ids: &[PermitId],
+        lease_ms: Option<i64>,
+        record: Option<String>,
+        cause: &Error,
+    ) {
         let lease = lease_ms.map_or(NO_LEASE_CLEANUP, |ms| {
             Duration::from_millis(u64::try_from(ms).unwrap_or(0))
         });
@@ -733,7 +755,11 @@ impl PermitExpirableSemaphore {
                 channel: &channel,
             };
             let ids: Vec<&str> = permits.iter().map(String::as_str).collect();
-            ops::expirable::release_many(&*backend, &keys, &ids, crate::clock::wall_clock_ms())?;
+            let now = crate::clock::wall_clock_ms();
+            match &record {
+                Some(record) => ops::expirable::undo_acquire(&*backend, &keys, &ids, now, record)?,
+                None => ops::expirable::release_many(&*backend, &keys, &ids, now)?,
+            };
             Ok(true)
         });
         self.client
