@@ -371,6 +371,7 @@ mod tests {
             "expirable_available",
             "expirable_acquired",
             "inspect",
+            "key_types",
             "lock_state",
             "rw_lock_state",
         ];
