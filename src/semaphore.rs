@@ -214,6 +214,12 @@ impl Semaphore {
     /// Adds `delta` permits (negative to remove some; the count may go
     /// negative, as in Redisson). Adding wakes waiters.
     ///
+    /// The call carries a record (`{name}:redisync_op:<id>`, kept two
+    /// minutes), so the store may send it again after a connection fault
+    /// without counting twice (not on a Redis Cluster). Unlike
+    /// [`release`](Self::release), a failed add is not sent again in the
+    /// background.
+    ///
     /// # Errors
     /// As [`try_set_permits`](Self::try_set_permits), and `Protocol` if the
     /// count would overflow.
@@ -382,8 +388,18 @@ impl Semaphore {
     /// Returns `permits` permits (taken by anyone: permits have no owner)
     /// and wakes waiters.
     ///
+    /// Exactly once, also when the connection fails with the request in
+    /// flight: the call carries a record (`{name}:redisync_op:<id>`, kept
+    /// two minutes), so sending it again never counts twice, and a request
+    /// that arrives after its window writes nothing. A release that fails
+    /// is sent again in line for up to 300 ms, then in the background for
+    /// up to a minute. (Not on a Redis Cluster: there a release that fails
+    /// in flight may or may not have counted, and is not sent again.)
+    ///
     /// # Errors
-    /// As [`acquire`](Self::acquire).
+    /// As [`acquire`](Self::acquire); a `Backend` error after the in-line
+    /// repeats means the release goes on in the background until it lands
+    /// (once): do not release these permits again.
     ///
     /// ```
     /// # let client = redisync::Client::builder().backend(redisync::MemoryBackend::new()).build()?;
@@ -498,7 +514,9 @@ impl Semaphore {
 /// and its `try_` variants. Dropping it releases them (errors go to the
 /// client's [`EventHandler`](crate::EventHandler)); [`release`](Self::release)
 /// returns the error instead, and [`forget`](Self::forget) keeps them taken.
-/// Permits have no owner, so the guard is `Send`.
+/// Either release is exact under connection faults, as
+/// [`Semaphore::release`] is: sent again until it lands, never counted
+/// twice. Permits have no owner, so the guard is `Send`.
 ///
 /// ```
 /// # let client = redisync::Client::builder().backend(redisync::MemoryBackend::new()).build()?;
@@ -543,7 +561,9 @@ impl SemaphorePermit {
     /// Releases the permits and returns any error.
     ///
     /// # Errors
-    /// `Backend` if Redis fails (the permits stay taken).
+    /// `Backend` if Redis failed after the in-line repeats: the release
+    /// then goes on in the background until it lands, once, or a minute
+    /// has passed (see [`Semaphore::release`]).
     ///
     /// ```
     /// # let client = redisync::Client::builder().backend(redisync::MemoryBackend::new()).build()?;
