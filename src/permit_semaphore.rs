@@ -360,7 +360,9 @@ impl PermitExpirableSemaphore {
     /// its lease already ran out (it was then reclaimed).
     ///
     /// # Errors
-    /// As [`try_set_permits`](Self::try_set_permits).
+    /// As [`try_set_permits`](Self::try_set_permits); after a connection
+    /// error the release goes on in the background (for up to a day; it is
+    /// exact: a released id is not found again).
     ///
     /// ```
     /// # use std::time::Duration;
@@ -376,12 +378,9 @@ impl PermitExpirableSemaphore {
         if !ops::expirable::is_permit_id(id.as_str()) {
             return Ok(false); // never an id: nothing to ask
         }
-        ops::expirable::release(
-            &*self.client.inner.backend,
-            &self.keys(),
-            id.as_str(),
-            crate::clock::wall_clock_ms(),
-        )
+        // As a guard's release: on a connection error it goes on in the
+        // background (exact: a released id is not found again).
+        Ok(self.release_ids(std::slice::from_ref(id))? == 1)
     }
 
     /// Returns permit `id` to the pool.

@@ -439,3 +439,27 @@ fn releases_and_acquires_killed_in_flight_keep_the_count_exact() {
         );
     }
 }
+
+#[test]
+fn an_expirable_release_whose_request_was_lost_goes_on_in_the_background() {
+    let server = TestServer::start();
+    let (client, lossy) = lossy_client(&server);
+    let semaphore = client.permit_expirable_semaphore(unique_name("exact:expirable-rel").as_str());
+    assert!(semaphore.try_set_permits(1).unwrap());
+    // Without a lease: a lost release would keep it taken for good.
+    let id = semaphore.acquire_many(1, None).unwrap().forget().remove(0);
+    lossy.plan("expirable_release", Fault::LoseRequest);
+    assert!(
+        semaphore
+            .try_release(&id)
+            .unwrap_err()
+            .is_connection_error()
+    );
+    wait_until(
+        "the release landed in the background",
+        Duration::from_secs(10),
+        || semaphore.available_permits().unwrap() == 1,
+    );
+    assert!(!semaphore.try_release(&id).unwrap(), "released once");
+    assert_eq!(semaphore.available_permits().unwrap(), 1);
+}
