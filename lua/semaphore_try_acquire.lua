@@ -15,14 +15,6 @@ local bad = bad_integer(ARGV[1], 'permits', '1', '9223372036854775807')
 if bad then
     return bad
 end
-if KEYS[2] then
-    local first = redis.call('get', KEYS[2])
-    if first == '1' then
-        return 1
-    elseif first then
-        return redis.error_reply('ERR late request: this acquire was undone already')
-    end
-end
 local value = redis.call('get', KEYS[1])
 if value ~= false and not string.match(value, '^-?%d+$') then
     return redis.error_reply('ERR value is not an integer or out of range')
@@ -30,10 +22,18 @@ end
 -- Compared as digit strings: tonumber would round counts beyond 2^53 and
 -- could take more permits than there are.
 if value ~= false and not integer_below(value, ARGV[1]) then
-    redis.call('decrby', KEYS[1], ARGV[1])
-    if KEYS[2] then
-        redis.call('set', KEYS[2], 1, 'px', ARGV[2])
+    -- The record first, only if absent: one call on the common path. (The
+    -- count is an integer at least the permits: DECRBY cannot fail.)
+    if not KEYS[2] or redis.call('set', KEYS[2], 1, 'px', ARGV[2], 'nx') then
+        redis.call('decrby', KEYS[1], ARGV[1])
+        return 1
     end
+elseif not KEYS[2] or redis.call('exists', KEYS[2]) == 0 then
+    return 0
+end
+-- This call's record is there: it was sent again (its reply lost), or
+-- undone.
+if redis.call('get', KEYS[2]) == '1' then
     return 1
 end
-return 0
+return redis.error_reply('ERR late request: this acquire was undone already')

@@ -133,10 +133,10 @@ impl CountDownLatch {
     ///
     /// Exactly once, also when the connection fails with the request in
     /// flight: the call carries a record (`{name}:redisync_op:<id>`, kept
-    /// two minutes) so that sending it again never counts twice, and a
+    /// a minute) so that sending it again never counts twice, and a
     /// request that arrives after its window writes nothing. One that
     /// fails is sent again in line for up to 300 ms, then in the
-    /// background for up to a minute. (Not on a Redis Cluster: there a
+    /// background for up to 30 s. (Not on a Redis Cluster: there a
     /// count-down that fails in flight may or may not have counted.)
     ///
     /// # Errors

@@ -22,7 +22,7 @@ use crate::{Client, Error, LockBackend, Result, keys};
 /// after it failed in line: until it lands or this long after it was
 /// first sent. Its record is kept twice as long
 /// ([`RECORD_MS`](ops::semaphore::RECORD_MS)), so every repeat finds it.
-pub(crate) const RESEND_HORIZON: Duration = Duration::from_secs(60);
+pub(crate) const RESEND_HORIZON: Duration = Duration::from_secs(30);
 const _: () = assert!(RESEND_HORIZON.as_millis() * 2 == ops::semaphore::RECORD_MS as u128);
 
 /// Pauses between the in-line repeats of a recorded counting call that
@@ -214,7 +214,7 @@ impl Semaphore {
     /// Adds `delta` permits (negative to remove some; the count may go
     /// negative, as in Redisson). Adding wakes waiters.
     ///
-    /// The call carries a record (`{name}:redisync_op:<id>`, kept two
+    /// The call carries a record (`{name}:redisync_op:<id>`, kept a
     /// minutes), so the store may send it again after a connection fault
     /// without counting twice (not on a Redis Cluster). Unlike
     /// [`release`](Self::release), a failed add is not sent again in the
@@ -390,10 +390,10 @@ impl Semaphore {
     ///
     /// Exactly once, also when the connection fails with the request in
     /// flight: the call carries a record (`{name}:redisync_op:<id>`, kept
-    /// two minutes), so sending it again never counts twice, and a request
+    /// a minute), so sending it again never counts twice, and a request
     /// that arrives after its window writes nothing. A release that fails
     /// is sent again in line for up to 300 ms, then in the background for
-    /// up to a minute. (Not on a Redis Cluster: there a release that fails
+    /// up to 30 s. (Not on a Redis Cluster: there a release that fails
     /// in flight may or may not have counted, and is not sent again.)
     ///
     /// # Errors
@@ -562,8 +562,8 @@ impl SemaphorePermit {
     ///
     /// # Errors
     /// `Backend` if Redis failed after the in-line repeats: the release
-    /// then goes on in the background until it lands, once, or a minute
-    /// has passed (see [`Semaphore::release`]).
+    /// then goes on in the background until it lands, once, or 30 s
+    /// have passed (see [`Semaphore::release`]).
     ///
     /// ```
     /// # let client = redisync::Client::builder().backend(redisync::MemoryBackend::new()).build()?;

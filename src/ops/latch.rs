@@ -41,7 +41,8 @@ pub fn count_down<B: LockBackend + ?Sized>(backend: &B, name: &str, channel: &st
 /// As [`count_down`], and records the call under `record` (a key of its
 /// own, `{name}:redisync_op:<op id>`, one fresh id per call, kept
 /// [`RECORD_MS`](super::semaphore::RECORD_MS)): the same call sent again
-/// (its reply lost) counts nothing more and returns the first outcome.
+/// (its reply lost) counts nothing more and returns the count as it is
+/// then.
 ///
 /// # Errors
 /// As [`count_down`].

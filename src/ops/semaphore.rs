@@ -53,9 +53,9 @@ pub fn add<B: LockBackend + ?Sized>(
 /// As [`add`], and records the call under `record` (a key of its own,
 /// `{name}:redisync_op:<op id>`, one fresh id per call, kept
 /// [`RECORD_MS`]): the same call sent again (its reply lost, or its
-/// outcome unknown) counts nothing more and returns the first outcome. So
-/// it may be sent again after any connection fault, until the record
-/// expires.
+/// outcome unknown) counts nothing more and returns the count as it is
+/// then. So it may be sent again after any connection fault, until the
+/// record expires.
 ///
 /// # Errors
 /// As [`add`].
@@ -91,14 +91,14 @@ pub fn add_recorded<B: LockBackend + ?Sized>(
 }
 
 /// How long a counting call's record (`{name}:redisync_op:<op id>`) is
-/// kept, in ms: two minutes, twice as long as the primitives send a call
+/// kept, in ms: a minute, twice as long as the primitives send a call
 /// again in the background ([`crate::Semaphore`]'s releases and undos, the
 /// latch's count-downs), so that every repeat finds the first's record.
 ///
 /// ```
-/// assert_eq!(redisync::ops::semaphore::RECORD_MS, 120_000);
+/// assert_eq!(redisync::ops::semaphore::RECORD_MS, 60_000);
 /// ```
-pub const RECORD_MS: i64 = 120_000;
+pub const RECORD_MS: i64 = 60_000;
 
 /// The add script's call. It counts: sent again only if it provably
 /// never left.
