@@ -215,7 +215,7 @@ impl Semaphore {
     /// negative, as in Redisson). Adding wakes waiters.
     ///
     /// The call carries a record (`{name}:redisync_op:<id>`, kept a
-    /// minutes), so the store may send it again after a connection fault
+    /// minute), so the store may send it again after a connection fault
     /// without counting twice (not on a Redis Cluster). Unlike
     /// [`release`](Self::release), a failed add is not sent again in the
     /// background.
