@@ -1,10 +1,11 @@
 -- Take permits from a semaphore if enough are available.
 -- KEYS[1]  the semaphore
 -- KEYS[2]  optional (redisync only): this call's record,
---          {name}:redisync_op:<op id>: 1 = it took the permits, u = it was
---          undone (lua/semaphore_undo_acquire.lua). A call whose record is
---          there does not act again: 1 (the request sent again, its reply
---          lost) = taken, no second take; u = refused as a late request.
+--          {name}:redisync_op:<op id>: 1 = it took the permits, 0 = it
+--          found too few, u = it was undone (lua/semaphore_undo_acquire.lua).
+--          A call whose record is there does not act again: the request
+--          sent again (its reply lost, or a copy delayed in the network)
+--          replies with the first outcome; u = refused as a late request.
 -- ARGV[1]  how many permits (positive)
 -- ARGV[2]  with KEYS[2]: how long the record is kept, ms
 -- Returns  1 when taken; 0 when fewer are available.
@@ -21,19 +22,20 @@ if value ~= false and not string.match(value, '^-?%d+$') then
 end
 -- Compared as digit strings: tonumber would round counts beyond 2^53 and
 -- could take more permits than there are.
-if value ~= false and not integer_below(value, ARGV[1]) then
-    -- The record first, only if absent: one call on the common path. (The
-    -- count is an integer at least the permits: DECRBY cannot fail.)
-    if not KEYS[2] or redis.call('set', KEYS[2], 1, 'px', ARGV[2], 'nx') then
-        redis.call('decrby', KEYS[1], ARGV[1])
+local enough = value ~= false and not integer_below(value, ARGV[1])
+-- The record first, only if absent: one call on every path. (The count is
+-- an integer at least the permits: DECRBY below cannot fail.)
+if KEYS[2] and not redis.call('set', KEYS[2], enough and 1 or 0, 'px', ARGV[2], 'nx') then
+    local first = redis.call('get', KEYS[2])
+    if first == '1' then
         return 1
+    elseif first == '0' then
+        return 0
     end
-elseif not KEYS[2] or redis.call('exists', KEYS[2]) == 0 then
-    return 0
+    return redis.error_reply('ERR late request: this acquire was undone already')
 end
--- This call's record is there: it was sent again (its reply lost), or
--- undone.
-if redis.call('get', KEYS[2]) == '1' then
+if enough then
+    redis.call('decrby', KEYS[1], ARGV[1])
     return 1
 end
-return redis.error_reply('ERR late request: this acquire was undone already')
+return 0

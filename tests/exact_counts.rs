@@ -254,6 +254,23 @@ fn an_acquire_that_arrives_after_its_undo_is_refused() {
 }
 
 #[test]
+fn a_late_copy_of_an_acquire_that_found_too_few_takes_nothing() {
+    let server = TestServer::start();
+    let backend = redisync::RedisBackend::open(&server.url()).unwrap();
+    let name = unique_name("exact:late-copy");
+    let channel = format!("redisson_sc:{{{name}}}");
+    let op = format!("{{{name}}}:redisync_op:copy1");
+    // The copy that ran first found no permit: the call's outcome is "not
+    // taken", which the caller read and acted on.
+    assert!(!redisync::ops::semaphore::try_acquire_recorded(&backend, &name, 1, &op).unwrap());
+    redisync::ops::semaphore::add(&backend, &name, &channel, 1).unwrap();
+    // A copy of the same call delivered late (a delaying network) reports
+    // that outcome and takes nothing.
+    assert!(!redisync::ops::semaphore::try_acquire_recorded(&backend, &name, 1, &op).unwrap());
+    assert_eq!(redisync::ops::counter::get(&backend, &name).unwrap(), 1);
+}
+
+#[test]
 fn a_count_down_whose_reply_was_lost_counts_once() {
     let server = TestServer::start();
     let (client, lossy) = lossy_client(&server);
