@@ -153,7 +153,8 @@ fn undo_try_acquire(call: &ScriptCall<'_>, _: &Reply) -> ScriptCall<'static> {
 /// As [`try_acquire`], and records the call under `record`
 /// (`{name}:redisync_op:<op id>`, one fresh id per call, kept
 /// [`RECORD_MS`]) with its outcome: the same call sent again (its
-/// reply lost) takes nothing more and returns `true`; [`undo_acquire`] with
+/// reply lost, or a copy delayed in the network) acts no more and returns
+/// that first outcome; [`undo_acquire`] with
 /// the same record gives back exactly what it took, and once undone the
 /// call is refused if it arrives later still.
 ///
