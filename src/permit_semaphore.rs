@@ -668,14 +668,12 @@ impl PermitExpirableSemaphore {
             .map(|_| PermitId(uuid::Uuid::new_v4().simple().to_string()))
             .collect();
         let id_strs: Vec<&str> = ids.iter().map(PermitId::as_str).collect();
-        // The call's record, written only by its undo: once undone, any
-        // attempt of this call that arrives later is refused. Not on a Redis
-        // Cluster (see `Semaphore::records`).
-        let record = inner
-            .backend
-            .slot_of(&self.name)
-            .is_none()
-            .then(|| keys::new_op_record(&self.name));
+        // Each attempt's record (its outcome; `u` once undone): a copy of
+        // an attempt that arrives late acts no more. Only the latest can
+        // have an unknown outcome (each earlier one was answered). Not on a
+        // Redis Cluster (see `Semaphore::records`).
+        let records = inner.backend.slot_of(&self.name).is_none();
+        let record = std::cell::RefCell::new(None::<String>);
         let taken = crate::wait::until_done(
             &inner.subscriber,
             Waiting {
@@ -700,7 +698,12 @@ impl PermitExpirableSemaphore {
                         &id_strs,
                         ends,
                         now,
-                        record.as_deref(),
+                        records
+                            .then(|| {
+                                let op = keys::new_op_record(&self.name);
+                                record.borrow_mut().insert(op).clone()
+                            })
+                            .as_deref(),
                     )? {
                         Acquire::Acquired => Attempt::Done(()),
                         Acquire::Held { ttl } => Attempt::Retry(ttl),
@@ -714,7 +717,7 @@ impl PermitExpirableSemaphore {
             Ok(None) => Ok(None),
             Err(err) => {
                 if err.is_connection_error() {
-                    self.undo_unknown_attempt(&ids, lease_ms, record, &err);
+                    self.undo_unknown_attempt(&ids, lease_ms, record.take(), &err);
                 }
                 Err(err)
             }

@@ -480,3 +480,41 @@ fn an_expirable_release_whose_request_was_lost_goes_on_in_the_background() {
     assert!(!semaphore.try_release(&id).unwrap(), "released once");
     assert_eq!(semaphore.available_permits().unwrap(), 1);
 }
+
+#[test]
+fn a_late_copy_of_an_expirable_attempt_that_found_too_few_takes_nothing() {
+    let server = TestServer::start();
+    let backend = redisync::RedisBackend::open(&server.url()).unwrap();
+    let name = unique_name("exact:late-copy-expirable");
+    let (leases, channel) = (
+        format!("{{{name}}}:timeout"),
+        format!("redisson_sc:{{{name}}}"),
+    );
+    let keys = ExpirableKeys {
+        name: &name,
+        leases: &leases,
+        channel: &channel,
+    };
+    let op = format!("{{{name}}}:redisync_op:copy2");
+    let (now, never) = (1_700_000_000_000, redisync::ops::expirable::NON_EXPIRABLE);
+    let attempt = || {
+        redisync::ops::expirable::acquire_many_recorded(
+            &backend,
+            &keys,
+            &["0c"],
+            never,
+            now,
+            Some(&op),
+        )
+        .unwrap()
+    };
+    assert!(!attempt().is_acquired(), "no permits yet");
+    redisync::ops::semaphore::add(&backend, &name, &channel, 1).unwrap();
+    // A copy of that attempt delivered late takes nothing, even with a
+    // permit free now (it would be leased to nobody, for good).
+    assert!(!attempt().is_acquired());
+    assert_eq!(
+        redisync::ops::expirable::available(&backend, &keys, now).unwrap(),
+        1
+    );
+}

@@ -151,15 +151,18 @@ pub fn acquire_many<B: LockBackend + ?Sized>(
 }
 
 /// As [`acquire_many`], for ids fresh to this call (as the primitives'
-/// are): a call whose first id is leased already is the same call sent
-/// again (its reply lost) and takes nothing more, so it may be sent again
-/// after any connection fault. With `record` (`{name}:redisync_op:<op
-/// id>`, one per call), [`undo_acquire`] with the same record makes the
-/// call refused if it arrives after the undo.
+/// are). Without `record`, a call whose first id is leased already is the
+/// same call sent again (its reply lost) and takes nothing more. With
+/// `record` (`{name}:redisync_op:<op id>`, one per attempt, kept
+/// [`RECORD_MS`](super::semaphore::RECORD_MS)), the attempt's outcome is
+/// recorded: sent again (its reply lost, or a copy delayed in the network)
+/// it acts no more and replies with that outcome (`Held { ttl: None }` for
+/// "too few"), and after [`undo_acquire`] with the same record it is
+/// refused. Either way it may be sent again after any connection fault.
 ///
 /// # Errors
-/// As [`acquire_many`]; a connection error (a late request) for a call
-/// already undone.
+/// As [`acquire_many`]; a connection error (a late request) for an
+/// attempt already undone.
 ///
 /// ```
 /// use redisync::backend::{Acquire, ExpirableKeys};
@@ -196,10 +199,10 @@ pub fn acquire_many_recorded<B: LockBackend + ?Sized>(
     .key(keys.name)
     .key(keys.leases)
     .key(keys.channel);
-    if let Some(record) = record {
-        call = call.key(record);
-    }
     call = call.arg(lease_end_ms).arg(now_ms);
+    if let Some(record) = record {
+        call = call.key(record).arg(super::semaphore::RECORD_MS);
+    }
     for id in permit_ids {
         call = call.arg(*id);
     }
@@ -251,17 +254,23 @@ pub fn undo_acquire<B: LockBackend + ?Sized>(
 }
 
 /// Returns the permits an acquire call leased (KEYS available, leases,
-/// channel[, record]; ARGV lease end, now, ids...): by id, exactly its own;
-/// a record is left alone, since the store sends the same call again at
-/// once (a replica-acknowledgement retry).
+/// channel[, record]; ARGV lease end, now[, record ms], ids...): by id,
+/// exactly its own; its record is forgotten, since the store sends the same
+/// call again at once (a replica-acknowledgement retry).
 fn release_taken(call: &ScriptCall<'_>, _: &Reply) -> ScriptCall<'static> {
     let keys = ExpirableKeys {
         name: call.keys()[0].as_ref(),
         leases: call.keys()[1].as_ref(),
         channel: call.keys()[2].as_ref(),
     };
-    let ids: Vec<&str> = call.args().iter().skip(2).map(AsRef::as_ref).collect();
-    release_call(&keys, &ids, call.args()[1].parse().unwrap_or(0)).into_owned()
+    let record = call.keys().get(3);
+    let skip = if record.is_some() { 3 } else { 2 };
+    let ids: Vec<&str> = call.args().iter().skip(skip).map(AsRef::as_ref).collect();
+    let mut release = release_call(&keys, &ids, call.args()[1].parse().unwrap_or(0));
+    if let Some(record) = record {
+        release = release.key(record.as_ref());
+    }
+    release.into_owned()
 }
 
 /// Returns permit `permit_id` to the pool and publishes the new count.
