@@ -57,3 +57,31 @@ local function reclaim_expired(available, leases, channel, now)
         redis.call('publish', channel, value)
     end
 end
+
+-- Returns the leased permits among ARGV[first..] (ids in hex; a repeated
+-- id counts once) to the pool and announces the new count when any was;
+-- an unknown id, or one whose lease had run out (it is reclaimed, not
+-- released by its holder), does not count. Returns how many were.
+local function return_leased(available, leases, channel, now, first)
+    local live, seen = {}, {}
+    for i = first, #ARGV do
+        local id = permit_member(ARGV[i])
+        if not seen[id] then
+            seen[id] = true
+            local ends = redis.call('zscore', leases, id)
+            if ends ~= false and tonumber(ends) > tonumber(now) then
+                live[#live + 1] = id
+            end
+        end
+    end
+    if #live > 0 then
+        -- The count first: if INCRBY fails (not an integer, overflow) the
+        -- leases are still recorded, where removing them first would lose them.
+        local value = redis.call('incrby', available, #live)
+        for i = 1, #live, 5000 do
+            redis.call('zrem', leases, unpack(live, i, math.min(i + 4999, #live)))
+        end
+        redis.call('publish', channel, value)
+    end
+    return #live
+end

@@ -1,7 +1,9 @@
 //! Releases that must land although the call that needed them has returned:
 //! an unlock whose round trip failed, and the undoing of an acquire whose
 //! outcome is unknown (the request left, no reply came: the script may have
-//! run and made this thread a holder that no guard knows of).
+//! run and made this thread a holder that no guard knows of). Semaphore
+//! releases, latch count-downs and semaphore undos come here too, keyed by
+//! their call's record (each is exact however often it is sent).
 //!
 //! One background thread per client (started on first use) retries each
 //! pending release with a growing pause until it lands or the hold it
@@ -249,7 +251,8 @@ fn finish(
     if pending.tasks.is_empty() || now >= pending.give_up_at {
         if !pending.tasks.is_empty() {
             log::debug!(
-                "redisync: gave up releasing lock {:?}: its lease has run out",
+                "redisync: gave up a release or undo on {:?}: its hold has run out, or its \
+                 resend horizon passed",
                 key.0
             );
         }

@@ -61,6 +61,23 @@ pub(crate) fn expirable_leases(name: &str) -> String {
     }
 }
 
+/// A fresh record key for one counting call on `name` (redisync only, in
+/// the object's slot, under the `{name}:` keys an ACL already grants):
+/// `{name}:redisync_op:<op id>`, the id this process's random prefix and a
+/// counter (no random draw per call), unique across clients and runs. See
+/// `ops::semaphore::add_recorded`.
+pub(crate) fn new_op_record(name: &str) -> String {
+    static PREFIX: std::sync::LazyLock<String> =
+        std::sync::LazyLock::new(|| uuid::Uuid::new_v4().simple().to_string());
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    format!(
+        "{}:redisync_op:{}{n:x}",
+        rw_key_prefix(name),
+        PREFIX.as_str()
+    )
+}
+
 /// A count-down latch's channel: `redisson_countdownlatch__channel__{name}`
 /// (braces always added, plain concatenation, as Redisson does).
 pub(crate) fn latch_channel(name: &str) -> String {

@@ -131,9 +131,19 @@ impl CountDownLatch {
     /// Lowers the count by one; at zero the latch opens and every waiter is
     /// woken. Counting down an open latch does nothing.
     ///
+    /// Exactly once, also when the connection fails with the request in
+    /// flight: the call carries a record (`{name}:redisync_op:<id>`, kept
+    /// a minute) so that sending it again never counts twice, and a
+    /// request that arrives after its window writes nothing. One that
+    /// fails is sent again in line for up to 300 ms, then in the
+    /// background for up to 30 s. (Not on a Redis Cluster: there a
+    /// count-down that fails in flight may or may not have counted.)
+    ///
     /// # Errors
-    /// `InvalidArgument` for an empty name; `Backend` if Redis fails;
-    /// `Protocol` on a wrong type.
+    /// `InvalidArgument` for an empty name; `Protocol` on a wrong type;
+    /// `Backend` if Redis fails after the in-line repeats: the count-down
+    /// then goes on in the background until it lands (once): do not count
+    /// down again for it.
     ///
     /// ```
     /// # let client = redisync::Client::builder().backend(redisync::MemoryBackend::new()).build()?;
@@ -146,7 +156,16 @@ impl CountDownLatch {
     #[doc(alias = "countDown")]
     pub fn count_down(&self) -> Result<()> {
         check_name(&self.name)?;
-        ops::latch::count_down(&*self.client.inner.backend, &self.name, &self.channel).map(drop)
+        let backend = &*self.client.inner.backend;
+        // No records on a Redis Cluster (see `Semaphore::records`).
+        if backend.slot_of(&self.name).is_some() {
+            return ops::latch::count_down(backend, &self.name, &self.channel).map(drop);
+        }
+        let record = keys::new_op_record(&self.name);
+        let (name, channel, op) = (self.name.clone(), self.channel.clone(), record.clone());
+        crate::semaphore::exactly_once(&self.client, &self.name, record, move |backend| {
+            ops::latch::count_down_recorded(backend, &name, &channel, &op).map(drop)
+        })
     }
 
     /// The current count (0 when open or never set), as stored.

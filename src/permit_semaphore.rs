@@ -360,7 +360,9 @@ impl PermitExpirableSemaphore {
     /// its lease already ran out (it was then reclaimed).
     ///
     /// # Errors
-    /// As [`try_set_permits`](Self::try_set_permits).
+    /// As [`try_set_permits`](Self::try_set_permits); after a connection
+    /// error the release goes on in the background (for up to a day; it is
+    /// exact: a released id is not found again).
     ///
     /// ```
     /// # use std::time::Duration;
@@ -376,12 +378,9 @@ impl PermitExpirableSemaphore {
         if !ops::expirable::is_permit_id(id.as_str()) {
             return Ok(false); // never an id: nothing to ask
         }
-        ops::expirable::release(
-            &*self.client.inner.backend,
-            &self.keys(),
-            id.as_str(),
-            crate::clock::wall_clock_ms(),
-        )
+        // As a guard's release: on a connection error it goes on in the
+        // background (exact: a released id is not found again).
+        Ok(self.release_ids(std::slice::from_ref(id))? == 1)
     }
 
     /// Returns permit `id` to the pool.
@@ -615,7 +614,7 @@ impl PermitExpirableSemaphore {
         if let Err(err) = &released
             && err.is_connection_error()
         {
-            self.undo_unknown_attempt(ids, None, err);
+            self.undo_unknown_attempt(ids, None, None, err);
         }
         released
     }
@@ -669,6 +668,12 @@ impl PermitExpirableSemaphore {
             .map(|_| PermitId(uuid::Uuid::new_v4().simple().to_string()))
             .collect();
         let id_strs: Vec<&str> = ids.iter().map(PermitId::as_str).collect();
+        // Each attempt's record (its outcome; `u` once undone): a copy of
+        // an attempt that arrives late acts no more. Only the latest can
+        // have an unknown outcome (each earlier one was answered). Not on a
+        // Redis Cluster (see `Semaphore::records`).
+        let records = inner.backend.slot_of(&self.name).is_none();
+        let record = std::cell::RefCell::new(None::<String>);
         let taken = crate::wait::until_done(
             &inner.subscriber,
             Waiting {
@@ -687,8 +692,19 @@ impl PermitExpirableSemaphore {
                 let now = crate::clock::wall_clock_ms();
                 let ends = lease_end(now, lease_ms)?;
                 Ok(
-                    match ops::expirable::acquire_many(&*inner.backend, &keys, &id_strs, ends, now)?
-                    {
+                    match ops::expirable::acquire_many_recorded(
+                        &*inner.backend,
+                        &keys,
+                        &id_strs,
+                        ends,
+                        now,
+                        records
+                            .then(|| {
+                                let op = keys::new_op_record(&self.name);
+                                record.borrow_mut().insert(op).clone()
+                            })
+                            .as_deref(),
+                    )? {
                         Acquire::Acquired => Attempt::Done(()),
                         Acquire::Held { ttl } => Attempt::Retry(ttl),
                     },
@@ -701,7 +717,7 @@ impl PermitExpirableSemaphore {
             Ok(None) => Ok(None),
             Err(err) => {
                 if err.is_connection_error() {
-                    self.undo_unknown_attempt(&ids, lease_ms, &err);
+                    self.undo_unknown_attempt(&ids, lease_ms, record.take(), &err);
                 }
                 Err(err)
             }
@@ -713,8 +729,16 @@ impl PermitExpirableSemaphore {
     /// release that failed so left them taken). Releasing them is exact (an
     /// id never leased is not found), so the client's cleanup thread sends
     /// the release until it lands or the lease would have ended anyway
-    /// ([`NO_LEASE_CLEANUP`] for permits without one).
-    fn undo_unknown_attempt(&self, ids: &[PermitId], lease_ms: Option<i64>, cause: &Error) {
+    /// ([`NO_LEASE_CLEANUP`] for permits without one). With the acquire
+    /// call's `record`, the undo also marks the call undone, so that an
+    /// attempt of it that arrives after the undo is refused.
+    fn undo_unknown_attempt(
+        &self,
+        ids: &[PermitId],
+        lease_ms: Option<i64>,
+        record: Option<String>,
+        cause: &Error,
+    ) {
         let lease = lease_ms.map_or(NO_LEASE_CLEANUP, |ms| {
             Duration::from_millis(u64::try_from(ms).unwrap_or(0))
         });
@@ -733,7 +757,11 @@ impl PermitExpirableSemaphore {
                 channel: &channel,
             };
             let ids: Vec<&str> = permits.iter().map(String::as_str).collect();
-            ops::expirable::release_many(&*backend, &keys, &ids, crate::clock::wall_clock_ms())?;
+            let now = crate::clock::wall_clock_ms();
+            match &record {
+                Some(record) => ops::expirable::undo_acquire(&*backend, &keys, &ids, now, record)?,
+                None => ops::expirable::release_many(&*backend, &keys, &ids, now)?,
+            };
             Ok(true)
         });
         self.client

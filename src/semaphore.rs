@@ -8,13 +8,76 @@
 //! wakes up to that many of them.
 
 use std::fmt;
-use std::time::Duration;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use crate::event::UnlockFailedEvent;
 use crate::ops;
 use crate::pubsub::Wake;
 use crate::wait::{Attempt, Wait, Waiting};
-use crate::{Client, Error, Result, keys};
+use crate::{Client, Error, LockBackend, Result, keys};
+
+/// How long a counting call whose outcome is unknown (a release, a
+/// count-down, the undo of an acquire) is sent again in the background
+/// after it failed in line: until it lands or this long after it was
+/// first sent. Its record is kept twice as long
+/// ([`RECORD_MS`](ops::semaphore::RECORD_MS)), so every repeat finds it.
+pub(crate) const RESEND_HORIZON: Duration = Duration::from_secs(30);
+const _: () = assert!(RESEND_HORIZON.as_millis() * 2 == ops::semaphore::RECORD_MS as u128);
+
+/// Pauses between the in-line repeats of a recorded counting call that
+/// failed with a connection error (each repeat is exact: same record); no
+/// repeat starts after [`RETRY_BUDGET`]. What has still not landed then is
+/// sent again in the background, and the call returns the error.
+const RETRIES: [Duration; 3] = [
+    Duration::from_millis(10),
+    Duration::from_millis(100),
+    Duration::from_millis(100),
+];
+const RETRY_BUDGET: Duration = Duration::from_millis(300);
+
+/// Runs `call`, a counting call on `name` carrying its record `record`
+/// (see `ops::semaphore::add_recorded`), so that it counts exactly once
+/// whatever the connection does: a repeat of a call that ran counts
+/// nothing more, and one that arrives after its window is refused. On a
+/// connection error it is repeated in line (within [`RETRY_BUDGET`]), then
+/// handed to the client's cleanup worker, which repeats it until it lands
+/// or [`RESEND_HORIZON`] has passed; the error is returned (the call goes
+/// on in the background: the caller must not count again).
+pub(crate) fn exactly_once<F>(client: &Client, name: &str, record: String, call: F) -> Result<()>
+where
+    F: Fn(&dyn LockBackend) -> Result<()> + Send + 'static,
+{
+    let backend = &client.inner.backend;
+    let started = Instant::now();
+    let mut outcome = call(backend.as_ref());
+    for pause in RETRIES {
+        match &outcome {
+            Err(err) if err.is_connection_error() && started.elapsed() + pause < RETRY_BUDGET => {
+                std::thread::sleep(pause);
+                outcome = call(backend.as_ref());
+            }
+            _ => break,
+        }
+    }
+    if let Err(err) = &outcome
+        && err.is_connection_error()
+        && let Some(give_up_at) = started.checked_add(RESEND_HORIZON)
+    {
+        let backend = Arc::clone(backend);
+        let task: crate::cleanup::Task = Box::new(move || match call(backend.as_ref()) {
+            Ok(()) => Ok(true),
+            Err(err) if err.is_connection_error() => Err(err),
+            // Answered: it will not land by being sent again.
+            Err(_) => Ok(true),
+        });
+        client
+            .inner
+            .cleanup
+            .push(name, &record, task, give_up_at, false, err);
+    }
+    outcome
+}
 
 /// A handle on one distributed counting semaphore; created by
 /// [`Client::semaphore`]. Cheap to clone, `Send + Sync`.
@@ -151,6 +214,12 @@ impl Semaphore {
     /// Adds `delta` permits (negative to remove some; the count may go
     /// negative, as in Redisson). Adding wakes waiters.
     ///
+    /// The call carries a record (`{name}:redisync_op:<id>`, kept a
+    /// minute), so the store may send it again after a connection fault
+    /// without counting twice (not on a Redis Cluster). Unlike
+    /// [`release`](Self::release), a failed add is not sent again in the
+    /// background.
+    ///
     /// # Errors
     /// As [`try_set_permits`](Self::try_set_permits), and `Protocol` if the
     /// count would overflow.
@@ -166,13 +235,67 @@ impl Semaphore {
     #[doc(alias = "addPermits")]
     pub fn add_permits(&self, delta: i64) -> Result<()> {
         check_name(&self.name)?;
-        ops::semaphore::add(
-            &*self.client.inner.backend,
-            &self.name,
-            &self.channel,
-            delta,
-        )
-        .map(drop)
+        let backend = &*self.client.inner.backend;
+        if self.records() {
+            // Recorded: sent again after a connection fault, it counts once.
+            let record = keys::new_op_record(&self.name);
+            return ops::semaphore::add_recorded(
+                backend,
+                &self.name,
+                &self.channel,
+                delta,
+                &record,
+            )
+            .map(drop);
+        }
+        ops::semaphore::add(backend, &self.name, &self.channel, delta).map(drop)
+    }
+
+    /// Whether counting calls carry a record (`{name}:redisync_op:<id>`)
+    /// that makes them exact under connection faults: everywhere but on a
+    /// Redis Cluster, where a script with a key the importing master lacks
+    /// fails with TRYAGAIN for as long as its slot migrates (and no request
+    /// carries a window).
+    fn records(&self) -> bool {
+        self.client.inner.backend.slot_of(&self.name).is_none()
+    }
+
+    /// Gives back `permits` (a release): exactly once, also when the
+    /// connection fails with the request in flight (see [`exactly_once`]);
+    /// on a Redis Cluster, as a plain add.
+    fn give_back(&self, permits: i64) -> Result<()> {
+        check_name(&self.name)?;
+        if !self.records() {
+            return self.add_permits(permits);
+        }
+        let record = keys::new_op_record(&self.name);
+        let (name, channel, op) = (self.name.clone(), self.channel.clone(), record.clone());
+        exactly_once(&self.client, &self.name, record, move |backend| {
+            ops::semaphore::add_recorded(backend, &name, &channel, permits, &op).map(drop)
+        })
+    }
+
+    /// After an acquire failed with a connection error, its latest call
+    /// (recorded under `record`) may have taken the permits, or take them
+    /// later still: the undo gives back exactly what that call took, or
+    /// marks it undone so that it is refused if it arrives later (see
+    /// `ops::semaphore::undo_acquire`), in the background until it lands.
+    fn undo_acquire(&self, permits: i64, record: String, cause: &Error) {
+        let backend = Arc::clone(&self.client.inner.backend);
+        let (name, channel, op) = (self.name.clone(), self.channel.clone(), record.clone());
+        let task: crate::cleanup::Task = Box::new(move || {
+            match ops::semaphore::undo_acquire(backend.as_ref(), &name, &channel, permits, &op) {
+                Ok(_) => Ok(true),
+                Err(err) if err.is_connection_error() => Err(err),
+                Err(_) => Ok(true),
+            }
+        });
+        if let Some(give_up_at) = Instant::now().checked_add(RESEND_HORIZON) {
+            self.client
+                .inner
+                .cleanup
+                .push(&self.name, &record, task, give_up_at, false, cause);
+        }
     }
 
     /// Deletes the semaphore's count (Redisson's `RSemaphore.delete()`), so
@@ -265,8 +388,18 @@ impl Semaphore {
     /// Returns `permits` permits (taken by anyone: permits have no owner)
     /// and wakes waiters.
     ///
+    /// Exactly once, also when the connection fails with the request in
+    /// flight: the call carries a record (`{name}:redisync_op:<id>`, kept
+    /// a minute), so sending it again never counts twice, and a request
+    /// that arrives after its window writes nothing. A release that fails
+    /// is sent again in line for up to 300 ms, then in the background for
+    /// up to 30 s. (Not on a Redis Cluster: there a release that fails
+    /// in flight may or may not have counted, and is not sent again.)
+    ///
     /// # Errors
-    /// As [`acquire`](Self::acquire).
+    /// As [`acquire`](Self::acquire); a `Backend` error after the in-line
+    /// repeats means the release goes on in the background until it lands
+    /// (once): do not release these permits again.
     ///
     /// ```
     /// # let client = redisync::Client::builder().backend(redisync::MemoryBackend::new()).build()?;
@@ -278,7 +411,7 @@ impl Semaphore {
     pub fn release(&self, permits: u64) -> Result<()> {
         check_name(&self.name)?;
         let permits = permit_count("permits", permits)?;
-        self.add_permits(permits)
+        self.give_back(permits)
     }
 
     /// The number of permits available now (negative after removing more
@@ -322,6 +455,10 @@ impl Semaphore {
         check_name(&self.name)?;
         let count = permit_count("permits", permits)?;
         let inner = &self.client.inner;
+        let records = self.records();
+        // The latest attempt's record: only the latest can have an unknown
+        // outcome (each earlier one was answered).
+        let record = std::cell::RefCell::new(None::<String>);
         let taken = crate::wait::until_done(
             &inner.subscriber,
             Waiting {
@@ -337,16 +474,34 @@ impl Semaphore {
                 seat: None,
             },
             || {
-                Ok(
-                    if ops::semaphore::try_acquire(&*inner.backend, &self.name, count)? {
-                        Attempt::Done(())
-                    } else {
-                        Attempt::Retry(None)
-                    },
-                )
+                let backend = &*inner.backend;
+                let taken = if records {
+                    let op = keys::new_op_record(&self.name);
+                    let taken =
+                        ops::semaphore::try_acquire_recorded(backend, &self.name, count, &op);
+                    *record.borrow_mut() = Some(op);
+                    taken?
+                } else {
+                    ops::semaphore::try_acquire(backend, &self.name, count)?
+                };
+                Ok(if taken {
+                    Attempt::Done(())
+                } else {
+                    Attempt::Retry(None)
+                })
             },
-        )?
-        .and_then(crate::wait::Done::attempted);
+        );
+        let taken = match taken {
+            Ok(taken) => taken.and_then(crate::wait::Done::attempted),
+            Err(err) => {
+                if err.is_connection_error()
+                    && let Some(op) = record.take()
+                {
+                    self.undo_acquire(count, op, &err);
+                }
+                return Err(err);
+            }
+        };
         Ok(taken.map(|()| SemaphorePermit {
             semaphore: self.clone(),
             permits: count,
@@ -359,7 +514,9 @@ impl Semaphore {
 /// and its `try_` variants. Dropping it releases them (errors go to the
 /// client's [`EventHandler`](crate::EventHandler)); [`release`](Self::release)
 /// returns the error instead, and [`forget`](Self::forget) keeps them taken.
-/// Permits have no owner, so the guard is `Send`.
+/// Either release is exact under connection faults, as
+/// [`Semaphore::release`] is: sent again until it lands, never counted
+/// twice. Permits have no owner, so the guard is `Send`.
 ///
 /// ```
 /// # let client = redisync::Client::builder().backend(redisync::MemoryBackend::new()).build()?;
@@ -404,7 +561,9 @@ impl SemaphorePermit {
     /// Releases the permits and returns any error.
     ///
     /// # Errors
-    /// `Backend` if Redis fails (the permits stay taken).
+    /// `Backend` if Redis failed after the in-line repeats: the release
+    /// then goes on in the background until it lands, once, or 30 s
+    /// have passed (see [`Semaphore::release`]).
     ///
     /// ```
     /// # let client = redisync::Client::builder().backend(redisync::MemoryBackend::new()).build()?;
@@ -414,7 +573,7 @@ impl SemaphorePermit {
     /// ```
     pub fn release(mut self) -> Result<()> {
         self.released = true;
-        self.semaphore.add_permits(self.permits)
+        self.semaphore.give_back(self.permits)
     }
 
     /// Keeps the permits taken (nothing is released) and returns how many.
@@ -439,7 +598,7 @@ impl Drop for SemaphorePermit {
             return;
         }
         self.released = true;
-        if let Err(error) = self.semaphore.add_permits(self.permits) {
+        if let Err(error) = self.semaphore.give_back(self.permits) {
             self.semaphore
                 .client
                 .inner

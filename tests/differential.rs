@@ -7,7 +7,8 @@
 //! keyspace, the command semantics (replies, errors, types, expiry) and the
 //! conversions between Lua and Redis agree, on operations that share key
 //! names across primitives (so `WRONGTYPE` clashes happen too), with short
-//! and long leases, reused unlock latches and out-of-range arguments.
+//! and long leases, reused unlock latches, reused and undone counting-call
+//! records (`{name}:redisync_op:<id>`) and out-of-range arguments.
 //!
 //! - Each operation runs on memory, then at once on Redis, with the same
 //!   arguments (clock readings are taken once and passed to both). Results
@@ -53,6 +54,10 @@ const PAUSE: Duration = Duration::from_millis(250);
 const NAMES: [&str; 3] = ["d:a", "d:b", "d:c"];
 const HOLDERS: [&str; 3] = ["c1:1", "c1:2", "c2:1"];
 const PERMITS: [&str; 3] = ["01", "02", "0a0b"];
+
+/// Counting-call record ids (`{name}:redisync_op:<id>`), few so that
+/// repeats and undone calls come up; `None`: an unrecorded call.
+const RECORDS: [Option<&str>; 3] = [None, Some("r1"), Some("r2")];
 
 /// splitmix64: small, seedable, good enough to pick operations.
 struct Rng(u64);
@@ -180,10 +185,17 @@ enum Op {
     SemaphoreAdd {
         name: &'static str,
         delta: i64,
+        record: Option<&'static str>,
     },
     SemaphoreTake {
         name: &'static str,
         permits: i64,
+        record: Option<&'static str>,
+    },
+    SemaphoreUndo {
+        name: &'static str,
+        permits: i64,
+        record: &'static str,
     },
     SemaphoreDrain {
         name: &'static str,
@@ -193,6 +205,13 @@ enum Op {
         permit: &'static str,
         lease_end: i64,
         now: i64,
+        record: Option<&'static str>,
+    },
+    ExpirableUndo {
+        name: &'static str,
+        permit: &'static str,
+        now: i64,
+        record: &'static str,
     },
     ExpirableRelease {
         name: &'static str,
@@ -205,6 +224,7 @@ enum Op {
     },
     LatchCountDown {
         name: &'static str,
+        record: Option<&'static str>,
     },
     LatchDelete {
         name: &'static str,
@@ -363,25 +383,45 @@ fn generate(rng: &mut Rng, serial: usize) -> Op {
                 Op::SemaphoreAdd {
                     name,
                     delta: rng.pick(&[1, 2, -1, 0]),
+                    record: rng.pick(&RECORDS),
                 }
             }
         }
         23 => {
-            if rng.chance(70) {
+            if rng.chance(60) {
                 Op::SemaphoreTake {
                     name,
                     permits: rng.pick(&[1, 2, 0]),
+                    record: rng.pick(&RECORDS),
+                }
+            } else if rng.chance(30) {
+                Op::SemaphoreUndo {
+                    name,
+                    permits: rng.pick(&[1, 2, 0]),
+                    record: rng.pick(&["r1", "r2"]),
                 }
             } else {
                 Op::SemaphoreDrain { name }
             }
         }
-        24 => Op::ExpirableAcquire {
-            name,
-            permit: rng.pick(&PERMITS),
-            lease_end: now + rng.pick(&[-1, 50, 60_000]),
-            now,
-        },
+        24 => {
+            if rng.chance(80) {
+                Op::ExpirableAcquire {
+                    name,
+                    permit: rng.pick(&PERMITS),
+                    lease_end: now + rng.pick(&[-1, 50, 60_000]),
+                    now,
+                    record: rng.pick(&RECORDS),
+                }
+            } else {
+                Op::ExpirableUndo {
+                    name,
+                    permit: rng.pick(&PERMITS),
+                    now,
+                    record: rng.pick(&["r1", "r2"]),
+                }
+            }
+        }
         25 => {
             if rng.chance(60) {
                 Op::ExpirableRelease {
@@ -395,7 +435,10 @@ fn generate(rng: &mut Rng, serial: usize) -> Op {
         }
         _ => {
             if rng.chance(75) {
-                Op::LatchCountDown { name }
+                Op::LatchCountDown {
+                    name,
+                    record: rng.pick(&RECORDS),
+                }
             } else {
                 Op::LatchDelete { name }
             }
@@ -639,18 +682,43 @@ fn run<B: LockBackend + ?Sized>(store: &B, op: &Op) -> Out {
                 &value.to_string(),
             )?),
             Op::CounterGet { name } => Out::Int(ops::counter::get(store, name)?),
-            Op::SemaphoreAdd { name, delta } => {
-                Out::Int(ops::semaphore::add(store, name, &sc(name), *delta)?)
-            }
-            Op::SemaphoreTake { name, permits } => {
-                Out::Flag(ops::semaphore::try_acquire(store, name, *permits)?)
-            }
+            Op::SemaphoreAdd {
+                name,
+                delta,
+                record,
+            } => Out::Int(match record {
+                Some(id) => {
+                    ops::semaphore::add_recorded(store, name, &sc(name), *delta, &op_key(name, id))?
+                }
+                None => ops::semaphore::add(store, name, &sc(name), *delta)?,
+            }),
+            Op::SemaphoreTake {
+                name,
+                permits,
+                record,
+            } => Out::Flag(match record {
+                Some(id) => {
+                    ops::semaphore::try_acquire_recorded(store, name, *permits, &op_key(name, id))?
+                }
+                None => ops::semaphore::try_acquire(store, name, *permits)?,
+            }),
+            Op::SemaphoreUndo {
+                name,
+                permits,
+                record,
+            } => Out::Flag(ops::semaphore::undo_acquire(
+                store,
+                name,
+                &sc(name),
+                *permits,
+                &op_key(name, record),
+            )?),
             Op::SemaphoreDrain { name } => Out::Int(ops::semaphore::drain(store, name)?),
-            Op::ExpirableAcquire {
+            Op::ExpirableUndo {
                 name,
                 permit,
-                lease_end,
                 now,
+                record,
             } => {
                 let (leases, channel) = (format!("{{{name}}}:timeout"), sc(name));
                 let keys = ExpirableKeys {
@@ -658,8 +726,35 @@ fn run<B: LockBackend + ?Sized>(store: &B, op: &Op) -> Out {
                     leases: &leases,
                     channel: &channel,
                 };
-                acquire_out(ops::expirable::acquire(
-                    store, &keys, permit, *lease_end, *now,
+                Out::Int(ops::expirable::undo_acquire(
+                    store,
+                    &keys,
+                    &[permit],
+                    *now,
+                    &op_key(name, record),
+                )? as i64)
+            }
+            Op::ExpirableAcquire {
+                name,
+                permit,
+                lease_end,
+                now,
+                record,
+            } => {
+                let (leases, channel) = (format!("{{{name}}}:timeout"), sc(name));
+                let keys = ExpirableKeys {
+                    name,
+                    leases: &leases,
+                    channel: &channel,
+                };
+                let record = record.map(|id| op_key(name, id));
+                acquire_out(ops::expirable::acquire_many_recorded(
+                    store,
+                    &keys,
+                    &[permit],
+                    *lease_end,
+                    *now,
+                    record.as_deref(),
                 )?)
             }
             Op::ExpirableRelease { name, permit, now } => {
@@ -680,15 +775,26 @@ fn run<B: LockBackend + ?Sized>(store: &B, op: &Op) -> Out {
                 };
                 Out::Int(ops::expirable::available(store, &keys, *now)?)
             }
-            Op::LatchCountDown { name } => {
-                Out::Int(ops::latch::count_down(store, name, &latch_channel(name))?)
-            }
+            Op::LatchCountDown { name, record } => Out::Int(match record {
+                Some(id) => ops::latch::count_down_recorded(
+                    store,
+                    name,
+                    &latch_channel(name),
+                    &op_key(name, id),
+                )?,
+                None => ops::latch::count_down(store, name, &latch_channel(name))?,
+            }),
             Op::LatchDelete { name } => {
                 Out::Flag(ops::latch::delete(store, name, &latch_channel(name))?)
             }
         })
     })();
     result.unwrap_or_else(|err| Out::Failed(failure(&err)))
+}
+
+/// A counting call's record key (`{name}:redisync_op:<id>`).
+fn op_key(name: &str, id: &str) -> String {
+    format!("{{{name}}}:redisync_op:{id}")
 }
 
 /// Whether two TTLs read a moment apart agree.

@@ -136,10 +136,15 @@ fn assert_holder_id(holder: &str, client: &Client) {
 }
 
 /// Every key on the server except unlock latches and redisync's own
-/// acquire-attempt records (`{name}:redisync_attempt:<id>`, issue 21).
+/// acquire-attempt records (`{name}:redisync_attempt:<id>`, issue 21) and
+/// counting-call records (`{name}:redisync_op:<id>`).
 fn keys_besides_latches(conn: &mut redis::Connection) -> Vec<String> {
     let mut keys: Vec<String> = query(conn, &["KEYS", "*"]);
-    keys.retain(|k| !k.starts_with("redisson_unlock_latch:") && !k.contains(":redisync_attempt:"));
+    keys.retain(|k| {
+        !k.starts_with("redisson_unlock_latch:")
+            && !k.contains(":redisync_attempt:")
+            && !k.contains(":redisync_op:")
+    });
     keys.sort();
     keys
 }
@@ -1302,6 +1307,40 @@ fn semaphore_is_a_string_count_and_releases_publish_the_new_count() {
         assert_eq!(get(&mut raw, name).as_deref(), Some("0"));
         listener.expect_none("drain_permits");
         assert_eq!(keys_besides_latches(&mut raw), [name.to_owned()]);
+        // redisync's own records of the counting calls: one per acquire
+        // (`1` took, `0` found too few) and per release or add (`1`), each
+        // in the object's slot with a TTL of at most RECORD_MS.
+        let tag = if name.contains('{') {
+            name.to_owned()
+        } else {
+            format!("{{{name}}}")
+        };
+        let pattern = format!(
+            "{}:redisync_op:*",
+            tag.replace('[', "\\[")
+                .replace('*', "\\*")
+                .replace('?', "\\?")
+        );
+        let records: Vec<String> = query(&mut raw, &["KEYS", &pattern]);
+        assert_eq!(
+            records.len(),
+            8,
+            "{name}: 3 acquires (2 took), 5 releases and adds: {records:?}"
+        );
+        for record in &records {
+            let ttl = pttl(&mut raw, record);
+            assert!(
+                ttl > 0 && ttl <= redisync::ops::semaphore::RECORD_MS,
+                "{record}: {ttl}"
+            );
+        }
+        let values: Vec<String> = records.iter().map(|r| get(&mut raw, r).unwrap()).collect();
+        // `0`: the acquire that found too few (a late copy of it takes nothing).
+        assert_eq!(values.iter().filter(|v| *v == "0").count(), 1, "{values:?}");
+        assert_eq!(values.iter().filter(|v| *v == "1").count(), 7, "{values:?}");
+        for record in records {
+            query::<i64>(&mut raw, &["DEL", &record]);
+        }
         query::<i64>(&mut raw, &["DEL", name]);
     }
 }

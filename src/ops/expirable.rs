@@ -21,6 +21,11 @@ script!(
     RELEASE = "expirable_release", "expirable semaphore release", after "window_prelude", after "args_prelude", after "expirable_prelude"
 );
 script!(
+    /// KEYS available, leases, channel, record; ARGV now ms, record ms,
+    /// ids... The number returned.
+    UNDO_ACQUIRE = "expirable_undo_acquire", "expirable semaphore undo acquire", after "window_prelude", after "args_prelude", after "expirable_prelude"
+);
+script!(
     /// KEYS available, leases, channel; ARGV now ms. The available permits.
     AVAILABLE = "expirable_available", "expirable semaphore available", after "args_prelude", after "expirable_prelude"
 );
@@ -142,39 +147,130 @@ pub fn acquire_many<B: LockBackend + ?Sized>(
     lease_end_ms: i64,
     now_ms: i64,
 ) -> Result<Acquire> {
+    acquire_many_recorded(backend, keys, permit_ids, lease_end_ms, now_ms, None)
+}
+
+/// As [`acquire_many`], for ids fresh to this call (as the primitives'
+/// are). Without `record`, a call whose first id is leased already is the
+/// same call sent again (its reply lost) and takes nothing more. With
+/// `record` (`{name}:redisync_op:<op id>`, one per attempt, kept
+/// [`RECORD_MS`](super::semaphore::RECORD_MS)), the attempt's outcome is
+/// recorded: sent again (its reply lost, or a copy delayed in the network)
+/// it acts no more and replies with that outcome (`Held { ttl: None }` for
+/// "too few"), and after [`undo_acquire`] with the same record it is
+/// refused. Either way it may be sent again after any connection fault.
+///
+/// # Errors
+/// As [`acquire_many`]; a connection error (a late request) for an
+/// attempt already undone.
+///
+/// ```
+/// use redisync::backend::{Acquire, ExpirableKeys};
+/// use redisync::ops::expirable::{acquire_many_recorded, NON_EXPIRABLE};
+/// let keys = ExpirableKeys { name: "doc:pes-r", leases: "{doc:pes-r}:timeout", channel: "redisson_sc:{doc:pes-r}" };
+/// let store = redisync::MemoryBackend::new();
+/// redisync::ops::semaphore::add(&store, keys.name, keys.channel, 2)?;
+/// let (now, op) = (1_700_000_000_000, Some("{doc:pes-r}:redisync_op:a1"));
+/// assert_eq!(acquire_many_recorded(&store, &keys, &["0a"], NON_EXPIRABLE, now, op)?, Acquire::Acquired);
+/// assert_eq!(acquire_many_recorded(&store, &keys, &["0a"], NON_EXPIRABLE, now, op)?, Acquire::Acquired);
+/// assert_eq!(redisync::ops::expirable::available(&store, &keys, now)?, 1); // taken once
+/// # Ok::<(), redisync::Error>(())
+/// ```
+pub fn acquire_many_recorded<B: LockBackend + ?Sized>(
+    backend: &B,
+    keys: &ExpirableKeys<'_>,
+    permit_ids: &[&str],
+    lease_end_ms: i64,
+    now_ms: i64,
+    record: Option<&str>,
+) -> Result<Acquire> {
     check_lease_end(lease_end_ms)?;
     check_time_ms("now", now_ms)?;
     check_ids(permit_ids)?;
     let mut call = ScriptCall::new(
         &ACQUIRE,
-        // It takes permits: sent again only if it provably never left.
-        Resend::IfUnsent,
+        // A repeat finds its first id leased and takes nothing more.
+        Resend::Harmless,
         Effect::Acquire {
             acquired: Reply::is_nil,
-            undo: undo_acquire,
+            undo: release_taken,
         },
     )
     .key(keys.name)
     .key(keys.leases)
-    .key(keys.channel)
-    .arg(lease_end_ms)
-    .arg(now_ms);
+    .key(keys.channel);
+    call = call.arg(lease_end_ms).arg(now_ms);
+    if let Some(record) = record {
+        call = call.key(record).arg(super::semaphore::RECORD_MS);
+    }
     for id in permit_ids {
         call = call.arg(*id);
     }
     acquire_outcome(&run(backend, &call)?, ACQUIRE.operation())
 }
 
+/// Undoes exactly the [`acquire_many_recorded`] call with `record` and
+/// `permit_ids`: returns those of its permits still leased, and marks the
+/// call undone (for [`RECORD_MS`](super::semaphore::RECORD_MS)), so that
+/// if its request arrives later still it is refused. Returns how many
+/// permits it returned. Idempotent.
+///
+/// # Errors
+/// As [`release_many`].
+///
+/// ```
+/// use redisync::backend::ExpirableKeys;
+/// use redisync::ops::expirable::{acquire_many_recorded, available, undo_acquire, NON_EXPIRABLE};
+/// let keys = ExpirableKeys { name: "doc:pes-u", leases: "{doc:pes-u}:timeout", channel: "redisson_sc:{doc:pes-u}" };
+/// let store = redisync::MemoryBackend::new();
+/// redisync::ops::semaphore::add(&store, keys.name, keys.channel, 1)?;
+/// let (now, op) = (1_700_000_000_000, "{doc:pes-u}:redisync_op:a1");
+/// // Undone before it arrived: it is refused, nothing is taken.
+/// assert_eq!(undo_acquire(&store, &keys, &["0a"], now, op)?, 0);
+/// assert!(acquire_many_recorded(&store, &keys, &["0a"], NON_EXPIRABLE, now, Some(op)).is_err());
+/// assert_eq!(available(&store, &keys, now)?, 1);
+/// # Ok::<(), redisync::Error>(())
+/// ```
+pub fn undo_acquire<B: LockBackend + ?Sized>(
+    backend: &B,
+    keys: &ExpirableKeys<'_>,
+    permit_ids: &[&str],
+    now_ms: i64,
+    record: &str,
+) -> Result<u64> {
+    check_time_ms("now", now_ms)?;
+    check_ids(permit_ids)?;
+    let mut call = ScriptCall::new(&UNDO_ACQUIRE, Resend::Harmless, Effect::Change(is_positive))
+        .key(keys.name)
+        .key(keys.leases)
+        .key(keys.channel)
+        .key(record)
+        .arg(now_ms)
+        .arg(super::semaphore::RECORD_MS);
+    for id in permit_ids {
+        call = call.arg(*id);
+    }
+    count(&run(backend, &call)?, UNDO_ACQUIRE.operation())
+}
+
 /// Returns the permits an acquire call leased (KEYS available, leases,
-/// channel; ARGV lease end, now, ids...).
-fn undo_acquire(call: &ScriptCall<'_>, _: &Reply) -> ScriptCall<'static> {
+/// channel[, record]; ARGV lease end, now[, record ms], ids...): by id,
+/// exactly its own; its record is forgotten, since the store sends the same
+/// call again at once (a replica-acknowledgement retry).
+fn release_taken(call: &ScriptCall<'_>, _: &Reply) -> ScriptCall<'static> {
     let keys = ExpirableKeys {
         name: call.keys()[0].as_ref(),
         leases: call.keys()[1].as_ref(),
         channel: call.keys()[2].as_ref(),
     };
-    let ids: Vec<&str> = call.args().iter().skip(2).map(AsRef::as_ref).collect();
-    release_call(&keys, &ids, call.args()[1].parse().unwrap_or(0)).into_owned()
+    let record = call.keys().get(3);
+    let skip = if record.is_some() { 3 } else { 2 };
+    let ids: Vec<&str> = call.args().iter().skip(skip).map(AsRef::as_ref).collect();
+    let mut release = release_call(&keys, &ids, call.args()[1].parse().unwrap_or(0));
+    if let Some(record) = record {
+        release = release.key(record.as_ref());
+    }
+    release.into_owned()
 }
 
 /// Returns permit `permit_id` to the pool and publishes the new count.

@@ -9,7 +9,7 @@ use crate::keys::{LATCH_NEW_COUNT_MESSAGE, LATCH_ZERO_MESSAGE};
 
 script!(
     /// KEYS latch, channel; ARGV zero message. The new count.
-    COUNT_DOWN = "latch_count_down", "latch count down", after "window_prelude"
+    COUNT_DOWN = "latch_count_down", "latch count down", after "window_prelude", after "args_prelude"
 );
 script!(
     /// KEYS latch, channel; ARGV new-count message. 1 = existed.
@@ -35,6 +35,42 @@ pub fn count_down<B: LockBackend + ?Sized>(backend: &B, name: &str, channel: &st
         .key(name)
         .key(channel)
         .arg(LATCH_ZERO_MESSAGE);
+    int(&run(backend, &call)?, COUNT_DOWN.operation())
+}
+
+/// As [`count_down`], and records the call under `record` (a key of its
+/// own, `{name}:redisync_op:<op id>`, one fresh id per call, kept
+/// [`RECORD_MS`](super::semaphore::RECORD_MS)): the same call sent again
+/// (its reply lost) counts nothing more and returns the count as it is
+/// then.
+///
+/// # Errors
+/// As [`count_down`].
+///
+/// ```
+/// use redisync::ops::latch::count_down_recorded;
+/// let store = redisync::MemoryBackend::new();
+/// let channel = "redisson_countdownlatch__channel__{doc:latch-rec}";
+/// redisync::ops::counter::set_if_absent(&store, "doc:latch-rec", channel, 3, "1")?;
+/// let op = "{doc:latch-rec}:redisync_op:c1";
+/// assert_eq!(count_down_recorded(&store, "doc:latch-rec", channel, op)?, 2);
+/// assert_eq!(count_down_recorded(&store, "doc:latch-rec", channel, op)?, 2); // sent again
+/// assert_eq!(redisync::ops::counter::get(&store, "doc:latch-rec")?, 2);
+/// # Ok::<(), redisync::Error>(())
+/// ```
+pub fn count_down_recorded<B: LockBackend + ?Sized>(
+    backend: &B,
+    name: &str,
+    channel: &str,
+    record: &str,
+) -> Result<i64> {
+    // The record makes a repeat return the first outcome.
+    let call = ScriptCall::new(&COUNT_DOWN, Resend::Harmless, Effect::Change(always))
+        .key(name)
+        .key(channel)
+        .key(record)
+        .arg(LATCH_ZERO_MESSAGE)
+        .arg(super::semaphore::RECORD_MS);
     int(&run(backend, &call)?, COUNT_DOWN.operation())
 }
 

@@ -56,7 +56,7 @@ pub(crate) use script;
 
 /// Every script of every operation (tests check them all).
 #[cfg(test)]
-pub(crate) fn all_scripts() -> [&'static crate::backend::Script; 38] {
+pub(crate) fn all_scripts() -> [&'static crate::backend::Script; 40] {
     [
         &KEY_TYPES,
         &lock::ACQUIRE,
@@ -85,10 +85,12 @@ pub(crate) fn all_scripts() -> [&'static crate::backend::Script; 38] {
         &counter::GET,
         &semaphore::ADD,
         &semaphore::TRY_ACQUIRE,
+        &semaphore::UNDO_ACQUIRE,
         &semaphore::DRAIN,
         &semaphore::DELETE,
         &expirable::ACQUIRE,
         &expirable::RELEASE,
+        &expirable::UNDO_ACQUIRE,
         &expirable::AVAILABLE,
         &expirable::ACQUIRED,
         &expirable::UPDATE_LEASE,
@@ -158,9 +160,10 @@ fn wrong_type<B: LockBackend + ?Sized>(backend: &B, call: &ScriptCall<'_>) -> Er
 /// The arguments the scripts check (`lua/args_prelude.lua`), by the name
 /// their error reply gives; longer names first, so "lease end" is not read
 /// as "lease".
-const SCRIPT_ARGUMENTS: [&str; 9] = [
+const SCRIPT_ARGUMENTS: [&str; 10] = [
     "lease end",
     "permit id",
+    "record",
     "latch timeout",
     "wait allowance",
     "lease",

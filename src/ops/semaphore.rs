@@ -16,6 +16,11 @@ script!(
     TRY_ACQUIRE = "semaphore_try_acquire", "semaphore acquire", after "window_prelude", after "args_prelude"
 );
 script!(
+    /// KEYS semaphore, channel, record; ARGV permits, record ms [, 1 =
+    /// forget the record]. 1 = given back, 0 = nothing taken.
+    UNDO_ACQUIRE = "semaphore_undo_acquire", "semaphore undo acquire", after "window_prelude", after "args_prelude"
+);
+script!(
     /// KEYS semaphore. How many were available.
     DRAIN = "semaphore_drain", "semaphore drain", after "window_prelude"
 );
@@ -45,8 +50,58 @@ pub fn add<B: LockBackend + ?Sized>(
     int(&run(backend, &call)?, ADD.operation())
 }
 
-/// The add script's call, shared with the undo of an acquisition. It
-/// counts: sent again only if it provably never left.
+/// As [`add`], and records the call under `record` (a key of its own,
+/// `{name}:redisync_op:<op id>`, one fresh id per call, kept
+/// [`RECORD_MS`]): the same call sent again (its reply lost, or its
+/// outcome unknown) counts nothing more and returns the count as it is
+/// then. So it may be sent again after any connection fault, until the
+/// record expires.
+///
+/// # Errors
+/// As [`add`].
+///
+/// ```
+/// use redisync::ops::semaphore::{add_recorded, add};
+/// let store = redisync::MemoryBackend::new();
+/// let (channel, op) = ("redisson_sc:{doc:sem-rec}", "{doc:sem-rec}:redisync_op:r1");
+/// assert_eq!(add_recorded(&store, "doc:sem-rec", channel, 2, op)?, 2);
+/// assert_eq!(add_recorded(&store, "doc:sem-rec", channel, 2, op)?, 2); // sent again: no count
+/// assert_eq!(add(&store, "doc:sem-rec", channel, 0)?, 2);
+/// # Ok::<(), redisync::Error>(())
+/// ```
+pub fn add_recorded<B: LockBackend + ?Sized>(
+    backend: &B,
+    name: &str,
+    channel: &str,
+    delta: i64,
+    record: &str,
+) -> Result<i64> {
+    let call = ScriptCall::new(
+        &ADD,
+        // The record makes a repeat return the first outcome.
+        Resend::Harmless,
+        Effect::Change(always),
+    )
+    .key(name)
+    .key(channel)
+    .key(record)
+    .arg(delta)
+    .arg(RECORD_MS);
+    int(&run(backend, &call)?, ADD.operation())
+}
+
+/// How long a counting call's record (`{name}:redisync_op:<op id>`) is
+/// kept, in ms: a minute, twice as long as the primitives send a call
+/// again in the background ([`crate::Semaphore`]'s releases and undos, the
+/// latch's count-downs), so that every repeat finds the first's record.
+///
+/// ```
+/// assert_eq!(redisync::ops::semaphore::RECORD_MS, 60_000);
+/// ```
+pub const RECORD_MS: i64 = 60_000;
+
+/// The add script's call. It counts: sent again only if it provably
+/// never left.
 fn add_call<'a>(name: &'a str, channel: &'a str, delta: i64) -> ScriptCall<'a> {
     ScriptCall::new(&ADD, Resend::IfUnsent, Effect::Change(always))
         .key(name)
@@ -93,6 +148,120 @@ fn undo_try_acquire(call: &ScriptCall<'_>, _: &Reply) -> ScriptCall<'static> {
     let name = call.keys()[0].as_ref();
     let channel = crate::keys::semaphore_channel(name);
     add_call(name, &channel, call.args()[0].parse().unwrap_or(0)).into_owned()
+}
+
+/// As [`try_acquire`], and records the call under `record`
+/// (`{name}:redisync_op:<op id>`, one fresh id per call, kept
+/// [`RECORD_MS`]) with its outcome: the same call sent again (its
+/// reply lost, or a copy delayed in the network) acts no more and returns
+/// that first outcome; [`undo_acquire`] with
+/// the same record gives back exactly what it took, and once undone the
+/// call is refused if it arrives later still.
+///
+/// # Errors
+/// As [`try_acquire`]; a connection error (a late request) for a call
+/// already undone.
+///
+/// ```
+/// use redisync::ops::semaphore::{add, try_acquire_recorded};
+/// let store = redisync::MemoryBackend::new();
+/// add(&store, "doc:sem-acq", "redisson_sc:{doc:sem-acq}", 2)?;
+/// let op = "{doc:sem-acq}:redisync_op:a1";
+/// assert!(try_acquire_recorded(&store, "doc:sem-acq", 1, op)?);
+/// assert!(try_acquire_recorded(&store, "doc:sem-acq", 1, op)?); // sent again: no second take
+/// assert_eq!(redisync::ops::counter::get(&store, "doc:sem-acq")?, 1);
+/// # Ok::<(), redisync::Error>(())
+/// ```
+pub fn try_acquire_recorded<B: LockBackend + ?Sized>(
+    backend: &B,
+    name: &str,
+    permits: i64,
+    record: &str,
+) -> Result<bool> {
+    if permits < 1 {
+        return Err(Error::invalid(
+            "permits",
+            format!("must be at least 1, got {permits}"),
+        ));
+    }
+    let call = ScriptCall::new(
+        &TRY_ACQUIRE,
+        // The record makes a repeat return the first outcome.
+        Resend::Harmless,
+        Effect::Acquire {
+            acquired: is_one,
+            undo: undo_recorded,
+        },
+    )
+    .key(name)
+    .key(record)
+    .arg(permits)
+    .arg(RECORD_MS);
+    super::flag(&run(backend, &call)?, TRY_ACQUIRE.operation())
+}
+
+/// Undoes exactly the [`try_acquire_recorded`] call with `record`: gives
+/// back the `permits` it took, if it took them, and nothing else; marks it
+/// undone (for [`RECORD_MS`]), so that if its request arrives later still
+/// it is refused. Returns whether it gave permits back. Idempotent.
+///
+/// # Errors
+/// A store failure; `InvalidArgument` for fewer than 1 permit.
+///
+/// ```
+/// use redisync::ops::semaphore::{add, try_acquire_recorded, undo_acquire};
+/// let store = redisync::MemoryBackend::new();
+/// let channel = "redisson_sc:{doc:sem-undo}";
+/// add(&store, "doc:sem-undo", channel, 1)?;
+/// let op = "{doc:sem-undo}:redisync_op:a1";
+/// assert!(try_acquire_recorded(&store, "doc:sem-undo", 1, op)?);
+/// assert!(undo_acquire(&store, "doc:sem-undo", channel, 1, op)?);
+/// assert!(!undo_acquire(&store, "doc:sem-undo", channel, 1, op)?); // once
+/// assert!(try_acquire_recorded(&store, "doc:sem-undo", 1, op).is_err()); // refused now
+/// assert_eq!(redisync::ops::counter::get(&store, "doc:sem-undo")?, 1);
+/// # Ok::<(), redisync::Error>(())
+/// ```
+pub fn undo_acquire<B: LockBackend + ?Sized>(
+    backend: &B,
+    name: &str,
+    channel: &str,
+    permits: i64,
+    record: &str,
+) -> Result<bool> {
+    if permits < 1 {
+        return Err(Error::invalid(
+            "permits",
+            format!("must be at least 1, got {permits}"),
+        ));
+    }
+    let call = undo_call(name, channel, permits, record);
+    super::flag(&run(backend, &call)?, UNDO_ACQUIRE.operation())
+}
+
+fn undo_call<'a>(name: &'a str, channel: &'a str, permits: i64, record: &'a str) -> ScriptCall<'a> {
+    ScriptCall::new(&UNDO_ACQUIRE, Resend::Harmless, Effect::Change(is_one))
+        .key(name)
+        .key(channel)
+        .key(record)
+        .arg(permits)
+        .arg(RECORD_MS)
+}
+
+/// The replica-acknowledgement undo of a [`try_acquire_recorded`] call
+/// (KEYS semaphore, record; ARGV permits, record ms): exactly what it took,
+/// and the record forgotten, since the store sends the same call again at
+/// once (its reply came: nothing of it is still on the way).
+fn undo_recorded(call: &ScriptCall<'_>, _: &Reply) -> ScriptCall<'static> {
+    let name = call.keys()[0].as_ref();
+    let channel = crate::keys::semaphore_channel(name);
+    undo_call(
+        name,
+        &channel,
+        call.args()[0].parse().unwrap_or(1),
+        call.keys()[1].as_ref(),
+    )
+    .arg("1")
+    .into_owned()
 }
 
 /// Takes every available permit of semaphore `name`; returns how many.

@@ -206,9 +206,11 @@ fn object_name(key: &str) -> Option<String> {
             return Some(unwrap_tag(rest));
         }
     }
-    // `{name}:redisync_attempt:<id>`: an acquire attempt's record.
+    // `{name}:redisync_attempt:<id>`: an acquire attempt's record;
+    // `{name}:redisync_op:<id>`: a counting call's record.
     if key.starts_with("redisson_")
         || key.contains(":redisync_attempt:")
+        || key.contains(":redisync_op:")
         || key.contains(":rwlock_timeout")
     {
         return None;
@@ -311,6 +313,7 @@ mod tests {
         assert_eq!(object_name("redisson_lock_token:{t}").as_deref(), Some("t"));
         assert_eq!(object_name("redisson_unlock_latch:{a}:x"), None);
         assert_eq!(object_name("{a}:redisync_attempt:x"), None);
+        assert_eq!(object_name("{a}:redisync_op:x"), None);
         assert_eq!(object_name("{rw}:c:1:rwlock_timeout:1"), None);
         assert_eq!(object_name("{s}:timeout").as_deref(), Some("s"));
         assert_eq!(object_name("{o}:42").as_deref(), Some("{o}:42"));
