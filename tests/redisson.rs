@@ -663,7 +663,14 @@ fn killed_rust_holder_lease_runs_out_and_java_takes_over() {
         (SHORT_WATCHDOG * 3).as_millis()
     ));
     assert!(!refused.bool(), "the Rust child's watchdog kept its hold");
-    assert!(refused.end_us - refused.start_us >= (SHORT_WATCHDOG * 3).as_micros() as u64);
+    // Redisson's tryLock may give up a few ms before its wait by its own
+    // clock arithmetic (seen under load); what matters is that the hold
+    // outlived its 1.5 s lease more than twice over while Redisson waited.
+    let waited_us = refused.end_us - refused.start_us;
+    assert!(
+        waited_us >= (SHORT_WATCHDOG * 3 - Duration::from_millis(250)).as_micros() as u64,
+        "Redisson gave up after {waited_us} µs"
+    );
     waiter.send(&format!("try_lock lock {name} 20000"));
     waiter.assert_waiting(STILL_WAITING, "Redisson's tryLock");
     let killed = now_us();
