@@ -11,7 +11,9 @@ use crate::event::EventHandler;
 use crate::flavor::Flavor;
 use crate::pubsub::Subscriber;
 use crate::watchdog::Watchdog;
-use crate::{CountDownLatch, Lock, PermitExpirableSemaphore, ReadWriteLock, Result, Semaphore};
+use crate::{
+    Backoff, CountDownLatch, Lock, PermitExpirableSemaphore, ReadWriteLock, Result, Semaphore,
+};
 
 pub(crate) struct Inner {
     /// This client's uuid: the first half of every holder id.
@@ -266,6 +268,57 @@ impl Client {
         Lock::new(self.clone(), Flavor::Fair, self.map(name))
     }
 
+    /// A handle on the spin lock `name` (Redisson's `RSpinLock`,
+    /// `getSpinLock(name)`), waiting with [`Backoff::default`].
+    ///
+    /// It is a [`Lock`] (reentrant, watchdog, [`LockGuard`](crate::LockGuard))
+    /// on the same keys as [`lock`](Self::lock): the two exclude each other
+    /// on one name, and Redisson's `RSpinLock`/`RLock` too. Its waiters
+    /// never subscribe to anything: they retry after each backoff pause. Use
+    /// it where pub/sub is unavailable (a proxy that does not support it) or
+    /// where thousands of waiting clients would each hold a subscription.
+    /// The price: a waiter notices a release up to one pause late and sends
+    /// one attempt per pause. Cheap; no round trip.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// # let client = redisync::Client::builder().backend(redisync::MemoryBackend::new()).build()?;
+    /// let lock = client.spin_lock("reports");
+    /// let guard = lock.lock()?;                       // watchdog keeps the lease alive
+    /// let plain = client.lock("reports");             // same lock, pub/sub waits
+    /// assert!(plain.is_locked()?);
+    /// let other = lock.clone();
+    /// let waited = std::thread::spawn(move || {
+    ///     // Retries after 1, 2, 4, ... ms; gives up after 50 ms.
+    ///     other.try_lock_for(Duration::from_millis(50)).unwrap().is_none()
+    /// });
+    /// assert!(waited.join().unwrap());
+    /// guard.unlock()?;
+    /// # Ok::<(), redisync::Error>(())
+    /// ```
+    #[doc(alias = "RSpinLock")]
+    #[doc(alias = "get_spin_lock")]
+    pub fn spin_lock(&self, name: impl Into<String>) -> Lock {
+        self.spin_lock_with_backoff(name, Backoff::default())
+    }
+
+    /// A handle on the spin lock `name` whose waiters pace their attempts
+    /// by `backoff` (Redisson's `getSpinLock(name, backOff)`); see
+    /// [`spin_lock`](Self::spin_lock).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// # let client = redisync::Client::builder().backend(redisync::MemoryBackend::new()).build()?;
+    /// let backoff = redisync::Backoff::exponential(Duration::from_millis(5), Duration::from_millis(500), 2)?;
+    /// let lock = client.spin_lock_with_backoff("reports", backoff);
+    /// assert_eq!(lock.spin_backoff(), Some(backoff));
+    /// # Ok::<(), redisync::Error>(())
+    /// ```
+    #[doc(alias = "RSpinLock")]
+    pub fn spin_lock_with_backoff(&self, name: impl Into<String>, backoff: Backoff) -> Lock {
+        Lock::new(self.clone(), Flavor::Reentrant, self.map(name)).spinning(backoff)
+    }
+
     /// A handle on the read-write lock `name` (Redisson's
     /// `RReadWriteLock`): take `.read_lock()` or `.write_lock()`.
     ///
@@ -332,6 +385,28 @@ impl Client {
         CountDownLatch::new(self.clone(), self.map(name))
     }
 
+    /// A handle on the barrier `name` for `parties` parties (redisync
+    /// only: Redisson has no distributed barrier): [`wait`](crate::Barrier::wait)
+    /// blocks until `parties` threads, in any client, have arrived, then
+    /// releases them all; the next `parties` arrivals form the next
+    /// generation. Cheap; no round trip. An empty name or 0 parties is
+    /// reported by the first operation.
+    ///
+    /// ```
+    /// # let client = redisync::Client::builder().backend(redisync::MemoryBackend::new()).build()?;
+    /// let start = client.barrier("race:start", 2);
+    /// let other = start.clone();
+    /// let runner = std::thread::spawn(move || other.wait());
+    /// assert_eq!(start.wait()?, 0);                   // both arrived: generation 0
+    /// assert_eq!(runner.join().unwrap()?, 0);
+    /// # Ok::<(), redisync::Error>(())
+    /// ```
+    #[doc(alias = "CyclicBarrier")]
+    #[must_use = "a handle does nothing by itself: call .wait() on it"]
+    pub fn barrier(&self, name: impl Into<String>, parties: u32) -> crate::Barrier {
+        crate::Barrier::new(self.clone(), self.map(name), parties)
+    }
+
     /// A snapshot of whatever lives under `name`, read in one round trip
     /// by one read-only script: its kind (lock, fair lock, fenced lock,
     /// read-write lock, permit-expirable semaphore, a counter that is a
@@ -341,8 +416,8 @@ impl Client {
     /// idle time, found by name in `CLIENT LIST`), its TTL, the
     /// last fencing token, a fair lock's queue with each waiter's slot
     /// deadline, a semaphore's available permits, a permit-expirable
-    /// semaphore's leases, a latch's count. See [`crate::ops::inspect`] for
-    /// how kinds are told apart where the data alone is ambiguous.
+    /// semaphore's leases, a latch's count. `docs/operations.md` tells how
+    /// kinds are told apart where the data alone is ambiguous.
     ///
     /// Works on any store (on a cluster, every key read shares the name's
     /// hash slot) and on objects written by Redisson. It writes nothing,
@@ -514,6 +589,75 @@ impl Client {
     /// ```
     pub fn check_server(&self) -> Result<crate::ServerReport> {
         crate::health::check(&*self.inner.backend)
+    }
+
+    /// The store, as the primitives' operations take it.
+    pub(crate) fn store(&self) -> &dyn LockBackend {
+        &*self.inner.backend
+    }
+
+    /// Whether counting calls on `name` carry a record
+    /// (`{name}:redisync_op:<id>`) that makes them exact under connection
+    /// faults: everywhere but on a Redis Cluster, where a script with a key
+    /// the importing master lacks fails with TRYAGAIN for as long as its
+    /// slot migrates (and no request carries a window).
+    pub(crate) fn records(&self, name: &str) -> bool {
+        self.inner.backend.slot_of(name).is_none()
+    }
+
+    /// How a primitive without local owners or handoffs waits on `channel`
+    /// (see [`Waiting::new`](crate::wait::Waiting::new)): it parks at most
+    /// the watchdog timeout when an attempt gives no hint.
+    pub(crate) fn waiting<'a>(
+        &self,
+        channel: &'a str,
+        wake: crate::pubsub::Wake,
+        wait: crate::wait::Wait,
+        primitive: crate::telemetry::Primitive,
+        name: &'a str,
+    ) -> crate::wait::Waiting<'a> {
+        crate::wait::Waiting::new(
+            channel,
+            wake,
+            wait,
+            self.inner.watchdog_timeout,
+            primitive,
+            name,
+        )
+    }
+
+    /// Runs `attempt` until it is done or `waiting` runs out, woken by this
+    /// client's subscriber (see [`crate::wait::until_done`]). For waiters
+    /// without a seat: nothing is handed over to them.
+    pub(crate) fn wait_on<T>(
+        &self,
+        waiting: crate::wait::Waiting<'_>,
+        attempt: impl FnMut() -> Result<crate::wait::Attempt<T>>,
+    ) -> Result<Option<T>> {
+        crate::wait::until_done(&self.inner.subscriber, waiting, attempt)
+            .map(|done| done.and_then(crate::wait::Done::attempted))
+    }
+
+    /// Hands `task`, a call on `name` whose outcome is unknown (a release,
+    /// an undo), to this client's cleanup worker, which runs it again until
+    /// it lands or `give_up_at` (see `cleanup`); `record` tells it apart
+    /// from the object's other pending calls, `cause` is why it is pending.
+    pub(crate) fn release_later(
+        &self,
+        name: &str,
+        record: &str,
+        task: crate::cleanup::Task,
+        give_up_at: std::time::Instant,
+        cause: &crate::Error,
+    ) {
+        self.inner
+            .cleanup
+            .push(name, record, task, give_up_at, false, cause);
+    }
+
+    /// Where this client reports what fails in the background.
+    pub(crate) fn events(&self) -> &dyn EventHandler {
+        &*self.inner.events
     }
 
     /// The holder id of the calling thread in this client,

@@ -4,10 +4,11 @@
 use std::fmt;
 use std::time::Duration;
 
+use crate::names::check_name;
 use crate::ops;
 use crate::pubsub::Wake;
-use crate::semaphore::check_name;
-use crate::wait::{Attempt, Wait, Waiting};
+use crate::telemetry::Primitive;
+use crate::wait::{Attempt, Wait};
 use crate::{Client, Error, Result, keys};
 
 /// A handle on one distributed count-down latch; created by
@@ -118,9 +119,9 @@ impl CountDownLatch {
     #[doc(alias = "trySetCount")]
     pub fn try_set_count(&self, count: u64) -> Result<bool> {
         check_name(&self.name)?;
-        let count = crate::semaphore::permit_count("count", count)?;
+        let count = crate::counting::permit_count("count", count)?;
         ops::counter::set_if_absent(
-            &*self.client.inner.backend,
+            self.client.store(),
             &self.name,
             &self.channel,
             count,
@@ -156,14 +157,14 @@ impl CountDownLatch {
     #[doc(alias = "countDown")]
     pub fn count_down(&self) -> Result<()> {
         check_name(&self.name)?;
-        let backend = &*self.client.inner.backend;
+        let backend = self.client.store();
         // No records on a Redis Cluster (see `Semaphore::records`).
         if backend.slot_of(&self.name).is_some() {
             return ops::latch::count_down(backend, &self.name, &self.channel).map(drop);
         }
         let record = keys::new_op_record(&self.name);
         let (name, channel, op) = (self.name.clone(), self.channel.clone(), record.clone());
-        crate::semaphore::exactly_once(&self.client, &self.name, record, move |backend| {
+        crate::counting::exactly_once(&self.client, &self.name, record, move |backend| {
             ops::latch::count_down_recorded(backend, &name, &channel, &op).map(drop)
         })
     }
@@ -193,7 +194,7 @@ impl CountDownLatch {
     #[doc(alias = "getCount")]
     pub fn count(&self) -> Result<i64> {
         check_name(&self.name)?;
-        ops::counter::get(&*self.client.inner.backend, &self.name)
+        ops::counter::get(self.client.store(), &self.name)
     }
 
     /// Blocks until the count reaches zero.
@@ -248,34 +249,29 @@ impl CountDownLatch {
     /// ```
     pub fn delete(&self) -> Result<bool> {
         check_name(&self.name)?;
-        ops::latch::delete(&*self.client.inner.backend, &self.name, &self.channel)
+        ops::latch::delete(self.client.store(), &self.name, &self.channel)
     }
 
     fn wait_within(&self, wait: Wait) -> Result<Option<()>> {
         check_name(&self.name)?;
-        let inner = &self.client.inner;
-        crate::wait::until_done(
-            &inner.subscriber,
-            Waiting {
-                channel: &self.channel,
-                wake: Wake::Latch,
+        let waiting = self
+            .client
+            .waiting(
+                &self.channel,
+                Wake::Latch,
                 wait,
-                fallback: inner.watchdog_timeout,
-                defer_to_woken: false,
-                primitive: crate::telemetry::Primitive::CountDownLatch,
-                first: &|| crate::wait::First::Attempt,
-                name: &self.name,
-                cancel: self.cancel.as_ref(),
-                seat: None,
-            },
-            || {
-                Ok(if ops::counter::get(&*inner.backend, &self.name)? <= 0 {
+                Primitive::CountDownLatch,
+                &self.name,
+            )
+            .cancellable(self.cancel.as_ref());
+        self.client.wait_on(waiting, || {
+            Ok(
+                if ops::counter::get(self.client.store(), &self.name)? <= 0 {
                     Attempt::Done(())
                 } else {
                     Attempt::Retry(None)
-                })
-            },
-        )
-        .map(|opened| opened.and_then(crate::wait::Done::attempted))
+                },
+            )
+        })
     }
 }

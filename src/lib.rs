@@ -47,6 +47,9 @@
 //!   in a [`PermitGuard`]).
 //! - [`CountDownLatch`] ([`Client::count_down_latch`]): Redisson's
 //!   `RCountDownLatch`; reaching zero wakes every waiter in every client.
+//! - [`Barrier`] ([`Client::barrier`]): redisync only (Redisson has none), a
+//!   cyclic barrier across processes: `parties` waiters meet, all go on
+//!   together, and the next `parties` form the next generation.
 //!
 //! - Fenced lock ([`Client::fenced_lock`], a [`Lock`] too): Redisson's
 //!   `RFencedLock`; every acquisition returns a fencing token
@@ -60,7 +63,7 @@
 //!   multi-locks that list the same locks in different orders.
 //! - [`RedLock`]: Redisson's `RedissonRedLock`, one lock on a majority of
 //!   independent Redis masters. Read its
-//!   [safety model](multi_lock#redlocks-safety-model) before relying on it.
+//!   [safety model](RedLock#safety-model) before relying on it.
 //!
 //! ## Which primitive do I need?
 //!
@@ -75,6 +78,7 @@
 //! | at most N at a time, released by anyone | [`Client::semaphore`] | `getSemaphore` |
 //! | at most N at a time, returned by themselves if a holder dies | [`Client::permit_expirable_semaphore`] | `getPermitExpirableSemaphore` |
 //! | wait until N things have happened | [`Client::count_down_latch`] | `getCountDownLatch` |
+//! | N threads (any process) meet, then go on together, again and again | [`Client::barrier`] | none (redisync only) |
 //! | a lock whose waiters poll instead of subscribing | [`Client::spin_lock`] | `getSpinLock` |
 //! | a lock whose guard moves between threads | [`Lock::owned_by`] with a [`LockOwner`] | `lock(threadId)` |
 //! | a wait another thread can end | `cancellable(&`[`CancellationToken`]`)` on the handle | `lockInterruptibly` |
@@ -90,7 +94,7 @@
 //! # Backends
 //!
 //! Every atomic operation of every primitive is one Lua script of `lua/`,
-//! written once in [`ops`] (the script, its keys and arguments, how its
+//! written once in `ops` (the script, its keys and arguments, how its
 //! reply reads). A [`Client`] runs them on its store through the narrow
 //! [`LockBackend`] seam: run a script, publish, open a pub/sub connection.
 //! - [`RedisBackend`]: an r2d2 pool of `redis` connections to a single
@@ -163,11 +167,13 @@
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used, clippy::panic))]
 
 pub mod backend;
+mod barrier;
 mod cancel;
 mod cleanup;
 mod client;
 mod clock;
 mod config;
+mod counting;
 mod deadline;
 mod error;
 mod event;
@@ -178,8 +184,13 @@ mod keys;
 mod latch;
 mod local_owner;
 mod lock;
-pub mod multi_lock;
+mod multi_lock;
 mod names;
+// Public but hidden: the operations (one per script) are used by the
+// integration tests, the differential checks against Redisson and the
+// `redisync` binary, which reach below the handles; users have one path
+// per item, the re-exports below.
+#[doc(hidden)]
 pub mod ops;
 mod owned_lock;
 mod permit_semaphore;
@@ -192,6 +203,7 @@ mod wait;
 mod watchdog;
 
 pub use backend::{LockBackend, MemoryBackend, RedisBackend};
+pub use barrier::Barrier;
 pub use cancel::CancellationToken;
 pub use client::Client;
 pub use config::ClientBuilder;

@@ -3,64 +3,8 @@
 //! Redlock algorithm): one lock held on a majority of independent Redis
 //! masters.
 //!
-//! # How parts are taken
-//!
-//! Both run one loop over their parts, each a [`Lock`] of any kind, on any
-//! client. A round tries every part without waiting. When a part is held
-//! elsewhere and the round falls short of the quorum (every part for a
-//! `MultiLock`, a majority for a `RedLock`), the round releases every part it
-//! took and the next round starts by *waiting* on that contended part, with
-//! pub/sub wake-ups as for a single lock, while holding nothing. A thread
-//! therefore never waits while it holds a part: two multi-locks over the same
-//! locks in different orders cannot deadlock, and a waiting multi-lock does
-//! not keep single-lock users out (the algorithm of C++'s `std::lock`).
-//! Without a wait, a round's wait is capped at Redisson's 1.5 s × the number
-//! of parts, after which the loop starts again.
-//!
-//! # RedLock's safety model
-//!
-//! A `RedLock` is acquired when a majority (N/2 + 1) of its N parts, each on
-//! an independent master, grant it, and each granted part's lease still has
-//! more than a clock-drift allowance (1 % of the lease + 2 ms) to run, timed
-//! from when its request was sent. A round that falls short releases what it
-//! took. The watchdog renews every part; the guard reports
-//! [`is_lost`](RedLockGuard::is_lost) once fewer than a majority of parts are
-//! still renewed and valid.
-//!
-//! What that does **not** give you (Martin Kleppmann's critique of Redlock,
-//! which Redisson itself accepted when it deprecated `RedissonRedLock`):
-//!
-//! - **Pauses.** A holder that stops (a GC-like pause, swapping, a stopped
-//!   VM) for longer than its lease wakes up believing it holds a lock that
-//!   has expired and been granted to someone else. `is_lost` narrows the
-//!   window but cannot close it: the pause can fall between the check and
-//!   the write.
-//! - **Clock jumps.** Leases expire by each master's clock. A master whose
-//!   clock jumps forward expires a part early; one that restarts without
-//!   persistence forgets it. Either can let a second holder reach a majority
-//!   while the first still believes it holds the lock.
-//! - **Network delays** longer than the drift allowance have the same effect.
-//!
-//! Under those faults RedLock stays an efficiency lock (rarely doing work
-//! twice), not a correctness one. A resource that must never accept a stale
-//! holder's write needs fencing: take a [`fenced lock`](crate::Client::fenced_lock)
-//! and have the resource reject any [`token`](crate::LockGuard::token)
-//! lower than the highest it has seen.
-//!
-//! A part whose acquire reply is lost (a timeout after the master applied
-//! it) is not released by the failed round; it frees itself when its lease
-//! runs out. A master that refuses connections (stopped, restarting) fails
-//! its part at once. With a wait (`try_lock_for(w)`), every part's round
-//! trips keep to the caller's deadline and no part is tried once it has
-//! passed: the call returns within `w` plus one round trip's floor (100 ms)
-//! however many masters are frozen, and a round that took longer than a
-//! part's lease (a slow master among them) counts that part as expired and
-//! releases the round. Without a wait (`lock()`, `try_lock()`), a master that
-//! does not answer at all (frozen, a network partition) holds a round up to
-//! its client's
-//! [`connection_timeout`](crate::ClientBuilder::connection_timeout) or
-//! [`response_timeout`](crate::ClientBuilder::response_timeout), so give
-//! RedLock clients short ones.
+//! How the parts are taken is told on [`MultiLock`]; what a `RedLock`
+//! guarantees, on [`RedLock`]'s safety model.
 
 use std::fmt;
 use std::sync::Arc;
@@ -79,6 +23,21 @@ const MAX_RETRY_JITTER_MS: u64 = 20;
 /// `RedissonMultiLock`). Parts may be of any kind (reentrant, fenced, fair,
 /// read, write) and on different clients and servers. Cheap to clone,
 /// `Send + Sync`.
+///
+/// # How parts are taken
+///
+/// Both run one loop over their parts, each a [`Lock`] of any kind, on any
+/// client. A round tries every part without waiting. When a part is held
+/// elsewhere and the round falls short of the quorum (every part for a
+/// `MultiLock`, a majority for a `RedLock`), the round releases every part it
+/// took and the next round starts by *waiting* on that contended part, with
+/// pub/sub wake-ups as for a single lock, while holding nothing. A thread
+/// therefore never waits while it holds a part: two multi-locks over the same
+/// locks in different orders cannot deadlock, and a waiting multi-lock does
+/// not keep single-lock users out (the algorithm of C++'s `std::lock`).
+/// Without a wait, a round's wait is capped at Redisson's 1.5 s × the number
+/// of parts, after which the loop starts again.
+///
 ///
 /// ```
 /// # let client = redisync::Client::builder().backend(redisync::MemoryBackend::new()).build()?;
@@ -99,7 +58,7 @@ pub struct MultiLock {
 
 /// One lock held on a majority of independent Redis masters (Redisson's
 /// `RedissonRedLock`, the Redlock algorithm). Read the
-/// [safety model](crate::multi_lock#redlocks-safety-model) first. Cheap to
+/// [safety model](RedLock#safety-model) first. Cheap to
 /// clone, `Send + Sync`.
 ///
 /// ```
@@ -115,6 +74,51 @@ pub struct MultiLock {
 /// guard.unlock()?;
 /// # Ok::<(), redisync::Error>(())
 /// ```
+///
+/// # Safety model
+///
+/// A `RedLock` is acquired when a majority (N/2 + 1) of its N parts, each on
+/// an independent master, grant it, and each granted part's lease still has
+/// more than a clock-drift allowance (1 % of the lease + 2 ms) to run, timed
+/// from when its request was sent. A round that falls short releases what it
+/// took. The watchdog renews every part; the guard reports
+/// [`is_lost`](RedLockGuard::is_lost) once fewer than a majority of parts are
+/// still renewed and valid.
+///
+/// What that does **not** give you (Martin Kleppmann's critique of Redlock,
+/// which Redisson itself accepted when it deprecated `RedissonRedLock`):
+///
+/// - **Pauses.** A holder that stops (a GC-like pause, swapping, a stopped
+///   VM) for longer than its lease wakes up believing it holds a lock that
+///   has expired and been granted to someone else. `is_lost` narrows the
+///   window but cannot close it: the pause can fall between the check and
+///   the write.
+/// - **Clock jumps.** Leases expire by each master's clock. A master whose
+///   clock jumps forward expires a part early; one that restarts without
+///   persistence forgets it. Either can let a second holder reach a majority
+///   while the first still believes it holds the lock.
+/// - **Network delays** longer than the drift allowance have the same effect.
+///
+/// Under those faults RedLock stays an efficiency lock (rarely doing work
+/// twice), not a correctness one. A resource that must never accept a stale
+/// holder's write needs fencing: take a [`fenced lock`](crate::Client::fenced_lock)
+/// and have the resource reject any [`token`](crate::LockGuard::token)
+/// lower than the highest it has seen.
+///
+/// A part whose acquire reply is lost (a timeout after the master applied
+/// it) is not released by the failed round; it frees itself when its lease
+/// runs out. A master that refuses connections (stopped, restarting) fails
+/// its part at once. With a wait (`try_lock_for(w)`), every part's round
+/// trips keep to the caller's deadline and no part is tried once it has
+/// passed: the call returns within `w` plus one round trip's floor (100 ms)
+/// however many masters are frozen, and a round that took longer than a
+/// part's lease (a slow master among them) counts that part as expired and
+/// releases the round. Without a wait (`lock()`, `try_lock()`), a master that
+/// does not answer at all (frozen, a network partition) holds a round up to
+/// its client's
+/// [`connection_timeout`](crate::ClientBuilder::connection_timeout) or
+/// [`response_timeout`](crate::ClientBuilder::response_timeout), so give
+/// RedLock clients short ones.
 #[doc(alias = "RedissonRedLock")]
 #[doc(alias = "Redlock")]
 #[doc(alias = "getRedLock")]
@@ -788,7 +792,7 @@ impl RedLockGuard {
     /// more than the drift allowance left on their leases: the watchdog
     /// could not renew them, found them gone, or a fixed lease is (nearly)
     /// over. Check it before acting on the protected resource, and see the
-    /// [safety model](crate::multi_lock#redlocks-safety-model).
+    /// [safety model](RedLock#safety-model).
     ///
     /// ```
     /// # use std::time::Duration;

@@ -55,6 +55,14 @@ impl Names {
     }
 }
 
+/// Checks an object name (the handles check theirs before each call).
+pub(crate) fn check_name(name: &str) -> Result<()> {
+    if name.is_empty() {
+        return Err(Error::invalid("name", "a name must not be empty"));
+    }
+    Ok(())
+}
+
 /// A prefix must not contain `{` or `}`: every auxiliary key and channel
 /// wraps the mapped name in a `{...}` hash tag unless the name already has a
 /// `{` (then the name's own tag decides the slot), and a brace in the prefix

@@ -13,10 +13,12 @@ use std::fmt;
 use std::time::Duration;
 
 use crate::backend::{Acquire, ExpirableKeys};
+use crate::counting::permit_count;
+use crate::names::check_name;
 use crate::ops;
 use crate::pubsub::Wake;
-use crate::semaphore::{check_name, permit_count};
-use crate::wait::{Attempt, Wait, Waiting};
+use crate::telemetry::Primitive;
+use crate::wait::{Attempt, Wait};
 use crate::{Client, Error, Result, keys};
 
 /// The id of one leased permit; returned by
@@ -175,7 +177,7 @@ impl PermitExpirableSemaphore {
     /// ```
     pub fn delete(&self) -> Result<bool> {
         check_name(&self.name)?;
-        ops::semaphore::delete_keys(&*self.client.inner.backend, &self.name, Some(&self.leases))
+        ops::semaphore::delete_keys(self.client.store(), &self.name, Some(&self.leases))
     }
 
     /// Sets the number of permits if it has not been set yet; returns
@@ -223,7 +225,7 @@ impl PermitExpirableSemaphore {
     pub fn available_permits(&self) -> Result<i64> {
         check_name(&self.name)?;
         ops::expirable::available(
-            &*self.client.inner.backend,
+            self.client.store(),
             &self.keys(),
             crate::clock::wall_clock_ms(),
         )
@@ -420,7 +422,7 @@ impl PermitExpirableSemaphore {
     /// releases them when dropped.
     ///
     /// A permit without a lease is recorded with Redisson's non-expirable
-    /// lease end ([`ops::expirable::NON_EXPIRABLE`]): it never returns by
+    /// lease end (`ops::expirable::NON_EXPIRABLE`): it never returns by
     /// itself, so a holder that dies keeps it (as a plain
     /// [`Semaphore`](crate::Semaphore)'s permit) unless someone releases
     /// its id.
@@ -529,7 +531,7 @@ impl PermitExpirableSemaphore {
         }
         let now = crate::clock::wall_clock_ms();
         let ends = lease_end(now, Some(lease_ms))?;
-        ops::expirable::update_lease(&*self.client.inner.backend, &self.keys(), ids, ends, now)
+        ops::expirable::update_lease(self.client.store(), &self.keys(), ids, ends, now)
     }
 
     /// How many permits are taken now: leased and not expired, or taken
@@ -551,7 +553,7 @@ impl PermitExpirableSemaphore {
     pub fn acquired_permits(&self) -> Result<i64> {
         check_name(&self.name)?;
         let acquired = ops::expirable::acquired(
-            &*self.client.inner.backend,
+            self.client.store(),
             &self.keys(),
             crate::clock::wall_clock_ms(),
         )?;
@@ -591,7 +593,7 @@ impl PermitExpirableSemaphore {
             )
         })?;
         ops::expirable::set_permits(
-            &*self.client.inner.backend,
+            self.client.store(),
             &self.keys(),
             total,
             crate::clock::wall_clock_ms(),
@@ -606,7 +608,7 @@ impl PermitExpirableSemaphore {
         check_name(&self.name)?;
         let strs: Vec<&str> = ids.iter().map(PermitId::as_str).collect();
         let released = ops::expirable::release_many(
-            &*self.client.inner.backend,
+            self.client.store(),
             &self.keys(),
             &strs,
             crate::clock::wall_clock_ms(),
@@ -662,7 +664,6 @@ impl PermitExpirableSemaphore {
         let lease_ms = lease
             .map(|lease| crate::error::millis("lease", lease))
             .transpose()?;
-        let inner = &self.client.inner;
         let keys = self.keys();
         let ids: Vec<PermitId> = (0..count)
             .map(|_| PermitId(uuid::Uuid::new_v4().simple().to_string()))
@@ -672,46 +673,40 @@ impl PermitExpirableSemaphore {
         // an attempt that arrives late acts no more. Only the latest can
         // have an unknown outcome (each earlier one was answered). Not on a
         // Redis Cluster (see `Semaphore::records`).
-        let records = inner.backend.slot_of(&self.name).is_none();
+        let records = self.client.records(&self.name);
         let record = std::cell::RefCell::new(None::<String>);
-        let taken = crate::wait::until_done(
-            &inner.subscriber,
-            Waiting {
-                channel: &self.channel,
-                wake: Wake::Semaphore,
+        let waiting = self
+            .client
+            .waiting(
+                &self.channel,
+                Wake::Semaphore,
                 wait,
-                fallback: inner.watchdog_timeout,
-                defer_to_woken: false,
-                primitive: crate::telemetry::Primitive::PermitExpirableSemaphore,
-                first: &|| crate::wait::First::Attempt,
-                name: &self.name,
-                cancel: self.cancel.as_ref(),
-                seat: None,
-            },
-            || {
-                let now = crate::clock::wall_clock_ms();
-                let ends = lease_end(now, lease_ms)?;
-                Ok(
-                    match ops::expirable::acquire_many_recorded(
-                        &*inner.backend,
-                        &keys,
-                        &id_strs,
-                        ends,
-                        now,
-                        records
-                            .then(|| {
-                                let op = keys::new_op_record(&self.name);
-                                record.borrow_mut().insert(op).clone()
-                            })
-                            .as_deref(),
-                    )? {
-                        Acquire::Acquired => Attempt::Done(()),
-                        Acquire::Held { ttl } => Attempt::Retry(ttl),
-                    },
-                )
-            },
-        )
-        .map(|taken| taken.and_then(crate::wait::Done::attempted));
+                Primitive::PermitExpirableSemaphore,
+                &self.name,
+            )
+            .cancellable(self.cancel.as_ref());
+        let taken = self.client.wait_on(waiting, || {
+            let now = crate::clock::wall_clock_ms();
+            let ends = lease_end(now, lease_ms)?;
+            Ok(
+                match ops::expirable::acquire_many_recorded(
+                    self.client.store(),
+                    &keys,
+                    &id_strs,
+                    ends,
+                    now,
+                    records
+                        .then(|| {
+                            let op = keys::new_op_record(&self.name);
+                            record.borrow_mut().insert(op).clone()
+                        })
+                        .as_deref(),
+                )? {
+                    Acquire::Acquired => Attempt::Done(()),
+                    Acquire::Held { ttl } => Attempt::Retry(ttl),
+                },
+            )
+        });
         match taken {
             Ok(Some(())) => Ok(Some(ids)),
             Ok(None) => Ok(None),
@@ -745,7 +740,7 @@ impl PermitExpirableSemaphore {
         let Some(give_up_at) = std::time::Instant::now().checked_add(lease) else {
             return;
         };
-        let backend = std::sync::Arc::clone(&self.client.inner.backend);
+        let backend = std::sync::Arc::clone(self.client.backend());
         let (name, leases, channel) =
             (self.name.clone(), self.leases.clone(), self.channel.clone());
         let permits: Vec<String> = ids.iter().map(|id| id.as_str().to_owned()).collect();
@@ -765,9 +760,7 @@ impl PermitExpirableSemaphore {
             Ok(true)
         });
         self.client
-            .inner
-            .cleanup
-            .push(&self.name, &first, task, give_up_at, false, cause);
+            .release_later(&self.name, &first, task, give_up_at, cause);
     }
 }
 
@@ -931,8 +924,7 @@ impl Drop for PermitGuard {
         if let Err(error) = self.semaphore.release_ids(&self.ids) {
             self.semaphore
                 .client
-                .inner
-                .events
+                .events()
                 .on_unlock_failed(&crate::event::UnlockFailedEvent {
                     name: self.semaphore.name.clone(),
                     error,

@@ -11,73 +11,14 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use crate::counting::{RESEND_HORIZON, exactly_once, permit_count};
 use crate::event::UnlockFailedEvent;
+use crate::names::check_name;
 use crate::ops;
 use crate::pubsub::Wake;
-use crate::wait::{Attempt, Wait, Waiting};
-use crate::{Client, Error, LockBackend, Result, keys};
-
-/// How long a counting call whose outcome is unknown (a release, a
-/// count-down, the undo of an acquire) is sent again in the background
-/// after it failed in line: until it lands or this long after it was
-/// first sent. Its record is kept twice as long
-/// ([`RECORD_MS`](ops::semaphore::RECORD_MS)), so every repeat finds it.
-pub(crate) const RESEND_HORIZON: Duration = Duration::from_secs(30);
-const _: () = assert!(RESEND_HORIZON.as_millis() * 2 == ops::semaphore::RECORD_MS as u128);
-
-/// Pauses between the in-line repeats of a recorded counting call that
-/// failed with a connection error (each repeat is exact: same record); no
-/// repeat starts after [`RETRY_BUDGET`]. What has still not landed then is
-/// sent again in the background, and the call returns the error.
-const RETRIES: [Duration; 3] = [
-    Duration::from_millis(10),
-    Duration::from_millis(100),
-    Duration::from_millis(100),
-];
-const RETRY_BUDGET: Duration = Duration::from_millis(300);
-
-/// Runs `call`, a counting call on `name` carrying its record `record`
-/// (see `ops::semaphore::add_recorded`), so that it counts exactly once
-/// whatever the connection does: a repeat of a call that ran counts
-/// nothing more, and one that arrives after its window is refused. On a
-/// connection error it is repeated in line (within [`RETRY_BUDGET`]), then
-/// handed to the client's cleanup worker, which repeats it until it lands
-/// or [`RESEND_HORIZON`] has passed; the error is returned (the call goes
-/// on in the background: the caller must not count again).
-pub(crate) fn exactly_once<F>(client: &Client, name: &str, record: String, call: F) -> Result<()>
-where
-    F: Fn(&dyn LockBackend) -> Result<()> + Send + 'static,
-{
-    let backend = &client.inner.backend;
-    let started = Instant::now();
-    let mut outcome = call(backend.as_ref());
-    for pause in RETRIES {
-        match &outcome {
-            Err(err) if err.is_connection_error() && started.elapsed() + pause < RETRY_BUDGET => {
-                std::thread::sleep(pause);
-                outcome = call(backend.as_ref());
-            }
-            _ => break,
-        }
-    }
-    if let Err(err) = &outcome
-        && err.is_connection_error()
-        && let Some(give_up_at) = started.checked_add(RESEND_HORIZON)
-    {
-        let backend = Arc::clone(backend);
-        let task: crate::cleanup::Task = Box::new(move || match call(backend.as_ref()) {
-            Ok(()) => Ok(true),
-            Err(err) if err.is_connection_error() => Err(err),
-            // Answered: it will not land by being sent again.
-            Err(_) => Ok(true),
-        });
-        client
-            .inner
-            .cleanup
-            .push(name, &record, task, give_up_at, false, err);
-    }
-    outcome
-}
+use crate::telemetry::Primitive;
+use crate::wait::{Attempt, Wait};
+use crate::{Client, Error, Result, keys};
 
 /// A handle on one distributed counting semaphore; created by
 /// [`Client::semaphore`]. Cheap to clone, `Send + Sync`.
@@ -111,23 +52,6 @@ impl fmt::Debug for Semaphore {
             .field("name", &self.name)
             .finish()
     }
-}
-
-/// Checks a permit count: at least 1, at most `i64::MAX`.
-pub(crate) fn permit_count(what: &'static str, permits: u64) -> Result<i64> {
-    if permits == 0 {
-        return Err(Error::invalid(what, "must be at least 1, got 0"));
-    }
-    i64::try_from(permits)
-        .map_err(|_| Error::invalid(what, format!("must be at most i64::MAX, got {permits}")))
-}
-
-/// Checks an object name.
-pub(crate) fn check_name(name: &str) -> Result<()> {
-    if name.is_empty() {
-        return Err(Error::invalid("name", "a name must not be empty"));
-    }
-    Ok(())
 }
 
 impl Semaphore {
@@ -203,7 +127,7 @@ impl Semaphore {
             )
         })?;
         ops::counter::set_if_absent(
-            &*self.client.inner.backend,
+            self.client.store(),
             &self.name,
             &self.channel,
             permits,
@@ -235,7 +159,7 @@ impl Semaphore {
     #[doc(alias = "addPermits")]
     pub fn add_permits(&self, delta: i64) -> Result<()> {
         check_name(&self.name)?;
-        let backend = &*self.client.inner.backend;
+        let backend = self.client.store();
         if self.records() {
             // Recorded: sent again after a connection fault, it counts once.
             let record = keys::new_op_record(&self.name);
@@ -257,7 +181,7 @@ impl Semaphore {
     /// fails with TRYAGAIN for as long as its slot migrates (and no request
     /// carries a window).
     fn records(&self) -> bool {
-        self.client.inner.backend.slot_of(&self.name).is_none()
+        self.client.records(&self.name)
     }
 
     /// Gives back `permits` (a release): exactly once, also when the
@@ -281,7 +205,7 @@ impl Semaphore {
     /// marks it undone so that it is refused if it arrives later (see
     /// `ops::semaphore::undo_acquire`), in the background until it lands.
     fn undo_acquire(&self, permits: i64, record: String, cause: &Error) {
-        let backend = Arc::clone(&self.client.inner.backend);
+        let backend = Arc::clone(self.client.backend());
         let (name, channel, op) = (self.name.clone(), self.channel.clone(), record.clone());
         let task: crate::cleanup::Task = Box::new(move || {
             match ops::semaphore::undo_acquire(backend.as_ref(), &name, &channel, permits, &op) {
@@ -292,9 +216,7 @@ impl Semaphore {
         });
         if let Some(give_up_at) = Instant::now().checked_add(RESEND_HORIZON) {
             self.client
-                .inner
-                .cleanup
-                .push(&self.name, &record, task, give_up_at, false, cause);
+                .release_later(&self.name, &record, task, give_up_at, cause);
         }
     }
 
@@ -318,7 +240,7 @@ impl Semaphore {
     /// ```
     pub fn delete(&self) -> Result<bool> {
         check_name(&self.name)?;
-        ops::semaphore::delete(&*self.client.inner.backend, &self.name)
+        ops::semaphore::delete(self.client.store(), &self.name)
     }
 
     /// Blocks until `permits` permits are available and takes them.
@@ -428,7 +350,7 @@ impl Semaphore {
     #[doc(alias = "availablePermits")]
     pub fn available_permits(&self) -> Result<i64> {
         check_name(&self.name)?;
-        ops::counter::get(&*self.client.inner.backend, &self.name)
+        ops::counter::get(self.client.store(), &self.name)
     }
 
     /// Takes every available permit and returns how many there were. They
@@ -448,51 +370,44 @@ impl Semaphore {
     #[doc(alias = "drainPermits")]
     pub fn drain_permits(&self) -> Result<i64> {
         check_name(&self.name)?;
-        ops::semaphore::drain(&*self.client.inner.backend, &self.name)
+        ops::semaphore::drain(self.client.store(), &self.name)
     }
 
     fn acquire_within(&self, permits: u64, wait: Wait) -> Result<Option<SemaphorePermit>> {
         check_name(&self.name)?;
         let count = permit_count("permits", permits)?;
-        let inner = &self.client.inner;
         let records = self.records();
         // The latest attempt's record: only the latest can have an unknown
         // outcome (each earlier one was answered).
         let record = std::cell::RefCell::new(None::<String>);
-        let taken = crate::wait::until_done(
-            &inner.subscriber,
-            Waiting {
-                channel: &self.channel,
-                wake: Wake::Semaphore,
+        let waiting = self
+            .client
+            .waiting(
+                &self.channel,
+                Wake::Semaphore,
                 wait,
-                fallback: inner.watchdog_timeout,
-                defer_to_woken: false,
-                primitive: crate::telemetry::Primitive::Semaphore,
-                first: &|| crate::wait::First::Attempt,
-                name: &self.name,
-                cancel: self.cancel.as_ref(),
-                seat: None,
-            },
-            || {
-                let backend = &*inner.backend;
-                let taken = if records {
-                    let op = keys::new_op_record(&self.name);
-                    let taken =
-                        ops::semaphore::try_acquire_recorded(backend, &self.name, count, &op);
-                    *record.borrow_mut() = Some(op);
-                    taken?
-                } else {
-                    ops::semaphore::try_acquire(backend, &self.name, count)?
-                };
-                Ok(if taken {
-                    Attempt::Done(())
-                } else {
-                    Attempt::Retry(None)
-                })
-            },
-        );
+                Primitive::Semaphore,
+                &self.name,
+            )
+            .cancellable(self.cancel.as_ref());
+        let taken = self.client.wait_on(waiting, || {
+            let backend = self.client.store();
+            let taken = if records {
+                let op = keys::new_op_record(&self.name);
+                let taken = ops::semaphore::try_acquire_recorded(backend, &self.name, count, &op);
+                *record.borrow_mut() = Some(op);
+                taken?
+            } else {
+                ops::semaphore::try_acquire(backend, &self.name, count)?
+            };
+            Ok(if taken {
+                Attempt::Done(())
+            } else {
+                Attempt::Retry(None)
+            })
+        });
         let taken = match taken {
-            Ok(taken) => taken.and_then(crate::wait::Done::attempted),
+            Ok(taken) => taken,
             Err(err) => {
                 if err.is_connection_error()
                     && let Some(op) = record.take()
@@ -601,8 +516,7 @@ impl Drop for SemaphorePermit {
         if let Err(error) = self.semaphore.give_back(self.permits) {
             self.semaphore
                 .client
-                .inner
-                .events
+                .events()
                 .on_unlock_failed(&UnlockFailedEvent {
                     name: self.semaphore.name.clone(),
                     error,

@@ -4,7 +4,7 @@
 //!
 //! It is the reentrant lock itself, with another wait strategy: the same
 //! hash, holder fields, scripts, watchdog and [`LockGuard`](crate::LockGuard)
-//! (so a spin lock and a [`Client::lock`] of the same name exclude each
+//! (so a spin lock and a [`Client::lock`](crate::Client::lock) of the same name exclude each
 //! other, as Redisson's `RSpinLock` and `RLock` do). Only the wait differs:
 //! it never subscribes to anything, so it works where pub/sub does not (a
 //! proxy without it) and costs the server no subscription per waiting
@@ -21,14 +21,13 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::flavor::Flavor;
 use crate::telemetry::{Parked, Primitive};
 use crate::wait::{Attempt, Done, Wait};
-use crate::{Client, Error, Lock, Result};
+use crate::{Error, Lock, Result};
 
 /// How a spin lock's waiter paces its attempts: Redisson's
 /// `LockOptions.ExponentialBackOff`. Pass it to
-/// [`Client::spin_lock_with_backoff`]; [`Client::spin_lock`] uses
+/// [`Client::spin_lock_with_backoff`](crate::Client::spin_lock_with_backoff); [`Client::spin_lock`](crate::Client::spin_lock) uses
 /// [`Backoff::default`] (Redisson's defaults: 1 ms, growing ×2 up to
 /// 128 ms).
 ///
@@ -270,63 +269,17 @@ fn spin<T>(
     }
 }
 
-impl Client {
-    /// A handle on the spin lock `name` (Redisson's `RSpinLock`,
-    /// `getSpinLock(name)`), waiting with [`Backoff::default`].
-    ///
-    /// It is a [`Lock`] (reentrant, watchdog, [`LockGuard`](crate::LockGuard))
-    /// on the same keys as [`lock`](Self::lock): the two exclude each other
-    /// on one name, and Redisson's `RSpinLock`/`RLock` too. Its waiters
-    /// never subscribe to anything: they retry after each backoff pause. Use
-    /// it where pub/sub is unavailable (a proxy that does not support it) or
-    /// where thousands of waiting clients would each hold a subscription.
-    /// The price: a waiter notices a release up to one pause late and sends
-    /// one attempt per pause. Cheap; no round trip.
-    ///
-    /// ```
-    /// use std::time::Duration;
-    /// # let client = redisync::Client::builder().backend(redisync::MemoryBackend::new()).build()?;
-    /// let lock = client.spin_lock("reports");
-    /// let guard = lock.lock()?;                       // watchdog keeps the lease alive
-    /// let plain = client.lock("reports");             // same lock, pub/sub waits
-    /// assert!(plain.is_locked()?);
-    /// let other = lock.clone();
-    /// let waited = std::thread::spawn(move || {
-    ///     // Retries after 1, 2, 4, ... ms; gives up after 50 ms.
-    ///     other.try_lock_for(Duration::from_millis(50)).unwrap().is_none()
-    /// });
-    /// assert!(waited.join().unwrap());
-    /// guard.unlock()?;
-    /// # Ok::<(), redisync::Error>(())
-    /// ```
-    #[doc(alias = "RSpinLock")]
-    #[doc(alias = "get_spin_lock")]
-    pub fn spin_lock(&self, name: impl Into<String>) -> Lock {
-        self.spin_lock_with_backoff(name, Backoff::default())
-    }
-
-    /// A handle on the spin lock `name` whose waiters pace their attempts
-    /// by `backoff` (Redisson's `getSpinLock(name, backOff)`); see
-    /// [`spin_lock`](Self::spin_lock).
-    ///
-    /// ```
-    /// use std::time::Duration;
-    /// # let client = redisync::Client::builder().backend(redisync::MemoryBackend::new()).build()?;
-    /// let backoff = redisync::Backoff::exponential(Duration::from_millis(5), Duration::from_millis(500), 2)?;
-    /// let lock = client.spin_lock_with_backoff("reports", backoff);
-    /// assert_eq!(lock.spin_backoff(), Some(backoff));
-    /// # Ok::<(), redisync::Error>(())
-    /// ```
-    #[doc(alias = "RSpinLock")]
-    pub fn spin_lock_with_backoff(&self, name: impl Into<String>, backoff: Backoff) -> Lock {
-        let mut lock = Lock::new(self.clone(), Flavor::Reentrant, self.map(name));
-        lock.spin = Some(Arc::new(backoff));
-        lock
+impl Lock {
+    /// This reentrant lock, waiting by `backoff` instead of on pub/sub
+    /// (see [`Client::spin_lock_with_backoff`](crate::Client::spin_lock_with_backoff)).
+    pub(crate) fn spinning(mut self, backoff: Backoff) -> Lock {
+        self.spin = Some(Arc::new(backoff));
+        self
     }
 }
 
 impl Lock {
-    /// The backoff of a spin lock ([`Client::spin_lock`]); `None` for a lock
+    /// The backoff of a spin lock ([`Client::spin_lock`](crate::Client::spin_lock)); `None` for a lock
     /// whose waiters park on pub/sub.
     ///
     /// ```

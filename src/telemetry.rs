@@ -72,6 +72,7 @@ pub(crate) enum Primitive {
     Semaphore,
     PermitExpirableSemaphore,
     CountDownLatch,
+    Barrier,
 }
 
 impl Primitive {
@@ -87,6 +88,7 @@ impl Primitive {
             Primitive::Semaphore => "semaphore",
             Primitive::PermitExpirableSemaphore => "permit_expirable_semaphore",
             Primitive::CountDownLatch => "count_down_latch",
+            Primitive::Barrier => "barrier",
         }
     }
 }

@@ -98,6 +98,45 @@ pub(crate) struct Waiting<'a> {
     pub(crate) seat: Option<Seat>,
 }
 
+impl<'a> Waiting<'a> {
+    /// A waiter of a primitive without local owners or handoffs (a
+    /// semaphore, a latch, a barrier): it attempts first, never defers to
+    /// a woken sibling, has no seat, and no cancellation token (see
+    /// [`cancellable`](Self::cancellable)). Built by `Client::waiting`,
+    /// which passes the client's watchdog timeout as the `fallback`.
+    pub(crate) fn new(
+        channel: &'a str,
+        wake: Wake,
+        wait: Wait,
+        fallback: Duration,
+        primitive: crate::telemetry::Primitive,
+        name: &'a str,
+    ) -> Waiting<'a> {
+        Waiting {
+            channel,
+            wake,
+            wait,
+            fallback,
+            defer_to_woken: false,
+            primitive,
+            first: &attempt_first,
+            name,
+            cancel: None,
+            seat: None,
+        }
+    }
+
+    /// This waiter, ended by `cancel` (if any) from another thread.
+    pub(crate) fn cancellable(self, cancel: Option<&'a CancellationToken>) -> Waiting<'a> {
+        Waiting { cancel, ..self }
+    }
+}
+
+/// Every wait that trusts no local owner begins with an attempt.
+fn attempt_first() -> First {
+    First::Attempt
+}
+
 /// How a wait begins.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum First {

@@ -435,7 +435,7 @@ impl fmt::Display for Inspection {
 /// # Ok::<(), redisync::Error>(())
 /// ```
 pub fn inspect<B: LockBackend + ?Sized>(backend: &B, name: &str) -> Result<Inspection> {
-    crate::semaphore::check_name(name)?;
+    crate::names::check_name(name)?;
     let call = ScriptCall::new(&INSPECT, Resend::Harmless, Effect::Read)
         .key(name)
         .key(keys::fair_queue(name))

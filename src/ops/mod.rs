@@ -28,6 +28,7 @@ use std::time::Duration;
 use crate::backend::{LockBackend, Reply, ScriptCall};
 use crate::{Error, Result};
 
+pub mod barrier;
 pub mod counter;
 pub mod expirable;
 pub mod fair_lock;
@@ -56,7 +57,7 @@ pub(crate) use script;
 
 /// Every script of every operation (tests check them all).
 #[cfg(test)]
-pub(crate) fn all_scripts() -> [&'static crate::backend::Script; 40] {
+pub(crate) fn all_scripts() -> [&'static crate::backend::Script; 43] {
     [
         &KEY_TYPES,
         &lock::ACQUIRE,
@@ -98,6 +99,9 @@ pub(crate) fn all_scripts() -> [&'static crate::backend::Script; 40] {
         &latch::COUNT_DOWN,
         &latch::DELETE,
         &inspect::INSPECT,
+        &barrier::ARRIVE,
+        &barrier::WITHDRAW,
+        &barrier::STATE,
     ]
 }
 
@@ -160,7 +164,7 @@ fn wrong_type<B: LockBackend + ?Sized>(backend: &B, call: &ScriptCall<'_>) -> Er
 /// The arguments the scripts check (`lua/args_prelude.lua`), by the name
 /// their error reply gives; longer names first, so "lease end" is not read
 /// as "lease".
-const SCRIPT_ARGUMENTS: [&str; 10] = [
+const SCRIPT_ARGUMENTS: [&str; 11] = [
     "lease end",
     "permit id",
     "record",
@@ -171,6 +175,7 @@ const SCRIPT_ARGUMENTS: [&str; 10] = [
     "value",
     "delta",
     "permits",
+    "parties",
 ];
 
 /// What a script's error reply `text` means for `operation`.
@@ -367,6 +372,7 @@ mod tests {
     #[test]
     fn every_writing_script_is_windowed() {
         let reads = [
+            "barrier_state",
             "counter_get",
             "expirable_available",
             "expirable_acquired",

@@ -1,0 +1,208 @@
+//! The barrier (redisync only: Redisson has no distributed barrier): a
+//! hash at the barrier's name counts the arrivals of the current
+//! generation; the arrival that makes up the parties completes it, starts
+//! the next and publishes `0` on `redisync_barrier:{name}`, which wakes
+//! every waiter (as a latch's zero does). Each arrival carries a record
+//! (`{name}:redisync_op:<op id>`), so that sending it again never counts
+//! twice and a waiter that gives up withdraws exactly its own arrival.
+//!
+//! | key | type | contents | expiry |
+//! |---|---|---|---|
+//! | `name` | hash | `generation` (completed so far), `arrived`, `parties`, one field per arrival (its record's name = its generation) | none |
+//! | `{name}:redisync_op:<op id>` | string | the generation the arrival joined, `w` once withdrawn | [`RECORD_MS`](super::semaphore::RECORD_MS) |
+//! | channel `redisync_barrier:{name}` | pub/sub | `0` when a generation completes | |
+
+use super::{always, int, part, run, script};
+use crate::backend::{Effect, LockBackend, Reply, Resend, ScriptCall};
+use crate::{Error, Result};
+
+script!(
+    /// KEYS barrier, channel, record; ARGV parties, record ms, open
+    /// message. {generation, 1 = completed}.
+    ARRIVE = "barrier_arrive", "barrier arrive", after "window_prelude", after "args_prelude"
+);
+script!(
+    /// KEYS barrier, record; ARGV record ms. {1 withdrawn | 2 completed | 0
+    /// none, generation}.
+    WITHDRAW = "barrier_withdraw", "barrier withdraw", after "window_prelude", after "args_prelude"
+);
+script!(
+    /// KEYS barrier. {generation, arrived, parties}; writes nothing.
+    STATE = "barrier_state", "barrier state"
+);
+
+/// The message that opens a generation: the latch's zero, so waiters wake
+/// as a latch's do (every one of them).
+pub const OPEN_MESSAGE: &str = crate::keys::LATCH_ZERO_MESSAGE;
+
+/// The channel of barrier `name`: `redisync_barrier:{name}` (with the
+/// name's own hash tag when it has one, as every key of it).
+///
+/// ```
+/// assert_eq!(redisync::ops::barrier::channel("b"), "redisync_barrier:{b}");
+/// ```
+pub fn channel(name: &str) -> String {
+    crate::keys::prefix("redisync_barrier", name)
+}
+
+/// What one arrival found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Arrival {
+    /// The generation it joined (0 for the first).
+    pub generation: u64,
+    /// Whether that generation has completed: this arrival made up the
+    /// parties (or, for a repeat, it has completed since).
+    pub completed: bool,
+}
+
+/// What withdrawing an arrival did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Withdrawal {
+    /// The arrival no longer counts (now, or by an earlier withdrawal of
+    /// it: `generation` is then `None`).
+    Withdrawn {
+        /// The generation it had joined.
+        generation: Option<u64>,
+    },
+    /// Its generation had completed: the arrival stands, its waiter was
+    /// released.
+    Completed {
+        /// That generation.
+        generation: u64,
+    },
+    /// No arrival under the record was found (none landed, or its record
+    /// expired after its generation completed); one that comes later is
+    /// refused.
+    NotFound,
+}
+
+/// A barrier as read by [`state`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub struct BarrierState {
+    /// Generations completed so far.
+    pub generation: u64,
+    /// Arrivals of the current generation.
+    pub arrived: u64,
+    /// The parties the current generation waits for (0: no arrival yet).
+    pub parties: u64,
+}
+
+/// Arrives at barrier `name` that waits for `parties`, under the call's
+/// `record` (`{name}:redisync_op:<op id>`, one fresh id per arrival, kept
+/// [`RECORD_MS`](super::semaphore::RECORD_MS)): the same call sent again
+/// arrives no more and returns the first outcome. The arrival that makes
+/// up the parties completes the generation and publishes
+/// [`OPEN_MESSAGE`] on `channel`.
+///
+/// # Errors
+/// `InvalidArgument` for 0 parties, or other parties than the current
+/// generation's arrivals gave; a connection error (a late request) for an
+/// arrival withdrawn already; `Protocol` on a wrong type; a store failure.
+///
+/// ```
+/// use redisync::ops::barrier::{arrive, channel};
+/// let store = redisync::MemoryBackend::new();
+/// let ch = channel("doc:b");
+/// let first = arrive(&store, "doc:b", &ch, 2, "{doc:b}:redisync_op:a")?;
+/// assert_eq!((first.generation, first.completed), (0, false));
+/// assert_eq!(arrive(&store, "doc:b", &ch, 2, "{doc:b}:redisync_op:a")?, first); // sent again
+/// assert!(arrive(&store, "doc:b", &ch, 2, "{doc:b}:redisync_op:b")?.completed);
+/// # Ok::<(), redisync::Error>(())
+/// ```
+pub fn arrive<B: LockBackend + ?Sized>(
+    backend: &B,
+    name: &str,
+    channel: &str,
+    parties: u32,
+    record: &str,
+) -> Result<Arrival> {
+    if parties == 0 {
+        return Err(Error::invalid("parties", "must be at least 1, got 0"));
+    }
+    // The record makes a repeat return the first outcome.
+    let call = ScriptCall::new(&ARRIVE, Resend::Harmless, Effect::Change(always))
+        .key(name)
+        .key(channel)
+        .key(record)
+        .arg(i64::from(parties))
+        .arg(super::semaphore::RECORD_MS)
+        .arg(OPEN_MESSAGE);
+    let reply = run(backend, &call)?;
+    let operation = ARRIVE.operation();
+    Ok(Arrival {
+        generation: generation(part(&reply, 0, operation)?, operation)?,
+        completed: super::flag(part(&reply, 1, operation)?, operation)?,
+    })
+}
+
+/// Withdraws the arrival at barrier `name` recorded under `record`, if its
+/// generation has not completed; marks the record withdrawn (for
+/// [`RECORD_MS`](super::semaphore::RECORD_MS)), so that the arrival, if its
+/// request comes later still, is refused. Idempotent.
+///
+/// # Errors
+/// `Protocol` on a wrong type; a store failure.
+///
+/// ```
+/// use redisync::ops::barrier::{Withdrawal, arrive, channel, state, withdraw};
+/// let store = redisync::MemoryBackend::new();
+/// let op = "{doc:bw}:redisync_op:a";
+/// arrive(&store, "doc:bw", &channel("doc:bw"), 2, op)?;
+/// assert_eq!(withdraw(&store, "doc:bw", op)?, Withdrawal::Withdrawn { generation: Some(0) });
+/// assert_eq!(state(&store, "doc:bw")?.arrived, 0);
+/// assert!(arrive(&store, "doc:bw", &channel("doc:bw"), 2, op).is_err()); // refused now
+/// # Ok::<(), redisync::Error>(())
+/// ```
+pub fn withdraw<B: LockBackend + ?Sized>(
+    backend: &B,
+    name: &str,
+    record: &str,
+) -> Result<Withdrawal> {
+    let call = ScriptCall::new(&WITHDRAW, Resend::Harmless, Effect::Change(always))
+        .key(name)
+        .key(record)
+        .arg(super::semaphore::RECORD_MS);
+    let reply = run(backend, &call)?;
+    let operation = WITHDRAW.operation();
+    let code = int(part(&reply, 0, operation)?, operation)?;
+    let joined = int(part(&reply, 1, operation)?, operation)?;
+    match (code, u64::try_from(joined)) {
+        (1, joined) => Ok(Withdrawal::Withdrawn {
+            generation: joined.ok(),
+        }),
+        (2, Ok(generation)) => Ok(Withdrawal::Completed { generation }),
+        (0, _) => Ok(Withdrawal::NotFound),
+        _ => Err(reply.unexpected(operation, "{0, 1 or 2, a generation}")),
+    }
+}
+
+/// Reads barrier `name`: the generations completed, the current one's
+/// arrivals and parties. Writes nothing.
+///
+/// # Errors
+/// `Protocol` on a wrong type or a corrupt count; a store failure.
+///
+/// ```
+/// let store = redisync::MemoryBackend::new();
+/// assert_eq!(redisync::ops::barrier::state(&store, "doc:bs")?.generation, 0);
+/// # Ok::<(), redisync::Error>(())
+/// ```
+pub fn state<B: LockBackend + ?Sized>(backend: &B, name: &str) -> Result<BarrierState> {
+    let call = ScriptCall::new(&STATE, Resend::Harmless, Effect::Read).key(name);
+    let reply = run(backend, &call)?;
+    let operation = STATE.operation();
+    Ok(BarrierState {
+        generation: generation(part(&reply, 0, operation)?, operation)?,
+        arrived: generation(part(&reply, 1, operation)?, operation)?,
+        parties: generation(part(&reply, 2, operation)?, operation)?,
+    })
+}
+
+/// A non-negative count of a reply (a script reads a corrupt field as -1).
+fn generation(reply: &Reply, operation: &str) -> Result<u64> {
+    u64::try_from(int(reply, operation)?)
+        .map_err(|_| reply.unexpected(operation, "a non-negative integer"))
+}
