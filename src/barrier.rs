@@ -208,6 +208,27 @@ impl Barrier {
         Ok(ops::barrier::state(self.client.store(), &self.name)?.generation)
     }
 
+    /// Deletes the barrier if no arrival waits at it, so that its
+    /// generations start again at 0 (and its key is gone); returns whether
+    /// it deleted it. With arrivals waiting it changes nothing and returns
+    /// `false`: they keep waiting for their parties.
+    ///
+    /// # Errors
+    /// As [`arrived`](Self::arrived).
+    ///
+    /// ```
+    /// # let client = redisync::Client::builder().backend(redisync::MemoryBackend::new()).build()?;
+    /// let b = client.barrier("b", 1);
+    /// b.wait()?;
+    /// assert!(b.delete()?);
+    /// assert_eq!(b.generation()?, 0);
+    /// # Ok::<(), redisync::Error>(())
+    /// ```
+    pub fn delete(&self) -> Result<bool> {
+        check_name(&self.name)?;
+        ops::barrier::delete(self.client.store(), &self.name)
+    }
+
     fn wait_within(&self, wait: Wait) -> Result<Option<u64>> {
         check_name(&self.name)?;
         if self.parties == 0 {
@@ -246,9 +267,11 @@ impl Barrier {
                     joined.set(Some(arrival.generation));
                     (arrival.generation, arrival.completed)
                 }
+                // Its field goes only when its generation completes (or
+                // it withdraws, which it has not): gone = released.
                 Some(generation) => (
                     generation,
-                    ops::barrier::state(store, &self.name)?.generation > generation,
+                    !ops::barrier::still_waiting(store, &self.name, &record)?,
                 ),
             };
             Ok(if completed {

@@ -266,13 +266,12 @@ fn reusable_over_several_generations(env: &Env) {
     for thread in threads {
         assert_eq!(thread.join().unwrap(), (0..ROUNDS).collect::<Vec<_>>());
     }
-    assert_eq!(
-        clients[1]
-            .barrier(name.as_str(), PARTIES)
-            .generation()
-            .unwrap(),
-        ROUNDS
-    );
+    let barrier = clients[1].barrier(name.as_str(), PARTIES);
+    assert_eq!(barrier.generation().unwrap(), ROUNDS);
+    // Idle: it can be deleted, and starts again at generation 0.
+    assert!(barrier.delete().unwrap());
+    assert!(!barrier.delete().unwrap());
+    assert_eq!(barrier.generation().unwrap(), 0);
 }
 
 /// A waiter that times out takes its arrival back: two later arrivals of
@@ -305,6 +304,10 @@ fn a_timed_out_waiter_withdraws_and_a_later_full_set_meets(env: &Env) {
     thread::sleep(SETTLE);
     assert_eq!(done.load(Ordering::SeqCst), 0, "two arrivals of three met");
     assert_eq!(lonely.arrived().unwrap(), 2);
+    assert!(
+        !lonely.delete().unwrap(),
+        "deleted a barrier with arrivals waiting"
+    );
     // The third completes generation 0 (the withdrawn arrival made none).
     assert_eq!(b.barrier(name.as_str(), PARTIES).wait().unwrap(), 0);
     assert_eq!(first.returned("first").1, 0);
@@ -461,4 +464,12 @@ fn bad_input(env: &Env) {
     env.set_string(&other, "x");
     let err = a.barrier(other.as_str(), 2).wait().unwrap_err();
     assert!(err.is_protocol_error(), "{err}");
+}
+
+fn assert_handle<T: Send + Sync + Clone + std::fmt::Debug>() {}
+
+/// The handle moves between threads and is shared, as every handle is.
+#[test]
+fn the_handle_is_send_sync_clone_and_debug() {
+    assert_handle::<Barrier>();
 }

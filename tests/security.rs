@@ -301,6 +301,7 @@ fn acl_user_runs_every_primitive() {
             "~redisson_*",
             "&redisson_*",
             "&redisync__control:*",
+            "&redisync_barrier:*",
         ]),
     );
     let url = acl_url(server.port(), ACL_PASSWORD);
@@ -513,6 +514,19 @@ fn acl_user_runs_every_primitive() {
     assert_eq!(a.count_down_latch(latch.as_str()).count().unwrap(), 0);
     assert!(a.count_down_latch(latch.as_str()).try_set_count(2).unwrap());
     assert!(a.count_down_latch(latch.as_str()).delete().unwrap());
+
+    // Barrier (redisync only): the second arrival releases the first, in
+    // another client, on the barrier's own channel.
+    let barrier = unique_name("acl:barrier");
+    let waiting = b.barrier(barrier.as_str(), 2);
+    let meeting = thread::spawn(move || waiting.wait_for(STUCK).unwrap());
+    thread::sleep(SETTLE);
+    assert_eq!(a.barrier(barrier.as_str(), 2).wait().unwrap(), 0);
+    assert_eq!(
+        meeting.join().unwrap(),
+        Some(0),
+        "the barrier waiter was not woken"
+    );
 
     drop((a, b, fast));
     let refusals = acl_refusals(&mut admin);

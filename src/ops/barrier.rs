@@ -27,8 +27,13 @@ script!(
     WITHDRAW = "barrier_withdraw", "barrier withdraw", after "window_prelude", after "args_prelude"
 );
 script!(
-    /// KEYS barrier. {generation, arrived, parties}; writes nothing.
+    /// KEYS barrier [, record]. {generation, arrived, parties, 1 = the
+    /// record's arrival still waits}; writes nothing.
     STATE = "barrier_state", "barrier state"
+);
+script!(
+    /// KEYS barrier. 1 = deleted (no arrival waited).
+    DELETE = "barrier_delete", "barrier delete", after "window_prelude"
 );
 
 /// The message that opens a generation: the latch's zero, so waiters wake
@@ -199,6 +204,56 @@ pub fn state<B: LockBackend + ?Sized>(backend: &B, name: &str) -> Result<Barrier
         arrived: generation(part(&reply, 1, operation)?, operation)?,
         parties: generation(part(&reply, 2, operation)?, operation)?,
     })
+}
+
+/// Whether the arrival at barrier `name` recorded under `record` still
+/// waits: its generation has not completed (and it was not withdrawn).
+/// Writes nothing.
+///
+/// # Errors
+/// `Protocol` on a wrong type; a store failure.
+///
+/// ```
+/// use redisync::ops::barrier::{arrive, channel, still_waiting};
+/// let store = redisync::MemoryBackend::new();
+/// let (a, b) = ("{doc:bsw}:redisync_op:a", "{doc:bsw}:redisync_op:b");
+/// arrive(&store, "doc:bsw", &channel("doc:bsw"), 2, a)?;
+/// assert!(still_waiting(&store, "doc:bsw", a)?);
+/// arrive(&store, "doc:bsw", &channel("doc:bsw"), 2, b)?;   // completes it
+/// assert!(!still_waiting(&store, "doc:bsw", a)?);
+/// # Ok::<(), redisync::Error>(())
+/// ```
+pub fn still_waiting<B: LockBackend + ?Sized>(
+    backend: &B,
+    name: &str,
+    record: &str,
+) -> Result<bool> {
+    let call = ScriptCall::new(&STATE, Resend::Harmless, Effect::Read)
+        .key(name)
+        .key(record);
+    let reply = run(backend, &call)?;
+    super::flag(part(&reply, 3, STATE.operation())?, STATE.operation())
+}
+
+/// Deletes barrier `name` if no arrival waits at it (its generations
+/// start again at 0); returns whether it deleted it. Arrival records are
+/// left to expire.
+///
+/// # Errors
+/// A store failure.
+///
+/// ```
+/// use redisync::ops::barrier::{arrive, channel, delete};
+/// let store = redisync::MemoryBackend::new();
+/// arrive(&store, "doc:bd", &channel("doc:bd"), 2, "{doc:bd}:redisync_op:a")?;
+/// assert!(!delete(&store, "doc:bd")?);                  // an arrival waits
+/// arrive(&store, "doc:bd", &channel("doc:bd"), 2, "{doc:bd}:redisync_op:b")?;
+/// assert!(delete(&store, "doc:bd")?);
+/// # Ok::<(), redisync::Error>(())
+/// ```
+pub fn delete<B: LockBackend + ?Sized>(backend: &B, name: &str) -> Result<bool> {
+    let call = ScriptCall::new(&DELETE, Resend::Harmless, Effect::Change(super::is_one)).key(name);
+    super::flag(&run(backend, &call)?, DELETE.operation())
 }
 
 /// A non-negative count of a reply (a script reads a corrupt field as -1).

@@ -57,7 +57,7 @@ pub(crate) use script;
 
 /// Every script of every operation (tests check them all).
 #[cfg(test)]
-pub(crate) fn all_scripts() -> [&'static crate::backend::Script; 43] {
+pub(crate) fn all_scripts() -> [&'static crate::backend::Script; 44] {
     [
         &KEY_TYPES,
         &lock::ACQUIRE,
@@ -102,6 +102,7 @@ pub(crate) fn all_scripts() -> [&'static crate::backend::Script; 43] {
         &barrier::ARRIVE,
         &barrier::WITHDRAW,
         &barrier::STATE,
+        &barrier::DELETE,
     ]
 }
 
