@@ -571,9 +571,10 @@ impl Lock {
             if recorded {
                 let id = AttemptId::new();
                 let key = id.key(&keys.name);
-                let outcome = keys.attempt_recorded(backend, &holder, lease_ms, &key);
+                let outcome =
+                    keys.attempt_recorded(backend, &holder, lease_ms, allowance_ms, enqueue, &key);
                 attempt_key.set(Some(id));
-                return outcome.map(|acquire| (acquire, None));
+                return outcome;
             }
             keys.attempt(backend, &holder, lease_ms, allowance_ms, enqueue)
         };
