@@ -160,6 +160,9 @@ fn a_lagging_replica_fails_an_acquisition_and_leaves_nothing_held() {
     );
 }
 
+/// A lock handle of one flavor, by name.
+type LockOf = fn(&Client, &str) -> redisync::Lock;
+
 /// The replica-acknowledgement rollback of every lock flavor whose attempts
 /// are recorded (fair, read, write, fenced): each unacknowledged attempt
 /// undoes exactly its own hold and forgets its record, so the resends are
@@ -169,7 +172,7 @@ fn a_lagging_replica_rolls_every_lock_flavor_back_exactly() {
     let pair = Pair::start();
     let client = pair.client(ReplicaShortfall::Fail);
     let mut master = pair.master.connection();
-    let flavors: [(&str, fn(&Client, &str) -> redisync::Lock); 4] = [
+    let flavors: [(&str, LockOf); 4] = [
         ("fair", |c, n| c.fair_lock(n)),
         ("read", |c, n| c.read_write_lock(n).read_lock()),
         ("write", |c, n| c.read_write_lock(n).write_lock()),
