@@ -117,7 +117,9 @@ fn shared_owner_keeps_the_fresh_hold(kind: Kind) {
     });
 
     server.pause();
-    let resumed_at = Instant::now() + Duration::from_millis(250);
+    // A generous freeze: the 100 ms attempt must fail while it lasts, also
+    // on a loaded machine.
+    let resumed_at = Instant::now() + Duration::from_millis(500);
     let first_thread = {
         let lock = lock.clone();
         std::thread::spawn(move || lock.try_lock_for(Duration::from_millis(100)))

@@ -140,9 +140,12 @@ pub fn acquire_recorded<B: LockBackend + ?Sized>(
 pub enum Undo {
     /// The attempt took no hold (or it has expired), and now never will.
     Nothing,
-    /// Its hold was removed; the holder still has others.
+    /// Its hold was removed; the lock is still held (the holder's other
+    /// holds; for a read hold, other readers too).
     Removed,
-    /// Its hold was the last: the lock was released (unlock published).
+    /// Its hold was the last: the lock was released (unlock published; a
+    /// fair lock tells its head waiter, a write half publishes the
+    /// read-unlock, leaving the writer's own read holds if any).
     Released,
 }
 
