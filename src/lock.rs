@@ -571,9 +571,10 @@ impl Lock {
             if recorded {
                 let id = AttemptId::new();
                 let key = id.key(&keys.name);
-                let outcome = keys.attempt_recorded(backend, &holder, lease_ms, &key);
+                let outcome =
+                    keys.attempt_recorded(backend, &holder, lease_ms, allowance_ms, enqueue, &key);
                 attempt_key.set(Some(id));
-                return outcome.map(|acquire| (acquire, None));
+                return outcome;
             }
             keys.attempt(backend, &holder, lease_ms, allowance_ms, enqueue)
         };
@@ -751,6 +752,9 @@ impl Lock {
     /// cleanup worker releases them until that lands or the lease of the
     /// attempt would have run out. If it holds a guard, an extra count is
     /// a phantom that its outermost unlock drains (see [`Lock::release`]).
+    /// Only where attempts are not recorded (a Redis Cluster, see
+    /// `acquire_within`): everywhere else [`undo_attempt`](Self::undo_attempt)
+    /// undoes exactly the failed attempt, for every flavor.
     fn undo_unknown_attempt(
         &self,
         holder: &Holder,
