@@ -156,11 +156,6 @@ impl CountDownLatch {
     #[doc(alias = "countDown")]
     pub fn count_down(&self) -> Result<()> {
         check_name(&self.name)?;
-        let backend = &*self.client.inner.backend;
-        // No records on a Redis Cluster (see `Semaphore::records`).
-        if backend.slot_of(&self.name).is_some() {
-            return ops::latch::count_down(backend, &self.name, &self.channel).map(drop);
-        }
         let record = keys::new_op_record(&self.name);
         let (name, channel, op) = (self.name.clone(), self.channel.clone(), record.clone());
         crate::semaphore::exactly_once(&self.client, &self.name, record, move |backend| {

@@ -57,5 +57,5 @@ mod slots;
 
 pub(super) use self::discovery::ClusterTarget;
 pub(super) use self::pubsub::ClusterPubSub;
-pub(super) use self::routing::RoutedConnection;
+pub(super) use self::routing::{NODE_WINDOW, RoutedConnection};
 pub(super) use self::slots::slot;
