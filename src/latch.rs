@@ -136,8 +136,8 @@ impl CountDownLatch {
     /// a minute) so that sending it again never counts twice, and a
     /// request that arrives after its window writes nothing. One that
     /// fails is sent again in line for up to 300 ms, then in the
-    /// background for up to 30 s. (Not on a Redis Cluster: there a
-    /// count-down that fails in flight may or may not have counted.)
+    /// background for up to 30 s (on a Redis Cluster, also after a
+    /// migrating slot kept refusing it with TRYAGAIN).
     ///
     /// # Errors
     /// `InvalidArgument` for an empty name; `Protocol` on a wrong type;

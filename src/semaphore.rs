@@ -216,7 +216,7 @@ impl Semaphore {
     ///
     /// The call carries a record (`{name}:redisync_op:<id>`, kept a
     /// minute), so the store may send it again after a connection fault
-    /// without counting twice (not on a Redis Cluster). Unlike
+    /// without counting twice. Unlike
     /// [`release`](Self::release), a failed add is not sent again in the
     /// background.
     ///
@@ -373,8 +373,8 @@ impl Semaphore {
     /// a minute), so sending it again never counts twice, and a request
     /// that arrives after its window writes nothing. A release that fails
     /// is sent again in line for up to 300 ms, then in the background for
-    /// up to 30 s. (Not on a Redis Cluster: there a release that fails
-    /// in flight may or may not have counted, and is not sent again.)
+    /// up to 30 s (on a Redis Cluster, also after a migrating slot kept
+    /// refusing it with TRYAGAIN).
     ///
     /// # Errors
     /// As [`acquire`](Self::acquire); a `Backend` error after the in-line
