@@ -29,6 +29,10 @@
 //! one routed connection spans several servers' clocks). A redirection,
 //! or a retry after TRYAGAIN, is a new try with a new window.
 //!
+//! A NOSCRIPT reply's `SCRIPT LOAD` goes to the node that sent it, not
+//! (as the crate would) to every node, where one frozen replica would hold
+//! it for a response timeout.
+//!
 //! The connection remembers which node ran the last script, so that
 //! replica acknowledgement's `WAIT` goes to that very master: the crate
 //! would send a plain `WAIT` to every master and keep the smallest count,
@@ -101,6 +105,11 @@ pub(crate) struct RoutedConnection {
     /// The read timeout now set on every node socket: a try's window is
     /// this, and a margin, from when it is sent.
     timeout: Duration,
+    /// The node that last answered a script with NOSCRIPT: the `SCRIPT
+    /// LOAD` that follows goes there only (the crate would send it to
+    /// every node, replicas included, and one frozen replica would hold
+    /// the call for a whole response timeout).
+    noscript_node: Option<SingleNodeRoutingInfo>,
 }
 
 impl RoutedConnection {
@@ -114,6 +123,7 @@ impl RoutedConnection {
             moved: HashMap::new(),
             offsets: HashMap::new(),
             timeout,
+            noscript_node: None,
         }
     }
 
@@ -132,9 +142,7 @@ impl RoutedConnection {
         if let Some(node) = self.moved.get(&slot) {
             return Some(node.clone());
         }
-        let index = self.slots.partition_point(|(start, _, _)| *start <= slot);
-        let (start, end, node) = self.slots.get(index.checked_sub(1)?)?;
-        (*start <= slot && slot <= *end).then(|| node.clone())
+        slot_owner(&self.slots, slot)
     }
 
     /// Reads the slot map again through the crate's connection (when a
@@ -180,12 +188,7 @@ impl RoutedConnection {
     /// replaced by the end of a window sent now to `node`; `None` when it
     /// carries no window.
     fn windowed_for(&mut self, cmd: &Cmd, node: Option<&NodeAddr>) -> RedisResult<Option<Cmd>> {
-        let placeholder = NODE_WINDOW.to_string();
-        let is_windowed = matches!(
-            cmd.args_iter().last(),
-            Some(redis::Arg::Simple(last)) if last == placeholder.as_bytes()
-        );
-        if !is_windowed {
+        if !carries_node_window(cmd) {
             return Ok(None);
         }
         let end = match node {
@@ -195,17 +198,7 @@ impl RoutedConnection {
             // No owner known: no clock to write the window in.
             None => 0,
         };
-        let count = cmd.args_iter().len();
-        let mut windowed = Cmd::new();
-        for (index, arg) in cmd.args_iter().enumerate() {
-            match arg {
-                _ if index + 1 == count => windowed.arg(end),
-                redis::Arg::Simple(bytes) => windowed.arg(bytes),
-                // A script command has no cursor.
-                _ => windowed.arg(&b""[..]),
-            };
-        }
-        Ok(Some(windowed))
+        Ok(Some(with_window_end(cmd, end)))
     }
 
     /// Sets the read and write timeout of every node socket, and of those
@@ -345,6 +338,10 @@ impl RoutedConnection {
                 }
                 Err(err) => err,
             };
+            if err.kind() == ErrorKind::Server(ServerErrorKind::NoScript) {
+                self.noscript_node = Some(routing);
+                return Err(err);
+            }
             if crate::deadline::passed() {
                 return Err(err);
             }
@@ -389,6 +386,38 @@ impl RoutedConnection {
             }
         }
     }
+}
+
+/// The master of `slot` in `slots` (sorted by first slot).
+fn slot_owner(slots: &[(u16, u16, NodeAddr)], slot: u16) -> Option<NodeAddr> {
+    let index = slots.partition_point(|(start, _, _)| *start <= slot);
+    let (start, end, node) = slots.get(index.checked_sub(1)?)?;
+    (*start <= slot && slot <= *end).then(|| node.clone())
+}
+
+/// Whether `cmd`'s last argument is [`NODE_WINDOW`] (the pool's window of
+/// a writing script on a cluster).
+fn carries_node_window(cmd: &Cmd) -> bool {
+    let placeholder = NODE_WINDOW.to_string();
+    matches!(
+        cmd.args_iter().last(),
+        Some(redis::Arg::Simple(last)) if last == placeholder.as_bytes()
+    )
+}
+
+/// `cmd` with its last argument replaced by `end`.
+fn with_window_end(cmd: &Cmd, end: i64) -> Cmd {
+    let count = cmd.args_iter().len();
+    let mut windowed = Cmd::new();
+    for (index, arg) in cmd.args_iter().enumerate() {
+        match arg {
+            _ if index + 1 == count => windowed.arg(end),
+            redis::Arg::Simple(bytes) => windowed.arg(bytes),
+            // A script command has no cursor.
+            _ => windowed.arg(&b""[..]),
+        };
+    }
+    windowed
 }
 
 /// Routing to `node` by its address.
@@ -446,12 +475,27 @@ fn script_slot(cmd: &Cmd) -> Option<u16> {
     Some(slot(args.next()?))
 }
 
+/// Whether `cmd` is `SCRIPT LOAD`.
+fn is_script_load(cmd: &Cmd) -> bool {
+    let mut args = cmd.args_iter().map(|arg| match arg {
+        redis::Arg::Simple(bytes) => bytes,
+        _ => &[][..],
+    });
+    args.next().is_some_and(|name| name.eq_ignore_ascii_case(b"SCRIPT"))
+        && args.next().is_some_and(|sub| sub.eq_ignore_ascii_case(b"LOAD"))
+}
+
 impl ConnectionLike for RoutedConnection {
     fn req_command(&mut self, cmd: &Cmd) -> RedisResult<Value> {
-        match script_slot(cmd) {
-            Some(slot) => self.run_script(cmd, slot),
-            None => self.conn.req_command(cmd),
+        if let Some(slot) = script_slot(cmd) {
+            return self.run_script(cmd, slot);
         }
+        if is_script_load(cmd)
+            && let Some(node) = self.noscript_node.take()
+        {
+            return self.conn.route_command(cmd, RoutingInfo::SingleNode(node));
+        }
+        self.conn.req_command(cmd)
     }
 
     fn req_packed_command(&mut self, cmd: &[u8]) -> RedisResult<Value> {
@@ -505,6 +549,59 @@ mod tests {
         assert_eq!(script_slot(&keyless), None);
         assert_eq!(script_slot(redis::cmd("SCRIPT").arg("LOAD").arg("x")), None);
         assert_eq!(script_slot(&redis::cmd("PING")), None);
+        assert!(is_script_load(redis::cmd("script").arg("load").arg("x")));
+        assert!(!is_script_load(redis::cmd("SCRIPT").arg("FLUSH")));
+        assert!(!is_script_load(&redis::cmd("PING")));
+    }
+
+    #[test]
+    fn the_window_placeholder_is_replaced_and_nothing_else() {
+        let mut windowed = redis::cmd("EVALSHA");
+        windowed
+            .arg("abc")
+            .arg(1)
+            .arg("{lock}")
+            .arg("30000")
+            .arg(NODE_WINDOW);
+        assert!(carries_node_window(&windowed));
+        let sent = with_window_end(&windowed, 1_700_000_000_123);
+        let args: Vec<Vec<u8>> = sent
+            .args_iter()
+            .map(|arg| match arg {
+                redis::Arg::Simple(bytes) => bytes.to_vec(),
+                _ => Vec::new(),
+            })
+            .collect();
+        assert_eq!(
+            args,
+            [
+                &b"EVALSHA"[..],
+                b"abc",
+                b"1",
+                b"{lock}",
+                b"30000",
+                b"1700000000123"
+            ]
+        );
+        assert!(!carries_node_window(&sent));
+        let mut plain = redis::cmd("EVALSHA");
+        plain.arg("abc").arg(1).arg("{lock}").arg("0");
+        assert!(!carries_node_window(&plain));
+        assert!(!carries_node_window(&redis::cmd("PING")));
+    }
+
+    #[test]
+    fn a_slot_s_owner_is_its_range_s_master() {
+        let node = |port: u16| ("127.0.0.1".to_owned(), port);
+        let slots = vec![(0, 5460, node(7000)), (5461, 10922, node(7001)), (10923, 16383, node(7002))];
+        assert_eq!(slot_owner(&slots, 0), Some(node(7000)));
+        assert_eq!(slot_owner(&slots, 5460), Some(node(7000)));
+        assert_eq!(slot_owner(&slots, 5461), Some(node(7001)));
+        assert_eq!(slot_owner(&slots, 16383), Some(node(7002)));
+        let gap = vec![(0, 100, node(7000)), (200, 300, node(7001))];
+        assert_eq!(slot_owner(&gap, 150), None);
+        assert_eq!(slot_owner(&gap, 301), None);
+        assert_eq!(slot_owner(&[], 7), None);
     }
 
     #[test]
