@@ -192,9 +192,9 @@ impl RoutedConnection {
             return Ok(None);
         }
         let end = match node {
-            Some(node) => self
-                .offset_of(node)?
-                .map_or(0, |offset| crate::backend::script::window_end(offset, self.timeout)),
+            Some(node) => self.offset_of(node)?.map_or(0, |offset| {
+                crate::backend::script::window_end(offset, self.timeout)
+            }),
             // No owner known: no clock to write the window in.
             None => 0,
         };
@@ -481,8 +481,11 @@ fn is_script_load(cmd: &Cmd) -> bool {
         redis::Arg::Simple(bytes) => bytes,
         _ => &[][..],
     });
-    args.next().is_some_and(|name| name.eq_ignore_ascii_case(b"SCRIPT"))
-        && args.next().is_some_and(|sub| sub.eq_ignore_ascii_case(b"LOAD"))
+    args.next()
+        .is_some_and(|name| name.eq_ignore_ascii_case(b"SCRIPT"))
+        && args
+            .next()
+            .is_some_and(|sub| sub.eq_ignore_ascii_case(b"LOAD"))
 }
 
 impl ConnectionLike for RoutedConnection {
@@ -593,7 +596,11 @@ mod tests {
     #[test]
     fn a_slot_s_owner_is_its_range_s_master() {
         let node = |port: u16| ("127.0.0.1".to_owned(), port);
-        let slots = vec![(0, 5460, node(7000)), (5461, 10922, node(7001)), (10923, 16383, node(7002))];
+        let slots = vec![
+            (0, 5460, node(7000)),
+            (5461, 10922, node(7001)),
+            (10923, 16383, node(7002)),
+        ];
         assert_eq!(slot_owner(&slots, 0), Some(node(7000)));
         assert_eq!(slot_owner(&slots, 5460), Some(node(7000)));
         assert_eq!(slot_owner(&slots, 5461), Some(node(7001)));
