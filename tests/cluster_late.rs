@@ -42,8 +42,8 @@ fn cluster_late_suite() {
                 a_timed_out_attempt_of_a_shared_owner_undoes_only_itself,
             ),
             (
-                "releases_killed_in_flight_land_exactly_once",
-                releases_killed_in_flight_land_exactly_once,
+                "releases_and_count_downs_killed_in_flight_land_exactly_once",
+                releases_and_count_downs_killed_in_flight_land_exactly_once,
             ),
             (
                 "a_recorded_acquire_waits_out_a_short_migration",
@@ -276,16 +276,27 @@ fn kill_in_flight(
     killed
 }
 
-/// Releases whose replies are lost (their requests ran, then their
-/// connections were killed) are sent again and count once: the count
-/// settles at exactly what was set, every round.
-fn releases_killed_in_flight_land_exactly_once(cluster: &TestCluster) {
+/// Releases and count-downs whose replies are lost (their requests ran,
+/// then their connections were killed) are sent again and count once: the
+/// semaphore settles at exactly what was set every round, and the latch
+/// (on the same master) at exactly one count fewer per count-down.
+fn releases_and_count_downs_killed_in_flight_land_exactly_once(cluster: &TestCluster) {
     const SET: i64 = 6;
     let client = cluster.client();
     let name = unique_name("cl-exact");
     let semaphore = client.semaphore(name.as_str());
     assert!(semaphore.try_set_permits(SET as u64).unwrap());
     let master = master_of(cluster, &name);
+    // On the same master (a name with a hash tag would put the latch's
+    // channel, Redisson's plain concatenation, in another slot).
+    let latch_name = cluster
+        .names_on_every_master("cl-exact-latch")
+        .into_iter()
+        .find(|latch| master_of(cluster, latch) == master)
+        .expect("a latch name on every master");
+    let latch = client.count_down_latch(latch_name.as_str());
+    const COUNT: i64 = 12;
+    assert!(latch.try_set_count(COUNT as u64).unwrap());
     let settles_at = |expected: i64, what: &str| {
         let deadline = Instant::now() + Duration::from_secs(20);
         loop {
@@ -317,6 +328,13 @@ fn releases_killed_in_flight_land_exactly_once(cluster: &TestCluster) {
                 }
             }));
         }
+        for _ in 0..3 {
+            let latch = latch.clone();
+            calls.push(Box::new(move || {
+                // An error: it goes on in the background.
+                let _ = latch.count_down();
+            }));
+        }
         let killed = kill_in_flight(cluster, master, calls);
         assert!(killed >= 1, "round {round}: the kill closed no connection");
         settles_at(
@@ -328,6 +346,16 @@ fn releases_killed_in_flight_land_exactly_once(cluster: &TestCluster) {
             ),
         );
     }
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while latch.count().unwrap() != COUNT - 9 && Instant::now() < deadline {
+        thread::sleep(Duration::from_millis(50));
+    }
+    thread::sleep(Duration::from_millis(500));
+    assert_eq!(
+        latch.count().unwrap(),
+        COUNT - 9,
+        "nine count-downs, each counted once"
+    );
 }
 
 /// `CLUSTER SETSLOT slot how id` on node `index`.
