@@ -398,10 +398,11 @@ fn slot_owner(slots: &[(u16, u16, NodeAddr)], slot: u16) -> Option<NodeAddr> {
 /// Whether `cmd`'s last argument is [`NODE_WINDOW`] (the pool's window of
 /// a writing script on a cluster).
 fn carries_node_window(cmd: &Cmd) -> bool {
-    let placeholder = NODE_WINDOW.to_string();
+    // `NODE_WINDOW` as `ScriptCall::window_arg` writes it.
+    const PLACEHOLDER: &[u8] = b"9223372036854775807";
     matches!(
         cmd.args_iter().last(),
-        Some(redis::Arg::Simple(last)) if last == placeholder.as_bytes()
+        Some(redis::Arg::Simple(last)) if last == PLACEHOLDER
     )
 }
 
@@ -557,8 +558,15 @@ mod tests {
         assert!(!is_script_load(&redis::cmd("PING")));
     }
 
+    static WINDOWED: crate::backend::Script = crate::backend::Script::new(
+        "windowed",
+        "windowed",
+        crate::backend::script::WINDOW_PRELUDE,
+    );
+
     #[test]
     fn the_window_placeholder_is_replaced_and_nothing_else() {
+        use crate::backend::{Effect, Resend, ScriptCall};
         let mut windowed = redis::cmd("EVALSHA");
         windowed
             .arg("abc")
@@ -567,6 +575,11 @@ mod tests {
             .arg("30000")
             .arg(NODE_WINDOW);
         assert!(carries_node_window(&windowed));
+        assert_eq!(
+            ScriptCall::new(&WINDOWED, Resend::Harmless, Effect::Read).window_arg(NODE_WINDOW),
+            Some("9223372036854775807".to_owned()),
+            "the placeholder as the pool sends it"
+        );
         let sent = with_window_end(&windowed, 1_700_000_000_123);
         let args: Vec<Vec<u8>> = sent
             .args_iter()
