@@ -562,9 +562,9 @@ impl Lock {
         let sent = std::cell::Cell::new(Instant::now());
         // The latest attempt's record, when attempts are recorded: only the
         // latest can have an unknown outcome (each earlier one was answered).
-        // Not on a Redis Cluster: there a script with a key the importing
-        // master lacks fails with TRYAGAIN for as long as its slot migrates.
-        let recorded = keys.records_attempts() && backend.slot_of(&keys.name).is_none();
+        // On a Redis Cluster too: while the slot migrates, the recorded
+        // script is refused (TRYAGAIN) and retried within the call's bound.
+        let recorded = keys.records_attempts();
         let attempt_key = std::cell::Cell::new(None::<AttemptId>);
         let attempt = || {
             sent.set(Instant::now());
