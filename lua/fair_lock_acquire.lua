@@ -3,6 +3,13 @@
 -- KEYS[1]  the lock: a hash of holder id -> hold count
 -- KEYS[2]  the queue of waiter ids, FIFO: redisson_lock_queue:{name}
 -- KEYS[3]  waiter id -> slot deadline in ms: redisson_lock_timeout:{name}
+-- KEYS[4]  optional (redisync only): this attempt's record,
+--          {name}:redisync_attempt:<attempt id>, written only when the
+--          attempt takes a hold: 1 with the lease as TTL (0 = undone, by
+--          lua/fair_lock_undo_acquire.lua). An attempt whose record is there
+--          does not act again, and writes nothing (not even the queue): 1 and
+--          the holder still holds it (the request resent) = acquired, no
+--          second hold; otherwise refused as a late request.
 -- ARGV[1]  lease in milliseconds
 -- ARGV[2]  holder id, <client uuid>:<thread number>
 -- ARGV[3]  the waiter's allowance in ms (fair-lock wait timeout, or the try_lock_for wait)
@@ -18,6 +25,15 @@ local bad = bad_bounded(ARGV[1], 'lease', 1, MAX_MS)
 if bad then
     return bad
 end
+if KEYS[4] then
+    local record = redis.call('get', KEYS[4])
+    if record then
+        if record ~= '0' and redis.call('hexists', KEYS[1], ARGV[2]) == 1 then
+            return nil
+        end
+        return redis.error_reply('ERR late request: this acquire attempt was undone already')
+    end
+end
 local now = tonumber(ARGV[4])
 evict_stale_waiters(KEYS[2], KEYS[3], now)
 -- Free, and nobody queued or the caller is first: take it.
@@ -32,12 +48,18 @@ if redis.call('exists', KEYS[1]) == 0
     end
     redis.call('hset', KEYS[1], ARGV[2], 1)
     redis.call('pexpire', KEYS[1], ARGV[1])
+    if KEYS[4] then
+        redis.call('set', KEYS[4], 1, 'px', ARGV[1])
+    end
     return nil
 end
 -- Re-entry.
 if redis.call('hexists', KEYS[1], ARGV[2]) == 1 then
     redis.call('hincrby', KEYS[1], ARGV[2], 1)
     redis.call('pexpire', KEYS[1], ARGV[1])
+    if KEYS[4] then
+        redis.call('set', KEYS[4], 1, 'px', ARGV[1])
+    end
     return nil
 end
 if ARGV[5] ~= '1' then

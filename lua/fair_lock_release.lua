@@ -6,6 +6,9 @@
 -- KEYS[4]  the channel prefix, redisson_lock__channel:{name}; the head waiter
 --          listens on <prefix>:<its id>
 -- KEYS[5]  this request's unlock latch, redisson_unlock_latch:{name}:<request id>
+-- KEYS[6]  optional (redisync only): the record of the acquire attempt that
+--          took the hold being released (see lua/fair_lock_acquire.lua),
+--          deleted with it: its outcome was known
 -- ARGV[1]  the unlock message (0)
 -- ARGV[2]  lease in milliseconds (the TTL a still-held lock gets)
 -- ARGV[3]  holder id
@@ -27,22 +30,25 @@ if done then
 end
 local now = tonumber(ARGV[4])
 evict_stale_waiters(KEYS[2], KEYS[3], now)
-local outcome
-if redis.call('exists', KEYS[1]) == 0 then
-    outcome = 1
-elseif redis.call('hexists', KEYS[1], ARGV[3]) == 0 then
+-- A lock already gone (expired) counts as released, as in Redisson.
+local held = redis.call('exists', KEYS[1]) == 1
+if held and redis.call('hexists', KEYS[1], ARGV[3]) == 0 then
     return nil
-elseif redis.call('hincrby', KEYS[1], ARGV[3], -1) > 0 then
-    redis.call('pexpire', KEYS[1], ARGV[2])
-    redis.call('set', KEYS[5], 0, 'px', ARGV[5])
-    return 0
-else
+end
+if KEYS[6] then
+    redis.call('del', KEYS[6])
+end
+if held then
+    if redis.call('hincrby', KEYS[1], ARGV[3], -1) > 0 then
+        redis.call('pexpire', KEYS[1], ARGV[2])
+        redis.call('set', KEYS[5], 0, 'px', ARGV[5])
+        return 0
+    end
     redis.call('del', KEYS[1])
-    outcome = 1
 end
 local head = redis.call('lindex', KEYS[2], 0)
 if head ~= false then
     redis.call('publish', KEYS[4] .. ':' .. head, ARGV[1])
 end
-redis.call('set', KEYS[5], outcome, 'px', ARGV[5])
-return outcome
+redis.call('set', KEYS[5], 1, 'px', ARGV[5])
+return 1

@@ -3,6 +3,13 @@
 -- fencing token.
 -- KEYS[1]  the lock: a hash of holder id -> hold count
 -- KEYS[2]  the token counter, redisson_lock_token:{name} (never expires)
+-- KEYS[3]  optional (redisync only): this attempt's record,
+--          {name}:redisync_attempt:<attempt id>, a string with the lease as
+--          TTL: the token this attempt took with its hold, or 0 = undone
+--          (lua/lock_undo_acquire.lua). An attempt whose record is there does
+--          not act again: a token (the request resent) = acquired with that
+--          token, no second hold and no new token; 0 = refused as a late
+--          request.
 -- ARGV[1]  lease in milliseconds
 -- ARGV[2]  holder id, <client uuid>:<thread number>
 -- Returns  {-1, token} when acquired; the token is read back with GET so it
@@ -29,6 +36,15 @@ if bad then
     return bad
 end
 if redis.call('exists', KEYS[1]) == 0 or redis.call('hexists', KEYS[1], ARGV[2]) == 1 then
+    if KEYS[3] then
+        local record = redis.call('get', KEYS[3])
+        if record then
+            if record ~= '0' and redis.call('hexists', KEYS[1], ARGV[2]) == 1 then
+                return {-1, record}
+            end
+            return redis.error_reply('ERR late request: this acquire attempt was undone already')
+        end
+    end
     -- The counter first: a failed INCR (a non-integer counter, or one at the
     -- 64-bit limit) must fail before the hold is taken.
     local token = redis.call('incr', KEYS[2])
@@ -41,8 +57,12 @@ if redis.call('exists', KEYS[1]) == 0 or redis.call('hexists', KEYS[1], ARGV[2])
         -- was far below zero (the difference would then pass 2^53).
         redis.call('set', KEYS[2], string.format('%.0f', floor))
     end
+    local taken = redis.call('get', KEYS[2])
     redis.call('hincrby', KEYS[1], ARGV[2], 1)
     redis.call('pexpire', KEYS[1], ARGV[1])
-    return {-1, redis.call('get', KEYS[2])}
+    if KEYS[3] then
+        redis.call('set', KEYS[3], taken, 'px', ARGV[1])
+    end
+    return {-1, taken}
 end
 return {redis.call('pttl', KEYS[1]), -1}

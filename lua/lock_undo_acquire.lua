@@ -1,6 +1,8 @@
 -- Undo exactly one acquire attempt of a reentrant lock whose outcome is
 -- unknown (its request left, no reply came), and nothing else: not a hold
--- another thread of the same holder, or a retry, took meanwhile.
+-- another thread of the same holder, or a retry, took meanwhile. Also the
+-- fenced lock's undo (its record holds the attempt's token; the token stays
+-- spent: tokens only grow).
 -- KEYS[1]  the lock hash
 -- KEYS[2]  the lock's channel, redisson_lock__channel:{name}
 -- KEYS[3]  the attempt's record, {name}:redisync_attempt:<attempt id>
@@ -9,6 +11,10 @@
 -- ARGV[3]  the attempt's lease in ms: how long the record (now 0, undone)
 --          is kept, so that the attempt, if it arrives later still, is
 --          refused (see lua/lock_acquire.lua)
+-- ARGV[4]  optional: 1 = forget the record instead of marking it undone
+--          (a replica-acknowledgement rollback, resent at once)
+-- The hold count goes down by one; the lock's TTL is left as it is (never
+-- shortened under the holds that remain).
 -- Returns  0 = the attempt took no hold (or it has expired): nothing to
 --          undo, and it never will; 1 = its hold removed, others remain;
 --          2 = its hold removed, the lock released and the unlock published.
@@ -24,7 +30,7 @@ if ARGV[4] == '1' then
 else
     redis.call('set', KEYS[3], 0, 'px', ARGV[3])
 end
-if record ~= '1' or redis.call('hexists', KEYS[1], ARGV[2]) == 0 then
+if not record or record == '0' or redis.call('hexists', KEYS[1], ARGV[2]) == 0 then
     return 0
 end
 if redis.call('hincrby', KEYS[1], ARGV[2], -1) > 0 then

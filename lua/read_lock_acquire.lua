@@ -3,6 +3,13 @@
 --          <holder>:write = write hold count
 -- KEYS[2]  this holder's timeout key prefix, {name}:<holder>:rwlock_timeout;
 --          read hold n lives at <prefix>:<n> with its own expiry
+-- KEYS[3]  optional (redisync only): this attempt's record,
+--          {name}:redisync_attempt:<attempt id>, written only when the
+--          attempt takes a hold: the number n of the read hold it took, with
+--          the lease as TTL (0 = undone, by lua/read_lock_undo_acquire.lua).
+--          An attempt whose record is there does not act again: a hold number
+--          and the holder still reads (the request resent) = acquired, no
+--          second hold; otherwise refused as a late request.
 -- ARGV[1]  lease in milliseconds
 -- ARGV[2]  holder id, <client uuid>:<thread number>
 -- ARGV[3]  the same holder's write field, <holder>:write (a writer may also read)
@@ -12,6 +19,15 @@ local bad = bad_bounded(ARGV[1], 'lease', 1, MAX_MS)
 if bad then
     return bad
 end
+if KEYS[3] then
+    local record = redis.call('get', KEYS[3])
+    if record then
+        if record ~= '0' and redis.call('hexists', KEYS[1], ARGV[2]) == 1 then
+            return nil
+        end
+        return redis.error_reply('ERR late request: this acquire attempt was undone already')
+    end
+end
 local mode = redis.call('hget', KEYS[1], 'mode')
 if mode == false then
     redis.call('hset', KEYS[1], 'mode', 'read')
@@ -19,6 +35,9 @@ if mode == false then
     redis.call('set', KEYS[2] .. ':1', 1)
     redis.call('pexpire', KEYS[2] .. ':1', ARGV[1])
     redis.call('pexpire', KEYS[1], ARGV[1])
+    if KEYS[3] then
+        redis.call('set', KEYS[3], 1, 'px', ARGV[1])
+    end
     return nil
 end
 if mode == 'read' or (mode == 'write' and redis.call('hexists', KEYS[1], ARGV[3]) == 1) then
@@ -27,6 +46,9 @@ if mode == 'read' or (mode == 'write' and redis.call('hexists', KEYS[1], ARGV[3]
     redis.call('set', key, 1)
     redis.call('pexpire', key, ARGV[1])
     redis.call('pexpire', KEYS[1], math.max(redis.call('pttl', KEYS[1]), tonumber(ARGV[1])))
+    if KEYS[3] then
+        redis.call('set', KEYS[3], n, 'px', ARGV[1])
+    end
     return nil
 end
 return redis.call('pttl', KEYS[1])

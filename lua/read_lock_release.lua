@@ -4,6 +4,9 @@
 -- KEYS[3]  this holder's timeout key prefix, {name}:<holder>:rwlock_timeout
 -- KEYS[4]  the key prefix of every holder's timeout keys, {name}
 -- KEYS[5]  this request's unlock latch, redisson_unlock_latch:{name}:<request id>
+-- KEYS[6]  optional (redisync only): the record of the acquire attempt that
+--          took the hold being released (see the acquire script), deleted
+--          with it: its outcome was known
 -- ARGV[1]  the unlock message (0)
 -- ARGV[2]  holder id
 -- ARGV[3]  how long the latch remembers this outcome, in ms
@@ -22,6 +25,9 @@ end
 local mode = redis.call('hget', KEYS[1], 'mode')
 if mode == false or redis.call('hexists', KEYS[1], ARGV[2]) == 0 then
     return nil
+end
+if KEYS[6] then
+    redis.call('del', KEYS[6])
 end
 local counter = redis.call('hincrby', KEYS[1], ARGV[2], -1)
 if counter == 0 then

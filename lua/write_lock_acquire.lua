@@ -1,5 +1,12 @@
 -- Acquire or re-enter the write half of a read-write lock.
 -- KEYS[1]  the lock hash (see read_lock_acquire.lua)
+-- KEYS[2]  optional (redisync only): this attempt's record,
+--          {name}:redisync_attempt:<attempt id>, written only when the
+--          attempt takes a hold: 1 with the lease as TTL (0 = undone, by
+--          lua/write_lock_undo_acquire.lua). An attempt whose record is
+--          there does not act again: 1 and the holder still writes (the
+--          request resent) = acquired, no second hold; otherwise refused as
+--          a late request.
 -- ARGV[1]  lease in milliseconds
 -- ARGV[2]  the holder's write field, <client uuid>:<thread number>:write
 -- ARGV[3]  the holder's read field, <client uuid>:<thread number>
@@ -11,11 +18,23 @@ local bad = bad_bounded(ARGV[1], 'lease', 1, MAX_MS)
 if bad then
     return bad
 end
+if KEYS[2] then
+    local record = redis.call('get', KEYS[2])
+    if record then
+        if record ~= '0' and redis.call('hexists', KEYS[1], ARGV[2]) == 1 then
+            return nil
+        end
+        return redis.error_reply('ERR late request: this acquire attempt was undone already')
+    end
+end
 local mode = redis.call('hget', KEYS[1], 'mode')
 if mode == false then
     redis.call('hset', KEYS[1], 'mode', 'write')
     redis.call('hset', KEYS[1], ARGV[2], 1)
     redis.call('pexpire', KEYS[1], ARGV[1])
+    if KEYS[2] then
+        redis.call('set', KEYS[2], 1, 'px', ARGV[1])
+    end
     return nil
 end
 if mode == 'write' and redis.call('hexists', KEYS[1], ARGV[2]) == 1 then
@@ -24,6 +43,9 @@ if mode == 'write' and redis.call('hexists', KEYS[1], ARGV[2]) == 1 then
     local ttl = math.min(redis.call('pttl', KEYS[1]) + tonumber(ARGV[1]), 140737488355328)
     redis.call('hincrby', KEYS[1], ARGV[2], 1)
     redis.call('pexpire', KEYS[1], ttl)
+    if KEYS[2] then
+        redis.call('set', KEYS[2], 1, 'px', ARGV[1])
+    end
     return nil
 end
 if mode == 'read' and redis.call('hexists', KEYS[1], ARGV[3]) == 1 then

@@ -2,6 +2,9 @@
 -- KEYS[1]  the lock hash
 -- KEYS[2]  the channel, redisson_rwlock:{name}
 -- KEYS[3]  this request's unlock latch, redisson_unlock_latch:{name}:<request id>
+-- KEYS[4]  optional (redisync only): the record of the acquire attempt that
+--          took the hold being released (see the acquire script), deleted
+--          with it: its outcome was known
 -- ARGV[1]  the read-unlock message (1: wakes every waiter)
 -- ARGV[2]  lease in milliseconds (the TTL a still-held lock gets)
 -- ARGV[3]  the holder's write field, <holder>:write
@@ -22,6 +25,9 @@ end
 local mode = redis.call('hget', KEYS[1], 'mode')
 if mode ~= 'write' or redis.call('hexists', KEYS[1], ARGV[3]) == 0 then
     return nil
+end
+if KEYS[4] then
+    redis.call('del', KEYS[4])
 end
 if redis.call('hincrby', KEYS[1], ARGV[3], -1) > 0 then
     redis.call('pexpire', KEYS[1], ARGV[2])

@@ -596,15 +596,6 @@ impl Client {
         &*self.inner.backend
     }
 
-    /// Whether counting calls on `name` carry a record
-    /// (`{name}:redisync_op:<id>`) that makes them exact under connection
-    /// faults: everywhere but on a Redis Cluster, where a script with a key
-    /// the importing master lacks fails with TRYAGAIN for as long as its
-    /// slot migrates (and no request carries a window).
-    pub(crate) fn records(&self, name: &str) -> bool {
-        self.inner.backend.slot_of(name).is_none()
-    }
-
     /// How a primitive without local owners or handoffs waits on `channel`
     /// (see [`Waiting::new`](crate::wait::Waiting::new)): it parks at most
     /// the watchdog timeout when an attempt gives no hint.

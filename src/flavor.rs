@@ -172,26 +172,76 @@ impl LockKeys {
 
     /// Whether each acquire attempt is recorded, so that the undo of one
     /// whose outcome is unknown removes exactly its hold
-    /// (`ops::lock::acquire_recorded`): the reentrant lock.
+    /// (`ops::lock::acquire_recorded` and each flavor's counterpart): every
+    /// flavor.
     pub(crate) fn records_attempts(&self) -> bool {
-        self.flavor == Flavor::Reentrant
+        matches!(
+            self.flavor,
+            Flavor::Reentrant | Flavor::Fenced | Flavor::Fair | Flavor::Read | Flavor::Write
+        )
     }
 
-    /// Acquires with `attempt_key` recording the attempt (see
-    /// [`records_attempts`](Self::records_attempts)).
+    /// [`attempt`](Self::attempt), recording the attempt under `attempt_key`
+    /// when it takes a hold (see [`records_attempts`](Self::records_attempts)).
     pub(crate) fn attempt_recorded(
         &self,
         backend: &dyn LockBackend,
         holder: &Holder,
         lease_ms: i64,
+        allowance_ms: i64,
+        enqueue: bool,
         attempt_key: &str,
-    ) -> Result<Acquire> {
-        ops::lock::acquire_recorded(backend, &self.name, &holder.id, lease_ms, attempt_key)
+    ) -> Result<(Acquire, Option<u64>)> {
+        let acquire = match self.flavor {
+            Flavor::Reentrant => {
+                ops::lock::acquire_recorded(backend, &self.name, &holder.id, lease_ms, attempt_key)
+            }
+            Flavor::Fenced => {
+                return Ok(
+                    match ops::lock::fenced_acquire_recorded(
+                        backend,
+                        &self.name,
+                        &self.extra[0],
+                        &holder.id,
+                        lease_ms,
+                        attempt_key,
+                    )? {
+                        FencedAcquire::Acquired { token } => (Acquire::Acquired, Some(token)),
+                        FencedAcquire::Held { ttl } => (Acquire::Held { ttl }, None),
+                    },
+                );
+            }
+            Flavor::Fair => ops::fair_lock::acquire_recorded(
+                backend,
+                &self.fair(),
+                &holder.id,
+                lease_ms,
+                allowance_ms,
+                crate::clock::wall_clock_ms(),
+                enqueue,
+                attempt_key,
+            ),
+            Flavor::Read => ops::rw_lock::read_acquire_recorded(
+                backend,
+                &self.rw(holder),
+                lease_ms,
+                attempt_key,
+            ),
+            Flavor::Write => ops::rw_lock::write_acquire_recorded(
+                backend,
+                &self.rw(holder),
+                lease_ms,
+                attempt_key,
+            ),
+        };
+        Ok((acquire?, None))
     }
 
     /// Releases the hold the recorded attempt `record` took (see
     /// [`records_attempts`](Self::records_attempts)), deleting the record;
-    /// with `waiter`, hands it over on the last hold (`ops::lock::release_to`).
+    /// with `waiter` (the reentrant lock only, see
+    /// [`hands_over`](Self::hands_over)), hands it over on the last hold
+    /// (`ops::lock::release_to`).
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn release_recorded(
         &self,
@@ -203,21 +253,50 @@ impl LockKeys {
         record: &str,
         waiter: Option<(&str, i64)>,
     ) -> Result<Release> {
-        ops::lock::release_recorded(
-            backend,
-            &self.name,
-            &self.channel,
-            &holder.id,
-            lease_ms,
-            latch_key,
-            latch_ms,
-            Some(record),
-            waiter,
-        )
+        match self.flavor {
+            Flavor::Reentrant | Flavor::Fenced => ops::lock::release_recorded(
+                backend,
+                &self.name,
+                &self.channel,
+                &holder.id,
+                lease_ms,
+                latch_key,
+                latch_ms,
+                Some(record),
+                waiter,
+            ),
+            Flavor::Fair => ops::fair_lock::release_recorded(
+                backend,
+                &self.fair(),
+                &holder.id,
+                lease_ms,
+                crate::clock::wall_clock_ms(),
+                latch_key,
+                latch_ms,
+                record,
+            ),
+            Flavor::Read => ops::rw_lock::read_release_recorded(
+                backend,
+                &self.rw(holder),
+                latch_key,
+                latch_ms,
+                record,
+            ),
+            Flavor::Write => ops::rw_lock::write_release_recorded(
+                backend,
+                &self.rw(holder),
+                lease_ms,
+                latch_key,
+                latch_ms,
+                record,
+            ),
+        }
     }
 
     /// Undoes exactly the recorded attempt `attempt_key` (see
-    /// [`records_attempts`](Self::records_attempts)).
+    /// [`records_attempts`](Self::records_attempts)): its hold, if it took
+    /// one, leaving the lock as a release of that hold would; and marks it
+    /// undone, so that it is refused if it arrives later still.
     pub(crate) fn undo_attempt(
         &self,
         backend: &dyn LockBackend,
@@ -225,14 +304,30 @@ impl LockKeys {
         lease_ms: i64,
         attempt_key: &str,
     ) -> Result<ops::lock::Undo> {
-        ops::lock::undo_acquire(
-            backend,
-            &self.name,
-            &self.channel,
-            &holder.id,
-            lease_ms,
-            attempt_key,
-        )
+        match self.flavor {
+            Flavor::Reentrant | Flavor::Fenced => ops::lock::undo_acquire(
+                backend,
+                &self.name,
+                &self.channel,
+                &holder.id,
+                lease_ms,
+                attempt_key,
+            ),
+            Flavor::Fair => ops::fair_lock::undo_acquire(
+                backend,
+                &self.fair(),
+                &holder.id,
+                lease_ms,
+                crate::clock::wall_clock_ms(),
+                attempt_key,
+            ),
+            Flavor::Read => {
+                ops::rw_lock::read_undo_acquire(backend, &self.rw(holder), lease_ms, attempt_key)
+            }
+            Flavor::Write => {
+                ops::rw_lock::write_undo_acquire(backend, &self.rw(holder), lease_ms, attempt_key)
+            }
+        }
     }
 
     pub(crate) fn defers_to_woken_waiter(&self) -> bool {

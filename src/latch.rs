@@ -137,8 +137,8 @@ impl CountDownLatch {
     /// a minute) so that sending it again never counts twice, and a
     /// request that arrives after its window writes nothing. One that
     /// fails is sent again in line for up to 300 ms, then in the
-    /// background for up to 30 s. (Not on a Redis Cluster: there a
-    /// count-down that fails in flight may or may not have counted.)
+    /// background for up to 30 s (on a Redis Cluster, also after a
+    /// migrating slot kept refusing it with TRYAGAIN).
     ///
     /// # Errors
     /// `InvalidArgument` for an empty name; `Protocol` on a wrong type;
@@ -157,11 +157,6 @@ impl CountDownLatch {
     #[doc(alias = "countDown")]
     pub fn count_down(&self) -> Result<()> {
         check_name(&self.name)?;
-        let backend = self.client.store();
-        // No records on a Redis Cluster (see `Semaphore::records`).
-        if backend.slot_of(&self.name).is_some() {
-            return ops::latch::count_down(backend, &self.name, &self.channel).map(drop);
-        }
         let record = keys::new_op_record(&self.name);
         let (name, channel, op) = (self.name.clone(), self.channel.clone(), record.clone());
         crate::counting::exactly_once(&self.client, &self.name, record, move |backend| {

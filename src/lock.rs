@@ -562,18 +562,19 @@ impl Lock {
         let sent = std::cell::Cell::new(Instant::now());
         // The latest attempt's record, when attempts are recorded: only the
         // latest can have an unknown outcome (each earlier one was answered).
-        // Not on a Redis Cluster: there a script with a key the importing
-        // master lacks fails with TRYAGAIN for as long as its slot migrates.
-        let recorded = keys.records_attempts() && backend.slot_of(&keys.name).is_none();
+        // On a Redis Cluster too: while the slot migrates, the recorded
+        // script is refused (TRYAGAIN) and retried within the call's bound.
+        let recorded = keys.records_attempts();
         let attempt_key = std::cell::Cell::new(None::<AttemptId>);
         let attempt = || {
             sent.set(Instant::now());
             if recorded {
                 let id = AttemptId::new();
                 let key = id.key(&keys.name);
-                let outcome = keys.attempt_recorded(backend, &holder, lease_ms, &key);
+                let outcome =
+                    keys.attempt_recorded(backend, &holder, lease_ms, allowance_ms, enqueue, &key);
                 attempt_key.set(Some(id));
-                return outcome.map(|acquire| (acquire, None));
+                return outcome;
             }
             keys.attempt(backend, &holder, lease_ms, allowance_ms, enqueue)
         };
@@ -751,6 +752,9 @@ impl Lock {
     /// cleanup worker releases them until that lands or the lease of the
     /// attempt would have run out. If it holds a guard, an extra count is
     /// a phantom that its outermost unlock drains (see [`Lock::release`]).
+    /// Only where attempts are not recorded (a Redis Cluster, see
+    /// `acquire_within`): everywhere else [`undo_attempt`](Self::undo_attempt)
+    /// undoes exactly the failed attempt, for every flavor.
     fn undo_unknown_attempt(
         &self,
         holder: &Holder,

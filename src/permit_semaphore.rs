@@ -671,9 +671,7 @@ impl PermitExpirableSemaphore {
         let id_strs: Vec<&str> = ids.iter().map(PermitId::as_str).collect();
         // Each attempt's record (its outcome; `u` once undone): a copy of
         // an attempt that arrives late acts no more. Only the latest can
-        // have an unknown outcome (each earlier one was answered). Not on a
-        // Redis Cluster (see `Semaphore::records`).
-        let records = self.client.records(&self.name);
+        // have an unknown outcome (each earlier one was answered).
         let record = std::cell::RefCell::new(None::<String>);
         let waiting = self
             .client
@@ -695,12 +693,12 @@ impl PermitExpirableSemaphore {
                     &id_strs,
                     ends,
                     now,
-                    records
-                        .then(|| {
-                            let op = keys::new_op_record(&self.name);
-                            record.borrow_mut().insert(op).clone()
-                        })
-                        .as_deref(),
+                    Some(
+                        record
+                            .borrow_mut()
+                            .insert(keys::new_op_record(&self.name))
+                            .as_str(),
+                    ),
                 )? {
                     Acquire::Acquired => Attempt::Done(()),
                     Acquire::Held { ttl } => Attempt::Retry(ttl),

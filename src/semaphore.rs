@@ -140,7 +140,7 @@ impl Semaphore {
     ///
     /// The call carries a record (`{name}:redisync_op:<id>`, kept a
     /// minute), so the store may send it again after a connection fault
-    /// without counting twice (not on a Redis Cluster). Unlike
+    /// without counting twice. Unlike
     /// [`release`](Self::release), a failed add is not sent again in the
     /// background.
     ///
@@ -160,38 +160,18 @@ impl Semaphore {
     pub fn add_permits(&self, delta: i64) -> Result<()> {
         check_name(&self.name)?;
         let backend = self.client.store();
-        if self.records() {
-            // Recorded: sent again after a connection fault, it counts once.
-            let record = keys::new_op_record(&self.name);
-            return ops::semaphore::add_recorded(
-                backend,
-                &self.name,
-                &self.channel,
-                delta,
-                &record,
-            )
-            .map(drop);
-        }
-        ops::semaphore::add(backend, &self.name, &self.channel, delta).map(drop)
-    }
-
-    /// Whether counting calls carry a record (`{name}:redisync_op:<id>`)
-    /// that makes them exact under connection faults: everywhere but on a
-    /// Redis Cluster, where a script with a key the importing master lacks
-    /// fails with TRYAGAIN for as long as its slot migrates (and no request
-    /// carries a window).
-    fn records(&self) -> bool {
-        self.client.records(&self.name)
+        // Recorded (`{name}:redisync_op:<id>`): sent again after a
+        // connection fault, it counts once. On a Redis Cluster too: while
+        // the slot migrates, the recorded script is refused (TRYAGAIN) and
+        // retried within the call's bound.
+        let record = keys::new_op_record(&self.name);
+        ops::semaphore::add_recorded(backend, &self.name, &self.channel, delta, &record).map(drop)
     }
 
     /// Gives back `permits` (a release): exactly once, also when the
-    /// connection fails with the request in flight (see [`exactly_once`]);
-    /// on a Redis Cluster, as a plain add.
+    /// connection fails with the request in flight (see [`exactly_once`]).
     fn give_back(&self, permits: i64) -> Result<()> {
         check_name(&self.name)?;
-        if !self.records() {
-            return self.add_permits(permits);
-        }
         let record = keys::new_op_record(&self.name);
         let (name, channel, op) = (self.name.clone(), self.channel.clone(), record.clone());
         exactly_once(&self.client, &self.name, record, move |backend| {
@@ -315,8 +295,8 @@ impl Semaphore {
     /// a minute), so sending it again never counts twice, and a request
     /// that arrives after its window writes nothing. A release that fails
     /// is sent again in line for up to 300 ms, then in the background for
-    /// up to 30 s. (Not on a Redis Cluster: there a release that fails
-    /// in flight may or may not have counted, and is not sent again.)
+    /// up to 30 s (on a Redis Cluster, also after a migrating slot kept
+    /// refusing it with TRYAGAIN).
     ///
     /// # Errors
     /// As [`acquire`](Self::acquire); a `Backend` error after the in-line
@@ -376,7 +356,6 @@ impl Semaphore {
     fn acquire_within(&self, permits: u64, wait: Wait) -> Result<Option<SemaphorePermit>> {
         check_name(&self.name)?;
         let count = permit_count("permits", permits)?;
-        let records = self.records();
         // The latest attempt's record: only the latest can have an unknown
         // outcome (each earlier one was answered).
         let record = std::cell::RefCell::new(None::<String>);
@@ -391,16 +370,11 @@ impl Semaphore {
             )
             .cancellable(self.cancel.as_ref());
         let taken = self.client.wait_on(waiting, || {
-            let backend = self.client.store();
-            let taken = if records {
-                let op = keys::new_op_record(&self.name);
-                let taken = ops::semaphore::try_acquire_recorded(backend, &self.name, count, &op);
-                *record.borrow_mut() = Some(op);
-                taken?
-            } else {
-                ops::semaphore::try_acquire(backend, &self.name, count)?
-            };
-            Ok(if taken {
+            let op = keys::new_op_record(&self.name);
+            let taken =
+                ops::semaphore::try_acquire_recorded(self.client.store(), &self.name, count, &op);
+            *record.borrow_mut() = Some(op);
+            Ok(if taken? {
                 Attempt::Done(())
             } else {
                 Attempt::Retry(None)

@@ -152,14 +152,14 @@ fn finish_migration(cluster: &TestCluster, slot: i64, to: usize) {
 }
 
 /// Mid-migration (the slot MIGRATING on its master and IMPORTING on
-/// another) the old master answers a script whose keys it lacks with ASK,
-/// and the library sends `ASKING` and the script to the importing master,
-/// as a user with exactly the documented cluster rules (which is what `+asking`
-/// is for): a new lock is taken there, and found there by the holder and
-/// by another client. A script with a key the slot lacks on both sides
-/// (the unlock's latch) gets TRYAGAIN, which Redis gives multi-key
-/// commands until a migration ends: the unlock is retried until the slot
-/// is handed over, then lands.
+/// another, the lock's key already moved) the old master answers a script
+/// whose keys it lacks with ASK, and the library sends `ASKING` and the
+/// script to the importing master, as a user with exactly the documented
+/// cluster rules (which is what `+asking` is for): the lock is found there
+/// by the holder and by another client. A script with a key the slot lacks
+/// on both sides (the unlock's latch; an acquire's attempt record) gets
+/// TRYAGAIN, which Redis gives multi-key commands until a migration ends:
+/// the unlock is retried until the slot is handed over, then lands.
 fn scripts_follow_ask_mid_migration(cluster: &TestCluster) {
     const USER: &str = "cl-ask-user";
     const PASSWORD: &str = "cl-ask-pw";
@@ -188,11 +188,9 @@ fn scripts_follow_ask_mid_migration(cluster: &TestCluster) {
     let to = (from + 1) % 3;
     let lock = client.lock(name.as_str());
 
+    let taken = lock.try_lock().unwrap().expect("a free lock");
     begin_migration(cluster, slot, from, to);
-    let taken = lock
-        .try_lock()
-        .unwrap()
-        .expect("a free lock is taken through ASK");
+    move_keys(cluster, slot, from, to);
     // The lock is on the importing master, which answers after ASKING;
     // the migrating one lacks it, and so redirects.
     let on_to = || -> i64 {
@@ -211,7 +209,7 @@ fn scripts_follow_ask_mid_migration(cluster: &TestCluster) {
         "read through ASK"
     );
     assert!(
-        other.lock(name.as_str()).try_lock().unwrap().is_none(),
+        other.lock(name.as_str()).is_locked().unwrap(),
         "another client finds the lock through ASK"
     );
 

@@ -1467,10 +1467,21 @@ fn sigstop_shorter_than_the_lease_loses_nothing() {
     let calls = workload.calls.all();
     let slowest = checks.bounded(&calls);
     eprintln!("short stop: slowest call {slowest:?}");
-    checks.no_errors(
-        "the server paused shorter than a response timeout",
-        &errors_since(&calls, 0),
-    );
+    // A call whose own wait ran out while the server was paused fails as
+    // the library promises (its last round trip is cut at the wait's end,
+    // or 100 ms after it was sent, whichever is later): that is the fault's
+    // window, not a loss. Every other call must succeed.
+    let floor_ns = 100_000_000;
+    let errors: Vec<Call> = errors_since(&calls, 0)
+        .into_iter()
+        .filter(|c| {
+            let wait_end_ns = c.start_ns + WAIT.as_nanos() as u64;
+            !(c.op.starts_with("try_lock_for")
+                && wait_end_ns + floor_ns >= paused_ns
+                && wait_end_ns <= resumed_ns + floor_ns)
+        })
+        .collect();
+    checks.no_errors("the server paused shorter than a response timeout", &errors);
     let lost: Vec<_> = workload
         .history
         .sections()

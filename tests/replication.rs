@@ -160,6 +160,51 @@ fn a_lagging_replica_fails_an_acquisition_and_leaves_nothing_held() {
     );
 }
 
+/// A lock handle of one flavor, by name.
+type LockOf = fn(&Client, &str) -> redisync::Lock;
+
+/// The replica-acknowledgement rollback of every lock flavor whose attempts
+/// are recorded (fair, read, write, fenced): each unacknowledged attempt
+/// undoes exactly its own hold and forgets its record, so the resends are
+/// rollbacks too (not refused as late requests), and nothing is left held.
+#[test]
+fn a_lagging_replica_rolls_every_lock_flavor_back_exactly() {
+    let pair = Pair::start();
+    let client = pair.client(ReplicaShortfall::Fail);
+    let mut master = pair.master.connection();
+    let flavors: [(&str, LockOf); 4] = [
+        ("fair", |c, n| c.fair_lock(n)),
+        ("read", |c, n| c.read_write_lock(n).read_lock()),
+        ("write", |c, n| c.read_write_lock(n).write_lock()),
+        ("fenced", |c, n| c.fenced_lock(n)),
+    ];
+    for (flavor, lock) in flavors {
+        let name = unique_name(&format!("replication:rollback-{flavor}"));
+        pair.replica.pause();
+        let err = lock(&client, &name).try_lock().map(drop).unwrap_err();
+        pair.replica.resume();
+        let text = err.to_string();
+        assert!(
+            text.contains("0 of 1 replicas") && text.contains("rolled back"),
+            "{flavor}: {text}"
+        );
+        assert!(
+            !exists(&mut master, &name),
+            "{flavor}: the failed acquisition left a hold on the master"
+        );
+        let guard = lock(&client, &name).try_lock().unwrap();
+        assert!(
+            guard.is_some(),
+            "{flavor}: not acquirable once the replica caught up"
+        );
+        drop(guard);
+        assert!(
+            !exists(&mut master, &name),
+            "{flavor}: the release left a hold"
+        );
+    }
+}
+
 #[test]
 fn a_release_that_cannot_be_confirmed_says_so() {
     let pair = Pair::start();

@@ -3,7 +3,7 @@
 //! wakes only the head of the queue, on its own channel. Renewal and state
 //! are the reentrant lock's ([`super::lock::renew`], [`super::lock::state`]).
 
-use super::lock::{acquire_outcome, release_outcome};
+use super::lock::{Undo, acquire_outcome, release_outcome, undo_outcome};
 use super::{ROLLBACK_LATCH_MS, is_one, is_some, rollback_latch, run, script};
 use crate::Result;
 use crate::backend::{
@@ -21,6 +21,12 @@ script!(
     /// KEYS lock, queue, slots, channel prefix, latch; ARGV message, lease
     /// ms, holder, now ms, latch ms. nil/0/1.
     RELEASE = "fair_lock_release", "fair lock release", after "window_prelude", after "args_prelude", after "fair_lock_prelude"
+);
+script!(
+    /// KEYS lock, queue, slots, channel prefix, attempt record; ARGV
+    /// message, holder, lease ms, now ms [, 1 = forget the record]. 0 =
+    /// nothing to undo, 1 = undone (still held), 2 = undone and released.
+    UNDO_ACQUIRE = "fair_lock_undo_acquire", "fair lock undo acquire", after "window_prelude", after "args_prelude", after "fair_lock_prelude"
 );
 script!(
     /// KEYS queue, slots; ARGV waiter, allowance ms. 1 = was queued.
@@ -71,31 +77,200 @@ pub fn acquire<B: LockBackend + ?Sized>(
     now_ms: i64,
     enqueue: bool,
 ) -> Result<Acquire> {
+    acquire_with(
+        backend, keys, holder, lease_ms, wait_ms, now_ms, enqueue, None,
+    )
+}
+
+/// As [`acquire`], and records the attempt under `attempt_key`
+/// (`{name}:redisync_attempt:<id>`, one fresh id per attempt, the lease as
+/// TTL) when it takes a hold (a queued attempt records nothing: its queue
+/// entry is what [`cancel`] removes). [`undo_acquire`] with the same key
+/// then removes exactly that hold. The same call sent again (its reply
+/// lost) takes no second hold; once undone, it is refused and writes
+/// nothing, not even a queue entry.
+///
+/// # Errors
+/// As [`acquire`]; a connection error (a late request) for an attempt
+/// already undone.
+///
+/// ```
+/// use redisync::backend::{Acquire, FairLockKeys};
+/// let keys = FairLockKeys {
+///     name: "doc:fair-rec",
+///     queue: "redisson_lock_queue:{doc:fair-rec}",
+///     timeouts: "redisson_lock_timeout:{doc:fair-rec}",
+///     channel_prefix: "redisson_lock__channel:{doc:fair-rec}",
+/// };
+/// let store = redisync::MemoryBackend::new();
+/// let now = 1_700_000_000_000;
+/// let attempt = "{doc:fair-rec}:redisync_attempt:a1";
+/// let acquire = |store: &redisync::MemoryBackend| {
+///     redisync::ops::fair_lock::acquire_recorded(store, &keys, "c1:1", 30_000, 5_000, now, true, attempt)
+/// };
+/// assert_eq!(acquire(&store)?, Acquire::Acquired);
+/// // Sent again: still one hold.
+/// assert_eq!(acquire(&store)?, Acquire::Acquired);
+/// assert_eq!(redisync::ops::lock::state(&store, "doc:fair-rec", "c1:1")?.hold_count, 1);
+/// # Ok::<(), redisync::Error>(())
+/// ```
+#[allow(clippy::too_many_arguments)]
+pub fn acquire_recorded<B: LockBackend + ?Sized>(
+    backend: &B,
+    keys: &FairLockKeys<'_>,
+    holder: &str,
+    lease_ms: i64,
+    wait_ms: i64,
+    now_ms: i64,
+    enqueue: bool,
+    attempt_key: &str,
+) -> Result<Acquire> {
+    acquire_with(
+        backend,
+        keys,
+        holder,
+        lease_ms,
+        wait_ms,
+        now_ms,
+        enqueue,
+        Some(attempt_key),
+    )
+}
+
+#[allow(clippy::too_many_arguments)]
+fn acquire_with<B: LockBackend + ?Sized>(
+    backend: &B,
+    keys: &FairLockKeys<'_>,
+    holder: &str,
+    lease_ms: i64,
+    wait_ms: i64,
+    now_ms: i64,
+    enqueue: bool,
+    attempt_key: Option<&str>,
+) -> Result<Acquire> {
     check_ms("lease", lease_ms)?;
     check_ms("wait allowance", wait_ms)?;
     check_time_ms("now", now_ms)?;
-    let call = ScriptCall::new(
+    let mut call = ScriptCall::new(
         &ACQUIRE,
         Resend::Harmless,
         Effect::Acquire {
             acquired: Reply::is_nil,
-            undo: undo_acquire,
+            undo: if attempt_key.is_some() {
+                undo_recorded
+            } else {
+                undo_acquire_call
+            },
         },
     )
     .key(keys.name)
     .key(keys.queue)
-    .key(keys.timeouts)
-    .arg(lease_ms)
-    .arg(holder)
-    .arg(wait_ms)
-    .arg(now_ms)
-    .arg(i64::from(enqueue));
+    .key(keys.timeouts);
+    if let Some(attempt_key) = attempt_key {
+        call = call.key(attempt_key);
+    }
+    let call = call
+        .arg(lease_ms)
+        .arg(holder)
+        .arg(wait_ms)
+        .arg(now_ms)
+        .arg(i64::from(enqueue));
     acquire_outcome(&run(backend, &call)?, ACQUIRE.operation())
+}
+
+/// Undoes exactly the hold that the [`acquire_recorded`] call with
+/// `attempt_key` took, if it took one, and nothing else; marks the attempt
+/// undone (for `lease_ms`), so that if its request arrives later still it
+/// is refused. On the last hold the lock is released and the head waiter
+/// told, as [`release`] does. Idempotent. (A queue entry the attempt left
+/// is [`cancel`]'s.)
+///
+/// # Errors
+/// A store failure; `InvalidArgument` for a bad lease or clock.
+///
+/// ```
+/// use redisync::backend::FairLockKeys;
+/// use redisync::ops::{fair_lock, lock::Undo};
+/// let keys = FairLockKeys {
+///     name: "doc:fair-undo",
+///     queue: "redisson_lock_queue:{doc:fair-undo}",
+///     timeouts: "redisson_lock_timeout:{doc:fair-undo}",
+///     channel_prefix: "redisson_lock__channel:{doc:fair-undo}",
+/// };
+/// let store = redisync::MemoryBackend::new();
+/// let now = 1_700_000_000_000;
+/// let (a1, a2) = ("{doc:fair-undo}:redisync_attempt:a1", "{doc:fair-undo}:redisync_attempt:a2");
+/// fair_lock::acquire_recorded(&store, &keys, "c1:1", 30_000, 5_000, now, true, a1)?;
+/// fair_lock::acquire_recorded(&store, &keys, "c1:1", 30_000, 5_000, now, true, a2)?;
+/// assert_eq!(fair_lock::undo_acquire(&store, &keys, "c1:1", 30_000, now, a1)?, Undo::Removed);
+/// assert_eq!(fair_lock::undo_acquire(&store, &keys, "c1:1", 30_000, now, a1)?, Undo::Nothing);
+/// assert_eq!(redisync::ops::lock::state(&store, "doc:fair-undo", "c1:1")?.hold_count, 1);
+/// # Ok::<(), redisync::Error>(())
+/// ```
+pub fn undo_acquire<B: LockBackend + ?Sized>(
+    backend: &B,
+    keys: &FairLockKeys<'_>,
+    holder: &str,
+    lease_ms: i64,
+    now_ms: i64,
+    attempt_key: &str,
+) -> Result<Undo> {
+    check_ms("lease", lease_ms)?;
+    check_time_ms("now", now_ms)?;
+    let call = undo_call(keys, holder, lease_ms, now_ms, attempt_key);
+    undo_outcome(&run(backend, &call)?, UNDO_ACQUIRE.operation())
+}
+
+fn undo_call<'a>(
+    keys: &FairLockKeys<'a>,
+    holder: &'a str,
+    lease_ms: i64,
+    now_ms: i64,
+    attempt_key: &'a str,
+) -> ScriptCall<'a> {
+    ScriptCall::new(
+        &UNDO_ACQUIRE,
+        Resend::Harmless,
+        Effect::Change(|r| r.as_int().is_some_and(|n| n > 0)),
+    )
+    .key(keys.name)
+    .key(keys.queue)
+    .key(keys.timeouts)
+    .key(keys.channel_prefix)
+    .key(attempt_key)
+    .arg(UNLOCK_MESSAGE)
+    .arg(holder)
+    .arg(lease_ms)
+    .arg(now_ms)
+}
+
+/// The replica-acknowledgement undo of an [`acquire_recorded`] call (KEYS
+/// lock, queue, slots, attempt record; ARGV lease, holder, ...): exactly
+/// its hold, and the record forgotten, since the store sends the same call
+/// again at once.
+fn undo_recorded(call: &ScriptCall<'_>, _: &Reply) -> ScriptCall<'static> {
+    let name = call.keys()[0].as_ref();
+    let channel_prefix = crate::keys::lock_channel(name);
+    let keys = FairLockKeys {
+        name,
+        queue: call.keys()[1].as_ref(),
+        timeouts: call.keys()[2].as_ref(),
+        channel_prefix: &channel_prefix,
+    };
+    undo_call(
+        &keys,
+        call.args()[1].as_ref(),
+        call.args()[0].parse().unwrap_or(1),
+        crate::clock::wall_clock_ms(),
+        call.keys()[3].as_ref(),
+    )
+    .arg("1")
+    .into_owned()
 }
 
 /// Gives back the hold an acquire call took (KEYS lock, queue, slots; ARGV
 /// lease, holder, ...).
-fn undo_acquire(call: &ScriptCall<'_>, _: &Reply) -> ScriptCall<'static> {
+fn undo_acquire_call(call: &ScriptCall<'_>, _: &Reply) -> ScriptCall<'static> {
     let name = call.keys()[0].as_ref();
     let channel_prefix = crate::keys::lock_channel(name);
     let keys = FairLockKeys {
@@ -154,6 +329,27 @@ pub fn release<B: LockBackend + ?Sized>(
     check_time_ms("now", now_ms)?;
     check_ms("latch timeout", latch_ms)?;
     let call = release_call(keys, holder, lease_ms, now_ms, latch_key, latch_ms);
+    release_outcome(&run(backend, &call)?, RELEASE.operation())
+}
+
+/// [`release`] of the hold that the [`acquire_recorded`] call with
+/// `record` took: the record is deleted with the hold (its outcome was
+/// known; no undo will ever need it).
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn release_recorded<B: LockBackend + ?Sized>(
+    backend: &B,
+    keys: &FairLockKeys<'_>,
+    holder: &str,
+    lease_ms: i64,
+    now_ms: i64,
+    latch_key: &str,
+    latch_ms: i64,
+    record: &str,
+) -> Result<Release> {
+    check_ms("lease", lease_ms)?;
+    check_time_ms("now", now_ms)?;
+    check_ms("latch timeout", latch_ms)?;
+    let call = release_call(keys, holder, lease_ms, now_ms, latch_key, latch_ms).key(record);
     release_outcome(&run(backend, &call)?, RELEASE.operation())
 }
 

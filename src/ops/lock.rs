@@ -140,14 +140,17 @@ pub fn acquire_recorded<B: LockBackend + ?Sized>(
 pub enum Undo {
     /// The attempt took no hold (or it has expired), and now never will.
     Nothing,
-    /// Its hold was removed; the holder still has others.
+    /// Its hold was removed; the lock is still held (the holder's other
+    /// holds; for a read hold, other readers too).
     Removed,
-    /// Its hold was the last: the lock was released (unlock published).
+    /// Its hold was the last: the lock was released (unlock published; a
+    /// fair lock tells its head waiter, a write half publishes the
+    /// read-unlock, leaving the writer's own read holds if any).
     Released,
 }
 
-/// Undoes exactly the hold that the [`acquire_recorded`] call with
-/// `attempt_key` took, if it took one, and nothing else; marks the attempt
+/// Undoes exactly the hold that the [`acquire_recorded`] (or
+/// [`fenced_acquire_recorded`]) call with `attempt_key` took, if it took one, and nothing else; marks the attempt
 /// undone (for `lease_ms`), so that if its request arrives later still it
 /// is refused. Idempotent.
 ///
@@ -176,11 +179,17 @@ pub fn undo_acquire<B: LockBackend + ?Sized>(
 ) -> Result<Undo> {
     check_ms("lease", lease_ms)?;
     let call = undo_call(name, channel, holder, lease_ms, attempt_key);
-    match int(&run(backend, &call)?, UNDO_ACQUIRE.operation())? {
+    undo_outcome(&run(backend, &call)?, UNDO_ACQUIRE.operation())
+}
+
+/// An undo script's reply: 0 = nothing to undo, 1 = removed (still held),
+/// 2 = removed and released.
+pub(crate) fn undo_outcome(reply: &Reply, operation: &str) -> Result<Undo> {
+    match int(reply, operation)? {
         0 => Ok(Undo::Nothing),
         1 => Ok(Undo::Removed),
         2 => Ok(Undo::Released),
-        other => Err(Reply::Int(other).unexpected(UNDO_ACQUIRE.operation(), "0, 1 or 2")),
+        other => Err(Reply::Int(other).unexpected(operation, "0, 1 or 2")),
     }
 }
 
@@ -259,20 +268,79 @@ pub fn fenced_acquire<B: LockBackend + ?Sized>(
     holder: &str,
     lease_ms: i64,
 ) -> Result<FencedAcquire> {
+    fenced_acquire_with(backend, name, token_key, holder, lease_ms, None)
+}
+
+/// As [`fenced_acquire`], and records the attempt under `attempt_key`
+/// (`{name}:redisync_attempt:<id>`, one fresh id per attempt, the lease as
+/// TTL) when it takes a hold, as [`acquire_recorded`] does: the record
+/// holds the token it took. [`undo_acquire`] with the same key then removes
+/// exactly that hold (the token stays spent: tokens only grow). The same
+/// call sent again (its reply lost) takes no second hold and returns the
+/// same token; once undone, it is refused.
+///
+/// # Errors
+/// As [`fenced_acquire`]; a connection error (a late request) for an
+/// attempt already undone.
+///
+/// ```
+/// let store = redisync::MemoryBackend::new();
+/// let (counter, attempt) = ("redisson_lock_token:{doc:frec}", "{doc:frec}:redisync_attempt:a1");
+/// let first = redisync::ops::lock::fenced_acquire_recorded(&store, "doc:frec", counter, "c1:1", 30_000, attempt)?;
+/// // Sent again: the same hold and the same token.
+/// let again = redisync::ops::lock::fenced_acquire_recorded(&store, "doc:frec", counter, "c1:1", 30_000, attempt)?;
+/// assert_eq!(again.token(), first.token());
+/// assert_eq!(redisync::ops::lock::state(&store, "doc:frec", "c1:1")?.hold_count, 1);
+/// # Ok::<(), redisync::Error>(())
+/// ```
+pub fn fenced_acquire_recorded<B: LockBackend + ?Sized>(
+    backend: &B,
+    name: &str,
+    token_key: &str,
+    holder: &str,
+    lease_ms: i64,
+    attempt_key: &str,
+) -> Result<FencedAcquire> {
+    fenced_acquire_with(
+        backend,
+        name,
+        token_key,
+        holder,
+        lease_ms,
+        Some(attempt_key),
+    )
+}
+
+fn fenced_acquire_with<B: LockBackend + ?Sized>(
+    backend: &B,
+    name: &str,
+    token_key: &str,
+    holder: &str,
+    lease_ms: i64,
+    attempt_key: Option<&str>,
+) -> Result<FencedAcquire> {
     check_ms("lease", lease_ms)?;
-    let call = ScriptCall::new(
+    let mut call = ScriptCall::new(
         &FENCED_ACQUIRE,
+        // Unrecorded, a second acquisition is a phantom hold the outermost
+        // unlock drains; recorded, a repeat returns the first outcome.
         Resend::Harmless,
         Effect::Acquire {
             acquired: fenced_acquired,
             // The token stays spent: tokens only grow.
-            undo: undo_unrecorded,
+            undo: if attempt_key.is_some() {
+                undo_fenced_recorded
+            } else {
+                undo_unrecorded
+            },
         },
     )
     .key(name)
-    .key(token_key)
-    .arg(lease_ms)
-    .arg(holder);
+    .key(token_key);
+    if let Some(attempt_key) = attempt_key {
+        call = call.key(attempt_key);
+    }
+    let call = call.arg(lease_ms).arg(holder);
     let reply = run(backend, &call)?;
     let operation = FENCED_ACQUIRE.operation();
     let pttl = int(super::part(&reply, 0, operation)?, operation)?;
@@ -295,6 +363,22 @@ pub fn fenced_acquire<B: LockBackend + ?Sized>(
             "fenced lock acquire: token counter {token_key:?} holds {counter:?}, not a positive integer"
         ))),
     }
+}
+
+/// The replica-acknowledgement undo of a [`fenced_acquire_recorded`] call
+/// (KEYS lock, token counter, attempt record; ARGV lease, holder): exactly
+/// its hold, the record forgotten, as [`undo_acquire_call`].
+fn undo_fenced_recorded(call: &ScriptCall<'_>, _: &Reply) -> ScriptCall<'static> {
+    let name = call.keys()[0].as_ref();
+    undo_call(
+        name,
+        &crate::keys::lock_channel(name),
+        call.args()[1].as_ref(),
+        call.args()[0].parse().unwrap_or(1),
+        call.keys()[2].as_ref(),
+    )
+    .arg("1")
+    .into_owned()
 }
 
 /// Whether a fenced acquire's reply is an acquisition: `{-1, "<token>"}`.

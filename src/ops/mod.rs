@@ -57,7 +57,7 @@ pub(crate) use script;
 
 /// Every script of every operation (tests check them all).
 #[cfg(test)]
-pub(crate) fn all_scripts() -> [&'static crate::backend::Script; 44] {
+pub(crate) fn all_scripts() -> [&'static crate::backend::Script; 47] {
     [
         &KEY_TYPES,
         &lock::ACQUIRE,
@@ -70,6 +70,7 @@ pub(crate) fn all_scripts() -> [&'static crate::backend::Script; 44] {
         &lock::STATE,
         &fair_lock::ACQUIRE,
         &fair_lock::RELEASE,
+        &fair_lock::UNDO_ACQUIRE,
         &fair_lock::CANCEL,
         &fair_lock::FORCE_RELEASE,
         &fair_lock::DELETE,
@@ -77,6 +78,8 @@ pub(crate) fn all_scripts() -> [&'static crate::backend::Script; 44] {
         &rw_lock::WRITE_ACQUIRE,
         &rw_lock::READ_RELEASE,
         &rw_lock::WRITE_RELEASE,
+        &rw_lock::READ_UNDO_ACQUIRE,
+        &rw_lock::WRITE_UNDO_ACQUIRE,
         &rw_lock::READ_RENEW,
         &rw_lock::READ_RENEW_BATCH,
         &rw_lock::FORCE_RELEASE,

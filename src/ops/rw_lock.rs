@@ -3,7 +3,7 @@
 //! and the writer's `:write` field. The write half renews with
 //! [`super::lock::renew`] on its `:write` field.
 
-use super::lock::{acquire_outcome, release_outcome};
+use super::lock::{Undo, acquire_outcome, release_outcome, undo_outcome};
 use super::{
     ROLLBACK_LATCH_MS, any_one, int, is_one, is_some, part, rollback_latch, run, script,
     ttl_from_pttl,
@@ -35,6 +35,17 @@ script!(
     /// KEYS lock, channel, latch; ARGV message, lease ms, write field, latch
     /// ms. nil/0/1.
     WRITE_RELEASE = "write_lock_release", "write lock release", after "window_prelude", after "args_prelude"
+);
+script!(
+    /// KEYS lock, channel, timeout prefix, key prefix, attempt record; ARGV
+    /// message, holder, lease ms [, 1 = forget the record]. 0/1/2 as
+    /// [`super::lock::Undo`].
+    READ_UNDO_ACQUIRE = "read_lock_undo_acquire", "read lock undo acquire", after "window_prelude", after "args_prelude"
+);
+script!(
+    /// KEYS lock, channel, attempt record; ARGV message, write field, lease
+    /// ms [, 1 = forget the record]. 0/1/2 as [`super::lock::Undo`].
+    WRITE_UNDO_ACQUIRE = "write_lock_undo_acquire", "write lock undo acquire", after "window_prelude", after "args_prelude"
 );
 script!(
     /// KEYS lock, timeout prefix, key prefix; ARGV lease ms, holder. 1 = renewed.
@@ -86,21 +97,153 @@ pub fn read_acquire<B: LockBackend + ?Sized>(
     keys: &RwLockKeys<'_>,
     lease_ms: i64,
 ) -> Result<Acquire> {
+    read_acquire_with(backend, keys, lease_ms, None)
+}
+
+/// As [`read_acquire`], and records the attempt under `attempt_key`
+/// (`{name}:redisync_attempt:<id>`, one fresh id per attempt, the lease as
+/// TTL) when it takes a hold: the number of the read hold it took.
+/// [`read_undo_acquire`] with the same key then removes exactly that hold.
+/// The same call sent again (its reply lost) takes no second hold; once
+/// undone, it is refused.
+///
+/// # Errors
+/// As [`read_acquire`]; a connection error (a late request) for an attempt
+/// already undone.
+///
+/// ```
+/// use redisync::backend::{Acquire, RwLockKeys};
+/// let keys = RwLockKeys {
+///     name: "doc:rw-rec", channel: "redisson_rwlock:{doc:rw-rec}", holder: "c1:1",
+///     write_field: "c1:1:write", timeout_prefix: "{doc:rw-rec}:c1:1:rwlock_timeout",
+///     key_prefix: "{doc:rw-rec}",
+/// };
+/// let store = redisync::MemoryBackend::new();
+/// let attempt = "{doc:rw-rec}:redisync_attempt:a1";
+/// assert_eq!(redisync::ops::rw_lock::read_acquire_recorded(&store, &keys, 30_000, attempt)?, Acquire::Acquired);
+/// // Sent again: still one hold.
+/// redisync::ops::rw_lock::read_acquire_recorded(&store, &keys, 30_000, attempt)?;
+/// assert_eq!(redisync::ops::rw_lock::state(&store, "doc:rw-rec", "c1:1")?.hold_count, 1);
+/// # Ok::<(), redisync::Error>(())
+/// ```
+pub fn read_acquire_recorded<B: LockBackend + ?Sized>(
+    backend: &B,
+    keys: &RwLockKeys<'_>,
+    lease_ms: i64,
+    attempt_key: &str,
+) -> Result<Acquire> {
+    read_acquire_with(backend, keys, lease_ms, Some(attempt_key))
+}
+
+fn read_acquire_with<B: LockBackend + ?Sized>(
+    backend: &B,
+    keys: &RwLockKeys<'_>,
+    lease_ms: i64,
+    attempt_key: Option<&str>,
+) -> Result<Acquire> {
     check_ms("lease", lease_ms)?;
-    let call = ScriptCall::new(
+    let mut call = ScriptCall::new(
         &READ_ACQUIRE,
         Resend::Harmless,
         Effect::Acquire {
             acquired: Reply::is_nil,
-            undo: undo_read_acquire,
+            undo: if attempt_key.is_some() {
+                undo_read_recorded
+            } else {
+                undo_read_acquire
+            },
         },
     )
     .key(keys.name)
-    .key(keys.timeout_prefix)
-    .arg(lease_ms)
-    .arg(keys.holder)
-    .arg(keys.write_field);
+    .key(keys.timeout_prefix);
+    if let Some(attempt_key) = attempt_key {
+        call = call.key(attempt_key);
+    }
+    let call = call.arg(lease_ms).arg(keys.holder).arg(keys.write_field);
     acquire_outcome(&run(backend, &call)?, READ_ACQUIRE.operation())
+}
+
+/// Undoes exactly the read hold that the [`read_acquire_recorded`] call
+/// with `attempt_key` took, if it took one, and nothing else, leaving the
+/// lock as a release of that hold would (its read-hold key gone, the
+/// others keeping their own expiries, the unlock published if the lock is
+/// now free); marks the attempt undone (for `lease_ms`), so that if its
+/// request arrives later still it is refused. Idempotent.
+///
+/// # Errors
+/// A store failure; `InvalidArgument` for a bad lease.
+///
+/// ```
+/// use redisync::backend::RwLockKeys;
+/// use redisync::ops::{lock::Undo, rw_lock};
+/// let keys = RwLockKeys {
+///     name: "doc:rw-undo", channel: "redisson_rwlock:{doc:rw-undo}", holder: "c1:1",
+///     write_field: "c1:1:write", timeout_prefix: "{doc:rw-undo}:c1:1:rwlock_timeout",
+///     key_prefix: "{doc:rw-undo}",
+/// };
+/// let store = redisync::MemoryBackend::new();
+/// let (a1, a2) = ("{doc:rw-undo}:redisync_attempt:a1", "{doc:rw-undo}:redisync_attempt:a2");
+/// rw_lock::read_acquire_recorded(&store, &keys, 30_000, a1)?;
+/// rw_lock::read_acquire_recorded(&store, &keys, 30_000, a2)?;
+/// assert_eq!(rw_lock::read_undo_acquire(&store, &keys, 30_000, a1)?, Undo::Removed);
+/// assert_eq!(rw_lock::read_undo_acquire(&store, &keys, 30_000, a1)?, Undo::Nothing);
+/// assert_eq!(rw_lock::state(&store, "doc:rw-undo", "c1:1")?.hold_count, 1);
+/// # Ok::<(), redisync::Error>(())
+/// ```
+pub fn read_undo_acquire<B: LockBackend + ?Sized>(
+    backend: &B,
+    keys: &RwLockKeys<'_>,
+    lease_ms: i64,
+    attempt_key: &str,
+) -> Result<Undo> {
+    check_ms("lease", lease_ms)?;
+    let call = read_undo_call(keys, lease_ms, attempt_key);
+    undo_outcome(&run(backend, &call)?, READ_UNDO_ACQUIRE.operation())
+}
+
+fn read_undo_call<'a>(
+    keys: &RwLockKeys<'a>,
+    lease_ms: i64,
+    attempt_key: &'a str,
+) -> ScriptCall<'a> {
+    ScriptCall::new(
+        &READ_UNDO_ACQUIRE,
+        Resend::Harmless,
+        Effect::Change(|r| r.as_int().is_some_and(|n| n > 0)),
+    )
+    .key(keys.name)
+    .key(keys.channel)
+    .key(keys.timeout_prefix)
+    .key(keys.key_prefix)
+    .key(attempt_key)
+    .arg(UNLOCK_MESSAGE)
+    .arg(keys.holder)
+    .arg(lease_ms)
+}
+
+/// The replica-acknowledgement undo of a [`read_acquire_recorded`] call
+/// (KEYS lock, timeout prefix, attempt record; ARGV lease, holder, write
+/// field): exactly its hold, and the record forgotten, since the store
+/// sends the same call again at once.
+fn undo_read_recorded(call: &ScriptCall<'_>, _: &Reply) -> ScriptCall<'static> {
+    let name = call.keys()[0].as_ref();
+    let channel = crate::keys::rw_channel(name);
+    let key_prefix = crate::keys::rw_key_prefix(name);
+    let keys = RwLockKeys {
+        name,
+        channel: &channel,
+        holder: call.args()[1].as_ref(),
+        write_field: call.args()[2].as_ref(),
+        timeout_prefix: call.keys()[1].as_ref(),
+        key_prefix: &key_prefix,
+    };
+    read_undo_call(
+        &keys,
+        call.args()[0].parse().unwrap_or(1),
+        call.keys()[2].as_ref(),
+    )
+    .arg("1")
+    .into_owned()
 }
 
 /// Gives back the read hold an acquire call took (KEYS lock, timeout
@@ -144,24 +287,152 @@ pub fn write_acquire<B: LockBackend + ?Sized>(
     keys: &RwLockKeys<'_>,
     lease_ms: i64,
 ) -> Result<Acquire> {
+    write_acquire_with(backend, keys, lease_ms, None)
+}
+
+/// As [`write_acquire`], and records the attempt under `attempt_key`
+/// (`{name}:redisync_attempt:<id>`, one fresh id per attempt, the lease as
+/// TTL) when it takes a hold. [`write_undo_acquire`] with the same key then
+/// removes exactly that hold. The same call sent again (its reply lost)
+/// takes no second hold; once undone, it is refused.
+///
+/// # Errors
+/// As [`write_acquire`]; a connection error (a late request) for an
+/// attempt already undone.
+///
+/// ```
+/// use redisync::backend::{Acquire, RwLockKeys};
+/// let keys = RwLockKeys {
+///     name: "doc:rw-wrec", channel: "redisson_rwlock:{doc:rw-wrec}", holder: "c1:1",
+///     write_field: "c1:1:write", timeout_prefix: "{doc:rw-wrec}:c1:1:rwlock_timeout",
+///     key_prefix: "{doc:rw-wrec}",
+/// };
+/// let store = redisync::MemoryBackend::new();
+/// let attempt = "{doc:rw-wrec}:redisync_attempt:a1";
+/// assert_eq!(redisync::ops::rw_lock::write_acquire_recorded(&store, &keys, 30_000, attempt)?, Acquire::Acquired);
+/// // Sent again: still one hold.
+/// redisync::ops::rw_lock::write_acquire_recorded(&store, &keys, 30_000, attempt)?;
+/// assert_eq!(redisync::ops::rw_lock::state(&store, "doc:rw-wrec", "c1:1:write")?.hold_count, 1);
+/// # Ok::<(), redisync::Error>(())
+/// ```
+pub fn write_acquire_recorded<B: LockBackend + ?Sized>(
+    backend: &B,
+    keys: &RwLockKeys<'_>,
+    lease_ms: i64,
+    attempt_key: &str,
+) -> Result<Acquire> {
+    write_acquire_with(backend, keys, lease_ms, Some(attempt_key))
+}
+
+fn write_acquire_with<B: LockBackend + ?Sized>(
+    backend: &B,
+    keys: &RwLockKeys<'_>,
+    lease_ms: i64,
+    attempt_key: Option<&str>,
+) -> Result<Acquire> {
     check_ms("lease", lease_ms)?;
-    let call = ScriptCall::new(
+    let mut call = ScriptCall::new(
         &WRITE_ACQUIRE,
         Resend::Harmless,
         Effect::Acquire {
             acquired: Reply::is_nil,
-            undo: undo_write_acquire,
+            undo: if attempt_key.is_some() {
+                undo_write_recorded
+            } else {
+                undo_write_acquire
+            },
         },
     )
-    .key(keys.name)
-    .arg(lease_ms)
-    .arg(keys.write_field)
-    .arg(keys.holder);
+    .key(keys.name);
+    if let Some(attempt_key) = attempt_key {
+        call = call.key(attempt_key);
+    }
+    let call = call.arg(lease_ms).arg(keys.write_field).arg(keys.holder);
     let reply = run(backend, &call)?;
     if reply.as_int() == Some(CALLER_READS) {
         return Err(crate::error::read_to_write_upgrade(keys.name));
     }
     acquire_outcome(&reply, WRITE_ACQUIRE.operation())
+}
+
+/// Undoes exactly the write hold that the [`write_acquire_recorded`] call
+/// with `attempt_key` took, if it took one, and nothing else; on the last
+/// write hold the lock is released (or left to the holder's own read holds)
+/// and the read-unlock published, as [`write_release`] does. Marks the
+/// attempt undone (for `lease_ms`), so that if its request arrives later
+/// still it is refused. Idempotent.
+///
+/// # Errors
+/// A store failure; `InvalidArgument` for a bad lease.
+///
+/// ```
+/// use redisync::backend::RwLockKeys;
+/// use redisync::ops::{lock::Undo, rw_lock};
+/// let keys = RwLockKeys {
+///     name: "doc:rw-wundo", channel: "redisson_rwlock:{doc:rw-wundo}", holder: "c1:1",
+///     write_field: "c1:1:write", timeout_prefix: "{doc:rw-wundo}:c1:1:rwlock_timeout",
+///     key_prefix: "{doc:rw-wundo}",
+/// };
+/// let store = redisync::MemoryBackend::new();
+/// let attempt = "{doc:rw-wundo}:redisync_attempt:a1";
+/// rw_lock::write_acquire_recorded(&store, &keys, 30_000, attempt)?;
+/// assert_eq!(rw_lock::write_undo_acquire(&store, &keys, 30_000, attempt)?, Undo::Released);
+/// assert_eq!(rw_lock::state(&store, "doc:rw-wundo", "c1:1:write")?.mode, None);
+/// # Ok::<(), redisync::Error>(())
+/// ```
+pub fn write_undo_acquire<B: LockBackend + ?Sized>(
+    backend: &B,
+    keys: &RwLockKeys<'_>,
+    lease_ms: i64,
+    attempt_key: &str,
+) -> Result<Undo> {
+    check_ms("lease", lease_ms)?;
+    let call = write_undo_call(
+        keys.name,
+        keys.channel,
+        keys.write_field,
+        lease_ms,
+        attempt_key,
+    );
+    undo_outcome(&run(backend, &call)?, WRITE_UNDO_ACQUIRE.operation())
+}
+
+fn write_undo_call<'a>(
+    name: &'a str,
+    channel: &'a str,
+    write_field: &'a str,
+    lease_ms: i64,
+    attempt_key: &'a str,
+) -> ScriptCall<'a> {
+    ScriptCall::new(
+        &WRITE_UNDO_ACQUIRE,
+        Resend::Harmless,
+        Effect::Change(|r| r.as_int().is_some_and(|n| n > 0)),
+    )
+    .key(name)
+    .key(channel)
+    .key(attempt_key)
+    .arg(READ_UNLOCK_MESSAGE)
+    .arg(write_field)
+    .arg(lease_ms)
+}
+
+/// The replica-acknowledgement undo of a [`write_acquire_recorded`] call
+/// (KEYS lock, attempt record; ARGV lease, write field, holder): exactly
+/// its hold, and the record forgotten, since the store sends the same call
+/// again at once.
+fn undo_write_recorded(call: &ScriptCall<'_>, _: &Reply) -> ScriptCall<'static> {
+    let name = call.keys()[0].as_ref();
+    let channel = crate::keys::rw_channel(name);
+    write_undo_call(
+        name,
+        &channel,
+        call.args()[1].as_ref(),
+        call.args()[0].parse().unwrap_or(1),
+        call.keys()[1].as_ref(),
+    )
+    .arg("1")
+    .into_owned()
 }
 
 /// Gives back the write hold an acquire call took (KEYS lock; ARGV lease,
@@ -208,6 +479,20 @@ pub fn read_release<B: LockBackend + ?Sized>(
 ) -> Result<Release> {
     check_ms("latch timeout", latch_ms)?;
     let call = read_release_call(keys, latch_key, latch_ms);
+    release_outcome(&run(backend, &call)?, READ_RELEASE.operation())
+}
+
+/// [`read_release`] of the hold that the [`read_acquire_recorded`] call
+/// with `record` took: the record is deleted with the hold.
+pub(crate) fn read_release_recorded<B: LockBackend + ?Sized>(
+    backend: &B,
+    keys: &RwLockKeys<'_>,
+    latch_key: &str,
+    latch_ms: i64,
+    record: &str,
+) -> Result<Release> {
+    check_ms("latch timeout", latch_ms)?;
+    let call = read_release_call(keys, latch_key, latch_ms).key(record);
     release_outcome(&run(backend, &call)?, READ_RELEASE.operation())
 }
 
@@ -264,6 +549,30 @@ pub fn write_release<B: LockBackend + ?Sized>(
         latch_key,
         latch_ms,
     );
+    release_outcome(&run(backend, &call)?, WRITE_RELEASE.operation())
+}
+
+/// [`write_release`] of the hold that the [`write_acquire_recorded`] call
+/// with `record` took: the record is deleted with the hold.
+pub(crate) fn write_release_recorded<B: LockBackend + ?Sized>(
+    backend: &B,
+    keys: &RwLockKeys<'_>,
+    lease_ms: i64,
+    latch_key: &str,
+    latch_ms: i64,
+    record: &str,
+) -> Result<Release> {
+    check_ms("lease", lease_ms)?;
+    check_ms("latch timeout", latch_ms)?;
+    let call = write_release_call(
+        keys.name,
+        keys.channel,
+        keys.write_field,
+        lease_ms,
+        latch_key,
+        latch_ms,
+    )
+    .key(record);
     release_outcome(&run(backend, &call)?, WRITE_RELEASE.operation())
 }
 

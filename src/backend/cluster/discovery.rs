@@ -270,9 +270,11 @@ impl ClusterTarget {
         self.response_timeout
     }
 
-    /// Reads the slot map through `conn` and keeps its nodes (masters and
+    /// Reads the slot map through `conn`, gives it to `conn` (its scripts
+    /// go to the masters it names) and keeps its nodes (masters and
     /// replicas) as the fallback seeds. Best effort: a failure keeps the
-    /// previous ones, and the connection is usable either way.
+    /// previous ones, and the connection is usable either way (it reads
+    /// the slot map again when a script needs it).
     pub(super) fn note_nodes(&self, conn: &mut RoutedConnection) {
         let Ok(reply) = redis::cmd("CLUSTER").arg("SLOTS").query::<Value>(conn) else {
             return;
@@ -284,6 +286,7 @@ impl ClusterTarget {
                 ConnectionAddr::Tcp(host, _) => host.clone(),
                 other => other.to_string(),
             });
+        conn.set_slot_map(&reply, &seed_host);
         let nodes = parse_nodes(&reply, &seed_host);
         if nodes.is_empty() {
             return;
@@ -484,6 +487,29 @@ pub(super) fn parse_slots(reply: &Value, seed_host: &str) -> Vec<SlotRange> {
     ranges
 }
 
+/// The masters of a `CLUSTER SLOTS` reply: each range's first and last
+/// slot and its master's host (an empty one is `seed_host`) and port.
+pub(super) fn parse_slot_owners(reply: &Value, seed_host: &str) -> Vec<(u16, u16, (String, u16))> {
+    let Value::Array(items) = reply else {
+        return Vec::new();
+    };
+    items
+        .iter()
+        .filter_map(|item| {
+            let Value::Array(fields) = item else {
+                return None;
+            };
+            let (Some(Value::Int(start)), Some(Value::Int(end)), Some(Value::Array(master))) =
+                (fields.first(), fields.get(1), fields.get(2))
+            else {
+                return None;
+            };
+            let node = node_entry(master, seed_host)?;
+            Some((u16::try_from(*start).ok()?, u16::try_from(*end).ok()?, node))
+        })
+        .collect()
+}
+
 /// Every node (masters and replicas) a `CLUSTER SLOTS` reply names, once
 /// each, as host and port.
 pub(super) fn parse_nodes(reply: &Value, seed_host: &str) -> Vec<(String, u16)> {
@@ -536,6 +562,10 @@ impl SlotMapSource for ClusterTarget {
     fn connection_timeout(&self) -> Duration {
         self.connection_timeout
     }
+
+    fn seed_host(&self) -> String {
+        ClusterTarget::seed_host(self)
+    }
 }
 
 #[cfg(test)]
@@ -564,6 +594,9 @@ mod tests {
                 node("10.0.0.2", 7004),
             ]),
         ]);
+        let owners = parse_slot_owners(&reply, "127.0.0.1");
+        assert_eq!(owners[1], (5461, 16383, ("127.0.0.1".to_owned(), 7001)));
+        assert_eq!(owners[0].2, ("10.0.0.1".to_owned(), 7000));
         let ranges = parse_slots(&reply, "127.0.0.1");
         assert_eq!(ranges.len(), 2);
         assert_eq!(ranges[0].node, "10.0.0.1:7000");

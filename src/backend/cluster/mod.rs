@@ -47,7 +47,7 @@
 //! |---|---|---|
 //! | `slots` | a key's hash slot (CRC16 of its hash tag) | nothing |
 //! | `discovery` | the seeds, the slot map, the nodes seen last; fresh routed connections | `routing` |
-//! | `routing` | each script to its slot's master, at most once | `slots`, a [`SlotMapSource`] |
+//! | `routing` | each script to its slot's master, at most once, its window in that node's clock | `slots`, a [`SlotMapSource`] |
 //! | `pubsub` | sharded pub/sub on every master | `discovery` (the slot map), `slots` |
 
 mod discovery;
@@ -57,5 +57,5 @@ mod slots;
 
 pub(super) use self::discovery::ClusterTarget;
 pub(super) use self::pubsub::ClusterPubSub;
-pub(super) use self::routing::RoutedConnection;
+pub(super) use self::routing::{NODE_WINDOW, RoutedConnection};
 pub(super) use self::slots::slot;

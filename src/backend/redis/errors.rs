@@ -105,6 +105,28 @@ pub(super) fn redis_error(address: &str, op: &str, err: RedisError, timeout: Dur
             true,
         );
     }
+    // A cluster that is not ready for the slot now (a migration that
+    // outlasted the routing's retries, a failover): the script did not run,
+    // and a later retry can land, as on a lost connection (a counting call
+    // is resent in the background, a failed acquire undone).
+    if matches!(
+        err.kind(),
+        redis::ErrorKind::Server(
+            redis::ServerErrorKind::TryAgain
+                | redis::ServerErrorKind::ClusterDown
+                | redis::ServerErrorKind::MasterDown
+        )
+    ) {
+        return Error::backend_caused_by(
+            format!(
+                "{op} on Redis at {address}: the cluster kept answering {} for {timeout:?} \
+                 (slot migrating, or cluster down): not run, try again",
+                err.code().unwrap_or("TRYAGAIN")
+            ),
+            err,
+            true,
+        );
+    }
     // Say it in words: the crate's own text for a refused AUTH is terse.
     // Neither text carries the password (the server never echoes it).
     if err.kind() == redis::ErrorKind::AuthenticationFailed

@@ -114,7 +114,7 @@ impl Link {
         }
     }
 
-    pub(super) fn set_read_timeout(&self, timeout: Duration) -> RedisResult<()> {
+    pub(super) fn set_read_timeout(&mut self, timeout: Duration) -> RedisResult<()> {
         match self {
             Link::Single(conn) => conn.set_read_timeout(Some(timeout)),
             // Every node socket of the routed connection, and the ones
@@ -160,9 +160,9 @@ pub(super) struct Conn {
     pub(super) read_timeout: Duration,
     /// How far the server's clock is ahead of ours, in ms, read with `TIME`
     /// when the connection was made: a writing script's window is sent in
-    /// the server's clock (see `Script::is_windowed`). `None` on a cluster
-    /// (one routed connection, many servers' clocks) and when the server
-    /// refused `TIME`: those scripts then carry no window.
+    /// the server's clock (see `Script::is_windowed`). `None` when the
+    /// server refused `TIME` (those scripts then carry no window), and on a
+    /// cluster, whose routed connection keeps one offset per node.
     pub(super) clock_offset_ms: Option<i64>,
 }
 
@@ -179,8 +179,14 @@ impl Conn {
     }
 
     /// The end of the window of a request sent now on this connection
-    /// with its current read timeout (0: no window).
+    /// with its current read timeout (0: no window). On a cluster,
+    /// `NODE_WINDOW`: the routed connection writes each try's window in
+    /// the clock of the node it goes to (see `cluster::routing`).
     pub(super) fn window_end(&self) -> i64 {
+        #[cfg(feature = "cluster")]
+        if let Link::Cluster(_) = self.conn {
+            return crate::backend::cluster::NODE_WINDOW;
+        }
         self.clock_offset_ms.map_or(0, |offset| {
             crate::backend::script::window_end(offset, self.read_timeout)
         })

@@ -1,0 +1,51 @@
+-- Undo exactly one write acquire attempt whose outcome is unknown (its
+-- request left, no reply came), and nothing else: not a hold another thread
+-- of the same holder, or a retry, took meanwhile.
+-- KEYS[1]  the lock hash
+-- KEYS[2]  the channel, redisson_rwlock:{name}
+-- KEYS[3]  the attempt's record, {name}:redisync_attempt:<attempt id>
+--          (see lua/write_lock_acquire.lua)
+-- ARGV[1]  the read-unlock message (1: wakes every waiter)
+-- ARGV[2]  the holder's write field, <holder>:write
+-- ARGV[3]  the attempt's lease in ms: how long the record (now 0, undone)
+--          is kept, so that the attempt, if it arrives later still, is
+--          refused
+-- ARGV[4]  optional: 1 = forget the record instead of marking it undone
+--          (a replica-acknowledgement rollback, resent at once)
+-- As a release of that hold: the write count one lower; on the last write
+-- hold the lock is deleted (or left in read mode to the holder's own read
+-- holds) and the read-unlock published. The TTL of a lock still held is
+-- left as it is (never shortened under the holds that remain).
+-- Returns  0 = the attempt took no hold (or it has expired): nothing to
+--          undo, and it never will; 1 = its hold removed, other write holds
+--          remain; 2 = its hold removed, the write lock released and the
+--          read-unlock published. Idempotent: a repeat returns 0.
+-- Checked before any write (a script error does not undo earlier writes).
+local bad = bad_bounded(ARGV[3], 'lease', 1, MAX_MS)
+if bad then
+    return bad
+end
+local record = redis.call('get', KEYS[3])
+if ARGV[4] == '1' then
+    redis.call('del', KEYS[3])
+else
+    redis.call('set', KEYS[3], 0, 'px', ARGV[3])
+end
+if not record or record == '0' then
+    return 0
+end
+if redis.call('hget', KEYS[1], 'mode') ~= 'write' or redis.call('hexists', KEYS[1], ARGV[2]) == 0 then
+    return 0
+end
+if redis.call('hincrby', KEYS[1], ARGV[2], -1) > 0 then
+    return 1
+end
+redis.call('hdel', KEYS[1], ARGV[2])
+if redis.call('hlen', KEYS[1]) == 1 then
+    redis.call('del', KEYS[1])
+else
+    -- Downgraded: the holder's read holds remain; other readers may join now.
+    redis.call('hset', KEYS[1], 'mode', 'read')
+end
+redis.call('publish', KEYS[2], ARGV[1])
+return 2
