@@ -170,19 +170,11 @@ impl LockKeys {
         self.flavor == Flavor::Reentrant
     }
 
-    /// Whether each acquire attempt is recorded, so that the undo of one
-    /// whose outcome is unknown removes exactly its hold
-    /// (`ops::lock::acquire_recorded` and each flavor's counterpart): every
-    /// flavor.
-    pub(crate) fn records_attempts(&self) -> bool {
-        matches!(
-            self.flavor,
-            Flavor::Reentrant | Flavor::Fenced | Flavor::Fair | Flavor::Read | Flavor::Write
-        )
-    }
-
-    /// [`attempt`](Self::attempt), recording the attempt under `attempt_key`
-    /// when it takes a hold (see [`records_attempts`](Self::records_attempts)).
+    /// One acquire attempt, with the fencing token of a fenced lock's
+    /// success (`allowance_ms` is a fair waiter's queue slot, `enqueue`
+    /// whether a fair attempt may join the queue), recording the attempt
+    /// under `attempt_key` when it takes a hold, so that the undo of an
+    /// attempt whose outcome is unknown removes exactly its hold.
     pub(crate) fn attempt_recorded(
         &self,
         backend: &dyn LockBackend,
@@ -238,7 +230,7 @@ impl LockKeys {
     }
 
     /// Releases the hold the recorded attempt `record` took (see
-    /// [`records_attempts`](Self::records_attempts)), deleting the record;
+    /// [`attempt_recorded`](Self::attempt_recorded)), deleting the record;
     /// with `waiter` (the reentrant lock only, see
     /// [`hands_over`](Self::hands_over)), hands it over on the last hold
     /// (`ops::lock::release_to`).
@@ -294,7 +286,7 @@ impl LockKeys {
     }
 
     /// Undoes exactly the recorded attempt `attempt_key` (see
-    /// [`records_attempts`](Self::records_attempts)): its hold, if it took
+    /// [`attempt_recorded`](Self::attempt_recorded)): its hold, if it took
     /// one, leaving the lock as a release of that hold would; and marks it
     /// undone, so that it is refused if it arrives later still.
     pub(crate) fn undo_attempt(
@@ -335,48 +327,6 @@ impl LockKeys {
             self.flavor,
             Flavor::Reentrant | Flavor::Fenced | Flavor::Write
         )
-    }
-
-    /// One acquire attempt, with the fencing token of a fenced lock's
-    /// success. `allowance_ms` is a fair waiter's queue slot; `enqueue`
-    /// whether a fair attempt may join the queue.
-    pub(crate) fn attempt(
-        &self,
-        backend: &dyn LockBackend,
-        holder: &Holder,
-        lease_ms: i64,
-        allowance_ms: i64,
-        enqueue: bool,
-    ) -> Result<(Acquire, Option<u64>)> {
-        let acquire = match self.flavor {
-            Flavor::Reentrant => ops::lock::acquire(backend, &self.name, &holder.id, lease_ms),
-            Flavor::Fenced => {
-                return Ok(
-                    match ops::lock::fenced_acquire(
-                        backend,
-                        &self.name,
-                        &self.extra[0],
-                        &holder.id,
-                        lease_ms,
-                    )? {
-                        FencedAcquire::Acquired { token } => (Acquire::Acquired, Some(token)),
-                        FencedAcquire::Held { ttl } => (Acquire::Held { ttl }, None),
-                    },
-                );
-            }
-            Flavor::Fair => ops::fair_lock::acquire(
-                backend,
-                &self.fair(),
-                &holder.id,
-                lease_ms,
-                allowance_ms,
-                crate::clock::wall_clock_ms(),
-                enqueue,
-            ),
-            Flavor::Read => ops::rw_lock::read_acquire(backend, &self.rw(holder), lease_ms),
-            Flavor::Write => ops::rw_lock::write_acquire(backend, &self.rw(holder), lease_ms),
-        };
-        Ok((acquire?, None))
     }
 
     /// How long a waiter may park after a failed attempt that reported

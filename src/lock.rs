@@ -90,11 +90,6 @@ fn hold_taken(key: String, explicit: bool) -> bool {
     .unwrap_or(false)
 }
 
-/// How many guards the holder has under `key`.
-fn holds_of(key: &str, explicit: bool) -> u32 {
-    with_holds(explicit, |holds| holds.get(key).copied().unwrap_or(0)).unwrap_or(0)
-}
-
 /// Uncounts a guard; true when it was the holder's last one.
 fn hold_released(key: &str, explicit: bool) -> bool {
     with_holds(explicit, |holds| match holds.get_mut(key) {
@@ -560,23 +555,19 @@ impl Lock {
         };
         // When the latest attempt was sent: the store's lease starts after it.
         let sent = std::cell::Cell::new(Instant::now());
-        // The latest attempt's record, when attempts are recorded: only the
-        // latest can have an unknown outcome (each earlier one was answered).
+        // The latest attempt's record: only the latest can have an unknown
+        // outcome (each earlier one was answered).
         // On a Redis Cluster too: while the slot migrates, the recorded
         // script is refused (TRYAGAIN) and retried within the call's bound.
-        let recorded = keys.records_attempts();
         let attempt_key = std::cell::Cell::new(None::<AttemptId>);
         let attempt = || {
             sent.set(Instant::now());
-            if recorded {
-                let id = AttemptId::new();
-                let key = id.key(&keys.name);
-                let outcome =
-                    keys.attempt_recorded(backend, &holder, lease_ms, allowance_ms, enqueue, &key);
-                attempt_key.set(Some(id));
-                return outcome;
-            }
-            keys.attempt(backend, &holder, lease_ms, allowance_ms, enqueue)
+            let id = AttemptId::new();
+            let key = id.key(&keys.name);
+            let outcome =
+                keys.attempt_recorded(backend, &holder, lease_ms, allowance_ms, enqueue, &key);
+            attempt_key.set(Some(id));
+            outcome
         };
         // Called once, in whichever arm acquired.
         let acquired =
@@ -659,15 +650,9 @@ impl Lock {
                 if enqueue {
                     let _ = keys.give_up(backend, &holder, allowance_ms);
                 }
-                if err.is_connection_error() {
-                    if recorded {
-                        if let Some(id) = attempt_key.take() {
-                            let key = id.key(&keys.name);
-                            self.undo_attempt(&holder, lease_ms, sent.get(), key, &err);
-                        }
-                    } else {
-                        self.undo_unknown_attempt(&holder, lease_ms, sent.get(), &err, H::EXPLICIT);
-                    }
+                if let Some(id) = attempt_key.take().filter(|_| err.is_connection_error()) {
+                    let key = id.key(&keys.name);
+                    self.undo_attempt(&holder, lease_ms, sent.get(), key, &err);
                 }
                 Err(err)
             }
@@ -743,31 +728,6 @@ impl Lock {
                 .map(|_| true)
         });
         self.release_later(holder, task, sent, lease_ms, false, cause);
-    }
-
-    /// After an acquire failed with a connection error, its script may
-    /// still have run (the request left; no reply came) and made this
-    /// thread a holder no guard knows of. If the thread holds no guard of
-    /// this lock, every hold the store counts for it is such a hold: the
-    /// cleanup worker releases them until that lands or the lease of the
-    /// attempt would have run out. If it holds a guard, an extra count is
-    /// a phantom that its outermost unlock drains (see [`Lock::release`]).
-    /// Only where attempts are not recorded (a Redis Cluster, see
-    /// `acquire_within`): everywhere else [`undo_attempt`](Self::undo_attempt)
-    /// undoes exactly the failed attempt, for every flavor.
-    fn undo_unknown_attempt(
-        &self,
-        holder: &Holder,
-        lease_ms: i64,
-        sent: Instant,
-        cause: &Error,
-        explicit: bool,
-    ) {
-        if holds_of(&self.local_key(holder), explicit) > 0 {
-            return;
-        }
-        let task = self.release_task(holder, lease_ms, new_latch(&self.keys.name), true);
-        self.release_later(holder, task, sent, lease_ms, true, cause);
     }
 
     /// Hands `task` to the cleanup worker, to be retried until it lands or
