@@ -6,13 +6,13 @@
 -- KEYS[3]  the attempt's record, {name}:redisync_attempt:<attempt id>
 -- ARGV[1]  the unlock message (0)
 -- ARGV[2]  holder id
--- ARGV[3]  the attempt's lease in ms: how long the record (now 0, undone)
+-- ARGV[3]  the attempt's lease in ms: how long the record (now 'undone')
 --          is kept, so that the attempt, if it arrives later still, is
 --          refused (see lua/lock_acquire.lua)
 -- Returns  0 = the attempt took no hold (or it has expired): nothing to
 --          undo, and it never will; 1 = its hold removed, others remain;
 --          2 = its hold removed, the lock released and the unlock published.
---          Idempotent: a repeat finds the record at 0 and returns 0.
+--          Idempotent: a repeat finds the record 'undone' and returns 0.
 -- Checked before any write (a script error does not undo earlier writes).
 local bad = bad_bounded(ARGV[3], 'lease', 1, MAX_MS)
 if bad then
@@ -22,9 +22,9 @@ local record = redis.call('get', KEYS[3])
 if ARGV[4] == '1' then
     redis.call('del', KEYS[3])
 else
-    redis.call('set', KEYS[3], 0, 'px', ARGV[3])
+    redis.call('set', KEYS[3], 'undone', 'px', ARGV[3])
 end
-if record ~= '1' or redis.call('hexists', KEYS[1], ARGV[2]) == 0 then
+if record ~= 'taken' or redis.call('hexists', KEYS[1], ARGV[2]) == 0 then
     return 0
 end
 if redis.call('hincrby', KEYS[1], ARGV[2], -1) > 0 then

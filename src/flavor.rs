@@ -189,33 +189,6 @@ impl LockKeys {
         ops::lock::acquire_recorded(backend, &self.name, &holder.id, lease_ms, attempt_key)
     }
 
-    /// Releases the hold the recorded attempt `record` took (see
-    /// [`records_attempts`](Self::records_attempts)), deleting the record;
-    /// with `waiter`, hands it over on the last hold (`ops::lock::release_to`).
-    #[allow(clippy::too_many_arguments)]
-    pub(crate) fn release_recorded(
-        &self,
-        backend: &dyn LockBackend,
-        holder: &Holder,
-        lease_ms: i64,
-        latch_key: &str,
-        latch_ms: i64,
-        record: &str,
-        waiter: Option<(&str, i64)>,
-    ) -> Result<Release> {
-        ops::lock::release_recorded(
-            backend,
-            &self.name,
-            &self.channel,
-            &holder.id,
-            lease_ms,
-            latch_key,
-            latch_ms,
-            Some(record),
-            waiter,
-        )
-    }
-
     /// Undoes exactly the recorded attempt `attempt_key` (see
     /// [`records_attempts`](Self::records_attempts)).
     pub(crate) fn undo_attempt(

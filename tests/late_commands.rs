@@ -143,7 +143,8 @@ fn a_release_delivered_late_does_not_free_a_later_hold() {
     lock.lock().unwrap().unlock().unwrap(); // scripts loaded
 
     let guard = lock.lock().unwrap();
-    proxy.hold_next(b"redisson_unlock_latch");
+    // The release is the one request that names the lock's channel.
+    proxy.hold_next(b"redisson_lock__channel");
     // The first release is held; a retry (in line or in the background)
     // goes on another connection and lands.
     let _ = guard.unlock();
