@@ -129,7 +129,7 @@ impl AttemptId {
     fn key(self, name: &str) -> String {
         static PREFIX: std::sync::LazyLock<String> =
             std::sync::LazyLock::new(|| uuid::Uuid::new_v4().simple().to_string());
-        keys::acquire_attempt(name, &format!("{}{:x}", PREFIX.as_str(), self.0))
+        keys::acquire_attempt(name, format_args!("{}{:x}", PREFIX.as_str(), self.0))
     }
 }
 
