@@ -714,12 +714,12 @@ impl RedisBackend {
     /// error reply is a [`Reply::Error`]; everything else that failed is an
     /// [`Error`].
     fn invoke(&self, call: &ScriptCall<'_>) -> Result<(Reply, r2d2::PooledConnection<Manager>)> {
-        let script = loaded_script(call.script(), self.sharded());
+        let script = call.script().loaded(self.sharded());
         let operation = call.script().operation();
         let (reply, mut conn) = self.round_trip(operation, call.resend(), |conn, window_end| {
             // A writing script's window, per try: each has its own timeout.
             let window = call.window_arg(window_end);
-            let result = evalsha(&script, call, window.as_deref(), conn);
+            let result = evalsha(script, call, window.as_deref(), conn);
             match result {
                 Ok(value) => Ok(reply_from_value(value)),
                 Err(err) => script_error_reply(&err).ok_or(err),
@@ -864,9 +864,7 @@ fn evalsha(
         + script.get_hash().len()
         + 4;
     let mut cmd = redis::Cmd::with_capacity(3 + items, data);
-    cmd.arg("EVALSHA")
-        .arg(script.get_hash())
-        .arg(keys.len());
+    cmd.arg("EVALSHA").arg(script.get_hash()).arg(keys.len());
     for item in keys.iter().chain(args) {
         cmd.arg(item.as_ref());
     }
@@ -880,29 +878,6 @@ fn evalsha(
         }
         result => result,
     }
-}
-
-/// The `redis` crate's form of a script (its SHA1 computed once per
-/// process), plain or sharded.
-fn loaded_script(script: &'static super::Script, sharded: bool) -> Arc<redis::Script> {
-    type Cache = parking_lot::RwLock<std::collections::HashMap<(usize, bool), Arc<redis::Script>>>;
-    static CACHE: std::sync::LazyLock<Cache> = std::sync::LazyLock::new(Cache::default);
-    // A `Script` is a `static`: its address identifies it.
-    let id = (std::ptr::from_ref(script) as usize, sharded);
-    if let Some(loaded) = CACHE.read().get(&id) {
-        return Arc::clone(loaded);
-    }
-    let code = if sharded {
-        script.sharded_code()
-    } else {
-        script.code()
-    };
-    Arc::clone(
-        CACHE
-            .write()
-            .entry(id)
-            .or_insert_with(|| Arc::new(redis::Script::new(code))),
-    )
 }
 
 impl LockBackend for RedisBackend {
