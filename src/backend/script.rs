@@ -336,9 +336,13 @@ impl<'a> ScriptCall<'a> {
     /// assert_eq!(ScriptCall::new(&ONE, Resend::Harmless, Effect::Read).window_arg(5), None);
     /// ```
     pub fn window_arg(&self, window_end_ms: i64) -> Option<String> {
-        self.script
-            .is_windowed()
-            .then(|| window_end_ms.max(0).to_string())
+        self.window_end(window_end_ms).map(|end| end.to_string())
+    }
+
+    /// [`window_arg`](Self::window_arg) as the number, for a store that
+    /// writes it into its request without a string of its own.
+    pub(crate) fn window_end(&self, window_end_ms: i64) -> Option<i64> {
+        self.script.is_windowed().then(|| window_end_ms.max(0))
     }
 
     /// Whether it may be sent again after a connection fault.

@@ -718,8 +718,7 @@ impl RedisBackend {
         let operation = call.script().operation();
         let (reply, mut conn) = self.round_trip(operation, call.resend(), |conn, window_end| {
             // A writing script's window, per try: each has its own timeout.
-            let window = call.window_arg(window_end);
-            let result = evalsha(script, call, window.as_deref(), conn);
+            let result = evalsha(script, call, call.window_end(window_end), conn);
             match result {
                 Ok(value) => Ok(reply_from_value(value)),
                 Err(err) => script_error_reply(&err).ok_or(err),
@@ -849,7 +848,7 @@ fn call_name<'c>(call: &'c ScriptCall<'_>) -> &'c str {
 fn evalsha(
     script: &redis::Script,
     call: &ScriptCall<'_>,
-    window: Option<&str>,
+    window: Option<i64>,
     conn: &mut dyn ConnectionLike,
 ) -> RedisResult<redis::Value> {
     let (keys, args) = (call.keys(), call.args());
@@ -859,7 +858,7 @@ fn evalsha(
         .chain(args)
         .map(|item| item.len())
         .sum::<usize>()
-        + window.map_or(0, str::len)
+        + window.map_or(0, |_| 20)
         + "EVALSHA".len()
         + script.get_hash().len()
         + 4;
