@@ -5,11 +5,13 @@
 -- KEYS[2]  the token counter, redisson_lock_token:{name} (never expires)
 -- KEYS[3]  optional (redisync only): this attempt's record,
 --          {name}:redisync_attempt:<attempt id>, a string with the lease as
---          TTL: the token this attempt took with its hold, or 0 = undone
---          (lua/lock_undo_acquire.lua). An attempt whose record is there does
---          not act again: a token (the request resent) = acquired with that
---          token, no second hold and no new token; 0 = refused as a late
---          request.
+--          TTL: 'taken:<token>', the token this attempt took with its hold;
+--          'undone' (lua/lock_undo_acquire.lua); or, once its hold was
+--          released, the release's outcome (lua/lock_release.lua keeps it as
+--          the unlock latch). An attempt whose record is there does not act
+--          again: 'taken:<token>' (the request resent) = acquired with that
+--          token, no second hold and no new token; anything else = refused
+--          as a late request.
 -- ARGV[1]  lease in milliseconds
 -- ARGV[2]  holder id, <client uuid>:<thread number>
 -- Returns  {-1, token} when acquired; the token is read back with GET so it
@@ -39,10 +41,10 @@ if redis.call('exists', KEYS[1]) == 0 or redis.call('hexists', KEYS[1], ARGV[2])
     if KEYS[3] then
         local record = redis.call('get', KEYS[3])
         if record then
-            if record ~= '0' and redis.call('hexists', KEYS[1], ARGV[2]) == 1 then
-                return {-1, record}
+            if string.sub(record, 1, 6) == 'taken:' and redis.call('hexists', KEYS[1], ARGV[2]) == 1 then
+                return {-1, string.sub(record, 7)}
             end
-            return redis.error_reply('ERR late request: this acquire attempt was undone already')
+            return redis.error_reply('ERR late request: this acquire attempt was undone or released already')
         end
     end
     -- The counter first: a failed INCR (a non-integer counter, or one at the
@@ -61,7 +63,7 @@ if redis.call('exists', KEYS[1]) == 0 or redis.call('hexists', KEYS[1], ARGV[2])
     redis.call('hincrby', KEYS[1], ARGV[2], 1)
     redis.call('pexpire', KEYS[1], ARGV[1])
     if KEYS[3] then
-        redis.call('set', KEYS[3], taken, 'px', ARGV[1])
+        redis.call('set', KEYS[3], 'taken:' .. taken, 'px', ARGV[1])
     end
     return {-1, taken}
 end

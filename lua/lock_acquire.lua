@@ -2,10 +2,12 @@
 -- KEYS[1]  the lock: a hash of holder id -> hold count
 -- KEYS[2]  optional (redisync only): this attempt's record,
 --          {name}:redisync_attempt:<attempt id>, a string with the
---          lease as TTL: 1 = this attempt took a hold, 0 = it was undone
---          (lua/lock_undo_acquire.lua). An attempt whose record is there
---          does not act again: 1 (the request resent) = acquired, no second
---          hold; 0 = refused as a late request. (A record found while
+--          lease as TTL: 'taken' = this attempt took a hold; 'undone'
+--          (lua/lock_undo_acquire.lua); or, once its hold was released, the
+--          release's outcome (lua/lock_release.lua keeps it there as the
+--          unlock latch). An attempt whose record is there does not act
+--          again: 'taken' (the request resent) = acquired, no second hold;
+--          anything else = refused as a late request. (A record found while
 --          another holder has the lock: its PTTL, nothing written.)
 -- ARGV[1]  lease in milliseconds
 -- ARGV[2]  holder id, <client uuid>:<thread number>
@@ -18,12 +20,13 @@ if bad then
 end
 if redis.call('exists', KEYS[1]) == 0 or redis.call('hexists', KEYS[1], ARGV[2]) == 1 then
     -- The record first, only if absent: one call on the common path; one
-    -- that is there already is this attempt's, resent (1) or undone (0).
-    if KEYS[2] and not redis.call('set', KEYS[2], 1, 'px', ARGV[1], 'nx') then
-        if redis.call('get', KEYS[2]) == '1' and redis.call('hexists', KEYS[1], ARGV[2]) == 1 then
+    -- that is there already is this attempt's: resent ('taken'), or
+    -- undone or released since (a late copy).
+    if KEYS[2] and not redis.call('set', KEYS[2], 'taken', 'px', ARGV[1], 'nx') then
+        if redis.call('get', KEYS[2]) == 'taken' and redis.call('hexists', KEYS[1], ARGV[2]) == 1 then
             return nil
         end
-        return redis.error_reply('ERR late request: this acquire attempt was undone already')
+        return redis.error_reply('ERR late request: this acquire attempt was undone or released already')
     end
     redis.call('hincrby', KEYS[1], ARGV[2], 1)
     redis.call('pexpire', KEYS[1], ARGV[1])

@@ -1,14 +1,14 @@
 -- Undo exactly one acquire attempt of a reentrant lock whose outcome is
 -- unknown (its request left, no reply came), and nothing else: not a hold
 -- another thread of the same holder, or a retry, took meanwhile. Also the
--- fenced lock's undo (its record holds the attempt's token; the token stays
--- spent: tokens only grow).
+-- fenced lock's undo (its record, 'taken:<token>', holds the attempt's
+-- token; the token stays spent: tokens only grow).
 -- KEYS[1]  the lock hash
 -- KEYS[2]  the lock's channel, redisson_lock__channel:{name}
 -- KEYS[3]  the attempt's record, {name}:redisync_attempt:<attempt id>
 -- ARGV[1]  the unlock message (0)
 -- ARGV[2]  holder id
--- ARGV[3]  the attempt's lease in ms: how long the record (now 0, undone)
+-- ARGV[3]  the attempt's lease in ms: how long the record (now 'undone')
 --          is kept, so that the attempt, if it arrives later still, is
 --          refused (see lua/lock_acquire.lua)
 -- ARGV[4]  optional: 1 = forget the record instead of marking it undone
@@ -18,7 +18,7 @@
 -- Returns  0 = the attempt took no hold (or it has expired): nothing to
 --          undo, and it never will; 1 = its hold removed, others remain;
 --          2 = its hold removed, the lock released and the unlock published.
---          Idempotent: a repeat finds the record at 0 and returns 0.
+--          Idempotent: a repeat finds the record 'undone' and returns 0.
 -- Checked before any write (a script error does not undo earlier writes).
 local bad = bad_bounded(ARGV[3], 'lease', 1, MAX_MS)
 if bad then
@@ -28,9 +28,9 @@ local record = redis.call('get', KEYS[3])
 if ARGV[4] == '1' then
     redis.call('del', KEYS[3])
 else
-    redis.call('set', KEYS[3], 0, 'px', ARGV[3])
+    redis.call('set', KEYS[3], 'undone', 'px', ARGV[3])
 end
-if not record or record == '0' or redis.call('hexists', KEYS[1], ARGV[2]) == 0 then
+if not record or string.sub(record, 1, 5) ~= 'taken' or redis.call('hexists', KEYS[1], ARGV[2]) == 0 then
     return 0
 end
 if redis.call('hincrby', KEYS[1], ARGV[2], -1) > 0 then

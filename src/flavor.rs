@@ -229,12 +229,19 @@ impl LockKeys {
         Ok((acquire?, None))
     }
 
+    /// Whether a hold's attempt record serves as its release's unlock latch
+    /// (the reentrant and fenced locks: `lua/lock_release.lua` turns the
+    /// record into the outcome, one key written instead of two); the other
+    /// kinds release with a fresh latch and delete the record beside it
+    /// ([`release_recorded`](Self::release_recorded)).
+    pub(crate) fn record_is_latch(&self) -> bool {
+        matches!(self.flavor, Flavor::Reentrant | Flavor::Fenced)
+    }
+
     /// Releases the hold the recorded attempt `record` took (see
-    /// [`attempt_recorded`](Self::attempt_recorded)), deleting the record;
-    /// with `waiter` (the reentrant lock only, see
-    /// [`hands_over`](Self::hands_over)), hands it over on the last hold
-    /// (`ops::lock::release_to`).
-    #[allow(clippy::too_many_arguments)]
+    /// [`attempt_recorded`](Self::attempt_recorded)), deleting the record.
+    /// For the kinds whose record is the latch
+    /// ([`record_is_latch`](Self::record_is_latch)) the record is the latch.
     pub(crate) fn release_recorded(
         &self,
         backend: &dyn LockBackend,
@@ -243,19 +250,16 @@ impl LockKeys {
         latch_key: &str,
         latch_ms: i64,
         record: &str,
-        waiter: Option<(&str, i64)>,
     ) -> Result<Release> {
         match self.flavor {
-            Flavor::Reentrant | Flavor::Fenced => ops::lock::release_recorded(
+            Flavor::Reentrant | Flavor::Fenced => ops::lock::release(
                 backend,
                 &self.name,
                 &self.channel,
                 &holder.id,
                 lease_ms,
-                latch_key,
+                record,
                 latch_ms,
-                Some(record),
-                waiter,
             ),
             Flavor::Fair => ops::fair_lock::release_recorded(
                 backend,

@@ -114,13 +114,29 @@ pub(crate) fn rw_timeout_prefix(name: &str, holder: &str) -> String {
 /// under the `{name}:` keys an ACL already grants for the per-holder read
 /// holds): `{name}:redisync_attempt:<attempt id>`, see
 /// `ops::lock::acquire_recorded`.
-pub(crate) fn acquire_attempt(name: &str, attempt_id: &str) -> String {
-    format!("{}:redisync_attempt:{attempt_id}", rw_key_prefix(name))
+///
+/// Built in one allocation: every acquire and every release of a reentrant
+/// lock spells one.
+pub(crate) fn acquire_attempt(name: &str, attempt_id: impl std::fmt::Display) -> String {
+    if name.contains('{') {
+        format!("{name}:redisync_attempt:{attempt_id}")
+    } else {
+        format!("{{{name}}}:redisync_attempt:{attempt_id}")
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn attempt_records_are_in_the_lock_slot() {
+        assert_eq!(acquire_attempt("a", "x1f"), "{a}:redisync_attempt:x1f");
+        assert_eq!(
+            acquire_attempt("{a}:b", format_args!("{}{:x}", "p", 31)),
+            "{a}:b:redisync_attempt:p1f"
+        );
+    }
 
     #[test]
     fn names_follow_redissons_hash_tag_rule() {

@@ -124,7 +124,7 @@ impl AttemptId {
     fn key(self, name: &str) -> String {
         static PREFIX: std::sync::LazyLock<String> =
             std::sync::LazyLock::new(|| uuid::Uuid::new_v4().simple().to_string());
-        keys::acquire_attempt(name, &format!("{}{:x}", PREFIX.as_str(), self.0))
+        keys::acquire_attempt(name, format_args!("{}{:x}", PREFIX.as_str(), self.0))
     }
 }
 
@@ -800,7 +800,7 @@ impl Lock {
         holder: &Holder,
         lease_ms: i64,
         outermost: bool,
-        record: Option<&str>,
+        record: Option<String>,
     ) -> Result<()> {
         let backend = self.client.inner.backend.as_ref();
         // A direct handoff to a parked waiter of this client, if one is
@@ -818,7 +818,17 @@ impl Lock {
         // Also when a handoff was sent: the waiter's lease runs from it.
         let started = Instant::now();
         let mut phantoms = 0;
-        let mut latch = new_latch(&self.keys.name);
+        // The hold's attempt record, when it has one, is this release's
+        // unlock latch: the release script turns it into the outcome (one
+        // key written instead of the record deleted and a latch created, and
+        // no random id drawn). Phantoms get fresh latches.
+        // The reentrant and fenced locks only: the other kinds' release
+        // scripts take a fresh latch and delete the record beside it.
+        let (latch_record, apart) = match record {
+            Some(record) if self.keys.record_is_latch() => (Some(record), None),
+            record => (None, record),
+        };
+        let mut latch = latch_record.unwrap_or_else(|| new_latch(&self.keys.name));
         let mut retries = RELEASE_RETRIES.iter();
         // One deadline over the in-line attempts: each round trip and each
         // connection opening gets what is left of one response timeout
@@ -831,22 +841,8 @@ impl Lock {
             )
         }));
         loop {
-            // The record goes with the first release (a retry behind the
-            // same latch repeats it harmlessly; phantoms have none).
-            let record = record.filter(|_| phantoms == 0);
-            let result = match (record, &offer) {
-                (Some(record), offer) => self.keys.release_recorded(
-                    backend,
-                    holder,
-                    lease_ms,
-                    &latch,
-                    UNLOCK_LATCH_MS,
-                    record,
-                    offer
-                        .as_ref()
-                        .map(|offer| (offer.seat.field.as_str(), offer.seat.lease_ms)),
-                ),
-                (None, Some(offer)) => ops::lock::release_to(
+            let result = match &offer {
+                Some(offer) => ops::lock::release_to(
                     backend,
                     &self.keys.name,
                     offer.channel(),
@@ -857,10 +853,21 @@ impl Lock {
                     &offer.seat.field,
                     offer.seat.lease_ms,
                 ),
-                (None, None) => {
-                    self.keys
-                        .release(backend, holder, lease_ms, &latch, UNLOCK_LATCH_MS)
-                }
+                // The record goes with the first release (a retry behind
+                // the same latch repeats it harmlessly; phantoms have none).
+                None => match apart.as_deref().filter(|_| phantoms == 0) {
+                    Some(record) => self.keys.release_recorded(
+                        backend,
+                        holder,
+                        lease_ms,
+                        &latch,
+                        UNLOCK_LATCH_MS,
+                        record,
+                    ),
+                    None => self
+                        .keys
+                        .release(backend, holder, lease_ms, &latch, UNLOCK_LATCH_MS),
+                },
             };
             match result {
                 Err(err) if err.is_connection_error() => match retries.next() {
@@ -1005,7 +1012,7 @@ pub struct LockGuard<H: GuardHolder = HolderIsTheThread> {
     /// A fenced lock's fencing token for this acquisition.
     token: Option<u64>,
     /// The record of the acquire attempt that took this hold
-    /// (`{name}:redisync_attempt:<id>`), deleted by its release.
+    /// (`{name}:redisync_attempt:<id>`): its release's unlock latch.
     attempt: Option<AttemptId>,
     released: bool,
     /// When it was handed out (the hold time of the metrics).
@@ -1227,9 +1234,7 @@ impl<H: GuardHolder> LockGuard<H> {
             &self.renewal.holder,
             self.lease_ms.get(),
             outermost,
-            self.attempt
-                .map(|id| id.key(&self.lock.keys.name))
-                .as_deref(),
+            self.attempt.map(|id| id.key(&self.lock.keys.name)),
         );
         if records {
             let inner = &self.lock.client.inner;

@@ -143,7 +143,8 @@ fn a_release_delivered_late_does_not_free_a_later_hold() {
     lock.lock().unwrap().unlock().unwrap(); // scripts loaded
 
     let guard = lock.lock().unwrap();
-    proxy.hold_next(b"redisson_unlock_latch");
+    // The release is the one request that names the lock's channel.
+    proxy.hold_next(b"redisson_lock__channel");
     // The first release is held; a retry (in line or in the background)
     // goes on another connection and lands.
     let _ = guard.unlock();
@@ -281,6 +282,56 @@ fn undo_is_exact(store: &dyn redisync::backend::LockBackend) {
         Undo::Released
     );
     assert!(!lock::state(store, &name, holder).unwrap().locked);
+}
+
+/// A hold released behind its attempt's record (the record is the unlock
+/// latch): a retry of that release returns the first outcome, and a late
+/// copy of the acquire that took the hold, arriving after the release, is
+/// refused instead of taking a hold nobody knows of.
+fn released_record_refuses_the_late_acquire(store: &dyn redisync::backend::LockBackend) {
+    use redisync::backend::{Acquire, Release};
+    use redisync::ops::lock;
+    let name = unique_name("late-released");
+    let channel = format!("redisson_lock__channel:{{{name}}}");
+    let (a1, a2) = (
+        format!("{{{name}}}:redisync_attempt:a1"),
+        format!("{{{name}}}:redisync_attempt:a2"),
+    );
+    let holder = "c1:1";
+    let release =
+        |record: &str| lock::release(store, &name, &channel, holder, 30_000, record, 10_000);
+    assert_eq!(
+        lock::acquire_recorded(store, &name, holder, 30_000, &a1).unwrap(),
+        Acquire::Acquired
+    );
+    assert_eq!(
+        lock::acquire_recorded(store, &name, holder, 30_000, &a2).unwrap(),
+        Acquire::Acquired
+    );
+    assert_eq!(release(&a2).unwrap(), Release::StillHeld);
+    // Retried (its reply lost): the first outcome, not a second release.
+    assert_eq!(release(&a2).unwrap(), Release::StillHeld);
+    assert_eq!(lock::state(store, &name, holder).unwrap().hold_count, 1);
+    // A late copy of the acquire whose hold was released takes nothing.
+    let late = lock::acquire_recorded(store, &name, holder, 30_000, &a2).unwrap_err();
+    assert!(late.is_connection_error(), "{late}");
+    assert_eq!(lock::state(store, &name, holder).unwrap().hold_count, 1);
+    assert_eq!(release(&a1).unwrap(), Release::Released);
+    assert_eq!(release(&a1).unwrap(), Release::Released);
+    let late = lock::acquire_recorded(store, &name, holder, 30_000, &a1).unwrap_err();
+    assert!(late.is_connection_error(), "{late}");
+    assert!(!lock::state(store, &name, holder).unwrap().locked);
+}
+
+#[test]
+fn memory_released_record_refuses_the_late_acquire() {
+    released_record_refuses_the_late_acquire(&redisync::MemoryBackend::new());
+}
+
+#[test]
+fn redis_released_record_refuses_the_late_acquire() {
+    let server = TestServer::start();
+    released_record_refuses_the_late_acquire(&redisync::RedisBackend::open(&server.url()).unwrap());
 }
 
 #[test]

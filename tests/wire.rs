@@ -149,8 +149,10 @@ fn keys_besides_latches(conn: &mut redis::Connection) -> Vec<String> {
     keys
 }
 
-/// The acquire-attempt records of lock `name`: each a string `1` (its
-/// attempt took a hold) whose TTL is at most the lease.
+/// The acquire-attempt records of lock `name` whose holds are not released
+/// yet: each a string `taken` whose TTL is at most the lease (a released
+/// hold's record holds its release's outcome, as that release's unlock
+/// latch).
 fn attempt_records(conn: &mut redis::Connection, name: &str, lease: Duration) -> usize {
     let tag = if name.contains('{') {
         name.to_owned()
@@ -165,7 +167,7 @@ fn attempt_records(conn: &mut redis::Connection, name: &str, lease: Duration) ->
     );
     let keys: Vec<String> = query(conn, &["KEYS", &pattern]);
     for key in &keys {
-        assert_eq!(query::<String>(conn, &["GET", key]), "1", "{key}");
+        assert_eq!(query::<String>(conn, &["GET", key]), "taken", "{key}");
         let ttl = pttl(conn, key);
         assert!(
             ttl > 0 && ttl <= i64::try_from(lease.as_millis()).unwrap(),
@@ -493,6 +495,13 @@ fn a_simulated_redisson_client_and_redisync_exclude_and_wake_each_other() {
     }
 }
 
+/// Each unlock leaves an unlock latch (its outcome, for at most 10 s, so a
+/// retry whose first reply was lost does not release twice). A reentrant
+/// lock's hold is released behind the record of the attempt that took it
+/// (`{name}:redisync_attempt:<id>`: `taken` until then, the outcome after);
+/// a hold without a record (here a fenced lock's) behind a fresh key in
+/// Redisson's latch format. Redisson reads only latches under its own
+/// request ids, so it never sees either.
 #[test]
 fn unlock_leaves_a_latch_key_with_a_short_ttl() {
     let server = TestServer::start();
@@ -500,43 +509,71 @@ fn unlock_leaves_a_latch_key_with_a_short_ttl() {
     let client = Client::open(&server.url()).unwrap();
     for case in cases() {
         let name = case.name.as_str();
-        let pattern = format!("{}*", case.latch_prefix);
         let lock = client.lock(name);
-        let latches = |raw: &mut redis::Connection| -> Vec<String> {
-            let mut keys: Vec<String> = query(raw, &["KEYS", &pattern]);
+        let keys_like = |raw: &mut redis::Connection, pattern: &str| -> Vec<String> {
+            let pattern = pattern
+                .replace('[', "\\[")
+                .replace('*', "\\*")
+                .replace('?', "\\?");
+            let mut keys: Vec<String> = query(raw, &["KEYS", &format!("{pattern}*")]);
             keys.sort();
             keys
         };
-        assert!(latches(&mut raw).is_empty());
-
-        let outer = lock.lock().unwrap();
-        let inner = lock.lock().unwrap();
-        assert!(latches(&mut raw).is_empty(), "a latch before any unlock");
-
-        // A reentrant release stores "0" (still held)...
-        inner.unlock().unwrap();
-        let first = latches(&mut raw);
-        assert_eq!(first.len(), 1, "{name}: latches {first:?}");
-        // ...and the last one "1" (released), each under its own request id.
-        outer.unlock().unwrap();
-        let both = latches(&mut raw);
-        assert_eq!(both.len(), 2, "{name}: latches {both:?}");
-        let second: Vec<&String> = both.iter().filter(|k| !first.contains(k)).collect();
-        assert_eq!(second.len(), 1);
-        for (key, value) in [(&first[0], "0"), (second[0], "1")] {
-            let id = key.strip_prefix(case.latch_prefix.as_str()).unwrap();
-            assert!(
-                !id.is_empty() && !id.contains('{') && !id.contains('}'),
-                "{key}: bad request id {id:?}"
-            );
-            assert_eq!(query::<String>(&mut raw, &["TYPE", key]), "string", "{key}");
-            assert_eq!(query::<String>(&mut raw, &["GET", key]), value, "{key}");
-            let ttl = pttl(&mut raw, key);
+        let records_prefix = format!("{}:redisync_attempt:", case.rw_key_prefix);
+        let latches = |raw: &mut redis::Connection| keys_like(raw, &case.latch_prefix);
+        let records = |raw: &mut redis::Connection| keys_like(raw, &records_prefix);
+        let value = |raw: &mut redis::Connection, key: &str| -> String {
+            assert_eq!(query::<String>(raw, &["TYPE", key]), "string", "{key}");
+            query(raw, &["GET", key])
+        };
+        let assert_latch_ttl = |raw: &mut redis::Connection, key: &str| {
+            let ttl = pttl(raw, key);
             assert!(
                 ttl > 0 && ttl <= 10_000,
                 "{key}: PTTL {ttl}, expected (0, 10000]"
             );
+        };
+        assert!(latches(&mut raw).is_empty());
+        assert!(records(&mut raw).is_empty());
+
+        let outer = lock.lock().unwrap();
+        let inner = lock.lock().unwrap();
+        let taken = records(&mut raw);
+        assert_eq!(taken.len(), 2, "{name}: records {taken:?}");
+        for key in &taken {
+            assert_eq!(value(&mut raw, key), "taken", "{key}");
         }
+
+        // A reentrant release stores "0" (still held) in its hold's record...
+        inner.unlock().unwrap();
+        let outcomes: Vec<String> = taken.iter().map(|key| value(&mut raw, key)).collect();
+        let inner_record = match outcomes.iter().position(|v| v == "0") {
+            Some(at) => &taken[at],
+            None => panic!("{name}: no record holds the release's outcome: {outcomes:?}"),
+        };
+        assert_latch_ttl(&mut raw, inner_record);
+        let outer_record = taken.iter().find(|key| *key != inner_record).unwrap();
+        assert_eq!(value(&mut raw, outer_record), "taken", "{outer_record}");
+        // ...and the last one "1" (released) in its own.
+        outer.unlock().unwrap();
+        assert_eq!(value(&mut raw, inner_record), "0", "{inner_record}");
+        assert_eq!(value(&mut raw, outer_record), "1", "{outer_record}");
+        assert_latch_ttl(&mut raw, outer_record);
+        assert!(latches(&mut raw).is_empty(), "a latch besides the records");
+        assert!(!exists(&mut raw, name));
+
+        // A hold without a record: a fresh latch under its own request id.
+        client.fenced_lock(name).lock().unwrap().unlock().unwrap();
+        let fresh = latches(&mut raw);
+        assert_eq!(fresh.len(), 1, "{name}: latches {fresh:?}");
+        let id = fresh[0].strip_prefix(case.latch_prefix.as_str()).unwrap();
+        assert!(
+            !id.is_empty() && !id.contains('{') && !id.contains('}'),
+            "{}: bad request id {id:?}",
+            fresh[0]
+        );
+        assert_eq!(value(&mut raw, &fresh[0]), "1", "{}", fresh[0]);
+        assert_latch_ttl(&mut raw, &fresh[0]);
         assert!(!exists(&mut raw, name));
     }
 }

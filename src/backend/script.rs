@@ -32,6 +32,9 @@ pub struct Script {
     code: &'static str,
     windowed: bool,
     sharded: OnceLock<String>,
+    /// The `redis` crate's form of each code (plain, sharded): its SHA1,
+    /// computed once, for EVALSHA.
+    loaded: [OnceLock<redis::Script>; 2],
 }
 
 /// The window check that every writing script starts with
@@ -84,7 +87,21 @@ impl Script {
             code,
             windowed: starts_with(code, WINDOW_PRELUDE),
             sharded: OnceLock::new(),
+            loaded: [OnceLock::new(), OnceLock::new()],
         }
+    }
+
+    /// The `redis` crate's form of [`code`](Self::code) (or, `sharded`,
+    /// of [`sharded_code`](Self::sharded_code)), made once: a store runs
+    /// it by EVALSHA on every call, and a lookup here costs no lock.
+    pub(crate) fn loaded(&self, sharded: bool) -> &redis::Script {
+        self.loaded[usize::from(sharded)].get_or_init(|| {
+            redis::Script::new(if sharded {
+                self.sharded_code()
+            } else {
+                self.code
+            })
+        })
     }
 
     /// Whether it refuses itself when it arrives late: a script that
@@ -319,9 +336,13 @@ impl<'a> ScriptCall<'a> {
     /// assert_eq!(ScriptCall::new(&ONE, Resend::Harmless, Effect::Read).window_arg(5), None);
     /// ```
     pub fn window_arg(&self, window_end_ms: i64) -> Option<String> {
-        self.script
-            .is_windowed()
-            .then(|| window_end_ms.max(0).to_string())
+        self.window_end(window_end_ms).map(|end| end.to_string())
+    }
+
+    /// [`window_arg`](Self::window_arg) as the number, for a store that
+    /// writes it into its request without a string of its own.
+    pub(crate) fn window_end(&self, window_end_ms: i64) -> Option<i64> {
+        self.script.is_windowed().then(|| window_end_ms.max(0))
     }
 
     /// Whether it may be sent again after a connection fault.

@@ -39,7 +39,8 @@ script!(
     RENEW_BATCH = "lock_renew_batch", "lock renew batch", after "window_prelude", after "args_prelude"
 );
 script!(
-    /// KEYS lock, channel, latch; ARGV message, lease ms, holder, latch ms
+    /// KEYS lock, channel, latch (or the hold's attempt record); ARGV
+    /// message, lease ms, holder, latch ms
     /// [, waiter, waiter lease ms]. nil = not held, 0 = still held, 1 =
     /// released, 2 = handed to the waiter.
     RELEASE = "lock_release", "lock release", after "window_prelude", after "args_prelude"
@@ -458,7 +459,12 @@ pub fn renew_many<B: LockBackend + ?Sized>(
 ///
 /// `latch_key` makes a retry idempotent: the outcome is stored there for
 /// `latch_ms`, and a second call with the same `latch_key` returns it
-/// without releasing again (the unlock latch of the schema table).
+/// without releasing again (the unlock latch of the schema table). It is a
+/// fresh key per release (`redisson_unlock_latch:{name}:<request id>`), or
+/// the record of the [`acquire_recorded`] call that took the hold being
+/// released: the record then becomes the latch (one key written instead of
+/// a record deleted and a latch created), and a late copy of that acquire
+/// finds it released and is refused.
 ///
 /// # Errors
 /// A store failure, a bad lease or latch time, or `Protocol` if `name`
@@ -480,16 +486,14 @@ pub fn release<B: LockBackend + ?Sized>(
     latch_key: &str,
     latch_ms: i64,
 ) -> Result<Release> {
-    release_recorded(
-        backend, name, channel, holder, lease_ms, latch_key, latch_ms, None, None,
+    release_with(
+        backend, name, channel, holder, lease_ms, latch_key, latch_ms, None,
     )
 }
 
-/// [`release`] (or, with `waiter`, [`release_to`]) of the hold that the
-/// [`acquire_recorded`] call with `record` took: the record is deleted with
-/// the hold (its outcome was known; no undo will ever need it).
+/// [`release`], or with `waiter`, [`release_to`].
 #[allow(clippy::too_many_arguments)]
-pub(crate) fn release_recorded<B: LockBackend + ?Sized>(
+fn release_with<B: LockBackend + ?Sized>(
     backend: &B,
     name: &str,
     channel: &str,
@@ -497,15 +501,11 @@ pub(crate) fn release_recorded<B: LockBackend + ?Sized>(
     lease_ms: i64,
     latch_key: &str,
     latch_ms: i64,
-    record: Option<&str>,
     waiter: Option<(&str, i64)>,
 ) -> Result<Release> {
     check_ms("lease", lease_ms)?;
     check_ms("latch timeout", latch_ms)?;
     let mut call = release_call(name, channel, holder, lease_ms, latch_key, latch_ms);
-    if let Some(record) = record {
-        call = call.key(record);
-    }
     if let Some((waiter, waiter_lease_ms)) = waiter {
         check_ms("lease", waiter_lease_ms)?;
         call = call.arg(waiter).arg(waiter_lease_ms);
@@ -547,7 +547,7 @@ pub fn release_to<B: LockBackend + ?Sized>(
     waiter: &str,
     waiter_lease_ms: i64,
 ) -> Result<Release> {
-    release_recorded(
+    release_with(
         backend,
         name,
         channel,
@@ -555,7 +555,6 @@ pub fn release_to<B: LockBackend + ?Sized>(
         lease_ms,
         latch_key,
         latch_ms,
-        None,
         Some((waiter, waiter_lease_ms)),
     )
 }
