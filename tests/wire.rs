@@ -498,9 +498,9 @@ fn a_simulated_redisson_client_and_redisync_exclude_and_wake_each_other() {
 /// Each unlock leaves an unlock latch (its outcome, for at most 10 s, so a
 /// retry whose first reply was lost does not release twice). A reentrant
 /// lock's hold is released behind the record of the attempt that took it
-/// (`{name}:redisync_attempt:<id>`: `taken` until then, the outcome after);
-/// a hold without a record (here a fenced lock's) behind a fresh key in
-/// Redisson's latch format. Redisson reads only latches under its own
+/// (`{name}:redisync_attempt:<id>`: `taken` until then, the outcome after),
+/// and so is a fenced lock's (`taken:<token>`); a fair lock's behind a
+/// fresh key in Redisson's latch format. Redisson reads only latches under its own
 /// request ids, so it never sees either.
 #[test]
 fn unlock_leaves_a_latch_key_with_a_short_ttl() {
@@ -562,8 +562,28 @@ fn unlock_leaves_a_latch_key_with_a_short_ttl() {
         assert!(latches(&mut raw).is_empty(), "a latch besides the records");
         assert!(!exists(&mut raw, name));
 
-        // A hold without a record: a fresh latch under its own request id.
-        client.fenced_lock(name).lock().unwrap().unlock().unwrap();
+        // A fenced hold's record says "taken:<token>", then the outcome.
+        let fenced = client.fenced_lock(name).lock().unwrap();
+        let token = fenced.token().unwrap();
+        let now: Vec<String> = records(&mut raw)
+            .into_iter()
+            .filter(|key| !taken.contains(key))
+            .collect();
+        assert_eq!(now.len(), 1, "{name}: fenced records {now:?}");
+        assert_eq!(value(&mut raw, &now[0]), format!("taken:{token}"));
+        fenced.unlock().unwrap();
+        assert_eq!(value(&mut raw, &now[0]), "1", "{}", now[0]);
+        assert_latch_ttl(&mut raw, &now[0]);
+        assert!(latches(&mut raw).is_empty(), "a latch besides the records");
+
+        // A fair hold is released behind a fresh latch under its own request
+        // id, and its record goes with the release.
+        client.fair_lock(name).lock().unwrap().unlock().unwrap();
+        assert_eq!(
+            records(&mut raw).len(),
+            3,
+            "{name}: the fair hold's record stayed"
+        );
         let fresh = latches(&mut raw);
         assert_eq!(fresh.len(), 1, "{name}: latches {fresh:?}");
         let id = fresh[0].strip_prefix(case.latch_prefix.as_str()).unwrap();
