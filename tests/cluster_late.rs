@@ -26,6 +26,15 @@ use std::time::{Duration, Instant};
 use common::cluster::TestCluster;
 use common::{unique_name, wait_until};
 
+/// On a cluster of its own: `CLIENT KILL` of requests queued behind a busy
+/// script needs a server that queues them (Redis does; Valkey 8.1 answers
+/// each at once with BUSY, so CI's Valkey run skips this test by name).
+#[test]
+fn cluster_releases_and_count_downs_killed_in_flight_keep_the_count_exact() {
+    let cluster = TestCluster::start_with_node_timeout(15_000);
+    releases_and_count_downs_killed_in_flight_land_exactly_once(&cluster);
+}
+
 #[test]
 fn cluster_late_suite() {
     let cluster = TestCluster::start_with_node_timeout(15_000);
@@ -40,10 +49,6 @@ fn cluster_late_suite() {
             (
                 "a_timed_out_attempt_of_a_shared_owner_undoes_only_itself",
                 a_timed_out_attempt_of_a_shared_owner_undoes_only_itself,
-            ),
-            (
-                "releases_and_count_downs_killed_in_flight_land_exactly_once",
-                releases_and_count_downs_killed_in_flight_land_exactly_once,
             ),
             (
                 "a_recorded_acquire_waits_out_a_short_migration",
