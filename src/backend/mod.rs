@@ -33,29 +33,18 @@ use std::time::Duration;
 
 use crate::Result;
 
-#[cfg(feature = "cluster")]
-mod cluster;
-mod connect;
-mod deployment;
 mod memory;
-pub(crate) mod naming;
-mod options;
-mod redis;
-mod replication;
+pub(crate) mod redis;
 mod script;
-#[cfg(feature = "sentinel")]
-mod sentinel;
-mod tls;
 
-pub use self::deployment::Deployment;
 pub use self::memory::{DumpedKey, DumpedValue, MemoryBackend};
-pub use self::options::RedisOptions;
-pub use self::redis::RedisBackend;
-pub use self::replication::{ReplicaAcknowledgement, ReplicaShortfall};
-pub use self::script::{Arg, Effect, Reply, Resend, Script, ScriptCall};
 #[cfg(feature = "sentinel")]
 #[cfg_attr(docsrs, doc(cfg(feature = "sentinel")))]
-pub use self::sentinel::SentinelConfig;
+pub use self::redis::SentinelConfig;
+pub use self::redis::{
+    Deployment, RedisBackend, RedisOptions, ReplicaAcknowledgement, ReplicaShortfall,
+};
+pub use self::script::{Arg, Effect, Reply, Resend, Script, ScriptCall};
 
 /// What an acquire attempt found.
 ///
