@@ -4,6 +4,14 @@
 //! exactly one Lua script (EVALSHA, reloaded on NOSCRIPT). Pub/sub gets a
 //! dedicated connection per session, outside the pool, because a subscribed
 //! connection cannot run other commands.
+//!
+//! Everything only Redis needs lives under this module, beside the run
+//! path: `pool` (where connections go, the r2d2 manager, validation),
+//! `errors` (the `redis` crate's errors to ours), `pubsub`, `options`
+//! ([`RedisOptions`]), `deployment` ([`Deployment`]), `connect` (one
+//! connection within a bound), `naming` (`CLIENT SETNAME`), `tls`,
+//! `sentinel` (feature `sentinel`), `replication` (replica
+//! acknowledgement) and `cluster` (feature `cluster`).
 
 use std::fmt;
 use std::sync::Arc;
