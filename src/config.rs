@@ -482,7 +482,7 @@ impl ClientBuilder {
             crate::error::millis("fair_lock_wait_timeout", self.fair_lock_wait_timeout)?;
         let names = crate::names::Names::new(self.name_prefix)?;
         // Known before connecting: a Redis deployment's connections carry it
-        // in their name (`redisync:<client uuid>`, see `backend::naming`).
+        // in their name (`redisync:<client uuid>`, see `backend::redis::naming`).
         let id = uuid::Uuid::new_v4().to_string();
         let backend: Arc<dyn LockBackend> = match self.backend {
             BackendChoice::None => {
@@ -502,10 +502,11 @@ impl ClientBuilder {
             BackendChoice::Redis(deployment) => {
                 let mut options = self.redis;
                 options.events = Some(Arc::clone(&self.events));
-                options.connection_name = Some(crate::backend::naming::ConnectionName::for_client(
-                    &id,
-                    Some(Arc::clone(&self.events)),
-                ));
+                options.connection_name =
+                    Some(crate::backend::redis::naming::ConnectionName::for_client(
+                        &id,
+                        Some(Arc::clone(&self.events)),
+                    ));
                 Arc::new(RedisBackend::connect(&deployment, options)?)
             }
         };

@@ -15,10 +15,11 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::backend::{
-    Acquire, FairLockKeys, FencedAcquire, LockBackend, LockState, Release, RwLockKeys, RwMode,
-};
+use crate::backend::LockBackend;
 use crate::ops;
+use crate::ops::fair_lock::FairLockKeys;
+use crate::ops::lock::{Acquire, FencedAcquire, LockState, Release};
+use crate::ops::rw_lock::{RwLockKeys, RwMode};
 use crate::{Result, keys};
 
 /// Which primitive a lock handle drives.

@@ -1,5 +1,5 @@
 //! Redisson's key and channel names (see the schema table in
-//! [`crate::backend`]).
+//! [`crate::ops`]).
 //!
 //! Every auxiliary key and channel of a primitive wraps the object name in a
 //! `{...}` hash tag, so all of them sit in the object's Redis Cluster slot. If

@@ -14,12 +14,12 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::backend::{Acquire, Release};
 use crate::event::UnlockFailedEvent;
 use crate::flavor::{Flavor, Holder, LockKeys, Renewal};
 use crate::holder::{GuardHolder, HolderIsTheThread};
 use crate::local_owner::Sibling;
 use crate::ops;
+use crate::ops::lock::{Acquire, Release};
 use crate::pubsub::{Handoff, Offer, Wake};
 use crate::wait::{Attempt, First, Wait};
 use crate::watchdog::Lease;
@@ -502,12 +502,12 @@ impl Lock {
             .holder(holder::holder_id(&self.client.inner.id, thread))
     }
 
-    fn state(&self) -> Result<crate::backend::LockState> {
+    fn state(&self) -> Result<crate::ops::lock::LockState> {
         self.state_of(holder::current_thread_number())
     }
 
     /// The lock's state as holder `number` (a thread's or an owner's) sees it.
-    pub(crate) fn state_of(&self, number: u64) -> Result<crate::backend::LockState> {
+    pub(crate) fn state_of(&self, number: u64) -> Result<crate::ops::lock::LockState> {
         self.check_name()?;
         let holder = self.holder(number);
         self.keys.state(self.client.inner.backend.as_ref(), &holder)

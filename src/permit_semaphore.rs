@@ -12,10 +12,11 @@
 use std::fmt;
 use std::time::Duration;
 
-use crate::backend::{Acquire, ExpirableKeys};
 use crate::counting::permit_count;
 use crate::names::check_name;
 use crate::ops;
+use crate::ops::expirable::ExpirableKeys;
+use crate::ops::lock::Acquire;
 use crate::pubsub::Wake;
 use crate::telemetry::Primitive;
 use crate::wait::{Attempt, Wait};

@@ -667,7 +667,7 @@ fn delete_removes_an_object_of_every_kind_and_wakes_its_waiter() {
 
 #[test]
 fn a_dead_fair_lock_waiter_is_shown_by_force_unlock_and_removed_by_delete() {
-    use redisync::backend::FairLockKeys;
+    use redisync::ops::fair_lock::FairLockKeys;
 
     let server = TestServer::start();
     let client = Client::open(&server.url()).unwrap();

@@ -31,11 +31,12 @@ use std::thread;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use common::TestServer;
-use redisync::backend::{
-    Acquire, DumpedValue, ExpirableKeys, FairLockKeys, FencedAcquire, LockBackend, Release,
-    RwLockKeys, RwMode,
-};
+use redisync::backend::{DumpedValue, LockBackend};
 use redisync::ops;
+use redisync::ops::expirable::ExpirableKeys;
+use redisync::ops::fair_lock::FairLockKeys;
+use redisync::ops::lock::{Acquire, FencedAcquire, Release};
+use redisync::ops::rw_lock::{RwLockKeys, RwMode};
 use redisync::{MemoryBackend, RedisBackend};
 
 /// The seeds every run checks.

@@ -23,7 +23,8 @@ use std::thread;
 use std::time::Duration;
 
 use common::{TestServer, unique_name, wait_until};
-use redisync::backend::{ExpirableKeys, LockBackend, PubSubConnection, Reply, ScriptCall};
+use redisync::backend::{LockBackend, PubSubConnection, Reply, ScriptCall};
+use redisync::ops::expirable::ExpirableKeys;
 
 /// What a planned fault does to one call of a script.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

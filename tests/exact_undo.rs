@@ -299,8 +299,8 @@ impl Names {
         format!("{{{}}}:redisync_attempt:{id}", self.name)
     }
 
-    fn rw(&self) -> redisync::backend::RwLockKeys<'_> {
-        redisync::backend::RwLockKeys {
+    fn rw(&self) -> redisync::ops::rw_lock::RwLockKeys<'_> {
+        redisync::ops::rw_lock::RwLockKeys {
             name: &self.name,
             channel: &self.channel,
             holder: &self.holder,
@@ -318,7 +318,8 @@ const NOW: i64 = 1_700_000_000_000;
 /// undone before it arrived is refused and writes nothing (not even a queue
 /// entry), and a queued attempt records nothing to undo.
 fn fair_undo_is_exact(store: &dyn redisync::backend::LockBackend) {
-    use redisync::backend::{Acquire, FairLockKeys};
+    use redisync::ops::fair_lock::FairLockKeys;
+    use redisync::ops::lock::Acquire;
     use redisync::ops::{fair_lock, lock, lock::Undo};
     let n = Names::new("exact-fair", |name| {
         format!("redisson_lock__channel:{{{name}}}")
@@ -393,7 +394,7 @@ fn fair_undo_is_exact(store: &dyn redisync::backend::LockBackend) {
 /// resend takes no second hold, a late attempt is refused, and the last
 /// undo frees the lock.
 fn read_undo_is_exact(store: &dyn redisync::backend::LockBackend) {
-    use redisync::backend::Acquire;
+    use redisync::ops::lock::Acquire;
     use redisync::ops::{lock::Undo, rw_lock};
     let n = Names::new("exact-read", |name| format!("redisson_rwlock:{{{name}}}"));
     let keys = n.rw();
@@ -461,7 +462,8 @@ fn read_undo_is_exact(store: &dyn redisync::backend::LockBackend) {
 /// The write half's exact undo on one store, and a downgraded writer: the
 /// undo of its last write hold leaves its read hold, in read mode.
 fn write_undo_is_exact(store: &dyn redisync::backend::LockBackend) {
-    use redisync::backend::{Acquire, RwMode};
+    use redisync::ops::lock::Acquire;
+    use redisync::ops::rw_lock::RwMode;
     use redisync::ops::{lock::Undo, rw_lock};
     let n = Names::new("exact-write", |name| format!("redisson_rwlock:{{{name}}}"));
     let keys = n.rw();

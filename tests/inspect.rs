@@ -16,7 +16,8 @@ use std::thread;
 use std::time::Duration;
 
 use common::{Env, backend_tests, unique_name, wait_until};
-use redisync::backend::{Effect, LockBackend, Resend, RwMode, Script, ScriptCall};
+use redisync::backend::{Effect, LockBackend, Resend, Script, ScriptCall};
+use redisync::ops::rw_lock::RwMode;
 use redisync::{Client, HoldMode, Inspection, ObjectKind};
 
 /// How long a test waits for a spawned waiter to reach the queue.

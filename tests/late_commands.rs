@@ -239,7 +239,7 @@ fn a_connection_discarded_after_a_timeout_is_reset() {
 /// before it ran is refused when it arrives; a resent attempt takes no
 /// second hold.
 fn undo_is_exact(store: &dyn redisync::backend::LockBackend) {
-    use redisync::backend::Acquire;
+    use redisync::ops::lock::Acquire;
     use redisync::ops::lock::{self, Undo};
     let name = unique_name("late-undo");
     let channel = format!("redisson_lock__channel:{{{name}}}");
@@ -289,8 +289,8 @@ fn undo_is_exact(store: &dyn redisync::backend::LockBackend) {
 /// copy of the acquire that took the hold, arriving after the release, is
 /// refused instead of taking a hold nobody knows of.
 fn released_record_refuses_the_late_acquire(store: &dyn redisync::backend::LockBackend) {
-    use redisync::backend::{Acquire, Release};
     use redisync::ops::lock;
+    use redisync::ops::lock::{Acquire, Release};
     let name = unique_name("late-released");
     let channel = format!("redisson_lock__channel:{{{name}}}");
     let (a1, a2) = (

@@ -29,7 +29,8 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use common::{Env, Store, backend_tests, unique_name};
-use redisync::backend::{ExpirableKeys, FairLockKeys};
+use redisync::ops::expirable::ExpirableKeys;
+use redisync::ops::fair_lock::FairLockKeys;
 use redisync::{Client, Lock, MAX_LEASE, MultiLock};
 
 backend_tests!(

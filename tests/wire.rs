@@ -1,6 +1,6 @@
 //! The Redisson 3.x wire layout of the reentrant lock, the fair lock and the
 //! read-write lock, checked with raw Redis commands on a real `redis-server`
-//! (the schema table of `redisync::backend`): the lock hash and its fields, the TTLs, the fair
+//! (the schema table of `redisync::ops`): the lock hash and its fields, the TTLs, the fair
 //! lock's queue and slot set, the read holds' timeout keys, the channels and
 //! messages, the unlock latch, and a simulated Redisson (Java) client
 //! excluding and waking ours and back.

@@ -10,325 +10,35 @@
 //! The primitives (`Lock`, ...) hold all blocking, retry and renewal logic
 //! once, above the operations.
 //!
-//! # Schema (Redisson 3.x wire format)
+//! This module knows nothing of any primitive: no lock, semaphore or latch
+//! type, key or reply is named here or below. Each primitive's reply and
+//! key types and the key schema (Redisson's wire format) live with its
+//! operations in [`crate::ops`], so adding a primitive touches no file
+//! under `backend/`.
 //!
-//! | object | key | type | contents | TTL | channel | messages |
-//! |---|---|---|---|---|---|---|
-//! | reentrant lock | `name` | hash | field `<client uuid>:<thread>` = hold count | the lease; reset on every acquire and renewal | `redisson_lock__channel:{name}` | `0` = unlocked |
-//! | fenced-lock tokens | `redisson_lock_token:{name}` | string | the last fencing token handed out (`INCR` on every acquisition of the lock `name`, then raised to the server clock in µs if below it) | none | as the reentrant lock | as the reentrant lock |
-//! | unlock latch | `redisson_unlock_latch:{name}:<request id>` | string | `0` still held, `1` released | a few seconds | | |
-//! | fair lock | `name` | hash | as the reentrant lock | the lease | per waiter: `redisson_lock__channel:{name}:<waiter id>` | `0` = your turn |
-//! | fair-lock queue | `redisson_lock_queue:{name}` | list | waiter ids, FIFO | none | | |
-//! | fair-lock slots | `redisson_lock_timeout:{name}` | zset | waiter id, score = slot deadline (ms, client clock) | none | | |
-//! | read-write lock | `name` | hash | `mode` = `read`/`write`; `<holder>` = read holds; `<holder>:write` = write holds | longest hold | `redisson_rwlock:{name}` | `0` = unlocked (wakes one), `1` = read-unlock (wakes all) |
-//! | read hold n | `{name}:<holder>:rwlock_timeout:<n>` | string | `1` | the hold's lease | | |
-//! | semaphore | `name` | string | available permits (absent = 0, may go negative) | none | `redisson_sc:{name}` | the new permit count (wakes up to that many) |
-//! | permit-expirable semaphore | `name`; `{name}:timeout` | string; zset | available permits; permit id → lease end (ms, client clock) | none | `redisson_sc:{name}` | the new permit count |
-//! | count-down latch | `name` | string | the count (deleted at zero) | none | `redisson_countdownlatch__channel__{name}` | `0` = opened (wakes all), `1` = new count |
-//!
-//! Every auxiliary key and channel carries the `{name}` hash tag, so one
-//! primitive's keys share a Redis Cluster slot (see `keys.rs`).
+//! | file | holds |
+//! |---|---|
+//! | `mod.rs` | [`LockBackend`], [`PubSubConnection`] and [`Message`], [`ServerReply`] |
+//! | `script.rs` | [`Script`], [`ScriptCall`], [`Arg`], [`Reply`], [`Effect`], [`Resend`]: what a store is asked to run |
+//! | `memory/` | [`MemoryBackend`]: the scripts in an embedded Lua 5.1 over an in-memory keyspace |
+//! | `redis/` | [`RedisBackend`] and everything only Redis needs: its options ([`RedisOptions`]), [`Deployment`], connection setup and naming, TLS, Sentinel, replica acknowledgement ([`ReplicaAcknowledgement`]) and `cluster/` |
 
 use std::time::Duration;
 
 use crate::Result;
 
-#[cfg(feature = "cluster")]
-mod cluster;
-mod connect;
-mod deployment;
 mod memory;
-pub(crate) mod naming;
-mod options;
-mod redis;
-mod replication;
+pub(crate) mod redis;
 mod script;
-#[cfg(feature = "sentinel")]
-mod sentinel;
-mod tls;
 
-pub use self::deployment::Deployment;
 pub use self::memory::{DumpedKey, DumpedValue, MemoryBackend};
-pub use self::options::RedisOptions;
-pub use self::redis::RedisBackend;
-pub use self::replication::{ReplicaAcknowledgement, ReplicaShortfall};
-pub use self::script::{Arg, Effect, Reply, Resend, Script, ScriptCall};
 #[cfg(feature = "sentinel")]
 #[cfg_attr(docsrs, doc(cfg(feature = "sentinel")))]
-pub use self::sentinel::SentinelConfig;
-
-/// What an acquire attempt found.
-///
-/// ```
-/// use redisync::backend::Acquire;
-/// let outcome = Acquire::Held { ttl: Some(std::time::Duration::from_millis(250)) };
-/// assert!(!outcome.is_acquired());
-/// ```
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum Acquire {
-    /// The caller now holds it (Redisson's script returned `nil`).
-    Acquired,
-    /// Someone else holds it; `ttl` is its remaining time to live (`None`
-    /// when the key has no expiry), the longest a waiter should park before
-    /// trying again.
-    Held {
-        /// The holder's remaining lease.
-        ttl: Option<Duration>,
-    },
-}
-
-impl Acquire {
-    /// True for [`Acquire::Acquired`].
-    ///
-    /// ```
-    /// assert!(redisync::backend::Acquire::Acquired.is_acquired());
-    /// ```
-    pub fn is_acquired(&self) -> bool {
-        matches!(self, Acquire::Acquired)
-    }
-}
-
-/// What a fenced acquire attempt found: [`Acquire`] plus the fencing token
-/// of a successful acquisition.
-///
-/// ```
-/// use redisync::backend::FencedAcquire;
-/// let outcome = FencedAcquire::Acquired { token: 7 };
-/// assert_eq!(outcome.token(), Some(7));
-/// ```
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum FencedAcquire {
-    /// The caller now holds it; `token` is greater than every token handed
-    /// out before for this lock name, and at least the store's clock in µs
-    /// since the epoch (so it stays greater after the counter is lost, if
-    /// that clock has moved past the last token).
-    Acquired {
-        /// The value of the lock's token counter after this acquisition.
-        token: u64,
-    },
-    /// Someone else holds it, as [`Acquire::Held`].
-    Held {
-        /// The holder's remaining lease.
-        ttl: Option<Duration>,
-    },
-}
-
-impl FencedAcquire {
-    /// The token of a successful acquisition.
-    ///
-    /// ```
-    /// use redisync::backend::FencedAcquire;
-    /// assert_eq!(FencedAcquire::Held { ttl: None }.token(), None);
-    /// ```
-    pub fn token(&self) -> Option<u64> {
-        match self {
-            FencedAcquire::Acquired { token } => Some(*token),
-            FencedAcquire::Held { .. } => None,
-        }
-    }
-}
-
-/// A fencing-token counter's value as a token: a positive integer.
-pub(crate) fn parse_fence_token(text: &str) -> Option<u64> {
-    text.parse::<u64>().ok().filter(|token| *token > 0)
-}
-
-/// What a release found.
-///
-/// ```
-/// use redisync::backend::Release;
-/// assert_ne!(Release::StillHeld, Release::Released);
-/// ```
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum Release {
-    /// The caller did not hold it (Redisson's `nil`).
-    NotHeld,
-    /// One reentrant hold was released; the caller still holds it and its
-    /// TTL was reset to the lease (Redisson's `0`).
-    StillHeld,
-    /// The last hold was released and the unlock message published
-    /// (Redisson's `1`).
-    Released,
-    /// The last hold was released and the lock handed straight to a waiter
-    /// of the same client ([`ops::lock::release_to`](crate::ops::lock::release_to)):
-    /// it was never free, so no unlock message was published.
-    Transferred,
-}
-
-/// A snapshot of a lock, read in one round trip.
-///
-/// ```
-/// let state = redisync::backend::LockState::default();
-/// assert!(!state.locked && state.hold_count == 0 && state.ttl.is_none());
-/// ```
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-#[non_exhaustive]
-pub struct LockState {
-    /// Whether anyone holds the lock.
-    pub locked: bool,
-    /// How many times the asking holder holds it (0 if not at all).
-    pub hold_count: u64,
-    /// The lock's remaining time to live; `None` when it is free or has no expiry.
-    pub ttl: Option<Duration>,
-}
-
-/// The keys of one fair lock, in Redisson's format; built by the library.
-///
-/// ```
-/// let keys = redisync::backend::FairLockKeys {
-///     name: "jobs",
-///     queue: "redisson_lock_queue:{jobs}",
-///     timeouts: "redisson_lock_timeout:{jobs}",
-///     channel_prefix: "redisson_lock__channel:{jobs}",
-/// };
-/// assert_eq!(keys.name, "jobs");
-/// ```
-#[derive(Debug, Clone, Copy)]
-pub struct FairLockKeys<'a> {
-    /// The lock hash: `name`.
-    pub name: &'a str,
-    /// The waiter queue: `redisson_lock_queue:{name}`.
-    pub queue: &'a str,
-    /// The slot deadlines: `redisson_lock_timeout:{name}`.
-    pub timeouts: &'a str,
-    /// Waiter channels are `<channel_prefix>:<waiter id>`:
-    /// `redisson_lock__channel:{name}`.
-    pub channel_prefix: &'a str,
-}
-
-/// The keys and fields of one holder on one read-write lock, in Redisson's
-/// format; built by the library.
-///
-/// ```
-/// let keys = redisync::backend::RwLockKeys {
-///     name: "doc",
-///     channel: "redisson_rwlock:{doc}",
-///     holder: "c1:7",
-///     write_field: "c1:7:write",
-///     timeout_prefix: "{doc}:c1:7:rwlock_timeout",
-///     key_prefix: "{doc}",
-/// };
-/// assert_eq!(keys.write_field, "c1:7:write");
-/// ```
-#[derive(Debug, Clone, Copy)]
-pub struct RwLockKeys<'a> {
-    /// The lock hash: `name`.
-    pub name: &'a str,
-    /// The channel of both halves: `redisson_rwlock:{name}`.
-    pub channel: &'a str,
-    /// The holder's read field: `<client uuid>:<thread>`.
-    pub holder: &'a str,
-    /// The holder's write field: `<client uuid>:<thread>:write`.
-    pub write_field: &'a str,
-    /// This holder's read-hold keys are `<timeout_prefix>:<n>`:
-    /// `{name}:<holder>:rwlock_timeout`.
-    pub timeout_prefix: &'a str,
-    /// Any holder's read-hold keys are
-    /// `<key_prefix>:<field>:rwlock_timeout:<n>`: `{name}`.
-    pub key_prefix: &'a str,
-}
-
-/// The keys of one permit-expirable semaphore, in Redisson's format; built by
-/// the library.
-///
-/// ```
-/// let keys = redisync::backend::ExpirableKeys {
-///     name: "slots",
-///     leases: "{slots}:timeout",
-///     channel: "redisson_sc:{slots}",
-/// };
-/// assert_eq!(keys.leases, "{slots}:timeout");
-/// ```
-#[derive(Debug, Clone, Copy)]
-pub struct ExpirableKeys<'a> {
-    /// The available permits: `name`.
-    pub name: &'a str,
-    /// Leased permits, id → lease end: `{name}:timeout`.
-    pub leases: &'a str,
-    /// The channel: `redisson_sc:{name}`.
-    pub channel: &'a str,
-}
-
-/// Which half of a read-write lock.
-///
-/// ```
-/// assert_eq!(redisync::backend::RwMode::Read.as_str(), "read");
-/// ```
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum RwMode {
-    /// Shared: many holders.
-    Read,
-    /// Exclusive: one holder.
-    Write,
-}
-
-impl RwMode {
-    /// The value of the hash's `mode` field.
-    ///
-    /// ```
-    /// assert_eq!(redisync::backend::RwMode::Write.as_str(), "write");
-    /// ```
-    pub fn as_str(self) -> &'static str {
-        match self {
-            RwMode::Read => "read",
-            RwMode::Write => "write",
-        }
-    }
-}
-
-/// A snapshot of a read-write lock, read in one round trip.
-///
-/// ```
-/// let state = redisync::backend::RwLockState::default();
-/// assert!(state.mode.is_none());
-/// ```
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-#[non_exhaustive]
-pub struct RwLockState {
-    /// The mode it is held in; `None` when free.
-    pub mode: Option<RwMode>,
-    /// The asked field's hold count (0 if none).
-    pub hold_count: u64,
-    /// The remaining time to live; `None` when free or without expiry.
-    pub ttl: Option<Duration>,
-}
-
-impl LockState {
-    /// A snapshot (for [`LockBackend`] implementations).
-    ///
-    /// ```
-    /// let state = redisync::backend::LockState::new(true, 2, None);
-    /// assert_eq!(state.hold_count, 2);
-    /// ```
-    pub fn new(locked: bool, hold_count: u64, ttl: Option<Duration>) -> Self {
-        LockState {
-            locked,
-            hold_count,
-            ttl,
-        }
-    }
-}
-
-impl RwLockState {
-    /// A snapshot (for [`LockBackend`] implementations).
-    ///
-    /// ```
-    /// use redisync::backend::{RwLockState, RwMode};
-    /// let state = RwLockState::new(Some(RwMode::Read), 1, None);
-    /// assert_eq!(state.mode, Some(RwMode::Read));
-    /// ```
-    pub fn new(mode: Option<RwMode>, hold_count: u64, ttl: Option<Duration>) -> Self {
-        RwLockState {
-            mode,
-            hold_count,
-            ttl,
-        }
-    }
-}
+pub use self::redis::SentinelConfig;
+pub use self::redis::{
+    Deployment, RedisBackend, RedisOptions, ReplicaAcknowledgement, ReplicaShortfall,
+};
+pub use self::script::{Arg, Effect, Reply, Resend, Script, ScriptCall};
 
 /// One pub/sub message.
 ///
@@ -419,7 +129,8 @@ pub trait PubSubConnection {
 /// for the store itself: a connection, a timeout, a refused command.
 ///
 /// ```
-/// use redisync::backend::{Acquire, LockBackend};
+/// use redisync::backend::LockBackend;
+/// use redisync::ops::lock::Acquire;
 /// let backend = redisync::MemoryBackend::new();
 /// assert_eq!(redisync::ops::lock::acquire(&backend, "doc:trait", "c1:1", 30_000)?, Acquire::Acquired);
 /// assert!(!redisync::ops::lock::acquire(&backend, "doc:trait", "c2:1", 30_000)?.is_acquired());

@@ -5,11 +5,32 @@
 //! set and adding permits are [`super::counter`]'s and [`super::semaphore`]'s
 //! (the count is the same string).
 
-use super::lock::acquire_outcome;
+use super::lock::{Acquire, acquire_outcome};
 use super::{counter_value, int, run, script};
-use crate::backend::{Acquire, Effect, ExpirableKeys, LockBackend, Reply, Resend, ScriptCall};
+use crate::backend::{Effect, LockBackend, Reply, Resend, ScriptCall};
 use crate::error::check_time_ms;
 use crate::{Error, Result};
+
+/// The keys of one permit-expirable semaphore, in Redisson's format; built by
+/// the library.
+///
+/// ```
+/// let keys = redisync::ops::expirable::ExpirableKeys {
+///     name: "slots",
+///     leases: "{slots}:timeout",
+///     channel: "redisson_sc:{slots}",
+/// };
+/// assert_eq!(keys.leases, "{slots}:timeout");
+/// ```
+#[derive(Debug, Clone, Copy)]
+pub struct ExpirableKeys<'a> {
+    /// The available permits: `name`.
+    pub name: &'a str,
+    /// Leased permits, id → lease end: `{name}:timeout`.
+    pub leases: &'a str,
+    /// The channel: `redisson_sc:{name}`.
+    pub channel: &'a str,
+}
 
 script!(
     /// KEYS available, leases, channel; ARGV lease end ms, now ms, ids...
@@ -98,7 +119,8 @@ pub(crate) fn is_permit_id(id: &str) -> bool {
 /// As [`acquire_many`].
 ///
 /// ```
-/// use redisync::backend::{Acquire, ExpirableKeys};
+/// use redisync::ops::expirable::ExpirableKeys;
+/// use redisync::ops::lock::Acquire;
 /// let keys = ExpirableKeys { name: "doc:pes", leases: "{doc:pes}:timeout", channel: "redisson_sc:{doc:pes}" };
 /// let store = redisync::MemoryBackend::new();
 /// redisync::ops::semaphore::add(&store, keys.name, keys.channel, 1)?;
@@ -130,7 +152,8 @@ pub fn acquire<B: LockBackend + ?Sized>(
 /// a wrong type.
 ///
 /// ```
-/// use redisync::backend::{Acquire, ExpirableKeys};
+/// use redisync::ops::expirable::ExpirableKeys;
+/// use redisync::ops::lock::Acquire;
 /// use redisync::ops::expirable::{acquire_many, NON_EXPIRABLE};
 /// let keys = ExpirableKeys { name: "doc:pes-m", leases: "{doc:pes-m}:timeout", channel: "redisson_sc:{doc:pes-m}" };
 /// let store = redisync::MemoryBackend::new();
@@ -165,7 +188,8 @@ pub fn acquire_many<B: LockBackend + ?Sized>(
 /// attempt already undone.
 ///
 /// ```
-/// use redisync::backend::{Acquire, ExpirableKeys};
+/// use redisync::ops::expirable::ExpirableKeys;
+/// use redisync::ops::lock::Acquire;
 /// use redisync::ops::expirable::{acquire_many_recorded, NON_EXPIRABLE};
 /// let keys = ExpirableKeys { name: "doc:pes-r", leases: "{doc:pes-r}:timeout", channel: "redisson_sc:{doc:pes-r}" };
 /// let store = redisync::MemoryBackend::new();
@@ -219,7 +243,7 @@ pub fn acquire_many_recorded<B: LockBackend + ?Sized>(
 /// As [`release_many`].
 ///
 /// ```
-/// use redisync::backend::ExpirableKeys;
+/// use redisync::ops::expirable::ExpirableKeys;
 /// use redisync::ops::expirable::{acquire_many_recorded, available, undo_acquire, NON_EXPIRABLE};
 /// let keys = ExpirableKeys { name: "doc:pes-u", leases: "{doc:pes-u}:timeout", channel: "redisson_sc:{doc:pes-u}" };
 /// let store = redisync::MemoryBackend::new();
@@ -282,7 +306,7 @@ fn release_taken(call: &ScriptCall<'_>, _: &Reply) -> ScriptCall<'static> {
 /// `Protocol` on a wrong type.
 ///
 /// ```
-/// use redisync::backend::ExpirableKeys;
+/// use redisync::ops::expirable::ExpirableKeys;
 /// let keys = ExpirableKeys { name: "doc:pes-rel", leases: "{doc:pes-rel}:timeout", channel: "redisson_sc:{doc:pes-rel}" };
 /// let store = redisync::MemoryBackend::new();
 /// assert!(!redisync::ops::expirable::release(&store, &keys, "ffff", 1_700_000_000_000)?);
@@ -307,7 +331,7 @@ pub fn release<B: LockBackend + ?Sized>(
 /// a wrong type.
 ///
 /// ```
-/// use redisync::backend::ExpirableKeys;
+/// use redisync::ops::expirable::ExpirableKeys;
 /// use redisync::ops::expirable::{acquire_many, release_many};
 /// let keys = ExpirableKeys { name: "doc:pes-rm", leases: "{doc:pes-rm}:timeout", channel: "redisson_sc:{doc:pes-rm}" };
 /// let store = redisync::MemoryBackend::new();
@@ -366,7 +390,7 @@ fn count(reply: &Reply, operation: &str) -> Result<u64> {
 /// As [`acquire_many`].
 ///
 /// ```
-/// use redisync::backend::ExpirableKeys;
+/// use redisync::ops::expirable::ExpirableKeys;
 /// use redisync::ops::expirable::{acquire, update_lease};
 /// let keys = ExpirableKeys { name: "doc:pes-up", leases: "{doc:pes-up}:timeout", channel: "redisson_sc:{doc:pes-up}" };
 /// let store = redisync::MemoryBackend::new();
@@ -404,7 +428,7 @@ pub fn update_lease<B: LockBackend + ?Sized>(
 /// A store failure, a time out of range, or `Protocol` on a wrong type.
 ///
 /// ```
-/// use redisync::backend::ExpirableKeys;
+/// use redisync::ops::expirable::ExpirableKeys;
 /// let keys = ExpirableKeys { name: "doc:pes-av", leases: "{doc:pes-av}:timeout", channel: "redisson_sc:{doc:pes-av}" };
 /// let store = redisync::MemoryBackend::new();
 /// assert_eq!(redisync::ops::expirable::available(&store, &keys, 1_700_000_000_000)?, 0);
@@ -431,7 +455,7 @@ pub fn available<B: LockBackend + ?Sized>(
 /// A store failure, a time out of range, or `Protocol` on a wrong type.
 ///
 /// ```
-/// use redisync::backend::ExpirableKeys;
+/// use redisync::ops::expirable::ExpirableKeys;
 /// let keys = ExpirableKeys { name: "doc:pes-aq", leases: "{doc:pes-aq}:timeout", channel: "redisson_sc:{doc:pes-aq}" };
 /// let store = redisync::MemoryBackend::new();
 /// assert_eq!(redisync::ops::expirable::acquired(&store, &keys, 1_700_000_000_000)?, 0);
@@ -462,7 +486,7 @@ pub fn acquired<B: LockBackend + ?Sized>(
 /// of range; `Protocol` on a wrong type or a count that is not an integer.
 ///
 /// ```
-/// use redisync::backend::ExpirableKeys;
+/// use redisync::ops::expirable::ExpirableKeys;
 /// use redisync::ops::expirable::{acquire, set_permits};
 /// let keys = ExpirableKeys { name: "doc:pes-set", leases: "{doc:pes-set}:timeout", channel: "redisson_sc:{doc:pes-set}" };
 /// let store = redisync::MemoryBackend::new();

@@ -3,14 +3,36 @@
 //! wakes only the head of the queue, on its own channel. Renewal and state
 //! are the reentrant lock's ([`super::lock::renew`], [`super::lock::state`]).
 
-use super::lock::{Undo, acquire_outcome, release_outcome, undo_outcome};
+use super::lock::{Acquire, Release, Undo, acquire_outcome, release_outcome, undo_outcome};
 use super::{ROLLBACK_LATCH_MS, is_one, is_some, rollback_latch, run, script};
 use crate::Result;
-use crate::backend::{
-    Acquire, Effect, FairLockKeys, LockBackend, Release, Reply, Resend, ScriptCall,
-};
+use crate::backend::{Effect, LockBackend, Reply, Resend, ScriptCall};
 use crate::error::{check_ms, check_time_ms};
 use crate::keys::UNLOCK_MESSAGE;
+
+/// The keys of one fair lock, in Redisson's format; built by the library.
+///
+/// ```
+/// let keys = redisync::ops::fair_lock::FairLockKeys {
+///     name: "jobs",
+///     queue: "redisson_lock_queue:{jobs}",
+///     timeouts: "redisson_lock_timeout:{jobs}",
+///     channel_prefix: "redisson_lock__channel:{jobs}",
+/// };
+/// assert_eq!(keys.name, "jobs");
+/// ```
+#[derive(Debug, Clone, Copy)]
+pub struct FairLockKeys<'a> {
+    /// The lock hash: `name`.
+    pub name: &'a str,
+    /// The waiter queue: `redisson_lock_queue:{name}`.
+    pub queue: &'a str,
+    /// The slot deadlines: `redisson_lock_timeout:{name}`.
+    pub timeouts: &'a str,
+    /// Waiter channels are `<channel_prefix>:<waiter id>`:
+    /// `redisson_lock__channel:{name}`.
+    pub channel_prefix: &'a str,
+}
 
 script!(
     /// KEYS lock, queue, slots; ARGV lease ms, holder, allowance ms, now ms,
@@ -55,7 +77,8 @@ script!(
 /// another type.
 ///
 /// ```
-/// use redisync::backend::{Acquire, FairLockKeys};
+/// use redisync::ops::fair_lock::FairLockKeys;
+/// use redisync::ops::lock::Acquire;
 /// let keys = FairLockKeys {
 ///     name: "doc:fair",
 ///     queue: "redisson_lock_queue:{doc:fair}",
@@ -95,7 +118,8 @@ pub fn acquire<B: LockBackend + ?Sized>(
 /// already undone.
 ///
 /// ```
-/// use redisync::backend::{Acquire, FairLockKeys};
+/// use redisync::ops::fair_lock::FairLockKeys;
+/// use redisync::ops::lock::Acquire;
 /// let keys = FairLockKeys {
 ///     name: "doc:fair-rec",
 ///     queue: "redisson_lock_queue:{doc:fair-rec}",
@@ -189,7 +213,7 @@ fn acquire_with<B: LockBackend + ?Sized>(
 /// A store failure; `InvalidArgument` for a bad lease or clock.
 ///
 /// ```
-/// use redisync::backend::FairLockKeys;
+/// use redisync::ops::fair_lock::FairLockKeys;
 /// use redisync::ops::{fair_lock, lock::Undo};
 /// let keys = FairLockKeys {
 ///     name: "doc:fair-undo",
@@ -301,7 +325,8 @@ fn undo_acquire_call(call: &ScriptCall<'_>, _: &Reply) -> ScriptCall<'static> {
 /// another type.
 ///
 /// ```
-/// use redisync::backend::{FairLockKeys, Release};
+/// use redisync::ops::fair_lock::FairLockKeys;
+/// use redisync::ops::lock::Release;
 /// let keys = FairLockKeys {
 ///     name: "doc:fair-rel",
 ///     queue: "redisson_lock_queue:{doc:fair-rel}",
@@ -383,7 +408,7 @@ fn release_call<'a>(
 /// type.
 ///
 /// ```
-/// use redisync::backend::FairLockKeys;
+/// use redisync::ops::fair_lock::FairLockKeys;
 /// let keys = FairLockKeys {
 ///     name: "doc:fair-cancel",
 ///     queue: "redisson_lock_queue:{doc:fair-cancel}",
@@ -416,7 +441,7 @@ pub fn cancel<B: LockBackend + ?Sized>(
 /// A store failure, or a bad clock reading.
 ///
 /// ```
-/// use redisync::backend::FairLockKeys;
+/// use redisync::ops::fair_lock::FairLockKeys;
 /// let keys = FairLockKeys {
 ///     name: "doc:fair-force",
 ///     queue: "redisson_lock_queue:{doc:fair-force}",
@@ -452,7 +477,7 @@ pub fn force_release<B: LockBackend + ?Sized>(
 /// A store failure, or `Protocol` if a key holds another type.
 ///
 /// ```
-/// use redisync::backend::FairLockKeys;
+/// use redisync::ops::fair_lock::FairLockKeys;
 /// let keys = FairLockKeys {
 ///     name: "doc:fair-del",
 ///     queue: "redisson_lock_queue:{doc:fair-del}",

@@ -6,7 +6,7 @@
 //!
 //! The script reads the name's key (its Redis `TYPE`, `PTTL` and contents)
 //! and the auxiliary keys of every primitive that could own the name (see
-//! the schema table of [`crate::backend`]): the fair lock's queue and slot
+//! the schema table of [`crate::ops`]): the fair lock's queue and slot
 //! deadlines, the fenced lock's token counter, the permit-expirable
 //! semaphore's leases and the read-write lock's read-hold keys. All of
 //! them share the name's hash slot, so one script reads them on a cluster
@@ -47,8 +47,9 @@ use std::collections::HashMap;
 use std::fmt;
 use std::time::Duration;
 
+use super::rw_lock::RwMode;
 use super::{part, run, script, ttl_from_pttl};
-use crate::backend::{Effect, LockBackend, Reply, Resend, RwMode, ScriptCall};
+use crate::backend::{Effect, LockBackend, Reply, Resend, ScriptCall};
 use crate::{Error, Result, keys};
 
 script!(
@@ -459,7 +460,7 @@ fn parse(name: &str, reply: &Reply, read_at_ms: i64) -> Result<Inspection> {
     let deadlines = scored(array(part(reply, 4, operation)?, operation)?, operation)?;
     let token = text(part(reply, 5, operation)?)
         .as_deref()
-        .and_then(crate::backend::parse_fence_token);
+        .and_then(super::lock::parse_fence_token);
     let leases = scored_by(
         array(part(reply, 6, operation)?, operation)?,
         operation,

@@ -4,16 +4,150 @@
 //! half renew and read their state with [`renew`] and [`state`] (the hash is
 //! the same).
 
+use std::time::Duration;
+
 use super::{
     ROLLBACK_LATCH_MS, any_one, flags, int, is_one, is_some, optional_int, rollback_latch, run,
     script, ttl_from_pttl,
 };
-use crate::backend::{
-    Acquire, Effect, FencedAcquire, LockBackend, LockState, Release, Reply, Resend, ScriptCall,
-};
+use crate::backend::{Effect, LockBackend, Reply, Resend, ScriptCall};
 use crate::error::check_ms;
 use crate::keys::UNLOCK_MESSAGE;
 use crate::{Error, Result};
+
+/// What an acquire attempt found.
+///
+/// ```
+/// use redisync::ops::lock::Acquire;
+/// let outcome = Acquire::Held { ttl: Some(std::time::Duration::from_millis(250)) };
+/// assert!(!outcome.is_acquired());
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Acquire {
+    /// The caller now holds it (Redisson's script returned `nil`).
+    Acquired,
+    /// Someone else holds it; `ttl` is its remaining time to live (`None`
+    /// when the key has no expiry), the longest a waiter should park before
+    /// trying again.
+    Held {
+        /// The holder's remaining lease.
+        ttl: Option<Duration>,
+    },
+}
+
+impl Acquire {
+    /// True for [`Acquire::Acquired`].
+    ///
+    /// ```
+    /// assert!(redisync::ops::lock::Acquire::Acquired.is_acquired());
+    /// ```
+    pub fn is_acquired(&self) -> bool {
+        matches!(self, Acquire::Acquired)
+    }
+}
+
+/// What a fenced acquire attempt found: [`Acquire`] plus the fencing token
+/// of a successful acquisition.
+///
+/// ```
+/// use redisync::ops::lock::FencedAcquire;
+/// let outcome = FencedAcquire::Acquired { token: 7 };
+/// assert_eq!(outcome.token(), Some(7));
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum FencedAcquire {
+    /// The caller now holds it; `token` is greater than every token handed
+    /// out before for this lock name, and at least the store's clock in µs
+    /// since the epoch (so it stays greater after the counter is lost, if
+    /// that clock has moved past the last token).
+    Acquired {
+        /// The value of the lock's token counter after this acquisition.
+        token: u64,
+    },
+    /// Someone else holds it, as [`Acquire::Held`].
+    Held {
+        /// The holder's remaining lease.
+        ttl: Option<Duration>,
+    },
+}
+
+impl FencedAcquire {
+    /// The token of a successful acquisition.
+    ///
+    /// ```
+    /// use redisync::ops::lock::FencedAcquire;
+    /// assert_eq!(FencedAcquire::Held { ttl: None }.token(), None);
+    /// ```
+    pub fn token(&self) -> Option<u64> {
+        match self {
+            FencedAcquire::Acquired { token } => Some(*token),
+            FencedAcquire::Held { .. } => None,
+        }
+    }
+}
+
+/// A fencing-token counter's value as a token: a positive integer.
+pub(crate) fn parse_fence_token(text: &str) -> Option<u64> {
+    text.parse::<u64>().ok().filter(|token| *token > 0)
+}
+
+/// What a release found.
+///
+/// ```
+/// use redisync::ops::lock::Release;
+/// assert_ne!(Release::StillHeld, Release::Released);
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Release {
+    /// The caller did not hold it (Redisson's `nil`).
+    NotHeld,
+    /// One reentrant hold was released; the caller still holds it and its
+    /// TTL was reset to the lease (Redisson's `0`).
+    StillHeld,
+    /// The last hold was released and the unlock message published
+    /// (Redisson's `1`).
+    Released,
+    /// The last hold was released and the lock handed straight to a waiter
+    /// of the same client ([`ops::lock::release_to`](crate::ops::lock::release_to)):
+    /// it was never free, so no unlock message was published.
+    Transferred,
+}
+
+/// A snapshot of a lock, read in one round trip.
+///
+/// ```
+/// let state = redisync::ops::lock::LockState::default();
+/// assert!(!state.locked && state.hold_count == 0 && state.ttl.is_none());
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub struct LockState {
+    /// Whether anyone holds the lock.
+    pub locked: bool,
+    /// How many times the asking holder holds it (0 if not at all).
+    pub hold_count: u64,
+    /// The lock's remaining time to live; `None` when it is free or has no expiry.
+    pub ttl: Option<Duration>,
+}
+
+impl LockState {
+    /// A snapshot.
+    ///
+    /// ```
+    /// let state = redisync::ops::lock::LockState::new(true, 2, None);
+    /// assert_eq!(state.hold_count, 2);
+    /// ```
+    pub fn new(locked: bool, hold_count: u64, ttl: Option<Duration>) -> Self {
+        LockState {
+            locked,
+            hold_count,
+            ttl,
+        }
+    }
+}
 
 script!(
     /// KEYS lock; ARGV lease ms, holder. nil = acquired, else PTTL.
@@ -62,7 +196,7 @@ script!(
 /// [`MAX_LEASE`](crate::MAX_LEASE); `Protocol` if `name` holds another type.
 ///
 /// ```
-/// use redisync::backend::Acquire;
+/// use redisync::ops::lock::Acquire;
 /// let store = redisync::MemoryBackend::new();
 /// assert_eq!(redisync::ops::lock::acquire(&store, "doc:acq", "c1:1", 30_000)?, Acquire::Acquired);
 /// assert!(redisync::ops::lock::acquire(&store, "doc:acq", "c1:1", 0).unwrap_err().is_invalid_argument());
@@ -102,7 +236,7 @@ pub fn acquire<B: LockBackend + ?Sized>(
 /// already undone.
 ///
 /// ```
-/// use redisync::backend::Acquire;
+/// use redisync::ops::lock::Acquire;
 /// let store = redisync::MemoryBackend::new();
 /// let attempt = "{doc:rec}:redisync_attempt:a1";
 /// assert_eq!(redisync::ops::lock::acquire_recorded(&store, "doc:rec", "c1:1", 30_000, attempt)?, Acquire::Acquired);
@@ -355,9 +489,7 @@ fn fenced_acquire_with<B: LockBackend + ?Sized>(
         }
         token => token.as_text().map(str::to_owned),
     };
-    let token = counter
-        .as_deref()
-        .and_then(crate::backend::parse_fence_token);
+    let token = counter.as_deref().and_then(parse_fence_token);
     match token {
         Some(token) if pttl == -1 => Ok(FencedAcquire::Acquired { token }),
         _ => Err(Error::protocol(format!(
@@ -427,7 +559,7 @@ pub fn renew<B: LockBackend + ?Sized>(
 /// A store failure, a bad lease, or `Protocol` if a name holds another type.
 ///
 /// ```
-/// use redisync::backend::Acquire;
+/// use redisync::ops::lock::Acquire;
 /// let store = redisync::MemoryBackend::new();
 /// redisync::ops::lock::acquire(&store, "doc:batch:a", "c1:1", 30_000)?;
 /// let renewed = redisync::ops::lock::renew_many(
@@ -471,7 +603,7 @@ pub fn renew_many<B: LockBackend + ?Sized>(
 /// holds another type.
 ///
 /// ```
-/// use redisync::backend::Release;
+/// use redisync::ops::lock::Release;
 /// let store = redisync::MemoryBackend::new();
 /// let outcome = redisync::ops::lock::release(&store, "doc:rel", "redisson_lock__channel:{doc:rel}", "c1:1", 30_000, "redisson_unlock_latch:{doc:rel}:1", 5_000)?;
 /// assert_eq!(outcome, Release::NotHeld);
@@ -524,7 +656,7 @@ fn release_with<B: LockBackend + ?Sized>(
 /// As [`release`]; `InvalidArgument` for a bad waiter lease.
 ///
 /// ```
-/// use redisync::backend::Release;
+/// use redisync::ops::lock::Release;
 /// let store = redisync::MemoryBackend::new();
 /// redisync::ops::lock::acquire(&store, "doc:to", "c1:1", 30_000)?;
 /// let outcome = redisync::ops::lock::release_to(

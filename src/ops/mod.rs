@@ -6,12 +6,14 @@
 //! The primitives (`Lock`, `Semaphore`, ...) call these; so can a tool that
 //! needs one atomic step without the blocking, retry and renewal logic the
 //! primitives add on top. Key and channel names are Redisson's (see the
-//! schema table of [`crate::backend`]): the caller builds them and passes
-//! them in, as the primitives do.
+//! schema table below): the caller builds them and passes them in, as the
+//! primitives do. Each primitive's module also holds the types its
+//! operations take and return ([`lock::Acquire`], [`lock::Release`],
+//! [`fair_lock::FairLockKeys`], [`rw_lock::RwLockKeys`], ...), so that a
+//! new primitive is added here and above, never in [`crate::backend`].
 //!
 //! ```
-//! use redisync::backend::{Acquire, Release};
-//! use redisync::ops::lock;
+//! use redisync::ops::lock::{self, Acquire, Release};
 //!
 //! let store = redisync::MemoryBackend::new();
 //! assert_eq!(lock::acquire(&store, "doc:ops", "c1:1", 30_000)?, Acquire::Acquired);
@@ -22,6 +24,26 @@
 //! assert_eq!(release, Release::Released);
 //! # Ok::<(), redisync::Error>(())
 //! ```
+//!
+//! # Schema (Redisson 3.x wire format)
+//!
+//! | object | key | type | contents | TTL | channel | messages |
+//! |---|---|---|---|---|---|---|
+//! | reentrant lock | `name` | hash | field `<client uuid>:<thread>` = hold count | the lease; reset on every acquire and renewal | `redisson_lock__channel:{name}` | `0` = unlocked |
+//! | fenced-lock tokens | `redisson_lock_token:{name}` | string | the last fencing token handed out (`INCR` on every acquisition of the lock `name`, then raised to the server clock in µs if below it) | none | as the reentrant lock | as the reentrant lock |
+//! | unlock latch | `redisson_unlock_latch:{name}:<request id>` | string | `0` still held, `1` released | a few seconds | | |
+//! | fair lock | `name` | hash | as the reentrant lock | the lease | per waiter: `redisson_lock__channel:{name}:<waiter id>` | `0` = your turn |
+//! | fair-lock queue | `redisson_lock_queue:{name}` | list | waiter ids, FIFO | none | | |
+//! | fair-lock slots | `redisson_lock_timeout:{name}` | zset | waiter id, score = slot deadline (ms, client clock) | none | | |
+//! | read-write lock | `name` | hash | `mode` = `read`/`write`; `<holder>` = read holds; `<holder>:write` = write holds | longest hold | `redisson_rwlock:{name}` | `0` = unlocked (wakes one), `1` = read-unlock (wakes all) |
+//! | read hold n | `{name}:<holder>:rwlock_timeout:<n>` | string | `1` | the hold's lease | | |
+//! | semaphore | `name` | string | available permits (absent = 0, may go negative) | none | `redisson_sc:{name}` | the new permit count (wakes up to that many) |
+//! | permit-expirable semaphore | `name`; `{name}:timeout` | string; zset | available permits; permit id → lease end (ms, client clock) | none | `redisson_sc:{name}` | the new permit count |
+//! | count-down latch | `name` | string | the count (deleted at zero) | none | `redisson_countdownlatch__channel__{name}` | `0` = opened (wakes all), `1` = new count |
+//!
+//! Every auxiliary key and channel carries the `{name}` hash tag, so one
+//! primitive's keys share a Redis Cluster slot (see `keys.rs`). The
+//! barrier (redisync only) has its own table, in [`barrier`].
 
 use std::time::Duration;
 

@@ -3,18 +3,111 @@
 //! and the writer's `:write` field. The write half renews with
 //! [`super::lock::renew`] on its `:write` field.
 
-use super::lock::{Undo, acquire_outcome, release_outcome, undo_outcome};
+use std::time::Duration;
+
+use super::lock::{Acquire, Release, Undo, acquire_outcome, release_outcome, undo_outcome};
 use super::{
     ROLLBACK_LATCH_MS, any_one, int, is_one, is_some, part, rollback_latch, run, script,
     ttl_from_pttl,
 };
-use crate::backend::{
-    Acquire, Effect, LockBackend, Release, Reply, Resend, RwLockKeys, RwLockState, RwMode,
-    ScriptCall,
-};
+use crate::backend::{Effect, LockBackend, Reply, Resend, ScriptCall};
 use crate::error::check_ms;
 use crate::keys::{READ_UNLOCK_MESSAGE, UNLOCK_MESSAGE};
 use crate::{Error, Result};
+
+/// The keys and fields of one holder on one read-write lock, in Redisson's
+/// format; built by the library.
+///
+/// ```
+/// let keys = redisync::ops::rw_lock::RwLockKeys {
+///     name: "doc",
+///     channel: "redisson_rwlock:{doc}",
+///     holder: "c1:7",
+///     write_field: "c1:7:write",
+///     timeout_prefix: "{doc}:c1:7:rwlock_timeout",
+///     key_prefix: "{doc}",
+/// };
+/// assert_eq!(keys.write_field, "c1:7:write");
+/// ```
+#[derive(Debug, Clone, Copy)]
+pub struct RwLockKeys<'a> {
+    /// The lock hash: `name`.
+    pub name: &'a str,
+    /// The channel of both halves: `redisson_rwlock:{name}`.
+    pub channel: &'a str,
+    /// The holder's read field: `<client uuid>:<thread>`.
+    pub holder: &'a str,
+    /// The holder's write field: `<client uuid>:<thread>:write`.
+    pub write_field: &'a str,
+    /// This holder's read-hold keys are `<timeout_prefix>:<n>`:
+    /// `{name}:<holder>:rwlock_timeout`.
+    pub timeout_prefix: &'a str,
+    /// Any holder's read-hold keys are
+    /// `<key_prefix>:<field>:rwlock_timeout:<n>`: `{name}`.
+    pub key_prefix: &'a str,
+}
+
+/// Which half of a read-write lock.
+///
+/// ```
+/// assert_eq!(redisync::ops::rw_lock::RwMode::Read.as_str(), "read");
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum RwMode {
+    /// Shared: many holders.
+    Read,
+    /// Exclusive: one holder.
+    Write,
+}
+
+impl RwMode {
+    /// The value of the hash's `mode` field.
+    ///
+    /// ```
+    /// assert_eq!(redisync::ops::rw_lock::RwMode::Write.as_str(), "write");
+    /// ```
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RwMode::Read => "read",
+            RwMode::Write => "write",
+        }
+    }
+}
+
+/// A snapshot of a read-write lock, read in one round trip.
+///
+/// ```
+/// let state = redisync::ops::rw_lock::RwLockState::default();
+/// assert!(state.mode.is_none());
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub struct RwLockState {
+    /// The mode it is held in; `None` when free.
+    pub mode: Option<RwMode>,
+    /// The asked field's hold count (0 if none).
+    pub hold_count: u64,
+    /// The remaining time to live; `None` when free or without expiry.
+    pub ttl: Option<Duration>,
+}
+
+impl RwLockState {
+    /// A snapshot.
+    ///
+    /// ```
+    /// use redisync::ops::rw_lock::{RwLockState, RwMode};
+    /// let state = RwLockState::new(Some(RwMode::Read), 1, None);
+    /// assert_eq!(state.mode, Some(RwMode::Read));
+    /// ```
+    pub fn new(mode: Option<RwMode>, hold_count: u64, ttl: Option<Duration>) -> Self {
+        RwLockState {
+            mode,
+            hold_count,
+            ttl,
+        }
+    }
+}
 
 script!(
     /// KEYS lock, timeout prefix; ARGV lease ms, holder, write field. nil =
@@ -82,7 +175,8 @@ const CALLER_READS: i64 = -3;
 /// type.
 ///
 /// ```
-/// use redisync::backend::{Acquire, RwLockKeys};
+/// use redisync::ops::lock::Acquire;
+/// use redisync::ops::rw_lock::RwLockKeys;
 /// let keys = RwLockKeys {
 ///     name: "doc:rw", channel: "redisson_rwlock:{doc:rw}", holder: "c1:1",
 ///     write_field: "c1:1:write", timeout_prefix: "{doc:rw}:c1:1:rwlock_timeout",
@@ -112,7 +206,8 @@ pub fn read_acquire<B: LockBackend + ?Sized>(
 /// already undone.
 ///
 /// ```
-/// use redisync::backend::{Acquire, RwLockKeys};
+/// use redisync::ops::lock::Acquire;
+/// use redisync::ops::rw_lock::RwLockKeys;
 /// let keys = RwLockKeys {
 ///     name: "doc:rw-rec", channel: "redisson_rwlock:{doc:rw-rec}", holder: "c1:1",
 ///     write_field: "c1:1:write", timeout_prefix: "{doc:rw-rec}:c1:1:rwlock_timeout",
@@ -174,7 +269,7 @@ fn read_acquire_with<B: LockBackend + ?Sized>(
 /// A store failure; `InvalidArgument` for a bad lease.
 ///
 /// ```
-/// use redisync::backend::RwLockKeys;
+/// use redisync::ops::rw_lock::RwLockKeys;
 /// use redisync::ops::{lock::Undo, rw_lock};
 /// let keys = RwLockKeys {
 ///     name: "doc:rw-undo", channel: "redisson_rwlock:{doc:rw-undo}", holder: "c1:1",
@@ -272,7 +367,8 @@ fn undo_read_acquire(call: &ScriptCall<'_>, _: &Reply) -> ScriptCall<'static> {
 /// on a wrong type.
 ///
 /// ```
-/// use redisync::backend::{Acquire, RwLockKeys};
+/// use redisync::ops::lock::Acquire;
+/// use redisync::ops::rw_lock::RwLockKeys;
 /// let keys = RwLockKeys {
 ///     name: "doc:rw-w", channel: "redisson_rwlock:{doc:rw-w}", holder: "c1:1",
 ///     write_field: "c1:1:write", timeout_prefix: "{doc:rw-w}:c1:1:rwlock_timeout",
@@ -301,7 +397,8 @@ pub fn write_acquire<B: LockBackend + ?Sized>(
 /// attempt already undone.
 ///
 /// ```
-/// use redisync::backend::{Acquire, RwLockKeys};
+/// use redisync::ops::lock::Acquire;
+/// use redisync::ops::rw_lock::RwLockKeys;
 /// let keys = RwLockKeys {
 ///     name: "doc:rw-wrec", channel: "redisson_rwlock:{doc:rw-wrec}", holder: "c1:1",
 ///     write_field: "c1:1:write", timeout_prefix: "{doc:rw-wrec}:c1:1:rwlock_timeout",
@@ -366,7 +463,7 @@ fn write_acquire_with<B: LockBackend + ?Sized>(
 /// A store failure; `InvalidArgument` for a bad lease.
 ///
 /// ```
-/// use redisync::backend::RwLockKeys;
+/// use redisync::ops::rw_lock::RwLockKeys;
 /// use redisync::ops::{lock::Undo, rw_lock};
 /// let keys = RwLockKeys {
 ///     name: "doc:rw-wundo", channel: "redisson_rwlock:{doc:rw-wundo}", holder: "c1:1",
@@ -460,7 +557,8 @@ fn undo_write_acquire(call: &ScriptCall<'_>, _: &Reply) -> ScriptCall<'static> {
 /// another type.
 ///
 /// ```
-/// use redisync::backend::{Release, RwLockKeys};
+/// use redisync::ops::lock::Release;
+/// use redisync::ops::rw_lock::RwLockKeys;
 /// let keys = RwLockKeys {
 ///     name: "doc:rw-r", channel: "redisson_rwlock:{doc:rw-r}", holder: "c1:1",
 ///     write_field: "c1:1:write", timeout_prefix: "{doc:rw-r}:c1:1:rwlock_timeout",
@@ -521,7 +619,8 @@ fn read_release_call<'a>(
 /// holds another type.
 ///
 /// ```
-/// use redisync::backend::{Release, RwLockKeys};
+/// use redisync::ops::lock::Release;
+/// use redisync::ops::rw_lock::RwLockKeys;
 /// let keys = RwLockKeys {
 ///     name: "doc:rw-wr", channel: "redisson_rwlock:{doc:rw-wr}", holder: "c1:1",
 ///     write_field: "c1:1:write", timeout_prefix: "{doc:rw-wr}:c1:1:rwlock_timeout",
@@ -604,7 +703,7 @@ fn write_release_call<'a>(
 /// type.
 ///
 /// ```
-/// use redisync::backend::RwLockKeys;
+/// use redisync::ops::rw_lock::RwLockKeys;
 /// let keys = RwLockKeys {
 ///     name: "doc:rw-renew", channel: "redisson_rwlock:{doc:rw-renew}", holder: "c1:1",
 ///     write_field: "c1:1:write", timeout_prefix: "{doc:rw-renew}:c1:1:rwlock_timeout",
@@ -639,7 +738,7 @@ pub fn read_renew<B: LockBackend + ?Sized>(
 /// A store failure, a bad lease, or `Protocol` if a name holds another type.
 ///
 /// ```
-/// use redisync::backend::RwLockKeys;
+/// use redisync::ops::rw_lock::RwLockKeys;
 /// let keys = RwLockKeys {
 ///     name: "doc:rw-batch", channel: "redisson_rwlock:{doc:rw-batch}", holder: "c1:1",
 ///     write_field: "c1:1:write", timeout_prefix: "{doc:rw-batch}:c1:1:rwlock_timeout",
@@ -680,7 +779,7 @@ pub fn read_renew_many<B: LockBackend + ?Sized>(
 /// A store failure, or `Protocol` if the key holds another type.
 ///
 /// ```
-/// use redisync::backend::{RwLockKeys, RwMode};
+/// use redisync::ops::rw_lock::{RwLockKeys, RwMode};
 /// let keys = RwLockKeys {
 ///     name: "doc:rw-force", channel: "redisson_rwlock:{doc:rw-force}", holder: "",
 ///     write_field: ":write", timeout_prefix: "{doc:rw-force}::rwlock_timeout",
@@ -716,7 +815,7 @@ pub fn force_release<B: LockBackend + ?Sized>(
 /// A store failure, or `Protocol` if the key holds another type.
 ///
 /// ```
-/// use redisync::backend::RwLockKeys;
+/// use redisync::ops::rw_lock::RwLockKeys;
 /// let keys = RwLockKeys {
 ///     name: "doc:rw-del", channel: "redisson_rwlock:{doc:rw-del}", holder: "c1:1",
 ///     write_field: "c1:1:write", timeout_prefix: "{doc:rw-del}:c1:1:rwlock_timeout",

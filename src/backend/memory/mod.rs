@@ -41,8 +41,7 @@
 //!   and [`MemoryBackend::dump`] (every live key with its value and TTL).
 //!
 //! ```
-//! use redisync::backend::{Acquire, Release};
-//! use redisync::ops::lock;
+//! use redisync::ops::lock::{self, Acquire, Release};
 //! let backend = redisync::MemoryBackend::new();
 //! let other_process = backend.clone();
 //! assert_eq!(lock::acquire(&backend, "doc:memory", "c1:1", 30_000)?, Acquire::Acquired);
@@ -101,7 +100,7 @@ mod pubsub;
 ///   (like `SET`, to provoke `WRONGTYPE`) and [`dump`](Self::dump).
 ///
 /// ```
-/// use redisync::backend::Acquire;
+/// use redisync::ops::lock::Acquire;
 /// let backend = redisync::MemoryBackend::new();
 /// let shared = backend.clone();
 /// assert_eq!(redisync::ops::lock::acquire(&backend, "doc:backend", "c1:1", 30_000)?, Acquire::Acquired);

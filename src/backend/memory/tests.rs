@@ -7,13 +7,14 @@
 use std::thread;
 
 use super::*;
-use crate::backend::{
-    Acquire, Effect, ExpirableKeys, FairLockKeys, FencedAcquire, LockState, Message, Release,
-    Resend, RwLockKeys, RwLockState, RwMode, Script,
-};
+use crate::backend::{Effect, Message, Resend, Script};
 use crate::error::MAX_LEASE_MS;
 use crate::keys::LATCH_NEW_COUNT_MESSAGE;
 use crate::ops;
+use crate::ops::expirable::ExpirableKeys;
+use crate::ops::fair_lock::FairLockKeys;
+use crate::ops::lock::{Acquire, FencedAcquire, LockState, Release};
+use crate::ops::rw_lock::{RwLockKeys, RwLockState, RwMode};
 
 /// The operations under the names the Rust port had, so its tests read as
 /// they did.

@@ -4,6 +4,14 @@
 //! exactly one Lua script (EVALSHA, reloaded on NOSCRIPT). Pub/sub gets a
 //! dedicated connection per session, outside the pool, because a subscribed
 //! connection cannot run other commands.
+//!
+//! Everything only Redis needs lives under this module, beside the run
+//! path: `pool` (where connections go, the r2d2 manager, validation),
+//! `errors` (the `redis` crate's errors to ours), `pubsub`, `options`
+//! ([`RedisOptions`]), `deployment` ([`Deployment`]), `connect` (one
+//! connection within a bound), `naming` (`CLIENT SETNAME`), `tls`,
+//! `sentinel` (feature `sentinel`), `replication` (replica
+//! acknowledgement) and `cluster` (feature `cluster`).
 
 use std::fmt;
 use std::sync::Arc;
@@ -18,16 +26,30 @@ use self::errors::{
 };
 use self::pool::{Conn, IDLE_VALIDATION, Manager, Target};
 use self::pubsub::RedisPubSub;
-use super::{
-    Effect, LockBackend, PubSubConnection, RedisOptions, ReplicaAcknowledgement, ReplicaShortfall,
-    Reply, Resend, ScriptCall, ServerReply,
-};
+use super::{Effect, LockBackend, PubSubConnection, Reply, Resend, ScriptCall, ServerReply};
 use crate::event::{EventHandler, LoggingEventHandler, ReplicaShortfallEvent};
 use crate::{Error, Result};
 
+#[cfg(feature = "cluster")]
+mod cluster;
+mod connect;
+mod deployment;
 mod errors;
+pub(crate) mod naming;
+mod options;
 mod pool;
 mod pubsub;
+mod replication;
+#[cfg(feature = "sentinel")]
+mod sentinel;
+mod tls;
+
+pub use self::deployment::Deployment;
+pub use self::options::RedisOptions;
+pub use self::replication::{ReplicaAcknowledgement, ReplicaShortfall};
+#[cfg(feature = "sentinel")]
+#[cfg_attr(docsrs, doc(cfg(feature = "sentinel")))]
+pub use self::sentinel::SentinelConfig;
 
 /// The thread pool in which the r2d2 pool opens connections and reaps
 /// idle ones: one thread, owned by this pool alone, that ends as soon as
@@ -146,7 +168,7 @@ impl RedisBackend {
         options.validate()?;
         let options = options.named();
         // No error quotes the URL: it may hold a password.
-        let client = super::tls::open_client(url, &options.tls)?;
+        let client = self::tls::open_client(url, &options.tls)?;
         let address = redacted_address(client.get_connection_info());
         Self::open_target(Target::Direct(client), address, options)
     }
@@ -155,7 +177,7 @@ impl RedisBackend {
     /// `master_name`, found through the sentinels at `sentinel_urls`
     /// (`redis://[:password@]host:port`, or `rediss://` for TLS to the
     /// sentinels and the master with the system's roots; see
-    /// [`SentinelConfig`](super::SentinelConfig) for the TLS rule), with
+    /// [`SentinelConfig`](SentinelConfig) for the TLS rule), with
     /// default [`RedisOptions`].
     /// Every new connection asks the sentinels again, so after a failover
     /// the backend follows the master; connections still open to the old
@@ -184,7 +206,7 @@ impl RedisBackend {
         I::Item: AsRef<str>,
     {
         Self::open_sentinel_with(
-            &super::SentinelConfig::new(master_name, sentinel_urls),
+            &SentinelConfig::new(master_name, sentinel_urls),
             RedisOptions::default(),
         )
     }
@@ -199,7 +221,7 @@ impl RedisBackend {
     /// when the sentinels are `rediss://` or TLS options are given. The TLS
     /// options ([`RedisOptions::tls_root_certificate`],
     /// [`RedisOptions::tls_client_certificate`]) apply to the sentinels and
-    /// to the master alike. See [`SentinelConfig`](super::SentinelConfig).
+    /// to the master alike. See [`SentinelConfig`](SentinelConfig).
     ///
     /// # Errors
     /// As [`open_sentinel`](Self::open_sentinel), plus `InvalidArgument` for
@@ -232,13 +254,10 @@ impl RedisBackend {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     #[cfg(feature = "sentinel")]
-    pub fn open_sentinel_with(
-        config: &super::SentinelConfig,
-        options: RedisOptions,
-    ) -> Result<Self> {
+    pub fn open_sentinel_with(config: &SentinelConfig, options: RedisOptions) -> Result<Self> {
         options.validate()?;
         let options = options.named();
-        let target = super::sentinel::SentinelTarget::new(
+        let target = self::sentinel::SentinelTarget::new(
             config,
             &options.tls,
             options.connection_timeout,
@@ -314,7 +333,7 @@ impl RedisBackend {
             .into_iter()
             .map(|url| url.as_ref().to_owned())
             .collect();
-        let target = super::cluster::ClusterTarget::new(&urls, &options)?;
+        let target = self::cluster::ClusterTarget::new(&urls, &options)?;
         let address = target.description().to_owned();
         Self::open_target(Target::Cluster(target), address, options)
     }
@@ -559,7 +578,7 @@ impl RedisBackend {
         };
         #[cfg(feature = "cluster")]
         if self.target.is_cluster() {
-            return super::connect::open_within(timeout, move || manager.connect().map(drop));
+            return self::connect::open_within(timeout, move || manager.connect().map(drop));
         }
         let _ = timeout;
         manager.connect().map(drop)
@@ -629,7 +648,7 @@ impl RedisBackend {
         let (reply, shortfall) = self.run_acknowledged(call)?;
         match (shortfall, &self.options.replica_ack) {
             (Some(acknowledged), Some(ack)) if ack.shortfall() != ReplicaShortfall::Keep => {
-                Err(super::replication::shortfall_error(
+                Err(self::replication::shortfall_error(
                     call.script().operation(),
                     call_name(call),
                     &self.address,
@@ -667,8 +686,8 @@ impl RedisBackend {
             // The undo is not acknowledged itself: it only gives back.
             let undo = undo(call, &reply);
             self.invoke(&undo)?;
-            if attempt >= super::replication::ACQUIRE_ATTEMPTS {
-                return Err(super::replication::shortfall_error(
+            if attempt >= self::replication::ACQUIRE_ATTEMPTS {
+                return Err(self::replication::shortfall_error(
                     call.script().operation(),
                     call_name(call),
                     &self.address,
@@ -789,7 +808,7 @@ impl RedisBackend {
     #[cfg(feature = "cluster")]
     fn command_on_every_master(
         &self,
-        target: &super::cluster::ClusterTarget,
+        target: &self::cluster::ClusterTarget,
         op: &str,
         cmd: &redis::Cmd,
     ) -> Result<Vec<ServerReply>> {
@@ -913,7 +932,7 @@ impl LockBackend for RedisBackend {
         };
         #[cfg(feature = "cluster")]
         if let Target::Cluster(target) = &self.target {
-            let mut pubsub = super::cluster::ClusterPubSub::new(target, &self.address)?;
+            let mut pubsub = self::cluster::ClusterPubSub::new(target, &self.address)?;
             return session(&mut pubsub);
         }
         let (mut conn, epoch) = manager.connect_single().map_err(|err| {
@@ -939,7 +958,7 @@ impl LockBackend for RedisBackend {
     fn slot_of(&self, key: &str) -> Option<u16> {
         #[cfg(feature = "cluster")]
         if let Target::Cluster(_) = &self.target {
-            return Some(super::cluster::slot(key.as_bytes()));
+            return Some(self::cluster::slot(key.as_bytes()));
         }
         let _ = key;
         None

@@ -10,7 +10,7 @@ use redis::{ConnectionLike, RedisError, RedisResult};
 
 use super::errors::is_read_only;
 use crate::backend::RedisOptions;
-use crate::backend::connect::connect_within;
+use crate::backend::redis::connect::connect_within;
 
 /// Where connections go: one fixed server, (feature `sentinel`) the
 /// current master of a Sentinel-monitored group, or (feature `cluster`) a
@@ -22,9 +22,9 @@ use crate::backend::connect::connect_within;
 pub(super) enum Target {
     Direct(redis::Client),
     #[cfg(feature = "sentinel")]
-    Sentinel(Arc<crate::backend::sentinel::SentinelTarget>),
+    Sentinel(Arc<crate::backend::redis::sentinel::SentinelTarget>),
     #[cfg(feature = "cluster")]
-    Cluster(Arc<crate::backend::cluster::ClusterTarget>),
+    Cluster(Arc<crate::backend::redis::cluster::ClusterTarget>),
 }
 
 impl Target {
@@ -102,7 +102,7 @@ impl Target {
 pub(super) enum Link {
     Single(redis::Connection),
     #[cfg(feature = "cluster")]
-    Cluster(Box<crate::backend::cluster::RoutedConnection>),
+    Cluster(Box<crate::backend::redis::cluster::RoutedConnection>),
 }
 
 impl Link {
@@ -185,7 +185,7 @@ impl Conn {
     pub(super) fn window_end(&self) -> i64 {
         #[cfg(feature = "cluster")]
         if let Link::Cluster(_) = self.conn {
-            return crate::backend::cluster::NODE_WINDOW;
+            return crate::backend::redis::cluster::NODE_WINDOW;
         }
         self.clock_offset_ms.map_or(0, |offset| {
             crate::backend::script::window_end(offset, self.read_timeout)

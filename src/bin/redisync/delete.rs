@@ -5,7 +5,8 @@
 
 use std::process::ExitCode;
 
-use redisync::backend::{FairLockKeys, LockBackend};
+use redisync::backend::LockBackend;
+use redisync::ops::fair_lock::FairLockKeys;
 use redisync::{Client, Inspection, ObjectKind};
 use serde_json::json;
 

@@ -6,7 +6,7 @@
 
 use std::process::ExitCode;
 
-use redisync::backend::RwMode;
+use redisync::ops::rw_lock::RwMode;
 use redisync::{Client, Inspection, ObjectKind};
 use serde_json::json;
 

@@ -1,4 +1,5 @@
-//! Redis Cluster (feature `cluster`): routed scripts and sharded pub/sub.
+//! Redis Cluster (feature `cluster`), a part of the Redis backend: routed
+//! scripts and sharded pub/sub.
 //!
 //! Commands go through the `redis` crate's blocking cluster connection (one
 //! per pooled connection), wrapped by [`RoutedConnection`] (see
@@ -8,7 +9,7 @@
 //! slot map until it is told otherwise, so after a master is killed it
 //! would go on asking the dead address: a cluster connection that failed
 //! with anything but a server reply is discarded by the pool
-//! (`Target::discards_after` in `redis/pool.rs`), and its replacement reads the
+//! (`Target::discards_after` in `backend/redis/pool.rs`), and its replacement reads the
 //! slot map afresh, from the seeds or, when none answers, from the nodes
 //! the last connection saw. A NOSCRIPT reply makes `Script::invoke` send
 //! `SCRIPT LOAD`, which the cluster connection routes to every master,
@@ -45,8 +46,8 @@
 //!
 //! | module | job | uses |
 //! |---|---|---|
-//! | `slots` | a key's hash slot (CRC16 of its hash tag) | nothing |
-//! | `discovery` | the seeds, the slot map, the nodes seen last; fresh routed connections | `routing` |
+//! | `slots` | a key's hash slot (CRC16 of its hash tag); reading a `CLUSTER SLOTS` reply | nothing |
+//! | `discovery` | the seeds, the slot map (read with `CLUSTER SLOTS`), the nodes seen last; fresh routed connections | `routing`, `slots` |
 //! | `routing` | each script to its slot's master, at most once, its window in that node's clock | `slots`, a [`SlotMapSource`] |
 //! | `pubsub` | sharded pub/sub on every master | `discovery` (the slot map), `slots` |
 

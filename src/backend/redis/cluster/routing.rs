@@ -130,7 +130,7 @@ impl RoutedConnection {
     /// Takes the slot map a `CLUSTER SLOTS` reply gives (an empty host is
     /// `seed_host`): scripts go to the masters it names.
     pub(crate) fn set_slot_map(&mut self, reply: &Value, seed_host: &str) {
-        let mut slots = super::discovery::parse_slot_owners(reply, seed_host);
+        let mut slots = super::slots::parse_slot_owners(reply, seed_host);
         slots.sort_by_key(|(start, _, _)| *start);
         self.slots = slots;
         self.moved.clear();
@@ -244,7 +244,7 @@ impl RoutedConnection {
         slots_cmd.arg("SLOTS");
         let slots = self.conn.req_command(&slots_cmd)?;
         let mut masters: Vec<String> = Vec::new();
-        for range in super::discovery::parse_slots(&slots, seed_host) {
+        for range in super::slots::parse_slots(&slots, seed_host) {
             if !masters.contains(&range.node) {
                 masters.push(range.node);
             }
@@ -272,7 +272,7 @@ impl RoutedConnection {
     /// deadline if there is one.
     fn fresh_connection(&self) -> RedisResult<ClusterConnection> {
         let target = Arc::clone(&self.target);
-        crate::backend::connect::open_within(
+        crate::backend::redis::connect::open_within(
             crate::deadline::cap(self.target.connection_timeout()),
             move || target.cluster_connection(),
         )

@@ -9,6 +9,7 @@ use redis::cluster::{ClusterClient, ClusterConnection};
 use redis::{ConnectionAddr, ConnectionInfo, IntoConnectionInfo, RedisError, Value};
 
 use super::routing::{RoutedConnection, SlotMapSource};
+use super::slots::{SlotRange, parse_nodes, parse_slots};
 use crate::backend::RedisOptions;
 use crate::{Error, Result};
 
@@ -26,7 +27,7 @@ pub(crate) struct ClusterTarget {
     pub(super) response_timeout: Duration,
     pub(super) description: String,
     /// The name of every connection (`CLIENT SETNAME`), see `naming`.
-    pub(super) connection_name: Option<Arc<crate::backend::naming::ConnectionName>>,
+    pub(super) connection_name: Option<Arc<crate::backend::redis::naming::ConnectionName>>,
     /// With `rediss://` seeds: the rustls configuration of our own pub/sub
     /// sockets, and the certificates (if any were set) of the plain
     /// `redis::Client` that reads the slot map.
@@ -42,7 +43,7 @@ impl ClusterTarget {
         let mut seeds = Vec::with_capacity(urls.len());
         let mut first_is_tls = None;
         for (index, url) in urls.iter().enumerate() {
-            crate::backend::tls::require_tls_feature("cluster_urls", url)?;
+            crate::backend::redis::tls::require_tls_feature("cluster_urls", url)?;
             // No error quotes the URL: it may hold a password.
             let info = url.as_str().into_connection_info().map_err(|err| {
                 Error::invalid(
@@ -108,7 +109,7 @@ impl ClusterTarget {
             // The crate derives every node's TLS from the seeds' scheme
             // (and the certificates given to `client_for`), for the nodes
             // it discovers too.
-            let provider = crate::backend::tls::crypto_provider();
+            let provider = crate::backend::redis::tls::crypto_provider();
             let certificates = if options.tls.is_set() {
                 Some(options.tls.certificates(&provider)?)
             } else {
@@ -388,7 +389,8 @@ impl ClusterTarget {
         };
         #[cfg(not(feature = "tls"))]
         let client = redis::Client::open(seed.clone())?;
-        let mut conn = crate::backend::connect::connect_within(&client, self.connection_timeout)?;
+        let mut conn =
+            crate::backend::redis::connect::connect_within(&client, self.connection_timeout)?;
         conn.set_read_timeout(Some(self.response_timeout))?;
         conn.set_write_timeout(Some(self.response_timeout))?;
         self.name_connection(&mut conn, &seed.addr().to_string())?;
@@ -449,107 +451,6 @@ pub(super) type Certificates = redis::TlsCertificates;
 #[cfg(not(feature = "tls"))]
 pub(super) type Certificates = std::convert::Infallible;
 
-/// Slots `start..=end` served by the master at `node` (`host:port`).
-#[derive(Debug, Clone)]
-pub(super) struct SlotRange {
-    pub(super) start: u16,
-    pub(super) end: u16,
-    pub(super) node: String,
-}
-
-/// Reads a `CLUSTER SLOTS` reply: `[[start, end, [host, port, id, ...],
-/// replicas...], ...]`. An empty host means the node's own (the seed's).
-pub(super) fn parse_slots(reply: &Value, seed_host: &str) -> Vec<SlotRange> {
-    let mut ranges = Vec::new();
-    let Value::Array(items) = reply else {
-        return ranges;
-    };
-    for item in items {
-        let Value::Array(fields) = item else { continue };
-        let (Some(Value::Int(start)), Some(Value::Int(end)), Some(Value::Array(master))) =
-            (fields.first(), fields.get(1), fields.get(2))
-        else {
-            continue;
-        };
-        let Some((host, port)) = node_entry(master, seed_host) else {
-            continue;
-        };
-        let (Ok(start), Ok(end)) = (u16::try_from(*start), u16::try_from(*end)) else {
-            continue;
-        };
-        let node = if host.contains(':') {
-            format!("[{host}]:{port}")
-        } else {
-            format!("{host}:{port}")
-        };
-        ranges.push(SlotRange { start, end, node });
-    }
-    ranges
-}
-
-/// The masters of a `CLUSTER SLOTS` reply: each range's first and last
-/// slot and its master's host (an empty one is `seed_host`) and port.
-pub(super) fn parse_slot_owners(reply: &Value, seed_host: &str) -> Vec<(u16, u16, (String, u16))> {
-    let Value::Array(items) = reply else {
-        return Vec::new();
-    };
-    items
-        .iter()
-        .filter_map(|item| {
-            let Value::Array(fields) = item else {
-                return None;
-            };
-            let (Some(Value::Int(start)), Some(Value::Int(end)), Some(Value::Array(master))) =
-                (fields.first(), fields.get(1), fields.get(2))
-            else {
-                return None;
-            };
-            let node = node_entry(master, seed_host)?;
-            Some((u16::try_from(*start).ok()?, u16::try_from(*end).ok()?, node))
-        })
-        .collect()
-}
-
-/// Every node (masters and replicas) a `CLUSTER SLOTS` reply names, once
-/// each, as host and port.
-pub(super) fn parse_nodes(reply: &Value, seed_host: &str) -> Vec<(String, u16)> {
-    let mut nodes: Vec<(String, u16)> = Vec::new();
-    let Value::Array(items) = reply else {
-        return nodes;
-    };
-    for item in items {
-        let Value::Array(fields) = item else { continue };
-        for field in fields.iter().skip(2) {
-            let Value::Array(entry) = field else { continue };
-            if let Some(node) = node_entry(entry, seed_host)
-                && !nodes.contains(&node)
-            {
-                nodes.push(node);
-            }
-        }
-    }
-    nodes
-}
-
-/// The host and port of one node entry of a `CLUSTER SLOTS` range
-/// (`[host, port, id, ...]`); an empty or unknown host is the seed's.
-pub(super) fn node_entry(entry: &[Value], seed_host: &str) -> Option<(String, u16)> {
-    let host = match entry.first()? {
-        Value::BulkString(bytes) => String::from_utf8_lossy(bytes).into_owned(),
-        Value::SimpleString(text) => text.clone(),
-        _ => return None,
-    };
-    let host = if host.is_empty() || host == "?" {
-        seed_host.to_owned()
-    } else {
-        host
-    };
-    let Some(Value::Int(port)) = entry.get(1) else {
-        return None;
-    };
-    Some((host, u16::try_from(*port).ok()?))
-}
-
 impl SlotMapSource for ClusterTarget {
     fn cluster_connection(&self) -> std::result::Result<ClusterConnection, RedisError> {
         ClusterTarget::cluster_connection(self)
@@ -571,38 +472,6 @@ impl SlotMapSource for ClusterTarget {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    pub(super) fn slot_map_reply_is_read() {
-        let node = |host: &str, port: i64| {
-            Value::Array(vec![
-                Value::BulkString(host.as_bytes().to_vec()),
-                Value::Int(port),
-                Value::BulkString(b"id".to_vec()),
-            ])
-        };
-        let reply = Value::Array(vec![
-            Value::Array(vec![
-                Value::Int(0),
-                Value::Int(5460),
-                node("10.0.0.1", 7000),
-            ]),
-            Value::Array(vec![
-                Value::Int(5461),
-                Value::Int(16383),
-                node("", 7001),
-                node("10.0.0.2", 7004),
-            ]),
-        ]);
-        let owners = parse_slot_owners(&reply, "127.0.0.1");
-        assert_eq!(owners[1], (5461, 16383, ("127.0.0.1".to_owned(), 7001)));
-        assert_eq!(owners[0].2, ("10.0.0.1".to_owned(), 7000));
-        let ranges = parse_slots(&reply, "127.0.0.1");
-        assert_eq!(ranges.len(), 2);
-        assert_eq!(ranges[0].node, "10.0.0.1:7000");
-        assert_eq!((ranges[1].start, ranges[1].end), (5461, 16383));
-        assert_eq!(ranges[1].node, "127.0.0.1:7001");
-    }
 
     pub(super) fn seeds_error(urls: &[&str], options: &RedisOptions) -> Error {
         let urls: Vec<String> = urls.iter().map(|url| (*url).to_owned()).collect();

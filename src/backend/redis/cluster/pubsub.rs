@@ -11,8 +11,8 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::{Receiver, Sender};
 use redis::{Parser, Value};
 
-use super::discovery::{ClusterTarget, SlotRange};
-use super::slots::slot;
+use super::discovery::ClusterTarget;
+use super::slots::{SlotRange, slot};
 use crate::backend::{Message, PubSubConnection};
 use crate::{Error, Result};
 

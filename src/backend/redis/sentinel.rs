@@ -554,7 +554,7 @@ fn watch(weak: Weak<SentinelTarget>) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::backend::tls::TlsSettings;
+    use crate::backend::redis::tls::TlsSettings;
 
     fn target(urls: &[&str], tls: &TlsSettings) -> Result<Arc<SentinelTarget>> {
         let config = SentinelConfig::new("mymaster", urls);
