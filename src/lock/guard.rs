@@ -83,7 +83,8 @@ impl<H: GuardHolder> LockGuard<H> {
     }
 
     /// The fencing token of this acquisition: `Some` for a lock from
-    /// [`Client::fenced_lock`], `None` for every other kind.
+    /// [`Client::fenced_lock`](crate::Client::fenced_lock), `None` for every
+    /// other kind.
     ///
     /// Each acquisition of a fenced lock, reentrant ones included, gets a
     /// token greater than every token handed out before for that name, by
