@@ -43,6 +43,12 @@ pub use guard::LockGuard;
 /// competes with new arrivals from other clients (within one client, new
 /// arrivals let a woken waiter go first).
 ///
+/// `H` is who takes it: the calling thread ([`HolderIsTheThread`], the
+/// default; its guards are `!Send`), or an explicit [`LockOwner`] for a
+/// handle made by [`owned_by`](Lock::owned_by), an
+/// [`OwnedLock`](crate::OwnedLock) (`Lock<LockOwner>`, whose guards are
+/// `Send`). Both have the same acquire methods and guard type.
+///
 /// ```
 /// use std::time::Duration;
 /// # let client = redisync::Client::builder().backend(redisync::MemoryBackend::new()).build()?;
@@ -469,14 +475,11 @@ impl<H: GuardHolder> Lock<H> {
             .holder(holder::holder_id(&self.client.inner.id, thread))
     }
 
+    /// The lock's state as this handle's holder (the calling thread, or
+    /// the owner) sees it.
     fn state(&self) -> Result<crate::backend::LockState> {
-        self.state_of(H::of(&self.who).number())
-    }
-
-    /// The lock's state as holder `number` (a thread's or an owner's) sees it.
-    pub(crate) fn state_of(&self, number: u64) -> Result<crate::backend::LockState> {
         self.check_name()?;
-        let holder = self.holder(number);
+        let holder = self.holder(H::of(&self.who).number());
         self.keys.state(self.client.inner.backend.as_ref(), &holder)
     }
 }

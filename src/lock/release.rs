@@ -71,7 +71,11 @@ impl<H: GuardHolder> Lock<H> {
             );
         }
     }
+}
 
+// The rest acts on a guard's handle: a hold's release is the same whoever
+// holds it (the holder is in `holder`).
+impl Lock {
     /// A cleanup task: the release under `latch` (a repeat of one whose
     /// reply was lost returns that first outcome), then, when `drain` is
     /// set, further releases while the store still counts holds.
