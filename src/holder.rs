@@ -92,6 +92,15 @@ pub(crate) mod sealed {
         const EXPLICIT: bool;
         /// Its number, read on the acquiring thread.
         fn number(&self) -> u64;
+        /// What a [`Lock`](crate::Lock) handle of this kind keeps to
+        /// name its holder: nothing for the calling thread (so the handle
+        /// stays `Send + Sync`), the owner for an explicit one.
+        type Who: Clone + Send + Sync;
+        /// The holder a handle keeping `who` acquires for (on the
+        /// acquiring thread).
+        fn of(who: &Self::Who) -> Self;
+        /// The explicit owner `who` names, if any.
+        fn owner(who: &Self::Who) -> Option<&super::LockOwner>;
     }
 }
 
@@ -115,6 +124,13 @@ impl sealed::Sealed for HolderIsTheThread {
     fn number(&self) -> u64 {
         current_thread_number()
     }
+    type Who = ();
+    fn of(_: &()) -> Self {
+        HolderIsTheThread::new()
+    }
+    fn owner(_: &()) -> Option<&LockOwner> {
+        None
+    }
 }
 impl GuardHolder for HolderIsTheThread {}
 
@@ -122,6 +138,13 @@ impl sealed::Sealed for LockOwner {
     const EXPLICIT: bool = true;
     fn number(&self) -> u64 {
         self.number
+    }
+    type Who = LockOwner;
+    fn of(who: &LockOwner) -> Self {
+        who.clone()
+    }
+    fn owner(who: &LockOwner) -> Option<&LockOwner> {
+        Some(who)
     }
 }
 impl GuardHolder for LockOwner {}

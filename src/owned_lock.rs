@@ -1,19 +1,17 @@
-//! [`OwnedLock`]: a lock taken on behalf of an explicit [`LockOwner`]
-//! rather than the calling thread (Redisson's `lock(threadId)` /
-//! `unlockAsync(threadId)`), so that its guard can move between threads.
+//! What is owner-specific about a lock taken on behalf of an explicit
+//! [`LockOwner`] rather than the calling thread (Redisson's
+//! `lock(threadId)` / `unlockAsync(threadId)`), so that its guard can move
+//! between threads: the type names [`OwnedLock`] and [`OwnedLockGuard`],
+//! and the owner's own queries.
 //!
-//! Everything else is the [`Lock`]'s: the same keys, scripts, watchdog,
-//! waits and guard type; only the holder id's second half is the owner's
-//! number instead of the thread's, and the guard's hold counts are kept
-//! per owner instead of per thread.
+//! Everything else is the [`Lock`]'s (`src/lock/`): the same handle type,
+//! keys, scripts, watchdog, waits, acquire methods and guard type; only the
+//! holder id's second half is the owner's number instead of the thread's,
+//! and the guard's hold counts are kept per owner instead of per thread.
 
-use std::fmt;
-use std::time::Duration;
-
+use crate::Result;
 use crate::holder::LockOwner;
 use crate::lock::{Lock, LockGuard};
-use crate::wait::Wait;
-use crate::{Error, Result};
 
 /// A guard held by an explicit [`LockOwner`]: `Send`, so any thread may
 /// unlock it, extend it or drop it. Its methods are [`LockGuard`]'s.
@@ -29,7 +27,8 @@ use crate::{Error, Result};
 pub type OwnedLockGuard = LockGuard<LockOwner>;
 
 /// A [`Lock`] handle that takes the lock for an explicit [`LockOwner`];
-/// made by [`Lock::owned_by`]. Cheap to clone, `Send + Sync`.
+/// made by [`Lock::owned_by`]. Cheap to clone, `Send + Sync`. Its acquire
+/// methods are [`Lock`]'s, and return an [`OwnedLockGuard`].
 ///
 /// Reentrancy is per owner: taking it again for an owner that holds it
 /// re-enters, from whichever thread, and each hold needs its own release.
@@ -52,45 +51,9 @@ pub type OwnedLockGuard = LockGuard<LockOwner>;
 /// assert!(!lock.is_held()?);
 /// # Ok::<(), redisync::Error>(())
 /// ```
-#[derive(Clone)]
-#[must_use = "an owned-lock handle does nothing until you call lock() or try_lock() on it"]
-pub struct OwnedLock {
-    lock: Lock,
-    owner: LockOwner,
-}
+pub type OwnedLock = Lock<LockOwner>;
 
-impl fmt::Debug for OwnedLock {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("OwnedLock")
-            .field("name", &self.lock.name())
-            .field("owner", &self.owner.number())
-            .finish()
-    }
-}
-
-impl Lock {
-    /// This lock, taken on behalf of `owner` instead of the calling thread
-    /// (Redisson's `lock(threadId)`): its guard is `Send`.
-    ///
-    /// ```
-    /// # let client = redisync::Client::builder().backend(redisync::MemoryBackend::new()).build()?;
-    /// let owner = redisync::LockOwner::new();
-    /// let guard = client.lock("jobs").owned_by(&owner).lock()?;
-    /// assert!(!client.lock("jobs").is_held_by_current_thread()?); // the owner holds it
-    /// # drop(guard);
-    /// # Ok::<(), redisync::Error>(())
-    /// ```
-    #[doc(alias = "lockAsync")]
-    #[doc(alias = "unlockAsync")]
-    pub fn owned_by(&self, owner: &LockOwner) -> OwnedLock {
-        OwnedLock {
-            lock: self.clone(),
-            owner: owner.clone(),
-        }
-    }
-}
-
-impl OwnedLock {
+impl Lock<LockOwner> {
     /// The owner the lock is taken for.
     ///
     /// ```
@@ -100,7 +63,7 @@ impl OwnedLock {
     /// # Ok::<(), redisync::Error>(())
     /// ```
     pub fn owner(&self) -> &LockOwner {
-        &self.owner
+        &self.who
     }
 
     /// The plain handle (whose calls act for the calling thread).
@@ -111,101 +74,8 @@ impl OwnedLock {
     /// assert_eq!(lock.lock_handle().name(), "jobs");
     /// # Ok::<(), redisync::Error>(())
     /// ```
-    pub fn lock_handle(&self) -> &Lock {
-        &self.lock
-    }
-
-    /// Blocks until the owner holds the lock; the watchdog keeps the lease
-    /// alive until the guard is released, by whichever thread.
-    ///
-    /// # Errors
-    /// As [`Lock::lock`].
-    ///
-    /// ```
-    /// # let client = redisync::Client::builder().backend(redisync::MemoryBackend::new()).build()?;
-    /// let guard = client.lock("jobs").owned_by(&redisync::LockOwner::new()).lock()?;
-    /// # Ok::<(), redisync::Error>(())
-    /// ```
-    pub fn lock(&self) -> Result<OwnedLockGuard> {
-        self.acquire(Wait::Forever, None)?
-            .ok_or_else(|| Error::protocol("an unbounded wait ended without the lock"))
-    }
-
-    /// Blocks until the owner holds the lock with a fixed `lease` (no
-    /// watchdog).
-    ///
-    /// # Errors
-    /// As [`Lock::lock_with_lease`].
-    ///
-    /// ```
-    /// # use std::time::Duration;
-    /// # let client = redisync::Client::builder().backend(redisync::MemoryBackend::new()).build()?;
-    /// let lock = client.lock("jobs").owned_by(&redisync::LockOwner::new());
-    /// let guard = lock.lock_with_lease(Duration::from_secs(10))?;
-    /// # Ok::<(), redisync::Error>(())
-    /// ```
-    pub fn lock_with_lease(&self, lease: Duration) -> Result<OwnedLockGuard> {
-        self.acquire(Wait::Forever, Some(lease))?
-            .ok_or_else(|| Error::protocol("an unbounded wait ended without the lock"))
-    }
-
-    /// Takes the lock for the owner if it is free (or the owner holds it
-    /// already); never waits.
-    ///
-    /// # Errors
-    /// As [`Lock::try_lock`].
-    ///
-    /// ```
-    /// # let client = redisync::Client::builder().backend(redisync::MemoryBackend::new()).build()?;
-    /// let _mine = client.lock("jobs").lock()?;
-    /// let other = client.lock("jobs").owned_by(&redisync::LockOwner::new());
-    /// assert!(other.try_lock()?.is_none()); // this thread is another holder
-    /// # Ok::<(), redisync::Error>(())
-    /// ```
-    #[doc(alias = "tryLock")]
-    #[must_use = "a guard that is not bound is released at once: `if let Some(guard) = lock.try_lock()? { ... }`"]
-    pub fn try_lock(&self) -> Result<Option<OwnedLockGuard>> {
-        self.acquire(Wait::Never, None)
-    }
-
-    /// Waits up to `wait` for the lock. `Ok(None)` on timeout.
-    ///
-    /// # Errors
-    /// As [`Lock::try_lock_for`].
-    ///
-    /// ```
-    /// # use std::time::Duration;
-    /// # let client = redisync::Client::builder().backend(redisync::MemoryBackend::new()).build()?;
-    /// let lock = client.lock("jobs").owned_by(&redisync::LockOwner::new());
-    /// assert!(lock.try_lock_for(Duration::from_millis(100))?.is_some());
-    /// # Ok::<(), redisync::Error>(())
-    /// ```
-    #[doc(alias = "tryLock")]
-    #[must_use = "a guard that is not bound is released at once: `if let Some(guard) = lock.try_lock()? { ... }`"]
-    pub fn try_lock_for(&self, wait: Duration) -> Result<Option<OwnedLockGuard>> {
-        self.acquire(Wait::for_duration(wait), None)
-    }
-
-    /// Waits up to `wait` for the lock and takes it with a fixed `lease`.
-    ///
-    /// # Errors
-    /// As [`Lock::try_lock_for_with_lease`].
-    ///
-    /// ```
-    /// # use std::time::Duration;
-    /// # let client = redisync::Client::builder().backend(redisync::MemoryBackend::new()).build()?;
-    /// let lock = client.lock("jobs").owned_by(&redisync::LockOwner::new());
-    /// let guard = lock.try_lock_for_with_lease(Duration::from_secs(1), Duration::from_secs(5))?;
-    /// # Ok::<(), redisync::Error>(())
-    /// ```
-    #[doc(alias = "tryLock")]
-    #[must_use = "a guard that is not bound is released at once: `if let Some(guard) = lock.try_lock()? { ... }`"]
-    pub fn try_lock_for_with_lease(
-        &self,
-        wait: Duration,
-        lease: Duration,
-    ) -> Result<Option<OwnedLockGuard>> {
-        self.acquire(Wait::for_duration(wait), Some(lease))
+    pub fn lock_handle(&self) -> Lock {
+        self.plain()
     }
 
     /// Whether the owner holds the lock (Redisson's `isHeldByThread`).
@@ -225,27 +95,6 @@ impl OwnedLock {
     #[doc(alias = "isHeldByThread")]
     pub fn is_held(&self) -> Result<bool> {
         Ok(self.hold_count()? > 0)
-    }
-
-    /// How many times the owner holds the lock (0 if not at all).
-    ///
-    /// # Errors
-    /// As [`Lock::hold_count`].
-    ///
-    /// ```
-    /// # let client = redisync::Client::builder().backend(redisync::MemoryBackend::new()).build()?;
-    /// let lock = client.lock("jobs").owned_by(&redisync::LockOwner::new());
-    /// let outer = lock.lock()?;
-    /// let inner = std::thread::scope(|s| s.spawn(|| lock.lock()).join().unwrap())?;
-    /// assert_eq!(lock.hold_count()?, 2); // reentrant per owner, across threads
-    /// # Ok::<(), redisync::Error>(())
-    /// ```
-    pub fn hold_count(&self) -> Result<u64> {
-        Ok(self.lock.state_of(self.owner.number())?.hold_count)
-    }
-
-    fn acquire(&self, wait: Wait, lease: Option<Duration>) -> Result<Option<OwnedLockGuard>> {
-        self.lock.acquire_by(wait, lease, self.owner.clone())
     }
 }
 

@@ -1,0 +1,255 @@
+//! The acquire loop of every lock handle: one recorded attempt; while
+//! another holder has the lock, park on its channel (or, for a spin lock,
+//! sleep with backoff) and try again; on success, the guard (watchdog or
+//! fixed lease, local hold count); on a connection error, the undo of the
+//! attempt whose outcome is unknown. Also the attempt ids whose records are
+//! the holds' unlock latches.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use super::{Lock, LockGuard, holds};
+use crate::flavor::{Holder, Renewal};
+use crate::holder::GuardHolder;
+use crate::local_owner::Sibling;
+use crate::ops::lock::Acquire;
+use crate::pubsub::Wake;
+use crate::wait::{Attempt, First, Wait};
+use crate::watchdog::Lease;
+use crate::{Error, Result, keys};
+
+/// How long an acquire waits for an earlier release of the same holder
+/// that the cleanup worker is sending right now (capped by its deadline).
+const SETTLE_WAIT: Duration = Duration::from_secs(3);
+
+/// An acquire attempt's id: this process's random prefix and a counter
+/// (cheap: no random draw per attempt), unique across clients and runs.
+/// A guard keeps only the counter (8 bytes, no allocation: a client may hold
+/// 100,000 locks) and spells the record's key when it releases.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct AttemptId(u64);
+
+impl AttemptId {
+    fn new() -> Self {
+        static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        AttemptId(NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed))
+    }
+
+    /// The record's key for an attempt on the lock whose key is `name`
+    /// (`{name}:redisync_attempt:<id>`).
+    pub(super) fn key(self, name: &str) -> String {
+        static PREFIX: std::sync::LazyLock<String> =
+            std::sync::LazyLock::new(|| uuid::Uuid::new_v4().simple().to_string());
+        keys::acquire_attempt(name, format_args!("{}{:x}", PREFIX.as_str(), self.0))
+    }
+}
+
+impl<H: GuardHolder> Lock<H> {
+    /// The acquire loop behind every public acquire method (and the
+    /// multi-lock's parts), for this handle's holder.
+    pub(crate) fn acquire(
+        &self,
+        wait: Wait,
+        lease: Option<Duration>,
+    ) -> Result<Option<LockGuard<H>>> {
+        let by = H::of(&self.who);
+        // Every round trip of this call, the fair waiter's leaving
+        // included, keeps to the caller's bound.
+        crate::deadline::within(wait.deadline(), || self.acquire_within(wait, lease, by))
+    }
+
+    fn acquire_within(
+        &self,
+        wait: Wait,
+        lease: Option<Duration>,
+        by: H,
+    ) -> Result<Option<LockGuard<H>>> {
+        self.check_name()?;
+        let lease_ms = match lease {
+            Some(lease) => crate::error::millis("lease", lease)?,
+            None => self.client.inner.watchdog_ms,
+        };
+        let inner = &self.client.inner;
+        let backend = inner.backend.as_ref();
+        let keys = &self.keys;
+        let holder = self.holder(by.number());
+        // A fair waiter's queue slot: the wait it asked for, or the default.
+        let (allowance_ms, enqueue) = match wait {
+            Wait::Forever => (inner.fair_wait_ms, true),
+            Wait::Never => (inner.fair_wait_ms, false),
+            Wait::Until(_, wait) => (crate::flavor::saturating_ms(wait).max(1), true),
+        };
+        // When the latest attempt was sent: the store's lease starts after it.
+        let sent = std::cell::Cell::new(Instant::now());
+        // The latest attempt's record: only the latest can have an unknown
+        // outcome (each earlier one was answered).
+        // On a Redis Cluster too: while the slot migrates, the recorded
+        // script is refused (TRYAGAIN) and retried within the call's bound.
+        let attempt_key = std::cell::Cell::new(None::<AttemptId>);
+        let attempt = || {
+            sent.set(Instant::now());
+            let id = AttemptId::new();
+            let key = id.key(&keys.name);
+            let outcome =
+                keys.attempt_recorded(backend, &holder, lease_ms, allowance_ms, enqueue, &key);
+            attempt_key.set(Some(id));
+            outcome
+        };
+        // Called once, in whichever arm acquired.
+        let acquired =
+            |token, sent, attempt| self.guard(&holder, lease, lease_ms, sent, token, attempt, by);
+        // An earlier release of this holder's hold that has not landed yet
+        // goes first, or it could land on the hold about to be taken.
+        if !inner.cleanup.is_empty() {
+            inner.cleanup.settle(
+                &keys.name,
+                holder.field(),
+                crate::deadline::cap(SETTLE_WAIT),
+            )?;
+        }
+
+        let step = || {
+            Ok(match attempt()? {
+                (Acquire::Acquired, token) => Attempt::Done(token),
+                (Acquire::Held { ttl }, _) => Attempt::Retry(keys.park_for(ttl, allowance_ms)),
+            })
+        };
+        let channel = keys.wait_channel(&holder);
+        let waited = match self.spin.as_deref() {
+            // A spin lock's waiter sleeps and retries: no subscription.
+            Some(backoff) => crate::spin_lock::until_done(
+                *backoff,
+                wait,
+                keys.primitive(),
+                self.cancel
+                    .as_ref()
+                    .map(|token| (token, keys.name.as_str())),
+                step,
+            ),
+            None => crate::wait::until_done(
+                &inner.subscriber,
+                crate::wait::Waiting {
+                    channel: &channel,
+                    wake: Wake::Lock,
+                    wait,
+                    fallback: inner.watchdog_timeout,
+                    defer_to_woken: keys.defers_to_woken_waiter(),
+                    primitive: keys.primitive(),
+                    // Another thread of this client holds it: the attempt
+                    // would fail.
+                    first: &|| match keys.hands_over().then(|| {
+                        inner
+                            .local_owners
+                            .sibling_of(&keys.name, holder.field(), Instant::now())
+                    }) {
+                        Some(Sibling::Holds(left)) => First::Park(left),
+                        _ => First::Attempt,
+                    },
+                    name: &keys.name,
+                    cancel: self.cancel.as_ref(),
+                    // A releasing thread of this client may hand it the lock.
+                    seat: keys.hands_over().then(|| crate::pubsub::Seat {
+                        field: holder.field().to_owned(),
+                        lease_ms,
+                    }),
+                },
+                step,
+            ),
+        };
+        match waited {
+            Ok(Some(crate::wait::Done::Attempted(token))) => {
+                acquired(token, sent.get(), attempt_key.take()).map(Some)
+            }
+            // The lease runs from the handoff script's send.
+            Ok(Some(crate::wait::Done::HandedOver(handed_at))) => {
+                acquired(None, handed_at, None).map(Some)
+            }
+            Ok(None) => {
+                // try_lock never queued; a fair waiter that gave up leaves now.
+                if enqueue {
+                    keys.give_up(backend, &holder, allowance_ms)?;
+                }
+                Ok(None)
+            }
+            Err(err) => {
+                // Best effort: do not leave a fair waiter queued after an error.
+                if enqueue {
+                    let _ = keys.give_up(backend, &holder, allowance_ms);
+                }
+                if let Some(id) = attempt_key.take().filter(|_| err.is_connection_error()) {
+                    let key = id.key(&keys.name);
+                    self.undo_attempt(&holder, lease_ms, sent.get(), key, &err);
+                }
+                Err(err)
+            }
+        }
+    }
+
+    /// Builds the guard of a successful acquisition, registering the hold
+    /// with the watchdog when no lease was given.
+    #[allow(clippy::too_many_arguments)]
+    fn guard(
+        &self,
+        holder: &Holder,
+        lease: Option<Duration>,
+        lease_ms: i64,
+        sent: Instant,
+        token: Option<u64>,
+        attempt: Option<AttemptId>,
+        by: H,
+    ) -> Result<LockGuard<H>> {
+        let renewal = Arc::new(Renewal {
+            keys: Arc::clone(&self.keys),
+            holder: holder.clone(),
+        });
+        let (lease, watchdog) = match lease {
+            None => (self.client.inner.watchdog.start(&renewal, sent)?, true),
+            Some(length) => (Lease::new(sent, length), false),
+        };
+        if holds::hold_taken(holds::key(holder, &self.keys.name), H::EXPLICIT)
+            && self.keys.hands_over()
+        {
+            self.client.inner.local_owners.taken(&renewal, &lease);
+        }
+        crate::telemetry::hold_started(self.keys.primitive());
+        Ok(LockGuard {
+            lock: self.plain(),
+            renewal,
+            lease_ms: std::cell::Cell::new(lease_ms),
+            lease,
+            watchdog,
+            token,
+            attempt,
+            released: false,
+            acquired_at: Instant::now(),
+            holder: by,
+        })
+    }
+
+    /// After an acquire failed with a connection error, its latest
+    /// attempt (recorded under `attempt_key`) may still have run, or run
+    /// later: the cleanup worker undoes exactly that attempt's hold, or
+    /// marks it undone so that it is refused if it arrives later still (see
+    /// `ops::lock::undo_acquire`). One landing is final: no re-sends, and
+    /// the holder's next acquire, which runs it first
+    /// ([`Cleanup::settle`](crate::cleanup::Cleanup::settle)), cancels
+    /// nothing. Holds of the same holder taken by other threads (a shared
+    /// `LockOwner`) or by a retry are not touched.
+    fn undo_attempt(
+        &self,
+        holder: &Holder,
+        lease_ms: i64,
+        sent: Instant,
+        attempt_key: String,
+        cause: &Error,
+    ) {
+        let backend = Arc::clone(&self.client.inner.backend);
+        let keys = Arc::clone(&self.keys);
+        let undo_holder = holder.clone();
+        let task: crate::cleanup::Task = Box::new(move || {
+            keys.undo_attempt(backend.as_ref(), &undo_holder, lease_ms, &attempt_key)
+                .map(|_| true)
+        });
+        self.release_later(holder, task, sent, lease_ms, false, cause);
+    }
+}

@@ -1,0 +1,300 @@
+//! The release path of a hold: the release script under an unlock latch
+//! (the hold's attempt record, or a fresh one), in-line retries of a
+//! release whose reply was lost, the direct handoff to a parked waiter of
+//! this client and its settling, phantom holds drained by an outermost
+//! release, and what is handed to the cleanup worker to finish in the
+//! background (releases and undone attempts).
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use super::Lock;
+use crate::flavor::{Holder, Renewal};
+use crate::holder::GuardHolder;
+use crate::ops;
+use crate::ops::lock::Release;
+use crate::pubsub::{Handoff, Offer};
+use crate::watchdog::Lease;
+use crate::{Error, Result, keys};
+
+/// How long an unlock latch remembers its outcome, so a retried release
+/// whose first reply was lost is not applied twice.
+const UNLOCK_LATCH_MS: i64 = 10_000;
+/// Pauses between the in-line retries of a release whose reply was lost
+/// (each retry is idempotent: same unlock latch); no retry starts after
+/// [`RELEASE_RETRY_BUDGET`]. What is still not released then is retried in
+/// the background (see `cleanup`), and the unlock returns the error.
+const RELEASE_RETRIES: [Duration; 3] = [
+    Duration::from_millis(10),
+    Duration::from_millis(100),
+    Duration::from_millis(100),
+];
+/// In-line retrying stops after this long, so an unlock (or a guard's
+/// `Drop`) takes at most about one response timeout plus this.
+const RELEASE_RETRY_BUDGET: Duration = Duration::from_millis(300);
+
+/// Cap on the extra releases of an outermost unlock that found the store
+/// still counting holds this thread no longer has (see [`Lock::release`]).
+const PHANTOM_RELEASES: usize = 16;
+
+/// A fresh unlock latch key for one release of `name`.
+fn new_latch(name: &str) -> String {
+    format!(
+        "{}:{}",
+        keys::unlock_latch_prefix(name),
+        uuid::Uuid::new_v4().simple()
+    )
+}
+
+impl<H: GuardHolder> Lock<H> {
+    /// Hands `task` to the cleanup worker, to be retried until it lands or
+    /// the hold it releases would have expired on its own (`lease_ms` after
+    /// `from`, when the hold was last set).
+    pub(super) fn release_later(
+        &self,
+        holder: &Holder,
+        task: crate::cleanup::Task,
+        from: Instant,
+        lease_ms: i64,
+        recheck: bool,
+        cause: &Error,
+    ) {
+        let lease = Duration::from_millis(u64::try_from(lease_ms).unwrap_or(0));
+        if let Some(give_up_at) = from.checked_add(lease) {
+            self.client.inner.cleanup.push(
+                &self.keys.name,
+                holder.field(),
+                task,
+                give_up_at,
+                recheck,
+                cause,
+            );
+        }
+    }
+}
+
+// The rest acts on a guard's handle: a hold's release is the same whoever
+// holds it (the holder is in `holder`).
+impl Lock {
+    /// A cleanup task: the release under `latch` (a repeat of one whose
+    /// reply was lost returns that first outcome), then, when `drain` is
+    /// set, further releases while the store still counts holds.
+    fn release_task(
+        &self,
+        holder: &Holder,
+        lease_ms: i64,
+        latch: String,
+        drain: bool,
+    ) -> crate::cleanup::Task {
+        let backend = Arc::clone(&self.client.inner.backend);
+        let keys = Arc::clone(&self.keys);
+        let holder = holder.clone();
+        let mut latch = latch;
+        Box::new(move || {
+            match keys.release(backend.as_ref(), &holder, lease_ms, &latch, UNLOCK_LATCH_MS)? {
+                Release::StillHeld if drain => {
+                    latch = new_latch(&keys.name);
+                    Ok(false)
+                }
+                Release::StillHeld
+                | Release::NotHeld
+                | Release::Released
+                | Release::Transferred => {
+                    // A recheck (see `Cleanup::push`) is a new release.
+                    latch = new_latch(&keys.name);
+                    Ok(true)
+                }
+            }
+        })
+    }
+
+    /// Releases one hold. When `outermost` (this thread has no other guard
+    /// of this lock) and the store still counts holds of this holder, those
+    /// are phantoms: holds the store gained or kept without a guard, e.g. a
+    /// release that went to an old master during a failover while the
+    /// promoted replica kept the hold. Left alone, a thread that keeps
+    /// re-taking the lock would keep them alive for ever (each re-take is a
+    /// reentry that resets the lease) and starve every other holder; so
+    /// they are released too.
+    pub(super) fn release(
+        &self,
+        holder: &Holder,
+        lease_ms: i64,
+        outermost: bool,
+        record: Option<String>,
+    ) -> Result<()> {
+        let backend = self.client.inner.backend.as_ref();
+        // A direct handoff to a parked waiter of this client, if one is
+        // seated: the release script then hands it the lock (one round
+        // trip for the whole handoff, instead of a release, a pub/sub
+        // message, a wake and an acquire).
+        let mut offer = if outermost && self.keys.hands_over() {
+            self.client
+                .inner
+                .subscriber
+                .offer(&self.keys.wait_channel(holder))
+        } else {
+            None
+        };
+        // Also when a handoff was sent: the waiter's lease runs from it.
+        let started = Instant::now();
+        let mut phantoms = 0;
+        // The hold's attempt record, when it has one, is this release's
+        // unlock latch: the release script turns it into the outcome (one
+        // key written instead of the record deleted and a latch created, and
+        // no random id drawn). Phantoms get fresh latches.
+        // The reentrant and fenced locks only: the other kinds' release
+        // scripts take a fresh latch and delete the record beside it.
+        let (latch_record, apart) = match record {
+            Some(record) if self.keys.record_is_latch() => (Some(record), None),
+            record => (None, record),
+        };
+        let mut latch = latch_record.unwrap_or_else(|| new_latch(&self.keys.name));
+        let mut retries = RELEASE_RETRIES.iter();
+        // One deadline over the in-line attempts: each round trip and each
+        // connection opening gets what is left of one response timeout
+        // plus the retry budget (a partition that drops packets would
+        // otherwise cost a whole connection timeout per opening). The
+        // steps after it share one round-trip floor: hence the floor less.
+        let _deadline = crate::deadline::enter(backend.response_timeout().and_then(|timeout| {
+            started.checked_add(
+                (timeout + RELEASE_RETRY_BUDGET).saturating_sub(crate::deadline::ROUND_TRIP_FLOOR),
+            )
+        }));
+        loop {
+            let result = match &offer {
+                Some(offer) => ops::lock::release_to(
+                    backend,
+                    &self.keys.name,
+                    offer.channel(),
+                    &holder.id,
+                    lease_ms,
+                    &latch,
+                    UNLOCK_LATCH_MS,
+                    &offer.seat.field,
+                    offer.seat.lease_ms,
+                ),
+                // The record goes with the first release (a retry behind
+                // the same latch repeats it harmlessly; phantoms have none).
+                None => match apart.as_deref().filter(|_| phantoms == 0) {
+                    Some(record) => self.keys.release_recorded(
+                        backend,
+                        holder,
+                        lease_ms,
+                        &latch,
+                        UNLOCK_LATCH_MS,
+                        record,
+                    ),
+                    None => self
+                        .keys
+                        .release(backend, holder, lease_ms, &latch, UNLOCK_LATCH_MS),
+                },
+            };
+            match result {
+                Err(err) if err.is_connection_error() => match retries.next() {
+                    // The reply may be lost after the release happened: the
+                    // latch makes the retry return that outcome, not release twice.
+                    Some(pause) if started.elapsed() < RELEASE_RETRY_BUDGET => {
+                        std::thread::sleep(*pause)
+                    }
+                    _ => {
+                        if let Some(offer) = offer.take() {
+                            self.settle(offer, Handoff::Unknown);
+                        }
+                        // The lease runs out on its own at the latest (the
+                        // watchdog no longer renews it); until then the
+                        // release keeps being sent in the background, so
+                        // waiters do not wait out a whole lease.
+                        let task = self.release_task(holder, lease_ms, latch, outermost);
+                        self.release_later(holder, task, Instant::now(), lease_ms, false, &err);
+                        return Err(err);
+                    }
+                },
+                Err(err) => {
+                    // Refused before any write (the scripts check first).
+                    if let Some(offer) = offer.take() {
+                        self.settle(offer, Handoff::Refused);
+                    }
+                    return Err(err);
+                }
+                Ok(Release::Transferred) => {
+                    if let Some(offer) = offer.take() {
+                        // The waiter holds it from now: record that before
+                        // this thread (about to ask again, typically) can
+                        // look, or it would send an attempt that must fail.
+                        // The waiter's guard replaces this with its lease.
+                        let lease = Lease::new(
+                            started,
+                            Duration::from_millis(u64::try_from(offer.seat.lease_ms).unwrap_or(0)),
+                        );
+                        let hold = Arc::new(Renewal {
+                            keys: Arc::clone(&self.keys),
+                            holder: self.keys.holder(offer.seat.field.clone()),
+                        });
+                        self.client.inner.local_owners.taken(&hold, &lease);
+                        self.settle(offer, Handoff::Granted(started));
+                    }
+                    return Ok(());
+                }
+                Ok(outcome) => {
+                    // Not handed over: the waiter goes back to waiting.
+                    if let Some(offer) = offer.take() {
+                        self.settle(offer, Handoff::Refused);
+                    }
+                    match outcome {
+                        Release::StillHeld if outermost && phantoms < PHANTOM_RELEASES => {
+                            phantoms += 1;
+                            latch = new_latch(&self.keys.name);
+                        }
+                        Release::NotHeld if phantoms > 0 => return Ok(()),
+                        outcome => return self.released(holder, outcome),
+                    }
+                }
+            }
+        }
+    }
+
+    /// Tells the offered waiter how its handoff went. If the lock was handed
+    /// over after the waiter stopped waiting, releases the waiter's hold
+    /// (which publishes the unlock its other waiters need), in the
+    /// background if Redis does not answer.
+    fn settle(&self, offer: Offer, outcome: Handoff) {
+        let waiter = self.keys.holder(offer.seat.field.clone());
+        let lease_ms = offer.seat.lease_ms;
+        if !self.client.inner.subscriber.resolve(offer, outcome) {
+            return;
+        }
+        // The waiter had left: it holds nothing, whatever was recorded.
+        self.client
+            .inner
+            .local_owners
+            .released(&self.keys.name, waiter.field());
+        let backend = self.client.inner.backend.as_ref();
+        let latch = new_latch(&self.keys.name);
+        if let Err(err) = self
+            .keys
+            .release(backend, &waiter, lease_ms, &latch, UNLOCK_LATCH_MS)
+        {
+            let task = self.release_task(&waiter, lease_ms, latch, false);
+            self.release_later(&waiter, task, Instant::now(), lease_ms, false, &err);
+        }
+    }
+
+    fn released(&self, holder: &Holder, outcome: Release) -> Result<()> {
+        let inner = &self.client.inner;
+        match outcome {
+            Release::NotHeld => Err(Error::NotHeld {
+                name: self.keys.name.clone(),
+            }),
+            Release::StillHeld | Release::Transferred => Ok(()),
+            Release::Released => {
+                if self.keys.defers_to_woken_waiter() {
+                    inner
+                        .subscriber
+                        .note_release(&self.keys.wait_channel(holder));
+                }
+                Ok(())
+            }
+        }
+    }
+}
