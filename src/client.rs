@@ -17,23 +17,23 @@ use crate::{
 
 pub(crate) struct Inner {
     /// This client's uuid: the first half of every holder id.
-    pub(crate) id: String,
-    pub(crate) backend: Arc<dyn LockBackend>,
-    pub(crate) subscriber: Subscriber,
-    pub(crate) watchdog: Watchdog,
-    pub(crate) events: Arc<dyn EventHandler>,
-    pub(crate) watchdog_timeout: Duration,
-    pub(crate) watchdog_ms: i64,
+    id: String,
+    backend: Arc<dyn LockBackend>,
+    subscriber: Subscriber,
+    watchdog: Watchdog,
+    events: Arc<dyn EventHandler>,
+    watchdog_timeout: Duration,
+    watchdog_ms: i64,
     /// A fair waiter's queue slot when it waits without a bound.
-    pub(crate) fair_wait_timeout: Duration,
-    pub(crate) fair_wait_ms: i64,
+    fair_wait_timeout: Duration,
+    fair_wait_ms: i64,
     /// Releases still being retried after their call returned (see `cleanup`).
-    pub(crate) cleanup: crate::cleanup::Cleanup,
+    cleanup: crate::cleanup::Cleanup,
     /// Which thread of this client holds each reentrant lock (a thread that
     /// asks for one a sibling holds parks without a doomed attempt).
-    pub(crate) local_owners: crate::local_owner::LocalOwners,
+    local_owners: crate::local_owner::LocalOwners,
     /// The name prefix (see `names`).
-    pub(crate) names: crate::names::Names,
+    names: crate::names::Names,
 }
 
 impl Drop for Inner {
@@ -649,6 +649,46 @@ impl Client {
     /// Where this client reports what fails in the background.
     pub(crate) fn events(&self) -> &dyn EventHandler {
         &*self.inner.events
+    }
+
+    // What the lock, the one primitive with watches, local owners and
+    // direct handoffs, asks of its client beyond the calls above.
+
+    /// The watchdog that renews holds taken without a lease.
+    pub(crate) fn watchdog(&self) -> &Watchdog {
+        &self.inner.watchdog
+    }
+
+    /// The lease of a hold the watchdog renews, in ms.
+    pub(crate) fn watchdog_ms(&self) -> i64 {
+        self.inner.watchdog_ms
+    }
+
+    /// How long a waiter parks when an attempt gives no hint (the
+    /// watchdog timeout).
+    pub(crate) fn park_fallback(&self) -> Duration {
+        self.inner.watchdog_timeout
+    }
+
+    /// A fair waiter's queue slot when it waits without a bound, in ms.
+    pub(crate) fn fair_wait_ms(&self) -> i64 {
+        self.inner.fair_wait_ms
+    }
+
+    /// The pending releases and undos (see `cleanup`).
+    pub(crate) fn cleanup(&self) -> &crate::cleanup::Cleanup {
+        &self.inner.cleanup
+    }
+
+    /// Which thread of this client holds each reentrant lock (see
+    /// `local_owner`).
+    pub(crate) fn local_owners(&self) -> &crate::local_owner::LocalOwners {
+        &self.inner.local_owners
+    }
+
+    /// The pub/sub subscriber waiters park on.
+    pub(crate) fn subscriber(&self) -> &Subscriber {
+        &self.inner.subscriber
     }
 
     /// The holder id of the calling thread in this client,

@@ -67,16 +67,16 @@ impl<H: GuardHolder> Lock<H> {
         self.check_name()?;
         let lease_ms = match lease {
             Some(lease) => crate::error::millis("lease", lease)?,
-            None => self.client.inner.watchdog_ms,
+            None => self.client.watchdog_ms(),
         };
-        let inner = &self.client.inner;
-        let backend = inner.backend.as_ref();
+        let client = &self.client;
+        let backend = client.store();
         let keys = &self.keys;
         let holder = self.holder(by.number());
         // A fair waiter's queue slot: the wait it asked for, or the default.
         let (allowance_ms, enqueue) = match wait {
-            Wait::Forever => (inner.fair_wait_ms, true),
-            Wait::Never => (inner.fair_wait_ms, false),
+            Wait::Forever => (client.fair_wait_ms(), true),
+            Wait::Never => (client.fair_wait_ms(), false),
             Wait::Until(_, wait) => (crate::flavor::saturating_ms(wait).max(1), true),
         };
         // When the latest attempt was sent: the store's lease starts after it.
@@ -100,8 +100,8 @@ impl<H: GuardHolder> Lock<H> {
             |token, sent, attempt| self.guard(&holder, lease, lease_ms, sent, token, attempt, by);
         // An earlier release of this holder's hold that has not landed yet
         // goes first, or it could land on the hold about to be taken.
-        if !inner.cleanup.is_empty() {
-            inner.cleanup.settle(
+        if !client.cleanup().is_empty() {
+            client.cleanup().settle(
                 &keys.name,
                 holder.field(),
                 crate::deadline::cap(SETTLE_WAIT),
@@ -127,19 +127,19 @@ impl<H: GuardHolder> Lock<H> {
                 step,
             ),
             None => crate::wait::until_done(
-                &inner.subscriber,
+                client.subscriber(),
                 crate::wait::Waiting {
                     channel: &channel,
                     wake: Wake::Lock,
                     wait,
-                    fallback: inner.watchdog_timeout,
+                    fallback: client.park_fallback(),
                     defer_to_woken: keys.defers_to_woken_waiter(),
                     primitive: keys.primitive(),
                     // Another thread of this client holds it: the attempt
                     // would fail.
                     first: &|| match keys.hands_over().then(|| {
-                        inner
-                            .local_owners
+                        client
+                            .local_owners()
                             .sibling_of(&keys.name, holder.field(), Instant::now())
                     }) {
                         Some(Sibling::Holds(left)) => First::Park(left),
@@ -203,13 +203,13 @@ impl<H: GuardHolder> Lock<H> {
             holder: holder.clone(),
         });
         let (lease, watchdog) = match lease {
-            None => (self.client.inner.watchdog.start(&renewal, sent)?, true),
+            None => (self.client.watchdog().start(&renewal, sent)?, true),
             Some(length) => (Lease::new(sent, length), false),
         };
         if holds::hold_taken(holds::key(holder, &self.keys.name), H::EXPLICIT)
             && self.keys.hands_over()
         {
-            self.client.inner.local_owners.taken(&renewal, &lease);
+            self.client.local_owners().taken(&renewal, &lease);
         }
         crate::telemetry::hold_started(self.keys.primitive());
         Ok(LockGuard {
@@ -243,7 +243,7 @@ impl<H: GuardHolder> Lock<H> {
         attempt_key: String,
         cause: &Error,
     ) {
-        let backend = Arc::clone(&self.client.inner.backend);
+        let backend = Arc::clone(self.client.backend());
         let keys = Arc::clone(&self.keys);
         let undo_holder = holder.clone();
         let task: crate::cleanup::Task = Box::new(move || {

@@ -203,7 +203,7 @@ impl<H: GuardHolder> LockGuard<H> {
                 ),
             ));
         }
-        let backend = self.lock.client.inner.backend.as_ref();
+        let backend = self.lock.client.store();
         let sent = Instant::now();
         match keys.extend(backend, &self.renewal.holder, lease_ms) {
             Ok(true) => {
@@ -255,7 +255,7 @@ impl<H: GuardHolder> LockGuard<H> {
         // The watch goes first: a renewal answered after the release ran
         // would find the lock gone and report a loss that is none.
         if self.watchdog {
-            self.lock.client.inner.watchdog.stop(&self.renewal);
+            self.lock.client.watchdog().stop(&self.renewal);
         }
         let records = outermost && self.lock.keys.hands_over();
         if records {
@@ -264,8 +264,7 @@ impl<H: GuardHolder> LockGuard<H> {
             let field = self.renewal.holder.field();
             self.lock
                 .client
-                .inner
-                .local_owners
+                .local_owners()
                 .released(&self.lock.keys.name, field);
         }
         let result = self.lock.release(
@@ -275,13 +274,13 @@ impl<H: GuardHolder> LockGuard<H> {
             self.attempt.map(|id| id.key(&self.lock.keys.name)),
         );
         if records {
-            let inner = &self.lock.client.inner;
+            let client = &self.lock.client;
             // A thread of this client may have parked on this hold without
             // an attempt (see `local_owner`); the store lost it, so no
             // unlock will be published: wake a waiter to try.
             if matches!(result, Err(Error::NotHeld { .. })) {
-                inner
-                    .subscriber
+                client
+                    .subscriber()
                     .wake_one(&self.lock.keys.wait_channel(&self.renewal.holder));
             }
         }
@@ -297,8 +296,7 @@ impl<H: GuardHolder> Drop for LockGuard<H> {
         if let Err(error) = self.release() {
             self.lock
                 .client
-                .inner
-                .events
+                .events()
                 .on_unlock_failed(&UnlockFailedEvent {
                     name: self.lock.keys.name.clone(),
                     error,

@@ -412,7 +412,7 @@ impl<H: GuardHolder> Lock<H> {
     #[doc(alias = "forceUnlock")]
     pub fn force_unlock(&self) -> Result<bool> {
         self.check_name()?;
-        self.keys.force_release(self.client.inner.backend.as_ref())
+        self.keys.force_release(self.client.store())
     }
 
     /// Deletes the lock whoever holds it and wakes its waiters (Redisson's
@@ -454,13 +454,13 @@ impl<H: GuardHolder> Lock<H> {
     /// ```
     pub fn delete(&self) -> Result<bool> {
         self.check_name()?;
-        self.keys.delete(self.client.inner.backend.as_ref())
+        self.keys.delete(self.client.store())
     }
 
     /// Deletes the read-write lock this half belongs to, whatever its mode.
     pub(crate) fn delete_rw(&self) -> Result<bool> {
         self.check_name()?;
-        self.keys.delete_rw(self.client.inner.backend.as_ref())
+        self.keys.delete_rw(self.client.store())
     }
 
     fn check_name(&self) -> Result<()> {
@@ -472,7 +472,7 @@ impl<H: GuardHolder> Lock<H> {
 
     fn holder(&self, thread: u64) -> Holder {
         self.keys
-            .holder(holder::holder_id(&self.client.inner.id, thread))
+            .holder(holder::holder_id(self.client.id(), thread))
     }
 
     /// The lock's state as this handle's holder (the calling thread, or
@@ -480,6 +480,6 @@ impl<H: GuardHolder> Lock<H> {
     fn state(&self) -> Result<crate::ops::lock::LockState> {
         self.check_name()?;
         let holder = self.holder(H::of(&self.who).number());
-        self.keys.state(self.client.inner.backend.as_ref(), &holder)
+        self.keys.state(self.client.store(), &holder)
     }
 }

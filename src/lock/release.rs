@@ -61,7 +61,7 @@ impl<H: GuardHolder> Lock<H> {
     ) {
         let lease = Duration::from_millis(u64::try_from(lease_ms).unwrap_or(0));
         if let Some(give_up_at) = from.checked_add(lease) {
-            self.client.inner.cleanup.push(
+            self.client.cleanup().push(
                 &self.keys.name,
                 holder.field(),
                 task,
@@ -86,7 +86,7 @@ impl Lock {
         latch: String,
         drain: bool,
     ) -> crate::cleanup::Task {
-        let backend = Arc::clone(&self.client.inner.backend);
+        let backend = Arc::clone(self.client.backend());
         let keys = Arc::clone(&self.keys);
         let holder = holder.clone();
         let mut latch = latch;
@@ -123,15 +123,14 @@ impl Lock {
         outermost: bool,
         record: Option<String>,
     ) -> Result<()> {
-        let backend = self.client.inner.backend.as_ref();
+        let backend = self.client.store();
         // A direct handoff to a parked waiter of this client, if one is
         // seated: the release script then hands it the lock (one round
         // trip for the whole handoff, instead of a release, a pub/sub
         // message, a wake and an acquire).
         let mut offer = if outermost && self.keys.hands_over() {
             self.client
-                .inner
-                .subscriber
+                .subscriber()
                 .offer(&self.keys.wait_channel(holder))
         } else {
             None
@@ -231,7 +230,7 @@ impl Lock {
                             keys: Arc::clone(&self.keys),
                             holder: self.keys.holder(offer.seat.field.clone()),
                         });
-                        self.client.inner.local_owners.taken(&hold, &lease);
+                        self.client.local_owners().taken(&hold, &lease);
                         self.settle(offer, Handoff::Granted(started));
                     }
                     return Ok(());
@@ -261,15 +260,14 @@ impl Lock {
     fn settle(&self, offer: Offer, outcome: Handoff) {
         let waiter = self.keys.holder(offer.seat.field.clone());
         let lease_ms = offer.seat.lease_ms;
-        if !self.client.inner.subscriber.resolve(offer, outcome) {
+        if !self.client.subscriber().resolve(offer, outcome) {
             return;
         }
         // The waiter had left: it holds nothing, whatever was recorded.
         self.client
-            .inner
-            .local_owners
+            .local_owners()
             .released(&self.keys.name, waiter.field());
-        let backend = self.client.inner.backend.as_ref();
+        let backend = self.client.store();
         let latch = new_latch(&self.keys.name);
         if let Err(err) = self
             .keys
@@ -281,7 +279,7 @@ impl Lock {
     }
 
     fn released(&self, holder: &Holder, outcome: Release) -> Result<()> {
-        let inner = &self.client.inner;
+        let client = &self.client;
         match outcome {
             Release::NotHeld => Err(Error::NotHeld {
                 name: self.keys.name.clone(),
@@ -289,8 +287,8 @@ impl Lock {
             Release::StillHeld | Release::Transferred => Ok(()),
             Release::Released => {
                 if self.keys.defers_to_woken_waiter() {
-                    inner
-                        .subscriber
+                    client
+                        .subscriber()
                         .note_release(&self.keys.wait_channel(holder));
                 }
                 Ok(())
