@@ -186,9 +186,13 @@ impl LockKeys {
         attempt_key: &str,
     ) -> Result<(Acquire, Option<u64>)> {
         let acquire = match self.flavor {
-            Flavor::Reentrant => {
-                ops::lock::acquire_recorded(backend, &self.name, &holder.id, lease_ms, attempt_key)
-            }
+            Flavor::Reentrant => ops::lock::acquire_recorded(
+                backend,
+                &self.name,
+                &holder.id,
+                lease_ms,
+                Some(attempt_key),
+            ),
             Flavor::Fenced => {
                 return Ok(
                     match ops::lock::fenced_acquire_recorded(
@@ -197,7 +201,7 @@ impl LockKeys {
                         &self.extra[0],
                         &holder.id,
                         lease_ms,
-                        attempt_key,
+                        Some(attempt_key),
                     )? {
                         FencedAcquire::Acquired { token } => (Acquire::Acquired, Some(token)),
                         FencedAcquire::Held { ttl } => (Acquire::Held { ttl }, None),
@@ -212,19 +216,19 @@ impl LockKeys {
                 allowance_ms,
                 crate::clock::wall_clock_ms(),
                 enqueue,
-                attempt_key,
+                Some(attempt_key),
             ),
             Flavor::Read => ops::rw_lock::read_acquire_recorded(
                 backend,
                 &self.rw(holder),
                 lease_ms,
-                attempt_key,
+                Some(attempt_key),
             ),
             Flavor::Write => ops::rw_lock::write_acquire_recorded(
                 backend,
                 &self.rw(holder),
                 lease_ms,
-                attempt_key,
+                Some(attempt_key),
             ),
         };
         Ok((acquire?, None))
@@ -252,42 +256,7 @@ impl LockKeys {
         latch_ms: i64,
         record: &str,
     ) -> Result<Release> {
-        match self.flavor {
-            Flavor::Reentrant | Flavor::Fenced => ops::lock::release(
-                backend,
-                &self.name,
-                &self.channel,
-                &holder.id,
-                lease_ms,
-                record,
-                latch_ms,
-            ),
-            Flavor::Fair => ops::fair_lock::release_recorded(
-                backend,
-                &self.fair(),
-                &holder.id,
-                lease_ms,
-                crate::clock::wall_clock_ms(),
-                latch_key,
-                latch_ms,
-                record,
-            ),
-            Flavor::Read => ops::rw_lock::read_release_recorded(
-                backend,
-                &self.rw(holder),
-                latch_key,
-                latch_ms,
-                record,
-            ),
-            Flavor::Write => ops::rw_lock::write_release_recorded(
-                backend,
-                &self.rw(holder),
-                lease_ms,
-                latch_key,
-                latch_ms,
-                record,
-            ),
-        }
+        self.release_with(backend, holder, lease_ms, latch_key, latch_ms, Some(record))
     }
 
     /// Undoes exactly the recorded attempt `attempt_key` (see
@@ -363,6 +332,7 @@ impl LockKeys {
         }
     }
 
+    /// Releases one hold behind the unlock latch `latch_key`.
     pub(crate) fn release(
         &self,
         backend: &dyn LockBackend,
@@ -371,6 +341,20 @@ impl LockKeys {
         latch_key: &str,
         latch_ms: i64,
     ) -> Result<Release> {
+        self.release_with(backend, holder, lease_ms, latch_key, latch_ms, None)
+    }
+
+    /// [`release`](Self::release), or with `record`,
+    /// [`release_recorded`](Self::release_recorded).
+    fn release_with(
+        &self,
+        backend: &dyn LockBackend,
+        holder: &Holder,
+        lease_ms: i64,
+        latch_key: &str,
+        latch_ms: i64,
+        record: Option<&str>,
+    ) -> Result<Release> {
         match self.flavor {
             Flavor::Reentrant | Flavor::Fenced => ops::lock::release(
                 backend,
@@ -378,10 +362,10 @@ impl LockKeys {
                 &self.channel,
                 &holder.id,
                 lease_ms,
-                latch_key,
+                record.unwrap_or(latch_key),
                 latch_ms,
             ),
-            Flavor::Fair => ops::fair_lock::release(
+            Flavor::Fair => ops::fair_lock::release_recorded(
                 backend,
                 &self.fair(),
                 &holder.id,
@@ -389,16 +373,22 @@ impl LockKeys {
                 crate::clock::wall_clock_ms(),
                 latch_key,
                 latch_ms,
+                record,
             ),
-            Flavor::Read => {
-                ops::rw_lock::read_release(backend, &self.rw(holder), latch_key, latch_ms)
-            }
-            Flavor::Write => ops::rw_lock::write_release(
+            Flavor::Read => ops::rw_lock::read_release_recorded(
+                backend,
+                &self.rw(holder),
+                latch_key,
+                latch_ms,
+                record,
+            ),
+            Flavor::Write => ops::rw_lock::write_release_recorded(
                 backend,
                 &self.rw(holder),
                 lease_ms,
                 latch_key,
                 latch_ms,
+                record,
             ),
         }
     }

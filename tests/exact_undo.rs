@@ -339,7 +339,16 @@ fn fair_undo_is_exact(store: &dyn redisync::backend::LockBackend) {
         n.attempt("a4"),
     );
     let acquire = |holder: &str, attempt: &str| {
-        fair_lock::acquire_recorded(store, &keys, holder, 30_000, 5_000, NOW, true, attempt)
+        fair_lock::acquire_recorded(
+            store,
+            &keys,
+            holder,
+            30_000,
+            5_000,
+            NOW,
+            true,
+            Some(attempt),
+        )
     };
     assert_eq!(acquire(&n.holder, &a1).unwrap(), Acquire::Acquired);
     assert_eq!(acquire(&n.holder, &a1).unwrap(), Acquire::Acquired);
@@ -401,15 +410,15 @@ fn read_undo_is_exact(store: &dyn redisync::backend::LockBackend) {
     let (a1, a2, a3) = (n.attempt("a1"), n.attempt("a2"), n.attempt("a3"));
     // Hold 1 with a short lease (the attempt undone), hold 2 with a long one.
     assert_eq!(
-        rw_lock::read_acquire_recorded(store, &keys, 20_000, &a1).unwrap(),
+        rw_lock::read_acquire_recorded(store, &keys, 20_000, Some(&a1)).unwrap(),
         Acquire::Acquired
     );
     assert_eq!(
-        rw_lock::read_acquire_recorded(store, &keys, 20_000, &a1).unwrap(),
+        rw_lock::read_acquire_recorded(store, &keys, 20_000, Some(&a1)).unwrap(),
         Acquire::Acquired
     );
     assert_eq!(
-        rw_lock::read_acquire_recorded(store, &keys, 90_000, &a2).unwrap(),
+        rw_lock::read_acquire_recorded(store, &keys, 90_000, Some(&a2)).unwrap(),
         Acquire::Acquired
     );
     assert_eq!(
@@ -440,7 +449,7 @@ fn read_undo_is_exact(store: &dyn redisync::backend::LockBackend) {
     );
     // Undone before it ran: refused when it arrives.
     rw_lock::read_undo_acquire(store, &keys, 20_000, &a3).unwrap();
-    let late = rw_lock::read_acquire_recorded(store, &keys, 20_000, &a3).unwrap_err();
+    let late = rw_lock::read_acquire_recorded(store, &keys, 20_000, Some(&a3)).unwrap_err();
     assert!(late.is_connection_error(), "{late}");
     assert_eq!(
         rw_lock::state(store, &n.name, &n.holder)
@@ -475,7 +484,7 @@ fn write_undo_is_exact(store: &dyn redisync::backend::LockBackend) {
     );
     for attempt in [&a1, &a1, &a2] {
         assert_eq!(
-            rw_lock::write_acquire_recorded(store, &keys, 30_000, attempt).unwrap(),
+            rw_lock::write_acquire_recorded(store, &keys, 30_000, Some(attempt)).unwrap(),
             Acquire::Acquired
         );
     }
@@ -500,11 +509,11 @@ fn write_undo_is_exact(store: &dyn redisync::backend::LockBackend) {
         1
     );
     rw_lock::write_undo_acquire(store, &keys, 30_000, &a3).unwrap();
-    let late = rw_lock::write_acquire_recorded(store, &keys, 30_000, &a3).unwrap_err();
+    let late = rw_lock::write_acquire_recorded(store, &keys, 30_000, Some(&a3)).unwrap_err();
     assert!(late.is_connection_error(), "{late}");
     // The writer also reads; undoing its last write hold downgrades.
     assert_eq!(
-        rw_lock::read_acquire_recorded(store, &keys, 30_000, &r1).unwrap(),
+        rw_lock::read_acquire_recorded(store, &keys, 30_000, Some(&r1)).unwrap(),
         Acquire::Acquired
     );
     assert_eq!(
@@ -539,7 +548,7 @@ fn fenced_undo_is_exact(store: &dyn redisync::backend::LockBackend) {
         n.attempt("a4"),
     );
     let acquire = |attempt: &str| {
-        lock::fenced_acquire_recorded(store, &n.name, &counter, &n.holder, 30_000, attempt)
+        lock::fenced_acquire_recorded(store, &n.name, &counter, &n.holder, 30_000, Some(attempt))
     };
     let first = acquire(&a1).unwrap().token().unwrap();
     assert_eq!(

@@ -247,16 +247,16 @@ fn undo_is_exact(store: &dyn redisync::backend::LockBackend) {
     let (a1, a2, a3) = (attempt("a1"), attempt("a2"), attempt("a3"));
     let holder = "c1:1";
     assert_eq!(
-        lock::acquire_recorded(store, &name, holder, 30_000, &a1).unwrap(),
+        lock::acquire_recorded(store, &name, holder, 30_000, Some(&a1)).unwrap(),
         Acquire::Acquired
     );
     // Resent (its reply lost): still one hold.
     assert_eq!(
-        lock::acquire_recorded(store, &name, holder, 30_000, &a1).unwrap(),
+        lock::acquire_recorded(store, &name, holder, 30_000, Some(&a1)).unwrap(),
         Acquire::Acquired
     );
     assert_eq!(
-        lock::acquire_recorded(store, &name, holder, 30_000, &a2).unwrap(),
+        lock::acquire_recorded(store, &name, holder, 30_000, Some(&a2)).unwrap(),
         Acquire::Acquired
     );
     assert_eq!(lock::state(store, &name, holder).unwrap().hold_count, 2);
@@ -274,7 +274,7 @@ fn undo_is_exact(store: &dyn redisync::backend::LockBackend) {
         lock::undo_acquire(store, &name, &channel, holder, 30_000, &a3).unwrap(),
         Undo::Nothing
     );
-    let late = lock::acquire_recorded(store, &name, holder, 30_000, &a3).unwrap_err();
+    let late = lock::acquire_recorded(store, &name, holder, 30_000, Some(&a3)).unwrap_err();
     assert!(late.is_connection_error(), "{late}");
     assert_eq!(lock::state(store, &name, holder).unwrap().hold_count, 1);
     assert_eq!(
@@ -301,11 +301,11 @@ fn released_record_refuses_the_late_acquire(store: &dyn redisync::backend::LockB
     let release =
         |record: &str| lock::release(store, &name, &channel, holder, 30_000, record, 10_000);
     assert_eq!(
-        lock::acquire_recorded(store, &name, holder, 30_000, &a1).unwrap(),
+        lock::acquire_recorded(store, &name, holder, 30_000, Some(&a1)).unwrap(),
         Acquire::Acquired
     );
     assert_eq!(
-        lock::acquire_recorded(store, &name, holder, 30_000, &a2).unwrap(),
+        lock::acquire_recorded(store, &name, holder, 30_000, Some(&a2)).unwrap(),
         Acquire::Acquired
     );
     assert_eq!(release(&a2).unwrap(), Release::StillHeld);
@@ -313,12 +313,12 @@ fn released_record_refuses_the_late_acquire(store: &dyn redisync::backend::LockB
     assert_eq!(release(&a2).unwrap(), Release::StillHeld);
     assert_eq!(lock::state(store, &name, holder).unwrap().hold_count, 1);
     // A late copy of the acquire whose hold was released takes nothing.
-    let late = lock::acquire_recorded(store, &name, holder, 30_000, &a2).unwrap_err();
+    let late = lock::acquire_recorded(store, &name, holder, 30_000, Some(&a2)).unwrap_err();
     assert!(late.is_connection_error(), "{late}");
     assert_eq!(lock::state(store, &name, holder).unwrap().hold_count, 1);
     assert_eq!(release(&a1).unwrap(), Release::Released);
     assert_eq!(release(&a1).unwrap(), Release::Released);
-    let late = lock::acquire_recorded(store, &name, holder, 30_000, &a1).unwrap_err();
+    let late = lock::acquire_recorded(store, &name, holder, 30_000, Some(&a1)).unwrap_err();
     assert!(late.is_connection_error(), "{late}");
     assert!(!lock::state(store, &name, holder).unwrap().locked);
 }

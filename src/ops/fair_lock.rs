@@ -4,7 +4,10 @@
 //! are the reentrant lock's ([`super::lock::renew`], [`super::lock::state`]).
 
 use super::lock::{Acquire, Release, Undo, acquire_outcome, release_outcome, undo_outcome};
-use super::{ROLLBACK_LATCH_MS, is_one, is_some, rollback_latch, run, script};
+use super::{
+    ROLLBACK_LATCH_MS, acquire_call, is_one, is_some, rollback_latch, run, script, sent_lease,
+    undo_script_call,
+};
 use crate::Result;
 use crate::backend::{Effect, LockBackend, Reply, Resend, ScriptCall};
 use crate::error::{check_ms, check_time_ms};
@@ -100,13 +103,13 @@ pub fn acquire<B: LockBackend + ?Sized>(
     now_ms: i64,
     enqueue: bool,
 ) -> Result<Acquire> {
-    acquire_with(
+    acquire_recorded(
         backend, keys, holder, lease_ms, wait_ms, now_ms, enqueue, None,
     )
 }
 
-/// As [`acquire`], and records the attempt under `attempt_key`
-/// (`{name}:redisync_attempt:<id>`, one fresh id per attempt, the lease as
+/// As [`acquire`] (which is this with no record), and with `attempt_key`
+/// records the attempt under it (`{name}:redisync_attempt:<id>`, one fresh id per attempt, the lease as
 /// TTL) when it takes a hold (a queued attempt records nothing: its queue
 /// entry is what [`cancel`] removes). [`undo_acquire`] with the same key
 /// then removes exactly that hold. The same call sent again (its reply
@@ -130,7 +133,7 @@ pub fn acquire<B: LockBackend + ?Sized>(
 /// let now = 1_700_000_000_000;
 /// let attempt = "{doc:fair-rec}:redisync_attempt:a1";
 /// let acquire = |store: &redisync::MemoryBackend| {
-///     redisync::ops::fair_lock::acquire_recorded(store, &keys, "c1:1", 30_000, 5_000, now, true, attempt)
+///     redisync::ops::fair_lock::acquire_recorded(store, &keys, "c1:1", 30_000, 5_000, now, true, Some(attempt))
 /// };
 /// assert_eq!(acquire(&store)?, Acquire::Acquired);
 /// // Sent again: still one hold.
@@ -147,58 +150,23 @@ pub fn acquire_recorded<B: LockBackend + ?Sized>(
     wait_ms: i64,
     now_ms: i64,
     enqueue: bool,
-    attempt_key: &str,
-) -> Result<Acquire> {
-    acquire_with(
-        backend,
-        keys,
-        holder,
-        lease_ms,
-        wait_ms,
-        now_ms,
-        enqueue,
-        Some(attempt_key),
-    )
-}
-
-#[allow(clippy::too_many_arguments)]
-fn acquire_with<B: LockBackend + ?Sized>(
-    backend: &B,
-    keys: &FairLockKeys<'_>,
-    holder: &str,
-    lease_ms: i64,
-    wait_ms: i64,
-    now_ms: i64,
-    enqueue: bool,
     attempt_key: Option<&str>,
 ) -> Result<Acquire> {
     check_ms("lease", lease_ms)?;
     check_ms("wait allowance", wait_ms)?;
     check_time_ms("now", now_ms)?;
-    let mut call = ScriptCall::new(
+    let call = acquire_call(
         &ACQUIRE,
-        Resend::Harmless,
-        Effect::Acquire {
-            acquired: Reply::is_nil,
-            undo: if attempt_key.is_some() {
-                undo_recorded
-            } else {
-                undo_acquire_call
-            },
-        },
+        Reply::is_nil,
+        undo_sent,
+        &[keys.name, keys.queue, keys.timeouts],
+        attempt_key,
     )
-    .key(keys.name)
-    .key(keys.queue)
-    .key(keys.timeouts);
-    if let Some(attempt_key) = attempt_key {
-        call = call.key(attempt_key);
-    }
-    let call = call
-        .arg(lease_ms)
-        .arg(holder)
-        .arg(wait_ms)
-        .arg(now_ms)
-        .arg(i64::from(enqueue));
+    .arg(lease_ms)
+    .arg(holder)
+    .arg(wait_ms)
+    .arg(now_ms)
+    .arg(i64::from(enqueue));
     acquire_outcome(&run(backend, &call)?, ACQUIRE.operation())
 }
 
@@ -224,8 +192,8 @@ fn acquire_with<B: LockBackend + ?Sized>(
 /// let store = redisync::MemoryBackend::new();
 /// let now = 1_700_000_000_000;
 /// let (a1, a2) = ("{doc:fair-undo}:redisync_attempt:a1", "{doc:fair-undo}:redisync_attempt:a2");
-/// fair_lock::acquire_recorded(&store, &keys, "c1:1", 30_000, 5_000, now, true, a1)?;
-/// fair_lock::acquire_recorded(&store, &keys, "c1:1", 30_000, 5_000, now, true, a2)?;
+/// fair_lock::acquire_recorded(&store, &keys, "c1:1", 30_000, 5_000, now, true, Some(a1))?;
+/// fair_lock::acquire_recorded(&store, &keys, "c1:1", 30_000, 5_000, now, true, Some(a2))?;
 /// assert_eq!(fair_lock::undo_acquire(&store, &keys, "c1:1", 30_000, now, a1)?, Undo::Removed);
 /// assert_eq!(fair_lock::undo_acquire(&store, &keys, "c1:1", 30_000, now, a1)?, Undo::Nothing);
 /// assert_eq!(redisync::ops::lock::state(&store, "doc:fair-undo", "c1:1")?.hold_count, 1);
@@ -252,27 +220,24 @@ fn undo_call<'a>(
     now_ms: i64,
     attempt_key: &'a str,
 ) -> ScriptCall<'a> {
-    ScriptCall::new(
-        &UNDO_ACQUIRE,
-        Resend::Harmless,
-        Effect::Change(|r| r.as_int().is_some_and(|n| n > 0)),
-    )
-    .key(keys.name)
-    .key(keys.queue)
-    .key(keys.timeouts)
-    .key(keys.channel_prefix)
-    .key(attempt_key)
-    .arg(UNLOCK_MESSAGE)
-    .arg(holder)
-    .arg(lease_ms)
-    .arg(now_ms)
+    undo_script_call(&UNDO_ACQUIRE)
+        .key(keys.name)
+        .key(keys.queue)
+        .key(keys.timeouts)
+        .key(keys.channel_prefix)
+        .key(attempt_key)
+        .arg(UNLOCK_MESSAGE)
+        .arg(holder)
+        .arg(lease_ms)
+        .arg(now_ms)
 }
 
-/// The replica-acknowledgement undo of an [`acquire_recorded`] call (KEYS
-/// lock, queue, slots, attempt record; ARGV lease, holder, ...): exactly
-/// its hold, and the record forgotten, since the store sends the same call
-/// again at once.
-fn undo_recorded(call: &ScriptCall<'_>, _: &Reply) -> ScriptCall<'static> {
+/// The replica-acknowledgement undo of an [`acquire`] or
+/// [`acquire_recorded`] call (KEYS lock, queue, slots[, attempt record];
+/// ARGV lease, holder, ...): recorded, exactly its hold, and the record
+/// forgotten, since the store sends the same call again at once;
+/// unrecorded, the hold given back by a release behind a fresh latch.
+fn undo_sent(call: &ScriptCall<'_>, _: &Reply) -> ScriptCall<'static> {
     let name = call.keys()[0].as_ref();
     let channel_prefix = crate::keys::lock_channel(name);
     let keys = FairLockKeys {
@@ -281,37 +246,21 @@ fn undo_recorded(call: &ScriptCall<'_>, _: &Reply) -> ScriptCall<'static> {
         timeouts: call.keys()[2].as_ref(),
         channel_prefix: &channel_prefix,
     };
-    undo_call(
-        &keys,
-        call.args()[1].as_ref(),
-        call.args()[0].parse().unwrap_or(1),
-        crate::clock::wall_clock_ms(),
-        call.keys()[3].as_ref(),
-    )
-    .arg("1")
-    .into_owned()
-}
-
-/// Gives back the hold an acquire call took (KEYS lock, queue, slots; ARGV
-/// lease, holder, ...).
-fn undo_acquire_call(call: &ScriptCall<'_>, _: &Reply) -> ScriptCall<'static> {
-    let name = call.keys()[0].as_ref();
-    let channel_prefix = crate::keys::lock_channel(name);
-    let keys = FairLockKeys {
-        name,
-        queue: call.keys()[1].as_ref(),
-        timeouts: call.keys()[2].as_ref(),
-        channel_prefix: &channel_prefix,
-    };
-    release_call(
-        &keys,
-        call.args()[1].as_ref(),
-        call.args()[0].parse().unwrap_or(1),
-        crate::clock::wall_clock_ms(),
-        &rollback_latch(name),
-        ROLLBACK_LATCH_MS,
-    )
-    .into_owned()
+    let (holder, now_ms) = (call.args()[1].as_ref(), crate::clock::wall_clock_ms());
+    match call.keys().get(3) {
+        Some(record) => undo_call(&keys, holder, sent_lease(call), now_ms, record.as_ref())
+            .arg("1")
+            .into_owned(),
+        None => release_call(
+            &keys,
+            holder,
+            sent_lease(call),
+            now_ms,
+            &rollback_latch(name),
+            ROLLBACK_LATCH_MS,
+        )
+        .into_owned(),
+    }
 }
 
 /// Releases one hold of `holder`; on the last one deletes the lock and
@@ -350,16 +299,14 @@ pub fn release<B: LockBackend + ?Sized>(
     latch_key: &str,
     latch_ms: i64,
 ) -> Result<Release> {
-    check_ms("lease", lease_ms)?;
-    check_time_ms("now", now_ms)?;
-    check_ms("latch timeout", latch_ms)?;
-    let call = release_call(keys, holder, lease_ms, now_ms, latch_key, latch_ms);
-    release_outcome(&run(backend, &call)?, RELEASE.operation())
+    release_recorded(
+        backend, keys, holder, lease_ms, now_ms, latch_key, latch_ms, None,
+    )
 }
 
-/// [`release`] of the hold that the [`acquire_recorded`] call with
-/// `record` took: the record is deleted with the hold (its outcome was
-/// known; no undo will ever need it).
+/// [`release`], and with `record`, of the hold that the
+/// [`acquire_recorded`] call with `record` took: the record is deleted with
+/// the hold (its outcome was known; no undo will ever need it).
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn release_recorded<B: LockBackend + ?Sized>(
     backend: &B,
@@ -369,12 +316,13 @@ pub(crate) fn release_recorded<B: LockBackend + ?Sized>(
     now_ms: i64,
     latch_key: &str,
     latch_ms: i64,
-    record: &str,
+    record: Option<&str>,
 ) -> Result<Release> {
     check_ms("lease", lease_ms)?;
     check_time_ms("now", now_ms)?;
     check_ms("latch timeout", latch_ms)?;
-    let call = release_call(keys, holder, lease_ms, now_ms, latch_key, latch_ms).key(record);
+    let call = release_call(keys, holder, lease_ms, now_ms, latch_key, latch_ms);
+    let call = record.into_iter().fold(call, ScriptCall::key);
     release_outcome(&run(backend, &call)?, RELEASE.operation())
 }
 

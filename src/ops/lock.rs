@@ -7,8 +7,8 @@
 use std::time::Duration;
 
 use super::{
-    ROLLBACK_LATCH_MS, any_one, flags, int, is_one, is_some, optional_int, rollback_latch, run,
-    script, ttl_from_pttl,
+    ROLLBACK_LATCH_MS, acquire_call, any_one, flags, int, is_one, is_some, optional_int,
+    rollback_latch, run, script, sent_lease, ttl_from_pttl, undo_script_call,
 };
 use crate::backend::{Effect, LockBackend, Reply, Resend, ScriptCall};
 use crate::error::check_ms;
@@ -208,24 +208,11 @@ pub fn acquire<B: LockBackend + ?Sized>(
     holder: &str,
     lease_ms: i64,
 ) -> Result<Acquire> {
-    check_ms("lease", lease_ms)?;
-    let call = ScriptCall::new(
-        &ACQUIRE,
-        // A second acquisition is a phantom hold the outermost unlock drains.
-        Resend::Harmless,
-        Effect::Acquire {
-            acquired: Reply::is_nil,
-            undo: undo_unrecorded,
-        },
-    )
-    .key(name)
-    .arg(lease_ms)
-    .arg(holder);
-    acquire_outcome(&run(backend, &call)?, ACQUIRE.operation())
+    acquire_recorded(backend, name, holder, lease_ms, None)
 }
 
-/// As [`acquire`], and records the attempt under `attempt_key` (a key of
-/// its own with the lease as TTL, `{name}:redisync_attempt:<id>`,
+/// As [`acquire`] (which is this with no record), and with `attempt_key`
+/// records the attempt under it (a key of its own with the lease as TTL, `{name}:redisync_attempt:<id>`,
 /// one fresh id per attempt) when it takes a hold: [`undo_acquire`] with
 /// the same key then removes exactly that hold, whatever else the holder
 /// took meanwhile. The same call sent again (its reply lost) does not take
@@ -239,9 +226,9 @@ pub fn acquire<B: LockBackend + ?Sized>(
 /// use redisync::ops::lock::Acquire;
 /// let store = redisync::MemoryBackend::new();
 /// let attempt = "{doc:rec}:redisync_attempt:a1";
-/// assert_eq!(redisync::ops::lock::acquire_recorded(&store, "doc:rec", "c1:1", 30_000, attempt)?, Acquire::Acquired);
+/// assert_eq!(redisync::ops::lock::acquire_recorded(&store, "doc:rec", "c1:1", 30_000, Some(attempt))?, Acquire::Acquired);
 /// // Sent again: still one hold.
-/// redisync::ops::lock::acquire_recorded(&store, "doc:rec", "c1:1", 30_000, attempt)?;
+/// redisync::ops::lock::acquire_recorded(&store, "doc:rec", "c1:1", 30_000, Some(attempt))?;
 /// assert_eq!(redisync::ops::lock::state(&store, "doc:rec", "c1:1")?.hold_count, 1);
 /// # Ok::<(), redisync::Error>(())
 /// ```
@@ -250,22 +237,12 @@ pub fn acquire_recorded<B: LockBackend + ?Sized>(
     name: &str,
     holder: &str,
     lease_ms: i64,
-    attempt_key: &str,
+    attempt_key: Option<&str>,
 ) -> Result<Acquire> {
     check_ms("lease", lease_ms)?;
-    let call = ScriptCall::new(
-        &ACQUIRE,
-        // The record makes a repeat return the first outcome.
-        Resend::Harmless,
-        Effect::Acquire {
-            acquired: Reply::is_nil,
-            undo: undo_acquire_call,
-        },
-    )
-    .key(name)
-    .key(attempt_key)
-    .arg(lease_ms)
-    .arg(holder);
+    let call = acquire_call(&ACQUIRE, Reply::is_nil, undo_sent, &[name], attempt_key)
+        .arg(lease_ms)
+        .arg(holder);
     acquire_outcome(&run(backend, &call)?, ACQUIRE.operation())
 }
 
@@ -296,8 +273,8 @@ pub enum Undo {
 /// use redisync::ops::lock::{self, Undo};
 /// let store = redisync::MemoryBackend::new();
 /// let (a1, a2) = ("{doc:undo}:redisync_attempt:a1", "{doc:undo}:redisync_attempt:a2");
-/// lock::acquire_recorded(&store, "doc:undo", "c1:1", 30_000, a1)?;
-/// lock::acquire_recorded(&store, "doc:undo", "c1:1", 30_000, a2)?;
+/// lock::acquire_recorded(&store, "doc:undo", "c1:1", 30_000, Some(a1))?;
+/// lock::acquire_recorded(&store, "doc:undo", "c1:1", 30_000, Some(a2))?;
 /// let channel = "redisson_lock__channel:{doc:undo}";
 /// assert_eq!(lock::undo_acquire(&store, "doc:undo", channel, "c1:1", 30_000, a1)?, Undo::Removed);
 /// assert_eq!(lock::undo_acquire(&store, "doc:undo", channel, "c1:1", 30_000, a1)?, Undo::Nothing);
@@ -335,49 +312,53 @@ fn undo_call<'a>(
     lease_ms: i64,
     attempt_key: &'a str,
 ) -> ScriptCall<'a> {
-    ScriptCall::new(
-        &UNDO_ACQUIRE,
-        Resend::Harmless,
-        Effect::Change(|r| r.as_int().is_some_and(|n| n > 0)),
-    )
-    .key(name)
-    .key(channel)
-    .key(attempt_key)
-    .arg(UNLOCK_MESSAGE)
-    .arg(holder)
-    .arg(lease_ms)
+    undo_script_call(&UNDO_ACQUIRE)
+        .key(name)
+        .key(channel)
+        .key(attempt_key)
+        .arg(UNLOCK_MESSAGE)
+        .arg(holder)
+        .arg(lease_ms)
 }
 
-/// The replica-acknowledgement undo of an [`acquire_recorded`] call (KEYS
-/// lock, attempt record; ARGV lease, holder): exactly its hold, and the
-/// record forgotten, since the store sends the same call again at once
-/// (its reply came: nothing of it is still on the way).
-fn undo_acquire_call(call: &ScriptCall<'_>, _: &Reply) -> ScriptCall<'static> {
-    let name = call.keys()[0].as_ref();
-    undo_call(
-        name,
-        &crate::keys::lock_channel(name),
-        call.args()[1].as_ref(),
-        call.args()[0].parse().unwrap_or(1),
-        call.keys()[1].as_ref(),
-    )
-    .arg("1")
-    .into_owned()
+/// The replica-acknowledgement undo of an [`acquire`] or
+/// [`acquire_recorded`] call (KEYS lock[, attempt record]; ARGV lease,
+/// holder): see [`undo_sent_at`].
+fn undo_sent(call: &ScriptCall<'_>, _: &Reply) -> ScriptCall<'static> {
+    undo_sent_at(call, 1)
 }
 
-/// Gives back one hold taken by an acquire or a fenced acquire call (KEYS
-/// lock, ...; ARGV lease, holder): a release behind a fresh unlock latch.
-fn undo_unrecorded(call: &ScriptCall<'_>, _: &Reply) -> ScriptCall<'static> {
+/// The replica-acknowledgement undo of a [`fenced_acquire`] or
+/// [`fenced_acquire_recorded`] call (KEYS lock, token counter[, attempt
+/// record]; ARGV lease, holder): see [`undo_sent_at`] (the token stays
+/// spent: tokens only grow).
+fn undo_fenced_sent(call: &ScriptCall<'_>, _: &Reply) -> ScriptCall<'static> {
+    undo_sent_at(call, 2)
+}
+
+/// The undo of an acquire call whose attempt record, if it has one, is
+/// KEYS[`record`]: recorded, exactly its hold, and the record forgotten,
+/// since the store sends the same call again at once (its reply came:
+/// nothing of it is still on the way); unrecorded, one hold given back by a
+/// release behind a fresh unlock latch.
+fn undo_sent_at(call: &ScriptCall<'_>, record: usize) -> ScriptCall<'static> {
     let name = call.keys()[0].as_ref();
-    release_call(
-        name,
-        &crate::keys::lock_channel(name),
-        call.args()[1].as_ref(),
-        call.args()[0].parse().unwrap_or(1),
-        &rollback_latch(name),
-        ROLLBACK_LATCH_MS,
-    )
-    .into_owned()
+    let channel = crate::keys::lock_channel(name);
+    let holder = call.args()[1].as_ref();
+    match call.keys().get(record) {
+        Some(record) => undo_call(name, &channel, holder, sent_lease(call), record.as_ref())
+            .arg("1")
+            .into_owned(),
+        None => release_call(
+            name,
+            &channel,
+            holder,
+            sent_lease(call),
+            &rollback_latch(name),
+            ROLLBACK_LATCH_MS,
+        )
+        .into_owned(),
+    }
 }
 
 /// As [`acquire`], and on success increments the fencing-token counter
@@ -403,11 +384,11 @@ pub fn fenced_acquire<B: LockBackend + ?Sized>(
     holder: &str,
     lease_ms: i64,
 ) -> Result<FencedAcquire> {
-    fenced_acquire_with(backend, name, token_key, holder, lease_ms, None)
+    fenced_acquire_recorded(backend, name, token_key, holder, lease_ms, None)
 }
 
-/// As [`fenced_acquire`], and records the attempt under `attempt_key`
-/// (`{name}:redisync_attempt:<id>`, one fresh id per attempt, the lease as
+/// As [`fenced_acquire`] (which is this with no record), and with
+/// `attempt_key` records the attempt under it (`{name}:redisync_attempt:<id>`, one fresh id per attempt, the lease as
 /// TTL) when it takes a hold, as [`acquire_recorded`] does: the record
 /// holds the token it took. [`undo_acquire`] with the same key then removes
 /// exactly that hold (the token stays spent: tokens only grow). The same
@@ -421,9 +402,9 @@ pub fn fenced_acquire<B: LockBackend + ?Sized>(
 /// ```
 /// let store = redisync::MemoryBackend::new();
 /// let (counter, attempt) = ("redisson_lock_token:{doc:frec}", "{doc:frec}:redisync_attempt:a1");
-/// let first = redisync::ops::lock::fenced_acquire_recorded(&store, "doc:frec", counter, "c1:1", 30_000, attempt)?;
+/// let first = redisync::ops::lock::fenced_acquire_recorded(&store, "doc:frec", counter, "c1:1", 30_000, Some(attempt))?;
 /// // Sent again: the same hold and the same token.
-/// let again = redisync::ops::lock::fenced_acquire_recorded(&store, "doc:frec", counter, "c1:1", 30_000, attempt)?;
+/// let again = redisync::ops::lock::fenced_acquire_recorded(&store, "doc:frec", counter, "c1:1", 30_000, Some(attempt))?;
 /// assert_eq!(again.token(), first.token());
 /// assert_eq!(redisync::ops::lock::state(&store, "doc:frec", "c1:1")?.hold_count, 1);
 /// # Ok::<(), redisync::Error>(())
@@ -434,48 +415,18 @@ pub fn fenced_acquire_recorded<B: LockBackend + ?Sized>(
     token_key: &str,
     holder: &str,
     lease_ms: i64,
-    attempt_key: &str,
-) -> Result<FencedAcquire> {
-    fenced_acquire_with(
-        backend,
-        name,
-        token_key,
-        holder,
-        lease_ms,
-        Some(attempt_key),
-    )
-}
-
-fn fenced_acquire_with<B: LockBackend + ?Sized>(
-    backend: &B,
-    name: &str,
-    token_key: &str,
-    holder: &str,
-    lease_ms: i64,
     attempt_key: Option<&str>,
 ) -> Result<FencedAcquire> {
     check_ms("lease", lease_ms)?;
-    let mut call = ScriptCall::new(
+    let call = acquire_call(
         &FENCED_ACQUIRE,
-        // Unrecorded, a second acquisition is a phantom hold the outermost
-        // unlock drains; recorded, a repeat returns the first outcome.
-        Resend::Harmless,
-        Effect::Acquire {
-            acquired: fenced_acquired,
-            // The token stays spent: tokens only grow.
-            undo: if attempt_key.is_some() {
-                undo_fenced_recorded
-            } else {
-                undo_unrecorded
-            },
-        },
+        fenced_acquired,
+        undo_fenced_sent,
+        &[name, token_key],
+        attempt_key,
     )
-    .key(name)
-    .key(token_key);
-    if let Some(attempt_key) = attempt_key {
-        call = call.key(attempt_key);
-    }
-    let call = call.arg(lease_ms).arg(holder);
+    .arg(lease_ms)
+    .arg(holder);
     let reply = run(backend, &call)?;
     let operation = FENCED_ACQUIRE.operation();
     let pttl = int(super::part(&reply, 0, operation)?, operation)?;
@@ -496,22 +447,6 @@ fn fenced_acquire_with<B: LockBackend + ?Sized>(
             "fenced lock acquire: token counter {token_key:?} holds {counter:?}, not a positive integer"
         ))),
     }
-}
-
-/// The replica-acknowledgement undo of a [`fenced_acquire_recorded`] call
-/// (KEYS lock, token counter, attempt record; ARGV lease, holder): exactly
-/// its hold, the record forgotten, as [`undo_acquire_call`].
-fn undo_fenced_recorded(call: &ScriptCall<'_>, _: &Reply) -> ScriptCall<'static> {
-    let name = call.keys()[0].as_ref();
-    undo_call(
-        name,
-        &crate::keys::lock_channel(name),
-        call.args()[1].as_ref(),
-        call.args()[0].parse().unwrap_or(1),
-        call.keys()[2].as_ref(),
-    )
-    .arg("1")
-    .into_owned()
 }
 
 /// Whether a fenced acquire's reply is an acquisition: `{-1, "<token>"}`.

@@ -47,7 +47,7 @@
 
 use std::time::Duration;
 
-use crate::backend::{LockBackend, Reply, ScriptCall};
+use crate::backend::{Effect, LockBackend, Reply, Resend, Script, ScriptCall};
 use crate::{Error, Result};
 
 pub mod barrier;
@@ -154,11 +154,7 @@ script!(
 fn wrong_type<B: LockBackend + ?Sized>(backend: &B, call: &ScriptCall<'_>) -> Error {
     let operation = call.script().operation();
     let lookup = call.keys().iter().fold(
-        ScriptCall::new(
-            &KEY_TYPES,
-            crate::backend::Resend::Harmless,
-            crate::backend::Effect::Read,
-        ),
+        ScriptCall::new(&KEY_TYPES, Resend::Harmless, Effect::Read),
         |lookup, key| lookup.key(key.as_ref()),
     );
     let found: Vec<String> = match backend.run_script(&lookup) {
@@ -333,6 +329,45 @@ fn counter_value(name: &str, reply: &Reply, operation: &str) -> Result<i64> {
         }
         _ => Err(reply.unexpected(operation, "a count")),
     }
+}
+
+/// A replica-acknowledgement undo: built from the acquire call it undoes
+/// and that call's reply.
+type UndoCall = fn(&ScriptCall<'_>, &Reply) -> ScriptCall<'static>;
+
+/// An acquire script's call: `keys`, then the attempt's record when there
+/// is one (every acquire script takes it as its last, optional key). Its
+/// replica-acknowledgement `undo` tells the two apart by the call's keys.
+/// Resent freely: unrecorded, a second acquisition is a phantom hold the
+/// outermost unlock drains; recorded, a repeat returns the first outcome.
+fn acquire_call<'a>(
+    script: &'static Script,
+    acquired: fn(&Reply) -> bool,
+    undo: UndoCall,
+    keys: &[&'a str],
+    attempt_key: Option<&'a str>,
+) -> ScriptCall<'a> {
+    keys.iter().copied().chain(attempt_key).fold(
+        ScriptCall::new(script, Resend::Harmless, Effect::Acquire { acquired, undo }),
+        ScriptCall::key,
+    )
+}
+
+/// An undo script's call (`lua/*_undo_acquire.lua`): repeated, it finds its
+/// record undone and does nothing; it changed something when it undid a
+/// hold (1 or 2).
+fn undo_script_call<'a>(script: &'static Script) -> ScriptCall<'a> {
+    ScriptCall::new(
+        script,
+        Resend::Harmless,
+        Effect::Change(|reply| reply.as_int().is_some_and(|n| n > 0)),
+    )
+}
+
+/// What an acquire call sent as its lease (ARGV[1] of every lock acquire
+/// script), for the undo of that call.
+fn sent_lease(call: &ScriptCall<'_>) -> i64 {
+    call.args()[0].parse().unwrap_or(1)
 }
 
 /// A latch key for a rollback's release (a fresh request id).

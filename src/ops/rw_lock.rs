@@ -7,8 +7,8 @@ use std::time::Duration;
 
 use super::lock::{Acquire, Release, Undo, acquire_outcome, release_outcome, undo_outcome};
 use super::{
-    ROLLBACK_LATCH_MS, any_one, int, is_one, is_some, part, rollback_latch, run, script,
-    ttl_from_pttl,
+    ROLLBACK_LATCH_MS, acquire_call, any_one, int, is_one, is_some, part, rollback_latch, run,
+    script, sent_lease, ttl_from_pttl, undo_script_call,
 };
 use crate::backend::{Effect, LockBackend, Reply, Resend, ScriptCall};
 use crate::error::check_ms;
@@ -191,11 +191,11 @@ pub fn read_acquire<B: LockBackend + ?Sized>(
     keys: &RwLockKeys<'_>,
     lease_ms: i64,
 ) -> Result<Acquire> {
-    read_acquire_with(backend, keys, lease_ms, None)
+    read_acquire_recorded(backend, keys, lease_ms, None)
 }
 
-/// As [`read_acquire`], and records the attempt under `attempt_key`
-/// (`{name}:redisync_attempt:<id>`, one fresh id per attempt, the lease as
+/// As [`read_acquire`] (which is this with no record), and with
+/// `attempt_key` records the attempt under it (`{name}:redisync_attempt:<id>`, one fresh id per attempt, the lease as
 /// TTL) when it takes a hold: the number of the read hold it took.
 /// [`read_undo_acquire`] with the same key then removes exactly that hold.
 /// The same call sent again (its reply lost) takes no second hold; once
@@ -215,9 +215,9 @@ pub fn read_acquire<B: LockBackend + ?Sized>(
 /// };
 /// let store = redisync::MemoryBackend::new();
 /// let attempt = "{doc:rw-rec}:redisync_attempt:a1";
-/// assert_eq!(redisync::ops::rw_lock::read_acquire_recorded(&store, &keys, 30_000, attempt)?, Acquire::Acquired);
+/// assert_eq!(redisync::ops::rw_lock::read_acquire_recorded(&store, &keys, 30_000, Some(attempt))?, Acquire::Acquired);
 /// // Sent again: still one hold.
-/// redisync::ops::rw_lock::read_acquire_recorded(&store, &keys, 30_000, attempt)?;
+/// redisync::ops::rw_lock::read_acquire_recorded(&store, &keys, 30_000, Some(attempt))?;
 /// assert_eq!(redisync::ops::rw_lock::state(&store, "doc:rw-rec", "c1:1")?.hold_count, 1);
 /// # Ok::<(), redisync::Error>(())
 /// ```
@@ -225,36 +225,19 @@ pub fn read_acquire_recorded<B: LockBackend + ?Sized>(
     backend: &B,
     keys: &RwLockKeys<'_>,
     lease_ms: i64,
-    attempt_key: &str,
-) -> Result<Acquire> {
-    read_acquire_with(backend, keys, lease_ms, Some(attempt_key))
-}
-
-fn read_acquire_with<B: LockBackend + ?Sized>(
-    backend: &B,
-    keys: &RwLockKeys<'_>,
-    lease_ms: i64,
     attempt_key: Option<&str>,
 ) -> Result<Acquire> {
     check_ms("lease", lease_ms)?;
-    let mut call = ScriptCall::new(
+    let call = acquire_call(
         &READ_ACQUIRE,
-        Resend::Harmless,
-        Effect::Acquire {
-            acquired: Reply::is_nil,
-            undo: if attempt_key.is_some() {
-                undo_read_recorded
-            } else {
-                undo_read_acquire
-            },
-        },
+        Reply::is_nil,
+        undo_read_sent,
+        &[keys.name, keys.timeout_prefix],
+        attempt_key,
     )
-    .key(keys.name)
-    .key(keys.timeout_prefix);
-    if let Some(attempt_key) = attempt_key {
-        call = call.key(attempt_key);
-    }
-    let call = call.arg(lease_ms).arg(keys.holder).arg(keys.write_field);
+    .arg(lease_ms)
+    .arg(keys.holder)
+    .arg(keys.write_field);
     acquire_outcome(&run(backend, &call)?, READ_ACQUIRE.operation())
 }
 
@@ -278,8 +261,8 @@ fn read_acquire_with<B: LockBackend + ?Sized>(
 /// };
 /// let store = redisync::MemoryBackend::new();
 /// let (a1, a2) = ("{doc:rw-undo}:redisync_attempt:a1", "{doc:rw-undo}:redisync_attempt:a2");
-/// rw_lock::read_acquire_recorded(&store, &keys, 30_000, a1)?;
-/// rw_lock::read_acquire_recorded(&store, &keys, 30_000, a2)?;
+/// rw_lock::read_acquire_recorded(&store, &keys, 30_000, Some(a1))?;
+/// rw_lock::read_acquire_recorded(&store, &keys, 30_000, Some(a2))?;
 /// assert_eq!(rw_lock::read_undo_acquire(&store, &keys, 30_000, a1)?, Undo::Removed);
 /// assert_eq!(rw_lock::read_undo_acquire(&store, &keys, 30_000, a1)?, Undo::Nothing);
 /// assert_eq!(rw_lock::state(&store, "doc:rw-undo", "c1:1")?.hold_count, 1);
@@ -301,26 +284,24 @@ fn read_undo_call<'a>(
     lease_ms: i64,
     attempt_key: &'a str,
 ) -> ScriptCall<'a> {
-    ScriptCall::new(
-        &READ_UNDO_ACQUIRE,
-        Resend::Harmless,
-        Effect::Change(|r| r.as_int().is_some_and(|n| n > 0)),
-    )
-    .key(keys.name)
-    .key(keys.channel)
-    .key(keys.timeout_prefix)
-    .key(keys.key_prefix)
-    .key(attempt_key)
-    .arg(UNLOCK_MESSAGE)
-    .arg(keys.holder)
-    .arg(lease_ms)
+    undo_script_call(&READ_UNDO_ACQUIRE)
+        .key(keys.name)
+        .key(keys.channel)
+        .key(keys.timeout_prefix)
+        .key(keys.key_prefix)
+        .key(attempt_key)
+        .arg(UNLOCK_MESSAGE)
+        .arg(keys.holder)
+        .arg(lease_ms)
 }
 
-/// The replica-acknowledgement undo of a [`read_acquire_recorded`] call
-/// (KEYS lock, timeout prefix, attempt record; ARGV lease, holder, write
-/// field): exactly its hold, and the record forgotten, since the store
-/// sends the same call again at once.
-fn undo_read_recorded(call: &ScriptCall<'_>, _: &Reply) -> ScriptCall<'static> {
+/// The replica-acknowledgement undo of a [`read_acquire`] or
+/// [`read_acquire_recorded`] call (KEYS lock, timeout prefix[, attempt
+/// record]; ARGV lease, holder, write field): recorded, exactly its hold,
+/// and the record forgotten, since the store sends the same call again at
+/// once; unrecorded, the read hold given back by a release behind a fresh
+/// latch.
+fn undo_read_sent(call: &ScriptCall<'_>, _: &Reply) -> ScriptCall<'static> {
     let name = call.keys()[0].as_ref();
     let channel = crate::keys::rw_channel(name);
     let key_prefix = crate::keys::rw_key_prefix(name);
@@ -332,30 +313,12 @@ fn undo_read_recorded(call: &ScriptCall<'_>, _: &Reply) -> ScriptCall<'static> {
         timeout_prefix: call.keys()[1].as_ref(),
         key_prefix: &key_prefix,
     };
-    read_undo_call(
-        &keys,
-        call.args()[0].parse().unwrap_or(1),
-        call.keys()[2].as_ref(),
-    )
-    .arg("1")
-    .into_owned()
-}
-
-/// Gives back the read hold an acquire call took (KEYS lock, timeout
-/// prefix; ARGV lease, holder, write field).
-fn undo_read_acquire(call: &ScriptCall<'_>, _: &Reply) -> ScriptCall<'static> {
-    let name = call.keys()[0].as_ref();
-    let channel = crate::keys::rw_channel(name);
-    let key_prefix = crate::keys::rw_key_prefix(name);
-    let keys = RwLockKeys {
-        name,
-        channel: &channel,
-        holder: call.args()[1].as_ref(),
-        write_field: call.args()[2].as_ref(),
-        timeout_prefix: call.keys()[1].as_ref(),
-        key_prefix: &key_prefix,
-    };
-    read_release_call(&keys, &rollback_latch(name), ROLLBACK_LATCH_MS).into_owned()
+    match call.keys().get(2) {
+        Some(record) => read_undo_call(&keys, sent_lease(call), record.as_ref())
+            .arg("1")
+            .into_owned(),
+        None => read_release_call(&keys, &rollback_latch(name), ROLLBACK_LATCH_MS).into_owned(),
+    }
 }
 
 /// Acquires or re-enters the write half for `keys.holder` (field
@@ -383,11 +346,11 @@ pub fn write_acquire<B: LockBackend + ?Sized>(
     keys: &RwLockKeys<'_>,
     lease_ms: i64,
 ) -> Result<Acquire> {
-    write_acquire_with(backend, keys, lease_ms, None)
+    write_acquire_recorded(backend, keys, lease_ms, None)
 }
 
-/// As [`write_acquire`], and records the attempt under `attempt_key`
-/// (`{name}:redisync_attempt:<id>`, one fresh id per attempt, the lease as
+/// As [`write_acquire`] (which is this with no record), and with
+/// `attempt_key` records the attempt under it (`{name}:redisync_attempt:<id>`, one fresh id per attempt, the lease as
 /// TTL) when it takes a hold. [`write_undo_acquire`] with the same key then
 /// removes exactly that hold. The same call sent again (its reply lost)
 /// takes no second hold; once undone, it is refused.
@@ -406,9 +369,9 @@ pub fn write_acquire<B: LockBackend + ?Sized>(
 /// };
 /// let store = redisync::MemoryBackend::new();
 /// let attempt = "{doc:rw-wrec}:redisync_attempt:a1";
-/// assert_eq!(redisync::ops::rw_lock::write_acquire_recorded(&store, &keys, 30_000, attempt)?, Acquire::Acquired);
+/// assert_eq!(redisync::ops::rw_lock::write_acquire_recorded(&store, &keys, 30_000, Some(attempt))?, Acquire::Acquired);
 /// // Sent again: still one hold.
-/// redisync::ops::rw_lock::write_acquire_recorded(&store, &keys, 30_000, attempt)?;
+/// redisync::ops::rw_lock::write_acquire_recorded(&store, &keys, 30_000, Some(attempt))?;
 /// assert_eq!(redisync::ops::rw_lock::state(&store, "doc:rw-wrec", "c1:1:write")?.hold_count, 1);
 /// # Ok::<(), redisync::Error>(())
 /// ```
@@ -416,35 +379,19 @@ pub fn write_acquire_recorded<B: LockBackend + ?Sized>(
     backend: &B,
     keys: &RwLockKeys<'_>,
     lease_ms: i64,
-    attempt_key: &str,
-) -> Result<Acquire> {
-    write_acquire_with(backend, keys, lease_ms, Some(attempt_key))
-}
-
-fn write_acquire_with<B: LockBackend + ?Sized>(
-    backend: &B,
-    keys: &RwLockKeys<'_>,
-    lease_ms: i64,
     attempt_key: Option<&str>,
 ) -> Result<Acquire> {
     check_ms("lease", lease_ms)?;
-    let mut call = ScriptCall::new(
+    let call = acquire_call(
         &WRITE_ACQUIRE,
-        Resend::Harmless,
-        Effect::Acquire {
-            acquired: Reply::is_nil,
-            undo: if attempt_key.is_some() {
-                undo_write_recorded
-            } else {
-                undo_write_acquire
-            },
-        },
+        Reply::is_nil,
+        undo_write_sent,
+        &[keys.name],
+        attempt_key,
     )
-    .key(keys.name);
-    if let Some(attempt_key) = attempt_key {
-        call = call.key(attempt_key);
-    }
-    let call = call.arg(lease_ms).arg(keys.write_field).arg(keys.holder);
+    .arg(lease_ms)
+    .arg(keys.write_field)
+    .arg(keys.holder);
     let reply = run(backend, &call)?;
     if reply.as_int() == Some(CALLER_READS) {
         return Err(crate::error::read_to_write_upgrade(keys.name));
@@ -472,7 +419,7 @@ fn write_acquire_with<B: LockBackend + ?Sized>(
 /// };
 /// let store = redisync::MemoryBackend::new();
 /// let attempt = "{doc:rw-wundo}:redisync_attempt:a1";
-/// rw_lock::write_acquire_recorded(&store, &keys, 30_000, attempt)?;
+/// rw_lock::write_acquire_recorded(&store, &keys, 30_000, Some(attempt))?;
 /// assert_eq!(rw_lock::write_undo_acquire(&store, &keys, 30_000, attempt)?, Undo::Released);
 /// assert_eq!(rw_lock::state(&store, "doc:rw-wundo", "c1:1:write")?.mode, None);
 /// # Ok::<(), redisync::Error>(())
@@ -501,51 +448,44 @@ fn write_undo_call<'a>(
     lease_ms: i64,
     attempt_key: &'a str,
 ) -> ScriptCall<'a> {
-    ScriptCall::new(
-        &WRITE_UNDO_ACQUIRE,
-        Resend::Harmless,
-        Effect::Change(|r| r.as_int().is_some_and(|n| n > 0)),
-    )
-    .key(name)
-    .key(channel)
-    .key(attempt_key)
-    .arg(READ_UNLOCK_MESSAGE)
-    .arg(write_field)
-    .arg(lease_ms)
+    undo_script_call(&WRITE_UNDO_ACQUIRE)
+        .key(name)
+        .key(channel)
+        .key(attempt_key)
+        .arg(READ_UNLOCK_MESSAGE)
+        .arg(write_field)
+        .arg(lease_ms)
 }
 
-/// The replica-acknowledgement undo of a [`write_acquire_recorded`] call
-/// (KEYS lock, attempt record; ARGV lease, write field, holder): exactly
-/// its hold, and the record forgotten, since the store sends the same call
-/// again at once.
-fn undo_write_recorded(call: &ScriptCall<'_>, _: &Reply) -> ScriptCall<'static> {
+/// The replica-acknowledgement undo of a [`write_acquire`] or
+/// [`write_acquire_recorded`] call (KEYS lock[, attempt record]; ARGV
+/// lease, write field, holder): recorded, exactly its hold, and the record
+/// forgotten, since the store sends the same call again at once;
+/// unrecorded, the write hold given back by a release behind a fresh latch.
+fn undo_write_sent(call: &ScriptCall<'_>, _: &Reply) -> ScriptCall<'static> {
     let name = call.keys()[0].as_ref();
     let channel = crate::keys::rw_channel(name);
-    write_undo_call(
-        name,
-        &channel,
-        call.args()[1].as_ref(),
-        call.args()[0].parse().unwrap_or(1),
-        call.keys()[1].as_ref(),
-    )
-    .arg("1")
-    .into_owned()
-}
-
-/// Gives back the write hold an acquire call took (KEYS lock; ARGV lease,
-/// write field, holder).
-fn undo_write_acquire(call: &ScriptCall<'_>, _: &Reply) -> ScriptCall<'static> {
-    let name = call.keys()[0].as_ref();
-    let channel = crate::keys::rw_channel(name);
-    write_release_call(
-        name,
-        &channel,
-        call.args()[1].as_ref(),
-        call.args()[0].parse().unwrap_or(1),
-        &rollback_latch(name),
-        ROLLBACK_LATCH_MS,
-    )
-    .into_owned()
+    let write_field = call.args()[1].as_ref();
+    match call.keys().get(1) {
+        Some(record) => write_undo_call(
+            name,
+            &channel,
+            write_field,
+            sent_lease(call),
+            record.as_ref(),
+        )
+        .arg("1")
+        .into_owned(),
+        None => write_release_call(
+            name,
+            &channel,
+            write_field,
+            sent_lease(call),
+            &rollback_latch(name),
+            ROLLBACK_LATCH_MS,
+        )
+        .into_owned(),
+    }
 }
 
 /// Releases one read hold of `keys.holder`. `Released` when the lock is
@@ -575,22 +515,22 @@ pub fn read_release<B: LockBackend + ?Sized>(
     latch_key: &str,
     latch_ms: i64,
 ) -> Result<Release> {
-    check_ms("latch timeout", latch_ms)?;
-    let call = read_release_call(keys, latch_key, latch_ms);
-    release_outcome(&run(backend, &call)?, READ_RELEASE.operation())
+    read_release_recorded(backend, keys, latch_key, latch_ms, None)
 }
 
-/// [`read_release`] of the hold that the [`read_acquire_recorded`] call
-/// with `record` took: the record is deleted with the hold.
+/// [`read_release`], and with `record`, of the hold that the
+/// [`read_acquire_recorded`] call with `record` took: the record is deleted
+/// with the hold.
 pub(crate) fn read_release_recorded<B: LockBackend + ?Sized>(
     backend: &B,
     keys: &RwLockKeys<'_>,
     latch_key: &str,
     latch_ms: i64,
-    record: &str,
+    record: Option<&str>,
 ) -> Result<Release> {
     check_ms("latch timeout", latch_ms)?;
-    let call = read_release_call(keys, latch_key, latch_ms).key(record);
+    let call = read_release_call(keys, latch_key, latch_ms);
+    let call = record.into_iter().fold(call, ScriptCall::key);
     release_outcome(&run(backend, &call)?, READ_RELEASE.operation())
 }
 
@@ -638,28 +578,19 @@ pub fn write_release<B: LockBackend + ?Sized>(
     latch_key: &str,
     latch_ms: i64,
 ) -> Result<Release> {
-    check_ms("lease", lease_ms)?;
-    check_ms("latch timeout", latch_ms)?;
-    let call = write_release_call(
-        keys.name,
-        keys.channel,
-        keys.write_field,
-        lease_ms,
-        latch_key,
-        latch_ms,
-    );
-    release_outcome(&run(backend, &call)?, WRITE_RELEASE.operation())
+    write_release_recorded(backend, keys, lease_ms, latch_key, latch_ms, None)
 }
 
-/// [`write_release`] of the hold that the [`write_acquire_recorded`] call
-/// with `record` took: the record is deleted with the hold.
+/// [`write_release`], and with `record`, of the hold that the
+/// [`write_acquire_recorded`] call with `record` took: the record is
+/// deleted with the hold.
 pub(crate) fn write_release_recorded<B: LockBackend + ?Sized>(
     backend: &B,
     keys: &RwLockKeys<'_>,
     lease_ms: i64,
     latch_key: &str,
     latch_ms: i64,
-    record: &str,
+    record: Option<&str>,
 ) -> Result<Release> {
     check_ms("lease", lease_ms)?;
     check_ms("latch timeout", latch_ms)?;
@@ -670,8 +601,8 @@ pub(crate) fn write_release_recorded<B: LockBackend + ?Sized>(
         lease_ms,
         latch_key,
         latch_ms,
-    )
-    .key(record);
+    );
+    let call = record.into_iter().fold(call, ScriptCall::key);
     release_outcome(&run(backend, &call)?, WRITE_RELEASE.operation())
 }
 

@@ -46,8 +46,7 @@ pub fn add<B: LockBackend + ?Sized>(
     channel: &str,
     delta: i64,
 ) -> Result<i64> {
-    let call = add_call(name, channel, delta);
-    int(&run(backend, &call)?, ADD.operation())
+    add_with(backend, name, channel, delta, None)
 }
 
 /// As [`add`], and records the call under `record` (a key of its own,
@@ -76,17 +75,17 @@ pub fn add_recorded<B: LockBackend + ?Sized>(
     delta: i64,
     record: &str,
 ) -> Result<i64> {
-    let call = ScriptCall::new(
-        &ADD,
-        // The record makes a repeat return the first outcome.
-        Resend::Harmless,
-        Effect::Change(always),
-    )
-    .key(name)
-    .key(channel)
-    .key(record)
-    .arg(delta)
-    .arg(RECORD_MS);
+    add_with(backend, name, channel, delta, Some(record))
+}
+
+fn add_with<B: LockBackend + ?Sized>(
+    backend: &B,
+    name: &str,
+    channel: &str,
+    delta: i64,
+    record: Option<&str>,
+) -> Result<i64> {
+    let call = add_call(name, channel, delta, record);
     int(&run(backend, &call)?, ADD.operation())
 }
 
@@ -101,12 +100,41 @@ pub fn add_recorded<B: LockBackend + ?Sized>(
 pub const RECORD_MS: i64 = 60_000;
 
 /// The add script's call. It counts: sent again only if it provably
-/// never left.
-fn add_call<'a>(name: &'a str, channel: &'a str, delta: i64) -> ScriptCall<'a> {
-    ScriptCall::new(&ADD, Resend::IfUnsent, Effect::Change(always))
+/// never left, unless `record` makes a repeat return the first outcome.
+fn add_call<'a>(
+    name: &'a str,
+    channel: &'a str,
+    delta: i64,
+    record: Option<&'a str>,
+) -> ScriptCall<'a> {
+    let call = ScriptCall::new(&ADD, resend(record), Effect::Change(always))
         .key(name)
         .key(channel)
-        .arg(delta)
+        .arg(delta);
+    match record {
+        Some(record) => call.key(record).arg(RECORD_MS),
+        None => call,
+    }
+}
+
+/// How a counting call may be sent again: with a record, freely (a repeat
+/// returns the first outcome); without, only if it provably never left.
+fn resend(record: Option<&str>) -> Resend {
+    match record {
+        Some(_) => Resend::Harmless,
+        None => Resend::IfUnsent,
+    }
+}
+
+/// Checks the permits an acquire asks for: at least 1.
+fn check_permits(permits: i64) -> Result<()> {
+    if permits < 1 {
+        return Err(Error::invalid(
+            "permits",
+            format!("must be at least 1, got {permits}"),
+        ));
+    }
+    Ok(())
 }
 
 /// Takes `permits` (positive) from semaphore `name` if that many are
@@ -124,30 +152,7 @@ fn add_call<'a>(name: &'a str, channel: &'a str, delta: i64) -> ScriptCall<'a> {
 /// # Ok::<(), redisync::Error>(())
 /// ```
 pub fn try_acquire<B: LockBackend + ?Sized>(backend: &B, name: &str, permits: i64) -> Result<bool> {
-    if permits < 1 {
-        return Err(Error::invalid(
-            "permits",
-            format!("must be at least 1, got {permits}"),
-        ));
-    }
-    let call = ScriptCall::new(
-        &TRY_ACQUIRE,
-        Resend::IfUnsent,
-        Effect::Acquire {
-            acquired: is_one,
-            undo: undo_try_acquire,
-        },
-    )
-    .key(name)
-    .arg(permits);
-    super::flag(&run(backend, &call)?, TRY_ACQUIRE.operation())
-}
-
-/// Returns the permits an acquire call took (KEYS semaphore; ARGV permits).
-fn undo_try_acquire(call: &ScriptCall<'_>, _: &Reply) -> ScriptCall<'static> {
-    let name = call.keys()[0].as_ref();
-    let channel = crate::keys::semaphore_channel(name);
-    add_call(name, &channel, call.args()[0].parse().unwrap_or(0)).into_owned()
+    try_acquire_with(backend, name, permits, None)
 }
 
 /// As [`try_acquire`], and records the call under `record`
@@ -178,25 +183,30 @@ pub fn try_acquire_recorded<B: LockBackend + ?Sized>(
     permits: i64,
     record: &str,
 ) -> Result<bool> {
-    if permits < 1 {
-        return Err(Error::invalid(
-            "permits",
-            format!("must be at least 1, got {permits}"),
-        ));
-    }
+    try_acquire_with(backend, name, permits, Some(record))
+}
+
+fn try_acquire_with<B: LockBackend + ?Sized>(
+    backend: &B,
+    name: &str,
+    permits: i64,
+    record: Option<&str>,
+) -> Result<bool> {
+    check_permits(permits)?;
     let call = ScriptCall::new(
         &TRY_ACQUIRE,
-        // The record makes a repeat return the first outcome.
-        Resend::Harmless,
+        resend(record),
         Effect::Acquire {
             acquired: is_one,
-            undo: undo_recorded,
+            undo: undo_sent,
         },
     )
     .key(name)
-    .key(record)
-    .arg(permits)
-    .arg(RECORD_MS);
+    .arg(permits);
+    let call = match record {
+        Some(record) => call.key(record).arg(RECORD_MS),
+        None => call,
+    };
     super::flag(&run(backend, &call)?, TRY_ACQUIRE.operation())
 }
 
@@ -228,12 +238,7 @@ pub fn undo_acquire<B: LockBackend + ?Sized>(
     permits: i64,
     record: &str,
 ) -> Result<bool> {
-    if permits < 1 {
-        return Err(Error::invalid(
-            "permits",
-            format!("must be at least 1, got {permits}"),
-        ));
-    }
+    check_permits(permits)?;
     let call = undo_call(name, channel, permits, record);
     super::flag(&run(backend, &call)?, UNDO_ACQUIRE.operation())
 }
@@ -247,21 +252,26 @@ fn undo_call<'a>(name: &'a str, channel: &'a str, permits: i64, record: &'a str)
         .arg(RECORD_MS)
 }
 
-/// The replica-acknowledgement undo of a [`try_acquire_recorded`] call
-/// (KEYS semaphore, record; ARGV permits, record ms): exactly what it took,
-/// and the record forgotten, since the store sends the same call again at
-/// once (its reply came: nothing of it is still on the way).
-fn undo_recorded(call: &ScriptCall<'_>, _: &Reply) -> ScriptCall<'static> {
+/// The replica-acknowledgement undo of a [`try_acquire`] or
+/// [`try_acquire_recorded`] call (KEYS semaphore[, record]; ARGV permits[,
+/// record ms]): recorded, exactly what it took, and the record forgotten,
+/// since the store sends the same call again at once (its reply came:
+/// nothing of it is still on the way); unrecorded, the permits it took
+/// added back.
+fn undo_sent(call: &ScriptCall<'_>, _: &Reply) -> ScriptCall<'static> {
     let name = call.keys()[0].as_ref();
     let channel = crate::keys::semaphore_channel(name);
-    undo_call(
-        name,
-        &channel,
-        call.args()[0].parse().unwrap_or(1),
-        call.keys()[1].as_ref(),
-    )
-    .arg("1")
-    .into_owned()
+    match call.keys().get(1) {
+        Some(record) => undo_call(
+            name,
+            &channel,
+            call.args()[0].parse().unwrap_or(1),
+            record.as_ref(),
+        )
+        .arg("1")
+        .into_owned(),
+        None => add_call(name, &channel, call.args()[0].parse().unwrap_or(0), None).into_owned(),
+    }
 }
 
 /// Takes every available permit of semaphore `name`; returns how many.
