@@ -6,7 +6,7 @@
 use std::fmt;
 use std::time::{Duration, Instant};
 
-use crate::names::check_name;
+use crate::handle::HandleCore;
 use crate::ops;
 use crate::ops::barrier::Withdrawal;
 use crate::pubsub::Wake;
@@ -52,18 +52,14 @@ use crate::{Client, Error, Result, keys};
 #[must_use = "a barrier handle does nothing by itself: call .wait() on it"]
 #[derive(Clone)]
 pub struct Barrier {
-    client: Client,
-    name: String,
-    channel: String,
+    core: HandleCore,
     parties: u32,
-    /// Ends this handle's waits from another thread (see `cancellable`).
-    cancel: Option<crate::CancellationToken>,
 }
 
 impl fmt::Debug for Barrier {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Barrier")
-            .field("name", &self.name)
+        self.core
+            .debug(f, "Barrier")
             .field("parties", &self.parties)
             .finish()
     }
@@ -73,11 +69,8 @@ impl Barrier {
     pub(crate) fn new(client: Client, name: String, parties: u32) -> Barrier {
         let channel = ops::barrier::channel(&name);
         Barrier {
-            client,
-            name,
-            channel,
+            core: HandleCore::new(client, name, channel),
             parties,
-            cancel: None,
         }
     }
 
@@ -97,7 +90,7 @@ impl Barrier {
     #[must_use = "the cancellable handle is a new value; call .wait() on it"]
     pub fn cancellable(&self, token: &crate::CancellationToken) -> Barrier {
         Barrier {
-            cancel: Some(token.clone()),
+            core: self.core.cancellable(token),
             ..self.clone()
         }
     }
@@ -111,7 +104,7 @@ impl Barrier {
     /// # Ok::<(), redisync::Error>(())
     /// ```
     pub fn name(&self) -> &str {
-        self.client.unmap(&self.name)
+        self.core.unmapped_name()
     }
 
     /// How many arrivals complete a generation, as given to
@@ -186,8 +179,8 @@ impl Barrier {
     /// ```
     #[doc(alias = "getNumberWaiting")]
     pub fn arrived(&self) -> Result<u64> {
-        check_name(&self.name)?;
-        Ok(ops::barrier::state(self.client.store(), &self.name)?.arrived)
+        self.core.check_name()?;
+        Ok(ops::barrier::state(self.core.store(), &self.core.name)?.arrived)
     }
 
     /// How many generations have completed (the next to complete has this
@@ -204,8 +197,8 @@ impl Barrier {
     /// # Ok::<(), redisync::Error>(())
     /// ```
     pub fn generation(&self) -> Result<u64> {
-        check_name(&self.name)?;
-        Ok(ops::barrier::state(self.client.store(), &self.name)?.generation)
+        self.core.check_name()?;
+        Ok(ops::barrier::state(self.core.store(), &self.core.name)?.generation)
     }
 
     /// Deletes the barrier if no arrival waits at it, so that its
@@ -225,61 +218,53 @@ impl Barrier {
     /// # Ok::<(), redisync::Error>(())
     /// ```
     pub fn delete(&self) -> Result<bool> {
-        check_name(&self.name)?;
-        ops::barrier::delete(self.client.store(), &self.name)
+        self.core.check_name()?;
+        ops::barrier::delete(self.core.store(), &self.core.name)
     }
 
     fn wait_within(&self, wait: Wait) -> Result<Option<u64>> {
-        check_name(&self.name)?;
+        self.core.check_name()?;
         if self.parties == 0 {
             return Err(Error::invalid("parties", "must be at least 1, got 0"));
         }
-        let record = keys::new_op_record(&self.name);
+        let record = keys::new_op_record(&self.core.name);
         // The generation this call joined, once its arrival is answered;
         // whether it was sent at all (then a failure withdraws it).
         let joined = std::cell::Cell::new(None::<u64>);
         let sent = std::cell::Cell::new(false);
-        let waiting = self
-            .client
-            .waiting(
-                &self.channel,
-                Wake::Latch,
-                wait,
-                Primitive::Barrier,
-                &self.name,
-            )
-            .cancellable(self.cancel.as_ref());
         // The first attempt arrives (after the wait has noted the channel's
         // state, so a completion published before the subscription is not
         // missed); every later one reads whether the generation completed.
-        let outcome = self.client.wait_on(waiting, || {
-            let store = self.client.store();
-            let (generation, completed) = match joined.get() {
-                None => {
-                    sent.set(true);
-                    let arrival = ops::barrier::arrive(
-                        store,
-                        &self.name,
-                        &self.channel,
-                        self.parties,
-                        &record,
-                    )?;
-                    joined.set(Some(arrival.generation));
-                    (arrival.generation, arrival.completed)
-                }
-                // Its field goes only when its generation completes (or
-                // it withdraws, which it has not): gone = released.
-                Some(generation) => (
-                    generation,
-                    !ops::barrier::still_waiting(store, &self.name, &record)?,
-                ),
-            };
-            Ok(if completed {
-                Attempt::Done(generation)
-            } else {
-                Attempt::Retry(None)
-            })
-        });
+        let outcome = self
+            .core
+            .wait_on(Wake::Latch, wait, Primitive::Barrier, || {
+                let store = self.core.store();
+                let (generation, completed) = match joined.get() {
+                    None => {
+                        sent.set(true);
+                        let arrival = ops::barrier::arrive(
+                            store,
+                            &self.core.name,
+                            &self.core.channel,
+                            self.parties,
+                            &record,
+                        )?;
+                        joined.set(Some(arrival.generation));
+                        (arrival.generation, arrival.completed)
+                    }
+                    // Its field goes only when its generation completes (or
+                    // it withdraws, which it has not): gone = released.
+                    Some(generation) => (
+                        generation,
+                        !ops::barrier::still_waiting(store, &self.core.name, &record)?,
+                    ),
+                };
+                Ok(if completed {
+                    Attempt::Done(generation)
+                } else {
+                    Attempt::Retry(None)
+                })
+            });
         match outcome {
             Ok(Some(generation)) => Ok(Some(generation)),
             Ok(None) => self.withdraw(record, joined.get(), None),
@@ -300,7 +285,7 @@ impl Barrier {
         cause: Option<Error>,
     ) -> Result<Option<u64>> {
         let finish = |cause: Option<Error>| cause.map_or(Ok(None), Err);
-        match ops::barrier::withdraw(self.client.store(), &self.name, &record) {
+        match ops::barrier::withdraw(self.core.store(), &self.core.name, &record) {
             Ok(Withdrawal::Completed { generation }) => Ok(Some(generation)),
             // Answered, but its record gone: only a completed generation
             // drops an arrival that was not withdrawn (and a record lives
@@ -315,8 +300,8 @@ impl Barrier {
                     && let Some(give_up_at) =
                         Instant::now().checked_add(crate::counting::RESEND_HORIZON)
                 {
-                    let backend = std::sync::Arc::clone(self.client.backend());
-                    let (name, op) = (self.name.clone(), record.clone());
+                    let backend = std::sync::Arc::clone(self.core.client.backend());
+                    let (name, op) = (self.core.name.clone(), record.clone());
                     let task: crate::cleanup::Task = Box::new(move || {
                         match ops::barrier::withdraw(backend.as_ref(), &name, &op) {
                             Ok(_) => Ok(true),
@@ -325,8 +310,13 @@ impl Barrier {
                             Err(_) => Ok(true),
                         }
                     });
-                    self.client
-                        .release_later(&self.name, &record, task, give_up_at, &err);
+                    self.core.client.release_later(
+                        &self.core.name,
+                        &record,
+                        task,
+                        give_up_at,
+                        &err,
+                    );
                 }
                 Err(cause.unwrap_or(err))
             }

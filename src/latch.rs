@@ -4,7 +4,7 @@
 use std::fmt;
 use std::time::Duration;
 
-use crate::names::check_name;
+use crate::handle::HandleCore;
 use crate::ops;
 use crate::pubsub::Wake;
 use crate::telemetry::Primitive;
@@ -37,18 +37,12 @@ use crate::{Client, Error, Result, keys};
 #[must_use = "a latch handle does nothing by itself: call .wait() or .count_down() on it"]
 #[derive(Clone)]
 pub struct CountDownLatch {
-    client: Client,
-    name: String,
-    channel: String,
-    /// Ends this handle's waits from another thread (see `cancellable`).
-    cancel: Option<crate::CancellationToken>,
+    core: HandleCore,
 }
 
 impl fmt::Debug for CountDownLatch {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("CountDownLatch")
-            .field("name", &self.name)
-            .finish()
+        self.core.debug(f, "CountDownLatch").finish()
     }
 }
 
@@ -56,10 +50,7 @@ impl CountDownLatch {
     pub(crate) fn new(client: Client, name: String) -> CountDownLatch {
         let channel = keys::latch_channel(&name);
         CountDownLatch {
-            client,
-            name,
-            channel,
-            cancel: None,
+            core: HandleCore::new(client, name, channel),
         }
     }
 
@@ -83,8 +74,7 @@ impl CountDownLatch {
     #[must_use = "the cancellable handle is a new value; call the blocking method on it"]
     pub fn cancellable(&self, token: &crate::CancellationToken) -> CountDownLatch {
         CountDownLatch {
-            cancel: Some(token.clone()),
-            ..self.clone()
+            core: self.core.cancellable(token),
         }
     }
 
@@ -98,7 +88,7 @@ impl CountDownLatch {
     /// ```
     #[doc(alias = "getName")]
     pub fn name(&self) -> &str {
-        self.client.unmap(&self.name)
+        self.core.unmapped_name()
     }
 
     /// Sets the count if the latch is not set (or was opened or deleted);
@@ -118,12 +108,12 @@ impl CountDownLatch {
     /// ```
     #[doc(alias = "trySetCount")]
     pub fn try_set_count(&self, count: u64) -> Result<bool> {
-        check_name(&self.name)?;
+        self.core.check_name()?;
         let count = crate::counting::permit_count("count", count)?;
         ops::counter::set_if_absent(
-            self.client.store(),
-            &self.name,
-            &self.channel,
+            self.core.store(),
+            &self.core.name,
+            &self.core.channel,
             count,
             keys::LATCH_NEW_COUNT_MESSAGE,
         )
@@ -156,10 +146,14 @@ impl CountDownLatch {
     /// ```
     #[doc(alias = "countDown")]
     pub fn count_down(&self) -> Result<()> {
-        check_name(&self.name)?;
-        let record = keys::new_op_record(&self.name);
-        let (name, channel, op) = (self.name.clone(), self.channel.clone(), record.clone());
-        crate::counting::exactly_once(&self.client, &self.name, record, move |backend| {
+        self.core.check_name()?;
+        let record = keys::new_op_record(&self.core.name);
+        let (name, channel, op) = (
+            self.core.name.clone(),
+            self.core.channel.clone(),
+            record.clone(),
+        );
+        crate::counting::exactly_once(&self.core.client, &self.core.name, record, move |backend| {
             ops::latch::count_down_recorded(backend, &name, &channel, &op).map(drop)
         })
     }
@@ -188,8 +182,8 @@ impl CountDownLatch {
     /// ```
     #[doc(alias = "getCount")]
     pub fn count(&self) -> Result<i64> {
-        check_name(&self.name)?;
-        ops::counter::get(self.client.store(), &self.name)
+        self.core.check_name()?;
+        ops::counter::get(self.core.store(), &self.core.name)
     }
 
     /// Blocks until the count reaches zero.
@@ -243,30 +237,21 @@ impl CountDownLatch {
     /// # Ok::<(), redisync::Error>(())
     /// ```
     pub fn delete(&self) -> Result<bool> {
-        check_name(&self.name)?;
-        ops::latch::delete(self.client.store(), &self.name, &self.channel)
+        self.core.check_name()?;
+        ops::latch::delete(self.core.store(), &self.core.name, &self.core.channel)
     }
 
     fn wait_within(&self, wait: Wait) -> Result<Option<()>> {
-        check_name(&self.name)?;
-        let waiting = self
-            .client
-            .waiting(
-                &self.channel,
-                Wake::Latch,
-                wait,
-                Primitive::CountDownLatch,
-                &self.name,
-            )
-            .cancellable(self.cancel.as_ref());
-        self.client.wait_on(waiting, || {
-            Ok(
-                if ops::counter::get(self.client.store(), &self.name)? <= 0 {
-                    Attempt::Done(())
-                } else {
-                    Attempt::Retry(None)
-                },
-            )
-        })
+        self.core.check_name()?;
+        self.core
+            .wait_on(Wake::Latch, wait, Primitive::CountDownLatch, || {
+                Ok(
+                    if ops::counter::get(self.core.store(), &self.core.name)? <= 0 {
+                        Attempt::Done(())
+                    } else {
+                        Attempt::Retry(None)
+                    },
+                )
+            })
     }
 }

@@ -178,6 +178,7 @@ mod deadline;
 mod error;
 mod event;
 mod flavor;
+mod handle;
 mod health;
 mod holder;
 mod keys;

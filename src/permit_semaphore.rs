@@ -13,7 +13,7 @@ use std::fmt;
 use std::time::Duration;
 
 use crate::counting::permit_count;
-use crate::names::check_name;
+use crate::handle::HandleCore;
 use crate::ops;
 use crate::ops::expirable::ExpirableKeys;
 use crate::ops::lock::Acquire;
@@ -83,30 +83,22 @@ impl fmt::Display for PermitId {
 #[doc(alias = "RPermitExpirableSemaphore")]
 #[derive(Clone)]
 pub struct PermitExpirableSemaphore {
-    client: Client,
-    name: String,
+    core: HandleCore,
     leases: String,
-    channel: String,
-    /// Ends this handle's waits from another thread (see `cancellable`).
-    cancel: Option<crate::CancellationToken>,
 }
 
 impl fmt::Debug for PermitExpirableSemaphore {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("PermitExpirableSemaphore")
-            .field("name", &self.name)
-            .finish()
+        self.core.debug(f, "PermitExpirableSemaphore").finish()
     }
 }
 
 impl PermitExpirableSemaphore {
     pub(crate) fn new(client: Client, name: String) -> PermitExpirableSemaphore {
+        let channel = keys::semaphore_channel(&name);
         PermitExpirableSemaphore {
             leases: keys::expirable_leases(&name),
-            channel: keys::semaphore_channel(&name),
-            client,
-            name,
-            cancel: None,
+            core: HandleCore::new(client, name, channel),
         }
     }
 
@@ -130,16 +122,16 @@ impl PermitExpirableSemaphore {
     #[must_use = "the cancellable handle is a new value; call the blocking method on it"]
     pub fn cancellable(&self, token: &crate::CancellationToken) -> PermitExpirableSemaphore {
         PermitExpirableSemaphore {
-            cancel: Some(token.clone()),
+            core: self.core.cancellable(token),
             ..self.clone()
         }
     }
 
     fn keys(&self) -> ExpirableKeys<'_> {
         ExpirableKeys {
-            name: &self.name,
+            name: &self.core.name,
             leases: &self.leases,
-            channel: &self.channel,
+            channel: &self.core.channel,
         }
     }
 
@@ -151,7 +143,7 @@ impl PermitExpirableSemaphore {
     /// # Ok::<(), redisync::Error>(())
     /// ```
     pub fn name(&self) -> &str {
-        self.client.unmap(&self.name)
+        self.core.unmapped_name()
     }
 
     /// Deletes the semaphore's available count and its leases (Redisson's
@@ -177,8 +169,8 @@ impl PermitExpirableSemaphore {
     /// # Ok::<(), redisync::Error>(())
     /// ```
     pub fn delete(&self) -> Result<bool> {
-        check_name(&self.name)?;
-        ops::semaphore::delete_keys(self.client.store(), &self.name, Some(&self.leases))
+        self.core.check_name()?;
+        ops::semaphore::delete_keys(self.core.store(), &self.core.name, Some(&self.leases))
     }
 
     /// Sets the number of permits if it has not been set yet; returns
@@ -224,9 +216,9 @@ impl PermitExpirableSemaphore {
     /// # Ok::<(), redisync::Error>(())
     /// ```
     pub fn available_permits(&self) -> Result<i64> {
-        check_name(&self.name)?;
+        self.core.check_name()?;
         ops::expirable::available(
-            self.client.store(),
+            self.core.store(),
             &self.keys(),
             crate::clock::wall_clock_ms(),
         )
@@ -377,7 +369,7 @@ impl PermitExpirableSemaphore {
     /// # Ok::<(), redisync::Error>(())
     /// ```
     pub fn try_release(&self, id: &PermitId) -> Result<bool> {
-        check_name(&self.name)?;
+        self.core.check_name()?;
         if !ops::expirable::is_permit_id(id.as_str()) {
             return Ok(false); // never an id: nothing to ask
         }
@@ -410,7 +402,7 @@ impl PermitExpirableSemaphore {
                 "permit id",
                 format!(
                     "permit {id} of {:?} is unknown, already released, or its lease ran out",
-                    self.name
+                    self.core.name
                 ),
             ))
         }
@@ -522,7 +514,7 @@ impl PermitExpirableSemaphore {
     }
 
     fn update_leases(&self, ids: &[&str], lease: Duration) -> Result<u64> {
-        check_name(&self.name)?;
+        self.core.check_name()?;
         let lease_ms = crate::error::millis("lease", lease)?;
         if let Some(bad) = ids.iter().find(|id| !ops::expirable::is_permit_id(id)) {
             return Err(Error::invalid(
@@ -532,7 +524,7 @@ impl PermitExpirableSemaphore {
         }
         let now = crate::clock::wall_clock_ms();
         let ends = lease_end(now, Some(lease_ms))?;
-        ops::expirable::update_lease(self.client.store(), &self.keys(), ids, ends, now)
+        ops::expirable::update_lease(self.core.store(), &self.keys(), ids, ends, now)
     }
 
     /// How many permits are taken now: leased and not expired, or taken
@@ -552,9 +544,9 @@ impl PermitExpirableSemaphore {
     /// # Ok::<(), redisync::Error>(())
     /// ```
     pub fn acquired_permits(&self) -> Result<i64> {
-        check_name(&self.name)?;
+        self.core.check_name()?;
         let acquired = ops::expirable::acquired(
-            self.client.store(),
+            self.core.store(),
             &self.keys(),
             crate::clock::wall_clock_ms(),
         )?;
@@ -586,7 +578,7 @@ impl PermitExpirableSemaphore {
     /// # Ok::<(), redisync::Error>(())
     /// ```
     pub fn set_permits(&self, permits: u64) -> Result<()> {
-        check_name(&self.name)?;
+        self.core.check_name()?;
         let total = i64::try_from(permits).map_err(|_| {
             Error::invalid(
                 "permits",
@@ -594,7 +586,7 @@ impl PermitExpirableSemaphore {
             )
         })?;
         ops::expirable::set_permits(
-            self.client.store(),
+            self.core.store(),
             &self.keys(),
             total,
             crate::clock::wall_clock_ms(),
@@ -606,10 +598,10 @@ impl PermitExpirableSemaphore {
     /// Redis cannot be reached, the client's cleanup thread goes on sending
     /// the release (harmless to repeat: a released id is not found again).
     fn release_ids(&self, ids: &[PermitId]) -> Result<u64> {
-        check_name(&self.name)?;
+        self.core.check_name()?;
         let strs: Vec<&str> = ids.iter().map(PermitId::as_str).collect();
         let released = ops::expirable::release_many(
-            self.client.store(),
+            self.core.store(),
             &self.keys(),
             &strs,
             crate::clock::wall_clock_ms(),
@@ -623,7 +615,7 @@ impl PermitExpirableSemaphore {
     }
 
     fn as_semaphore(&self) -> crate::Semaphore {
-        crate::Semaphore::new(self.client.clone(), self.name.clone())
+        crate::Semaphore::new(self.core.client.clone(), self.core.name.clone())
     }
 
     fn acquire_within(&self, wait: Wait, lease: Duration) -> Result<Option<PermitId>> {
@@ -654,7 +646,7 @@ impl PermitExpirableSemaphore {
         wait: Wait,
         lease: Option<Duration>,
     ) -> Result<Option<Vec<PermitId>>> {
-        check_name(&self.name)?;
+        self.core.check_name()?;
         let count = permit_count("permits", permits)?;
         if count > MAX_PERMITS_PER_CALL {
             return Err(Error::invalid(
@@ -674,38 +666,33 @@ impl PermitExpirableSemaphore {
         // an attempt that arrives late acts no more. Only the latest can
         // have an unknown outcome (each earlier one was answered).
         let record = std::cell::RefCell::new(None::<String>);
-        let waiting = self
-            .client
-            .waiting(
-                &self.channel,
-                Wake::Semaphore,
-                wait,
-                Primitive::PermitExpirableSemaphore,
-                &self.name,
-            )
-            .cancellable(self.cancel.as_ref());
-        let taken = self.client.wait_on(waiting, || {
-            let now = crate::clock::wall_clock_ms();
-            let ends = lease_end(now, lease_ms)?;
-            Ok(
-                match ops::expirable::acquire_many_recorded(
-                    self.client.store(),
-                    &keys,
-                    &id_strs,
-                    ends,
-                    now,
-                    Some(
-                        record
-                            .borrow_mut()
-                            .insert(keys::new_op_record(&self.name))
-                            .as_str(),
-                    ),
-                )? {
-                    Acquire::Acquired => Attempt::Done(()),
-                    Acquire::Held { ttl } => Attempt::Retry(ttl),
-                },
-            )
-        });
+        let taken = self.core.wait_on(
+            Wake::Semaphore,
+            wait,
+            Primitive::PermitExpirableSemaphore,
+            || {
+                let now = crate::clock::wall_clock_ms();
+                let ends = lease_end(now, lease_ms)?;
+                Ok(
+                    match ops::expirable::acquire_many_recorded(
+                        self.core.store(),
+                        &keys,
+                        &id_strs,
+                        ends,
+                        now,
+                        Some(
+                            record
+                                .borrow_mut()
+                                .insert(keys::new_op_record(&self.core.name))
+                                .as_str(),
+                        ),
+                    )? {
+                        Acquire::Acquired => Attempt::Done(()),
+                        Acquire::Held { ttl } => Attempt::Retry(ttl),
+                    },
+                )
+            },
+        );
         match taken {
             Ok(Some(())) => Ok(Some(ids)),
             Ok(None) => Ok(None),
@@ -739,9 +726,12 @@ impl PermitExpirableSemaphore {
         let Some(give_up_at) = std::time::Instant::now().checked_add(lease) else {
             return;
         };
-        let backend = std::sync::Arc::clone(self.client.backend());
-        let (name, leases, channel) =
-            (self.name.clone(), self.leases.clone(), self.channel.clone());
+        let backend = std::sync::Arc::clone(self.core.client.backend());
+        let (name, leases, channel) = (
+            self.core.name.clone(),
+            self.leases.clone(),
+            self.core.channel.clone(),
+        );
         let permits: Vec<String> = ids.iter().map(|id| id.as_str().to_owned()).collect();
         let first = permits.first().cloned().unwrap_or_default();
         let task: crate::cleanup::Task = Box::new(move || {
@@ -758,8 +748,9 @@ impl PermitExpirableSemaphore {
             };
             Ok(true)
         });
-        self.client
-            .release_later(&self.name, &first, task, give_up_at, cause);
+        self.core
+            .client
+            .release_later(&self.core.name, &first, task, give_up_at, cause);
     }
 }
 
@@ -814,7 +805,7 @@ pub struct PermitGuard {
 impl fmt::Debug for PermitGuard {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("PermitGuard")
-            .field("semaphore", &self.semaphore.name)
+            .field("semaphore", &self.semaphore.core.name)
             .field("ids", &self.ids)
             .finish()
     }
@@ -921,13 +912,12 @@ impl Drop for PermitGuard {
         }
         self.released = true;
         if let Err(error) = self.semaphore.release_ids(&self.ids) {
-            self.semaphore
-                .client
-                .events()
-                .on_unlock_failed(&crate::event::UnlockFailedEvent {
-                    name: self.semaphore.name.clone(),
+            self.semaphore.core.client.events().on_unlock_failed(
+                &crate::event::UnlockFailedEvent {
+                    name: self.semaphore.core.name.clone(),
                     error,
-                });
+                },
+            );
         }
     }
 }

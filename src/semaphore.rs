@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use crate::counting::{RESEND_HORIZON, exactly_once, permit_count};
 use crate::event::UnlockFailedEvent;
-use crate::names::check_name;
+use crate::handle::HandleCore;
 use crate::ops;
 use crate::pubsub::Wake;
 use crate::telemetry::Primitive;
@@ -39,18 +39,12 @@ use crate::{Client, Error, Result, keys};
 #[must_use = "a semaphore handle takes nothing by itself: call .acquire(n) or .try_acquire(n) on it"]
 #[derive(Clone)]
 pub struct Semaphore {
-    client: Client,
-    name: String,
-    channel: String,
-    /// Ends this handle's waits from another thread (see `cancellable`).
-    cancel: Option<crate::CancellationToken>,
+    core: HandleCore,
 }
 
 impl fmt::Debug for Semaphore {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Semaphore")
-            .field("name", &self.name)
-            .finish()
+        self.core.debug(f, "Semaphore").finish()
     }
 }
 
@@ -58,10 +52,7 @@ impl Semaphore {
     pub(crate) fn new(client: Client, name: String) -> Semaphore {
         let channel = keys::semaphore_channel(&name);
         Semaphore {
-            client,
-            name,
-            channel,
-            cancel: None,
+            core: HandleCore::new(client, name, channel),
         }
     }
 
@@ -84,8 +75,7 @@ impl Semaphore {
     #[must_use = "the cancellable handle is a new value; call the blocking method on it"]
     pub fn cancellable(&self, token: &crate::CancellationToken) -> Semaphore {
         Semaphore {
-            cancel: Some(token.clone()),
-            ..self.clone()
+            core: self.core.cancellable(token),
         }
     }
 
@@ -99,7 +89,7 @@ impl Semaphore {
     /// ```
     #[doc(alias = "getName")]
     pub fn name(&self) -> &str {
-        self.client.unmap(&self.name)
+        self.core.unmapped_name()
     }
 
     /// Sets the number of permits if it has not been set yet; returns
@@ -119,7 +109,7 @@ impl Semaphore {
     /// ```
     #[doc(alias = "trySetPermits")]
     pub fn try_set_permits(&self, permits: u64) -> Result<bool> {
-        check_name(&self.name)?;
+        self.core.check_name()?;
         let permits = i64::try_from(permits).map_err(|_| {
             Error::invalid(
                 "permits",
@@ -127,9 +117,9 @@ impl Semaphore {
             )
         })?;
         ops::counter::set_if_absent(
-            self.client.store(),
-            &self.name,
-            &self.channel,
+            self.core.store(),
+            &self.core.name,
+            &self.core.channel,
             permits,
             &permits.to_string(),
         )
@@ -158,23 +148,28 @@ impl Semaphore {
     /// ```
     #[doc(alias = "addPermits")]
     pub fn add_permits(&self, delta: i64) -> Result<()> {
-        check_name(&self.name)?;
-        let backend = self.client.store();
+        self.core.check_name()?;
+        let backend = self.core.store();
         // Recorded (`{name}:redisync_op:<id>`): sent again after a
         // connection fault, it counts once. On a Redis Cluster too: while
         // the slot migrates, the recorded script is refused (TRYAGAIN) and
         // retried within the call's bound.
-        let record = keys::new_op_record(&self.name);
-        ops::semaphore::add_recorded(backend, &self.name, &self.channel, delta, &record).map(drop)
+        let record = keys::new_op_record(&self.core.name);
+        ops::semaphore::add_recorded(backend, &self.core.name, &self.core.channel, delta, &record)
+            .map(drop)
     }
 
     /// Gives back `permits` (a release): exactly once, also when the
     /// connection fails with the request in flight (see [`exactly_once`]).
     fn give_back(&self, permits: i64) -> Result<()> {
-        check_name(&self.name)?;
-        let record = keys::new_op_record(&self.name);
-        let (name, channel, op) = (self.name.clone(), self.channel.clone(), record.clone());
-        exactly_once(&self.client, &self.name, record, move |backend| {
+        self.core.check_name()?;
+        let record = keys::new_op_record(&self.core.name);
+        let (name, channel, op) = (
+            self.core.name.clone(),
+            self.core.channel.clone(),
+            record.clone(),
+        );
+        exactly_once(&self.core.client, &self.core.name, record, move |backend| {
             ops::semaphore::add_recorded(backend, &name, &channel, permits, &op).map(drop)
         })
     }
@@ -185,8 +180,12 @@ impl Semaphore {
     /// marks it undone so that it is refused if it arrives later (see
     /// `ops::semaphore::undo_acquire`), in the background until it lands.
     fn undo_acquire(&self, permits: i64, record: String, cause: &Error) {
-        let backend = Arc::clone(self.client.backend());
-        let (name, channel, op) = (self.name.clone(), self.channel.clone(), record.clone());
+        let backend = Arc::clone(self.core.client.backend());
+        let (name, channel, op) = (
+            self.core.name.clone(),
+            self.core.channel.clone(),
+            record.clone(),
+        );
         let task: crate::cleanup::Task = Box::new(move || {
             match ops::semaphore::undo_acquire(backend.as_ref(), &name, &channel, permits, &op) {
                 Ok(_) => Ok(true),
@@ -195,8 +194,9 @@ impl Semaphore {
             }
         });
         if let Some(give_up_at) = Instant::now().checked_add(RESEND_HORIZON) {
-            self.client
-                .release_later(&self.name, &record, task, give_up_at, cause);
+            self.core
+                .client
+                .release_later(&self.core.name, &record, task, give_up_at, cause);
         }
     }
 
@@ -219,8 +219,8 @@ impl Semaphore {
     /// # Ok::<(), redisync::Error>(())
     /// ```
     pub fn delete(&self) -> Result<bool> {
-        check_name(&self.name)?;
-        ops::semaphore::delete(self.client.store(), &self.name)
+        self.core.check_name()?;
+        ops::semaphore::delete(self.core.store(), &self.core.name)
     }
 
     /// Blocks until `permits` permits are available and takes them.
@@ -311,7 +311,7 @@ impl Semaphore {
     /// # Ok::<(), redisync::Error>(())
     /// ```
     pub fn release(&self, permits: u64) -> Result<()> {
-        check_name(&self.name)?;
+        self.core.check_name()?;
         let permits = permit_count("permits", permits)?;
         self.give_back(permits)
     }
@@ -329,8 +329,8 @@ impl Semaphore {
     /// ```
     #[doc(alias = "availablePermits")]
     pub fn available_permits(&self) -> Result<i64> {
-        check_name(&self.name)?;
-        ops::counter::get(self.client.store(), &self.name)
+        self.core.check_name()?;
+        ops::counter::get(self.core.store(), &self.core.name)
     }
 
     /// Takes every available permit and returns how many there were. They
@@ -349,37 +349,33 @@ impl Semaphore {
     /// ```
     #[doc(alias = "drainPermits")]
     pub fn drain_permits(&self) -> Result<i64> {
-        check_name(&self.name)?;
-        ops::semaphore::drain(self.client.store(), &self.name)
+        self.core.check_name()?;
+        ops::semaphore::drain(self.core.store(), &self.core.name)
     }
 
     fn acquire_within(&self, permits: u64, wait: Wait) -> Result<Option<SemaphorePermit>> {
-        check_name(&self.name)?;
+        self.core.check_name()?;
         let count = permit_count("permits", permits)?;
         // The latest attempt's record: only the latest can have an unknown
         // outcome (each earlier one was answered).
         let record = std::cell::RefCell::new(None::<String>);
-        let waiting = self
-            .client
-            .waiting(
-                &self.channel,
-                Wake::Semaphore,
-                wait,
-                Primitive::Semaphore,
-                &self.name,
-            )
-            .cancellable(self.cancel.as_ref());
-        let taken = self.client.wait_on(waiting, || {
-            let op = keys::new_op_record(&self.name);
-            let taken =
-                ops::semaphore::try_acquire_recorded(self.client.store(), &self.name, count, &op);
-            *record.borrow_mut() = Some(op);
-            Ok(if taken? {
-                Attempt::Done(())
-            } else {
-                Attempt::Retry(None)
-            })
-        });
+        let taken = self
+            .core
+            .wait_on(Wake::Semaphore, wait, Primitive::Semaphore, || {
+                let op = keys::new_op_record(&self.core.name);
+                let taken = ops::semaphore::try_acquire_recorded(
+                    self.core.store(),
+                    &self.core.name,
+                    count,
+                    &op,
+                );
+                *record.borrow_mut() = Some(op);
+                Ok(if taken? {
+                    Attempt::Done(())
+                } else {
+                    Attempt::Retry(None)
+                })
+            });
         let taken = match taken {
             Ok(taken) => taken,
             Err(err) => {
@@ -428,7 +424,7 @@ pub struct SemaphorePermit {
 impl fmt::Debug for SemaphorePermit {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("SemaphorePermit")
-            .field("semaphore", &self.semaphore.name)
+            .field("semaphore", &self.semaphore.core.name)
             .field("permits", &self.permits)
             .finish()
     }
@@ -489,10 +485,11 @@ impl Drop for SemaphorePermit {
         self.released = true;
         if let Err(error) = self.semaphore.give_back(self.permits) {
             self.semaphore
+                .core
                 .client
                 .events()
                 .on_unlock_failed(&UnlockFailedEvent {
-                    name: self.semaphore.name.clone(),
+                    name: self.semaphore.core.name.clone(),
                     error,
                 });
         }
