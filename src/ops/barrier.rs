@@ -12,7 +12,7 @@
 //! | `{name}:redisync_op:<op id>` | string | the generation the arrival joined, `w` once withdrawn | [`RECORD_MS`](super::semaphore::RECORD_MS) |
 //! | channel `redisync_barrier:{name}` | pub/sub | `0` when a generation completes | |
 
-use super::{always, int, part, run, script};
+use super::{always, int, part, run, run_as, script};
 use crate::backend::{Effect, LockBackend, Reply, Resend, ScriptCall};
 use crate::{Error, Result};
 
@@ -253,7 +253,7 @@ pub fn still_waiting<B: LockBackend + ?Sized>(
 /// ```
 pub fn delete<B: LockBackend + ?Sized>(backend: &B, name: &str) -> Result<bool> {
     let call = ScriptCall::new(&DELETE, Resend::Harmless, Effect::Change(super::is_one)).key(name);
-    super::flag(&run(backend, &call)?, DELETE.operation())
+    run_as(backend, &call, super::flag)
 }
 
 /// A non-negative count of a reply (a script reads a corrupt field as -1).

@@ -3,7 +3,7 @@
 //! (`RCountDownLatch`). Setting it once and reading it are the same for
 //! both.
 
-use super::{counter_value, is_one, run, script};
+use super::{counter_value, is_one, run, run_as, script};
 use crate::Result;
 use crate::backend::{Effect, LockBackend, Resend, ScriptCall};
 
@@ -42,7 +42,7 @@ pub fn set_if_absent<B: LockBackend + ?Sized>(
         .key(channel)
         .arg(value)
         .arg(message);
-    super::flag(&run(backend, &call)?, SET_IF_ABSENT.operation())
+    run_as(backend, &call, super::flag)
 }
 
 /// Reads counter `name` (0 when absent).

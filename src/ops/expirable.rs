@@ -6,7 +6,7 @@
 //! (the count is the same string).
 
 use super::lock::{Acquire, acquire_outcome};
-use super::{counter_value, int, run, script};
+use super::{counter_value, int, run, run_as, script};
 use crate::backend::{Effect, LockBackend, Reply, Resend, ScriptCall};
 use crate::error::check_time_ms;
 use crate::{Error, Result};
@@ -230,7 +230,7 @@ pub fn acquire_many_recorded<B: LockBackend + ?Sized>(
     for id in permit_ids {
         call = call.arg(*id);
     }
-    acquire_outcome(&run(backend, &call)?, ACQUIRE.operation())
+    run_as(backend, &call, acquire_outcome)
 }
 
 /// Undoes exactly the [`acquire_many_recorded`] call with `record` and
@@ -274,7 +274,7 @@ pub fn undo_acquire<B: LockBackend + ?Sized>(
     for id in permit_ids {
         call = call.arg(*id);
     }
-    count(&run(backend, &call)?, UNDO_ACQUIRE.operation())
+    run_as(backend, &call, count)
 }
 
 /// Returns the permits an acquire call leased (KEYS available, leases,
@@ -350,7 +350,7 @@ pub fn release_many<B: LockBackend + ?Sized>(
     check_time_ms("now", now_ms)?;
     check_ids(permit_ids)?;
     let call = release_call(keys, permit_ids, now_ms);
-    count(&run(backend, &call)?, RELEASE.operation())
+    run_as(backend, &call, count)
 }
 
 /// The release script's call, shared with the undo of an acquisition (an
@@ -419,7 +419,7 @@ pub fn update_lease<B: LockBackend + ?Sized>(
     for id in permit_ids {
         call = call.arg(*id);
     }
-    count(&run(backend, &call)?, UPDATE_LEASE.operation())
+    run_as(backend, &call, count)
 }
 
 /// Reclaims expired leases and returns the available permits.
@@ -472,7 +472,7 @@ pub fn acquired<B: LockBackend + ?Sized>(
         .key(keys.leases)
         .key(keys.channel)
         .arg(now_ms);
-    count(&run(backend, &call)?, ACQUIRED.operation())
+    run_as(backend, &call, count)
 }
 
 /// Sets the total permits, leased ones included (Redisson's `setPermits`):

@@ -5,8 +5,8 @@
 
 use super::lock::{Acquire, Release, Undo, acquire_outcome, release_outcome, undo_outcome};
 use super::{
-    ROLLBACK_LATCH_MS, acquire_call, is_one, is_some, rollback_latch, run, script, sent_lease,
-    undo_script_call,
+    ROLLBACK_LATCH_MS, acquire_call, is_one, is_some, rollback_latch, run, run_as, script,
+    sent_lease, undo_script_call,
 };
 use crate::Result;
 use crate::backend::{Effect, LockBackend, Reply, Resend, ScriptCall};
@@ -167,7 +167,7 @@ pub fn acquire_recorded<B: LockBackend + ?Sized>(
     .arg(wait_ms)
     .arg(now_ms)
     .arg(i64::from(enqueue));
-    acquire_outcome(&run(backend, &call)?, ACQUIRE.operation())
+    run_as(backend, &call, acquire_outcome)
 }
 
 /// Undoes exactly the hold that the [`acquire_recorded`] call with
@@ -210,7 +210,7 @@ pub fn undo_acquire<B: LockBackend + ?Sized>(
     check_ms("lease", lease_ms)?;
     check_time_ms("now", now_ms)?;
     let call = undo_call(keys, holder, lease_ms, now_ms, attempt_key);
-    undo_outcome(&run(backend, &call)?, UNDO_ACQUIRE.operation())
+    run_as(backend, &call, undo_outcome)
 }
 
 fn undo_call<'a>(
@@ -323,7 +323,7 @@ pub(crate) fn release_recorded<B: LockBackend + ?Sized>(
     check_ms("latch timeout", latch_ms)?;
     let call = release_call(keys, holder, lease_ms, now_ms, latch_key, latch_ms);
     let call = record.into_iter().fold(call, ScriptCall::key);
-    release_outcome(&run(backend, &call)?, RELEASE.operation())
+    run_as(backend, &call, release_outcome)
 }
 
 /// The release script's call, shared with the undo of an acquisition.
@@ -413,7 +413,7 @@ pub fn force_release<B: LockBackend + ?Sized>(
         .key(keys.channel_prefix)
         .arg(UNLOCK_MESSAGE)
         .arg(now_ms);
-    super::flag(&run(backend, &call)?, FORCE_RELEASE.operation())
+    run_as(backend, &call, super::flag)
 }
 
 /// Deletes fair lock `keys.name` with its waiter queue and slot deadlines
@@ -446,5 +446,5 @@ pub fn delete<B: LockBackend + ?Sized>(backend: &B, keys: &FairLockKeys<'_>) -> 
         .key(keys.timeouts)
         .key(keys.channel_prefix)
         .arg(UNLOCK_MESSAGE);
-    super::flag(&run(backend, &call)?, DELETE.operation())
+    run_as(backend, &call, super::flag)
 }

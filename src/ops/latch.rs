@@ -2,7 +2,7 @@
 //! string, deleted at zero, when `0` on the latch's channel wakes every
 //! waiter. Setting and reading the count are [`super::counter`]'s.
 
-use super::{always, int, is_one, run, script};
+use super::{always, int, is_one, run_as, script};
 use crate::Result;
 use crate::backend::{Effect, LockBackend, Resend, ScriptCall};
 use crate::keys::{LATCH_NEW_COUNT_MESSAGE, LATCH_ZERO_MESSAGE};
@@ -35,7 +35,7 @@ pub fn count_down<B: LockBackend + ?Sized>(backend: &B, name: &str, channel: &st
         .key(name)
         .key(channel)
         .arg(LATCH_ZERO_MESSAGE);
-    int(&run(backend, &call)?, COUNT_DOWN.operation())
+    run_as(backend, &call, int)
 }
 
 /// As [`count_down`], and records the call under `record` (a key of its
@@ -71,7 +71,7 @@ pub fn count_down_recorded<B: LockBackend + ?Sized>(
         .key(record)
         .arg(LATCH_ZERO_MESSAGE)
         .arg(super::semaphore::RECORD_MS);
-    int(&run(backend, &call)?, COUNT_DOWN.operation())
+    run_as(backend, &call, int)
 }
 
 /// Deletes latch `name`; if it existed publishes `1` (new count) on
@@ -91,5 +91,5 @@ pub fn delete<B: LockBackend + ?Sized>(backend: &B, name: &str, channel: &str) -
         .key(name)
         .key(channel)
         .arg(LATCH_NEW_COUNT_MESSAGE);
-    super::flag(&run(backend, &call)?, DELETE.operation())
+    run_as(backend, &call, super::flag)
 }

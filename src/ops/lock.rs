@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use super::{
     ROLLBACK_LATCH_MS, acquire_call, any_one, flags, int, is_one, is_some, optional_int,
-    rollback_latch, run, script, sent_lease, ttl_from_pttl, undo_script_call,
+    rollback_latch, run, run_as, script, sent_lease, ttl_from_pttl, undo_script_call,
 };
 use crate::backend::{Effect, LockBackend, Reply, Resend, ScriptCall};
 use crate::error::check_ms;
@@ -243,7 +243,7 @@ pub fn acquire_recorded<B: LockBackend + ?Sized>(
     let call = acquire_call(&ACQUIRE, Reply::is_nil, undo_sent, &[name], attempt_key)
         .arg(lease_ms)
         .arg(holder);
-    acquire_outcome(&run(backend, &call)?, ACQUIRE.operation())
+    run_as(backend, &call, acquire_outcome)
 }
 
 /// What [`undo_acquire`] did.
@@ -291,7 +291,7 @@ pub fn undo_acquire<B: LockBackend + ?Sized>(
 ) -> Result<Undo> {
     check_ms("lease", lease_ms)?;
     let call = undo_call(name, channel, holder, lease_ms, attempt_key);
-    undo_outcome(&run(backend, &call)?, UNDO_ACQUIRE.operation())
+    run_as(backend, &call, undo_outcome)
 }
 
 /// An undo script's reply: 0 = nothing to undo, 1 = removed (still held),
@@ -478,7 +478,7 @@ pub fn renew<B: LockBackend + ?Sized>(
         .key(name)
         .arg(lease_ms)
         .arg(holder);
-    super::flag(&run(backend, &call)?, RENEW.operation())
+    run_as(backend, &call, super::flag)
 }
 
 /// Renews many locks in one round trip (the watchdog's batched renewal,
@@ -577,7 +577,7 @@ fn release_with<B: LockBackend + ?Sized>(
         check_ms("lease", waiter_lease_ms)?;
         call = call.arg(waiter).arg(waiter_lease_ms);
     }
-    release_outcome(&run(backend, &call)?, RELEASE.operation())
+    run_as(backend, &call, release_outcome)
 }
 
 /// Releases one hold of `holder` on `name` as [`release`] does, but on the
@@ -666,7 +666,7 @@ pub fn force_release<B: LockBackend + ?Sized>(
         .key(name)
         .key(channel)
         .arg(UNLOCK_MESSAGE);
-    super::flag(&run(backend, &call)?, FORCE_RELEASE.operation())
+    run_as(backend, &call, super::flag)
 }
 
 /// Reads whether `name` is locked, `holder`'s hold count and the TTL.
@@ -686,13 +686,8 @@ pub fn state<B: LockBackend + ?Sized>(backend: &B, name: &str, holder: &str) -> 
     let reply = run(backend, &call)?;
     let operation = STATE.operation();
     let exists = int(super::part(&reply, 0, operation)?, operation)?;
-    let hold_count = int(super::part(&reply, 1, operation)?, operation)?;
-    let pttl = int(super::part(&reply, 2, operation)?, operation)?;
-    Ok(LockState::new(
-        exists == 1,
-        u64::try_from(hold_count).unwrap_or(0),
-        ttl_from_pttl(pttl),
-    ))
+    let (hold_count, ttl) = super::hold_count_and_ttl(&reply, operation)?;
+    Ok(LockState::new(exists == 1, hold_count, ttl))
 }
 
 /// An acquire script's reply: nil = acquired, else the time to wait (a

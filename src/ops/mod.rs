@@ -234,6 +234,24 @@ fn script_error(operation: &str, text: &str) -> Error {
     }
 }
 
+/// Runs `call` and reads its reply with `read`, which names the call's
+/// operation in an error.
+fn run_as<B: LockBackend + ?Sized, T>(
+    backend: &B,
+    call: &ScriptCall<'_>,
+    read: fn(&Reply, &str) -> Result<T>,
+) -> Result<T> {
+    read(&run(backend, call)?, call.script().operation())
+}
+
+/// The hold count and the remaining TTL of a state script's reply
+/// (`{<lock or mode>, hold count, PTTL}`): a negative count reads as 0.
+fn hold_count_and_ttl(reply: &Reply, operation: &str) -> Result<(u64, Option<Duration>)> {
+    let hold_count = int(part(reply, 1, operation)?, operation)?;
+    let pttl = int(part(reply, 2, operation)?, operation)?;
+    Ok((u64::try_from(hold_count).unwrap_or(0), ttl_from_pttl(pttl)))
+}
+
 /// One of a reply's parts (an array's item `index`).
 fn part<'r>(reply: &'r Reply, index: usize, operation: &str) -> Result<&'r Reply> {
     reply

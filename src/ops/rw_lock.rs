@@ -7,8 +7,8 @@ use std::time::Duration;
 
 use super::lock::{Acquire, Release, Undo, acquire_outcome, release_outcome, undo_outcome};
 use super::{
-    ROLLBACK_LATCH_MS, acquire_call, any_one, int, is_one, is_some, part, rollback_latch, run,
-    script, sent_lease, ttl_from_pttl, undo_script_call,
+    ROLLBACK_LATCH_MS, acquire_call, any_one, is_one, is_some, part, rollback_latch, run, run_as,
+    script, sent_lease, undo_script_call,
 };
 use crate::backend::{Effect, LockBackend, Reply, Resend, ScriptCall};
 use crate::error::check_ms;
@@ -238,7 +238,7 @@ pub fn read_acquire_recorded<B: LockBackend + ?Sized>(
     .arg(lease_ms)
     .arg(keys.holder)
     .arg(keys.write_field);
-    acquire_outcome(&run(backend, &call)?, READ_ACQUIRE.operation())
+    run_as(backend, &call, acquire_outcome)
 }
 
 /// Undoes exactly the read hold that the [`read_acquire_recorded`] call
@@ -276,7 +276,7 @@ pub fn read_undo_acquire<B: LockBackend + ?Sized>(
 ) -> Result<Undo> {
     check_ms("lease", lease_ms)?;
     let call = read_undo_call(keys, lease_ms, attempt_key);
-    undo_outcome(&run(backend, &call)?, READ_UNDO_ACQUIRE.operation())
+    run_as(backend, &call, undo_outcome)
 }
 
 fn read_undo_call<'a>(
@@ -438,7 +438,7 @@ pub fn write_undo_acquire<B: LockBackend + ?Sized>(
         lease_ms,
         attempt_key,
     );
-    undo_outcome(&run(backend, &call)?, WRITE_UNDO_ACQUIRE.operation())
+    run_as(backend, &call, undo_outcome)
 }
 
 fn write_undo_call<'a>(
@@ -531,7 +531,7 @@ pub(crate) fn read_release_recorded<B: LockBackend + ?Sized>(
     check_ms("latch timeout", latch_ms)?;
     let call = read_release_call(keys, latch_key, latch_ms);
     let call = record.into_iter().fold(call, ScriptCall::key);
-    release_outcome(&run(backend, &call)?, READ_RELEASE.operation())
+    run_as(backend, &call, release_outcome)
 }
 
 fn read_release_call<'a>(
@@ -603,7 +603,7 @@ pub(crate) fn write_release_recorded<B: LockBackend + ?Sized>(
         latch_ms,
     );
     let call = record.into_iter().fold(call, ScriptCall::key);
-    release_outcome(&run(backend, &call)?, WRITE_RELEASE.operation())
+    run_as(backend, &call, release_outcome)
 }
 
 fn write_release_call<'a>(
@@ -656,7 +656,7 @@ pub fn read_renew<B: LockBackend + ?Sized>(
         .key(keys.key_prefix)
         .arg(lease_ms)
         .arg(keys.holder);
-    super::flag(&run(backend, &call)?, READ_RENEW.operation())
+    run_as(backend, &call, super::flag)
 }
 
 /// Renews many holders' read holds in one round trip, as [`read_renew`]
@@ -734,7 +734,7 @@ pub fn force_release<B: LockBackend + ?Sized>(
         .key(keys.channel)
         .arg(mode.as_str())
         .arg(message);
-    super::flag(&run(backend, &call)?, FORCE_RELEASE.operation())
+    run_as(backend, &call, super::flag)
 }
 
 /// Deletes read-write lock `keys.name` whatever its mode, with every
@@ -764,7 +764,7 @@ pub fn delete<B: LockBackend + ?Sized>(backend: &B, keys: &RwLockKeys<'_>) -> Re
         .key(keys.channel)
         .key(keys.key_prefix)
         .arg(READ_UNLOCK_MESSAGE);
-    super::flag(&run(backend, &call)?, DELETE.operation())
+    run_as(backend, &call, super::flag)
 }
 
 /// Reads the lock's mode, the hold count of `field` and the TTL.
@@ -793,11 +793,6 @@ pub fn state<B: LockBackend + ?Sized>(backend: &B, name: &str, field: &str) -> R
             )));
         }
     };
-    let hold_count = int(part(&reply, 1, operation)?, operation)?;
-    let pttl = int(part(&reply, 2, operation)?, operation)?;
-    Ok(RwLockState::new(
-        mode,
-        u64::try_from(hold_count).unwrap_or(0),
-        ttl_from_pttl(pttl),
-    ))
+    let (hold_count, ttl) = super::hold_count_and_ttl(&reply, operation)?;
+    Ok(RwLockState::new(mode, hold_count, ttl))
 }

@@ -3,7 +3,7 @@
 //! on the semaphore's channel. Setting and reading the count are
 //! [`super::counter`]'s.
 
-use super::{always, counter_value, int, is_one, run, script};
+use super::{always, counter_value, int, is_one, run, run_as, script};
 use crate::backend::{Effect, LockBackend, Reply, Resend, ScriptCall};
 use crate::{Error, Result};
 
@@ -86,7 +86,7 @@ fn add_with<B: LockBackend + ?Sized>(
     record: Option<&str>,
 ) -> Result<i64> {
     let call = add_call(name, channel, delta, record);
-    int(&run(backend, &call)?, ADD.operation())
+    run_as(backend, &call, int)
 }
 
 /// How long a counting call's record (`{name}:redisync_op:<op id>`) is
@@ -207,7 +207,7 @@ fn try_acquire_with<B: LockBackend + ?Sized>(
         Some(record) => call.key(record).arg(RECORD_MS),
         None => call,
     };
-    super::flag(&run(backend, &call)?, TRY_ACQUIRE.operation())
+    run_as(backend, &call, super::flag)
 }
 
 /// Undoes exactly the [`try_acquire_recorded`] call with `record`: gives
@@ -240,7 +240,7 @@ pub fn undo_acquire<B: LockBackend + ?Sized>(
 ) -> Result<bool> {
     check_permits(permits)?;
     let call = undo_call(name, channel, permits, record);
-    super::flag(&run(backend, &call)?, UNDO_ACQUIRE.operation())
+    run_as(backend, &call, super::flag)
 }
 
 fn undo_call<'a>(name: &'a str, channel: &'a str, permits: i64, record: &'a str) -> ScriptCall<'a> {
@@ -332,5 +332,5 @@ pub fn delete_keys<B: LockBackend + ?Sized>(
     if let Some(leases) = leases {
         call = call.key(leases);
     }
-    super::flag(&run(backend, &call)?, DELETE.operation())
+    run_as(backend, &call, super::flag)
 }
