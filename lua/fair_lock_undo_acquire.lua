@@ -29,12 +29,7 @@ local bad = bad_bounded(ARGV[3], 'lease', 1, MAX_MS)
 if bad then
     return bad
 end
-local record = redis.call('get', KEYS[5])
-if ARGV[5] == '1' then
-    redis.call('del', KEYS[5])
-else
-    redis.call('set', KEYS[5], 0, 'px', ARGV[3])
-end
+local record = take_record(KEYS[5], 0, ARGV[3], ARGV[5])
 if not record or record == '0' or redis.call('hexists', KEYS[1], ARGV[2]) == 0 then
     return 0
 end

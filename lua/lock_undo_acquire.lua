@@ -24,12 +24,7 @@ local bad = bad_bounded(ARGV[3], 'lease', 1, MAX_MS)
 if bad then
     return bad
 end
-local record = redis.call('get', KEYS[3])
-if ARGV[4] == '1' then
-    redis.call('del', KEYS[3])
-else
-    redis.call('set', KEYS[3], 'undone', 'px', ARGV[3])
-end
+local record = take_record(KEYS[3], 'undone', ARGV[3], ARGV[4])
 if not record or string.sub(record, 1, 5) ~= 'taken' or redis.call('hexists', KEYS[1], ARGV[2]) == 0 then
     return 0
 end

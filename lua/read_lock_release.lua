@@ -34,30 +34,9 @@ if counter == 0 then
     redis.call('hdel', KEYS[1], ARGV[2])
 end
 redis.call('del', KEYS[3] .. ':' .. (counter + 1))
-if redis.call('hlen', KEYS[1]) > 1 then
-    -- The lock lives as long as its longest remaining hold.
-    local longest = -3
-    local fields = redis.call('hkeys', KEYS[1])
-    for _, field in ipairs(fields) do
-        local holds = tonumber(redis.call('hget', KEYS[1], field))
-        if type(holds) == 'number' then
-            for i = holds, 1, -1 do
-                local ttl = redis.call('pttl', KEYS[4] .. ':' .. field .. ':rwlock_timeout:' .. i)
-                longest = math.max(ttl, longest)
-            end
-        end
-    end
-    if longest > 0 then
-        redis.call('pexpire', KEYS[1], longest)
-        redis.call('set', KEYS[5], 0, 'px', ARGV[3])
-        return 0
-    end
-    if mode == 'write' then
-        redis.call('set', KEYS[5], 0, 'px', ARGV[3])
-        return 0
-    end
+if settle_read_lock(KEYS[1], KEYS[2], KEYS[4], mode, ARGV[1]) then
+    redis.call('set', KEYS[5], 0, 'px', ARGV[3])
+    return 0
 end
-redis.call('del', KEYS[1])
-redis.call('publish', KEYS[2], ARGV[1])
 redis.call('set', KEYS[5], 1, 'px', ARGV[3])
 return 1

@@ -29,12 +29,7 @@ local bad = bad_bounded(ARGV[3], 'lease', 1, MAX_MS)
 if bad then
     return bad
 end
-local record = redis.call('get', KEYS[5])
-if ARGV[4] == '1' then
-    redis.call('del', KEYS[5])
-else
-    redis.call('set', KEYS[5], 0, 'px', ARGV[3])
-end
+local record = take_record(KEYS[5], 0, ARGV[3], ARGV[4])
 if not record or record == '0' then
     return 0
 end
@@ -55,27 +50,7 @@ if n and n >= 1 and n <= counter then
     end
 end
 redis.call('del', top)
-if redis.call('hlen', KEYS[1]) > 1 then
-    -- The lock lives as long as its longest remaining hold.
-    local longest = -3
-    local fields = redis.call('hkeys', KEYS[1])
-    for _, field in ipairs(fields) do
-        local holds = tonumber(redis.call('hget', KEYS[1], field))
-        if type(holds) == 'number' then
-            for i = holds, 1, -1 do
-                local ttl = redis.call('pttl', KEYS[4] .. ':' .. field .. ':rwlock_timeout:' .. i)
-                longest = math.max(ttl, longest)
-            end
-        end
-    end
-    if longest > 0 then
-        redis.call('pexpire', KEYS[1], longest)
-        return 1
-    end
-    if mode == 'write' then
-        return 1
-    end
+if settle_read_lock(KEYS[1], KEYS[2], KEYS[4], mode, ARGV[1]) then
+    return 1
 end
-redis.call('del', KEYS[1])
-redis.call('publish', KEYS[2], ARGV[1])
 return 2

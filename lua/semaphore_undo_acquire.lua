@@ -19,12 +19,7 @@ local bad = bad_integer(ARGV[1], 'permits', '1', '9223372036854775807')
 if bad then
     return bad
 end
-local first = redis.call('get', KEYS[3])
-if ARGV[3] == '1' then
-    redis.call('del', KEYS[3])
-else
-    redis.call('set', KEYS[3], 'u', 'px', ARGV[2])
-end
+local first = take_record(KEYS[3], 'u', ARGV[2], ARGV[3])
 if first ~= '1' then
     return 0
 end

@@ -34,13 +34,6 @@ if redis.call('hincrby', KEYS[1], ARGV[3], -1) > 0 then
     redis.call('set', KEYS[3], 0, 'px', ARGV[4])
     return 0
 end
-redis.call('hdel', KEYS[1], ARGV[3])
-if redis.call('hlen', KEYS[1]) == 1 then
-    redis.call('del', KEYS[1])
-else
-    -- Downgraded: the holder's read holds remain; other readers may join now.
-    redis.call('hset', KEYS[1], 'mode', 'read')
-end
-redis.call('publish', KEYS[2], ARGV[1])
+drop_write_lock(KEYS[1], KEYS[2], ARGV[3], ARGV[1])
 redis.call('set', KEYS[3], 1, 'px', ARGV[4])
 return 1

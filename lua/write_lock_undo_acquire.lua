@@ -25,12 +25,7 @@ local bad = bad_bounded(ARGV[3], 'lease', 1, MAX_MS)
 if bad then
     return bad
 end
-local record = redis.call('get', KEYS[3])
-if ARGV[4] == '1' then
-    redis.call('del', KEYS[3])
-else
-    redis.call('set', KEYS[3], 0, 'px', ARGV[3])
-end
+local record = take_record(KEYS[3], 0, ARGV[3], ARGV[4])
 if not record or record == '0' then
     return 0
 end
@@ -40,12 +35,5 @@ end
 if redis.call('hincrby', KEYS[1], ARGV[2], -1) > 0 then
     return 1
 end
-redis.call('hdel', KEYS[1], ARGV[2])
-if redis.call('hlen', KEYS[1]) == 1 then
-    redis.call('del', KEYS[1])
-else
-    -- Downgraded: the holder's read holds remain; other readers may join now.
-    redis.call('hset', KEYS[1], 'mode', 'read')
-end
-redis.call('publish', KEYS[2], ARGV[1])
+drop_write_lock(KEYS[1], KEYS[2], ARGV[2], ARGV[1])
 return 2

@@ -71,84 +71,9 @@ fn seed_not_owning_the_slot(cluster: &TestCluster) {
 /// Moves `slot` (and its keys) from master `from` to master `to`, the way
 /// `redis-cli --cluster reshard` does.
 fn migrate_slot(cluster: &TestCluster, slot: i64, from: usize, to: usize) {
-    begin_migration(cluster, slot, from, to);
-    move_keys(cluster, slot, from, to);
-    finish_migration(cluster, slot, to);
-}
-
-/// `CLUSTER SETSLOT slot how id` on `conn`.
-fn setslot(conn: &mut redis::Connection, slot: i64, how: &str, id: &str) {
-    redis::cmd("CLUSTER")
-        .arg("SETSLOT")
-        .arg(slot)
-        .arg(how)
-        .arg(id)
-        .query::<()>(conn)
-        .unwrap();
-}
-
-/// Marks `slot` IMPORTING on master `to` and MIGRATING on master `from`:
-/// from here on, `from` answers a command whose keys it lacks with ASK.
-fn begin_migration(cluster: &TestCluster, slot: i64, from: usize, to: usize) {
-    let (from_id, to_id) = (cluster.node_id(from), cluster.node_id(to));
-    setslot(
-        &mut cluster.nodes[to].connection(),
-        slot,
-        "IMPORTING",
-        &from_id,
-    );
-    setslot(
-        &mut cluster.nodes[from].connection(),
-        slot,
-        "MIGRATING",
-        &to_id,
-    );
-}
-
-/// Moves every key of `slot` from master `from` to master `to` (`MIGRATE`).
-fn move_keys(cluster: &TestCluster, slot: i64, from: usize, to: usize) {
-    let mut source = cluster.nodes[from].connection();
-    loop {
-        let keys: Vec<String> = redis::cmd("CLUSTER")
-            .arg("GETKEYSINSLOT")
-            .arg(slot)
-            .arg(100)
-            .query(&mut source)
-            .unwrap();
-        if keys.is_empty() {
-            break;
-        }
-        redis::cmd("MIGRATE")
-            .arg("127.0.0.1")
-            .arg(cluster.nodes[to].port())
-            .arg("")
-            .arg(0)
-            .arg(5000)
-            .arg("KEYS")
-            .arg(&keys)
-            .query::<()>(&mut source)
-            .unwrap();
-    }
-}
-
-/// Gives `slot` to master `to` on every master, and waits until every node
-/// sees it there.
-fn finish_migration(cluster: &TestCluster, slot: i64, to: usize) {
-    let to_id = cluster.node_id(to);
-    for index in 0..3 {
-        setslot(&mut cluster.nodes[index].connection(), slot, "NODE", &to_id);
-    }
-    wait_until(
-        "every node sees the new owner",
-        Duration::from_secs(10),
-        || {
-            (0..6).all(|via| {
-                cluster.slot_owners(via).iter().any(|(start, end, port)| {
-                    *start <= slot && slot <= *end && *port == cluster.nodes[to].port()
-                })
-            })
-        },
-    );
+    cluster.begin_migration(slot, from, to);
+    cluster.move_slot_keys(slot, from, to);
+    cluster.give_slot(slot, to);
 }
 
 /// Mid-migration (the slot MIGRATING on its master and IMPORTING on
@@ -189,8 +114,8 @@ fn scripts_follow_ask_mid_migration(cluster: &TestCluster) {
     let lock = client.lock(name.as_str());
 
     let taken = lock.try_lock().unwrap().expect("a free lock");
-    begin_migration(cluster, slot, from, to);
-    move_keys(cluster, slot, from, to);
+    cluster.begin_migration(slot, from, to);
+    cluster.move_slot_keys(slot, from, to);
     // The lock is on the importing master, which answers after ASKING;
     // the migrating one lacks it, and so redirects.
     let on_to = || -> i64 {
@@ -216,7 +141,7 @@ fn scripts_follow_ask_mid_migration(cluster: &TestCluster) {
     let unlocked = thread::scope(|scope| {
         scope.spawn(|| {
             thread::sleep(OPEN);
-            finish_migration(cluster, slot, to);
+            cluster.give_slot(slot, to);
         });
         let started = Instant::now();
         taken

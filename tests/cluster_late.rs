@@ -363,63 +363,11 @@ fn releases_and_count_downs_killed_in_flight_land_exactly_once(cluster: &TestClu
     );
 }
 
-/// `CLUSTER SETSLOT slot how id` on node `index`.
-fn setslot(cluster: &TestCluster, index: usize, slot: i64, how: &str, id: &str) {
-    redis::cmd("CLUSTER")
-        .arg("SETSLOT")
-        .arg(slot)
-        .arg(how)
-        .arg(id)
-        .query::<()>(&mut node(cluster, index))
-        .unwrap();
-}
-
-/// Marks `slot` IMPORTING on master `to` and MIGRATING on master `from`.
-fn begin_migration(cluster: &TestCluster, slot: i64, from: usize, to: usize) {
-    setslot(cluster, to, slot, "IMPORTING", &cluster.node_id(from));
-    setslot(cluster, from, slot, "MIGRATING", &cluster.node_id(to));
-}
-
 /// Moves every key of `slot` from `from` to `to` and gives the slot to `to`
 /// on every master; waits until every node sees it there.
 fn finish_migration(cluster: &TestCluster, slot: i64, from: usize, to: usize) {
-    let mut source = node(cluster, from);
-    for _ in 0..100 {
-        let keys: Vec<String> = redis::cmd("CLUSTER")
-            .arg("GETKEYSINSLOT")
-            .arg(slot)
-            .arg(100)
-            .query(&mut source)
-            .unwrap();
-        if keys.is_empty() {
-            break;
-        }
-        redis::cmd("MIGRATE")
-            .arg("127.0.0.1")
-            .arg(cluster.nodes[to].port())
-            .arg("")
-            .arg(0)
-            .arg(5000)
-            .arg("KEYS")
-            .arg(&keys)
-            .query::<()>(&mut source)
-            .unwrap();
-    }
-    let to_id = cluster.node_id(to);
-    for index in 0..3 {
-        setslot(cluster, index, slot, "NODE", &to_id);
-    }
-    wait_until(
-        "every node sees the new owner",
-        Duration::from_secs(10),
-        || {
-            (0..6).all(|via| {
-                cluster.slot_owners(via).iter().any(|(start, end, port)| {
-                    *start <= slot && slot <= *end && *port == cluster.nodes[to].port()
-                })
-            })
-        },
-    );
+    cluster.move_slot_keys(slot, from, to);
+    cluster.give_slot(slot, to);
 }
 
 /// The hold counts of lock `name` on master `index` (through `ASKING`, so
@@ -445,7 +393,7 @@ fn a_recorded_acquire_waits_out_a_short_migration(cluster: &TestCluster) {
     // Held once before: the hash is on the old master when the migration
     // starts (a mix of present and missing keys).
     let first = lock.try_lock().unwrap().expect("a free lock");
-    begin_migration(cluster, slot, from, to);
+    cluster.begin_migration(slot, from, to);
     let (taken, elapsed) = thread::scope(|scope| {
         scope.spawn(|| {
             thread::sleep(OPEN);
@@ -493,7 +441,7 @@ fn a_recorded_acquire_fails_cleanly_during_a_long_migration(cluster: &TestCluste
     let lock = client.lock(name.as_str());
     // The lock is free: the old master lacks both keys (ASK), the
     // importing one lacks them too (TRYAGAIN for a multi-key script).
-    begin_migration(cluster, slot, from, to);
+    cluster.begin_migration(slot, from, to);
     let started = Instant::now();
     let outcome = lock.try_lock_for(Duration::from_millis(200));
     let elapsed = started.elapsed();

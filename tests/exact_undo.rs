@@ -13,9 +13,10 @@
 mod common;
 
 use std::collections::HashMap;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use common::delay_proxy::DelayProxy;
+use common::late::{client_for, two_threads_on_a_frozen_server, warm};
 use common::{TestServer, unique_name};
 use redisync::{Client, Lock};
 
@@ -46,15 +47,6 @@ impl Kind {
             _ => self.lock(client, name),
         }
     }
-}
-
-fn client_for(url: &str, response_timeout: Duration) -> Client {
-    Client::builder()
-        .redis_url(url)
-        .pool_size(4)
-        .response_timeout(response_timeout)
-        .build()
-        .unwrap()
 }
 
 /// The holder fields of lock `name` (the read-write lock's `mode` left out)
@@ -107,39 +99,17 @@ fn shared_owner_keeps_the_fresh_hold(kind: Kind) {
     let name = unique_name("exact-owner");
     let owner = redisync::LockOwner::new();
     let lock = kind.lock(&client, &name).owned_by(&owner);
-    // Warm: scripts loaded, a few pooled connections open.
-    std::thread::scope(|s| {
-        for i in 0..3 {
-            let client = &client;
-            let name = format!("{name}:warm:{i}");
-            s.spawn(move || kind.lock(client, &name).lock().unwrap().unlock().unwrap());
-        }
+    warm(&name, |name| {
+        kind.lock(&client, name).lock().unwrap().unlock().unwrap()
     });
-
-    server.pause();
     // A generous freeze: the 100 ms attempt must fail while it lasts, also
     // on a loaded machine.
-    let resumed_at = Instant::now() + Duration::from_millis(500);
-    let first_thread = {
-        let lock = lock.clone();
-        std::thread::spawn(move || lock.try_lock_for(Duration::from_millis(100)))
-    };
-    std::thread::sleep(Duration::from_millis(20));
-    let other_thread = {
-        let lock = lock.clone();
-        std::thread::spawn(move || lock.lock())
-    };
-    let timed_out = first_thread.join().unwrap();
-    assert!(
-        timed_out.is_err(),
-        "{kind:?} from a frozen server: {timed_out:?}"
+    let other_thread = two_threads_on_a_frozen_server(
+        &server,
+        &lock,
+        Duration::from_millis(500),
+        &format!("{kind:?}: "),
     );
-    assert!(
-        Instant::now() < resumed_at,
-        "{kind:?}: the 100 ms attempt outlived the freeze"
-    );
-    std::thread::sleep(resumed_at.saturating_duration_since(Instant::now()));
-    server.resume();
     let guard = other_thread.join().unwrap().unwrap();
     // Long enough for every cleanup task and re-send to have run.
     std::thread::sleep(Duration::from_millis(1500));

@@ -12,6 +12,7 @@ use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
 use common::delay_proxy::DelayProxy;
+use common::late::{client_for, two_threads_on_a_frozen_server, warm};
 use common::{TestServer, unique_name};
 
 /// The proxy itself: a held request runs only when delivered, also after
@@ -52,15 +53,6 @@ fn delay_proxy_holds_and_delivers_after_the_client_closed() {
     assert_eq!(proxy.connections(), 1);
 }
 
-fn client_for(url: &str, response_timeout: Duration) -> redisync::Client {
-    redisync::Client::builder()
-        .redis_url(url)
-        .pool_size(4)
-        .response_timeout(response_timeout)
-        .build()
-        .unwrap()
-}
-
 /// The hold counts of lock `name`, read directly.
 fn holds(conn: &mut redis::Connection, name: &str) -> std::collections::HashMap<String, String> {
     common::hgetall(conn, name)
@@ -78,36 +70,14 @@ fn a_timed_out_attempt_of_a_shared_owner_does_not_undo_the_other_threads_hold() 
     let name = unique_name("late-owner");
     let owner = redisync::LockOwner::new();
     let lock = client.lock(name.as_str()).owned_by(&owner);
-    // Warm: scripts loaded, a few pooled connections open.
-    std::thread::scope(|s| {
-        for i in 0..3 {
-            let client = &client;
-            let name = format!("{name}:warm:{i}");
-            s.spawn(move || client.lock(name.as_str()).lock().unwrap().unlock().unwrap());
-        }
+    warm(&name, |name| {
+        client.lock(name).lock().unwrap().unlock().unwrap()
     });
 
     // Both threads' requests wait in the frozen server: the first one's
     // caller gives up after 100 ms, the second one's waits.
-    server.pause();
-    let resumed_at = Instant::now() + Duration::from_millis(250);
-    let first_thread = {
-        let lock = lock.clone();
-        std::thread::spawn(move || lock.try_lock_for(Duration::from_millis(100)))
-    };
-    std::thread::sleep(Duration::from_millis(20));
-    let other_thread = {
-        let lock = lock.clone();
-        std::thread::spawn(move || lock.lock())
-    };
-    let timed_out = first_thread.join().unwrap();
-    assert!(timed_out.is_err(), "from a frozen server: {timed_out:?}");
-    assert!(
-        Instant::now() < resumed_at,
-        "the 100 ms attempt outlived the freeze"
-    );
-    std::thread::sleep(resumed_at.saturating_duration_since(Instant::now()));
-    server.resume();
+    let other_thread =
+        two_threads_on_a_frozen_server(&server, &lock, Duration::from_millis(250), "");
     let guard = other_thread.join().unwrap().unwrap();
     // Long enough for every cleanup task and re-send to have run.
     std::thread::sleep(Duration::from_millis(1500));

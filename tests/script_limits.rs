@@ -611,6 +611,8 @@ fn script(prelude: &str, body: &str) -> ::redis::Script {
 
 const FAIR: &str = include_str!("../lua/fair_lock_prelude.lua");
 const EXPIRABLE: &str = include_str!("../lua/expirable_prelude.lua");
+const READ: &str = include_str!("../lua/read_lock_prelude.lua");
+const WRITE: &str = include_str!("../lua/write_lock_prelude.lua");
 
 /// Every key with its type, contents and whether it has a TTL (its
 /// remaining time shrinks, so only the sign is compared).
@@ -751,12 +753,12 @@ fn redis_lock_scripts_refuse_before_writing() {
     let renew = script("", include_str!("../lua/lock_renew.lua"));
     let release = script("", include_str!("../lua/lock_release.lua"));
     let read = script("", include_str!("../lua/read_lock_acquire.lua"));
-    let read_release = script("", include_str!("../lua/read_lock_release.lua"));
+    let read_release = script(READ, include_str!("../lua/read_lock_release.lua"));
     let read_renew = script("", include_str!("../lua/read_lock_renew.lua"));
     let renew_batch = script("", include_str!("../lua/lock_renew_batch.lua"));
     let read_renew_batch = script("", include_str!("../lua/read_lock_renew_batch.lua"));
     let write = script("", include_str!("../lua/write_lock_acquire.lua"));
-    let write_release = script("", include_str!("../lua/write_lock_release.lua"));
+    let write_release = script(WRITE, include_str!("../lua/write_lock_release.lua"));
     let (l, c, latch) = (
         "l",
         "redisson_lock__channel:{l}",

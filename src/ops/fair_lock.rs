@@ -51,7 +51,7 @@ script!(
     /// KEYS lock, queue, slots, channel prefix, attempt record; ARGV
     /// message, holder, lease ms, now ms [, 1 = forget the record]. 0 =
     /// nothing to undo, 1 = undone (still held), 2 = undone and released.
-    UNDO_ACQUIRE = "fair_lock_undo_acquire", "fair lock undo acquire", after "window_prelude", after "args_prelude", after "fair_lock_prelude"
+    UNDO_ACQUIRE = "fair_lock_undo_acquire", "fair lock undo acquire", after "window_prelude", after "args_prelude", after "fair_lock_prelude", after "undo_prelude"
 );
 script!(
     /// KEYS queue, slots; ARGV waiter, allowance ms. 1 = was queued.

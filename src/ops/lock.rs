@@ -157,7 +157,7 @@ script!(
     /// KEYS lock, channel, attempt record; ARGV message, holder, lease ms
     /// [, 1 = forget the record instead of marking it undone].
     /// 0 = nothing to undo, 1 = undone (still held), 2 = undone and released.
-    UNDO_ACQUIRE = "lock_undo_acquire", "lock undo acquire", after "window_prelude", after "args_prelude"
+    UNDO_ACQUIRE = "lock_undo_acquire", "lock undo acquire", after "window_prelude", after "args_prelude", after "undo_prelude"
 );
 script!(
     /// KEYS lock, token counter; ARGV lease ms, holder. {-1, token} =

@@ -414,6 +414,9 @@ mod tests {
             "args_prelude",
             "fair_lock_prelude",
             "expirable_prelude",
+            "read_lock_prelude",
+            "write_lock_prelude",
+            "undo_prelude",
         ];
         let mut files = std::fs::read_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/lua"))
             .unwrap()

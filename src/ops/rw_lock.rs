@@ -122,23 +122,23 @@ script!(
 script!(
     /// KEYS lock, channel, timeout prefix, key prefix, latch; ARGV message,
     /// holder, latch ms. nil/0/1.
-    READ_RELEASE = "read_lock_release", "read lock release", after "window_prelude", after "args_prelude"
+    READ_RELEASE = "read_lock_release", "read lock release", after "window_prelude", after "args_prelude", after "read_lock_prelude"
 );
 script!(
     /// KEYS lock, channel, latch; ARGV message, lease ms, write field, latch
     /// ms. nil/0/1.
-    WRITE_RELEASE = "write_lock_release", "write lock release", after "window_prelude", after "args_prelude"
+    WRITE_RELEASE = "write_lock_release", "write lock release", after "window_prelude", after "args_prelude", after "write_lock_prelude"
 );
 script!(
     /// KEYS lock, channel, timeout prefix, key prefix, attempt record; ARGV
     /// message, holder, lease ms [, 1 = forget the record]. 0/1/2 as
     /// [`super::lock::Undo`].
-    READ_UNDO_ACQUIRE = "read_lock_undo_acquire", "read lock undo acquire", after "window_prelude", after "args_prelude"
+    READ_UNDO_ACQUIRE = "read_lock_undo_acquire", "read lock undo acquire", after "window_prelude", after "args_prelude", after "undo_prelude", after "read_lock_prelude"
 );
 script!(
     /// KEYS lock, channel, attempt record; ARGV message, write field, lease
     /// ms [, 1 = forget the record]. 0/1/2 as [`super::lock::Undo`].
-    WRITE_UNDO_ACQUIRE = "write_lock_undo_acquire", "write lock undo acquire", after "window_prelude", after "args_prelude"
+    WRITE_UNDO_ACQUIRE = "write_lock_undo_acquire", "write lock undo acquire", after "window_prelude", after "args_prelude", after "undo_prelude", after "write_lock_prelude"
 );
 script!(
     /// KEYS lock, timeout prefix, key prefix; ARGV lease ms, holder. 1 = renewed.

@@ -18,7 +18,7 @@ script!(
 script!(
     /// KEYS semaphore, channel, record; ARGV permits, record ms [, 1 =
     /// forget the record]. 1 = given back, 0 = nothing taken.
-    UNDO_ACQUIRE = "semaphore_undo_acquire", "semaphore undo acquire", after "window_prelude", after "args_prelude"
+    UNDO_ACQUIRE = "semaphore_undo_acquire", "semaphore undo acquire", after "window_prelude", after "args_prelude", after "undo_prelude"
 );
 script!(
     /// KEYS semaphore. How many were available.

@@ -351,6 +351,72 @@ impl TestCluster {
             .query(&mut self.nodes[index].connection())
             .unwrap()
     }
+
+    /// `CLUSTER SETSLOT slot how id` on node `index`.
+    pub fn setslot(&self, index: usize, slot: i64, how: &str, id: &str) {
+        redis::cmd("CLUSTER")
+            .arg("SETSLOT")
+            .arg(slot)
+            .arg(how)
+            .arg(id)
+            .query::<()>(&mut self.nodes[index].connection())
+            .unwrap();
+    }
+
+    /// Marks `slot` IMPORTING on master `to` and MIGRATING on master
+    /// `from`: from here on, `from` answers a command whose keys it lacks
+    /// with ASK.
+    pub fn begin_migration(&self, slot: i64, from: usize, to: usize) {
+        self.setslot(to, slot, "IMPORTING", &self.node_id(from));
+        self.setslot(from, slot, "MIGRATING", &self.node_id(to));
+    }
+
+    /// Moves every key of `slot` from master `from` to master `to`
+    /// (`MIGRATE`, 100 keys at a time, at most 100 rounds).
+    pub fn move_slot_keys(&self, slot: i64, from: usize, to: usize) {
+        let mut source = self.nodes[from].connection();
+        for _ in 0..100 {
+            let keys: Vec<String> = redis::cmd("CLUSTER")
+                .arg("GETKEYSINSLOT")
+                .arg(slot)
+                .arg(100)
+                .query(&mut source)
+                .unwrap();
+            if keys.is_empty() {
+                break;
+            }
+            redis::cmd("MIGRATE")
+                .arg("127.0.0.1")
+                .arg(self.nodes[to].port())
+                .arg("")
+                .arg(0)
+                .arg(5000)
+                .arg("KEYS")
+                .arg(&keys)
+                .query::<()>(&mut source)
+                .unwrap();
+        }
+    }
+
+    /// Gives `slot` to master `to` on every master, and waits until every
+    /// node sees it there.
+    pub fn give_slot(&self, slot: i64, to: usize) {
+        let to_id = self.node_id(to);
+        for index in 0..3 {
+            self.setslot(index, slot, "NODE", &to_id);
+        }
+        wait_until(
+            "every node sees the new owner",
+            Duration::from_secs(10),
+            || {
+                (0..6).all(|via| {
+                    self.slot_owners(via).iter().any(|(start, end, port)| {
+                        *start <= slot && slot <= *end && *port == self.nodes[to].port()
+                    })
+                })
+            },
+        );
+    }
 }
 
 /// The first three items of a `CLUSTER SLOTS` range (start, end, master).

@@ -33,6 +33,7 @@ pub mod cluster;
 pub mod cluster_cases;
 pub mod delay_proxy;
 pub mod history;
+pub mod late;
 pub mod netns;
 pub mod primitive_history;
 pub mod process;
