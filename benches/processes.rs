@@ -1,0 +1,306 @@
+//! Many processes on one lock: N child processes × 1 thread, each looping
+//! `lock()`, a `GET` + `SET` of a counter key on a plain connection, and
+//! `unlock()`, against a private `redis-server` this bench starts itself.
+//!
+//! Run: `cargo bench --bench processes` (about 15 s). Three runs of 2 s
+//! each, in this order: the barging baseline (`SET NX PX`, a
+//! compare-and-delete release and a random 0-200 ms sleep after a failed
+//! take, as rslock and redlock-rs do; no library around it), the
+//! reentrant lock (`client.lock(name)`) and the fair lock
+//! (`client.fair_lock(name)`). Each child is this binary re-executed with
+//! `REDISYNC_CHILD_ROLE=bench_fleet`; it connects, warms up on another lock
+//! name (scripts loaded, a pooled connection open), says it is ready, and
+//! starts at a wall-clock instant the parent sends to all; it stops at the
+//! deadline (its last acquisition after the deadline is released without
+//! the counter work and not counted), reports, and exits once the parent
+//! closes its stdin (a child that overruns is killed by the parent, by its
+//! own handle; every child also exits by itself after 120 s).
+//!
+//! Printed to stderr, per run: acquisitions per second (counted ones, over
+//! the run's wall time) and its ratio to the barging baseline of the same
+//! round; per-process min/max of acquisition counts; the handoff to another
+//! process, median and p99, in µs and as a multiple of one PING round trip
+//! measured by the parent in the same run (from the previous holder's
+//! `unlock()` call to this holder's return from `lock()`, both stamped with
+//! the wall clock every process shares, holds merged in time order); the
+//! share of acquisitions by the process that made the previous one
+//! (re-takes); failed acquire attempts per acquisition (barging: `SET NX`
+//! that answered nil; the library: acquire scripts that did not answer nil,
+//! counted by a `LockBackend` wrapper in each child, `support/counted.rs`);
+//! and server commands per acquisition from `INFO commandstats` deltas, two
+//! ways: every command the server ran (inside scripts too: a script's
+//! `redis.call`s are counted under their own kinds) and the commands
+//! clients sent (the kinds scripts never call, `EVALSHA`, `SUBSCRIBE`,
+//! `PING`, `CLIENT`, ..., plus the children's own `GET`/`SET`/`SET NX`
+//! and the library's plain `PUBLISH`es, which they count themselves). The
+//! counter must end equal to the counted acquisitions (a lost update means
+//! two holders at once), and no two holds may overlap in time: the bench
+//! says so loudly if either fails.
+//!
+//! Settings (environment): `REDISYNC_FLEET_PROCESSES` (default 8),
+//! `REDISYNC_FLEET_SECONDS` (per run, default 2), `REDISYNC_FLEET_ROUNDS`
+//! (default 1: each round runs every kind once), `REDISYNC_FLEET_KINDS`
+//! (comma-separated subset of `barging,lock,fair_lock`). Pinning as in
+//! `benches/lock.rs`: the bench pins itself to CPU 0 with `taskset` before
+//! it starts anything, then starts redis-server and pins it by its PID; the
+//! children inherit the mask and are pinned again by their PIDs.
+//! `REDISYNC_BENCH_NO_PIN=1` runs unpinned. Without `--bench` (`cargo test
+//! --benches`) every run is cut to 300 ms, as a smoke test.
+
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::print_stdout,
+    clippy::panic,
+    missing_docs
+)]
+
+#[path = "../tests/common/mod.rs"]
+mod common;
+#[path = "support/counted.rs"]
+mod counted;
+#[path = "support/fleet.rs"]
+mod fleet;
+#[path = "support/pinning.rs"]
+mod pinning;
+
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+#[allow(unused_imports)]
+use common::TestServer;
+use fleet::{FleetRun, Kind};
+use pinning::{cpus_allowed, pin_self, pin_server};
+
+/// PINGs timed for the round-trip unit, after as many to warm up.
+const PINGS: usize = 2_000;
+
+fn main() {
+    if std::env::var(common::child::ROLE_ENV).as_deref() == Ok(fleet::ROLE) {
+        fleet::child_main();
+        return;
+    }
+    let args: Vec<String> = std::env::args().collect();
+    let has = |flag: &str| args.iter().any(|a| a == flag);
+    // Criterion's rule, kept here: without --bench, or with --test, only smoke-test.
+    let test_mode = !has("--bench") || has("--test");
+    if has("--list") {
+        return;
+    }
+    let processes: usize = setting("REDISYNC_FLEET_PROCESSES", 8.0) as usize;
+    let duration = if test_mode {
+        Duration::from_millis(300)
+    } else {
+        Duration::from_secs_f64(setting("REDISYNC_FLEET_SECONDS", 2.0))
+    };
+    let rounds = setting("REDISYNC_FLEET_ROUNDS", 1.0) as usize;
+    let kinds: Vec<Kind> = match std::env::var("REDISYNC_FLEET_KINDS") {
+        Ok(list) => list
+            .split(',')
+            .map(|k| {
+                Kind::ALL
+                    .into_iter()
+                    .find(|kind| kind.name() == k.trim())
+                    .unwrap_or_else(|| panic!("REDISYNC_FLEET_KINDS: unknown kind {k:?}"))
+            })
+            .collect(),
+        Err(_) => Kind::ALL.to_vec(),
+    };
+    assert!(
+        processes >= 2,
+        "REDISYNC_FLEET_PROCESSES must be at least 2"
+    );
+
+    let pinned = pin_self();
+    let server = TestServer::start();
+    let server_pinned = pinned && pin_server(server.pid());
+    eprintln!(
+        "bench: redis-server pid {} at {}; pinning: {}",
+        server.pid(),
+        server.url(),
+        if server_pinned {
+            format!(
+                "bench pid {} and redis-server pid {} on CPU 0 (Cpus_allowed_list: {}, {}); \
+                 children inherit it and are pinned by PID",
+                std::process::id(),
+                server.pid(),
+                cpus_allowed("self"),
+                cpus_allowed(&server.pid().to_string())
+            )
+        } else {
+            "NONE (numbers will swing with cross-CPU wake-ups)".to_owned()
+        }
+    );
+    eprintln!(
+        "bench: {processes} processes x 1 thread, {duration:?} per run, {rounds} round(s) of {}",
+        kinds
+            .iter()
+            .map(|k| k.name())
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+
+    let mut conn = server.connection();
+    let mut pings = Vec::new();
+    let mut runs: Vec<(usize, FleetRun)> = Vec::new();
+    for round in 0..rounds {
+        for &kind in &kinds {
+            pings.extend(ping_times(&mut conn));
+            let run = fleet::run(&server, kind, processes, duration, server_pinned);
+            report_run(&run);
+            runs.push((round, run));
+        }
+    }
+    let ping = median(&pings);
+    eprintln!(
+        "\nbench: PING round trip (parent, {} timed) median {:.1} µs",
+        pings.len(),
+        us(ping)
+    );
+    summary(&runs, ping, processes);
+}
+
+/// A number from the environment, or `default`.
+fn setting(name: &str, default: f64) -> f64 {
+    match std::env::var(name) {
+        Ok(v) => v
+            .trim()
+            .parse()
+            .unwrap_or_else(|_| panic!("{name}={v:?} is not a number")),
+        Err(_) => default,
+    }
+}
+
+/// [`PINGS`] PING round trips, after as many untimed.
+fn ping_times(conn: &mut redis::Connection) -> Vec<Duration> {
+    let mut ping = || {
+        let pong: String = redis::cmd("PING").query(conn).unwrap();
+        std::hint::black_box(pong);
+    };
+    for _ in 0..PINGS {
+        ping();
+    }
+    (0..PINGS)
+        .map(|_| {
+            let t = Instant::now();
+            ping();
+            t.elapsed()
+        })
+        .collect()
+}
+
+fn median(times: &[Duration]) -> Duration {
+    quantile(times, 0.5)
+}
+
+fn quantile(times: &[Duration], q: f64) -> Duration {
+    if times.is_empty() {
+        return Duration::ZERO;
+    }
+    let mut sorted = times.to_vec();
+    sorted.sort_unstable();
+    sorted[((sorted.len() - 1) as f64 * q).round() as usize]
+}
+
+fn us(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e6
+}
+
+/// One run's line, and its checks, as soon as it is done.
+fn report_run(run: &FleetRun) {
+    let (handoffs, retake, overlaps) = run.handoffs();
+    eprintln!(
+        "\nprocesses/{}x1/{}: {:.0} acq/s, min/max {:.2} (counts {:?}), handoff to another \
+         process median {:.1} µs p99 {:.1} µs ({} handoffs), re-take {:.1} %, failed \
+         attempts/acq {:.2}, commands/acq {:.1} top-level / {:.1} all ({:.2} scripts), \
+         longest lock() {:.1} ms{}",
+        run.processes,
+        run.kind.name(),
+        run.per_sec(),
+        run.min_max(),
+        run.children.iter().map(|c| c.counted).collect::<Vec<_>>(),
+        us(median(&handoffs)),
+        us(quantile(&handoffs, 0.99)),
+        handoffs.len(),
+        retake * 100.0,
+        run.failed_per_acq(),
+        run.top_level_per_acq(),
+        run.all_per_acq(),
+        run.scripts_per_acq(),
+        run.longest().as_secs_f64() * 1e3,
+        if run.pinned {
+            ""
+        } else {
+            " (children NOT pinned)"
+        }
+    );
+    eprintln!("  server commands: {}", run.commands.describe());
+    if run.kind != Kind::Barging {
+        let by_id: Vec<String> = run
+            .scripts_by_id()
+            .iter()
+            .map(|(id, calls, nil)| format!("{id} {calls:.2} (nil {nil:.2})"))
+            .collect();
+        eprintln!("  library scripts per acquisition: {}", by_id.join(", "));
+        // Every script the library ran went through the counting backend.
+        let (counted, server) = (run.scripts_counted(), run.commands.scripts());
+        if counted.abs_diff(server) > server / 100 + 2 {
+            eprintln!(
+                "  WARNING: the children's backends counted {counted} scripts, the server ran \
+                 {server}: a script went around the counting backend (support/counted.rs)"
+            );
+        }
+    }
+    if overlaps > 0 {
+        eprintln!("  ERROR: {overlaps} holds began before the previous holder's unlock()");
+    }
+    if run.counter != run.counted() {
+        eprintln!(
+            "  ERROR: the counter reads {} after {} counted acquisitions: lost updates",
+            run.counter,
+            run.counted()
+        );
+    }
+}
+
+/// The before/after table: per kind, medians over rounds when several.
+fn summary(runs: &[(usize, FleetRun)], ping: Duration, processes: usize) {
+    eprintln!(
+        "\nbench: {processes} processes x 1 thread, one lock, GET+SET inside; PING {:.1} µs",
+        us(ping)
+    );
+    eprintln!(
+        "| run | acq/s | × barging | min/max | handoff to another process, median | p99 | \
+         re-take | failed attempts/acq | commands/acq top-level / all |"
+    );
+    eprintln!("|---|---:|---:|---:|---:|---:|---:|---:|---:|");
+    for (round, run) in runs {
+        let barging = runs
+            .iter()
+            .find(|(r, b)| r == round && b.kind == Kind::Barging)
+            .map(|(_, b)| b.per_sec());
+        let (handoffs, retake, _) = run.handoffs();
+        let (med, p99) = (median(&handoffs), quantile(&handoffs, 0.99));
+        eprintln!(
+            "| {}{} | {:.0} | {} | {:.2} | {:.1} µs = {:.2} × PING | {:.1} µs = {:.1} × PING | \
+             {:.1} % | {:.2} | {:.1} / {:.1} |",
+            run.kind.name(),
+            if runs.len() > Kind::ALL.len() {
+                format!(" (round {})", round + 1)
+            } else {
+                String::new()
+            },
+            run.per_sec(),
+            barging.map_or_else(|| "-".to_owned(), |b| format!("{:.2}", run.per_sec() / b)),
+            run.min_max(),
+            us(med),
+            us(med) / us(ping),
+            us(p99),
+            us(p99) / us(ping),
+            retake * 100.0,
+            run.failed_per_acq(),
+            run.top_level_per_acq(),
+            run.all_per_acq(),
+        );
+    }
+}
