@@ -174,21 +174,32 @@ impl Snapshot {
     pub const INFO_CALLS: u64 = 2;
 
     pub fn read(conn: &mut redis::Connection) -> Snapshot {
-        let stats: String = redis::cmd("INFO")
+        Snapshot::read_sized(conn).0
+    }
+
+    /// Like [`read`](Self::read), with the size on the wire of its two
+    /// replies (the server's output bytes that are the reader's own).
+    pub fn read_sized(conn: &mut redis::Connection) -> (Snapshot, u64) {
+        let stats_text: String = redis::cmd("INFO")
             .arg("stats")
             .query(conn)
             .expect("INFO stats");
-        let stats = stats
+        let commands_text: String = redis::cmd("INFO")
+            .arg("commandstats")
+            .query(conn)
+            .expect("INFO commandstats");
+        let stats = stats_text
             .lines()
             .filter_map(|line| {
                 let (name, value) = line.split_once(':')?;
                 Some((name.to_owned(), value.trim().parse().ok()?))
             })
             .collect();
-        Snapshot {
-            commands: CommandStats::read(conn),
+        let snapshot = Snapshot {
+            commands: CommandStats::parse(&commands_text),
             stats,
-        }
+        };
+        (snapshot, bulk_size(&stats_text) + bulk_size(&commands_text))
     }
 
     /// How much `field` of `INFO stats` grew since `before`.
@@ -196,4 +207,10 @@ impl Snapshot {
         let now = self.stats.get(field).copied().unwrap_or(0);
         now.saturating_sub(before.stats.get(field).copied().unwrap_or(0))
     }
+}
+
+/// The size on the wire of a bulk string reply holding `text`
+/// (`$<len>\r\n<text>\r\n`).
+pub fn bulk_size(text: &str) -> u64 {
+    (text.len() + text.len().to_string().len() + 5) as u64
 }
