@@ -61,13 +61,14 @@ mod common;
 mod counted;
 #[path = "support/fleet.rs"]
 mod fleet;
+// Its cluster helper is for benches/lock.rs.
+#[allow(dead_code)]
 #[path = "support/pinning.rs"]
 mod pinning;
 
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-#[allow(unused_imports)]
 use common::TestServer;
 use fleet::{FleetRun, Kind};
 use pinning::{cpus_allowed, pin_self, pin_server};

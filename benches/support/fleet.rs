@@ -588,7 +588,7 @@ pub(crate) fn run(
     let counter = format!("{name}:counter");
     let envs = vec![
         (URL_ENV, server.url()),
-        (LOCK_ENV, name.clone()),
+        (LOCK_ENV, name),
         (COUNTER_ENV, counter.clone()),
         (KIND_ENV, kind.name().to_owned()),
     ];
