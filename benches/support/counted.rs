@@ -34,10 +34,9 @@ pub(crate) struct Counts {
 }
 
 impl Counts {
-    /// Calls of the acquire scripts (`lock_acquire`, `fair_lock_acquire`,
-    /// any `*_acquire` but the undos) that did not acquire: their reply was
-    /// not nil (the lock's TTL or a wait hint, Redisson's convention), or an
-    /// error.
+    /// Calls of the acquire scripts ([`is_acquire`]) that did not acquire:
+    /// their reply was not nil (the lock's TTL or a wait hint, Redisson's
+    /// convention), or an error.
     pub(crate) fn failed_acquires(&self) -> u64 {
         self.scripts
             .iter()
@@ -57,9 +56,11 @@ impl Counts {
     }
 }
 
-/// An acquire script's id (not an undo).
+/// An acquire script's id (`lock_acquire`, `fair_lock_acquire`, any
+/// other that takes a hold), not an undo and not a query of what was
+/// acquired (`expirable_acquired`).
 pub(crate) fn is_acquire(id: &str) -> bool {
-    id.ends_with("acquire") && !id.contains("undo")
+    id.contains("acquire") && !id.contains("undo") && !id.contains("acquired")
 }
 
 /// A [`RedisBackend`] that counts; clones share the counts.
