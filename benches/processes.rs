@@ -264,7 +264,88 @@ fn report_run(run: &FleetRun) {
     }
 }
 
-/// The before/after table: per kind, medians over rounds when several.
+/// The median of `values` (the mean of the middle two for an even count);
+/// `None` for none.
+fn median_f64(mut values: Vec<f64>) -> Option<f64> {
+    values.sort_by(f64::total_cmp);
+    let n = values.len();
+    match n {
+        0 => None,
+        _ if n % 2 == 1 => Some(values[n / 2]),
+        _ => Some((values[n / 2 - 1] + values[n / 2]) / 2.0),
+    }
+}
+
+/// One row of the table: a run's figures (or, over rounds, each one's median).
+#[derive(Debug, Clone, Copy)]
+struct Row {
+    per_sec: f64,
+    /// Throughput over the barging baseline of the same round.
+    vs_barging: Option<f64>,
+    min_max: f64,
+    handoff_us: f64,
+    p99_us: f64,
+    retake: f64,
+    failed: f64,
+    top_level: f64,
+    all: f64,
+}
+
+impl Row {
+    fn of(run: &FleetRun, barging: Option<f64>) -> Row {
+        let (handoffs, retake, _) = run.handoffs();
+        Row {
+            per_sec: run.per_sec(),
+            vs_barging: barging.map(|b| run.per_sec() / b),
+            min_max: run.min_max(),
+            handoff_us: us(median(&handoffs)),
+            p99_us: us(quantile(&handoffs, 0.99)),
+            retake,
+            failed: run.failed_per_acq(),
+            top_level: run.top_level_per_acq(),
+            all: run.all_per_acq(),
+        }
+    }
+
+    /// Each figure's median over `rows`.
+    fn median_of(rows: &[Row]) -> Row {
+        let med = |f: &dyn Fn(&Row) -> Option<f64>| median_f64(rows.iter().filter_map(f).collect());
+        Row {
+            per_sec: med(&|r| Some(r.per_sec)).unwrap_or(0.0),
+            vs_barging: med(&|r| r.vs_barging),
+            min_max: med(&|r| Some(r.min_max)).unwrap_or(0.0),
+            handoff_us: med(&|r| Some(r.handoff_us)).unwrap_or(0.0),
+            p99_us: med(&|r| Some(r.p99_us)).unwrap_or(0.0),
+            retake: med(&|r| Some(r.retake)).unwrap_or(0.0),
+            failed: med(&|r| Some(r.failed)).unwrap_or(0.0),
+            top_level: med(&|r| Some(r.top_level)).unwrap_or(0.0),
+            all: med(&|r| Some(r.all)).unwrap_or(0.0),
+        }
+    }
+
+    fn print(&self, label: &str, ping: Duration) {
+        let ping = us(ping);
+        eprintln!(
+            "| {label} | {:.0} | {} | {:.2} | {:.1} µs = {:.2} × PING | {:.1} µs = {:.1} × PING | \
+             {:.1} % | {:.2} | {:.1} / {:.1} |",
+            self.per_sec,
+            self.vs_barging
+                .map_or_else(|| "-".to_owned(), |b| format!("{b:.2}")),
+            self.min_max,
+            self.handoff_us,
+            self.handoff_us / ping,
+            self.p99_us,
+            self.p99_us / ping,
+            self.retake * 100.0,
+            self.failed,
+            self.top_level,
+            self.all,
+        );
+    }
+}
+
+/// The before/after table: one row per run, then (over several rounds)
+/// each kind's medians and its throughput range.
 fn summary(runs: &[(usize, FleetRun)], ping: Duration, processes: usize) {
     eprintln!(
         "\nbench: {processes} processes x 1 thread, one lock, GET+SET inside; PING {:.1} µs",
@@ -275,33 +356,50 @@ fn summary(runs: &[(usize, FleetRun)], ping: Duration, processes: usize) {
          re-take | failed attempts/acq | commands/acq top-level / all |"
     );
     eprintln!("|---|---:|---:|---:|---:|---:|---:|---:|---:|");
-    for (round, run) in runs {
-        let barging = runs
-            .iter()
-            .find(|(r, b)| r == round && b.kind == Kind::Barging)
-            .map(|(_, b)| b.per_sec());
-        let (handoffs, retake, _) = run.handoffs();
-        let (med, p99) = (median(&handoffs), quantile(&handoffs, 0.99));
-        eprintln!(
-            "| {}{} | {:.0} | {} | {:.2} | {:.1} µs = {:.2} × PING | {:.1} µs = {:.1} × PING | \
-             {:.1} % | {:.2} | {:.1} / {:.1} |",
-            run.kind.name(),
-            if runs.len() > Kind::ALL.len() {
-                format!(" (round {})", round + 1)
-            } else {
-                String::new()
-            },
-            run.per_sec(),
-            barging.map_or_else(|| "-".to_owned(), |b| format!("{:.2}", run.per_sec() / b)),
-            run.min_max(),
-            us(med),
-            us(med) / us(ping),
-            us(p99),
-            us(p99) / us(ping),
-            retake * 100.0,
-            run.failed_per_acq(),
-            run.top_level_per_acq(),
-            run.all_per_acq(),
-        );
+    let rounds = runs.iter().map(|(r, _)| r + 1).max().unwrap_or(0);
+    let rows: Vec<(usize, Kind, Row)> = runs
+        .iter()
+        .map(|(round, run)| {
+            let barging = runs
+                .iter()
+                .find(|(r, b)| r == round && b.kind == Kind::Barging)
+                .map(|(_, b)| b.per_sec());
+            (*round, run.kind, Row::of(run, barging))
+        })
+        .collect();
+    for (round, kind, row) in &rows {
+        let label = if rounds > 1 {
+            format!("{} (round {})", kind.name(), round + 1)
+        } else {
+            kind.name().to_owned()
+        };
+        row.print(&label, ping);
+    }
+    if rounds > 1 {
+        for kind in Kind::ALL {
+            let of_kind: Vec<Row> = rows
+                .iter()
+                .filter(|(_, k, _)| *k == kind)
+                .map(|(_, _, r)| *r)
+                .collect();
+            if of_kind.is_empty() {
+                continue;
+            }
+            let label = format!("**{}: median of {} rounds**", kind.name(), of_kind.len());
+            Row::median_of(&of_kind).print(&label, ping);
+        }
+        for kind in Kind::ALL {
+            let rates = rows
+                .iter()
+                .filter(|(_, k, _)| *k == kind)
+                .map(|(_, _, r)| r.per_sec);
+            let (lo, hi) = rates.fold((f64::MAX, 0.0_f64), |(lo, hi), x| (lo.min(x), hi.max(x)));
+            if hi > 0.0 {
+                eprintln!(
+                    "bench: {} acq/s over the rounds: {lo:.0}-{hi:.0}",
+                    kind.name()
+                );
+            }
+        }
     }
 }
