@@ -213,8 +213,8 @@ fn report_run(run: &FleetRun) {
     eprintln!(
         "\nprocesses/{}x1/{}: {:.0} acq/s, min/max {:.2} (counts {:?}), handoff to another \
          process median {:.1} µs p99 {:.1} µs ({} handoffs), re-take {:.1} %, failed \
-         attempts/acq {:.2}, commands/acq {:.1} top-level / {:.1} all ({:.2} scripts), \
-         longest lock() {:.1} ms{}",
+         attempts/acq {:.2}, commands/acq {:.1} top-level / {:.1} all ({:.1} all but TIME; \
+         {:.2} scripts), longest lock() {:.1} ms{}",
         run.processes,
         run.kind.name(),
         run.per_sec(),
@@ -227,6 +227,10 @@ fn report_run(run: &FleetRun) {
         run.failed_per_acq(),
         run.top_level_per_acq(),
         run.all_per_acq(),
+        run.commands
+            .total()
+            .saturating_sub(run.commands.calls("time")) as f64
+            / run.acquisitions().max(1) as f64,
         run.scripts_per_acq(),
         run.longest().as_secs_f64() * 1e3,
         if run.pinned {
