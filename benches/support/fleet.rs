@@ -201,7 +201,8 @@ pub(crate) fn child_main() {
     let kind = Kind::from_name(&env(KIND_ENV));
     let from_parent = parent_lines();
     let mut data = raw_connection(&url);
-    let report = match kind {
+    // The library's client, kept (with its subscriber) until the end.
+    let _client = match kind {
         Kind::Barging => {
             let mut conn = raw_connection(&url);
             let release = redis::Script::new(BARGING_RELEASE);
@@ -225,7 +226,7 @@ pub(crate) fn child_main() {
                 &mut conn, &mut data, &release, &name, &counter, deadline, start,
             );
             announce_line(&report.encode(""));
-            report
+            None
         }
         Kind::Lock | Kind::FairLock => {
             let backend = Counted::new(
@@ -259,12 +260,11 @@ pub(crate) fn child_main() {
             report.failed = run.failed_acquires();
             report.publishes = run.publishes;
             announce_line(&report.encode(&run.encode()));
-            report
+            Some(client)
         }
     };
-    drop(report);
-    // The client (and its subscriber) stays up until every child is done
-    // and the parent has read the server's counters.
+    // Every child's client stays up until all are done and the parent has
+    // read the server's counters: no teardown inside the measured window.
     crate::common::child::until_parent_done(&from_parent);
 }
 
