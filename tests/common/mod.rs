@@ -31,6 +31,7 @@ pub mod child;
 pub mod cluster;
 #[cfg(feature = "cluster")]
 pub mod cluster_cases;
+pub mod commandstats;
 pub mod delay_proxy;
 pub mod history;
 pub mod late;

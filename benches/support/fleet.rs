@@ -1,0 +1,648 @@
+//! The multi-process contended run: N child processes (this bench binary
+//! re-executed in the [`ROLE`] role), one thread each, loop on one lock:
+//! take it, `GET` + `SET` a counter on a plain connection, release it.
+//!
+//! Each child stamps every hold (when `lock()` returned, when it began
+//! `unlock()`) with the wall clock, which all processes on the machine
+//! share, and reports them when the run is over; the parent merges them
+//! in time order to find each handoff to another process and each
+//! same-process re-take. The server's `INFO commandstats` before and after
+//! gives the commands per acquisition; the children's [`Counted`] backends
+//! give the failed acquire attempts.
+
+use std::io::Write as _;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use crate::common::TestServer;
+use crate::common::child::{
+    CHILD_MAX_LIFETIME, ChildProcess, LOCK_ENV, READY, READY_TIMEOUT, URL_ENV, env, parent_lines,
+    raw_connection,
+};
+use crate::common::commandstats::CommandStats;
+use crate::counted::{Counted, Counts, ScriptCount};
+use crate::pinning::taskset;
+
+/// The child role (`REDISYNC_CHILD_ROLE`) of a fleet member.
+pub(crate) const ROLE: &str = "bench_fleet";
+/// Which lock a child loops on: a [`Kind`]'s name.
+const KIND_ENV: &str = "REDISYNC_FLEET_KIND";
+/// The counter key a child reads and writes while it holds the lock.
+const COUNTER_ENV: &str = "REDISYNC_FLEET_COUNTER";
+/// The parent's start line: `go <start ns> <deadline ns>` (wall clock).
+const GO: &str = "go";
+/// A child's report line, after the marker: `key=value` fields.
+const DONE: &str = "REDISYNC-FLEET-DONE";
+
+/// The compare-and-delete release every polling peer uses (as
+/// `support/barging.rs`, the in-process baseline).
+const BARGING_RELEASE: &str = "if redis.call('get', KEYS[1]) == ARGV[1] then \
+     return redis.call('del', KEYS[1]) else return 0 end";
+/// The peers' default retry delay: a failed take sleeps a random time below this.
+const BARGING_RETRY_MS: u64 = 200;
+
+/// The locks a fleet can loop on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Kind {
+    /// `SET NX PX` + compare-and-delete + a random 0-200 ms retry sleep
+    /// (rslock, redlock-rs): the polling peers' lock, no library around it.
+    Barging,
+    /// `client.lock(name)`: the reentrant lock.
+    Lock,
+    /// `client.fair_lock(name)`.
+    FairLock,
+}
+
+impl Kind {
+    pub(crate) const ALL: [Kind; 3] = [Kind::Barging, Kind::Lock, Kind::FairLock];
+
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            Kind::Barging => "barging",
+            Kind::Lock => "lock",
+            Kind::FairLock => "fair_lock",
+        }
+    }
+
+    fn from_name(name: &str) -> Kind {
+        Kind::ALL
+            .into_iter()
+            .find(|k| k.name() == name)
+            .unwrap_or_else(|| panic!("child: unknown {KIND_ENV}={name:?}"))
+    }
+}
+
+/// The wall clock in ns since the epoch: the clock every process on the
+/// machine reads alike (a vDSO read, tens of ns).
+pub(crate) fn wall_ns() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX))
+        .unwrap_or(0)
+}
+
+/// Sleeps until the wall clock reads `at_ns`.
+fn sleep_until(at_ns: u64) {
+    let now = wall_ns();
+    if at_ns > now {
+        std::thread::sleep(Duration::from_nanos(at_ns - now));
+    }
+}
+
+// ------------------------------------------------------------------ child --
+
+/// What one child did in the run.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct ChildReport {
+    pub(crate) pid: u32,
+    /// Acquisitions that began before the deadline (each did its GET+SET).
+    pub(crate) counted: u64,
+    /// Every acquisition, the last one after the deadline included.
+    pub(crate) acquisitions: u64,
+    /// Attempts that did not take the lock (the barging `SET NX` that
+    /// answered nil; the library's acquire scripts that did not answer nil).
+    pub(crate) failed: u64,
+    /// The child's own commands of kinds scripts call too (its GET and
+    /// SET, and the barging `SET NX`), which `INFO commandstats` cannot
+    /// tell from a script's.
+    pub(crate) own_commands: u64,
+    /// Plain `PUBLISH`es the library sent (not from a script).
+    pub(crate) publishes: u64,
+    /// Scripts the library ran, by id.
+    pub(crate) scripts: Vec<(String, ScriptCount)>,
+    /// The longest `lock()` (or barging take), in ns.
+    pub(crate) longest_ns: u64,
+    /// (lock() returned, unlock() began), wall-clock ns, counted holds only.
+    pub(crate) holds: Vec<(u64, u64)>,
+}
+
+impl ChildReport {
+    fn encode(&self, script_counts: &str) -> String {
+        let holds: Vec<String> = self.holds.iter().map(|(a, u)| format!("{a}:{u}")).collect();
+        format!(
+            "{DONE} pid={} counted={} acquisitions={} failed={} own={} publishes={} \
+             longest={} scripts={} holds={}",
+            self.pid,
+            self.counted,
+            self.acquisitions,
+            self.failed,
+            self.own_commands,
+            self.publishes,
+            self.longest_ns,
+            if script_counts.is_empty() {
+                "-"
+            } else {
+                script_counts
+            },
+            if holds.is_empty() {
+                "-".to_owned()
+            } else {
+                holds.join(",")
+            }
+        )
+    }
+
+    fn decode(line: &str) -> ChildReport {
+        let mut report = ChildReport::default();
+        for field in line.split_whitespace() {
+            let Some((key, value)) = field.split_once('=') else {
+                continue;
+            };
+            let num = || -> u64 {
+                value
+                    .parse()
+                    .unwrap_or_else(|_| panic!("fleet: bad {key}={value:?} in a child's report"))
+            };
+            match key {
+                "pid" => report.pid = u32::try_from(num()).unwrap_or(0),
+                "counted" => report.counted = num(),
+                "acquisitions" => report.acquisitions = num(),
+                "failed" => report.failed = num(),
+                "own" => report.own_commands = num(),
+                "publishes" => report.publishes = num(),
+                "longest" => report.longest_ns = num(),
+                "scripts" if value != "-" => {
+                    report.scripts = value
+                        .split(';')
+                        .map(|s| {
+                            let parts: Vec<&str> = s.split(':').collect();
+                            let n = |i: usize| parts.get(i).and_then(|p| p.parse().ok());
+                            let count = ScriptCount {
+                                calls: n(1).unwrap_or(0),
+                                nil: n(2).unwrap_or(0),
+                                errors: n(3).unwrap_or(0),
+                            };
+                            (parts[0].to_owned(), count)
+                        })
+                        .collect();
+                }
+                "holds" if value != "-" => {
+                    report.holds = value
+                        .split(',')
+                        .map(|h| {
+                            let (a, u) = h.split_once(':').expect("fleet: a hold a:u");
+                            (a.parse().expect("hold start"), u.parse().expect("hold end"))
+                        })
+                        .collect();
+                }
+                _ => {}
+            }
+        }
+        report
+    }
+}
+
+/// The child role: connects, warms up, says it is ready, waits for the
+/// parent's `go <start> <deadline>`, loops until the deadline, reports,
+/// then waits for the parent to close stdin (or [`CHILD_MAX_LIFETIME`]).
+pub(crate) fn child_main() {
+    let url = env(URL_ENV);
+    let name = env(LOCK_ENV);
+    let counter = env(COUNTER_ENV);
+    let kind = Kind::from_name(&env(KIND_ENV));
+    let from_parent = parent_lines();
+    let mut data = raw_connection(&url);
+    // The library's client, kept (with its subscriber) until the end.
+    let _client = match kind {
+        Kind::Barging => {
+            let mut conn = raw_connection(&url);
+            let release = redis::Script::new(BARGING_RELEASE);
+            // Loads the release script, outside the measured run.
+            let warm = format!("{name}:warmup:{}", std::process::id());
+            let _: Option<String> = redis::cmd("SET")
+                .arg(&warm)
+                .arg("w")
+                .arg("NX")
+                .arg("PX")
+                .arg(30_000)
+                .query(&mut conn)
+                .expect("child: warm-up SET");
+            let _: i64 = release
+                .key(&warm)
+                .arg("w")
+                .invoke(&mut conn)
+                .expect("child: warm-up release");
+            let (start, deadline) = ready_and_go(&from_parent);
+            let report = barging_loop(
+                &mut conn, &mut data, &release, &name, &counter, deadline, start,
+            );
+            announce_line(&report.encode(""));
+            None
+        }
+        Kind::Lock | Kind::FairLock => {
+            let backend = Counted::new(
+                redisync::RedisBackend::open_with(&url, redisync::backend::RedisOptions::default())
+                    .expect("child: connect"),
+            );
+            let client = redisync::Client::builder()
+                .backend(backend.clone())
+                .build()
+                .expect("child: client");
+            let lock = if kind == Kind::Lock {
+                client.lock(&name)
+            } else {
+                client.fair_lock(&name)
+            };
+            // Loads the scripts and opens a pooled connection, outside the run.
+            let warm = if kind == Kind::Lock {
+                client.lock(format!("{name}:warmup:{}", std::process::id()))
+            } else {
+                client.fair_lock(format!("{name}:warmup:{}", std::process::id()))
+            };
+            warm.lock()
+                .expect("child: warm-up lock")
+                .unlock()
+                .expect("child: warm-up unlock");
+            let before = backend.counts();
+            let (_start, deadline) = ready_and_go(&from_parent);
+            let mut report = library_loop(&lock, &mut data, &counter, deadline);
+            let counts = backend.counts();
+            let run = since(&counts, &before);
+            report.failed = run.failed_acquires();
+            report.publishes = run.publishes;
+            announce_line(&report.encode(&run.encode()));
+            Some(client)
+        }
+    };
+    // Every child's client stays up until all are done and the parent has
+    // read the server's counters: no teardown inside the measured window.
+    crate::common::child::until_parent_done(&from_parent);
+}
+
+/// What a [`Counted`] backend counted since `before`.
+fn since(now: &Counts, before: &Counts) -> Counts {
+    let mut out = Counts {
+        publishes: now.publishes - before.publishes,
+        ..Counts::default()
+    };
+    for (id, c) in &now.scripts {
+        let b = before.scripts.get(id).copied().unwrap_or_default();
+        let d = ScriptCount {
+            calls: c.calls - b.calls,
+            nil: c.nil - b.nil,
+            errors: c.errors - b.errors,
+        };
+        if d.calls > 0 {
+            out.scripts.insert(id, d);
+        }
+    }
+    out
+}
+
+/// Prints one line for the parent and flushes it.
+fn announce_line(line: &str) {
+    let mut out = std::io::stdout().lock();
+    writeln!(out, "{line}").expect("child: stdout");
+    out.flush().expect("child: flush stdout");
+}
+
+/// Says ready, waits for `go`; returns (start, deadline) in wall-clock ns,
+/// having slept until the start.
+fn ready_and_go(from_parent: &std::sync::mpsc::Receiver<String>) -> (u64, u64) {
+    announce_line(READY);
+    let line = from_parent
+        .recv_timeout(CHILD_MAX_LIFETIME)
+        .expect("child: no go line from the parent");
+    let mut parts = line.split_whitespace();
+    assert_eq!(
+        parts.next(),
+        Some(GO),
+        "child: expected {GO:?}, got {line:?}"
+    );
+    let start: u64 = parts
+        .next()
+        .and_then(|p| p.parse().ok())
+        .expect("child: go start");
+    let deadline: u64 = parts
+        .next()
+        .and_then(|p| p.parse().ok())
+        .expect("child: go deadline");
+    sleep_until(start);
+    (start, deadline)
+}
+
+/// GET + SET of the counter: the work done under the lock.
+fn bump(data: &mut redis::Connection, counter: &str) {
+    let value: Option<u64> = redis::cmd("GET")
+        .arg(counter)
+        .query(data)
+        .expect("child: GET");
+    let _: () = redis::cmd("SET")
+        .arg(counter)
+        .arg(value.unwrap_or(0) + 1)
+        .query(data)
+        .expect("child: SET");
+}
+
+fn library_loop(
+    lock: &redisync::Lock,
+    data: &mut redis::Connection,
+    counter: &str,
+    deadline: u64,
+) -> ChildReport {
+    let mut report = ChildReport {
+        pid: std::process::id(),
+        ..ChildReport::default()
+    };
+    loop {
+        let asked = wall_ns();
+        let guard = lock.lock().expect("child: lock()");
+        let at = wall_ns();
+        report.longest_ns = report.longest_ns.max(at.saturating_sub(asked));
+        report.acquisitions += 1;
+        if at >= deadline {
+            guard.unlock().expect("child: unlock()");
+            return report;
+        }
+        bump(data, counter);
+        report.own_commands += 2;
+        report.counted += 1;
+        report.holds.push((at, wall_ns()));
+        guard.unlock().expect("child: unlock()");
+    }
+}
+
+/// The barging loop; `start` makes the token unique per run.
+fn barging_loop(
+    conn: &mut redis::Connection,
+    data: &mut redis::Connection,
+    release: &redis::Script,
+    name: &str,
+    counter: &str,
+    deadline: u64,
+    start: u64,
+) -> ChildReport {
+    let pid = std::process::id();
+    let mut report = ChildReport {
+        pid,
+        ..ChildReport::default()
+    };
+    let token = format!("{pid}:{start}");
+    let mut rng = 0x9E37_79B9_7F4A_7C15_u64 ^ u64::from(pid).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    loop {
+        let asked = wall_ns();
+        loop {
+            let taken: Option<String> = redis::cmd("SET")
+                .arg(name)
+                .arg(&token)
+                .arg("NX")
+                .arg("PX")
+                .arg(30_000)
+                .query(conn)
+                .expect("child: SET NX");
+            report.own_commands += 1;
+            if taken.is_some() {
+                break;
+            }
+            report.failed += 1;
+            // xorshift64: the random part of the retry delay.
+            rng ^= rng << 13;
+            rng ^= rng >> 7;
+            rng ^= rng << 17;
+            std::thread::sleep(Duration::from_millis(rng % BARGING_RETRY_MS));
+        }
+        let at = wall_ns();
+        report.longest_ns = report.longest_ns.max(at.saturating_sub(asked));
+        report.acquisitions += 1;
+        let done = at >= deadline;
+        if !done {
+            bump(data, counter);
+            report.own_commands += 2;
+            report.counted += 1;
+            report.holds.push((at, wall_ns()));
+        }
+        let released: i64 = release
+            .key(name)
+            .arg(&token)
+            .invoke(conn)
+            .expect("child: barging release");
+        assert_eq!(
+            released, 1,
+            "child: the barging lock was not ours at release"
+        );
+        if done {
+            return report;
+        }
+    }
+}
+
+// ----------------------------------------------------------------- parent --
+
+/// One fleet run's figures.
+#[derive(Debug, Clone)]
+pub(crate) struct FleetRun {
+    pub(crate) kind: Kind,
+    pub(crate) processes: usize,
+    pub(crate) duration: Duration,
+    pub(crate) children: Vec<ChildReport>,
+    /// The server's calls per command kind during the run (the parent's own
+    /// `INFO` taken off).
+    pub(crate) commands: CommandStats,
+    /// The counter at the end: must equal the counted acquisitions.
+    pub(crate) counter: u64,
+    /// Whether every child was pinned (inherited, then by PID).
+    pub(crate) pinned: bool,
+}
+
+impl FleetRun {
+    pub(crate) fn counted(&self) -> u64 {
+        self.children.iter().map(|c| c.counted).sum()
+    }
+
+    pub(crate) fn acquisitions(&self) -> u64 {
+        self.children.iter().map(|c| c.acquisitions).sum()
+    }
+
+    pub(crate) fn per_sec(&self) -> f64 {
+        self.counted() as f64 / self.duration.as_secs_f64()
+    }
+
+    /// Fewest / most acquisitions of one process.
+    pub(crate) fn min_max(&self) -> f64 {
+        let counts = self.children.iter().map(|c| c.counted);
+        let (min, max) = (counts.clone().min().unwrap_or(0), counts.max().unwrap_or(0));
+        if max == 0 {
+            0.0
+        } else {
+            min as f64 / max as f64
+        }
+    }
+
+    pub(crate) fn failed_per_acq(&self) -> f64 {
+        let failed: u64 = self.children.iter().map(|c| c.failed).sum();
+        failed as f64 / self.acquisitions().max(1) as f64
+    }
+
+    /// Commands clients sent: the kinds only clients send, plus the ones of
+    /// script kinds that the children sent themselves (GET, SET, `SET NX`)
+    /// or the library sent as plain `PUBLISH`es.
+    pub(crate) fn top_level(&self) -> u64 {
+        let own: u64 = self
+            .children
+            .iter()
+            .map(|c| c.own_commands + c.publishes)
+            .sum();
+        self.commands.client_only() + own
+    }
+
+    pub(crate) fn top_level_per_acq(&self) -> f64 {
+        self.top_level() as f64 / self.acquisitions().max(1) as f64
+    }
+
+    pub(crate) fn all_per_acq(&self) -> f64 {
+        self.commands.total() as f64 / self.acquisitions().max(1) as f64
+    }
+
+    pub(crate) fn scripts_per_acq(&self) -> f64 {
+        self.commands.scripts() as f64 / self.acquisitions().max(1) as f64
+    }
+
+    /// Scripts the children's backends counted (the library kinds only).
+    pub(crate) fn scripts_counted(&self) -> u64 {
+        self.children
+            .iter()
+            .flat_map(|c| c.scripts.iter())
+            .map(|(_, s)| s.calls)
+            .sum()
+    }
+
+    /// Calls per acquisition of each script the library ran, by id, most first.
+    pub(crate) fn scripts_by_id(&self) -> Vec<(String, f64, f64)> {
+        let mut by: std::collections::BTreeMap<&str, ScriptCount> = Default::default();
+        for (id, c) in self.children.iter().flat_map(|c| c.scripts.iter()) {
+            let e = by.entry(id).or_default();
+            e.calls += c.calls;
+            e.nil += c.nil;
+            e.errors += c.errors;
+        }
+        let acq = self.acquisitions().max(1) as f64;
+        let mut out: Vec<(String, f64, f64)> = by
+            .into_iter()
+            .map(|(id, c)| (id.to_owned(), c.calls as f64 / acq, c.nil as f64 / acq))
+            .collect();
+        out.sort_by(|a, b| b.1.total_cmp(&a.1));
+        out
+    }
+
+    /// Every counted hold, all processes, in order of acquisition:
+    /// (child index, acquired, unlock began).
+    fn merged(&self) -> Vec<(usize, u64, u64)> {
+        let mut all: Vec<(usize, u64, u64)> = self
+            .children
+            .iter()
+            .enumerate()
+            .flat_map(|(i, c)| c.holds.iter().map(move |(a, u)| (i, *a, *u)))
+            .collect();
+        all.sort_by_key(|h| h.1);
+        all
+    }
+
+    /// Handoffs to another process (from the previous holder's `unlock()`
+    /// call to this holder's return from `lock()`), the share of
+    /// acquisitions by the process that made the previous one, and the
+    /// holds that began before the previous one's `unlock()` did (an
+    /// overlap: two holders at once, never expected).
+    pub(crate) fn handoffs(&self) -> (Vec<Duration>, f64, u64) {
+        let holds = self.merged();
+        let mut handoffs = Vec::new();
+        let (mut retakes, mut overlaps) = (0u64, 0u64);
+        for pair in holds.windows(2) {
+            let (prev, next) = (pair[0], pair[1]);
+            if next.1 < prev.2 {
+                overlaps += 1;
+            }
+            if next.0 == prev.0 {
+                retakes += 1;
+            } else {
+                handoffs.push(Duration::from_nanos(next.1.saturating_sub(prev.2)));
+            }
+        }
+        let pairs = holds.len().saturating_sub(1).max(1) as f64;
+        (handoffs, retakes as f64 / pairs, overlaps)
+    }
+
+    /// The slowest `lock()` of any process.
+    pub(crate) fn longest(&self) -> Duration {
+        Duration::from_nanos(
+            self.children
+                .iter()
+                .map(|c| c.longest_ns)
+                .max()
+                .unwrap_or(0),
+        )
+    }
+}
+
+/// How long the parent waits for the children after the deadline before
+/// it gives up on them (then kills them, by their own handles).
+const DRAIN_LIMIT: Duration = Duration::from_secs(60);
+
+/// Runs `processes` children on a fresh lock of `kind` for `duration`.
+pub(crate) fn run(
+    server: &TestServer,
+    kind: Kind,
+    processes: usize,
+    duration: Duration,
+    pin: bool,
+) -> FleetRun {
+    let name = crate::common::unique_name(&format!("bench:fleet:{}", kind.name()));
+    let counter = format!("{name}:counter");
+    let envs = vec![
+        (URL_ENV, server.url()),
+        (LOCK_ENV, name),
+        (COUNTER_ENV, counter.clone()),
+        (KIND_ENV, kind.name().to_owned()),
+    ];
+    let mut children: Vec<ChildProcess> = (0..processes)
+        .map(|_| ChildProcess::spawn(ROLE, &envs))
+        .collect();
+    // Inherited from the pinned parent already; by PID too, to be sure.
+    let pinned = pin && children.iter().all(|c| taskset(c.pid(), "fleet child"));
+    for child in &children {
+        child.expect_line(READY, READY_TIMEOUT);
+    }
+    let mut conn = server.connection();
+    let before = CommandStats::read(&mut conn);
+    // A margin for every child to read its line and sleep until the start.
+    let start = wall_ns() + 100_000_000;
+    let deadline = start + u64::try_from(duration.as_nanos()).unwrap_or(u64::MAX);
+    for child in &mut children {
+        child.send(&format!("{GO} {start} {deadline}"));
+    }
+    let wait = duration + Duration::from_millis(100) + DRAIN_LIMIT;
+    let reports: Vec<ChildReport> = children
+        .iter()
+        .map(|c| ChildReport::decode(&c.expect_line(DONE, wait)))
+        .collect();
+    let after = CommandStats::read(&mut conn);
+    let counter_value: Option<u64> = redis::cmd("GET")
+        .arg(&counter)
+        .query(&mut conn)
+        .expect("GET the counter");
+    // Done: closing stdin lets each child drop its client and exit; one that
+    // does not within the limit is killed (SIGKILL by its own handle).
+    for child in &mut children {
+        drop(child.stdin.take());
+    }
+    let exit_by = std::time::Instant::now() + Duration::from_secs(10);
+    while children.iter_mut().any(|c| c.is_running()) && std::time::Instant::now() < exit_by {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let overran: Vec<u32> = children
+        .iter_mut()
+        .filter_map(|c| c.is_running().then(|| c.pid()))
+        .collect();
+    if !overran.is_empty() {
+        eprintln!("fleet: children {overran:?} did not exit within 10 s of the end: killed");
+    }
+    drop(children);
+    FleetRun {
+        kind,
+        processes,
+        duration,
+        children: reports,
+        // The `INFO` of the first snapshot is counted in the second.
+        commands: after.since(&before).minus("info", 1),
+        counter: counter_value.unwrap_or(0),
+        pinned,
+    }
+}
