@@ -352,7 +352,7 @@ fn undo_call<'a>(
 /// lock, attempt record; ARGV lease, holder): exactly its hold, and the
 /// record forgotten, since the store sends the same call again at once
 /// (its reply came: nothing of it is still on the way).
-fn undo_acquire_call(call: &ScriptCall<'_>, _: &Reply) -> ScriptCall<'static> {
+pub(crate) fn undo_acquire_call(call: &ScriptCall<'_>, _: &Reply) -> ScriptCall<'static> {
     let name = call.keys()[0].as_ref();
     undo_call(
         name,
@@ -780,6 +780,8 @@ pub(crate) fn release_outcome(reply: &Reply, operation: &str) -> Result<Release>
         // A repeat, under the same unlock latch, of a release that handed
         // the lock to a waiter (`release_to`).
         Some(2) => Ok(Release::Transferred),
-        Some(_) => Err(reply.unexpected(operation, "nil, 0, 1 or 2")),
+        // Handed to the head of the waiter queue (`ops::handoff::release`).
+        Some(3) => Ok(Release::Transferred),
+        Some(_) => Err(reply.unexpected(operation, "nil, 0, 1, 2 or 3")),
     }
 }
