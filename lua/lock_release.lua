@@ -26,7 +26,7 @@
 -- ARGV[7]  with KEYS[4]: the claim window in ms: how long a handed hold waits
 --          for its waiter to take it
 -- ARGV[8]  with KEYS[4]: the prefix of each client's channel for this lock,
---          redisync_lock__channel:{name}: (the client id follows)
+--          redisson_lock__channel:{name}:redisync: (the client id follows)
 -- ARGV[9]  with KEYS[4]: how many handoffs in a row before the lock is freed
 --          the usual way (unlock message), so that a waiter that is not in
 --          the queue (Redisson's) gets its turn

@@ -124,9 +124,12 @@ pub(crate) fn handoff_streak(name: &str) -> String {
 
 /// The prefix of the channels on which a reentrant lock's releases tell a
 /// client that one of its waiters was handed the lock (redisync only):
-/// `redisync_lock__channel:{name}:`, the client id follows.
+/// `redisson_lock__channel:{name}:redisync:`, the client id follows. Under
+/// the lock's own channel name, so that an ACL granting `&redisson_*`
+/// grants it too; no Redisson channel has this form (a fair lock's waiter
+/// channels end in `<uuid>:<thread id>`).
 pub(crate) fn client_channel_prefix(name: &str) -> String {
-    format!("{}:", prefix("redisync_lock__channel", name))
+    format!("{}:redisync:", lock_channel(name))
 }
 
 /// `{name}:<suffix>` (the name's own hash tag if it has one).

@@ -92,13 +92,16 @@ impl<H: GuardHolder> Lock<H> {
         // hears nothing, does not. Nor on a Redis Cluster, where PUBLISH
         // counts only the receivers on the lock's node, so a releasing
         // script cannot tell a listening client from one that is gone.
-        let queue = (keys.hands_over() && enqueue && self.spin.is_none() && client.queues_waiters()).then(|| {
-            crate::ops::handoff::Queue::new(
-                &keys.name,
-                client.claim_window_ms(),
-                crate::pubsub::MAX_HANDOFF_STREAK,
-            )
-        });
+        let queue =
+            (keys.hands_over() && enqueue && self.spin.is_none() && client.queues_waiters()).then(
+                || {
+                    crate::ops::handoff::Queue::new(
+                        &keys.name,
+                        client.claim_window_ms(),
+                        crate::pubsub::MAX_HANDOFF_STREAK,
+                    )
+                },
+            );
         // Whether the latest attempt left this waiter in that queue.
         let queued = std::cell::Cell::new(false);
         let attempts = std::cell::Cell::new(0_u32);

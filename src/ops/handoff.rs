@@ -7,7 +7,7 @@
 //! with no waiter of its own client to hand to takes the head of that queue
 //! whose client still listens ([`release`]): it reserves the lock for it (its
 //! hash field with hold count 0, for a claim window), tells its client on
-//! `redisync_lock__channel:{name}:<client id>` (`g:<holder id>`), and warns
+//! `redisson_lock__channel:{name}:redisync:<client id>` (`g:<holder id>`), and warns
 //! the next in line (`n:<claim window ms>:<holder id>`), which rechecks when
 //! the window ends in case the chosen waiter never takes it. The chosen
 //! waiter's next attempt takes the reserved hold; nobody else's can. After
@@ -19,7 +19,7 @@
 //! |---|---|---|---|
 //! | `{name}:redisync_waiters` | zset | holder id → arrival (server µs) | 2 × lease + 60 s, renewed by each failed attempt |
 //! | `{name}:redisync_handoffs` | string | handoffs in a row | the claim window |
-//! | `redisync_lock__channel:{name}:<client id>` | channel | `g:<holder id>` = reserved for you; `n:<ms>:<holder id>` = you are next | |
+//! | `redisson_lock__channel:{name}:redisync:<client id>` | channel | `g:<holder id>` = reserved for you; `n:<ms>:<holder id>` = you are next | |
 //!
 //! Redisson ignores all three: its scripts never read them, and a reserved
 //! hold looks to it like any held lock.
@@ -44,8 +44,8 @@
 use super::lock::{ACQUIRE, RELEASE, acquire_outcome, release_outcome};
 use super::{always, is_some, run, script};
 use crate::Result;
-use crate::error::check_ms;
 use crate::backend::{Effect, LockBackend, Reply, Resend, ScriptCall};
+use crate::error::check_ms;
 use crate::ops::lock::{Acquire, Release};
 
 script!(
@@ -71,7 +71,7 @@ impl Queue {
     /// ```
     /// let queue = redisync::ops::handoff::Queue::new("orders", 6_000, 16);
     /// assert_eq!(queue.key(), "{orders}:redisync_waiters");
-    /// assert_eq!(queue.channel("c1"), "redisync_lock__channel:{orders}:c1");
+    /// assert_eq!(queue.channel("c1"), "redisson_lock__channel:{orders}:redisync:c1");
     /// ```
     pub fn new(name: &str, claim_ms: i64, streak: u32) -> Queue {
         Queue {
@@ -97,7 +97,7 @@ impl Queue {
     ///
     /// ```
     /// let queue = redisync::ops::handoff::Queue::new("{a}:b", 1, 1);
-    /// assert_eq!(queue.channel("c9"), "redisync_lock__channel:{a}:b:c9");
+    /// assert_eq!(queue.channel("c9"), "redisson_lock__channel:{a}:b:redisync:c9");
     /// ```
     pub fn channel(&self, client_id: &str) -> String {
         format!("{}{client_id}", self.channel_prefix)
@@ -191,25 +191,21 @@ pub fn release<B: LockBackend + ?Sized>(
         None => ("", 1),
     };
     // Behind its unlock latch, a repeat returns the first outcome.
-    let call = ScriptCall::new(
-        &RELEASE,
-        Resend::Harmless,
-        Effect::Change(is_some),
-    )
-    .key(name)
-    .key(channel)
-    .key(latch_key)
-    .key(queue.key.as_str())
-    .key(queue.streak_key.as_str())
-    .arg(crate::keys::UNLOCK_MESSAGE)
-    .arg(lease_ms)
-    .arg(holder)
-    .arg(latch_ms)
-    .arg(waiter)
-    .arg(waiter_lease_ms)
-    .arg(queue.claim_ms)
-    .arg(queue.channel_prefix.as_str())
-    .arg(i64::from(queue.streak));
+    let call = ScriptCall::new(&RELEASE, Resend::Harmless, Effect::Change(is_some))
+        .key(name)
+        .key(channel)
+        .key(latch_key)
+        .key(queue.key.as_str())
+        .key(queue.streak_key.as_str())
+        .arg(crate::keys::UNLOCK_MESSAGE)
+        .arg(lease_ms)
+        .arg(holder)
+        .arg(latch_ms)
+        .arg(waiter)
+        .arg(waiter_lease_ms)
+        .arg(queue.claim_ms)
+        .arg(queue.channel_prefix.as_str())
+        .arg(i64::from(queue.streak));
     release_outcome(&run(backend, &call)?, RELEASE.operation())
 }
 

@@ -115,7 +115,7 @@ struct Entry {
     /// Direct handoffs made in a row on this channel (see `offer`).
     streak: u32,
     /// A reentrant lock's channel for this client
-    /// (`redisync_lock__channel:{name}:<client id>`), subscribed beside
+    /// (`redisson_lock__channel:{name}:redisync:<client id>`), subscribed beside
     /// the entry's own: a release in any client that hands the lock to one
     /// of this entry's waiters says so there (see `ops::handoff`).
     direct: Option<String>,
