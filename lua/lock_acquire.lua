@@ -9,10 +9,19 @@
 --          again: 'taken' (the request resent) = acquired, no second hold;
 --          anything else = refused as a late request. (A record found while
 --          another holder has the lock: its PTTL, nothing written.)
+-- KEYS[3]  optional (redisync only, with KEYS[2]): the lock's waiter
+--          queue, {name}:redisync_waiters, a sorted set of holder ids by
+--          arrival (server time in µs). A failed attempt joins it (once: a
+--          waiter keeps its place); a release hands the lock to its head
+--          (lua/lock_release.lua), which then takes it with its next attempt.
 -- ARGV[1]  lease in milliseconds
 -- ARGV[2]  holder id, <client uuid>:<thread number>
+-- ARGV[3]  with KEYS[3]: 'retry' when this waiter may be queued already (an
+--          acquisition then leaves the queue), 'first' otherwise
 -- Returns  nil when acquired (hold count + 1, TTL reset to the lease);
 --          otherwise the lock's remaining TTL in ms (PTTL; -1 = no expiry).
+--          A hold handed to this waiter by a release has count 0 until this
+--          attempt takes it (the hold count becomes 1, the TTL the lease).
 -- Checked before any write (a script error does not undo earlier writes).
 local bad = bad_bounded(ARGV[1], 'lease', 1, MAX_MS)
 if bad then
@@ -30,6 +39,16 @@ if redis.call('exists', KEYS[1]) == 0 or redis.call('hexists', KEYS[1], ARGV[2])
     end
     redis.call('hincrby', KEYS[1], ARGV[2], 1)
     redis.call('pexpire', KEYS[1], ARGV[1])
+    if KEYS[3] and ARGV[3] == 'retry' then
+        redis.call('zrem', KEYS[3], ARGV[2])
+    end
     return nil
+end
+if KEYS[3] and not redis.call('zscore', KEYS[3], ARGV[2]) then
+    local now = redis.call('time')
+    redis.call('zadd', KEYS[3], now[1] * 1000000 + now[2], ARGV[2])
+    -- Outlives any wait between a waiter's attempts (each failed attempt
+    -- renews it); a waiter whose entry expired rejoins at its next attempt.
+    redis.call('pexpire', KEYS[3], 2 * tonumber(ARGV[1]) + 60000)
 end
 return redis.call('pttl', KEYS[1])

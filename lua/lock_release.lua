@@ -18,17 +18,37 @@
 --          hash then holds that waiter once, with ARGV[6] as its TTL, and no
 --          unlock message is published (the lock was never free)
 -- ARGV[6]  with ARGV[5]: the waiter's lease in milliseconds
+-- KEYS[4]  optional (redisync only): the lock's waiter queue,
+--          {name}:redisync_waiters (see lua/lock_acquire.lua); ARGV[5] and
+--          ARGV[6] are then given, '' when there is no local waiter
+-- KEYS[5]  with KEYS[4]: the count of handoffs in a row,
+--          {name}:redisync_handoffs
+-- ARGV[7]  with KEYS[4]: the claim window in ms: how long a handed hold waits
+--          for its waiter to take it
+-- ARGV[8]  with KEYS[4]: the prefix of each client's channel for this lock,
+--          redisson_lock__channel:{name}:redisync: (the client id follows)
+-- ARGV[9]  with KEYS[4]: how many handoffs in a row before the lock is freed
+--          the usual way (unlock message), so that a waiter that is not in
+--          the queue (Redisson's) gets its turn
 -- Returns  nil = the holder does not hold it; 0 = one hold released, still held;
 --          1 = released and the unlock message published; 2 = released and
---          handed to the waiter. A retry with the same latch key returns the
+--          handed to the waiter; 3 = handed to the head of the queue, whose
+--          client is told on its channel ('g:' .. its holder id), the next
+--          in line warned ('n:' .. claim window .. ':' .. its holder id). A retry with the same latch key returns the
 --          first outcome without releasing again (the latch, or a record,
 --          holds it for ARGV[4] ms).
 -- Checked before any write (a script error does not undo earlier writes).
 local bad = bad_bounded(ARGV[2], 'lease', 1, MAX_MS)
     or bad_bounded(ARGV[4], 'latch timeout', 1, MAX_MS)
-    or (ARGV[5] and bad_bounded(ARGV[6], 'lease', 1, MAX_MS))
+    or (ARGV[5] and ARGV[5] ~= '' and bad_bounded(ARGV[6], 'lease', 1, MAX_MS))
+    or (KEYS[4] and (bad_bounded(ARGV[7], 'claim window', 1, MAX_MS)
+        or bad_bounded(ARGV[9], 'handoff streak', 0, 1000000)))
 if bad then
     return bad
+end
+local waiter = ARGV[5]
+if waiter == '' then
+    waiter = nil
 end
 local done = redis.call('get', KEYS[3])
 if done and string.sub(done, 1, 5) ~= 'taken' then
@@ -43,11 +63,45 @@ if redis.call('hincrby', KEYS[1], ARGV[3], -1) > 0 then
     return 0
 end
 redis.call('del', KEYS[1])
-if ARGV[5] then
-    redis.call('hset', KEYS[1], ARGV[5], 1)
+if waiter then
+    redis.call('hset', KEYS[1], waiter, 1)
     redis.call('pexpire', KEYS[1], ARGV[6])
     redis.call('set', KEYS[3], 2, 'px', ARGV[4])
+    if KEYS[4] then
+        redis.call('zrem', KEYS[4], waiter)
+    end
     return 2
+end
+if KEYS[4] then
+    -- The head of the queue whose client still listens (PUBLISH counts
+    -- the receivers: a client that is gone is passed over), a few at most.
+    for _ = 1, 4 do
+        local head = redis.call('zrange', KEYS[4], 0, 0)[1]
+        if not head then
+            break
+        end
+        if redis.call('incr', KEYS[5]) > tonumber(ARGV[9]) then
+            -- Free it the usual way below: Redisson's waiters hear only that.
+            redis.call('del', KEYS[5])
+            break
+        end
+        redis.call('pexpire', KEYS[5], ARGV[7])
+        redis.call('zrem', KEYS[4], head)
+        local client = string.match(head, '^(.*):[^:]*$')
+        if client and head ~= ARGV[3]
+            and redis.call('publish', ARGV[8] .. client, 'g:' .. head) > 0 then
+            -- Count 0: reserved for the waiter, whose next attempt takes it.
+            redis.call('hset', KEYS[1], head, 0)
+            redis.call('pexpire', KEYS[1], ARGV[7])
+            local next = redis.call('zrange', KEYS[4], 0, 0)[1]
+            local next_client = next and string.match(next, '^(.*):[^:]*$')
+            if next_client then
+                redis.call('publish', ARGV[8] .. next_client, 'n:' .. ARGV[7] .. ':' .. next)
+            end
+            redis.call('set', KEYS[3], 3, 'px', ARGV[4])
+            return 3
+        end
+    end
 end
 redis.call('publish', KEYS[2], ARGV[1])
 redis.call('set', KEYS[3], 1, 'px', ARGV[4])

@@ -675,6 +675,26 @@ impl Client {
         self.inner.fair_wait_ms
     }
 
+    /// Whether a reentrant lock's waiters join its queue in the store (see
+    /// `ops::handoff`): not on a Redis Cluster, whose PUBLISH counts only
+    /// the receivers on one node (a release could not tell a waiter that
+    /// listens elsewhere from one that is gone).
+    pub(crate) fn queues_waiters(&self) -> bool {
+        self.store().slot_of("redisync").is_none()
+    }
+
+    /// How long a hold that a release reserved for a waiter of a reentrant
+    /// lock waits for that waiter to take it (see `ops::handoff`), in ms:
+    /// two response timeouts (its attempt may be sent twice), 2 s without
+    /// one, at most half the watchdog timeout.
+    pub(crate) fn claim_window_ms(&self) -> i64 {
+        let window = self
+            .store()
+            .response_timeout()
+            .map_or(2_000, |timeout| crate::flavor::saturating_ms(timeout * 2));
+        window.min(self.inner.watchdog_ms / 2).max(1)
+    }
+
     /// The pending releases and undos (see `cleanup`).
     pub(crate) fn cleanup(&self) -> &crate::cleanup::Cleanup {
         &self.inner.cleanup

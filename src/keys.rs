@@ -110,6 +110,37 @@ pub(crate) fn rw_timeout_prefix(name: &str, holder: &str) -> String {
     format!("{}:{holder}:rwlock_timeout", rw_key_prefix(name))
 }
 
+/// A reentrant lock's waiter queue (redisync only, under the `{name}:` keys
+/// an ACL already grants): `{name}:redisync_waiters`, see `ops::handoff`.
+pub(crate) fn waiter_queue(name: &str) -> String {
+    tagged(name, "redisync_waiters")
+}
+
+/// A reentrant lock's count of handoffs in a row (redisync only):
+/// `{name}:redisync_handoffs`.
+pub(crate) fn handoff_streak(name: &str) -> String {
+    tagged(name, "redisync_handoffs")
+}
+
+/// The prefix of the channels on which a reentrant lock's releases tell a
+/// client that one of its waiters was handed the lock (redisync only):
+/// `redisson_lock__channel:{name}:redisync:`, the client id follows. Under
+/// the lock's own channel name, so that an ACL granting `&redisson_*`
+/// grants it too; no Redisson channel has this form (a fair lock's waiter
+/// channels end in `<uuid>:<thread id>`).
+pub(crate) fn client_channel_prefix(name: &str) -> String {
+    format!("{}:redisync:", lock_channel(name))
+}
+
+/// `{name}:<suffix>` (the name's own hash tag if it has one).
+fn tagged(name: &str, suffix: &str) -> String {
+    if name.contains('{') {
+        format!("{name}:{suffix}")
+    } else {
+        format!("{{{name}}}:{suffix}")
+    }
+}
+
 /// One acquire attempt's record (redisync only, in the lock's slot, and
 /// under the `{name}:` keys an ACL already grants for the per-holder read
 /// holds): `{name}:redisync_attempt:<attempt id>`, see

@@ -96,6 +96,10 @@ pub(crate) struct Waiting<'a> {
     /// A lock waiter a releasing thread of this client may hand the lock to
     /// directly (see `Subscriber::offer`); `None` for the other primitives.
     pub(crate) seat: Option<Seat>,
+    /// A reentrant lock's channel for this client, on which a release in
+    /// any client says it reserved the lock for this waiter (see
+    /// `ops::handoff`); subscribed with `channel`.
+    pub(crate) direct: Option<&'a str>,
 }
 
 impl<'a> Waiting<'a> {
@@ -123,6 +127,7 @@ impl<'a> Waiting<'a> {
             name,
             cancel: None,
             seat: None,
+            direct: None,
         }
     }
 
@@ -217,7 +222,13 @@ fn wait_loop<T>(
     if waiting.wait.passed() {
         return Ok(None);
     }
-    let subscription = subscriber.subscribe(waiting.channel, waiting.wake, seen, waiting.seat)?;
+    let subscription = subscriber.subscribe(
+        waiting.channel,
+        waiting.wake,
+        seen,
+        waiting.seat,
+        waiting.direct,
+    )?;
     // A cancel wakes the park; the park checks the token before it sleeps.
     let _on_cancel = waiting
         .cancel
@@ -234,7 +245,7 @@ fn wait_loop<T>(
                 false
             }
             Woken::Permit => true,
-            Woken::Retry | Woken::TimedOut => false,
+            Woken::Retry | Woken::Reserved | Woken::TimedOut => false,
         };
         drop(parked);
         let outcome = attempt();

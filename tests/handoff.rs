@@ -76,7 +76,10 @@ impl LockBackend for Hooked {
     fn run_script(&self, call: &ScriptCall<'_>) -> redisync::Result<Reply> {
         // A release given a waiter (six arguments) is a handoff.
         let id = match call.script().id() {
-            "lock_release" if call.args().len() == 6 => "handoff",
+            // Given a waiter of this client (ARGV[5], '' when none).
+            "lock_release" if call.args().get(4).is_some_and(|a| !a.as_ref().is_empty()) => {
+                "handoff"
+            }
             id => id,
         };
         *self.calls.lock().unwrap().entry(id).or_insert(0) += 1;

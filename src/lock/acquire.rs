@@ -86,15 +86,63 @@ impl<H: GuardHolder> Lock<H> {
         // On a Redis Cluster too: while the slot migrates, the recorded
         // script is refused (TRYAGAIN) and retried within the call's bound.
         let attempt_key = std::cell::Cell::new(None::<AttemptId>);
+        // A reentrant lock's waiter joins the lock's queue in the store, so
+        // that a release in any client hands the lock to one waiter of the
+        // whole fleet (see `ops::handoff`); a spin lock's waiter, which
+        // hears nothing, does not. Nor on a Redis Cluster, where PUBLISH
+        // counts only the receivers on the lock's node, so a releasing
+        // script cannot tell a listening client from one that is gone.
+        let queue =
+            (keys.hands_over() && enqueue && self.spin.is_none() && client.queues_waiters()).then(
+                || {
+                    crate::ops::handoff::Queue::new(
+                        &keys.name,
+                        client.claim_window_ms(),
+                        crate::pubsub::MAX_HANDOFF_STREAK,
+                    )
+                },
+            );
+        // Whether the latest attempt left this waiter in that queue.
+        let queued = std::cell::Cell::new(false);
+        let attempts = std::cell::Cell::new(0_u32);
         let attempt = || {
             sent.set(Instant::now());
             let id = AttemptId::new();
             let key = id.key(&keys.name);
-            let outcome =
-                keys.attempt_recorded(backend, &holder, lease_ms, allowance_ms, enqueue, &key);
+            let outcome = match &queue {
+                Some(queue) => crate::ops::handoff::acquire(
+                    backend,
+                    &keys.name,
+                    &holder.id,
+                    lease_ms,
+                    &key,
+                    queue,
+                    attempts.get() > 0,
+                )
+                .map(|acquired| {
+                    queued.set(!acquired.is_acquired());
+                    (acquired, None)
+                }),
+                None => {
+                    keys.attempt_recorded(backend, &holder, lease_ms, allowance_ms, enqueue, &key)
+                }
+            };
+            attempts.set(attempts.get().saturating_add(1));
             attempt_key.set(Some(id));
             outcome
         };
+        // A waiter that stops waiting leaves the queue (and gives up a hold
+        // reserved for it meanwhile). Best effort: an entry left behind is
+        // passed over once its client no longer listens, and a reservation
+        // nobody takes runs out after its claim window.
+        let leave_queue = || {
+            if let Some(queue) = queue.as_ref().filter(|_| queued.get()) {
+                let channel = keys.wait_channel(&holder);
+                let _ =
+                    crate::ops::handoff::leave(backend, &keys.name, &channel, queue, &holder.id);
+            }
+        };
+        let direct = queue.as_ref().map(|queue| queue.channel(client.id()));
         // Called once, in whichever arm acquired.
         let acquired =
             |token, sent, attempt| self.guard(&holder, lease, lease_ms, sent, token, attempt, by);
@@ -152,6 +200,7 @@ impl<H: GuardHolder> Lock<H> {
                         field: holder.field().to_owned(),
                         lease_ms,
                     }),
+                    direct: direct.as_deref(),
                 },
                 step,
             ),
@@ -169,12 +218,16 @@ impl<H: GuardHolder> Lock<H> {
                 if enqueue {
                     keys.give_up(backend, &holder, allowance_ms)?;
                 }
+                leave_queue();
                 Ok(None)
             }
             Err(err) => {
                 // Best effort: do not leave a fair waiter queued after an error.
                 if enqueue {
                     let _ = keys.give_up(backend, &holder, allowance_ms);
+                }
+                if !err.is_connection_error() {
+                    leave_queue();
                 }
                 if let Some(id) = attempt_key.take().filter(|_| err.is_connection_error()) {
                     let key = id.key(&keys.name);

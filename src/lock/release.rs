@@ -160,9 +160,33 @@ impl Lock {
                 (timeout + RELEASE_RETRY_BUDGET).saturating_sub(crate::deadline::ROUND_TRIP_FLOOR),
             )
         }));
+        // The reentrant lock's last hold goes to a parked thread of this
+        // client if one is offered, or else to the head of the lock's queue
+        // in the store: one waiter of the whole fleet, told on its client's
+        // channel (see `ops::handoff`).
+        let queue = (self.keys.hands_over() && self.client.queues_waiters()).then(|| {
+            ops::handoff::Queue::new(
+                &self.keys.name,
+                self.client.claim_window_ms(),
+                crate::pubsub::MAX_HANDOFF_STREAK,
+            )
+        });
         loop {
-            let result = match &offer {
-                Some(offer) => ops::lock::release_to(
+            let result = match (&offer, &queue) {
+                (offer, Some(queue)) => ops::handoff::release(
+                    backend,
+                    &self.keys.name,
+                    &self.keys.wait_channel(holder),
+                    &holder.id,
+                    lease_ms,
+                    &latch,
+                    UNLOCK_LATCH_MS,
+                    offer
+                        .as_ref()
+                        .map(|offer| (offer.seat.field.as_str(), offer.seat.lease_ms)),
+                    queue,
+                ),
+                (Some(offer), None) => ops::lock::release_to(
                     backend,
                     &self.keys.name,
                     offer.channel(),
@@ -175,7 +199,7 @@ impl Lock {
                 ),
                 // The record goes with the first release (a retry behind
                 // the same latch repeats it harmlessly; phantoms have none).
-                None => match apart.as_deref().filter(|_| phantoms == 0) {
+                (None, None) => match apart.as_deref().filter(|_| phantoms == 0) {
                     Some(record) => self.keys.release_recorded(
                         backend,
                         holder,
@@ -232,6 +256,12 @@ impl Lock {
                         });
                         self.client.local_owners().taken(&hold, &lease);
                         self.settle(offer, Handoff::Granted(started));
+                    } else {
+                        // Handed to a waiter of the queue: this client's
+                        // streak of handoffs among its own threads ends.
+                        self.client
+                            .subscriber()
+                            .end_streak(&self.keys.wait_channel(holder));
                     }
                     return Ok(());
                 }

@@ -324,7 +324,7 @@ fn undo_call<'a>(
 /// The replica-acknowledgement undo of an [`acquire`] or
 /// [`acquire_recorded`] call (KEYS lock[, attempt record]; ARGV lease,
 /// holder): see [`undo_sent_at`].
-fn undo_sent(call: &ScriptCall<'_>, _: &Reply) -> ScriptCall<'static> {
+pub(crate) fn undo_sent(call: &ScriptCall<'_>, _: &Reply) -> ScriptCall<'static> {
     undo_sent_at(call, 1)
 }
 
@@ -710,6 +710,8 @@ pub(crate) fn release_outcome(reply: &Reply, operation: &str) -> Result<Release>
         // A repeat, under the same unlock latch, of a release that handed
         // the lock to a waiter (`release_to`).
         Some(2) => Ok(Release::Transferred),
-        Some(_) => Err(reply.unexpected(operation, "nil, 0, 1 or 2")),
+        // Handed to the head of the waiter queue (`ops::handoff::release`).
+        Some(3) => Ok(Release::Transferred),
+        Some(_) => Err(reply.unexpected(operation, "nil, 0, 1, 2 or 3")),
     }
 }

@@ -54,6 +54,7 @@ pub mod barrier;
 pub mod counter;
 pub mod expirable;
 pub mod fair_lock;
+pub mod handoff;
 pub mod inspect;
 pub mod latch;
 pub mod lock;
@@ -79,7 +80,7 @@ pub(crate) use script;
 
 /// Every script of every operation (tests check them all).
 #[cfg(test)]
-pub(crate) fn all_scripts() -> [&'static crate::backend::Script; 47] {
+pub(crate) fn all_scripts() -> [&'static crate::backend::Script; 48] {
     [
         &KEY_TYPES,
         &lock::ACQUIRE,
@@ -90,6 +91,7 @@ pub(crate) fn all_scripts() -> [&'static crate::backend::Script; 47] {
         &lock::RELEASE,
         &lock::FORCE_RELEASE,
         &lock::STATE,
+        &handoff::LEAVE,
         &fair_lock::ACQUIRE,
         &fair_lock::RELEASE,
         &fair_lock::UNDO_ACQUIRE,

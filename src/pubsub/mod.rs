@@ -101,7 +101,7 @@ const RECONNECT_MAX: Duration = Duration::from_secs(1);
 /// How many direct handoffs in a row one client makes on a lock before it
 /// frees it the usual way (publishing its unlock), so that other clients'
 /// waiters get their turn.
-const MAX_HANDOFF_STREAK: u32 = 16;
+pub(crate) const MAX_HANDOFF_STREAK: u32 = 16;
 
 /// A channel's state and its registered waiters, each with a condvar of its
 /// own, so that a wake reaches the longest-parked waiter and a direct
@@ -114,7 +114,30 @@ struct Entry {
     next_park: u64,
     /// Direct handoffs made in a row on this channel (see `offer`).
     streak: u32,
+    /// A reentrant lock's channel for this client
+    /// (`redisson_lock__channel:{name}:redisync:<client id>`), subscribed beside
+    /// the entry's own: a release in any client that hands the lock to one
+    /// of this entry's waiters says so there (see `ops::handoff`).
+    direct: Option<String>,
+    /// Direct messages for waiters not registered here (yet): a waiter
+    /// whose failed attempt queued it may be handed the lock before it
+    /// registers. Its registration picks the message up; stale ones go.
+    unclaimed: Vec<Unclaimed>,
 }
+
+/// A direct message that found no registered waiter (see
+/// [`Entry::unclaimed`]).
+#[derive(Debug)]
+struct Unclaimed {
+    field: String,
+    at: Instant,
+    /// `None`: the lock is reserved for it; `Some(ms)`: it is next.
+    recheck: Option<Duration>,
+}
+
+/// How long an unclaimed direct message waits for its waiter to register
+/// (a failed attempt's registration follows it at once).
+const UNCLAIMED_FOR: Duration = Duration::from_secs(10);
 
 /// A lock waiter that may be handed the lock directly by a thread of its
 /// client that releases it: the hash field it would hold it under and the
@@ -151,11 +174,60 @@ struct Waiter {
     parked: Option<u64>,
     seat: Option<Seat>,
     grant: Grant,
+    /// A release (in any client) reserved the lock for it: its next attempt
+    /// takes it.
+    reserved: bool,
+    /// It is next in the lock's queue behind a waiter that was handed the
+    /// lock: if that one has not taken it by then, it tries itself.
+    recheck_at: Option<Instant>,
     /// Its part of the wake state (see [`WaiterState`]).
     own: WaiterState,
 }
 
 impl Entry {
+    /// A message on the entry's direct channel (see `ops::handoff`):
+    /// `g:<holder id>`, the lock is reserved for that waiter, which tries
+    /// at once; `n:<ms>:<holder id>`, that waiter is next behind one that
+    /// was just handed the lock, and tries itself if that one has not
+    /// taken it within `ms`. A message for a waiter that is not registered
+    /// is kept for it a while (see [`Entry::unclaimed`]); if it left, the
+    /// reservation runs out after its claim window.
+    fn direct_message(&mut self, payload: &str, now: Instant) {
+        let (field, recheck_ms) = if let Some(field) = payload.strip_prefix("g:") {
+            (field, None)
+        } else if let Some((ms, field)) = payload
+            .strip_prefix("n:")
+            .and_then(|rest| rest.split_once(':'))
+        {
+            match ms.parse::<u64>() {
+                Ok(ms) => (field, Some(Duration::from_millis(ms))),
+                Err(_) => return,
+            }
+        } else {
+            return;
+        };
+        let Some(waiter) = self
+            .waiters
+            .values_mut()
+            .find(|w| w.seat.as_ref().is_some_and(|seat| seat.field == field))
+        else {
+            self.unclaimed.retain(|m| m.field != field);
+            self.unclaimed.push(Unclaimed {
+                field: field.to_owned(),
+                at: now,
+                recheck: recheck_ms,
+            });
+            return;
+        };
+        match recheck_ms {
+            None => waiter.reserved = true,
+            Some(ms) => waiter.recheck_at = now.checked_add(ms),
+        }
+        // Parked or not, it re-checks (a recheck moves its park's end).
+        waiter.parked = None;
+        waiter.cond.notify_one();
+    }
+
     /// Does what a transition asked of the condvars: `Some(n)` wakes the n
     /// longest-parked waiters that are not being handed the lock, `All`
     /// every parked one.
@@ -183,6 +255,11 @@ impl Entry {
 #[derive(Debug, Default)]
 struct State {
     channels: HashMap<String, Entry>,
+    /// Each entry's direct channel (see [`Entry::direct`]) to the entry's
+    /// own.
+    directs: HashMap<String, String>,
+    /// Direct channels added to an entry that was subscribed already.
+    pending_directs: Vec<String>,
     /// Entries created so far: each new entry's message count starts in a
     /// range of its own, so a snapshot taken from an entry that lingered out
     /// never matches the count of the entry that replaced it.
@@ -259,6 +336,7 @@ impl Subscriber {
         wake: Wake,
         seen: Snapshot,
         seat: Option<Seat>,
+        direct: Option<&str>,
     ) -> Result<Subscription> {
         let mut state = self.shared.state.lock();
         if state.shutdown {
@@ -271,19 +349,57 @@ impl Subscriber {
         let State {
             channels,
             entries_created,
+            directs,
+            pending_directs,
             ..
         } = &mut *state;
+        let mut created = false;
         let entry = channels.entry(channel.to_owned()).or_insert_with(|| {
             *entries_created = entries_created.wrapping_add(1);
+            created = true;
             Entry {
                 state: ChannelState::starting_at(wake, *entries_created << 32),
                 waiters: HashMap::new(),
                 next_park: 0,
                 streak: 0,
+                direct: None,
+                unclaimed: Vec::new(),
             }
         });
+        let mut late_direct = false;
+        if let Some(direct) = direct
+            && entry.direct.is_none()
+        {
+            entry.direct = Some(direct.to_owned());
+            directs.insert(direct.to_owned(), channel.to_owned());
+            // A new entry subscribes both at once; an existing one (a waiter
+            // without a direct channel made it) adds it on the next pass.
+            if !created {
+                pending_directs.push(direct.to_owned());
+                late_direct = true;
+            }
+        }
         let (own, subscribe) = entry.state.register(seen);
-        let nudge = subscribe && !start;
+        let nudge = (subscribe || late_direct) && !start;
+        // A direct message that came before this registration.
+        let now = Instant::now();
+        entry
+            .unclaimed
+            .retain(|m| now.saturating_duration_since(m.at) < UNCLAIMED_FOR);
+        let mut reserved = false;
+        let mut recheck_at = None;
+        if let Some(seat) = &seat {
+            entry.unclaimed.retain(|m| {
+                if m.field != seat.field {
+                    return true;
+                }
+                match m.recheck {
+                    None => reserved = true,
+                    Some(ms) => recheck_at = m.at.checked_add(ms),
+                }
+                false
+            });
+        }
         let cond = Arc::new(Condvar::new());
         entry.waiters.insert(
             id,
@@ -292,6 +408,8 @@ impl Subscriber {
                 parked: None,
                 seat,
                 grant: Grant::Open,
+                reserved,
+                recheck_at,
                 own,
             },
         );
@@ -324,6 +442,14 @@ impl Subscriber {
         let mut state = self.shared.state.lock();
         if let Some(entry) = state.channels.get_mut(channel) {
             entry.state.note_release(Instant::now());
+            entry.streak = 0;
+        }
+    }
+
+    /// This client handed the lock to a waiter of the lock's queue in the
+    /// store (see `ops::handoff`): its own streak of handoffs ends.
+    pub(crate) fn end_streak(&self, channel: &str) {
+        if let Some(entry) = self.shared.state.lock().channels.get_mut(channel) {
             entry.streak = 0;
         }
     }
@@ -454,6 +580,9 @@ pub(crate) enum Woken {
     Granted(Instant),
     /// A handoff's outcome is unknown: retry (see [`Grant::Unknown`]).
     Retry,
+    /// A release reserved the lock for it (see `ops::handoff`): its next
+    /// attempt takes it.
+    Reserved,
     /// Its park ended without either (the deadline, or shutdown).
     TimedOut,
     /// Its cancellation token was cancelled (an offer it had is withdrawn).
@@ -540,18 +669,30 @@ impl Subscription {
                 // Offered: wait for the outcome, taking no permit.
                 Grant::Offered => {}
                 Grant::Open | Grant::Withdrawn if cancelled() => return Woken::Cancelled,
+                Grant::Open | Grant::Withdrawn if waiter.reserved => {
+                    waiter.reserved = false;
+                    waiter.recheck_at = None;
+                    return Woken::Reserved;
+                }
                 Grant::Open | Grant::Withdrawn => {
                     if channel.take_permit(&mut waiter.own) {
                         return Woken::Permit;
                     }
                 }
             }
+            // Next in the queue: no later than when the waiter ahead's
+            // claim window ends.
+            let recheck_at = waiter.recheck_at;
+            let park_until = match (until, recheck_at) {
+                (Some(until), Some(at)) => Some(until.min(at)),
+                (until, at) => until.or(at),
+            };
             let number = entry.next_park;
             entry.next_park = entry.next_park.wrapping_add(1);
             if let Some(waiter) = entry.waiters.get_mut(&self.id) {
                 waiter.parked = Some(number);
             }
-            let timed_out = wait(&self.cond, &mut state, until);
+            let mut timed_out = wait(&self.cond, &mut state, park_until);
             let Some(waiter) = state
                 .channels
                 .get_mut(&self.channel)
@@ -560,6 +701,12 @@ impl Subscription {
                 return Woken::TimedOut;
             };
             waiter.parked = None;
+            if let Some(at) = waiter.recheck_at
+                && Instant::now() >= at
+            {
+                waiter.recheck_at = None;
+                timed_out = true;
+            }
             if timed_out {
                 match waiter.grant {
                     Grant::Granted(sent) => {
@@ -701,25 +848,36 @@ fn session(shared: &Shared, conn: &mut dyn PubSubConnection, connected: &mut boo
                 return Ok(());
             }
             let now = Instant::now();
-            let mut subscribe = Vec::new();
+            let mut subscribe = std::mem::take(&mut state.pending_directs);
             let mut unsubscribe = Vec::new();
-            state
-                .channels
-                .retain(|channel, entry| match entry.state.sweep(now) {
-                    Sweep::Keep => true,
-                    Sweep::Subscribe => {
-                        subscribe.push(channel.clone());
-                        true
-                    }
-                    Sweep::Remove {
-                        unsubscribe: subscribed,
-                    } => {
+            let State {
+                channels, directs, ..
+            } = &mut *state;
+            channels.retain(|channel, entry| match entry.state.sweep(now) {
+                Sweep::Keep => true,
+                Sweep::Subscribe => {
+                    subscribe.push(channel.clone());
+                    // In the same SUBSCRIBE: its confirmation covers both.
+                    subscribe.extend(entry.direct.iter().cloned());
+                    true
+                }
+                Sweep::Remove {
+                    unsubscribe: subscribed,
+                } => {
+                    if let Some(direct) = &entry.direct {
+                        directs.remove(direct);
                         if subscribed {
-                            unsubscribe.push(channel.clone());
+                            unsubscribe.push(direct.clone());
                         }
-                        false
                     }
-                });
+                    if subscribed {
+                        unsubscribe.push(channel.clone());
+                    }
+                    false
+                }
+            });
+            subscribe.sort_unstable();
+            subscribe.dedup();
             (subscribe, unsubscribe)
         };
         if !subscribe.is_empty() {
@@ -748,6 +906,10 @@ fn session(shared: &Shared, conn: &mut dyn PubSubConnection, connected: &mut boo
             if let Some(entry) = state.channels.get_mut(&message.channel) {
                 let notify = entry.state.deliver(&message.payload);
                 entry.notify(notify);
+            } else if let Some(channel) = state.directs.get(&message.channel).cloned()
+                && let Some(entry) = state.channels.get_mut(&channel)
+            {
+                entry.direct_message(&message.payload, Instant::now());
             }
         }
     }

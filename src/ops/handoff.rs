@@ -1,0 +1,240 @@
+//! The reentrant lock's waiter queue (redisync only): how a release hands
+//! the lock to one waiter in the whole fleet instead of waking one in every
+//! client.
+//!
+//! A failed attempt that will wait joins `{name}:redisync_waiters`, a sorted
+//! set of holder ids by arrival ([`acquire`]). A release of the last hold
+//! with no waiter of its own client to hand to takes the head of that queue
+//! whose client still listens ([`release`]): it reserves the lock for it (its
+//! hash field with hold count 0, for a claim window), tells its client on
+//! `redisson_lock__channel:{name}:redisync:<client id>` (`g:<holder id>`), and warns
+//! the next in line (`n:<claim window ms>:<holder id>`), which rechecks when
+//! the window ends in case the chosen waiter never takes it. The chosen
+//! waiter's next attempt takes the reserved hold; nobody else's can. After
+//! `streak` handoffs in a row the lock is freed the usual way (unlock message
+//! on Redisson's channel), so a Redisson waiter, which is not in the queue,
+//! gets its turn. A waiter that gives up leaves the queue ([`leave`]).
+//!
+//! | key / channel | type | contents | TTL |
+//! |---|---|---|---|
+//! | `{name}:redisync_waiters` | zset | holder id → arrival (server µs) | 2 × lease + 60 s, renewed by each failed attempt |
+//! | `{name}:redisync_handoffs` | string | handoffs in a row | the claim window |
+//! | `redisson_lock__channel:{name}:redisync:<client id>` | channel | `g:<holder id>` = reserved for you; `n:<ms>:<holder id>` = you are next | |
+//!
+//! Redisson ignores all three: its scripts never read them, and a reserved
+//! hold looks to it like any held lock.
+//!
+//! ```
+//! use redisync::ops::handoff::{self, Queue};
+//! use redisync::ops::lock::{Acquire, Release};
+//! let store = redisync::MemoryBackend::new();
+//! let queue = Queue::new("doc:q", 2_000, 16);
+//! let attempt = |holder: &str, id: &str, retry| {
+//!     handoff::acquire(&store, "doc:q", holder, 30_000, &format!("{{doc:q}}:redisync_attempt:{id}"), &queue, retry)
+//! };
+//! assert_eq!(attempt("a:1", "1", false)?, Acquire::Acquired);
+//! assert!(!attempt("b:1", "2", false)?.is_acquired()); // queued
+//! let released = handoff::release(&store, "doc:q", "redisson_lock__channel:{doc:q}", "a:1", 30_000,
+//!     "redisson_unlock_latch:{doc:q}:r1", 5_000, None, &queue)?;
+//! // Nobody listens on b's channel here: b counts as gone, the lock is freed.
+//! assert_eq!(released, Release::Released);
+//! # Ok::<(), redisync::Error>(())
+//! ```
+
+use super::lock::{ACQUIRE, RELEASE, acquire_outcome, release_outcome};
+use super::{always, is_some, run, script};
+use crate::Result;
+use crate::backend::{Effect, LockBackend, Reply, Resend, ScriptCall};
+use crate::error::check_ms;
+use crate::ops::lock::{Acquire, Release};
+
+script!(
+    /// KEYS queue, lock, channel; ARGV holder, message. 1 = a reserved hold
+    /// was given up.
+    LEAVE = "lock_leave_queue", "lock leave queue", after "window_prelude"
+);
+
+/// A lock's waiter queue and how its releases hand over.
+#[derive(Debug, Clone)]
+pub struct Queue {
+    key: String,
+    streak_key: String,
+    channel_prefix: String,
+    claim_ms: i64,
+    streak: u32,
+}
+
+impl Queue {
+    /// The queue of lock `name`: a handed hold waits `claim_ms` for its
+    /// waiter; after `streak` handoffs in a row a release frees the lock.
+    ///
+    /// ```
+    /// let queue = redisync::ops::handoff::Queue::new("orders", 6_000, 16);
+    /// assert_eq!(queue.key(), "{orders}:redisync_waiters");
+    /// assert_eq!(queue.channel("c1"), "redisson_lock__channel:{orders}:redisync:c1");
+    /// ```
+    pub fn new(name: &str, claim_ms: i64, streak: u32) -> Queue {
+        Queue {
+            key: crate::keys::waiter_queue(name),
+            streak_key: crate::keys::handoff_streak(name),
+            channel_prefix: crate::keys::client_channel_prefix(name),
+            claim_ms,
+            streak,
+        }
+    }
+
+    /// The queue's key.
+    ///
+    /// ```
+    /// assert_eq!(redisync::ops::handoff::Queue::new("a", 1, 1).key(), "{a}:redisync_waiters");
+    /// ```
+    pub fn key(&self) -> &str {
+        &self.key
+    }
+
+    /// The channel on which the client `client_id` hears that one of its
+    /// waiters was handed the lock.
+    ///
+    /// ```
+    /// let queue = redisync::ops::handoff::Queue::new("{a}:b", 1, 1);
+    /// assert_eq!(queue.channel("c9"), "redisson_lock__channel:{a}:b:redisync:c9");
+    /// ```
+    pub fn channel(&self, client_id: &str) -> String {
+        format!("{}{client_id}", self.channel_prefix)
+    }
+}
+
+/// One acquire attempt of `holder` on the reentrant lock `name`, recorded
+/// under `attempt_key` (as [`lock::acquire_recorded`](super::lock::acquire_recorded)),
+/// that joins `queue` if it fails and takes a hold reserved for it by a
+/// release. `retry`: the holder may be queued already (an acquisition then
+/// leaves the queue).
+///
+/// # Errors
+/// As [`lock::acquire_recorded`](super::lock::acquire_recorded).
+///
+/// ```
+/// use redisync::ops::handoff::{self, Queue};
+/// let store = redisync::MemoryBackend::new();
+/// let queue = Queue::new("doc:qa", 2_000, 16);
+/// let outcome = handoff::acquire(&store, "doc:qa", "a:1", 30_000, "{doc:qa}:redisync_attempt:1", &queue, false)?;
+/// assert!(outcome.is_acquired());
+/// # Ok::<(), redisync::Error>(())
+/// ```
+pub fn acquire<B: LockBackend + ?Sized>(
+    backend: &B,
+    name: &str,
+    holder: &str,
+    lease_ms: i64,
+    attempt_key: &str,
+    queue: &Queue,
+    retry: bool,
+) -> Result<Acquire> {
+    check_ms("lease", lease_ms)?;
+    let call = ScriptCall::new(
+        &ACQUIRE,
+        Resend::Harmless,
+        Effect::Acquire {
+            acquired: Reply::is_nil,
+            undo: super::lock::undo_sent,
+        },
+    )
+    .key(name)
+    .key(attempt_key)
+    .key(queue.key.as_str())
+    .arg(lease_ms)
+    .arg(holder)
+    .arg(if retry { "retry" } else { "first" });
+    acquire_outcome(&run(backend, &call)?, ACQUIRE.operation())
+}
+
+/// Releases one hold of `holder` on `name` behind `latch_key` (as
+/// [`lock::release`](super::lock::release)); on the last hold, hands the lock
+/// to `waiter` (a parked thread of this client: holder id and lease) if
+/// given, or else to the head of `queue` whose client listens:
+/// [`Release::Transferred`] either way, and no unlock message.
+///
+/// # Errors
+/// As [`lock::release`](super::lock::release).
+///
+/// ```
+/// use redisync::ops::handoff::{self, Queue};
+/// use redisync::ops::lock::Release;
+/// let store = redisync::MemoryBackend::new();
+/// let queue = Queue::new("doc:qr", 2_000, 16);
+/// handoff::acquire(&store, "doc:qr", "a:1", 30_000, "{doc:qr}:redisync_attempt:1", &queue, false)?;
+/// let released = handoff::release(&store, "doc:qr", "redisson_lock__channel:{doc:qr}", "a:1", 30_000,
+///     "redisson_unlock_latch:{doc:qr}:r1", 5_000, Some(("a:2", 30_000)), &queue)?;
+/// assert_eq!(released, Release::Transferred);
+/// # Ok::<(), redisync::Error>(())
+/// ```
+#[allow(clippy::too_many_arguments)]
+pub fn release<B: LockBackend + ?Sized>(
+    backend: &B,
+    name: &str,
+    channel: &str,
+    holder: &str,
+    lease_ms: i64,
+    latch_key: &str,
+    latch_ms: i64,
+    waiter: Option<(&str, i64)>,
+    queue: &Queue,
+) -> Result<Release> {
+    check_ms("lease", lease_ms)?;
+    check_ms("latch timeout", latch_ms)?;
+    check_ms("claim window", queue.claim_ms)?;
+    let (waiter, waiter_lease_ms) = match waiter {
+        Some((waiter, lease)) => {
+            check_ms("lease", lease)?;
+            (waiter, lease)
+        }
+        None => ("", 1),
+    };
+    // Behind its unlock latch, a repeat returns the first outcome.
+    let call = ScriptCall::new(&RELEASE, Resend::Harmless, Effect::Change(is_some))
+        .key(name)
+        .key(channel)
+        .key(latch_key)
+        .key(queue.key.as_str())
+        .key(queue.streak_key.as_str())
+        .arg(crate::keys::UNLOCK_MESSAGE)
+        .arg(lease_ms)
+        .arg(holder)
+        .arg(latch_ms)
+        .arg(waiter)
+        .arg(waiter_lease_ms)
+        .arg(queue.claim_ms)
+        .arg(queue.channel_prefix.as_str())
+        .arg(i64::from(queue.streak));
+    release_outcome(&run(backend, &call)?, RELEASE.operation())
+}
+
+/// `holder` stops waiting: it leaves `queue` of lock `name`, and gives up a
+/// hold a release reserved for it meanwhile (the lock is freed, its unlock
+/// message published on `channel`). Returns whether it gave one up.
+///
+/// # Errors
+/// A store failure.
+///
+/// ```
+/// use redisync::ops::handoff::{self, Queue};
+/// let store = redisync::MemoryBackend::new();
+/// let queue = Queue::new("doc:ql", 2_000, 16);
+/// assert!(!handoff::leave(&store, "doc:ql", "redisson_lock__channel:{doc:ql}", &queue, "a:1")?);
+/// # Ok::<(), redisync::Error>(())
+/// ```
+pub fn leave<B: LockBackend + ?Sized>(
+    backend: &B,
+    name: &str,
+    channel: &str,
+    queue: &Queue,
+    holder: &str,
+) -> Result<bool> {
+    let call = ScriptCall::new(&LEAVE, Resend::Harmless, Effect::Change(always))
+        .key(queue.key.as_str())
+        .key(name)
+        .key(channel)
+        .arg(holder)
+        .arg(crate::keys::UNLOCK_MESSAGE);
+    Ok(matches!(run(backend, &call)?, Reply::Int(1)))
+}
