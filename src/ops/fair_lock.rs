@@ -37,6 +37,21 @@ pub struct FairLockKeys<'a> {
     pub channel_prefix: &'a str,
 }
 
+/// The four keys the release, undo, force-release and delete scripts take
+/// first (KEYS lock, queue, slots, channel prefix), added to a call.
+trait Keyed<'a> {
+    fn keyed(self, keys: &FairLockKeys<'a>) -> Self;
+}
+
+impl<'a> Keyed<'a> for ScriptCall<'a> {
+    fn keyed(self, keys: &FairLockKeys<'a>) -> Self {
+        self.key(keys.name)
+            .key(keys.queue)
+            .key(keys.timeouts)
+            .key(keys.channel_prefix)
+    }
+}
+
 script!(
     /// KEYS lock, queue, slots; ARGV lease ms, holder, allowance ms, now ms,
     /// enqueue. nil = acquired, else ms to wait.
@@ -221,10 +236,7 @@ fn undo_call<'a>(
     attempt_key: &'a str,
 ) -> ScriptCall<'a> {
     undo_script_call(&UNDO_ACQUIRE)
-        .key(keys.name)
-        .key(keys.queue)
-        .key(keys.timeouts)
-        .key(keys.channel_prefix)
+        .keyed(keys)
         .key(attempt_key)
         .arg(UNLOCK_MESSAGE)
         .arg(holder)
@@ -336,10 +348,7 @@ fn release_call<'a>(
     latch_ms: i64,
 ) -> ScriptCall<'a> {
     ScriptCall::new(&RELEASE, Resend::Harmless, Effect::Change(is_some))
-        .key(keys.name)
-        .key(keys.queue)
-        .key(keys.timeouts)
-        .key(keys.channel_prefix)
+        .keyed(keys)
         .key(latch_key)
         .arg(UNLOCK_MESSAGE)
         .arg(lease_ms)
@@ -407,10 +416,7 @@ pub fn force_release<B: LockBackend + ?Sized>(
 ) -> Result<bool> {
     check_time_ms("now", now_ms)?;
     let call = ScriptCall::new(&FORCE_RELEASE, Resend::Harmless, Effect::Change(is_one))
-        .key(keys.name)
-        .key(keys.queue)
-        .key(keys.timeouts)
-        .key(keys.channel_prefix)
+        .keyed(keys)
         .arg(UNLOCK_MESSAGE)
         .arg(now_ms);
     run_as(backend, &call, super::flag)
@@ -441,10 +447,7 @@ pub fn force_release<B: LockBackend + ?Sized>(
 /// ```
 pub fn delete<B: LockBackend + ?Sized>(backend: &B, keys: &FairLockKeys<'_>) -> Result<bool> {
     let call = ScriptCall::new(&DELETE, Resend::Harmless, Effect::Change(is_one))
-        .key(keys.name)
-        .key(keys.queue)
-        .key(keys.timeouts)
-        .key(keys.channel_prefix)
+        .keyed(keys)
         .arg(UNLOCK_MESSAGE);
     run_as(backend, &call, super::flag)
 }
