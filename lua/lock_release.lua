@@ -33,8 +33,11 @@
 -- Returns  nil = the holder does not hold it; 0 = one hold released, still held;
 --          1 = released and the unlock message published; 2 = released and
 --          handed to the waiter; 3 = handed to the head of the queue, whose
---          client is told on its channel ('g:' .. its holder id), the next
---          in line warned ('n:' .. claim window .. ':' .. its holder id). A retry with the same latch key returns the
+--          client is told on its channel: 'h:<server ms>:<claim window>:' ..
+--          its holder id when it holds the lock outright (a queue entry
+--          'd|' .. holder id), 'g:' .. its holder id when the lock is only
+--          reserved for it; the next in line is warned ('n:' .. claim
+--          window .. ':' .. its holder id). A retry with the same latch key returns the
 --          first outcome without releasing again (the latch, or a record,
 --          holds it for ARGV[4] ms).
 -- Checked before any write (a script error does not undo earlier writes).
@@ -68,7 +71,7 @@ if waiter then
     redis.call('pexpire', KEYS[1], ARGV[6])
     redis.call('set', KEYS[3], 2, 'px', ARGV[4])
     if KEYS[4] then
-        redis.call('zrem', KEYS[4], waiter)
+        redis.call('zrem', KEYS[4], waiter, 'd|' .. waiter)
     end
     return 2
 end
@@ -87,13 +90,28 @@ if KEYS[4] then
         end
         redis.call('pexpire', KEYS[5], ARGV[7])
         redis.call('zrem', KEYS[4], head)
+        local outright = string.sub(head, 1, 2) == 'd|'
+        if outright then
+            head = string.sub(head, 3)
+        end
         local client = string.match(head, '^(.*):[^:]*$')
+        local message = 'g:' .. head
+        if outright then
+            local now = redis.call('time')
+            message = 'h:' .. string.format('%d', now[1] * 1000 + math.floor(now[2] / 1000))
+                .. ':' .. ARGV[7] .. ':' .. head
+        end
         if client and head ~= ARGV[3]
-            and redis.call('publish', ARGV[8] .. client, 'g:' .. head) > 0 then
-            -- Count 0: reserved for the waiter, whose next attempt takes it.
-            redis.call('hset', KEYS[1], head, 0)
+            and redis.call('publish', ARGV[8] .. client, message) > 0 then
+            -- Outright: one hold, the claim window as TTL, until the
+            -- waiter's watchdog renews it. Else count 0: reserved for the
+            -- waiter, whose next attempt takes it.
+            redis.call('hset', KEYS[1], head, outright and 1 or 0)
             redis.call('pexpire', KEYS[1], ARGV[7])
             local next = redis.call('zrange', KEYS[4], 0, 0)[1]
+            if next and string.sub(next, 1, 2) == 'd|' then
+                next = string.sub(next, 3)
+            end
             local next_client = next and string.match(next, '^(.*):[^:]*$')
             if next_client then
                 redis.call('publish', ARGV[8] .. next_client, 'n:' .. ARGV[7] .. ':' .. next)

@@ -158,9 +158,10 @@ pub(crate) enum First {
 pub(crate) enum Done<T> {
     /// The attempt succeeded.
     Attempted(T),
-    /// A releasing thread of this client handed it the lock, in a script
-    /// sent at this instant.
-    HandedOver(Instant),
+    /// A release handed it the lock, in a script sent at this instant (by a
+    /// thread of this client, or by another client: then with the TTL the
+    /// store gave it, shorter than the lease, until the watchdog renews it).
+    HandedOver(Instant, Option<Duration>),
 }
 
 impl<T> Done<T> {
@@ -169,7 +170,7 @@ impl<T> Done<T> {
     pub(crate) fn attempted(self) -> Option<T> {
         match self {
             Done::Attempted(value) => Some(value),
-            Done::HandedOver(_) => None,
+            Done::HandedOver(..) => None,
         }
     }
 }
@@ -209,6 +210,7 @@ fn wait_loop<T>(
     // Seen before the first attempt, so a message between that attempt and
     // the subscription is not lost (see the pubsub module).
     let seen = subscriber.snapshot(waiting.channel);
+    let since = Instant::now();
     let mut hint = if let First::Park(left) = (waiting.first)() {
         left
     } else if waiting.defer_to_woken && seen.handoff_pending() {
@@ -228,6 +230,7 @@ fn wait_loop<T>(
         seen,
         waiting.seat,
         waiting.direct,
+        since,
     )?;
     // A cancel wakes the park; the park checks the token before it sleeps.
     let _on_cancel = waiting
@@ -239,7 +242,7 @@ fn wait_loop<T>(
             waiting.wait.park_until(hint, waiting.fallback),
             waiting.cancel,
         ) {
-            Woken::Granted(sent) => return Ok(Some(Done::HandedOver(sent))),
+            Woken::Granted(sent, ttl) => return Ok(Some(Done::HandedOver(sent, ttl))),
             Woken::Cancelled => {
                 cancelled()?;
                 false

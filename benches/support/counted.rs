@@ -124,6 +124,10 @@ impl LockBackend for Counted {
         self.inner.response_timeout()
     }
 
+    fn server_clock_offset_ms(&self) -> Option<i64> {
+        self.inner.server_clock_offset_ms()
+    }
+
     fn server_command(&self, args: &[&str]) -> redisync::Result<Vec<ServerReply>> {
         self.inner.server_command(args)
     }

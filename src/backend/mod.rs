@@ -190,6 +190,21 @@ pub trait LockBackend: Send + Sync + 'static {
         None
     }
 
+    /// How far the server's clock is ahead of this machine's wall clock, in
+    /// ms, as last measured (`None`, the default: unknown). A message that
+    /// carries a time by the server's clock is dated with it: a waiter
+    /// handed a lock by a release in another client reads how old the
+    /// handoff is (see `ops::handoff`); without it, the waiter takes the
+    /// lock with an attempt of its own.
+    ///
+    /// ```
+    /// use redisync::backend::LockBackend;
+    /// assert_eq!(redisync::MemoryBackend::new().server_clock_offset_ms(), Some(0));
+    /// ```
+    fn server_clock_offset_ms(&self) -> Option<i64> {
+        None
+    }
+
     /// Sends one plain command (`args[0]` and its arguments; no script, no
     /// keys) to every server the scripts run on, and returns each server's
     /// reply, for health checks ([`Client::ping`](crate::Client::ping),

@@ -102,6 +102,15 @@ impl<H: GuardHolder> Lock<H> {
                     )
                 },
             );
+        // A thread whose watchdog will renew its hold may be handed the lock
+        // outright (the claim window as TTL until the watchdog renews it):
+        // it holds the lock without a round trip of its own. Others only
+        // have it reserved, and take it with their next attempt.
+        // Only where the handoff's age can be read (the server clock's
+        // offset is known): a waiter given an old handoff would take a hold
+        // that has run out.
+        let outright =
+            lease.is_none() && !H::EXPLICIT && client.store().server_clock_offset_ms().is_some();
         // Whether the latest attempt left this waiter in that queue.
         let queued = std::cell::Cell::new(false);
         let attempts = std::cell::Cell::new(0_u32);
@@ -118,6 +127,7 @@ impl<H: GuardHolder> Lock<H> {
                     &key,
                     queue,
                     attempts.get() > 0,
+                    outright,
                 )
                 .map(|acquired| {
                     queued.set(!acquired.is_acquired());
@@ -138,14 +148,18 @@ impl<H: GuardHolder> Lock<H> {
         let leave_queue = || {
             if let Some(queue) = queue.as_ref().filter(|_| queued.get()) {
                 let channel = keys.wait_channel(&holder);
-                let _ =
-                    crate::ops::handoff::leave(backend, &keys.name, &channel, queue, &holder.id);
+                let _ = crate::ops::handoff::leave(
+                    backend, &keys.name, &channel, queue, &holder.id, outright,
+                );
             }
         };
         let direct = queue.as_ref().map(|queue| queue.channel(client.id()));
         // Called once, in whichever arm acquired.
-        let acquired =
-            |token, sent, attempt| self.guard(&holder, lease, lease_ms, sent, token, attempt, by);
+        let acquired = |token, sent, attempt, handed_ttl| {
+            self.guard(
+                &holder, lease, lease_ms, sent, token, attempt, handed_ttl, by,
+            )
+        };
         // An earlier release of this holder's hold that has not landed yet
         // goes first, or it could land on the hold about to be taken.
         if !client.cleanup().is_empty() {
@@ -207,11 +221,11 @@ impl<H: GuardHolder> Lock<H> {
         };
         match waited {
             Ok(Some(crate::wait::Done::Attempted(token))) => {
-                acquired(token, sent.get(), attempt_key.take()).map(Some)
+                acquired(token, sent.get(), attempt_key.take(), None).map(Some)
             }
             // The lease runs from the handoff script's send.
-            Ok(Some(crate::wait::Done::HandedOver(handed_at))) => {
-                acquired(None, handed_at, None).map(Some)
+            Ok(Some(crate::wait::Done::HandedOver(handed_at, ttl))) => {
+                acquired(None, handed_at, None, ttl).map(Some)
             }
             Ok(None) => {
                 // try_lock never queued; a fair waiter that gave up leaves now.
@@ -239,7 +253,9 @@ impl<H: GuardHolder> Lock<H> {
     }
 
     /// Builds the guard of a successful acquisition, registering the hold
-    /// with the watchdog when no lease was given.
+    /// with the watchdog when no lease was given (`handed_ttl`: the hold
+    /// was handed over by another client with this TTL, which the watchdog
+    /// renews early).
     #[allow(clippy::too_many_arguments)]
     fn guard(
         &self,
@@ -249,6 +265,7 @@ impl<H: GuardHolder> Lock<H> {
         sent: Instant,
         token: Option<u64>,
         attempt: Option<AttemptId>,
+        handed_ttl: Option<Duration>,
         by: H,
     ) -> Result<LockGuard<H>> {
         let renewal = Arc::new(Renewal {
@@ -256,7 +273,12 @@ impl<H: GuardHolder> Lock<H> {
             holder: holder.clone(),
         });
         let (lease, watchdog) = match lease {
-            None => (self.client.watchdog().start(&renewal, sent)?, true),
+            None => (
+                self.client
+                    .watchdog()
+                    .start_within(&renewal, sent, handed_ttl)?,
+                true,
+            ),
             Some(length) => (Lease::new(sent, length), false),
         };
         if holds::hold_taken(holds::key(holder, &self.keys.name), H::EXPLICIT)

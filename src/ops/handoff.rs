@@ -5,21 +5,23 @@
 //! A failed attempt that will wait joins `{name}:redisync_waiters`, a sorted
 //! set of holder ids by arrival ([`acquire`]). A release of the last hold
 //! with no waiter of its own client to hand to takes the head of that queue
-//! whose client still listens ([`release`]): it reserves the lock for it (its
-//! hash field with hold count 0, for a claim window), tells its client on
-//! `redisson_lock__channel:{name}:redisync:<client id>` (`g:<holder id>`), and warns
+//! whose client still listens ([`release`]): it hands the lock to it
+//! outright (one hold, the claim window as TTL, which the waiter's watchdog
+//! renews) or, for a waiter without a watchdog, reserves it (hold count 0
+//! for the claim window, taken by the waiter's next attempt); tells its
+//! client on `redisson_lock__channel:{name}:redisync:<client id>`
+//! (`h:<server ms>:<claim ms>:<holder id>` or `g:<holder id>`); and warns
 //! the next in line (`n:<claim window ms>:<holder id>`), which rechecks when
-//! the window ends in case the chosen waiter never takes it. The chosen
-//! waiter's next attempt takes the reserved hold; nobody else's can. After
+//! the window ends in case the chosen waiter never takes it. After
 //! `streak` handoffs in a row the lock is freed the usual way (unlock message
 //! on Redisson's channel), so a Redisson waiter, which is not in the queue,
 //! gets its turn. A waiter that gives up leaves the queue ([`leave`]).
 //!
 //! | key / channel | type | contents | TTL |
 //! |---|---|---|---|
-//! | `{name}:redisync_waiters` | zset | holder id → arrival (server µs) | 2 × lease + 60 s, renewed by each failed attempt |
+//! | `{name}:redisync_waiters` | zset | holder id (`d|<holder id>`: may be handed the lock outright) → arrival (server µs) | 2 × lease + 60 s, renewed by each failed attempt |
 //! | `{name}:redisync_handoffs` | string | handoffs in a row | the claim window |
-//! | `redisson_lock__channel:{name}:redisync:<client id>` | channel | `g:<holder id>` = reserved for you; `n:<ms>:<holder id>` = you are next | |
+//! | `redisson_lock__channel:{name}:redisync:<client id>` | channel | `h:<server ms>:<claim ms>:<holder id>` = yours; `g:<holder id>` = reserved for you; `n:<ms>:<holder id>` = you are next | |
 //!
 //! Redisson ignores all three: its scripts never read them, and a reserved
 //! hold looks to it like any held lock.
@@ -30,7 +32,7 @@
 //! let store = redisync::MemoryBackend::new();
 //! let queue = Queue::new("doc:q", 2_000, 16);
 //! let attempt = |holder: &str, id: &str, retry| {
-//!     handoff::acquire(&store, "doc:q", holder, 30_000, &format!("{{doc:q}}:redisync_attempt:{id}"), &queue, retry)
+//!     handoff::acquire(&store, "doc:q", holder, 30_000, &format!("{{doc:q}}:redisync_attempt:{id}"), &queue, retry, false)
 //! };
 //! assert_eq!(attempt("a:1", "1", false)?, Acquire::Acquired);
 //! assert!(!attempt("b:1", "2", false)?.is_acquired()); // queued
@@ -108,7 +110,9 @@ impl Queue {
 /// under `attempt_key` (as [`lock::acquire_recorded`](super::lock::acquire_recorded)),
 /// that joins `queue` if it fails and takes a hold reserved for it by a
 /// release. `retry`: the holder may be queued already (an acquisition then
-/// leaves the queue).
+/// leaves the queue). `outright`: a release may hand it the lock outright
+/// (one hold with the claim window as TTL, `h:` on its channel), for a
+/// thread whose watchdog will renew it; else only reserve it.
 ///
 /// # Errors
 /// As [`lock::acquire_recorded`](super::lock::acquire_recorded).
@@ -117,7 +121,7 @@ impl Queue {
 /// use redisync::ops::handoff::{self, Queue};
 /// let store = redisync::MemoryBackend::new();
 /// let queue = Queue::new("doc:qa", 2_000, 16);
-/// let outcome = handoff::acquire(&store, "doc:qa", "a:1", 30_000, "{doc:qa}:redisync_attempt:1", &queue, false)?;
+/// let outcome = handoff::acquire(&store, "doc:qa", "a:1", 30_000, "{doc:qa}:redisync_attempt:1", &queue, false, true)?;
 /// assert!(outcome.is_acquired());
 /// # Ok::<(), redisync::Error>(())
 /// ```
@@ -129,6 +133,7 @@ pub fn acquire<B: LockBackend + ?Sized>(
     attempt_key: &str,
     queue: &Queue,
     retry: bool,
+    outright: bool,
 ) -> Result<Acquire> {
     check_ms("lease", lease_ms)?;
     let call = ScriptCall::new(
@@ -144,7 +149,8 @@ pub fn acquire<B: LockBackend + ?Sized>(
     .key(queue.key.as_str())
     .arg(lease_ms)
     .arg(holder)
-    .arg(if retry { "retry" } else { "first" });
+    .arg(if retry { "retry" } else { "first" })
+    .arg(if outright { "1" } else { "0" });
     acquire_outcome(&run(backend, &call)?, ACQUIRE.operation())
 }
 
@@ -162,7 +168,7 @@ pub fn acquire<B: LockBackend + ?Sized>(
 /// use redisync::ops::lock::Release;
 /// let store = redisync::MemoryBackend::new();
 /// let queue = Queue::new("doc:qr", 2_000, 16);
-/// handoff::acquire(&store, "doc:qr", "a:1", 30_000, "{doc:qr}:redisync_attempt:1", &queue, false)?;
+/// handoff::acquire(&store, "doc:qr", "a:1", 30_000, "{doc:qr}:redisync_attempt:1", &queue, false, false)?;
 /// let released = handoff::release(&store, "doc:qr", "redisson_lock__channel:{doc:qr}", "a:1", 30_000,
 ///     "redisson_unlock_latch:{doc:qr}:r1", 5_000, Some(("a:2", 30_000)), &queue)?;
 /// assert_eq!(released, Release::Transferred);
@@ -210,8 +216,9 @@ pub fn release<B: LockBackend + ?Sized>(
 }
 
 /// `holder` stops waiting: it leaves `queue` of lock `name`, and gives up a
-/// hold a release reserved for it meanwhile (the lock is freed, its unlock
-/// message published on `channel`). Returns whether it gave one up.
+/// hold a release reserved for it meanwhile, or (`outright`: it was queued
+/// so, and holds nothing of its own) handed it (the lock is freed, its
+/// unlock message published on `channel`). Returns whether it gave one up.
 ///
 /// # Errors
 /// A store failure.
@@ -220,7 +227,7 @@ pub fn release<B: LockBackend + ?Sized>(
 /// use redisync::ops::handoff::{self, Queue};
 /// let store = redisync::MemoryBackend::new();
 /// let queue = Queue::new("doc:ql", 2_000, 16);
-/// assert!(!handoff::leave(&store, "doc:ql", "redisson_lock__channel:{doc:ql}", &queue, "a:1")?);
+/// assert!(!handoff::leave(&store, "doc:ql", "redisson_lock__channel:{doc:ql}", &queue, "a:1", true)?);
 /// # Ok::<(), redisync::Error>(())
 /// ```
 pub fn leave<B: LockBackend + ?Sized>(
@@ -229,12 +236,14 @@ pub fn leave<B: LockBackend + ?Sized>(
     channel: &str,
     queue: &Queue,
     holder: &str,
+    outright: bool,
 ) -> Result<bool> {
     let call = ScriptCall::new(&LEAVE, Resend::Harmless, Effect::Change(always))
         .key(queue.key.as_str())
         .key(name)
         .key(channel)
         .arg(holder)
-        .arg(crate::keys::UNLOCK_MESSAGE);
+        .arg(crate::keys::UNLOCK_MESSAGE)
+        .arg(if outright { "1" } else { "0" });
     Ok(matches!(run(backend, &call)?, Reply::Int(1)))
 }

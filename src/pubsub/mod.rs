@@ -130,9 +130,75 @@ struct Entry {
 #[derive(Debug)]
 struct Unclaimed {
     field: String,
+    /// When it came: only a waiter whose wait began earlier takes it (one
+    /// that began later is not the one it was for).
     at: Instant,
-    /// `None`: the lock is reserved for it; `Some(ms)`: it is next.
-    recheck: Option<Duration>,
+    direct: Direct,
+}
+
+/// What a direct message tells its waiter (see [`Entry::direct_message`]).
+#[derive(Debug, Clone, Copy)]
+enum Direct {
+    /// The lock is its own, from this instant, for this long unless renewed.
+    Handed(Instant, Duration),
+    /// The lock is reserved for it: it tries at once.
+    Reserved,
+    /// It is next: it tries itself after this long.
+    Next(Duration),
+}
+
+/// A handoff dated older than this part of its claim window is not trusted
+/// to be still in force (the clock offset's error, a frozen process): the
+/// waiter tries instead, which takes the hold if it is still there.
+const HANDED_TRUSTED_FOR: u32 = 2;
+/// Taken off a handed hold's TTL: the error of the server clock's estimate.
+const HANDED_MARGIN: Duration = Duration::from_millis(50);
+
+impl Direct {
+    /// The holder id a direct message is for, and what it says. A handoff
+    /// is dated by the server's clock: without the clock's offset, or when
+    /// it is too old to trust, it counts as a reservation.
+    fn parse(payload: &str, now: Instant, clock_offset_ms: Option<i64>) -> Option<(&str, Direct)> {
+        if let Some(field) = payload.strip_prefix("g:") {
+            return Some((field, Direct::Reserved));
+        }
+        if let Some(rest) = payload.strip_prefix("n:") {
+            let (ms, field) = rest.split_once(':')?;
+            return Some((field, Direct::Next(Duration::from_millis(ms.parse().ok()?))));
+        }
+        let (handed_ms, rest) = payload.strip_prefix("h:")?.split_once(':')?;
+        let (claim_ms, field) = rest.split_once(':')?;
+        let (handed_ms, claim) = (
+            handed_ms.parse::<i64>().ok()?,
+            Duration::from_millis(claim_ms.parse().ok()?),
+        );
+        let Some(offset) = clock_offset_ms else {
+            return Some((field, Direct::Reserved));
+        };
+        let server_now = crate::clock::wall_clock_ms().saturating_add(offset);
+        let age =
+            Duration::from_millis(u64::try_from(server_now.saturating_sub(handed_ms)).unwrap_or(0));
+        match now.checked_sub(age) {
+            Some(at) if age < claim / HANDED_TRUSTED_FOR => Some((
+                field,
+                Direct::Handed(at, claim.saturating_sub(HANDED_MARGIN)),
+            )),
+            _ => Some((field, Direct::Reserved)),
+        }
+    }
+
+    /// Tells `waiter`. A handoff to a waiter being offered the lock by a
+    /// thread of its own client (which cannot be: the lock has one holder)
+    /// counts as a reservation.
+    fn apply(self, waiter: &mut Waiter) {
+        match self {
+            Direct::Handed(at, ttl) if waiter.grant == Grant::Open => {
+                waiter.grant = Grant::Granted(at, Some(ttl));
+            }
+            Direct::Handed(..) | Direct::Reserved => waiter.reserved = true,
+            Direct::Next(after) => waiter.recheck_at = Instant::now().checked_add(after),
+        }
+    }
 }
 
 /// How long an unclaimed direct message waits for its waiter to register
@@ -159,8 +225,10 @@ enum Grant {
     /// It stopped waiting while offered; a handoff that lands is undone by
     /// the releasing thread.
     Withdrawn,
-    /// It holds the lock: the handoff was sent at this instant.
-    Granted(Instant),
+    /// It holds the lock: the handoff was sent at this instant; with a
+    /// TTL when the store's is not the waiter's lease (a handoff from
+    /// another client: the claim window, until its watchdog renews it).
+    Granted(Instant, Option<Duration>),
     /// The handoff's outcome is unknown (a connection error): it attempts
     /// again (a reentrant acquisition if the handoff landed, whose extra
     /// hold its outermost unlock drains).
@@ -185,25 +253,17 @@ struct Waiter {
 }
 
 impl Entry {
-    /// A message on the entry's direct channel (see `ops::handoff`):
-    /// `g:<holder id>`, the lock is reserved for that waiter, which tries
-    /// at once; `n:<ms>:<holder id>`, that waiter is next behind one that
-    /// was just handed the lock, and tries itself if that one has not
-    /// taken it within `ms`. A message for a waiter that is not registered
-    /// is kept for it a while (see [`Entry::unclaimed`]); if it left, the
-    /// reservation runs out after its claim window.
-    fn direct_message(&mut self, payload: &str, now: Instant) {
-        let (field, recheck_ms) = if let Some(field) = payload.strip_prefix("g:") {
-            (field, None)
-        } else if let Some((ms, field)) = payload
-            .strip_prefix("n:")
-            .and_then(|rest| rest.split_once(':'))
-        {
-            match ms.parse::<u64>() {
-                Ok(ms) => (field, Some(Duration::from_millis(ms))),
-                Err(_) => return,
-            }
-        } else {
+    /// A message on the entry's direct channel (see `ops::handoff`), for
+    /// the waiter whose holder id it names: `h:<server ms>:<claim ms>:<id>`,
+    /// the lock is its own (handed at that time by the server's clock, for
+    /// that long unless renewed); `g:<id>`, the lock is reserved for it and
+    /// it tries at once; `n:<ms>:<id>`, it is next behind one that was just
+    /// handed the lock, and tries itself if that one has not taken it
+    /// within `ms`. A message for a waiter that is not registered is kept
+    /// for it a while (see [`Entry::unclaimed`]); if it left, the hold runs
+    /// out after its claim window.
+    fn direct_message(&mut self, payload: &str, now: Instant, clock_offset_ms: Option<i64>) {
+        let Some((field, direct)) = Direct::parse(payload, now, clock_offset_ms) else {
             return;
         };
         let Some(waiter) = self
@@ -215,14 +275,11 @@ impl Entry {
             self.unclaimed.push(Unclaimed {
                 field: field.to_owned(),
                 at: now,
-                recheck: recheck_ms,
+                direct,
             });
             return;
         };
-        match recheck_ms {
-            None => waiter.reserved = true,
-            Some(ms) => waiter.recheck_at = now.checked_add(ms),
-        }
+        direct.apply(waiter);
         // Parked or not, it re-checks (a recheck moves its park's end).
         waiter.parked = None;
         waiter.cond.notify_one();
@@ -329,7 +386,10 @@ impl Subscriber {
     /// retry of its own, because that message found no waiter to keep it for.
     ///
     /// A `seat` makes the waiter one a releasing thread of this client may
-    /// hand the lock to directly (see [`offer`](Self::offer)).
+    /// hand the lock to directly (see [`offer`](Self::offer)). A `direct`
+    /// channel is subscribed with the entry's own (see [`Entry::direct`]);
+    /// a direct message for this waiter that came after `since` (when its
+    /// wait began) and before this registration is its own.
     pub(crate) fn subscribe(
         &self,
         channel: &str,
@@ -337,6 +397,7 @@ impl Subscriber {
         seen: Snapshot,
         seat: Option<Seat>,
         direct: Option<&str>,
+        since: Instant,
     ) -> Result<Subscription> {
         let mut state = self.shared.state.lock();
         if state.shutdown {
@@ -386,17 +447,13 @@ impl Subscriber {
         entry
             .unclaimed
             .retain(|m| now.saturating_duration_since(m.at) < UNCLAIMED_FOR);
-        let mut reserved = false;
-        let mut recheck_at = None;
+        let mut taken = None;
         if let Some(seat) = &seat {
             entry.unclaimed.retain(|m| {
-                if m.field != seat.field {
+                if m.field != seat.field || m.at < since {
                     return true;
                 }
-                match m.recheck {
-                    None => reserved = true,
-                    Some(ms) => recheck_at = m.at.checked_add(ms),
-                }
+                taken = Some(m.direct);
                 false
             });
         }
@@ -408,11 +465,14 @@ impl Subscriber {
                 parked: None,
                 seat,
                 grant: Grant::Open,
-                reserved,
-                recheck_at,
+                reserved: false,
+                recheck_at: None,
                 own,
             },
         );
+        if let (Some(direct), Some(waiter)) = (taken, entry.waiters.get_mut(&id)) {
+            direct.apply(waiter);
+        }
         // From here on, dropping the subscription undoes the registration.
         let subscription = Subscription {
             shared: Arc::clone(&self.shared),
@@ -509,7 +569,7 @@ impl Subscriber {
         let withdrawn = waiter.grant == Grant::Withdrawn;
         waiter.grant = match outcome {
             _ if withdrawn => Grant::Open,
-            Handoff::Granted(sent) => Grant::Granted(sent),
+            Handoff::Granted(sent) => Grant::Granted(sent, None),
             Handoff::Refused => Grant::Open,
             Handoff::Unknown => Grant::Unknown,
         };
@@ -575,9 +635,10 @@ pub(crate) enum Handoff {
 pub(crate) enum Woken {
     /// It took a permit: retry.
     Permit,
-    /// A releasing thread of this client handed it the lock, in a script
-    /// sent at this instant: it holds it.
-    Granted(Instant),
+    /// A release handed it the lock, in a script sent at this instant: it
+    /// holds it (with a TTL of this length, when it is not the waiter's
+    /// lease: see [`Grant::Granted`]).
+    Granted(Instant, Option<Duration>),
     /// A handoff's outcome is unknown: retry (see [`Grant::Unknown`]).
     Retry,
     /// A release reserved the lock for it (see `ops::handoff`): its next
@@ -652,9 +713,9 @@ impl Subscription {
                 return Woken::TimedOut;
             };
             match waiter.grant {
-                Grant::Granted(sent) => {
+                Grant::Granted(sent, ttl) => {
                     waiter.grant = Grant::Open;
-                    return Woken::Granted(sent);
+                    return Woken::Granted(sent, ttl);
                 }
                 Grant::Unknown => {
                     waiter.grant = Grant::Open;
@@ -709,9 +770,9 @@ impl Subscription {
             }
             if timed_out {
                 match waiter.grant {
-                    Grant::Granted(sent) => {
+                    Grant::Granted(sent, ttl) => {
                         waiter.grant = Grant::Open;
-                        return Woken::Granted(sent);
+                        return Woken::Granted(sent, ttl);
                     }
                     Grant::Offered => waiter.grant = Grant::Withdrawn,
                     _ => {}
@@ -909,7 +970,8 @@ fn session(shared: &Shared, conn: &mut dyn PubSubConnection, connected: &mut boo
             } else if let Some(channel) = state.directs.get(&message.channel).cloned()
                 && let Some(entry) = state.channels.get_mut(&channel)
             {
-                entry.direct_message(&message.payload, Instant::now());
+                let offset = shared.backend.server_clock_offset_ms();
+                entry.direct_message(&message.payload, Instant::now(), offset);
             }
         }
     }

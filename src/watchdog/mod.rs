@@ -155,7 +155,22 @@ impl Watchdog {
     /// # Errors
     /// Only if the scheduler thread could not be started; the hold is then
     /// not registered.
+    #[cfg(test)]
     pub(crate) fn start(&self, renewal: &Arc<Renewal>, sent: Instant) -> crate::Result<Arc<Lease>> {
+        self.start_within(renewal, sent, None)
+    }
+
+    /// As [`start`](Self::start), for a hold whose TTL in the store is `ttl`
+    /// rather than the watchdog timeout (see `Schedule::start_within`).
+    ///
+    /// # Errors
+    /// As [`start`](Self::start).
+    pub(crate) fn start_within(
+        &self,
+        renewal: &Arc<Renewal>,
+        sent: Instant,
+        ttl: Option<Duration>,
+    ) -> crate::Result<Arc<Lease>> {
         let mut state = self.shared.state.lock();
         if !state.started {
             let shared = Arc::clone(&self.shared);
@@ -167,7 +182,7 @@ impl Watchdog {
                 })?;
             state.started = true;
         }
-        let (lease, due) = state.schedule.start(renewal, sent);
+        let (lease, due) = state.schedule.start_within(renewal, sent, ttl);
         // Only if the scheduler sleeps past this watch's first renewal (it
         // never does once it has slept a full interval) must it be woken.
         if let (Some(sleeping), Some(due)) = (state.sleeping_until, due)

@@ -122,19 +122,26 @@ impl Schedule {
 
     /// Registers one watchdog guard of `renewal`, acquired by a request sent
     /// at `sent`. Returns the hold's lease and, for a new watch, when it is
-    /// first due.
-    pub(super) fn start(
+    /// first due. `ttl`: the hold's TTL when it is not the watchdog timeout
+    /// (a hold handed over by another client: see `ops::handoff`); its
+    /// lease is that long, and its first renewal due within a third of it.
+    pub(super) fn start_within(
         &mut self,
         renewal: &Arc<Renewal>,
         sent: Instant,
+        ttl: Option<Duration>,
     ) -> (Arc<Lease>, Option<Instant>) {
         let hold = Hold(Arc::clone(renewal));
         let mut holds = 1;
+        let length = ttl.unwrap_or(self.timeout);
         if let Some(watch) = self.watches.get_mut(&hold) {
             if !watch.lease.is_lost_at(sent) {
                 // A reentrant hold: the acquisition reset the TTL too.
                 watch.holds = watch.holds.saturating_add(1);
-                watch.lease.renewed(sent, self.timeout);
+                match ttl {
+                    None => watch.lease.renewed(sent, self.timeout),
+                    Some(ttl) => watch.lease.maybe_changed(sent, ttl),
+                }
                 return (Arc::clone(&watch.lease), None);
             }
             // The thread lost the lock and took it again while an old guard
@@ -142,10 +149,10 @@ impl Schedule {
             holds = watch.holds.saturating_add(1);
         }
         self.unqueue(&hold);
-        let lease = Lease::new(sent, self.timeout);
+        let lease = Lease::new(sent, length);
         let id = self.next_id;
         self.next_id = self.next_id.wrapping_add(1);
-        let due = sent.checked_add(self.interval);
+        let due = sent.checked_add(self.interval.min(length / 3));
         if let Some(due) = due {
             self.queue.insert((due, id), hold.clone());
         }

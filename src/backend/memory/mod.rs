@@ -419,6 +419,11 @@ impl fmt::Debug for MemoryBackend {
 const MEMORY_ROUND_TRIP: std::time::Duration = std::time::Duration::from_secs(60);
 
 impl LockBackend for MemoryBackend {
+    /// `TIME` here reads this machine's wall clock.
+    fn server_clock_offset_ms(&self) -> Option<i64> {
+        Some(0)
+    }
+
     fn run_script(&self, call: &ScriptCall<'_>) -> Result<Reply> {
         // The plain code: a single server's, whose messages go through
         // PUBLISH. A writing script's window (see `Script::is_windowed`):

@@ -124,6 +124,8 @@ pub struct RedisBackend {
     options: RedisOptions,
     /// The URL without credentials, for messages.
     address: String,
+    /// The server clock's offset, as the pool's connections measure it.
+    clock: Arc<std::sync::atomic::AtomicI64>,
 }
 
 impl fmt::Debug for RedisBackend {
@@ -339,9 +341,11 @@ impl RedisBackend {
     }
 
     fn open_target(target: Target, address: String, options: RedisOptions) -> Result<Self> {
+        let clock = Arc::new(std::sync::atomic::AtomicI64::new(pool::NO_OFFSET));
         let manager = Manager {
             target: target.clone(),
             options: options.clone(),
+            clock: Arc::clone(&clock),
         };
         // Fail now, with the server's own answer (refused, wrong password),
         // rather than after the pool's connection timeout.
@@ -408,6 +412,7 @@ impl RedisBackend {
             created: Instant::now(),
             options,
             address,
+            clock,
         })
     }
 
@@ -575,6 +580,7 @@ impl RedisBackend {
         let manager = Manager {
             target: self.target.clone(),
             options: self.options.clone(),
+            clock: Arc::clone(&self.clock),
         };
         #[cfg(feature = "cluster")]
         if self.target.is_cluster() {
@@ -907,6 +913,14 @@ impl LockBackend for RedisBackend {
         Some(self.options.response_timeout)
     }
 
+    fn server_clock_offset_ms(&self) -> Option<i64> {
+        // A cluster's nodes each have their own clock (see `cluster::routing`).
+        if self.target.is_cluster() {
+            return None;
+        }
+        Some(self.clock.load(Ordering::Relaxed)).filter(|&offset| offset != pool::NO_OFFSET)
+    }
+
     fn publish(&self, channel: &str, payload: &str) -> Result<()> {
         // On a cluster, sharded: the waiters SSUBSCRIBE (see `with_pubsub`).
         let command = if self.sharded() {
@@ -929,6 +943,7 @@ impl LockBackend for RedisBackend {
         let manager = Manager {
             target: self.target.clone(),
             options: self.options.clone(),
+            clock: Arc::clone(&self.clock),
         };
         #[cfg(feature = "cluster")]
         if let Target::Cluster(target) = &self.target {

@@ -214,7 +214,13 @@ pub(super) const IDLE_VALIDATION: Duration = Duration::from_secs(1);
 pub(super) struct Manager {
     pub(super) target: Target,
     pub(super) options: RedisOptions,
+    /// The server clock's offset last measured by a new connection
+    /// ([`NO_OFFSET`]: none yet), shared with the backend.
+    pub(super) clock: Arc<std::sync::atomic::AtomicI64>,
 }
+
+/// [`Manager::clock`] before any connection measured it.
+pub(super) const NO_OFFSET: i64 = i64::MIN;
 
 impl Manager {
     /// A plain connection to the one server (with Sentinel, the current
@@ -278,6 +284,10 @@ impl Manager {
             .max(Duration::from_millis(1));
         conn.set_read_timeout(Some(left.min(self.options.response_timeout)))?;
         let offset = clock_offset(&mut conn)?;
+        if let Some(offset) = offset {
+            self.clock
+                .store(offset, std::sync::atomic::Ordering::Relaxed);
+        }
         conn.set_read_timeout(Some(self.options.response_timeout))?;
         let mut conn = Conn::new(Link::Single(conn), epoch, timeout);
         conn.clock_offset_ms = offset;
