@@ -216,7 +216,7 @@ pub(super) struct Manager {
     pub(super) options: RedisOptions,
     /// The server clock's offset last measured by a new connection
     /// ([`NO_OFFSET`]: none yet), shared with the backend.
-    pub(super) clock: Arc<std::sync::atomic::AtomicI64>,
+    pub(super) clock: std::sync::Arc<std::sync::atomic::AtomicI64>,
 }
 
 /// [`Manager::clock`] before any connection measured it.
