@@ -312,4 +312,12 @@ impl<T: LockBackend + ?Sized> LockBackend for std::sync::Arc<T> {
     fn server_command(&self, args: &[&str]) -> Result<Vec<ServerReply>> {
         (**self).server_command(args)
     }
+
+    fn response_timeout(&self) -> Option<Duration> {
+        (**self).response_timeout()
+    }
+
+    fn server_clock_offset_ms(&self) -> Option<i64> {
+        (**self).server_clock_offset_ms()
+    }
 }
