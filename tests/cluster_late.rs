@@ -24,6 +24,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use common::cluster::TestCluster;
+use common::late::{two_threads_on_a_frozen_server, warm};
 use common::{unique_name, wait_until};
 
 /// On a cluster of its own: `CLIENT KILL` of requests queued behind a busy
@@ -187,31 +188,15 @@ fn a_timed_out_attempt_of_a_shared_owner_undoes_only_itself(cluster: &TestCluste
     let lock = client.lock(name.as_str()).owned_by(&owner);
     // Warm: scripts loaded, a few pooled connections open, each with the
     // master's clock read (names in the lock's slot).
-    thread::scope(|s| {
-        for i in 0..3 {
-            let client = &client;
-            let name = format!("{{{name}}}:warm:{i}");
-            s.spawn(move || client.lock(name.as_str()).lock().unwrap().unlock().unwrap());
-        }
+    warm(&format!("{{{name}}}"), |name| {
+        client.lock(name).lock().unwrap().unlock().unwrap()
     });
-
-    cluster.nodes[master].pause();
-    let resumed_at = Instant::now() + Duration::from_millis(250);
-    let first_thread = {
-        let lock = lock.clone();
-        thread::spawn(move || lock.try_lock_for(Duration::from_millis(100)))
-    };
-    thread::sleep(Duration::from_millis(20));
-    let other_thread = {
-        let lock = lock.clone();
-        thread::spawn(move || lock.lock())
-    };
-    let timed_out = first_thread.join().unwrap();
-    let on_time = Instant::now() < resumed_at;
-    thread::sleep(resumed_at.saturating_duration_since(Instant::now()));
-    cluster.nodes[master].resume();
-    assert!(timed_out.is_err(), "from a frozen master: {timed_out:?}");
-    assert!(on_time, "the 100 ms attempt outlived the freeze");
+    let other_thread = two_threads_on_a_frozen_server(
+        &cluster.nodes[master],
+        &lock,
+        Duration::from_millis(250),
+        "master: ",
+    );
     let guard = other_thread.join().unwrap().unwrap();
     // Long enough for every cleanup task and re-send to have run.
     thread::sleep(Duration::from_millis(1500));

@@ -32,10 +32,12 @@ pub fn warm(name: &str, take_and_release: impl Fn(&str) + Sync) {
     });
 }
 
-/// Fault 1 of issue 21: with `server` frozen for `freeze`, one thread's
+/// Fault 1 of issue 21: with `server` (a standalone server, or the master
+/// of the lock's slot) frozen for `freeze`, one thread's
 /// `try_lock_for(100 ms)` on `lock` fails (within the freeze: its request
 /// waits in the frozen server) while another thread's `lock()`, sent 20 ms
-/// later, waits; then the server resumes. Returns that other thread, whose
+/// later, waits; then the server resumes (before anything is asserted, so
+/// a shared cluster is never left frozen). Returns that other thread, whose
 /// `lock()` is still under way. `what` names the case in a failure.
 pub fn two_threads_on_a_frozen_server(
     server: &TestServer,
@@ -55,15 +57,13 @@ pub fn two_threads_on_a_frozen_server(
         std::thread::spawn(move || lock.lock())
     };
     let timed_out = first_thread.join().unwrap();
+    let on_time = Instant::now() < resumed_at;
+    std::thread::sleep(resumed_at.saturating_duration_since(Instant::now()));
+    server.resume();
     assert!(
         timed_out.is_err(),
         "{what}from a frozen server: {timed_out:?}"
     );
-    assert!(
-        Instant::now() < resumed_at,
-        "{what}the 100 ms attempt outlived the freeze"
-    );
-    std::thread::sleep(resumed_at.saturating_duration_since(Instant::now()));
-    server.resume();
+    assert!(on_time, "{what}the 100 ms attempt outlived the freeze");
     other_thread
 }
