@@ -18,9 +18,10 @@
 -- ARGV[2]  holder id, <client uuid>:<thread number>
 -- ARGV[3]  with KEYS[3]: 'retry' when this waiter may be queued already (an
 --          acquisition then leaves the queue), 'first' otherwise
--- ARGV[4]  with KEYS[3]: '1' when a release may hand this waiter the lock
---          outright (queued as 'd|' .. holder id: a thread's watchdog hold,
---          which its watchdog then renews), '0' when it may only reserve it
+-- ARGV[4]  with KEYS[3]: this wait's queue entry when a release may hand
+--          the waiter the lock outright, 'd|<wait id>|<holder id>' (a
+--          thread's watchdog hold, which its watchdog then renews); '' when
+--          it may only reserve it (the entry is then the holder id)
 -- Returns  nil when acquired (hold count + 1, TTL reset to the lease);
 --          otherwise the lock's remaining TTL in ms (PTTL; -1 = no expiry).
 --          A hold handed to this waiter by a release has count 0 until this
@@ -43,13 +44,13 @@ if redis.call('exists', KEYS[1]) == 0 or redis.call('hexists', KEYS[1], ARGV[2])
     redis.call('hincrby', KEYS[1], ARGV[2], 1)
     redis.call('pexpire', KEYS[1], ARGV[1])
     if KEYS[3] and ARGV[3] == 'retry' then
-        redis.call('zrem', KEYS[3], ARGV[2], 'd|' .. ARGV[2])
+        redis.call('zrem', KEYS[3], ARGV[2], ARGV[4])
     end
     return nil
 end
 local member = ARGV[2]
-if ARGV[4] == '1' then
-    member = 'd|' .. member
+if ARGV[4] and ARGV[4] ~= '' then
+    member = ARGV[4]
 end
 if KEYS[3] and not redis.call('zscore', KEYS[3], member) then
     local now = redis.call('time')

@@ -8,13 +8,14 @@
 -- KEYS[3]  the lock's channel, redisson_lock__channel:{name}
 -- ARGV[1]  the waiter's holder id
 -- ARGV[2]  the unlock message (0)
--- ARGV[3]  '1' when the waiter was queued to be handed the lock outright: it
---          holds nothing of its own (a thread that waits), so a hold of its
---          holder id is one a release handed it
+-- ARGV[3]  the wait's queue entry when it was queued to be handed the lock
+--          outright ('d|<wait id>|<holder id>'): it holds nothing of its own
+--          (a thread that waits), so a hold of its holder id is one a
+--          release handed it; '' otherwise
 -- Returns  1 when a reserved or handed hold was given up, 0 otherwise.
-redis.call('zrem', KEYS[1], ARGV[1], 'd|' .. ARGV[1])
+redis.call('zrem', KEYS[1], ARGV[1], ARGV[3])
 local held = redis.call('hget', KEYS[2], ARGV[1])
-if held == '0' or (held and ARGV[3] == '1') then
+if held == '0' or (held and ARGV[3] ~= '') then
     redis.call('del', KEYS[2])
     redis.call('publish', KEYS[3], ARGV[2])
     return 1

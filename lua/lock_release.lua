@@ -30,12 +30,15 @@
 -- ARGV[9]  with KEYS[4]: how many handoffs in a row before the lock is freed
 --          the usual way (unlock message), so that a waiter that is not in
 --          the queue (Redisson's) gets its turn
+-- ARGV[10] with KEYS[4]: the local waiter's queue entry when it has one of
+--          the form 'd|<wait id>|<holder id>' (see lua/lock_acquire.lua), or ''
 -- Returns  nil = the holder does not hold it; 0 = one hold released, still held;
 --          1 = released and the unlock message published; 2 = released and
 --          handed to the waiter; 3 = handed to the head of the queue, whose
---          client is told on its channel: 'h:<server ms>:<claim window>:' ..
---          its holder id when it holds the lock outright (a queue entry
---          'd|' .. holder id), 'g:' .. its holder id when the lock is only
+--          client is told on its channel: 'h:<server ms>:<claim window>:<wait
+--          id>:' .. its holder id when it holds the lock outright (a queue
+--          entry 'd|<wait id>|<holder id>'), 'g:' .. its holder id when the
+--          lock is only
 --          reserved for it; the next in line is warned ('n:' .. claim
 --          window .. ':' .. its holder id). A retry with the same latch key returns the
 --          first outcome without releasing again (the latch, or a record,
@@ -71,7 +74,7 @@ if waiter then
     redis.call('pexpire', KEYS[1], ARGV[6])
     redis.call('set', KEYS[3], 2, 'px', ARGV[4])
     if KEYS[4] then
-        redis.call('zrem', KEYS[4], waiter, 'd|' .. waiter)
+        redis.call('zrem', KEYS[4], waiter, ARGV[10])
     end
     return 2
 end
@@ -90,16 +93,18 @@ if KEYS[4] then
         end
         redis.call('pexpire', KEYS[5], ARGV[7])
         redis.call('zrem', KEYS[4], head)
-        local outright = string.sub(head, 1, 2) == 'd|'
+        -- 'd|<wait id>|<holder id>': handed outright, the wait named.
+        local wait, field = string.match(head, '^d|([^|]*)|(.*)$')
+        local outright = field ~= nil
         if outright then
-            head = string.sub(head, 3)
+            head = field
         end
         local client = string.match(head, '^(.*):[^:]*$')
         local message = 'g:' .. head
         if outright then
             local now = redis.call('time')
             message = 'h:' .. string.format('%d', now[1] * 1000 + math.floor(now[2] / 1000))
-                .. ':' .. ARGV[7] .. ':' .. head
+                .. ':' .. ARGV[7] .. ':' .. wait .. ':' .. head
         end
         if client and head ~= ARGV[3]
             and redis.call('publish', ARGV[8] .. client, message) > 0 then
@@ -109,9 +114,7 @@ if KEYS[4] then
             redis.call('hset', KEYS[1], head, outright and 1 or 0)
             redis.call('pexpire', KEYS[1], ARGV[7])
             local next = redis.call('zrange', KEYS[4], 0, 0)[1]
-            if next and string.sub(next, 1, 2) == 'd|' then
-                next = string.sub(next, 3)
-            end
+            next = next and (string.match(next, '^d|[^|]*|(.*)$') or next)
             local next_client = next and string.match(next, '^(.*):[^:]*$')
             if next_client then
                 redis.call('publish', ARGV[8] .. next_client, 'n:' .. ARGV[7] .. ':' .. next)

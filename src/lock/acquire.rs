@@ -44,6 +44,13 @@ impl AttemptId {
     }
 }
 
+/// A new id for one wait of this process (see
+/// `ops::handoff::outright_entry`).
+fn next_wait_id() -> u64 {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+}
+
 impl<H: GuardHolder> Lock<H> {
     /// The acquire loop behind every public acquire method (and the
     /// multi-lock's parts), for this handle's holder.
@@ -109,8 +116,10 @@ impl<H: GuardHolder> Lock<H> {
         // Only where the handoff's age can be read (the server clock's
         // offset is known): a waiter given an old handoff would take a hold
         // that has run out.
-        let outright =
-            lease.is_none() && !H::EXPLICIT && client.store().server_clock_offset_ms().is_some();
+        let wait_id =
+            (lease.is_none() && !H::EXPLICIT && client.store().server_clock_offset_ms().is_some())
+                .then(next_wait_id);
+        let outright = wait_id.map(|wait| crate::ops::handoff::outright_entry(wait, &holder.id));
         // Whether the latest attempt left this waiter in that queue.
         let queued = std::cell::Cell::new(false);
         let attempts = std::cell::Cell::new(0_u32);
@@ -127,7 +136,7 @@ impl<H: GuardHolder> Lock<H> {
                     &key,
                     queue,
                     attempts.get() > 0,
-                    outright,
+                    outright.as_deref(),
                 )
                 .map(|acquired| {
                     queued.set(!acquired.is_acquired());
@@ -149,7 +158,12 @@ impl<H: GuardHolder> Lock<H> {
             if let Some(queue) = queue.as_ref().filter(|_| queued.get()) {
                 let channel = keys.wait_channel(&holder);
                 let _ = crate::ops::handoff::leave(
-                    backend, &keys.name, &channel, queue, &holder.id, outright,
+                    backend,
+                    &keys.name,
+                    &channel,
+                    queue,
+                    &holder.id,
+                    outright.as_deref(),
                 );
             }
         };
@@ -213,6 +227,7 @@ impl<H: GuardHolder> Lock<H> {
                     seat: keys.hands_over().then(|| crate::pubsub::Seat {
                         field: holder.field().to_owned(),
                         lease_ms,
+                        wait: wait_id,
                     }),
                     direct: direct.as_deref(),
                 },

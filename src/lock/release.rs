@@ -171,6 +171,13 @@ impl Lock {
                 crate::pubsub::MAX_HANDOFF_STREAK,
             )
         });
+        // The offered waiter's entry in the store's queue, which it leaves.
+        let offer_entry = offer.as_ref().and_then(|offer| {
+            offer
+                .seat
+                .wait
+                .map(|wait| ops::handoff::outright_entry(wait, &offer.seat.field))
+        });
         loop {
             let result = match (&offer, &queue) {
                 (offer, Some(queue)) => ops::handoff::release(
@@ -181,9 +188,13 @@ impl Lock {
                     lease_ms,
                     &latch,
                     UNLOCK_LATCH_MS,
-                    offer
-                        .as_ref()
-                        .map(|offer| (offer.seat.field.as_str(), offer.seat.lease_ms)),
+                    offer.as_ref().map(|offer| {
+                        (
+                            offer.seat.field.as_str(),
+                            offer.seat.lease_ms,
+                            offer_entry.as_deref(),
+                        )
+                    }),
                     queue,
                 ),
                 (Some(offer), None) => ops::lock::release_to(

@@ -32,7 +32,7 @@
 //! let store = redisync::MemoryBackend::new();
 //! let queue = Queue::new("doc:q", 2_000, 16);
 //! let attempt = |holder: &str, id: &str, retry| {
-//!     handoff::acquire(&store, "doc:q", holder, 30_000, &format!("{{doc:q}}:redisync_attempt:{id}"), &queue, retry, false)
+//!     handoff::acquire(&store, "doc:q", holder, 30_000, &format!("{{doc:q}}:redisync_attempt:{id}"), &queue, retry, None)
 //! };
 //! assert_eq!(attempt("a:1", "1", false)?, Acquire::Acquired);
 //! assert!(!attempt("b:1", "2", false)?.is_acquired()); // queued
@@ -110,9 +110,10 @@ impl Queue {
 /// under `attempt_key` (as [`lock::acquire_recorded`](super::lock::acquire_recorded)),
 /// that joins `queue` if it fails and takes a hold reserved for it by a
 /// release. `retry`: the holder may be queued already (an acquisition then
-/// leaves the queue). `outright`: a release may hand it the lock outright
-/// (one hold with the claim window as TTL, `h:` on its channel), for a
-/// thread whose watchdog will renew it; else only reserve it.
+/// leaves the queue). `outright`: this wait's entry when a release may hand
+/// it the lock outright (one hold with the claim window as TTL, `h:` on its
+/// channel), for a thread whose watchdog will renew it (see
+/// [`outright_entry`]); `None`: only reserve it.
 ///
 /// # Errors
 /// As [`lock::acquire_recorded`](super::lock::acquire_recorded).
@@ -121,7 +122,7 @@ impl Queue {
 /// use redisync::ops::handoff::{self, Queue};
 /// let store = redisync::MemoryBackend::new();
 /// let queue = Queue::new("doc:qa", 2_000, 16);
-/// let outcome = handoff::acquire(&store, "doc:qa", "a:1", 30_000, "{doc:qa}:redisync_attempt:1", &queue, false, true)?;
+/// let outcome = handoff::acquire(&store, "doc:qa", "a:1", 30_000, "{doc:qa}:redisync_attempt:1", &queue, false, Some("d|7|a:1"))?;
 /// assert!(outcome.is_acquired());
 /// # Ok::<(), redisync::Error>(())
 /// ```
@@ -133,7 +134,7 @@ pub fn acquire<B: LockBackend + ?Sized>(
     attempt_key: &str,
     queue: &Queue,
     retry: bool,
-    outright: bool,
+    outright: Option<&str>,
 ) -> Result<Acquire> {
     check_ms("lease", lease_ms)?;
     let call = ScriptCall::new(
@@ -150,13 +151,14 @@ pub fn acquire<B: LockBackend + ?Sized>(
     .arg(lease_ms)
     .arg(holder)
     .arg(if retry { "retry" } else { "first" })
-    .arg(if outright { "1" } else { "0" });
+    .arg(outright.unwrap_or(""));
     acquire_outcome(&run(backend, &call)?, ACQUIRE.operation())
 }
 
 /// Releases one hold of `holder` on `name` behind `latch_key` (as
 /// [`lock::release`](super::lock::release)); on the last hold, hands the lock
-/// to `waiter` (a parked thread of this client: holder id and lease) if
+/// to `waiter` (a parked thread of this client: holder id, lease, and its
+/// queue entry if it was queued outright, see [`outright_entry`]) if
 /// given, or else to the head of `queue` whose client listens:
 /// [`Release::Transferred`] either way, and no unlock message.
 ///
@@ -168,9 +170,9 @@ pub fn acquire<B: LockBackend + ?Sized>(
 /// use redisync::ops::lock::Release;
 /// let store = redisync::MemoryBackend::new();
 /// let queue = Queue::new("doc:qr", 2_000, 16);
-/// handoff::acquire(&store, "doc:qr", "a:1", 30_000, "{doc:qr}:redisync_attempt:1", &queue, false, false)?;
+/// handoff::acquire(&store, "doc:qr", "a:1", 30_000, "{doc:qr}:redisync_attempt:1", &queue, false, None)?;
 /// let released = handoff::release(&store, "doc:qr", "redisson_lock__channel:{doc:qr}", "a:1", 30_000,
-///     "redisson_unlock_latch:{doc:qr}:r1", 5_000, Some(("a:2", 30_000)), &queue)?;
+///     "redisson_unlock_latch:{doc:qr}:r1", 5_000, Some(("a:2", 30_000, None)), &queue)?;
 /// assert_eq!(released, Release::Transferred);
 /// # Ok::<(), redisync::Error>(())
 /// ```
@@ -183,18 +185,18 @@ pub fn release<B: LockBackend + ?Sized>(
     lease_ms: i64,
     latch_key: &str,
     latch_ms: i64,
-    waiter: Option<(&str, i64)>,
+    waiter: Option<(&str, i64, Option<&str>)>,
     queue: &Queue,
 ) -> Result<Release> {
     check_ms("lease", lease_ms)?;
     check_ms("latch timeout", latch_ms)?;
     check_ms("claim window", queue.claim_ms)?;
-    let (waiter, waiter_lease_ms) = match waiter {
-        Some((waiter, lease)) => {
+    let (waiter, waiter_lease_ms, waiter_entry) = match waiter {
+        Some((waiter, lease, entry)) => {
             check_ms("lease", lease)?;
-            (waiter, lease)
+            (waiter, lease, entry.unwrap_or(""))
         }
-        None => ("", 1),
+        None => ("", 1, ""),
     };
     // Behind its unlock latch, a repeat returns the first outcome.
     let call = ScriptCall::new(&RELEASE, Resend::Harmless, Effect::Change(is_some))
@@ -211,14 +213,16 @@ pub fn release<B: LockBackend + ?Sized>(
         .arg(waiter_lease_ms)
         .arg(queue.claim_ms)
         .arg(queue.channel_prefix.as_str())
-        .arg(i64::from(queue.streak));
+        .arg(i64::from(queue.streak))
+        .arg(waiter_entry);
     release_outcome(&run(backend, &call)?, RELEASE.operation())
 }
 
 /// `holder` stops waiting: it leaves `queue` of lock `name`, and gives up a
-/// hold a release reserved for it meanwhile, or (`outright`: it was queued
-/// so, and holds nothing of its own) handed it (the lock is freed, its
-/// unlock message published on `channel`). Returns whether it gave one up.
+/// hold a release reserved for it meanwhile, or (`outright`: its entry,
+/// when it was queued so, holding nothing of its own) handed it (the lock
+/// is freed, its unlock message published on `channel`). Returns whether it
+/// gave one up.
 ///
 /// # Errors
 /// A store failure.
@@ -227,7 +231,7 @@ pub fn release<B: LockBackend + ?Sized>(
 /// use redisync::ops::handoff::{self, Queue};
 /// let store = redisync::MemoryBackend::new();
 /// let queue = Queue::new("doc:ql", 2_000, 16);
-/// assert!(!handoff::leave(&store, "doc:ql", "redisson_lock__channel:{doc:ql}", &queue, "a:1", true)?);
+/// assert!(!handoff::leave(&store, "doc:ql", "redisson_lock__channel:{doc:ql}", &queue, "a:1", Some("d|7|a:1"))?);
 /// # Ok::<(), redisync::Error>(())
 /// ```
 pub fn leave<B: LockBackend + ?Sized>(
@@ -236,7 +240,7 @@ pub fn leave<B: LockBackend + ?Sized>(
     channel: &str,
     queue: &Queue,
     holder: &str,
-    outright: bool,
+    outright: Option<&str>,
 ) -> Result<bool> {
     let call = ScriptCall::new(&LEAVE, Resend::Harmless, Effect::Change(always))
         .key(queue.key.as_str())
@@ -244,6 +248,17 @@ pub fn leave<B: LockBackend + ?Sized>(
         .key(channel)
         .arg(holder)
         .arg(crate::keys::UNLOCK_MESSAGE)
-        .arg(if outright { "1" } else { "0" });
+        .arg(outright.unwrap_or(""));
     Ok(matches!(run(backend, &call)?, Reply::Int(1)))
+}
+
+/// The queue entry of a wait that may be handed the lock outright:
+/// `d|<wait id>|<holder id>`. The wait id tells a handoff meant for this
+/// wait from one meant for an earlier wait of the same holder.
+///
+/// ```
+/// assert_eq!(redisync::ops::handoff::outright_entry(7, "c1:3"), "d|7|c1:3");
+/// ```
+pub fn outright_entry(wait: u64, holder: &str) -> String {
+    format!("d|{wait}|{holder}")
 }

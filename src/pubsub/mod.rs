@@ -139,8 +139,9 @@ struct Unclaimed {
 /// What a direct message tells its waiter (see [`Entry::direct_message`]).
 #[derive(Debug, Clone, Copy)]
 enum Direct {
-    /// The lock is its own, from this instant, for this long unless renewed.
-    Handed(Instant, Duration),
+    /// The lock is its own, from this instant, for this long unless
+    /// renewed, if it is the wait with this id.
+    Handed(Instant, Duration, u64),
     /// The lock is reserved for it: it tries at once.
     Reserved,
     /// It is next: it tries itself after this long.
@@ -167,10 +168,12 @@ impl Direct {
             return Some((field, Direct::Next(Duration::from_millis(ms.parse().ok()?))));
         }
         let (handed_ms, rest) = payload.strip_prefix("h:")?.split_once(':')?;
-        let (claim_ms, field) = rest.split_once(':')?;
-        let (handed_ms, claim) = (
+        let (claim_ms, rest) = rest.split_once(':')?;
+        let (wait, field) = rest.split_once(':')?;
+        let (handed_ms, claim, wait) = (
             handed_ms.parse::<i64>().ok()?,
             Duration::from_millis(claim_ms.parse().ok()?),
+            wait.parse::<u64>().ok()?,
         );
         let Some(offset) = clock_offset_ms else {
             return Some((field, Direct::Reserved));
@@ -181,18 +184,23 @@ impl Direct {
         match now.checked_sub(age) {
             Some(at) if age < claim / HANDED_TRUSTED_FOR => Some((
                 field,
-                Direct::Handed(at, claim.saturating_sub(HANDED_MARGIN)),
+                Direct::Handed(at, claim.saturating_sub(HANDED_MARGIN), wait),
             )),
             _ => Some((field, Direct::Reserved)),
         }
     }
 
-    /// Tells `waiter`. A handoff to a waiter being offered the lock by a
-    /// thread of its own client (which cannot be: the lock has one holder)
-    /// counts as a reservation.
+    /// Tells `waiter`. A handoff meant for another wait of the same holder
+    /// (an earlier one that ended otherwise), or to a waiter being offered
+    /// the lock by a thread of its own client (which cannot be: the lock has
+    /// one holder), counts as a reservation: the waiter's attempt takes the
+    /// hold if it is there.
     fn apply(self, waiter: &mut Waiter) {
         match self {
-            Direct::Handed(at, ttl) if waiter.grant == Grant::Open => {
+            Direct::Handed(at, ttl, wait)
+                if waiter.grant == Grant::Open
+                    && waiter.seat.as_ref().and_then(|seat| seat.wait) == Some(wait) =>
+            {
                 waiter.grant = Grant::Granted(at, Some(ttl));
             }
             Direct::Handed(..) | Direct::Reserved => waiter.reserved = true,
@@ -212,6 +220,10 @@ const UNCLAIMED_FOR: Duration = Duration::from_secs(10);
 pub(crate) struct Seat {
     pub(crate) field: String,
     pub(crate) lease_ms: i64,
+    /// This wait's id, when it is queued in the store to be handed the
+    /// lock outright (see `ops::handoff::outright_entry`): a handoff naming
+    /// another wait of the same holder is not this one's.
+    pub(crate) wait: Option<u64>,
 }
 
 /// Where a seated waiter's direct handoff stands.
