@@ -29,7 +29,7 @@
 --          redisson_lock__channel:{name}:redisync: (the client id follows)
 -- ARGV[9]  with KEYS[4]: how many handoffs in a row before the lock is freed
 --          the usual way (unlock message), so that a waiter that is not in
---          the queue (Redisson's) gets its turn
+--          the queue (Redisson's) gets its turn; only if someone_else_listens()
 -- ARGV[10] with KEYS[4]: the local waiter's queue entry when it has one of
 --          the form 'd|<wait id>|<holder id>' (see lua/lock_acquire.lua), or ''
 -- Returns  nil = the holder does not hold it; 0 = one hold released, still held;
@@ -78,6 +78,34 @@ if waiter then
     end
     return 2
 end
+-- Whether a connection other than redisync's queued clients and this one
+-- listens on the lock's channel (a Redisson waiter): every redisync client
+-- that waits listens on its own channel and on the lock's, one connection
+-- for both, so PUBSUB NUMSUB of the lock's channel exceeds the sum over
+-- those clients' channels exactly by the others (a redisync client that
+-- stopped waiting a moment ago and still listens counts as other: then the
+-- lock is freed once more than needed, never less).
+local function someone_else_listens()
+    local seen, channels = {}, {}
+    local function add(holder)
+        local client = string.match(string.match(holder, '^d|[^|]*|(.*)$') or holder, '^(.*):[^:]*$')
+        if client and not seen[client] then
+            seen[client] = true
+            channels[#channels + 1] = ARGV[8] .. client
+        end
+    end
+    add(ARGV[3])
+    for _, member in ipairs(redis.call('zrange', KEYS[4], 0, 999)) do
+        add(member)
+    end
+    local counts = redis.call('pubsub', 'numsub', KEYS[2], (table.unpack or unpack)(channels))
+    local ours = 0
+    for i = 4, #counts, 2 do
+        ours = ours + counts[i]
+    end
+    return counts[2] > ours
+end
+
 if KEYS[4] then
     -- The head of the queue whose client still listens (PUBLISH counts
     -- the receivers: a client that is gone is passed over), a few at most.
@@ -87,9 +115,13 @@ if KEYS[4] then
             break
         end
         if redis.call('incr', KEYS[5]) > tonumber(ARGV[9]) then
-            -- Free it the usual way below: Redisson's waiters hear only that.
             redis.call('del', KEYS[5])
-            break
+            if someone_else_listens() then
+                -- Free it the usual way below: Redisson's waiters hear
+                -- only that.
+                break
+            end
+            redis.call('incr', KEYS[5])
         end
         redis.call('pexpire', KEYS[5], ARGV[7])
         redis.call('zrem', KEYS[4], head)

@@ -112,6 +112,7 @@ pub(super) fn execute(store: &mut Store, args: &[&[u8]]) -> Reply {
         b"pexpire" => (-3, pexpire),
         b"pttl" => (2, pttl),
         b"publish" => (3, publish),
+        b"pubsub" => (-2, pubsub),
         b"rpush" => (-3, rpush),
         b"set" => (-3, set),
         b"time" => (1, time),
@@ -312,6 +313,23 @@ fn publish(store: &mut Store, args: &[&[u8]]) -> Outcome {
     let channel = String::from_utf8_lossy(args[0]);
     let payload = String::from_utf8_lossy(args[1]);
     Ok(count(store.subscribers.lock().publish(&channel, &payload)))
+}
+
+/// `PUBSUB NUMSUB channel...` (the only form a script uses): each channel
+/// and its count of subscribed connections.
+fn pubsub(store: &mut Store, args: &[&[u8]]) -> Outcome {
+    if !args[0].eq_ignore_ascii_case(b"numsub") {
+        return Err(error(
+            "ERR unknown PUBSUB subcommand (MemoryBackend implements only NUMSUB)",
+        ));
+    }
+    let subscribers = store.subscribers.lock();
+    let mut reply = Vec::with_capacity(2 * (args.len() - 1));
+    for channel in &args[1..] {
+        reply.push(Reply::Bulk(channel.to_vec()));
+        reply.push(count(subscribers.numsub(&String::from_utf8_lossy(channel))));
+    }
+    Ok(Reply::Array(reply))
 }
 
 fn time(store: &mut Store, _: &[&[u8]]) -> Outcome {

@@ -51,6 +51,15 @@ impl Subscribers {
         delivered
     }
 
+    /// How many connections are subscribed to `channel` (Redis' `PUBSUB
+    /// NUMSUB`).
+    pub(super) fn numsub(&self, channel: &str) -> usize {
+        self.connections
+            .values()
+            .filter(|s| s.channels.contains(channel) && !s.killed.load(Ordering::SeqCst))
+            .count()
+    }
+
     /// How many connections are open.
     pub(super) fn len(&self) -> usize {
         self.connections.len()
