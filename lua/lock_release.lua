@@ -38,9 +38,10 @@
 --          client is told on its channel: 'h:<server ms>:<claim window>:<wait
 --          id>:' .. its holder id when it holds the lock outright (a queue
 --          entry 'd|<wait id>|<holder id>'), 'g:' .. its holder id when the
---          lock is only
---          reserved for it; the next in line is warned ('n:' .. claim
---          window .. ':' .. its holder id). A retry with the same latch key returns the
+--          lock is only reserved for it (a waiter that never takes it: the
+--          hold runs out after the claim window, and every queued waiter
+--          retries at least once per claim window). A retry with the same
+--          latch key returns the
 --          first outcome without releasing again (the latch, or a record,
 --          holds it for ARGV[4] ms).
 -- Checked before any write (a script error does not undo earlier writes).
@@ -145,12 +146,6 @@ if KEYS[4] then
             -- waiter, whose next attempt takes it.
             redis.call('hset', KEYS[1], head, outright and 1 or 0)
             redis.call('pexpire', KEYS[1], ARGV[7])
-            local next = redis.call('zrange', KEYS[4], 0, 0)[1]
-            next = next and (string.match(next, '^d|[^|]*|(.*)$') or next)
-            local next_client = next and string.match(next, '^(.*):[^:]*$')
-            if next_client then
-                redis.call('publish', ARGV[8] .. next_client, 'n:' .. ARGV[7] .. ':' .. next)
-            end
             redis.call('set', KEYS[3], 3, 'px', ARGV[4])
             return 3
         end

@@ -187,7 +187,16 @@ impl<H: GuardHolder> Lock<H> {
         let step = || {
             Ok(match attempt()? {
                 (Acquire::Acquired, token) => Attempt::Done(token),
-                (Acquire::Held { ttl }, _) => Attempt::Retry(keys.park_for(ttl, allowance_ms)),
+                // A queued waiter retries at least once per claim window:
+                // a hold handed to a waiter that froze or died runs out
+                // after one, and nobody tells the queue.
+                (Acquire::Held { ttl }, _) => Attempt::Retry(match &queue {
+                    Some(queue) => {
+                        let claim = queue.claim_window();
+                        Some(ttl.map_or(claim, |ttl| ttl.min(claim)))
+                    }
+                    None => keys.park_for(ttl, allowance_ms),
+                }),
             })
         };
         let channel = keys.wait_channel(&holder);

@@ -10,18 +10,20 @@
 //! renews) or, for a waiter without a watchdog, reserves it (hold count 0
 //! for the claim window, taken by the waiter's next attempt); tells its
 //! client on `redisson_lock__channel:{name}:redisync:<client id>`
-//! (`h:<server ms>:<claim ms>:<holder id>` or `g:<holder id>`); and warns
-//! the next in line (`n:<claim window ms>:<holder id>`), which rechecks when
-//! the window ends in case the chosen waiter never takes it. After
-//! `streak` handoffs in a row the lock is freed the usual way (unlock message
-//! on Redisson's channel), so a Redisson waiter, which is not in the queue,
-//! gets its turn. A waiter that gives up leaves the queue ([`leave`]).
+//! (`h:<server ms>:<claim ms>:<wait id>:<holder id>` or `g:<holder id>`).
+//! A hold handed to a waiter that froze or died runs out after the claim
+//! window; every queued waiter retries at least once per claim window, so
+//! the queue moves on. After `streak` handoffs in a row the lock is freed
+//! the usual way (unlock message on Redisson's channel) if anyone but the
+//! queued redisync clients listens there (`PUBSUB NUMSUB`): a Redisson
+//! waiter, which is not in the queue, so gets its turn; else the queue
+//! keeps it. A waiter that gives up leaves the queue ([`leave`]).
 //!
 //! | key / channel | type | contents | TTL |
 //! |---|---|---|---|
-//! | `{name}:redisync_waiters` | zset | holder id (`d|<holder id>`: may be handed the lock outright) → arrival (server µs) | 2 × lease + 60 s, renewed by each failed attempt |
+//! | `{name}:redisync_waiters` | zset | holder id, or `d|<wait id>|<holder id>` for a wait that may be handed the lock outright → arrival (server µs) | 2 × lease + 60 s, renewed by each failed attempt |
 //! | `{name}:redisync_handoffs` | string | handoffs in a row | the claim window |
-//! | `redisson_lock__channel:{name}:redisync:<client id>` | channel | `h:<server ms>:<claim ms>:<holder id>` = yours; `g:<holder id>` = reserved for you; `n:<ms>:<holder id>` = you are next | |
+//! | `redisson_lock__channel:{name}:redisync:<client id>` | channel | `h:<server ms>:<claim ms>:<wait id>:<holder id>` = yours; `g:<holder id>` = reserved for you | |
 //!
 //! Redisson ignores all three: its scripts never read them, and a reserved
 //! hold looks to it like any held lock.
@@ -92,6 +94,16 @@ impl Queue {
     /// ```
     pub fn key(&self) -> &str {
         &self.key
+    }
+
+    /// How long a handed or reserved hold waits for its waiter.
+    ///
+    /// ```
+    /// let queue = redisync::ops::handoff::Queue::new("a", 6_000, 16);
+    /// assert_eq!(queue.claim_window(), std::time::Duration::from_secs(6));
+    /// ```
+    pub fn claim_window(&self) -> std::time::Duration {
+        std::time::Duration::from_millis(u64::try_from(self.claim_ms).unwrap_or(0))
     }
 
     /// The channel on which the client `client_id` hears that one of its

@@ -144,8 +144,6 @@ enum Direct {
     Handed(Instant, Duration, u64),
     /// The lock is reserved for it: it tries at once.
     Reserved,
-    /// It is next: it tries itself after this long.
-    Next(Duration),
 }
 
 /// A handoff dated older than this part of its claim window is not trusted
@@ -162,10 +160,6 @@ impl Direct {
     fn parse(payload: &str, now: Instant, clock_offset_ms: Option<i64>) -> Option<(&str, Direct)> {
         if let Some(field) = payload.strip_prefix("g:") {
             return Some((field, Direct::Reserved));
-        }
-        if let Some(rest) = payload.strip_prefix("n:") {
-            let (ms, field) = rest.split_once(':')?;
-            return Some((field, Direct::Next(Duration::from_millis(ms.parse().ok()?))));
         }
         let (handed_ms, rest) = payload.strip_prefix("h:")?.split_once(':')?;
         let (claim_ms, rest) = rest.split_once(':')?;
@@ -204,7 +198,6 @@ impl Direct {
                 waiter.grant = Grant::Granted(at, Some(ttl));
             }
             Direct::Handed(..) | Direct::Reserved => waiter.reserved = true,
-            Direct::Next(after) => waiter.recheck_at = Instant::now().checked_add(after),
         }
     }
 }
@@ -257,21 +250,16 @@ struct Waiter {
     /// A release (in any client) reserved the lock for it: its next attempt
     /// takes it.
     reserved: bool,
-    /// It is next in the lock's queue behind a waiter that was handed the
-    /// lock: if that one has not taken it by then, it tries itself.
-    recheck_at: Option<Instant>,
     /// Its part of the wake state (see [`WaiterState`]).
     own: WaiterState,
 }
 
 impl Entry {
     /// A message on the entry's direct channel (see `ops::handoff`), for
-    /// the waiter whose holder id it names: `h:<server ms>:<claim ms>:<id>`,
-    /// the lock is its own (handed at that time by the server's clock, for
-    /// that long unless renewed); `g:<id>`, the lock is reserved for it and
-    /// it tries at once; `n:<ms>:<id>`, it is next behind one that was just
-    /// handed the lock, and tries itself if that one has not taken it
-    /// within `ms`. A message for a waiter that is not registered is kept
+    /// the waiter whose holder id it names: `h:<server ms>:<claim ms>:<wait
+    /// id>:<id>`, the lock is its own (handed at that time by the server's
+    /// clock, for that long unless renewed); `g:<id>`, the lock is reserved
+    /// for it and it tries at once. A message for a waiter that is not registered is kept
     /// for it a while (see [`Entry::unclaimed`]); if it left, the hold runs
     /// out after its claim window.
     fn direct_message(&mut self, payload: &str, now: Instant, clock_offset_ms: Option<i64>) {
@@ -478,7 +466,6 @@ impl Subscriber {
                 seat,
                 grant: Grant::Open,
                 reserved: false,
-                recheck_at: None,
                 own,
             },
         );
@@ -744,7 +731,6 @@ impl Subscription {
                 Grant::Open | Grant::Withdrawn if cancelled() => return Woken::Cancelled,
                 Grant::Open | Grant::Withdrawn if waiter.reserved => {
                     waiter.reserved = false;
-                    waiter.recheck_at = None;
                     return Woken::Reserved;
                 }
                 Grant::Open | Grant::Withdrawn => {
@@ -753,19 +739,12 @@ impl Subscription {
                     }
                 }
             }
-            // Next in the queue: no later than when the waiter ahead's
-            // claim window ends.
-            let recheck_at = waiter.recheck_at;
-            let park_until = match (until, recheck_at) {
-                (Some(until), Some(at)) => Some(until.min(at)),
-                (until, at) => until.or(at),
-            };
             let number = entry.next_park;
             entry.next_park = entry.next_park.wrapping_add(1);
             if let Some(waiter) = entry.waiters.get_mut(&self.id) {
                 waiter.parked = Some(number);
             }
-            let mut timed_out = wait(&self.cond, &mut state, park_until);
+            let timed_out = wait(&self.cond, &mut state, until);
             let Some(waiter) = state
                 .channels
                 .get_mut(&self.channel)
@@ -774,12 +753,6 @@ impl Subscription {
                 return Woken::TimedOut;
             };
             waiter.parked = None;
-            if let Some(at) = waiter.recheck_at
-                && Instant::now() >= at
-            {
-                waiter.recheck_at = None;
-                timed_out = true;
-            }
             if timed_out {
                 match waiter.grant {
                     Grant::Granted(sent, ttl) => {
