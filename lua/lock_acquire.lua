@@ -14,6 +14,10 @@
 --          arrival (server time in µs). A failed attempt joins it (once: a
 --          waiter keeps its place); a release hands the lock to its head
 --          (lua/lock_release.lua), which then takes it with its next attempt.
+-- KEYS[4]  with KEYS[3]: the clients that waited lately,
+--          {name}:redisync_clients, a sorted set of client ids by when they
+--          last waited or were handed the lock (server ms): they may still
+--          listen on the lock's channel (lua/lock_release.lua counts them)
 -- ARGV[1]  lease in milliseconds
 -- ARGV[2]  holder id, <client uuid>:<thread number>
 -- ARGV[3]  with KEYS[3]: 'retry' when this waiter may be queued already (an
@@ -27,6 +31,16 @@
 --          A hold handed to this waiter by a release has count 0 until this
 --          attempt takes it (the hold count becomes 1, the TTL the lease).
 -- Checked before any write (a script error does not undo earlier writes).
+-- Notes in `clients` that the client of `holder` waited just now.
+local function note_client(clients, holder, lease)
+    local client = string.match(holder, '^(.*):[^:]*$')
+    if client then
+        local now = redis.call('time')
+        redis.call('zadd', clients, now[1] * 1000 + math.floor(now[2] / 1000), client)
+        redis.call('pexpire', clients, 2 * tonumber(lease) + 60000)
+    end
+end
+
 local bad = bad_bounded(ARGV[1], 'lease', 1, MAX_MS)
 if bad then
     return bad
@@ -45,6 +59,7 @@ if redis.call('exists', KEYS[1]) == 0 or redis.call('hexists', KEYS[1], ARGV[2])
     redis.call('pexpire', KEYS[1], ARGV[1])
     if KEYS[3] and ARGV[3] == 'retry' then
         redis.call('zrem', KEYS[3], ARGV[2], ARGV[4])
+        note_client(KEYS[4], ARGV[2], ARGV[1])
     end
     return nil
 end
@@ -58,5 +73,6 @@ if KEYS[3] and not redis.call('zscore', KEYS[3], member) then
     -- Outlives any wait between a waiter's attempts (each failed attempt
     -- renews it); a waiter whose entry expired rejoins at its next attempt.
     redis.call('pexpire', KEYS[3], 2 * tonumber(ARGV[1]) + 60000)
+    note_client(KEYS[4], ARGV[2], ARGV[1])
 end
 return redis.call('pttl', KEYS[1])

@@ -23,6 +23,8 @@
 --          ARGV[6] are then given, '' when there is no local waiter
 -- KEYS[5]  with KEYS[4]: the count of handoffs in a row,
 --          {name}:redisync_handoffs
+-- KEYS[6]  with KEYS[4]: the clients that waited lately,
+--          {name}:redisync_clients (see lua/lock_acquire.lua)
 -- ARGV[7]  with KEYS[4]: the claim window in ms: how long a handed hold waits
 --          for its waiter to take it
 -- ARGV[8]  with KEYS[4]: the prefix of each client's channel for this lock,
@@ -79,13 +81,15 @@ if waiter then
     end
     return 2
 end
--- Whether a connection other than redisync's queued clients and this one
--- listens on the lock's channel (a Redisson waiter): every redisync client
--- that waits listens on its own channel and on the lock's, one connection
--- for both, so PUBSUB NUMSUB of the lock's channel exceeds the sum over
--- those clients' channels exactly by the others (a redisync client that
--- stopped waiting a moment ago and still listens counts as other: then the
--- lock is freed once more than needed, never less).
+-- Whether a connection other than redisync's clients listens on the lock's
+-- channel (a Redisson waiter): a redisync client listens on its own channel
+-- and on the lock's, one connection for both, from its first wait until a
+-- short linger after its last, so PUBSUB NUMSUB of the lock's channel
+-- exceeds the sum over the channels of the clients that waited lately
+-- (KEYS[6], pruned to the last 10 s; the queue and this client too) exactly
+-- by the others. A client that still listens but is not counted counts as
+-- other: the lock is then freed once more than needed, never less.
+local LATELY_MS = 10000
 local function someone_else_listens()
     local seen, channels = {}, {}
     local function add(holder)
@@ -98,6 +102,15 @@ local function someone_else_listens()
     add(ARGV[3])
     for _, member in ipairs(redis.call('zrange', KEYS[4], 0, 999)) do
         add(member)
+    end
+    local now = redis.call('time')
+    local now_ms = now[1] * 1000 + math.floor(now[2] / 1000)
+    local old = redis.call('zrangebyscore', KEYS[6], '-inf', now_ms - LATELY_MS, 'limit', 0, 1000)
+    if #old > 0 then
+        redis.call('zrem', KEYS[6], (table.unpack or unpack)(old))
+    end
+    for _, client in ipairs(redis.call('zrangebyscore', KEYS[6], now_ms - LATELY_MS, '+inf', 'limit', 0, 1000)) do
+        add(client .. ':0')
     end
     local counts = redis.call('pubsub', 'numsub', KEYS[2], (table.unpack or unpack)(channels))
     local ours = 0
@@ -133,11 +146,11 @@ if KEYS[4] then
             head = field
         end
         local client = string.match(head, '^(.*):[^:]*$')
+        local now = redis.call('time')
+        local now_ms = string.format('%d', now[1] * 1000 + math.floor(now[2] / 1000))
         local message = 'g:' .. head
         if outright then
-            local now = redis.call('time')
-            message = 'h:' .. string.format('%d', now[1] * 1000 + math.floor(now[2] / 1000))
-                .. ':' .. ARGV[7] .. ':' .. wait .. ':' .. head
+            message = 'h:' .. now_ms .. ':' .. ARGV[7] .. ':' .. wait .. ':' .. head
         end
         if client and head ~= ARGV[3]
             and redis.call('publish', ARGV[8] .. client, message) > 0 then
@@ -146,6 +159,9 @@ if KEYS[4] then
             -- waiter, whose next attempt takes it.
             redis.call('hset', KEYS[1], head, outright and 1 or 0)
             redis.call('pexpire', KEYS[1], ARGV[7])
+            -- It listens on for a while after its wait ends.
+            redis.call('zadd', KEYS[6], now_ms, client)
+            redis.call('pexpire', KEYS[6], 2 * tonumber(ARGV[2]) + 60000)
             redis.call('set', KEYS[3], 3, 'px', ARGV[4])
             return 3
         end

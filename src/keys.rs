@@ -116,6 +116,12 @@ pub(crate) fn waiter_queue(name: &str) -> String {
     tagged(name, "redisync_waiters")
 }
 
+/// The clients that waited on a reentrant lock lately (redisync only):
+/// `{name}:redisync_clients`, see `ops::handoff`.
+pub(crate) fn waiting_clients(name: &str) -> String {
+    tagged(name, "redisync_clients")
+}
+
 /// A reentrant lock's count of handoffs in a row (redisync only):
 /// `{name}:redisync_handoffs`.
 pub(crate) fn handoff_streak(name: &str) -> String {

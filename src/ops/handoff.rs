@@ -23,9 +23,10 @@
 //! |---|---|---|---|
 //! | `{name}:redisync_waiters` | zset | holder id, or `d|<wait id>|<holder id>` for a wait that may be handed the lock outright → arrival (server µs) | 2 × lease + 60 s, renewed by each failed attempt |
 //! | `{name}:redisync_handoffs` | string | handoffs in a row | the claim window |
+//! | `{name}:redisync_clients` | zset | client id → when it last waited or was handed the lock (server ms): the redisync clients that may still listen, as a release counts them, pruned to 10 s | 2 × lease + 60 s |
 //! | `redisson_lock__channel:{name}:redisync:<client id>` | channel | `h:<server ms>:<claim ms>:<wait id>:<holder id>` = yours; `g:<holder id>` = reserved for you | |
 //!
-//! Redisson ignores all three: its scripts never read them, and a reserved
+//! Redisson ignores all four: its scripts never read them, and a reserved
 //! hold looks to it like any held lock.
 //!
 //! ```
@@ -63,6 +64,7 @@ script!(
 pub struct Queue {
     key: String,
     streak_key: String,
+    clients_key: String,
     channel_prefix: String,
     claim_ms: i64,
     streak: u32,
@@ -81,6 +83,7 @@ impl Queue {
         Queue {
             key: crate::keys::waiter_queue(name),
             streak_key: crate::keys::handoff_streak(name),
+            clients_key: crate::keys::waiting_clients(name),
             channel_prefix: crate::keys::client_channel_prefix(name),
             claim_ms,
             streak,
@@ -160,6 +163,7 @@ pub fn acquire<B: LockBackend + ?Sized>(
     .key(name)
     .key(attempt_key)
     .key(queue.key.as_str())
+    .key(queue.clients_key.as_str())
     .arg(lease_ms)
     .arg(holder)
     .arg(if retry { "retry" } else { "first" })
@@ -217,6 +221,7 @@ pub fn release<B: LockBackend + ?Sized>(
         .key(latch_key)
         .key(queue.key.as_str())
         .key(queue.streak_key.as_str())
+        .key(queue.clients_key.as_str())
         .arg(crate::keys::UNLOCK_MESSAGE)
         .arg(lease_ms)
         .arg(holder)
