@@ -271,7 +271,9 @@ impl Entry {
             .values_mut()
             .find(|w| w.seat.as_ref().is_some_and(|seat| seat.field == field))
         else {
-            self.unclaimed.retain(|m| m.field != field);
+            self.unclaimed.retain(|m| {
+                m.field != field && now.saturating_duration_since(m.at) < UNCLAIMED_FOR
+            });
             self.unclaimed.push(Unclaimed {
                 field: field.to_owned(),
                 at: now,
