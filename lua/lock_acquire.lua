@@ -18,6 +18,11 @@
 --          {name}:redisync_clients, a sorted set of client ids by when they
 --          last waited or were handed the lock (server ms): they may still
 --          listen on the lock's channel (lua/lock_release.lua counts them)
+-- KEYS[5]  optional, with KEYS[3]: the lock's count of handoffs in a row,
+--          {name}:redisync_handoffs: while it says 'y' a release has just
+--          freed the lock for the waiters outside the queue (Redisson's), and
+--          this attempt keeps off a free lock (it joins the queue and
+--          returns that mark's PTTL)
 -- ARGV[1]  lease in milliseconds
 -- ARGV[2]  holder id, <client uuid>:<thread number>
 -- ARGV[3]  with KEYS[3]: 'retry' when this waiter may be queued already (an
@@ -45,7 +50,9 @@ local bad = bad_bounded(ARGV[1], 'lease', 1, MAX_MS)
 if bad then
     return bad
 end
-if redis.call('exists', KEYS[1]) == 0 or redis.call('hexists', KEYS[1], ARGV[2]) == 1 then
+local free = redis.call('exists', KEYS[1]) == 0
+local yielded = free and KEYS[5] and redis.call('get', KEYS[5]) == 'y'
+if (free and not yielded) or redis.call('hexists', KEYS[1], ARGV[2]) == 1 then
     -- The record first, only if absent: one call on the common path; one
     -- that is there already is this attempt's: resent ('taken'), or
     -- undone or released since (a late copy).
@@ -74,5 +81,8 @@ if KEYS[3] and not redis.call('zscore', KEYS[3], member) then
     -- renews it); a waiter whose entry expired rejoins at its next attempt.
     redis.call('pexpire', KEYS[3], 2 * tonumber(ARGV[1]) + 60000)
     note_client(KEYS[4], ARGV[2], ARGV[1])
+end
+if yielded then
+    return redis.call('pttl', KEYS[5])
 end
 return redis.call('pttl', KEYS[1])

@@ -22,7 +22,8 @@
 --          {name}:redisync_waiters (see lua/lock_acquire.lua); ARGV[5] and
 --          ARGV[6] are then given, '' when there is no local waiter
 -- KEYS[5]  with KEYS[4]: the count of handoffs in a row,
---          {name}:redisync_handoffs
+--          {name}:redisync_handoffs, or 'y' for a moment after a release
+--          freed the lock for the waiters outside the queue
 -- KEYS[6]  with KEYS[4]: the clients that waited lately,
 --          {name}:redisync_clients (see lua/lock_acquire.lua)
 -- ARGV[7]  with KEYS[4]: the claim window in ms: how long a handed hold waits
@@ -36,7 +37,8 @@
 --          the form 'd|<wait id>|<holder id>' (see lua/lock_acquire.lua), or ''
 -- Returns  nil = the holder does not hold it; 0 = one hold released, still held;
 --          1 = released and the unlock message published; 2 = released and
---          handed to the waiter; 3 = handed to the head of the queue, whose
+--          handed to the waiter; 4 = as 1, after a streak of handoffs, for the
+--          waiters outside the queue; 3 = handed to the head of the queue, whose
 --          client is told on its channel: 'h:<server ms>:<claim window>:<wait
 --          id>:' .. its holder id when it holds the lock outright (a queue
 --          entry 'd|<wait id>|<holder id>'), 'g:' .. its holder id when the
@@ -99,6 +101,10 @@ end
 -- by the others. A client that still listens but is not counted counts as
 -- other: the lock is then freed once more than needed, never less.
 local LATELY_MS = 10000
+-- How long a release that frees the lock for the waiters outside the queue
+-- keeps the queue's attempts off it.
+local YIELD_MS = 100
+local yielded = false
 local function someone_else_listens()
     local seen, channels = {}, {}
     local function add(holder)
@@ -137,16 +143,20 @@ if KEYS[4] then
         if not head then
             break
         end
-        if redis.call('incr', KEYS[5]) > tonumber(ARGV[9]) then
-            redis.call('del', KEYS[5])
+        local streak = (tonumber(redis.call('get', KEYS[5])) or 0) + 1
+        if streak > tonumber(ARGV[9]) then
             if someone_else_listens() then
-                -- Free it the usual way below: Redisson's waiters hear
-                -- only that.
+                -- Free it the usual way below (Redisson's waiters hear only
+                -- that), and keep the queue's own attempts off it for a
+                -- moment ('y', see lua/lock_acquire.lua): they would win
+                -- the race for it every time.
+                redis.call('set', KEYS[5], 'y', 'px', YIELD_MS)
+                yielded = true
                 break
             end
-            redis.call('incr', KEYS[5])
+            streak = 1
         end
-        redis.call('pexpire', KEYS[5], ARGV[7])
+        redis.call('set', KEYS[5], streak, 'px', ARGV[7])
         redis.call('zrem', KEYS[4], head)
         -- 'd|<wait id>|<holder id>': handed outright, the wait named.
         local wait, field = string.match(head, '^d|([^|]*)|(.*)$')
@@ -177,5 +187,6 @@ if KEYS[4] then
     end
 end
 redis.call('publish', KEYS[2], ARGV[1])
-redis.call('set', KEYS[3], 1, 'px', ARGV[4])
-return 1
+local outcome = yielded and 4 or 1
+redis.call('set', KEYS[3], outcome, 'px', ARGV[4])
+return outcome

@@ -127,16 +127,21 @@ impl<H: GuardHolder> Lock<H> {
             sent.set(Instant::now());
             let id = AttemptId::new();
             let key = id.key(&keys.name);
+            let retry = attempts.get() > 0;
             let outcome = match &queue {
-                Some(queue) => crate::ops::handoff::acquire(
+                // A retry, or a first attempt of a client that has just
+                // freed the lock for a waiter outside the queue, keeps off
+                // it while it is yielded (see `ops::handoff`).
+                Some(queue) => crate::ops::handoff::acquire_keeping_off(
                     backend,
                     &keys.name,
                     &holder.id,
                     lease_ms,
                     &key,
                     queue,
-                    attempts.get() > 0,
+                    retry,
                     outright.as_deref(),
+                    retry || client.subscriber().yielding(&keys.wait_channel(&holder)),
                 )
                 .map(|acquired| {
                     queued.set(!acquired.is_acquired());

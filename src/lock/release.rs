@@ -99,6 +99,7 @@ impl Lock {
                 Release::StillHeld
                 | Release::NotHeld
                 | Release::Released
+                | Release::Yielded
                 | Release::Transferred => {
                     // A recheck (see `Cleanup::push`) is a new release.
                     latch = new_latch(&keys.name);
@@ -326,11 +327,15 @@ impl Lock {
                 name: self.keys.name.clone(),
             }),
             Release::StillHeld | Release::Transferred => Ok(()),
-            Release::Released => {
+            Release::Released | Release::Yielded => {
+                let channel = self.keys.wait_channel(holder);
                 if self.keys.defers_to_woken_waiter() {
-                    client
-                        .subscriber()
-                        .note_release(&self.keys.wait_channel(holder));
+                    client.subscriber().note_release(&channel);
+                }
+                if outcome == Release::Yielded {
+                    // Freed for a waiter outside the queue: this client's
+                    // next attempts keep off it for a moment, as the queue's do.
+                    client.subscriber().note_yield(&channel);
                 }
                 Ok(())
             }

@@ -141,6 +141,7 @@ impl Queue {
 /// assert!(outcome.is_acquired());
 /// # Ok::<(), redisync::Error>(())
 /// ```
+#[allow(clippy::too_many_arguments)]
 pub fn acquire<B: LockBackend + ?Sized>(
     backend: &B,
     name: &str,
@@ -150,6 +151,48 @@ pub fn acquire<B: LockBackend + ?Sized>(
     queue: &Queue,
     retry: bool,
     outright: Option<&str>,
+) -> Result<Acquire> {
+    // A retry, or an attempt of a client that just freed the lock for a
+    // waiter outside the queue, keeps off it while it is yielded.
+    acquire_keeping_off(
+        backend,
+        name,
+        holder,
+        lease_ms,
+        attempt_key,
+        queue,
+        retry,
+        outright,
+        retry,
+    )
+}
+
+/// As [`acquire`]; `keep_off`: while a release has just freed the lock for
+/// the waiters outside the queue (Redisson's), keep off it (join the queue
+/// and return the time left of that moment).
+///
+/// # Errors
+/// As [`acquire`].
+///
+/// ```
+/// use redisync::ops::handoff::{self, Queue};
+/// let store = redisync::MemoryBackend::new();
+/// let queue = Queue::new("doc:qk", 2_000, 16);
+/// let outcome = handoff::acquire_keeping_off(&store, "doc:qk", "a:1", 30_000, "{doc:qk}:redisync_attempt:1", &queue, false, None, true)?;
+/// assert!(outcome.is_acquired());
+/// # Ok::<(), redisync::Error>(())
+/// ```
+#[allow(clippy::too_many_arguments)]
+pub fn acquire_keeping_off<B: LockBackend + ?Sized>(
+    backend: &B,
+    name: &str,
+    holder: &str,
+    lease_ms: i64,
+    attempt_key: &str,
+    queue: &Queue,
+    retry: bool,
+    outright: Option<&str>,
+    keep_off: bool,
 ) -> Result<Acquire> {
     check_ms("lease", lease_ms)?;
     let call = ScriptCall::new(
@@ -163,11 +206,17 @@ pub fn acquire<B: LockBackend + ?Sized>(
     .key(name)
     .key(attempt_key)
     .key(queue.key.as_str())
-    .key(queue.clients_key.as_str())
-    .arg(lease_ms)
-    .arg(holder)
-    .arg(if retry { "retry" } else { "first" })
-    .arg(outright.unwrap_or(""));
+    .key(queue.clients_key.as_str());
+    let call = if keep_off {
+        call.key(queue.streak_key.as_str())
+    } else {
+        call
+    };
+    let call = call
+        .arg(lease_ms)
+        .arg(holder)
+        .arg(if retry { "retry" } else { "first" })
+        .arg(outright.unwrap_or(""));
     acquire_outcome(&run(backend, &call)?, ACQUIRE.operation())
 }
 

@@ -114,6 +114,11 @@ pub enum Release {
     /// of the same client ([`ops::lock::release_to`](crate::ops::lock::release_to)):
     /// it was never free, so no unlock message was published.
     Transferred,
+    /// As [`Released`](Self::Released), by a release that ended a streak of
+    /// handoffs among redisync's queued waiters for a waiter outside the
+    /// queue (Redisson's): the queue keeps off the free lock for a moment
+    /// (see [`ops::handoff`](crate::ops::handoff)).
+    Yielded,
 }
 
 /// A snapshot of a lock, read in one round trip.
@@ -712,6 +717,7 @@ pub(crate) fn release_outcome(reply: &Reply, operation: &str) -> Result<Release>
         Some(2) => Ok(Release::Transferred),
         // Handed to the head of the waiter queue (`ops::handoff::release`).
         Some(3) => Ok(Release::Transferred),
-        Some(_) => Err(reply.unexpected(operation, "nil, 0, 1, 2 or 3")),
+        Some(4) => Ok(Release::Yielded),
+        Some(_) => Err(reply.unexpected(operation, "nil, 0, 1, 2, 3 or 4")),
     }
 }

@@ -98,6 +98,11 @@ pub(crate) const HANDOFF_WINDOW: Duration = Duration::from_millis(100);
 const RECONNECT_MIN: Duration = Duration::from_millis(20);
 const RECONNECT_MAX: Duration = Duration::from_secs(1);
 
+/// How long a release that freed a reentrant lock for a waiter outside the
+/// store's queue keeps this client's attempts off it (the store keeps the
+/// queue's off it as long: `YIELD_MS` in `lua/lock_release.lua`).
+const YIELD_WINDOW: Duration = Duration::from_millis(100);
+
 /// How many direct handoffs in a row one client makes on a lock before it
 /// frees it the usual way (publishing its unlock), so that other clients'
 /// waiters get their turn.
@@ -123,6 +128,9 @@ struct Entry {
     /// whose failed attempt queued it may be handed the lock before it
     /// registers. Its registration picks the message up; stale ones go.
     unclaimed: Vec<Unclaimed>,
+    /// Until when this client's attempts keep off the free lock (see
+    /// [`Subscriber::note_yield`]).
+    yield_until: Option<Instant>,
 }
 
 /// A direct message that found no registered waiter (see
@@ -427,6 +435,7 @@ impl Subscriber {
                 streak: 0,
                 direct: None,
                 unclaimed: Vec::new(),
+                yield_until: None,
             }
         });
         let mut late_direct = false;
@@ -505,6 +514,28 @@ impl Subscriber {
             entry.state.note_release(Instant::now());
             entry.streak = 0;
         }
+    }
+
+    /// This client freed the lock for a waiter outside the store's queue
+    /// (see `ops::handoff`): for [`YIELD_WINDOW`], its attempts on it keep
+    /// off a free lock, as the queue's own do, so that waiter can take it.
+    pub(crate) fn note_yield(&self, channel: &str) {
+        if let Some(entry) = self.shared.state.lock().channels.get_mut(channel) {
+            entry.yield_until = Instant::now().checked_add(YIELD_WINDOW);
+        }
+    }
+
+    /// Whether this client freed the lock of `channel` for a waiter outside
+    /// the queue within the last [`YIELD_WINDOW`] (see
+    /// [`note_yield`](Self::note_yield)).
+    pub(crate) fn yielding(&self, channel: &str) -> bool {
+        self.shared
+            .state
+            .lock()
+            .channels
+            .get(channel)
+            .and_then(|entry| entry.yield_until)
+            .is_some_and(|until| Instant::now() < until)
     }
 
     /// This client handed the lock to a waiter of the lock's queue in the
