@@ -126,6 +126,7 @@ impl Queue {
 /// assert!(outcome.is_acquired());
 /// # Ok::<(), redisync::Error>(())
 /// ```
+#[allow(clippy::too_many_arguments)]
 pub fn acquire<B: LockBackend + ?Sized>(
     backend: &B,
     name: &str,
