@@ -775,6 +775,18 @@ fn java_turns_beside_rust_handoffs(
         let hash = common::hgetall(&mut sides.store.connection(name), name);
         assert_eq!(hash.len(), 1, "Redisson alone holds it: {hash:?}");
         assert_eq!(hash.get(&holder).map(String::as_str), Some("1"), "{hash:?}");
+        // Only redisync waiters are queued: Redisson's never is.
+        let queue = waiter_queue(name);
+        let members: Vec<String> = redis::cmd("ZRANGE")
+            .arg(&queue)
+            .arg(0)
+            .arg(-1)
+            .query(&mut sides.store.connection(&queue))
+            .unwrap();
+        assert!(
+            !members.iter().any(|m| m.contains(&sides.java.id)),
+            "{members:?}"
+        );
         assert_eq!(
             java.call(&format!("incr_held {counter} {inside}")).int(),
             0,
