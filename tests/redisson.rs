@@ -693,6 +693,15 @@ fn unlock_messages(
     (count, handle)
 }
 
+/// Sets its flag when dropped.
+struct StopOnDrop(Arc<AtomicBool>);
+
+impl Drop for StopOnDrop {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::SeqCst);
+    }
+}
+
 /// One turn of the Redisson waiter in the loop.
 struct Turn {
     waited_ms: f64,
@@ -718,6 +727,8 @@ fn java_turns_beside_rust_handoffs(
     let inside = format!("{{{name}}}:inside");
     let end = format!("{{{name}}}:listener_end");
     let stop = Arc::new(AtomicBool::new(false));
+    // A failing check stops the loop too, rather than leaving it running.
+    let _stop_on_exit = StopOnDrop(Arc::clone(&stop));
     let acquired = Arc::new(AtomicU64::new(0));
     let (messages, listener) = unlock_messages(sides, name, &end);
     let loopers: Vec<_> = clients
