@@ -21,7 +21,8 @@
 
 mod common;
 
-use std::sync::mpsc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, mpsc};
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -576,6 +577,448 @@ fn java_waiter_woken_when_rust_threads_hand_the_lock_among_themselves() {
 #[test]
 fn java_waiter_woken_when_rust_threads_hand_the_fair_lock_among_themselves() {
     java_waiter_woken_after_rust_handoffs(&single(), "fair");
+}
+
+// ---------------------------------------------------------------------------
+// Beside redisync's cross-process handoffs (issue 22, item 4)
+// ---------------------------------------------------------------------------
+
+/// How long the Redisson waiter may wait for its turn while redisync
+/// clients hand the lock around: less than its 30 s lease, so a turn that
+/// passes did not come from waiting a lease out. The streak limit frees
+/// the lock the usual way at least every [`STREAK`] + 1 releases, each a
+/// chance for Redisson, but one it races for against the releasing client,
+/// which asks again at once, and the queued redisync waiters, which hear
+/// the unlock message too: in a tight loop Redisson wins well under one in
+/// a hundred (measured: waits of 5 ms to 13 s, median about 0.4 s, over 55
+/// turns), hence a bound this far above the typical wait.
+const TURN: Duration = Duration::from_secs(25);
+/// redisync's handoffs in a row before a release frees the lock the usual
+/// way (`MAX_HANDOFF_STREAK` of src/pubsub/mod.rs).
+const STREAK: u64 = 16;
+/// How long a loop of redisync clients may run at most (a stuck loop fails
+/// the test rather than hanging it).
+const LOOP_LIMIT: Duration = Duration::from_secs(240);
+/// The `waiters` set of redisync's cross-process queue of lock `name`.
+fn waiter_queue(name: &str) -> String {
+    format!("{{{name}}}:redisync_waiters")
+}
+
+/// Members of `name`'s redisync waiter queue.
+fn queued(sides: &Sides, name: &str) -> i64 {
+    let queue = waiter_queue(name);
+    redis::cmd("ZCARD")
+        .arg(&queue)
+        .query(&mut sides.store.connection(&queue))
+        .unwrap()
+}
+
+/// A thread of redisync `client` that takes lock `name` again and again
+/// until `stop`: GET+SET of `counter` inside, `inside` counting who is in,
+/// `acquired` counting every acquisition. With `watchdog` its waits may be
+/// handed the lock outright, without it (a 30 s lease) only reserved.
+/// Returns (acquisitions, overlaps seen).
+fn handoff_looper(
+    sides: &Sides,
+    client: Client,
+    name: &str,
+    watchdog: bool,
+    acquired: &Arc<AtomicU64>,
+    stop: &Arc<AtomicBool>,
+) -> thread::JoinHandle<(u64, u64)> {
+    let lock = client.lock(name);
+    let counter = format!("{{{name}}}:counter");
+    let inside = format!("{{{name}}}:inside");
+    let mut conn = sides.store.connection(&counter);
+    let (acquired, stop) = (Arc::clone(acquired), Arc::clone(stop));
+    thread::spawn(move || {
+        let _client = client; // its subscriber lives as long as the loop
+        let deadline = Instant::now() + LOOP_LIMIT;
+        let (mut mine, mut overlaps) = (0, 0);
+        while !stop.load(Ordering::SeqCst) {
+            assert!(Instant::now() < deadline, "the handoff loop ran too long");
+            let guard = if watchdog {
+                lock.lock().unwrap()
+            } else {
+                lock.lock_with_lease(Duration::from_secs(30)).unwrap()
+            };
+            let entered: i64 = redis::cmd("INCR").arg(&inside).query(&mut conn).unwrap();
+            if entered != 1 {
+                overlaps += 1;
+            }
+            let value: Option<u64> = redis::cmd("GET").arg(&counter).query(&mut conn).unwrap();
+            let () = redis::cmd("SET")
+                .arg(&counter)
+                .arg(value.unwrap_or(0) + 1)
+                .query(&mut conn)
+                .unwrap();
+            let _: i64 = redis::cmd("DECR").arg(&inside).query(&mut conn).unwrap();
+            acquired.fetch_add(1, Ordering::SeqCst);
+            mine += 1;
+            guard.unlock().unwrap();
+        }
+        (mine, overlaps)
+    })
+}
+
+/// Counts Redisson's unlock messages (`0`) on `redisson_lock__channel:{name}`
+/// (the releases that freed the lock the usual way) until a message on
+/// `end`, which the server delivers after every earlier one.
+fn unlock_messages(
+    sides: &Sides,
+    name: &str,
+    end: &str,
+) -> (Arc<AtomicU64>, thread::JoinHandle<()>) {
+    let channel = format!("redisson_lock__channel:{{{name}}}");
+    let mut conn = sides.store.connection(&channel);
+    let count = Arc::new(AtomicU64::new(0));
+    let counted = Arc::clone(&count);
+    let end = end.to_owned();
+    let (subscribed, ready) = mpsc::channel();
+    let handle = thread::spawn(move || {
+        let mut pubsub = conn.as_pubsub();
+        pubsub.subscribe(&[&channel, &end]).unwrap();
+        pubsub.set_read_timeout(Some(LOOP_LIMIT)).unwrap();
+        subscribed.send(()).unwrap();
+        loop {
+            let msg = pubsub.get_message().expect("unlock listener");
+            if msg.get_channel_name() == end {
+                break;
+            }
+            if msg.get_payload_bytes() == b"0" {
+                counted.fetch_add(1, Ordering::SeqCst);
+            }
+        }
+    });
+    ready.recv_timeout(SHOW_UP).unwrap();
+    (count, handle)
+}
+
+/// Sets its flag when dropped.
+struct StopOnDrop(Arc<AtomicBool>);
+
+impl Drop for StopOnDrop {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::SeqCst);
+    }
+}
+
+/// One turn of the Redisson waiter in the loop.
+struct Turn {
+    waited_ms: f64,
+    rust_acquisitions: u64,
+    unlock_messages: u64,
+}
+
+/// Three threads of the redisync `clients` (one each; two with a
+/// watchdog, so handed the lock outright, one with a lease, so only
+/// reserved) hand lock `name` around in a tight loop while a Redisson
+/// thread, five times over, waits for it (`lock()` or `tryLock(wait,
+/// lease)`), increments the shared counter inside, checks what it holds
+/// and unlocks; then it increments 10 more times in Redisson's own
+/// contended loop. `across`: the clients are three (else one, whose threads
+/// hand over in-process). Returns the turns.
+fn java_turns_beside_rust_handoffs(
+    sides: &Sides,
+    name: &str,
+    clients: [Client; 3],
+    across: bool,
+) -> Vec<Turn> {
+    let counter = format!("{{{name}}}:counter");
+    let inside = format!("{{{name}}}:inside");
+    let end = format!("{{{name}}}:listener_end");
+    let stop = Arc::new(AtomicBool::new(false));
+    // A failing check stops the loop too, rather than leaving it running.
+    let _stop_on_exit = StopOnDrop(Arc::clone(&stop));
+    let acquired = Arc::new(AtomicU64::new(0));
+    let (messages, listener) = unlock_messages(sides, name, &end);
+    let loopers: Vec<_> = clients
+        .into_iter()
+        .zip([true, true, false])
+        .map(|(client, watchdog)| handoff_looper(sides, client, name, watchdog, &acquired, &stop))
+        .collect();
+    wait_until("the redisync loop running", SHOW_UP, || {
+        acquired.load(Ordering::SeqCst) >= 50
+    });
+
+    let java = sides.java.actor("turns");
+    let holder = java.call("holder").value;
+    let mut turns = Vec::new();
+    for round in 0..5 {
+        let command = if round % 2 == 0 {
+            format!("lock lock {name}")
+        } else {
+            format!("try_lock lock {name} {} 30000", TURN.as_millis() * 2)
+        };
+        let (acquisitions, unlocks) = (
+            acquired.load(Ordering::SeqCst),
+            messages.load(Ordering::SeqCst),
+        );
+        java.send(&command);
+        let got = java.reply_within(TURN * 2);
+        let turn = Turn {
+            waited_ms: ms_between(got.start_us, got.end_us),
+            rust_acquisitions: acquired.load(Ordering::SeqCst) - acquisitions,
+            unlock_messages: messages.load(Ordering::SeqCst) - unlocks,
+        };
+        if round % 2 == 1 {
+            assert!(got.bool(), "tryLock gave up after {:.1} ms", turn.waited_ms);
+        }
+        eprintln!(
+            "[redisson interop] {}: Redisson `{}` got the lock after {:.1} ms, \
+             {} redisync acquisitions and {} unlock messages",
+            sides.label,
+            command.split(' ').next().unwrap(),
+            turn.waited_ms,
+            turn.rust_acquisitions,
+            turn.unlock_messages
+        );
+        assert!(
+            turn.waited_ms < TURN.as_secs_f64() * 1000.0,
+            "Redisson waited {:.1} ms for its turn (bound {TURN:?}, lease 30 s)",
+            turn.waited_ms
+        );
+        // It holds exactly what it took, alone: no handed or reserved
+        // redisync hold beside it.
+        assert!(java.call(&format!("held lock {name}")).bool());
+        assert_eq!(java.call(&format!("hold_count lock {name}")).int(), 1);
+        let ttl = java.call(&format!("ttl lock {name}")).int();
+        assert!(ttl > 0 && ttl <= 30_000, "Redisson's own TTL: {ttl}");
+        let hash = common::hgetall(&mut sides.store.connection(name), name);
+        assert_eq!(hash.len(), 1, "Redisson alone holds it: {hash:?}");
+        assert_eq!(hash.get(&holder).map(String::as_str), Some("1"), "{hash:?}");
+        // Only redisync waiters are queued: Redisson's never is.
+        let queue = waiter_queue(name);
+        let members: Vec<String> = redis::cmd("ZRANGE")
+            .arg(&queue)
+            .arg(0)
+            .arg(-1)
+            .query(&mut sides.store.connection(&queue))
+            .unwrap();
+        assert!(
+            !members.iter().any(|m| m.contains(&sides.java.id)),
+            "{members:?}"
+        );
+        assert_eq!(
+            java.call(&format!("incr_held {counter} {inside}")).int(),
+            0,
+            "Redisson found a redisync holder inside"
+        );
+        java.call(&format!("unlock lock {name}"));
+        assert!(!java.call(&format!("held lock {name}")).bool());
+        assert_eq!(java.call(&format!("hold_count lock {name}")).int(), 0);
+        let hash = common::hgetall(&mut sides.store.connection(name), name);
+        assert!(
+            !hash.keys().any(|field| field.starts_with(&sides.java.id)),
+            "a Redisson hold left behind: {hash:?}"
+        );
+        turns.push(turn);
+        // More than a streak of redisync acquisitions before the next turn.
+        let now = acquired.load(Ordering::SeqCst);
+        wait_until("the redisync loop going on", SHOW_UP, || {
+            acquired.load(Ordering::SeqCst) >= now + 20
+        });
+    }
+
+    // Redisson's own contended loop beside redisync's, on another thread.
+    let java_rounds = 10;
+    let contender = sides.java.actor("contender");
+    contender.send(&format!(
+        "incr lock {name} {counter} {inside} {java_rounds}"
+    ));
+    let java_overlaps = contender
+        .reply_within(TURN * u32::try_from(java_rounds).unwrap())
+        .int();
+    assert!(!contender.call(&format!("held lock {name}")).bool());
+
+    stop.store(true, Ordering::SeqCst);
+    let (mut rust_total, mut rust_overlaps) = (0, 0);
+    for looper in loopers {
+        let (mine, overlaps) = looper.join().unwrap();
+        assert!(mine > 0, "a redisync client never got the lock");
+        rust_total += mine;
+        rust_overlaps += overlaps;
+    }
+    let _: i64 = redis::cmd("PUBLISH")
+        .arg(&end)
+        .arg("end")
+        .query(&mut sides.store.connection(&end))
+        .unwrap();
+    listener.join().unwrap();
+    let unlocks = messages.load(Ordering::SeqCst);
+    assert_eq!(rust_overlaps, 0, "redisync clients found someone inside");
+    assert_eq!(java_overlaps, 0, "Redisson found someone inside");
+    assert_eq!(rust_total, acquired.load(Ordering::SeqCst));
+    let total: u64 = redis::cmd("GET")
+        .arg(&counter)
+        .query(&mut sides.store.connection(&counter))
+        .unwrap();
+    let java_total = turns.len() as u64 + java_rounds as u64;
+    eprintln!(
+        "[redisson interop] {}: counter {total} = {rust_total} redisync + {java_total} Redisson \
+         increments; {unlocks} unlock messages in all ({} releases handed over or more)",
+        sides.label,
+        (rust_total + java_total).saturating_sub(unlocks)
+    );
+    assert_eq!(total, rust_total + java_total, "a lost update");
+    // Across clients the loop handed the lock over through the queue (else
+    // it proved nothing): most releases sent no unlock message; and the
+    // streak limit freed it the usual way at least once every STREAK + 1
+    // releases (5 % spare: a streak count whose key outlived its claim
+    // window in a stall starts over).
+    let releases = rust_total + java_total;
+    assert!(
+        !across || unlocks < releases / 2,
+        "few handoffs: {unlocks} unlock messages for {releases} releases"
+    );
+    assert!(
+        releases * 100 <= (STREAK + 1) * (unlocks + 1) * 105,
+        "the streak limit: {releases} releases but only {unlocks} unlock messages"
+    );
+    // Everything is let go: no hold of either side, nobody queued.
+    assert!(!java.call(&format!("is_locked lock {name}")).bool());
+    assert_eq!(java.call(&format!("ttl lock {name}")).int(), -2);
+    assert_eq!(queued(sides, name), 0);
+    turns
+}
+
+/// Prints the turns' waits and redisync acquisitions.
+fn report_turns(label: &str, what: &str, turns: &[Turn]) {
+    let mut waits: Vec<f64> = turns.iter().map(|turn| turn.waited_ms).collect();
+    waits.sort_by(f64::total_cmp);
+    let acquisitions: Vec<u64> = turns.iter().map(|turn| turn.rust_acquisitions).collect();
+    eprintln!(
+        "[redisson interop] {label}: {what}: Redisson's {} turns: waited {:.1} / {:.1} / {:.1} ms \
+         (min / median / max); redisync acquisitions before each: {acquisitions:?}",
+        waits.len(),
+        waits[0],
+        waits[waits.len() / 2],
+        waits[waits.len() - 1]
+    );
+}
+
+/// Issue 22, item 4: redisync's cross-process handoffs (three clients, as
+/// three processes: each its own subscriber, each in the waiter queue)
+/// leave Redisson its turn.
+#[test]
+fn java_waiter_gets_its_turn_while_rust_clients_hand_the_lock_around() {
+    let sides = single();
+    let name = unique_name("interop-turns");
+    let clients = [(); 3].map(|()| sides.another_rust_client());
+    let turns = java_turns_beside_rust_handoffs(&sides, &name, clients, true);
+    report_turns(sides.label, "3 redisync clients", &turns);
+}
+
+/// The model of item 4, for comparison: three threads of one redisync
+/// client, handing the lock among themselves in-process.
+#[test]
+fn java_waiter_gets_its_turn_while_rust_threads_of_one_client_hand_the_lock_around() {
+    let sides = single();
+    let name = unique_name("interop-turns-1");
+    let client = sides.another_rust_client();
+    let clients = [client.clone(), client.clone(), client];
+    let turns = java_turns_beside_rust_handoffs(&sides, &name, clients, false);
+    report_turns(sides.label, "3 threads of 1 redisync client", &turns);
+}
+
+/// Redisson's `isLocked`, `remainTimeToLive` and `forceUnlock` on a lock
+/// that redisync holds while a redisync waiter of another client is in the
+/// queue: the queue does not disturb them, and the force-unlock's message
+/// wakes the queued waiter, which takes the lock.
+#[test]
+fn java_force_unlock_wakes_a_queued_rust_waiter() {
+    let sides = single();
+    let name = unique_name("interop-queued-force");
+    let holder = sides.another_rust_client();
+    let guard = holder.lock(name.as_str()).lock().unwrap();
+    let queued_client = sides.another_rust_client();
+    let waiter = RustWaiter::start(queued_client.lock(name.as_str()));
+    wait_until("the redisync waiter queued", SHOW_UP, || {
+        queued(&sides, &name) == 1
+    });
+    waiter.assert_waiting("the queued redisync waiter");
+    let java = sides.java.actor("admin");
+    assert!(java.call(&format!("is_locked lock {name}")).bool());
+    assert!(!java.call(&format!("held lock {name}")).bool());
+    assert_eq!(java.call(&format!("hold_count lock {name}")).int(), 0);
+    assert!(java.call(&format!("ttl lock {name}")).int() > 20_000);
+    assert!(!java.call(&format!("try_lock lock {name} 0")).bool());
+    let forced = java.call(&format!("force_unlock lock {name}"));
+    assert!(forced.bool());
+    let acquired = waiter.acquired_within(PROMPT * 2, "the queued redisync waiter");
+    report(
+        sides.label,
+        "lock: Java forceUnlock -> queued Rust waiter of another client",
+        ms_between(forced.start_us, acquired),
+    );
+    assert_eq!(queued(&sides, &name), 0, "the waiter left the queue");
+    let err = guard.unlock().expect_err("the hold was forced away");
+    assert!(err.is_not_held(), "{err}");
+    // The waiter's hold is a plain one to Redisson.
+    assert!(java.call(&format!("is_locked lock {name}")).bool());
+    assert!(java.call(&format!("ttl lock {name}")).int() > 20_000);
+    assert_eq!(
+        common::hgetall(&mut sides.store.connection(&name), &name).len(),
+        1
+    );
+    waiter.finish();
+    assert!(!java.call(&format!("is_locked lock {name}")).bool());
+    assert_eq!(java.call(&format!("ttl lock {name}")).int(), -2);
+}
+
+/// A Redisson holder's unlock wakes redisync waiters of two clients that
+/// sit in the queue (they hear Redisson's `0`); the first one's release
+/// then hands the lock to the other.
+#[test]
+fn java_unlock_wakes_rust_waiters_queued_from_two_clients() {
+    let sides = single();
+    let name = unique_name("interop-queued-wake");
+    let java = sides.java.actor("holder");
+    java.call(&format!("lock lock {name}"));
+    let clients = [sides.another_rust_client(), sides.another_rust_client()];
+    let mut waiters: Vec<RustWaiter> = clients
+        .iter()
+        .map(|client| RustWaiter::start(client.lock(name.as_str())))
+        .collect();
+    wait_until("both redisync waiters queued", SHOW_UP, || {
+        queued(&sides, &name) == 2
+    });
+    for waiter in &waiters {
+        waiter.assert_waiting("a queued redisync waiter");
+    }
+    assert!(java.call(&format!("ttl lock {name}")).int() > 20_000);
+    let released = java.call(&format!("unlock lock {name}"));
+    let mut from = released.start_us;
+    for what in [
+        "Java unlock -> first queued Rust waiter",
+        "its release -> the other",
+    ] {
+        let deadline = Instant::now() + PROMPT * 2;
+        let (i, acquired) = loop {
+            if let Some(found) = waiters
+                .iter()
+                .enumerate()
+                .find_map(|(i, waiter)| waiter.acquired.try_recv().ok().map(|at| (i, at)))
+            {
+                break found;
+            }
+            assert!(Instant::now() < deadline, "{what}: nobody woken");
+            thread::sleep(Duration::from_millis(2));
+        };
+        report(
+            sides.label,
+            &format!("lock: {what}"),
+            ms_between(from, acquired),
+        );
+        let waiter = waiters.remove(i);
+        if let Some(other) = waiters.first() {
+            other.assert_waiting("the other redisync waiter");
+        }
+        from = now_us();
+        waiter.finish();
+    }
+    assert_eq!(queued(&sides, &name), 0);
+    assert!(!java.call(&format!("is_locked lock {name}")).bool());
 }
 
 // ---------------------------------------------------------------------------

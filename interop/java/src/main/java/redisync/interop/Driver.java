@@ -204,6 +204,11 @@ public final class Driver {
             case "incr":
                 // incr KIND NAME COUNTER INSIDE ITERATIONS
                 return String.valueOf(increments(r, lock(r, w[2], w[3]), w[4], w[5], Integer.parseInt(w[6])));
+            case "incr_held":
+                // incr_held COUNTER INSIDE: one increment under a lock this
+                // thread already holds (taken by lock/try_lock)
+                return String.valueOf(incrementOnce(r.getBucket(w[2], StringCodec.INSTANCE),
+                        r.getAtomicLong(w[3])));
             case "sem_set":
                 return String.valueOf(r.getSemaphore(w[2]).trySetPermits(Integer.parseInt(w[3])));
             case "acquire":
@@ -276,19 +281,23 @@ public final class Driver {
         for (int i = 0; i < iterations; i++) {
             lock.lock();
             try {
-                if (in.incrementAndGet() != 1) {
-                    overlaps++;
-                }
-                String current = value.get();
-                long next = (current == null ? 0 : Long.parseLong(current)) + 1;
-                Thread.yield();
-                value.set(String.valueOf(next));
-                in.decrementAndGet();
+                overlaps += incrementOnce(value, in);
             } finally {
                 lock.unlock();
             }
         }
         return overlaps;
+    }
+
+    /** One GET-then-SET increment of VALUE; 1 if IN showed someone else inside, else 0. */
+    private static long incrementOnce(RBucket<String> value, RAtomicLong in) {
+        long overlap = in.incrementAndGet() != 1 ? 1 : 0;
+        String current = value.get();
+        long next = (current == null ? 0 : Long.parseLong(current)) + 1;
+        Thread.yield();
+        value.set(String.valueOf(next));
+        in.decrementAndGet();
+        return overlap;
     }
 
     /**
