@@ -584,15 +584,15 @@ fn java_waiter_woken_when_rust_threads_hand_the_fair_lock_among_themselves() {
 // ---------------------------------------------------------------------------
 
 /// How long the Redisson waiter may wait for its turn while redisync
-/// clients hand the lock around: less than its 30 s lease, so a turn that
+/// clients hand the lock around: well under its 30 s lease, so a turn that
 /// passes did not come from waiting a lease out. The streak limit frees
-/// the lock the usual way at least every [`STREAK`] + 1 releases, each a
-/// chance for Redisson, but one it races for against the releasing client,
-/// which asks again at once, and the queued redisync waiters, which hear
-/// the unlock message too: in a tight loop Redisson wins well under one in
-/// a hundred (measured: waits of 5 ms to 13 s, median about 0.4 s, over 55
-/// turns), hence a bound this far above the typical wait.
-const TURN: Duration = Duration::from_secs(25);
+/// the lock the usual way at least every [`STREAK`] + 1 releases, and the
+/// queue and the releasing client keep off it for 100 ms, so Redisson,
+/// which hears the unlock message, takes it (measured: 2-12 ms across
+/// clients, 76-354 ms beside threads of one client; before the 100 ms
+/// yield the releasing client and the queue won the race nearly every
+/// time: up to 13 s). Generous for a loaded machine.
+const TURN: Duration = Duration::from_secs(10);
 /// redisync's handoffs in a row before a release frees the lock the usual
 /// way (`MAX_HANDOFF_STREAK` of src/pubsub/mod.rs).
 const STREAK: u64 = 16;
