@@ -358,6 +358,24 @@ impl ChildProcess {
         }
     }
 
+    /// Waits up to `timeout` for a line containing `marker`; returns what
+    /// follows it, or `None` when none came in time (or the child exited):
+    /// for a test that must say itself why the line not coming is wrong.
+    pub fn line_within(&self, marker: &str, timeout: Duration) -> Option<String> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match self.lines.recv_timeout(left) {
+                Ok(line) => {
+                    if let Some(at) = line.find(marker) {
+                        return Some(line[at + marker.len()..].trim().to_owned());
+                    }
+                }
+                Err(_) => return None,
+            }
+        }
+    }
+
     pub fn send(&mut self, line: &str) {
         let stdin = self.stdin.as_mut().expect("child stdin");
         writeln!(stdin, "{line}").expect("write to child stdin");
