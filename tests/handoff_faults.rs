@@ -557,16 +557,13 @@ fn a_killed_waiter_is_passed_over_and_the_next_one_gets_the_lock_at_once() {
     );
 
     let unlocked_ns = held.finish(&mut raw, &hist);
-    assert!(
-        !hgetall(&mut raw, &name).contains_key(&dead_id),
-        "the release handed the lock to the dead waiter: {:?}",
-        hgetall(&mut raw, &name)
-    );
+    // Asserted after the stall check, so that check is seen to fail too.
+    let after_unlock = hgetall(&mut raw, &name);
     let Some(next_ns) = acquired_within(&next, bound) else {
         panic!(
             "stall: the next waiter did not get the lock within {bound:?} of the unlock \
              (claim window {CLAIM:?}): the release did not pass over the dead waiter; \
-             lock now {:?} (PTTL {} ms), queue {:?}",
+             lock after the unlock {after_unlock:?}, now {:?} (PTTL {} ms), queue {:?}",
             hgetall(&mut raw, &name),
             pttl(&mut raw, &name),
             queue_entries(&mut raw, &name)
@@ -580,6 +577,10 @@ fn a_killed_waiter_is_passed_over_and_the_next_one_gets_the_lock_at_once() {
     assert!(
         stall < bound.as_secs_f64() * 1e3,
         "stall: the next waiter waited {stall:.1} ms (bound {bound:?})"
+    );
+    assert!(
+        !after_unlock.contains_key(&dead_id),
+        "the release handed the lock to the dead waiter: {after_unlock:?}"
     );
     next.expect_line(RELEASED, Duration::from_secs(10));
     finish_child(next, "the next waiter");
@@ -677,24 +678,25 @@ fn a_waiter_that_gives_up_just_as_it_is_handed_the_lock_frees_it_at_once() {
     // Its wait ends: it leaves, and gives the handed hold up.
     let gave_up = handoff::leave(store, &name, &channel, &queue, gone, Some(&gone_entry)).unwrap();
     let left_ns = mono_ns();
-    let lock_now = hgetall(&mut raw, &name);
-    assert!(
-        lock_now.is_empty(),
-        "stall: the hold handed to the waiter that gave up outlives it: lock {lock_now:?} \
-         (PTTL {} ms, the claim window {CLAIM_MS} ms)",
-        pttl(&mut raw, &name)
-    );
-    assert!(gave_up, "leave says it gave a hold up");
+    // Asserted after the stall check, so that check is seen to fail too.
+    let (lock_now, ttl_now) = (hgetall(&mut raw, &name), pttl(&mut raw, &name));
     drop(listening);
 
     let Some(next_ns) = acquired_within(&next, bound) else {
         panic!(
             "stall: the next waiter did not get the lock within {bound:?} of the give-up \
-             (claim window {CLAIM_MS} ms); lock {:?}, queue {:?}",
+             (claim window {CLAIM_MS} ms); lock right after the give-up {lock_now:?} \
+             (PTTL {ttl_now} ms), now {:?}, queue {:?}",
             hgetall(&mut raw, &name),
             queue_entries(&mut raw, &name)
         )
     };
+    assert!(
+        lock_now.is_empty(),
+        "stall: the hold handed to the waiter that gave up outlived it: lock {lock_now:?} \
+         (PTTL {ttl_now} ms, the claim window {CLAIM_MS} ms)"
+    );
+    assert!(gave_up, "leave says it gave a hold up");
     let stall = history::ms_between(left_ns, next_ns);
     eprintln!(
         "gave up: the next waiter got the lock {stall:.1} ms after the handed waiter left \
