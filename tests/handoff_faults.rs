@@ -23,6 +23,7 @@
 mod common;
 
 use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -32,9 +33,10 @@ use common::child::{
 };
 use common::history::{self, Mode, Section, Write, mono_ns};
 use common::{TestServer, hgetall, numsub, pttl, send_signal, unique_name, wait_until};
+use redisync::backend::{LockBackend, PubSubConnection, Reply, ScriptCall, ServerReply};
 use redisync::ops::handoff::{self, Queue};
 use redisync::ops::lock::{Acquire, Release};
-use redisync::{Client, LockGuard};
+use redisync::{Client, LockGuard, NopEventHandler};
 
 /// The waiter child's response timeout (its claim window is twice it).
 const RESPONSE_MS_ENV: &str = "REDISYNC_RESPONSE_MS";
@@ -42,6 +44,8 @@ const RESPONSE_MS_ENV: &str = "REDISYNC_RESPONSE_MS";
 const HOLD_MS_ENV: &str = "REDISYNC_HOLD_MS";
 /// The prefix of the history keys (sections, writes, counter).
 const HIST_ENV: &str = "REDISYNC_HIST";
+/// How late the racer child sends each leave of the queue, in ms.
+const LEAVE_DELAY_MS_ENV: &str = "REDISYNC_LEAVE_DELAY_MS";
 
 /// Printed by a waiter child when it holds the lock, with the monotonic
 /// instant it returned (`history::mono_ns`, shared by every process).
@@ -261,6 +265,7 @@ fn child_role_entrypoint() {
     };
     match role.as_str() {
         "waiter" => child_waiter(),
+        "racer" => child_racer(),
         other => panic!("unknown {ROLE_ENV}={other:?}"),
     }
 }
@@ -276,6 +281,88 @@ fn child_waiter() {
         .response_timeout(env_ms(RESPONSE_MS_ENV))
         .build()
         .expect("child: connect");
+    run_waiter(&client, None);
+}
+
+/// The waiter, with each leave of the lock's queue (`lock_leave_queue`)
+/// sent `LEAVE_DELAY_MS` late (a slow round trip: the window between the
+/// end of a wait and its leaving, in which a release may hand it the lock,
+/// is that much wider), and a wait that ends without the lock says how its
+/// leave went: `leave=1` (it gave up a hold it had been handed), `leave=0`,
+/// `leave=err` (it failed: best effort), `leave=-` (none was sent).
+fn child_racer() {
+    let base = child_builder()
+        .response_timeout(env_ms(RESPONSE_MS_ENV))
+        .build()
+        .expect("child: connect");
+    let slow = Arc::new(SlowLeave {
+        inner: Arc::clone(base.backend()),
+        delay: env_ms(LEAVE_DELAY_MS_ENV),
+        last: Mutex::new(None),
+    });
+    let client = Client::builder()
+        .backend(Arc::clone(&slow) as Arc<dyn LockBackend>)
+        .event_handler(Arc::new(NopEventHandler))
+        .build()
+        .expect("child: client on the slow store");
+    run_waiter(&client, Some(&slow));
+    drop(base);
+}
+
+/// A store whose queue leaves are sent late, and which remembers how the
+/// latest one went (see [`child_racer`]).
+struct SlowLeave {
+    inner: Arc<dyn LockBackend>,
+    delay: Duration,
+    last: Mutex<Option<String>>,
+}
+
+impl LockBackend for SlowLeave {
+    fn run_script(&self, call: &ScriptCall<'_>) -> redisync::Result<Reply> {
+        if call.script().id() != "lock_leave_queue" {
+            return self.inner.run_script(call);
+        }
+        thread::sleep(self.delay);
+        let reply = self.inner.run_script(call);
+        *self.last.lock().unwrap() = Some(match &reply {
+            Ok(reply) => reply
+                .as_int()
+                .map_or_else(|| format!("{reply:?}"), |n| n.to_string()),
+            Err(_) => "err".to_owned(),
+        });
+        reply
+    }
+
+    fn publish(&self, channel: &str, payload: &str) -> redisync::Result<()> {
+        self.inner.publish(channel, payload)
+    }
+
+    fn with_pubsub(
+        &self,
+        session: &mut dyn FnMut(&mut dyn PubSubConnection) -> redisync::Result<()>,
+    ) -> redisync::Result<()> {
+        self.inner.with_pubsub(session)
+    }
+
+    fn slot_of(&self, key: &str) -> Option<u16> {
+        self.inner.slot_of(key)
+    }
+
+    fn response_timeout(&self) -> Option<Duration> {
+        self.inner.response_timeout()
+    }
+
+    fn server_clock_offset_ms(&self) -> Option<i64> {
+        self.inner.server_clock_offset_ms()
+    }
+
+    fn server_command(&self, args: &[&str]) -> redisync::Result<Vec<ServerReply>> {
+        self.inner.server_command(args)
+    }
+}
+
+/// The waiter's loop (see [`child_waiter`]) on `client`.
+fn run_waiter(client: &Client, slow: Option<&SlowLeave>) {
     let lock = client.lock(env(common::child::LOCK_ENV));
     let mut raw = raw_connection(&env(URL_ENV));
     let hist = Hist::new(&env(HIST_ENV));
@@ -303,7 +390,11 @@ fn child_waiter() {
             _ => panic!("child: unknown command {line:?}"),
         };
         let Some(guard) = got else {
-            announce(TIMED_OUT);
+            let leave = slow.and_then(|slow| slow.last.lock().unwrap().take());
+            announce(&format!(
+                "{TIMED_OUT} leave={}",
+                leave.as_deref().unwrap_or("-")
+            ));
             continue;
         };
         let enter_ns = mono_ns();
@@ -705,6 +796,132 @@ fn a_waiter_that_gives_up_just_as_it_is_handed_the_lock_frees_it_at_once() {
     next.expect_line(RELEASED, Duration::from_secs(10));
     finish_child(next, "the next waiter");
     hist.check(&mut raw, 1, "gave up");
+    assert!(!parent.lock(&name).is_locked().unwrap());
+    assert!(queue_entries(&mut raw, &name).is_empty());
+}
+
+/// 3, for real: a waiter process whose `try_lock_for` wait ends just as
+///    this process's release hands it the lock. Rounds sweep the unlock
+///    across the end of the wait (from 40 ms before to 40 ms after), and the
+///    waiter's leave is sent 30 ms late, so that in some rounds the release
+///    lands between the end of the wait and the leave: the handed hold is
+///    given up by the leave (`leave=1`). Every round, once both calls have
+///    returned, the lock is free at once (a leave that failed, best effort,
+///    may leave it held for the claim window, not longer), and the history
+///    of every hold has no overlap and no lost update (a late handoff of
+///    one round is no hold in the next).
+#[test]
+fn a_waiter_whose_wait_ends_as_it_is_handed_the_lock_leaves_nothing_held() {
+    const RESPONSE: Duration = Duration::from_millis(2000);
+    const CLAIM: Duration = Duration::from_millis(4000);
+    const WAIT: Duration = Duration::from_millis(150);
+    const MIN_ROUNDS: usize = 21;
+    const MAX_ROUNDS: usize = 42;
+    let server = TestServer::start();
+    let name = unique_name("handoff-faults:race");
+    let hist = Hist::new(&format!("{name}:hist"));
+    let mut raw = server.connection();
+    let parent = Client::builder()
+        .redis_url(server.url())
+        .response_timeout(RESPONSE)
+        .build()
+        .unwrap();
+    let (mut racer, racer_id) = spawn_ready(
+        "racer",
+        &server,
+        &name,
+        &[
+            (RESPONSE_MS_ENV, ms(RESPONSE)),
+            (HOLD_MS_ENV, ms(Duration::from_millis(20))),
+            (HIST_ENV, format!("{name}:hist")),
+            (LEAVE_DELAY_MS_ENV, ms(Duration::from_millis(30))),
+        ],
+    );
+    let (mut acquired, mut gave_up, mut left_first, mut failed_leaves) = (0, 0, 0, 0);
+    let mut parent_holds = 0;
+    let mut rounds = 0;
+    while rounds < MAX_ROUNDS && (rounds < MIN_ROUNDS || gave_up == 0) {
+        // -40 ms ..= +40 ms around the end of the wait, 4 ms apart.
+        let offset_ms = -40 + 4 * i64::try_from(rounds % 21).unwrap();
+        rounds += 1;
+        let guard = parent.lock(&name).lock().unwrap();
+        let mut held = Held::new("parent", guard, mono_ns());
+        parent_holds += 1;
+        held.increment(&mut raw, &hist);
+        racer.send(&format!("try {}", WAIT.as_millis()));
+        let sent = Instant::now();
+        // Its first attempt queued it; its wait ends WAIT after it began.
+        while entry_of(&queue_entries(&mut raw, &name), &racer_id).is_none() {
+            assert!(
+                sent.elapsed() < READY_TIMEOUT,
+                "round {rounds}: the racer never queued; output:\n{}",
+                racer.transcript()
+            );
+            thread::sleep(Duration::from_millis(1));
+        }
+        let wait_ends = sent + WAIT;
+        let unlock_at = if offset_ms < 0 {
+            wait_ends.checked_sub(Duration::from_millis(offset_ms.unsigned_abs()))
+        } else {
+            wait_ends.checked_add(Duration::from_millis(offset_ms.unsigned_abs()))
+        }
+        .unwrap();
+        thread::sleep(unlock_at.saturating_duration_since(Instant::now()));
+        held.finish(&mut raw, &hist);
+        let Some((which, rest)) =
+            racer.first_line_of(&[ACQUIRED, TIMED_OUT], Duration::from_secs(10))
+        else {
+            panic!(
+                "round {rounds}: the racer's try_lock_for({WAIT:?}) did not return; output:\n{}",
+                racer.transcript()
+            )
+        };
+        let leave_ok = if which == 0 {
+            acquired += 1;
+            racer.expect_line(RELEASED, Duration::from_secs(10));
+            true
+        } else {
+            match rest.as_str() {
+                "leave=1" => gave_up += 1,
+                "leave=0" => left_first += 1,
+                _ => failed_leaves += 1,
+            }
+            rest == "leave=1" || rest == "leave=0"
+        };
+        // Both calls have returned.
+        let lock_now = hgetall(&mut raw, &name);
+        if leave_ok {
+            assert!(
+                lock_now.is_empty(),
+                "stranded: round {rounds} (unlock {offset_ms:+} ms from the end of the \
+                 wait, racer {which_text}): the lock is still held after both calls \
+                 returned: {lock_now:?} (PTTL {} ms, claim window {CLAIM:?})",
+                pttl(&mut raw, &name),
+                which_text = if which == 0 { "got it" } else { rest.as_str() }
+            );
+        } else {
+            // Its leave failed (best effort): a hold handed to it runs
+            // out with the claim window.
+            let lock = parent.lock(&name);
+            wait_until(
+                "a hold left by a failed leave ran out within the claim window",
+                CLAIM + Duration::from_secs(2),
+                || !lock.is_locked().unwrap(),
+            );
+        }
+    }
+    eprintln!(
+        "race: {rounds} rounds: the racer got the lock in {acquired}, gave up a hold handed \
+         to it as its wait ended in {gave_up}, left before the release in {left_first}, \
+         its leave failed in {failed_leaves}"
+    );
+    assert!(
+        gave_up >= 1,
+        "the race never happened in {rounds} rounds (no leave gave up a handed hold): \
+         got {acquired}, left first {left_first}, failed leaves {failed_leaves}"
+    );
+    finish_child(racer, "the racer");
+    hist.check(&mut raw, parent_holds + acquired, "race");
     assert!(!parent.lock(&name).is_locked().unwrap());
     assert!(queue_entries(&mut raw, &name).is_empty());
 }
