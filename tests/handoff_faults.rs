@@ -23,7 +23,8 @@
 mod common;
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, mpsc};
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -295,11 +296,7 @@ fn child_racer() {
         .response_timeout(env_ms(RESPONSE_MS_ENV))
         .build()
         .expect("child: connect");
-    let slow = Arc::new(SlowLeave {
-        inner: Arc::clone(base.backend()),
-        delay: env_ms(LEAVE_DELAY_MS_ENV),
-        last: Mutex::new(None),
-    });
+    let slow = Slow::new(Arc::clone(base.backend()), env_ms(LEAVE_DELAY_MS_ENV));
     let client = Client::builder()
         .backend(Arc::clone(&slow) as Arc<dyn LockBackend>)
         .event_handler(Arc::new(NopEventHandler))
@@ -310,15 +307,49 @@ fn child_racer() {
 }
 
 /// A store whose queue leaves are sent late, and which remembers how the
-/// latest one went (see [`child_racer`]).
-struct SlowLeave {
+/// latest one went (see [`child_racer`]); when armed, the replies of the
+/// next acquire attempts come late too (a slow round trip).
+struct Slow {
     inner: Arc<dyn LockBackend>,
     delay: Duration,
     last: Mutex<Option<String>>,
+    /// How many of the next acquire replies come late, and how late.
+    late_acquires: AtomicU64,
+    acquire_delay: Mutex<Duration>,
+    /// Acquire attempts sent, and how many of the late ones were sent.
+    acquires: AtomicU64,
+    late_sent: AtomicU64,
 }
 
-impl LockBackend for SlowLeave {
+impl Slow {
+    fn new(inner: Arc<dyn LockBackend>, leave_delay: Duration) -> Arc<Slow> {
+        Arc::new(Slow {
+            inner,
+            delay: leave_delay,
+            last: Mutex::new(None),
+            late_acquires: AtomicU64::new(0),
+            acquire_delay: Mutex::new(Duration::ZERO),
+            acquires: AtomicU64::new(0),
+            late_sent: AtomicU64::new(0),
+        })
+    }
+}
+
+impl LockBackend for Slow {
     fn run_script(&self, call: &ScriptCall<'_>) -> redisync::Result<Reply> {
+        if call.script().id() == "lock_acquire" {
+            self.acquires.fetch_add(1, Ordering::SeqCst);
+            let late = self
+                .late_acquires
+                .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+                .is_ok();
+            let reply = self.inner.run_script(call);
+            if late {
+                self.late_sent.fetch_add(1, Ordering::SeqCst);
+                thread::sleep(*self.acquire_delay.lock().unwrap());
+            }
+            return reply;
+        }
         if call.script().id() != "lock_leave_queue" {
             return self.inner.run_script(call);
         }
@@ -362,7 +393,7 @@ impl LockBackend for SlowLeave {
 }
 
 /// The waiter's loop (see [`child_waiter`]) on `client`.
-fn run_waiter(client: &Client, slow: Option<&SlowLeave>) {
+fn run_waiter(client: &Client, slow: Option<&Slow>) {
     let lock = client.lock(env(common::child::LOCK_ENV));
     let mut raw = raw_connection(&env(URL_ENV));
     let hist = Hist::new(&env(HIST_ENV));
@@ -482,6 +513,10 @@ fn queue_child(
 ///    after the 30 s lease; the frozen waiter, resumed (SIGCONT) while the
 ///    third holds it, reads a handoff too old to trust, and never believes
 ///    it holds the lock while another does: it gets it after the third.
+///    (SIGSTOP stops a loaded process's threads one by one: its subscriber
+///    may read the handoff in time and the waiting thread return it only
+///    after SIGCONT, when it has run out; `a_handoff_that_runs_out_before_
+///    the_waiter_returns_is_not_a_hold` makes that exact.)
 #[test]
 fn a_frozen_waiter_handed_the_lock_stalls_the_next_one_at_most_its_claim_window() {
     const RESPONSE: Duration = Duration::from_millis(500);
@@ -924,6 +959,127 @@ fn a_waiter_whose_wait_ends_as_it_is_handed_the_lock_leaves_nothing_held() {
     hist.check(&mut raw, parent_holds + acquired, "race");
     assert!(!parent.lock(&name).is_locked().unwrap());
     assert!(queue_entries(&mut raw, &name).is_empty());
+}
+
+/// 1, inside the waiter: a handoff that reaches the waiter in time but
+///    runs out before the waiting thread can return it (here its retry's
+///    reply is late, 1.5 s, past the 1 s claim window: a process starved or
+///    frozen between the two does the same) is no hold: the waiter tries
+///    instead, finds the lock taken by the next in line (which took it when
+///    the claim window ended), and waits on; it never returns a guard for
+///    a hold that had run out while another holds the lock.
+#[test]
+fn a_handoff_that_runs_out_before_the_waiter_returns_is_not_a_hold() {
+    const RESPONSE: Duration = Duration::from_millis(500);
+    const CLAIM: Duration = Duration::from_millis(1000);
+    const LATE: Duration = Duration::from_millis(1500);
+    const NEXT_HOLD: Duration = Duration::from_millis(2000);
+    let server = TestServer::start();
+    let name = unique_name("handoff-faults:ran-out");
+    let hist = Hist::new(&format!("{name}:hist"));
+    let mut raw = server.connection();
+    let client = || {
+        Client::builder()
+            .redis_url(server.url())
+            .response_timeout(RESPONSE)
+            .build()
+            .unwrap()
+    };
+    let (holder, next) = (client(), client());
+    let base = client();
+    let slow = Slow::new(Arc::clone(base.backend()), Duration::ZERO);
+    *slow.acquire_delay.lock().unwrap() = LATE;
+    let waiter = Client::builder()
+        .backend(Arc::clone(&slow) as Arc<dyn LockBackend>)
+        .event_handler(Arc::new(NopEventHandler))
+        .build()
+        .unwrap();
+    // A thread that waits for the lock, holds it `hold` (recording it),
+    // and says its holder id first and when it got the lock.
+    let spawn = |lock: redisync::Lock, who: &'static str, hold: Duration| {
+        let (tx, rx) = mpsc::channel();
+        let mut conn = server.connection();
+        let hist = hist.clone();
+        let handle = thread::spawn(move || {
+            tx.send((lock.client().current_holder_id(), 0)).unwrap();
+            let guard = lock.lock().unwrap();
+            let enter_ns = mono_ns();
+            tx.send((String::new(), enter_ns)).unwrap();
+            let mut held = Held::new(who, guard, enter_ns);
+            thread::sleep(hold / 2);
+            held.increment(&mut conn, &hist);
+            thread::sleep(hold / 2);
+            held.finish(&mut conn, &hist);
+        });
+        let id = rx.recv_timeout(Duration::from_secs(5)).unwrap().0;
+        (id, rx, handle)
+    };
+
+    let guard = holder.lock(&name).lock().unwrap();
+    let mut held = Held::new("holder", guard, mono_ns());
+    held.increment(&mut raw, &hist);
+    let (waiter_id, waiter_rx, waiter_thread) =
+        spawn(waiter.lock(&name), "waiter", Duration::from_millis(100));
+    let waiter_channel = names_of(&name).channel(client_of(&waiter_id));
+    wait_until(
+        "the waiter queued, listens and retried",
+        READY_TIMEOUT,
+        || {
+            entry_of(&queue_entries(&mut raw, &name), &waiter_id).is_some()
+                && numsub(&mut raw, &waiter_channel) >= 1
+                && slow.acquires.load(Ordering::SeqCst) >= 2
+        },
+    );
+    let (next_id, next_rx, next_thread) = spawn(next.lock(&name), "next", NEXT_HOLD);
+    wait_until("the next waiter queued", READY_TIMEOUT, || {
+        entry_of(&queue_entries(&mut raw, &name), &next_id).is_some()
+    });
+    // Let both park after their retries.
+    thread::sleep(Duration::from_millis(200));
+    assert!(
+        queue_entries(&mut raw, &name)[0].ends_with(&format!("|{waiter_id}")),
+        "the waiter is the head, queued to be handed the lock outright: {:?}",
+        queue_entries(&mut raw, &name)
+    );
+
+    // A wake makes the waiter retry; that retry's reply comes 1.5 s late.
+    slow.late_acquires.store(1, Ordering::SeqCst);
+    redis::cmd("PUBLISH")
+        .arg(format!("redisson_lock__channel:{{{name}}}"))
+        .arg("0")
+        .query::<()>(&mut raw)
+        .unwrap();
+    wait_until("the waiter's late retry was sent", READY_TIMEOUT, || {
+        slow.late_sent.load(Ordering::SeqCst) == 1
+    });
+    // Meanwhile the release hands the waiter the lock.
+    let unlocked_ns = held.finish(&mut raw, &hist);
+    assert_eq!(
+        hgetall(&mut raw, &name),
+        HashMap::from([(waiter_id.clone(), "1".to_owned())]),
+        "handed to the waiter outright"
+    );
+    let next_ns = next_rx
+        .recv_timeout(CLAIM + Duration::from_secs(3))
+        .expect("the next waiter got the lock when the claim window ended")
+        .1;
+    eprintln!(
+        "ran out: the next waiter got the lock {:.1} ms after the unlock",
+        history::ms_between(unlocked_ns, next_ns)
+    );
+    let waiter_ns = waiter_rx
+        .recv_timeout(LATE + NEXT_HOLD + Duration::from_secs(5))
+        .expect("the waiter got the lock in the end")
+        .1;
+    eprintln!(
+        "ran out: the waiter got the lock {:.1} ms after the next one did",
+        history::ms_between(next_ns, waiter_ns)
+    );
+    next_thread.join().unwrap();
+    waiter_thread.join().unwrap();
+    hist.check(&mut raw, 3, "ran out");
+    assert!(!holder.lock(&name).is_locked().unwrap());
+    drop(base);
 }
 
 /// 4. A handoff message meant for an earlier wait of the same holder,
