@@ -483,6 +483,26 @@ fn finish_child(mut child: ChildProcess, what: &str) {
     );
 }
 
+/// Waits until every thread of process `pid` is stopped: SIGSTOP stops a
+/// process's threads one by one as each is next scheduled, so on a loaded
+/// machine one may still run for a while after `kill` returned.
+fn wait_stopped(pid: u32) {
+    wait_until(
+        "every thread of the frozen process is stopped",
+        Duration::from_secs(10),
+        || {
+            let tasks = std::fs::read_dir(format!("/proc/{pid}/task")).unwrap();
+            tasks.into_iter().all(|task| {
+                let stat =
+                    std::fs::read_to_string(task.unwrap().path().join("stat")).unwrap_or_default();
+                // The state follows the command name in parentheses.
+                stat.rsplit_once(") ")
+                    .is_some_and(|(_, rest)| rest.starts_with('T') || rest.starts_with('t'))
+            })
+        },
+    );
+}
+
 /// Sends `lock` to the child and waits until it is queued (and, when
 /// `listening`, its client is subscribed to its own handoff channel, so a
 /// release counts it as there). Returns its queue entry.
@@ -513,10 +533,12 @@ fn queue_child(
 ///    after the 30 s lease; the frozen waiter, resumed (SIGCONT) while the
 ///    third holds it, reads a handoff too old to trust, and never believes
 ///    it holds the lock while another does: it gets it after the third.
-///    (SIGSTOP stops a loaded process's threads one by one: its subscriber
-///    may read the handoff in time and the waiting thread return it only
-///    after SIGCONT, when it has run out; `a_handoff_that_runs_out_before_
-///    the_waiter_returns_is_not_a_hold` makes that exact.)
+///    (SIGSTOP stops a loaded process's threads one by one, so the test
+///    waits until all are stopped: otherwise its subscriber may read the
+///    handoff in time and the waiting thread find it only after SIGCONT,
+///    when it has run out, the case
+///    `a_handoff_that_runs_out_before_the_waiter_returns_is_not_a_hold`
+///    makes exact.)
 #[test]
 fn a_frozen_waiter_handed_the_lock_stalls_the_next_one_at_most_its_claim_window() {
     const RESPONSE: Duration = Duration::from_millis(500);
@@ -564,6 +586,7 @@ fn a_frozen_waiter_handed_the_lock_stalls_the_next_one_at_most_its_claim_window(
     );
 
     send_signal(frozen.pid(), "STOP");
+    wait_stopped(frozen.pid());
     let unlocked_ns = held.finish(&mut raw, &hist);
     // Handed to the frozen process: one hold, the claim window as TTL.
     assert_eq!(
