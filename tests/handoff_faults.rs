@@ -1079,7 +1079,7 @@ fn a_handoff_that_runs_out_before_the_waiter_returns_is_not_a_hold() {
     let unlocked_ns = held.finish(&mut raw, &hist);
     assert_eq!(
         hgetall(&mut raw, &name),
-        HashMap::from([(waiter_id.clone(), "1".to_owned())]),
+        HashMap::from([(waiter_id, "1".to_owned())]),
         "handed to the waiter outright"
     );
     let next_ns = next_rx

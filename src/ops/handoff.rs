@@ -10,7 +10,7 @@
 //! renews) or, for a waiter without a watchdog, reserves it (hold count 0
 //! for the claim window, taken by the waiter's next attempt); tells its
 //! client on `redisson_lock__channel:{name}:redisync:<client id>`
-//! (`h:<server ms>:<claim ms>:<holder id>` or `g:<holder id>`); and warns
+//! (`h:<server ms>:<claim ms>:<wait id>:<holder id>` or `g:<holder id>`); and warns
 //! the next in line (`n:<claim window ms>:<holder id>`), which rechecks when
 //! the window ends in case the chosen waiter never takes it. After
 //! `streak` handoffs in a row the lock is freed the usual way (unlock message
@@ -19,9 +19,9 @@
 //!
 //! | key / channel | type | contents | TTL |
 //! |---|---|---|---|
-//! | `{name}:redisync_waiters` | zset | holder id (`d|<holder id>`: may be handed the lock outright) → arrival (server µs) | 2 × lease + 60 s, renewed by each failed attempt |
+//! | `{name}:redisync_waiters` | zset | holder id (`d\|<wait id>\|<holder id>`: may be handed the lock outright) → arrival (server µs) | 2 × lease + 60 s, renewed by each failed attempt |
 //! | `{name}:redisync_handoffs` | string | handoffs in a row | the claim window |
-//! | `redisson_lock__channel:{name}:redisync:<client id>` | channel | `h:<server ms>:<claim ms>:<holder id>` = yours; `g:<holder id>` = reserved for you; `n:<ms>:<holder id>` = you are next | |
+//! | `redisson_lock__channel:{name}:redisync:<client id>` | channel | `h:<server ms>:<claim ms>:<wait id>:<holder id>` = yours; `g:<holder id>` = reserved for you; `n:<ms>:<holder id>` = you are next | |
 //!
 //! Redisson ignores all three: its scripts never read them, and a reserved
 //! hold looks to it like any held lock.
@@ -126,6 +126,7 @@ impl Queue {
 /// assert!(outcome.is_acquired());
 /// # Ok::<(), redisync::Error>(())
 /// ```
+#[allow(clippy::too_many_arguments)]
 pub fn acquire<B: LockBackend + ?Sized>(
     backend: &B,
     name: &str,
