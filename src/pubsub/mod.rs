@@ -210,6 +210,20 @@ impl Direct {
     }
 }
 
+/// What a grant means when its waiter's thread finds it: a hold another
+/// client handed it (with that TTL) is trusted, as a handoff message is,
+/// only for the first part of its window; found later (the waiter's retry
+/// answered late, its process starved or frozen meanwhile), it may have run
+/// out and the lock moved on, so it counts as a reservation: the waiter's
+/// attempt takes the hold if it is still there. A sibling's handoff (no
+/// TTL: the waiter's own lease) stands.
+fn granted(sent: Instant, ttl: Option<Duration>) -> Woken {
+    match ttl {
+        Some(ttl) if sent.elapsed() >= ttl / HANDED_TRUSTED_FOR => Woken::Reserved,
+        _ => Woken::Granted(sent, ttl),
+    }
+}
+
 /// How long an unclaimed direct message waits for its waiter to register
 /// (a failed attempt's registration follows it at once).
 const UNCLAIMED_FOR: Duration = Duration::from_secs(10);
@@ -747,7 +761,7 @@ impl Subscription {
             match waiter.grant {
                 Grant::Granted(sent, ttl) => {
                     waiter.grant = Grant::Open;
-                    return Woken::Granted(sent, ttl);
+                    return granted(sent, ttl);
                 }
                 Grant::Unknown => {
                     waiter.grant = Grant::Open;
@@ -790,7 +804,7 @@ impl Subscription {
                 match waiter.grant {
                     Grant::Granted(sent, ttl) => {
                         waiter.grant = Grant::Open;
-                        return Woken::Granted(sent, ttl);
+                        return granted(sent, ttl);
                     }
                     Grant::Offered => waiter.grant = Grant::Withdrawn,
                     _ => {}

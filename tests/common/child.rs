@@ -358,6 +358,29 @@ impl ChildProcess {
         }
     }
 
+    /// Waits up to `timeout` for a line containing `marker`; returns what
+    /// follows it, or `None` when none came in time (or the child exited):
+    /// for a test that must say itself why the line not coming is wrong.
+    pub fn line_within(&self, marker: &str, timeout: Duration) -> Option<String> {
+        self.first_line_of(&[marker], timeout).map(|(_, rest)| rest)
+    }
+
+    /// Waits up to `timeout` for a line containing one of `markers`;
+    /// returns which one (its index) and what follows it, or `None` when
+    /// none came in time (or the child exited).
+    pub fn first_line_of(&self, markers: &[&str], timeout: Duration) -> Option<(usize, String)> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            let line = self.lines.recv_timeout(left).ok()?;
+            for (i, marker) in markers.iter().enumerate() {
+                if let Some(at) = line.find(marker) {
+                    return Some((i, line[at + marker.len()..].trim().to_owned()));
+                }
+            }
+        }
+    }
+
     pub fn send(&mut self, line: &str) {
         let stdin = self.stdin.as_mut().expect("child stdin");
         writeln!(stdin, "{line}").expect("write to child stdin");
