@@ -529,8 +529,9 @@ fn queue_child(
 /// 1. A waiter process is frozen (SIGSTOP) after it queued; the holder in
 ///    this process unlocks and the release hands the frozen waiter the
 ///    lock outright (its connection still counts as listening). The third
-///    process, next in line, gets the lock when the claim window ends, not
-///    after the 30 s lease; the frozen waiter, resumed (SIGCONT) while the
+///    process, next in line, gets the lock soon after the claim window ends
+///    (a queued waiter retries at least once per claim window), not after
+///    the 30 s lease; the frozen waiter, resumed (SIGCONT) while the
 ///    third holds it, reads a handoff too old to trust, and never believes
 ///    it holds the lock while another does: it gets it after the third.
 ///    (SIGSTOP stops a loaded process's threads one by one, so the test
