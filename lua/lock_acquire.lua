@@ -31,6 +31,8 @@
 --          the waiter the lock outright, 'd|<wait id>|<holder id>' (a
 --          thread's watchdog hold, which its watchdog then renews); '' when
 --          it may only reserve it (the entry is then the holder id)
+-- With KEYS[3], the script runs after lua/window_prelude.lua (its
+--          window_now: the time is read once per script).
 -- Returns  nil when acquired (hold count + 1, TTL reset to the lease);
 --          otherwise the lock's remaining TTL in ms (PTTL; -1 = no expiry).
 --          A hold handed to this waiter by a release has count 0 until this
@@ -40,7 +42,7 @@
 local function note_client(clients, holder, lease)
     local client = string.match(holder, '^(.*):[^:]*$')
     if client then
-        local now = redis.call('time')
+        local now = window_now or redis.call('time')
         redis.call('zadd', clients, now[1] * 1000 + math.floor(now[2] / 1000), client)
         redis.call('pexpire', clients, 2 * tonumber(lease) + 60000)
     end
@@ -75,7 +77,7 @@ if ARGV[4] and ARGV[4] ~= '' then
     member = ARGV[4]
 end
 if KEYS[3] and not redis.call('zscore', KEYS[3], member) then
-    local now = redis.call('time')
+    local now = window_now or redis.call('time')
     redis.call('zadd', KEYS[3], now[1] * 1000000 + now[2], member)
     -- Outlives any wait between a waiter's attempts (each failed attempt
     -- renews it); a waiter whose entry expired rejoins at its next attempt.

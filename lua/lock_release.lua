@@ -35,6 +35,8 @@
 --          the queue (Redisson's) gets its turn; only if someone_else_listens()
 -- ARGV[10] with KEYS[4]: the local waiter's queue entry when it has one of
 --          the form 'd|<wait id>|<holder id>' (see lua/lock_acquire.lua), or ''
+-- With KEYS[4], the script runs after lua/window_prelude.lua (its
+--          window_now: the time is read once per script).
 -- Returns  nil = the holder does not hold it; 0 = one hold released, still held;
 --          1 = released and the unlock message published; 2 = released and
 --          handed to the waiter; 4 = as 1, after a streak of handoffs, for the
@@ -74,10 +76,14 @@ local done = redis.call('get', KEYS[3])
 if done and string.sub(done, 1, 5) ~= 'taken' then
     return tonumber(done)
 end
-if redis.call('hexists', KEYS[1], ARGV[3]) == 0 then
+-- The count in one read: the last hold (the common case) then needs no
+-- HINCRBY before the DEL. (A reserved hold, count 0, is a last one too.)
+local count = tonumber(redis.call('hget', KEYS[1], ARGV[3]))
+if not count then
     return nil
 end
-if redis.call('hincrby', KEYS[1], ARGV[3], -1) > 0 then
+if count > 1 then
+    redis.call('hincrby', KEYS[1], ARGV[3], -1)
     redis.call('pexpire', KEYS[1], ARGV[2])
     redis.call('set', KEYS[3], 0, 'px', ARGV[4])
     return 0
@@ -118,7 +124,7 @@ local function someone_else_listens()
     for _, member in ipairs(redis.call('zrange', KEYS[4], 0, 999)) do
         add(member)
     end
-    local now = redis.call('time')
+    local now = window_now or redis.call('time')
     local now_ms = now[1] * 1000 + math.floor(now[2] / 1000)
     local old = redis.call('zrangebyscore', KEYS[6], '-inf', now_ms - LATELY_MS, 'limit', 0, 1000)
     if #old > 0 then
@@ -165,7 +171,7 @@ if KEYS[4] then
             head = field
         end
         local client = string.match(head, '^(.*):[^:]*$')
-        local now = redis.call('time')
+        local now = window_now or redis.call('time')
         local now_ms = string.format('%d', now[1] * 1000 + math.floor(now[2] / 1000))
         local message = 'g:' .. head
         if outright then
