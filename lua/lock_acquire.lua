@@ -52,7 +52,9 @@ local bad = bad_bounded(ARGV[1], 'lease', 1, MAX_MS)
 if bad then
     return bad
 end
-local free = redis.call('exists', KEYS[1]) == 0
+-- PTTL rather than EXISTS: a failed attempt returns it, one call for both.
+local ttl = redis.call('pttl', KEYS[1])
+local free = ttl == -2
 local yielded = free and KEYS[5] and redis.call('get', KEYS[5]) == 'y'
 if (free and not yielded) or redis.call('hexists', KEYS[1], ARGV[2]) == 1 then
     -- The record first, only if absent: one call on the common path; one
@@ -76,9 +78,9 @@ local member = ARGV[2]
 if ARGV[4] and ARGV[4] ~= '' then
     member = ARGV[4]
 end
-if KEYS[3] and not redis.call('zscore', KEYS[3], member) then
-    local now = window_now or redis.call('time')
-    redis.call('zadd', KEYS[3], now[1] * 1000000 + now[2], member)
+local now = KEYS[3] and (window_now or redis.call('time'))
+-- NX: a waiter queued already keeps its place (and its arrival).
+if KEYS[3] and redis.call('zadd', KEYS[3], 'nx', now[1] * 1000000 + now[2], member) == 1 then
     -- Outlives any wait between a waiter's attempts (each failed attempt
     -- renews it); a waiter whose entry expired rejoins at its next attempt.
     redis.call('pexpire', KEYS[3], 2 * tonumber(ARGV[1]) + 60000)
@@ -87,4 +89,5 @@ end
 if yielded then
     return redis.call('pttl', KEYS[5])
 end
-return redis.call('pttl', KEYS[1])
+-- Nothing above changed the lock's TTL.
+return ttl

@@ -647,9 +647,13 @@ fn with_scores(members: &[(&[u8], f64)], scores: bool) -> Reply {
 }
 
 fn zadd(store: &mut Store, args: &[&[u8]]) -> Outcome {
-    let pairs = &args[1..];
-    if !pairs.len().is_multiple_of(2) {
-        // Also where NX, XX, GT, LT, CH or INCR would be: no script uses them.
+    // NX (only add new members) is the one flag a script uses.
+    let nx = args
+        .get(1)
+        .is_some_and(|flag| flag.eq_ignore_ascii_case(b"nx"));
+    let pairs = &args[1 + usize::from(nx)..];
+    if pairs.is_empty() || !pairs.len().is_multiple_of(2) {
+        // Also where XX, GT, LT, CH or INCR would be: no script uses them.
         return Err(error(SYNTAX));
     }
     let scores = pairs
@@ -659,6 +663,9 @@ fn zadd(store: &mut Store, args: &[&[u8]]) -> Outcome {
     let members = typed_or_insert(store, args[0], new_zset, as_zset)?;
     let mut added = 0;
     for (pair, score) in pairs.chunks_exact(2).zip(scores) {
+        if nx && members.contains_key(pair[1]) {
+            continue;
+        }
         if members.insert(pair[1].to_vec(), score).is_none() {
             added += 1;
         }
@@ -1002,6 +1009,11 @@ mod tests {
         assert_eq!(run(&mut s, "zincrby z -5 m"), bulk_of("-5"));
         assert_eq!(run(&mut s, "zadd z 7 n 0.1 o"), Reply::Int(2));
         assert_eq!(run(&mut s, "zadd z 3 n"), Reply::Int(0));
+        // NX adds new members only: n keeps its score 3.
+        assert_eq!(run(&mut s, "zadd y 3 n"), Reply::Int(1));
+        assert_eq!(run(&mut s, "zadd y nx 9 n 5 p"), Reply::Int(1));
+        assert_eq!(run(&mut s, "zscore y n"), bulk_of("3"));
+        assert_eq!(run(&mut s, "zadd y nx 1"), err(SYNTAX));
         assert_eq!(run(&mut s, "zadd z 1 a 2"), err(SYNTAX));
         assert_eq!(run(&mut s, "zadd z nan a"), err(NOT_FLOAT));
         assert_eq!(run(&mut s, "zadd z 1e400 a"), err(NOT_FLOAT));
