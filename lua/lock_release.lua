@@ -111,7 +111,7 @@ local LATELY_MS = 10000
 -- keeps the queue's attempts off it.
 local YIELD_MS = 100
 local yielded = false
-local function someone_else_listens()
+local function someone_else_listens(head)
     local seen, channels = {}, {}
     local function add(holder)
         local client = string.match(string.match(holder, '^d|[^|]*|(.*)$') or holder, '^(.*):[^:]*$')
@@ -121,6 +121,7 @@ local function someone_else_listens()
         end
     end
     add(ARGV[3])
+    add(head)
     for _, member in ipairs(redis.call('zrange', KEYS[4], 0, 999)) do
         add(member)
     end
@@ -145,17 +146,22 @@ if KEYS[4] then
     -- The head of the queue whose client still listens (PUBLISH counts
     -- the receivers: a client that is gone is passed over), a few at most.
     for _ = 1, 4 do
-        local head = redis.call('zrange', KEYS[4], 0, 0)[1]
+        -- Popped at once (one call for ZRANGE + ZREM): put back below if
+        -- the lock is freed instead.
+        local popped = redis.call('zpopmin', KEYS[4])
+        local head = popped[1]
         if not head then
             break
         end
         local streak = (tonumber(redis.call('get', KEYS[5])) or 0) + 1
         if streak > tonumber(ARGV[9]) then
-            if someone_else_listens() then
+            if someone_else_listens(head) then
                 -- Free it the usual way below (Redisson's waiters hear only
                 -- that), and keep the queue's own attempts off it for a
                 -- moment ('y', see lua/lock_acquire.lua): they would win
-                -- the race for it every time.
+                -- the race for it every time. The head keeps its place.
+                redis.call('zadd', KEYS[4], popped[2], head)
+                redis.call('pexpire', KEYS[4], 2 * tonumber(ARGV[2]) + 60000)
                 redis.call('set', KEYS[5], 'y', 'px', YIELD_MS)
                 yielded = true
                 break
@@ -163,7 +169,6 @@ if KEYS[4] then
             streak = 1
         end
         redis.call('set', KEYS[5], streak, 'px', ARGV[7])
-        redis.call('zrem', KEYS[4], head)
         -- 'd|<wait id>|<holder id>': handed outright, the wait named.
         local wait, field = string.match(head, '^d|([^|]*)|(.*)$')
         local outright = field ~= nil

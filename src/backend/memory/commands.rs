@@ -120,6 +120,7 @@ pub(super) fn execute(store: &mut Store, args: &[&[u8]]) -> Reply {
         b"zadd" => (-4, zadd),
         b"zcard" => (2, zcard),
         b"zincrby" => (4, zincrby),
+        b"zpopmin" => (2, zpopmin),
         b"zrange" => (-4, zrange),
         b"zrangebyscore" => (-4, zrangebyscore),
         b"zrem" => (-3, zrem),
@@ -688,6 +689,23 @@ fn zincrby(store: &mut Store, args: &[&[u8]]) -> Outcome {
     outcome
 }
 
+/// ZPOPMIN without COUNT (no script uses it): the first member and its
+/// score, removed; an empty array when there is none.
+fn zpopmin(store: &mut Store, args: &[&[u8]]) -> Outcome {
+    let Some(members) = typed(store, args[0], as_zset)? else {
+        return Ok(Reply::Array(Vec::new()));
+    };
+    let first = ordered(members)
+        .first()
+        .map(|(member, score)| (member.to_vec(), *score));
+    let Some((member, score)) = first else {
+        return Ok(Reply::Array(Vec::new()));
+    };
+    members.remove(&member);
+    store.keys.drop_if_empty(args[0]);
+    Ok(Reply::Array(vec![Reply::Bulk(member), score_reply(score)]))
+}
+
 fn zrem(store: &mut Store, args: &[&[u8]]) -> Outcome {
     let Some(members) = typed(store, args[0], as_zset)? else {
         return Ok(Reply::Int(0));
@@ -1014,6 +1032,11 @@ mod tests {
         assert_eq!(run(&mut s, "zadd y nx 9 n 5 p"), Reply::Int(1));
         assert_eq!(run(&mut s, "zscore y n"), bulk_of("3"));
         assert_eq!(run(&mut s, "zadd y nx 1"), err(SYNTAX));
+        // ZPOPMIN: the lowest score first; empty once the set is gone.
+        assert_eq!(run(&mut s, "zpopmin y"), bulks(&["n", "3"]));
+        assert_eq!(run(&mut s, "zpopmin y"), bulks(&["p", "5"]));
+        assert_eq!(run(&mut s, "zpopmin y"), Reply::Array(Vec::new()));
+        assert_eq!(run(&mut s, "exists y"), Reply::Int(0));
         assert_eq!(run(&mut s, "zadd z 1 a 2"), err(SYNTAX));
         assert_eq!(run(&mut s, "zadd z nan a"), err(NOT_FLOAT));
         assert_eq!(run(&mut s, "zadd z 1e400 a"), err(NOT_FLOAT));
