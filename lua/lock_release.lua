@@ -107,6 +107,10 @@ end
 -- by the others. A client that still listens but is not counted counts as
 -- other: the lock is then freed once more than needed, never less.
 local LATELY_MS = 10000
+-- How long a client's note (when it last queued) keeps it counted through
+-- its linger after being handed the lock: LATELY_MS less a linger of 2 s
+-- and a margin.
+local NOTED_FOR_US = 5000000
 -- How long a release that frees the lock for the waiters outside the queue
 -- keeps the queue's attempts off it.
 local YIELD_MS = 100
@@ -189,9 +193,15 @@ if KEYS[4] then
             -- waiter, whose next attempt takes it.
             redis.call('hset', KEYS[1], head, outright and 1 or 0)
             redis.call('pexpire', KEYS[1], ARGV[7])
-            -- It listens on for a while after its wait ends.
-            redis.call('zadd', KEYS[6], now_ms, client)
-            redis.call('pexpire', KEYS[6], 2 * tonumber(ARGV[2]) + 60000)
+            -- It listens on for a while after its wait ends (the
+            -- subscriber's linger, 2 s): counted among the clients that
+            -- waited lately until then. Its queuing noted it already (at
+            -- its arrival, the entry's score in µs), which covers that
+            -- unless it waited long.
+            if (now[1] * 1000000 + now[2]) - tonumber(popped[2]) > NOTED_FOR_US then
+                redis.call('zadd', KEYS[6], now_ms, client)
+                redis.call('pexpire', KEYS[6], 2 * tonumber(ARGV[2]) + 60000)
+            end
             redis.call('set', KEYS[3], 3, 'px', ARGV[4])
             return 3
         end
