@@ -33,8 +33,9 @@ use common::child::{
     env, env_ms, ms, parent_lines, raw_connection, spawn_ready,
 };
 use common::history::{self, Mode, Section, Write, mono_ns};
+use common::wrap::{Hook, Wrapped, assert_forwards_every_method};
 use common::{TestServer, hgetall, numsub, pttl, send_signal, unique_name, wait_until};
-use redisync::backend::{LockBackend, PubSubConnection, Reply, ScriptCall, ServerReply};
+use redisync::backend::{LockBackend, Reply, ScriptCall};
 use redisync::ops::handoff::{self, Queue};
 use redisync::ops::lock::{Acquire, Release};
 use redisync::{Client, LockGuard, NopEventHandler};
@@ -308,9 +309,10 @@ fn child_racer() {
 
 /// A store whose queue leaves are sent late, and which remembers how the
 /// latest one went (see [`child_racer`]); when armed, the replies of the
-/// next acquire attempts come late too (a slow round trip).
+/// next acquire attempts come late too (a slow round trip). Everything
+/// else is forwarded, by [`Wrapped`].
+#[derive(Default)]
 struct Slow {
-    inner: Arc<dyn LockBackend>,
     delay: Duration,
     last: Mutex<Option<String>>,
     /// How many of the next acquire replies come late, and how late.
@@ -322,28 +324,28 @@ struct Slow {
 }
 
 impl Slow {
-    fn new(inner: Arc<dyn LockBackend>, leave_delay: Duration) -> Arc<Slow> {
-        Arc::new(Slow {
-            inner,
+    fn new(inner: Arc<dyn LockBackend>, leave_delay: Duration) -> Arc<Wrapped<Slow>> {
+        let slow = Slow {
             delay: leave_delay,
-            last: Mutex::new(None),
-            late_acquires: AtomicU64::new(0),
-            acquire_delay: Mutex::new(Duration::ZERO),
-            acquires: AtomicU64::new(0),
-            late_sent: AtomicU64::new(0),
-        })
+            ..Slow::default()
+        };
+        Arc::new(Wrapped::around(inner, slow))
     }
 }
 
-impl LockBackend for Slow {
-    fn run_script(&self, call: &ScriptCall<'_>) -> redisync::Result<Reply> {
+impl Hook for Slow {
+    fn run_script(
+        &self,
+        inner: &dyn LockBackend,
+        call: &ScriptCall<'_>,
+    ) -> redisync::Result<Reply> {
         if call.script().id() == "lock_acquire" {
             self.acquires.fetch_add(1, Ordering::SeqCst);
             let late = self
                 .late_acquires
                 .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
                 .is_ok();
-            let reply = self.inner.run_script(call);
+            let reply = inner.run_script(call);
             if late {
                 self.late_sent.fetch_add(1, Ordering::SeqCst);
                 thread::sleep(*self.acquire_delay.lock().unwrap());
@@ -351,10 +353,10 @@ impl LockBackend for Slow {
             return reply;
         }
         if call.script().id() != "lock_leave_queue" {
-            return self.inner.run_script(call);
+            return inner.run_script(call);
         }
         thread::sleep(self.delay);
-        let reply = self.inner.run_script(call);
+        let reply = inner.run_script(call);
         *self.last.lock().unwrap() = Some(match &reply {
             Ok(reply) => reply
                 .as_int()
@@ -363,33 +365,11 @@ impl LockBackend for Slow {
         });
         reply
     }
+}
 
-    fn publish(&self, channel: &str, payload: &str) -> redisync::Result<()> {
-        self.inner.publish(channel, payload)
-    }
-
-    fn with_pubsub(
-        &self,
-        session: &mut dyn FnMut(&mut dyn PubSubConnection) -> redisync::Result<()>,
-    ) -> redisync::Result<()> {
-        self.inner.with_pubsub(session)
-    }
-
-    fn slot_of(&self, key: &str) -> Option<u16> {
-        self.inner.slot_of(key)
-    }
-
-    fn response_timeout(&self) -> Option<Duration> {
-        self.inner.response_timeout()
-    }
-
-    fn server_clock_offset_ms(&self) -> Option<i64> {
-        self.inner.server_clock_offset_ms()
-    }
-
-    fn server_command(&self, args: &[&str]) -> redisync::Result<Vec<ServerReply>> {
-        self.inner.server_command(args)
-    }
+#[test]
+fn the_slow_store_forwards_every_method() {
+    assert_forwards_every_method(Slow::default());
 }
 
 /// The waiter's loop (see [`child_waiter`]) on `client`.

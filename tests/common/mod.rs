@@ -41,6 +41,7 @@ pub mod process;
 pub mod redisson;
 #[cfg(feature = "tls")]
 pub mod tls;
+pub mod wrap;
 
 use redisync::backend::{LockBackend, Message, PubSubConnection, Reply, ScriptCall};
 
