@@ -106,6 +106,21 @@ fn the_hooked_store_forwards_every_method() {
     assert_forwards_every_method(Hooked::default());
 }
 
+/// The harness's `CountingBackend` (used by most conformance suites) too.
+#[test]
+fn the_counting_store_forwards_every_method() {
+    let counting = common::Counting::default();
+    assert_forwards_every_method(counting.clone());
+    for method in [
+        "test_forward_check",
+        "publish",
+        "with_pubsub",
+        "server_command",
+    ] {
+        assert_eq!(counting.calls(method), 1, "{method} counted once");
+    }
+}
+
 /// What the waiter thread sends: its holder id if it got the lock, and when.
 type WaiterResult = mpsc::Receiver<(Option<String>, Instant)>;
 

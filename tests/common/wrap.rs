@@ -1,10 +1,10 @@
 //! One forwarding [`LockBackend`] for the tests and benches that count,
 //! delay or fail a store's calls: [`Wrapped`] holds the real store and a
-//! [`Hook`]. The hook sees the calls it intercepts (scripts, publishes,
-//! pub/sub sessions; each forwarded as is unless the hook says otherwise),
-//! and `Wrapped` forwards every other method of the trait itself, the
-//! defaulted ones too (`slot_of`, `response_timeout`,
-//! `server_clock_offset_ms`, `server_command`). A wrapper that left one out
+//! [`Hook`]. The hook sees the round trips it intercepts (scripts,
+//! publishes, pub/sub sessions, plain server commands; each forwarded as
+//! is unless the hook says otherwise), and `Wrapped` forwards every other
+//! method of the trait itself, the defaulted ones too (`slot_of`,
+//! `response_timeout`, `server_clock_offset_ms`). A wrapper that left one out
 //! would fall back to the trait's default, and a client on it would behave
 //! unlike one on the real store: the wrong claim window, handoffs never
 //! dated by the server's clock, waiters queued on a cluster.
@@ -64,11 +64,20 @@ pub trait Hook: Send + Sync + 'static {
     fn with_pubsub(&self, inner: &dyn LockBackend, session: Session<'_>) -> redisync::Result<()> {
         inner.with_pubsub(session)
     }
+
+    /// A plain server command (the default sends it on `inner`).
+    fn server_command(
+        &self,
+        inner: &dyn LockBackend,
+        args: &[&str],
+    ) -> redisync::Result<Vec<ServerReply>> {
+        inner.server_command(args)
+    }
 }
 
 /// The real store behind a [`Hook`]: every [`LockBackend`] method goes to
-/// the hook (the three it may intercept) or straight to the store (all the
-/// others). Dereferences to the hook, so a test reads and sets its hook's
+/// the hook (the round trips it may intercept) or straight to the store
+/// (all the others). Dereferences to the hook, so a test reads and sets its hook's
 /// fields on the wrapped store itself. Clones share the store, and the
 /// hook's state as far as its `Clone` shares it.
 #[derive(Clone)]
@@ -111,7 +120,11 @@ impl<H: Hook> LockBackend for Wrapped<H> {
         self.hook.with_pubsub(&*self.inner, session)
     }
 
-    // Every method below has a default in the trait: forwarded all the
+    fn server_command(&self, args: &[&str]) -> redisync::Result<Vec<ServerReply>> {
+        self.hook.server_command(&*self.inner, args)
+    }
+
+    // The methods below have a default in the trait: forwarded all the
     // same, or the wrapped store would answer the default, not the store's.
 
     fn slot_of(&self, key: &str) -> Option<u16> {
@@ -124,10 +137,6 @@ impl<H: Hook> LockBackend for Wrapped<H> {
 
     fn server_clock_offset_ms(&self) -> Option<i64> {
         self.inner.server_clock_offset_ms()
-    }
-
-    fn server_command(&self, args: &[&str]) -> redisync::Result<Vec<ServerReply>> {
-        self.inner.server_command(args)
     }
 }
 
@@ -218,9 +227,9 @@ impl PubSubConnection for DistinctConnection {
 }
 
 /// Wraps a [`Distinct`] store behind `hook` and checks that the wrapped
-/// store answers every [`LockBackend`] method as the store does: the three
-/// a hook may intercept (given a script, a channel and a session the
-/// test's hooks leave alone) and every defaulted one. Panics naming the
+/// store answers every [`LockBackend`] method as the store does: the round
+/// trips a hook may intercept (given a script, a channel, a session and a
+/// command the test's hooks leave alone) and every other one. Panics naming the
 /// first method that differs.
 pub fn assert_forwards_every_method<H: Hook>(hook: H) {
     let store = Arc::new(Distinct::default());
