@@ -21,9 +21,9 @@ use std::sync::{Arc, Mutex, mpsc};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use common::wrap::{Hook, Wrapped, assert_forwards_every_method};
+use common::wrap::{Hook, Store, Wrapped, assert_forwards_every_method};
 use common::{Env, backend_tests, unique_name};
-use redisync::backend::{LockBackend, Reply, ScriptCall};
+use redisync::backend::{Reply, ScriptCall};
 use redisync::{Barrier, CancellationToken, Client};
 
 /// Upper bound for a wake-up that should take a few milliseconds.
@@ -95,11 +95,7 @@ impl Faulty {
 }
 
 impl Hook for Faulty {
-    fn run_script(
-        &self,
-        inner: &dyn LockBackend,
-        call: &ScriptCall<'_>,
-    ) -> redisync::Result<Reply> {
+    fn run_script(&self, inner: &Store, call: &ScriptCall<'_>) -> redisync::Result<Reply> {
         let id = call.script().id();
         *self.calls.lock().unwrap().entry(id.to_owned()).or_insert(0) += 1;
         if id != "barrier_arrive" {

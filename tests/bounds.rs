@@ -21,7 +21,7 @@ use std::sync::{Arc, Barrier};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use common::wrap::{Hook, Wrapped};
+use common::wrap::{Hook, Store, Wrapped};
 use common::{TestServer, unique_name, wait_until};
 use redisync::{Client, MultiLock, NopEventHandler, RedLock};
 
@@ -256,7 +256,7 @@ struct FreezeAfterAttempt {
 impl Hook for FreezeAfterAttempt {
     fn run_script(
         &self,
-        inner: &dyn redisync::backend::LockBackend,
+        inner: &Store,
         call: &redisync::backend::ScriptCall<'_>,
     ) -> redisync::Result<redisync::backend::Reply> {
         let reply = inner.run_script(call);

@@ -22,9 +22,9 @@ use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::Duration;
 
-use common::wrap::{Hook, Wrapped, assert_forwards_every_method};
+use common::wrap::{Hook, Store, Wrapped, assert_forwards_every_method};
 use common::{TestServer, unique_name, wait_until};
-use redisync::backend::{LockBackend, Reply, ScriptCall};
+use redisync::backend::{Reply, ScriptCall};
 use redisync::ops::expirable::ExpirableKeys;
 
 /// What a planned fault does to one call of a script.
@@ -66,11 +66,7 @@ impl Lossy {
 }
 
 impl Hook for Lossy {
-    fn run_script(
-        &self,
-        inner: &dyn LockBackend,
-        call: &ScriptCall<'_>,
-    ) -> redisync::Result<Reply> {
+    fn run_script(&self, inner: &Store, call: &ScriptCall<'_>) -> redisync::Result<Reply> {
         let id = call.script().id();
         self.calls.lock().unwrap().push(id);
         let fault = {

@@ -14,7 +14,7 @@ use std::sync::{Arc, Mutex, mpsc};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use common::wrap::{Hook, Wrapped, assert_forwards_every_method};
+use common::wrap::{Hook, Store, Wrapped, assert_forwards_every_method};
 use common::{Env, backend_tests, unique_name, wait_until};
 use redisync::backend::{LockBackend, Reply, ScriptCall};
 use redisync::{Client, NopEventHandler};
@@ -70,11 +70,7 @@ impl Hooked {
 }
 
 impl Hook for Hooked {
-    fn run_script(
-        &self,
-        inner: &dyn LockBackend,
-        call: &ScriptCall<'_>,
-    ) -> redisync::Result<Reply> {
+    fn run_script(&self, inner: &Store, call: &ScriptCall<'_>) -> redisync::Result<Reply> {
         // A release given a waiter (six arguments) is a handoff.
         let id = match call.script().id() {
             // Given a waiter of this client (ARGV[5], '' when none).

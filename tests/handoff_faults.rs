@@ -33,7 +33,7 @@ use common::child::{
     env, env_ms, ms, parent_lines, raw_connection, spawn_ready,
 };
 use common::history::{self, Mode, Section, Write, mono_ns};
-use common::wrap::{Hook, Wrapped, assert_forwards_every_method};
+use common::wrap::{Hook, Store, Wrapped, assert_forwards_every_method};
 use common::{TestServer, hgetall, numsub, pttl, send_signal, unique_name, wait_until};
 use redisync::backend::{LockBackend, Reply, ScriptCall};
 use redisync::ops::handoff::{self, Queue};
@@ -334,11 +334,7 @@ impl Slow {
 }
 
 impl Hook for Slow {
-    fn run_script(
-        &self,
-        inner: &dyn LockBackend,
-        call: &ScriptCall<'_>,
-    ) -> redisync::Result<Reply> {
+    fn run_script(&self, inner: &Store, call: &ScriptCall<'_>) -> redisync::Result<Reply> {
         if call.script().id() == "lock_acquire" {
             self.acquires.fetch_add(1, Ordering::SeqCst);
             let late = self

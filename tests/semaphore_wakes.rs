@@ -18,8 +18,8 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, mpsc};
 use std::time::{Duration, Instant};
 
-use common::wrap::{Hook, Session, Wrapped, assert_forwards_every_method};
-use redisync::backend::{LockBackend, Reply, ScriptCall};
+use common::wrap::{Hook, Session, Store, Wrapped, assert_forwards_every_method};
+use redisync::backend::{Reply, ScriptCall};
 #[test]
 fn two_threads_pass_a_one_permit_semaphore_without_stalling() {
     let server = common::TestServer::start();
@@ -121,11 +121,7 @@ impl Staged {
 }
 
 impl Hook for Staged {
-    fn run_script(
-        &self,
-        inner: &dyn LockBackend,
-        call: &ScriptCall<'_>,
-    ) -> redisync::Result<Reply> {
+    fn run_script(&self, inner: &Store, call: &ScriptCall<'_>) -> redisync::Result<Reply> {
         let thread = std::thread::current().name().unwrap_or("").to_owned();
         let reply = inner.run_script(call)?;
         if call.script().id() == "semaphore_try_acquire" {
@@ -142,7 +138,7 @@ impl Hook for Staged {
         Ok(reply)
     }
 
-    fn with_pubsub(&self, inner: &dyn LockBackend, session: Session<'_>) -> redisync::Result<()> {
+    fn with_pubsub(&self, inner: &Store, session: Session<'_>) -> redisync::Result<()> {
         if self.sessions.fetch_add(1, Ordering::SeqCst) > 0 {
             let (gate, cond) = &*self.gate;
             let mut state = gate.lock().unwrap();

@@ -3,7 +3,7 @@
 //! `PUBLISH`es. The multi-process bench builds its children's clients on
 //! it to count failed acquire attempts, which no public counter reports.
 //!
-//! Every other [`LockBackend`] method is forwarded as is, the defaulted
+//! Every other [`LockBackend`](redisync::backend::LockBackend) method is forwarded as is, the defaulted
 //! ones too (by `tests/common/wrap.rs`, which the tests' wrappers share),
 //! so a client on it behaves as one built with `redis_url` (only the
 //! connections' `CLIENT SETNAME` differs: the backend's own name). The
@@ -14,9 +14,9 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
 use redisync::RedisBackend;
-use redisync::backend::{LockBackend, Reply, ScriptCall};
+use redisync::backend::{Reply, ScriptCall};
 
-use crate::common::wrap::{Hook, Wrapped};
+use crate::common::wrap::{Hook, Store, Wrapped};
 
 /// One script's calls, by how they answered.
 #[derive(Debug, Clone, Copy, Default)]
@@ -94,11 +94,7 @@ impl Counter {
 }
 
 impl Hook for Counter {
-    fn run_script(
-        &self,
-        inner: &dyn LockBackend,
-        call: &ScriptCall<'_>,
-    ) -> redisync::Result<Reply> {
+    fn run_script(&self, inner: &Store, call: &ScriptCall<'_>) -> redisync::Result<Reply> {
         let reply = inner.run_script(call);
         let mut counts = self.counts.lock().unwrap_or_else(|e| e.into_inner());
         let count = counts.scripts.entry(call.script().id()).or_default();
@@ -111,12 +107,7 @@ impl Hook for Counter {
         reply
     }
 
-    fn publish(
-        &self,
-        inner: &dyn LockBackend,
-        channel: &str,
-        payload: &str,
-    ) -> redisync::Result<()> {
+    fn publish(&self, inner: &Store, channel: &str, payload: &str) -> redisync::Result<()> {
         self.counts
             .lock()
             .unwrap_or_else(|e| e.into_inner())

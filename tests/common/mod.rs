@@ -1030,11 +1030,7 @@ impl wrap::Hook for Counting {
     /// forwarded; while [`lose_release_replies`](Self::lose_release_replies)
     /// has some left, a reentrant lock release is applied and its reply
     /// replaced by a connection error.
-    fn run_script(
-        &self,
-        inner: &dyn LockBackend,
-        call: &ScriptCall<'_>,
-    ) -> redisync::Result<Reply> {
+    fn run_script(&self, inner: &wrap::Store, call: &ScriptCall<'_>) -> redisync::Result<Reply> {
         self.enter(call.script().id())?;
         let reply = inner.run_script(call)?;
         let lost = call.script().id() == "lock_release"
@@ -1051,22 +1047,13 @@ impl wrap::Hook for Counting {
         Ok(reply)
     }
 
-    fn publish(
-        &self,
-        inner: &dyn LockBackend,
-        channel: &str,
-        payload: &str,
-    ) -> redisync::Result<()> {
+    fn publish(&self, inner: &wrap::Store, channel: &str, payload: &str) -> redisync::Result<()> {
         self.enter("publish")?;
         inner.publish(channel, payload)
     }
 
     /// Forwarded, with the session's connection behind the outage switch.
-    fn with_pubsub(
-        &self,
-        inner: &dyn LockBackend,
-        session: wrap::Session<'_>,
-    ) -> redisync::Result<()> {
+    fn with_pubsub(&self, inner: &wrap::Store, session: wrap::Session<'_>) -> redisync::Result<()> {
         self.enter("with_pubsub")?;
         let down = &*self.down;
         inner.with_pubsub(&mut |conn| {
@@ -1077,7 +1064,7 @@ impl wrap::Hook for Counting {
 
     fn server_command(
         &self,
-        inner: &dyn LockBackend,
+        inner: &wrap::Store,
         args: &[&str],
     ) -> redisync::Result<Vec<redisync::backend::ServerReply>> {
         self.enter("server_command")?;

@@ -1,22 +1,23 @@
 //! One forwarding [`LockBackend`] for the tests and benches that count,
 //! delay or fail a store's calls: [`Wrapped`] holds the real store and a
-//! [`Hook`]. The hook sees the round trips it intercepts (scripts,
+//! [`Hook`]. The hook sees the round trips it may intercept (scripts,
 //! publishes, pub/sub sessions, plain server commands; each forwarded as
 //! is unless the hook says otherwise), and `Wrapped` forwards every other
 //! method of the trait itself, the defaulted ones too (`slot_of`,
-//! `response_timeout`, `server_clock_offset_ms`). A wrapper that left one out
-//! would fall back to the trait's default, and a client on it would behave
-//! unlike one on the real store: the wrong claim window, handoffs never
-//! dated by the server's clock, waiters queued on a cluster.
+//! `response_timeout`, `server_clock_offset_ms`). A wrapper that left one
+//! out would fall back to the trait's default, and a client on it would
+//! behave unlike one on the real store: the wrong claim window, handoffs
+//! never dated by the server's clock, waiters queued on a cluster.
 //!
-//! When `LockBackend` gains a method, forward it in `Wrapped` and check it
-//! in [`assert_forwards_every_method`]; every test file with a hook calls
-//! that once.
+//! When `LockBackend` gains a method, forward it in `Wrapped` (or give
+//! `Hook` a forwarding default for it) and check it in
+//! [`assert_forwards_every_method`], which every test file with a hook
+//! calls for it.
 //!
 //! ```ignore
 //! struct Counting(AtomicU64);
 //! impl Hook for Counting {
-//!     fn run_script(&self, inner: &dyn LockBackend, call: &ScriptCall<'_>) -> redisync::Result<Reply> {
+//!     fn run_script(&self, inner: &Store, call: &ScriptCall<'_>) -> redisync::Result<Reply> {
 //!         self.0.fetch_add(1, Ordering::SeqCst);
 //!         inner.run_script(call)
 //!     }
@@ -34,6 +35,9 @@ use redisync::backend::{
     Effect, LockBackend, Message, PubSubConnection, Reply, Resend, Script, ScriptCall, ServerReply,
 };
 
+/// The real store, as a [`Hook`] is given it.
+pub type Store = dyn LockBackend;
+
 /// A pub/sub session, as [`LockBackend::with_pubsub`] lends it.
 pub type Session<'a> = &'a mut dyn FnMut(&mut dyn PubSubConnection) -> redisync::Result<()>;
 
@@ -42,44 +46,31 @@ pub type Session<'a> = &'a mut dyn FnMut(&mut dyn PubSubConnection) -> redisync:
 /// unchanged, so a hook overrides only what it intercepts.
 pub trait Hook: Send + Sync + 'static {
     /// A script call (the default runs it on `inner`).
-    fn run_script(
-        &self,
-        inner: &dyn LockBackend,
-        call: &ScriptCall<'_>,
-    ) -> redisync::Result<Reply> {
+    fn run_script(&self, inner: &Store, call: &ScriptCall<'_>) -> redisync::Result<Reply> {
         inner.run_script(call)
     }
 
     /// A plain `PUBLISH` (the default sends it on `inner`).
-    fn publish(
-        &self,
-        inner: &dyn LockBackend,
-        channel: &str,
-        payload: &str,
-    ) -> redisync::Result<()> {
+    fn publish(&self, inner: &Store, channel: &str, payload: &str) -> redisync::Result<()> {
         inner.publish(channel, payload)
     }
 
     /// A pub/sub session (the default opens it on `inner`).
-    fn with_pubsub(&self, inner: &dyn LockBackend, session: Session<'_>) -> redisync::Result<()> {
+    fn with_pubsub(&self, inner: &Store, session: Session<'_>) -> redisync::Result<()> {
         inner.with_pubsub(session)
     }
 
     /// A plain server command (the default sends it on `inner`).
-    fn server_command(
-        &self,
-        inner: &dyn LockBackend,
-        args: &[&str],
-    ) -> redisync::Result<Vec<ServerReply>> {
+    fn server_command(&self, inner: &Store, args: &[&str]) -> redisync::Result<Vec<ServerReply>> {
         inner.server_command(args)
     }
 }
 
 /// The real store behind a [`Hook`]: every [`LockBackend`] method goes to
 /// the hook (the round trips it may intercept) or straight to the store
-/// (all the others). Dereferences to the hook, so a test reads and sets its hook's
-/// fields on the wrapped store itself. Clones share the store, and the
-/// hook's state as far as its `Clone` shares it.
+/// (all the others). Dereferences to the hook, so a test reads and sets
+/// its hook's fields on the wrapped store itself. Clones share the store,
+/// and the hook's state as far as its `Clone` shares it.
 #[derive(Clone)]
 pub struct Wrapped<H> {
     inner: Arc<dyn LockBackend>,
