@@ -21,8 +21,9 @@ use std::sync::{Arc, Mutex, mpsc};
 use std::thread;
 use std::time::{Duration, Instant};
 
+use common::wrap::{Hook, Store, Wrapped, assert_forwards_every_method};
 use common::{Env, backend_tests, unique_name};
-use redisync::backend::{LockBackend, PubSubConnection, Reply, ScriptCall};
+use redisync::backend::{Reply, ScriptCall};
 use redisync::{Barrier, CancellationToken, Client};
 
 /// Upper bound for a wake-up that should take a few milliseconds.
@@ -58,11 +59,11 @@ enum Fault {
     LoseNextReply,
 }
 
-/// A store in front of the test's store that counts script calls and
-/// plays [`Fault`]s on `barrier_arrive`.
+/// What a store in front of the test's store does: counts script calls
+/// and plays [`Fault`]s on `barrier_arrive` (everything else is forwarded,
+/// by [`Wrapped`]). Clones share the counts and the fault.
 #[derive(Clone)]
 struct Faulty {
-    inner: Arc<dyn LockBackend>,
     fault: Arc<Mutex<Fault>>,
     calls: Arc<Mutex<HashMap<String, u64>>>,
     /// The record key of the last arrival whose reply was lost.
@@ -70,13 +71,16 @@ struct Faulty {
 }
 
 impl Faulty {
-    fn client(env: &Env, other: &Client, fault: Fault) -> (Client, Faulty) {
-        let faulty = Faulty {
-            inner: Arc::clone(other.backend()),
+    fn new(fault: Fault) -> Faulty {
+        Faulty {
             fault: Arc::new(Mutex::new(fault)),
             calls: Arc::default(),
             lost_record: Arc::default(),
-        };
+        }
+    }
+
+    fn client(env: &Env, other: &Client, fault: Fault) -> (Client, Wrapped<Faulty>) {
+        let faulty = Wrapped::around(Arc::clone(other.backend()), Faulty::new(fault));
         let client = env
             .builder()
             .shared_backend(Arc::new(faulty.clone()))
@@ -90,25 +94,25 @@ impl Faulty {
     }
 }
 
-impl LockBackend for Faulty {
-    fn run_script(&self, call: &ScriptCall<'_>) -> redisync::Result<Reply> {
+impl Hook for Faulty {
+    fn run_script(&self, inner: &Store, call: &ScriptCall<'_>) -> redisync::Result<Reply> {
         let id = call.script().id();
         *self.calls.lock().unwrap().entry(id.to_owned()).or_insert(0) += 1;
         if id != "barrier_arrive" {
-            return self.inner.run_script(call);
+            return inner.run_script(call);
         }
         let fault = *self.fault.lock().unwrap();
         match fault {
-            Fault::None => self.inner.run_script(call),
+            Fault::None => inner.run_script(call),
             Fault::Resend => {
-                let first = self.inner.run_script(call)?;
-                let second = self.inner.run_script(call)?;
+                let first = inner.run_script(call)?;
+                let second = inner.run_script(call)?;
                 assert_eq!(first, second, "a resent arrival replied otherwise");
                 Ok(second)
             }
             Fault::LoseNextReply => {
                 *self.fault.lock().unwrap() = Fault::None;
-                self.inner.run_script(call)?;
+                inner.run_script(call)?;
                 *self.lost_record.lock().unwrap() = Some(call.keys()[2].to_string());
                 Err(redisync::Error::backend(
                     "connection reset before the reply (test)",
@@ -117,24 +121,12 @@ impl LockBackend for Faulty {
             }
         }
     }
+}
 
-    fn publish(&self, channel: &str, payload: &str) -> redisync::Result<()> {
-        self.inner.publish(channel, payload)
-    }
-
-    fn with_pubsub(
-        &self,
-        session: &mut dyn FnMut(&mut dyn PubSubConnection) -> redisync::Result<()>,
-    ) -> redisync::Result<()> {
-        self.inner.with_pubsub(session)
-    }
-
-    fn slot_of(&self, key: &str) -> Option<u16> {
-        self.inner.slot_of(key)
-    }
-
-    fn response_timeout(&self) -> Option<Duration> {
-        self.inner.response_timeout()
+#[test]
+fn the_faulty_store_forwards_every_method() {
+    for fault in [Fault::None, Fault::Resend, Fault::LoseNextReply] {
+        assert_forwards_every_method(Faulty::new(fault));
     }
 }
 

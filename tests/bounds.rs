@@ -21,6 +21,7 @@ use std::sync::{Arc, Barrier};
 use std::thread;
 use std::time::{Duration, Instant};
 
+use common::wrap::{Hook, Store, Wrapped};
 use common::{TestServer, unique_name, wait_until};
 use redisync::{Client, MultiLock, NopEventHandler, RedLock};
 
@@ -243,22 +244,22 @@ fn redlock_releases_a_majority_that_outlived_its_lease() {
     drop(frozen);
 }
 
-/// A [`RedisBackend`](redisync::RedisBackend) that freezes its server
-/// (SIGSTOP) right after the first lock attempt the test arms it for
-/// returns: the waiter then subscribes, and waits for a confirmation, with
-/// the server frozen.
+/// Around a [`RedisBackend`](redisync::RedisBackend) (which [`Wrapped`]
+/// forwards everything else to): freezes its server (SIGSTOP) right after
+/// the first lock attempt the test arms it for returns: the waiter then
+/// subscribes, and waits for a confirmation, with the server frozen.
 struct FreezeAfterAttempt {
-    inner: redisync::RedisBackend,
     pid: u32,
     armed: std::sync::atomic::AtomicBool,
 }
 
-impl redisync::backend::LockBackend for FreezeAfterAttempt {
+impl Hook for FreezeAfterAttempt {
     fn run_script(
         &self,
+        inner: &Store,
         call: &redisync::backend::ScriptCall<'_>,
     ) -> redisync::Result<redisync::backend::Reply> {
-        let reply = self.inner.run_script(call);
+        let reply = inner.run_script(call);
         if call.script().id() == "lock_acquire"
             && self.armed.swap(false, std::sync::atomic::Ordering::SeqCst)
         {
@@ -266,19 +267,15 @@ impl redisync::backend::LockBackend for FreezeAfterAttempt {
         }
         reply
     }
+}
 
-    fn publish(&self, channel: &str, payload: &str) -> redisync::Result<()> {
-        self.inner.publish(channel, payload)
-    }
-
-    fn with_pubsub(
-        &self,
-        session: &mut dyn FnMut(
-            &mut dyn redisync::backend::PubSubConnection,
-        ) -> redisync::Result<()>,
-    ) -> redisync::Result<()> {
-        self.inner.with_pubsub(session)
-    }
+#[test]
+fn the_freezing_store_forwards_every_method() {
+    // Not armed: it freezes nothing.
+    common::wrap::assert_forwards_every_method(FreezeAfterAttempt {
+        pid: 0,
+        armed: std::sync::atomic::AtomicBool::new(false),
+    });
 }
 
 /// Subscribe: a waiter whose first attempt found the lock held subscribes
@@ -306,11 +303,11 @@ fn wait_subscribing(
     name: &str,
     warm: &str,
 ) {
-    let backend = Arc::new(FreezeAfterAttempt {
-        inner,
+    let freeze = FreezeAfterAttempt {
         pid,
         armed: std::sync::atomic::AtomicBool::new(false),
-    });
+    };
+    let backend = Arc::new(Wrapped::around(Arc::new(inner), freeze));
     let waiter = Client::builder()
         .shared_backend(backend.clone())
         .event_handler(Arc::new(NopEventHandler))

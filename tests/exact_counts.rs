@@ -22,8 +22,9 @@ use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::Duration;
 
+use common::wrap::{Hook, Store, Wrapped, assert_forwards_every_method};
 use common::{TestServer, unique_name, wait_until};
-use redisync::backend::{LockBackend, PubSubConnection, Reply, ScriptCall};
+use redisync::backend::{Reply, ScriptCall};
 use redisync::ops::expirable::ExpirableKeys;
 
 /// What a planned fault does to one call of a script.
@@ -35,25 +36,16 @@ enum Fault {
     LoseRequest,
 }
 
-/// A store that applies planned faults to the next calls of given scripts
-/// and forwards everything else. Clones share the plan.
-#[derive(Clone)]
+/// Applies planned faults to the next calls of given scripts; everything
+/// else is forwarded (by [`Wrapped`]). Clones share the plan.
+#[derive(Clone, Default)]
 struct Lossy {
-    inner: Arc<dyn LockBackend>,
     plan: Arc<Mutex<Vec<(&'static str, Fault)>>>,
     /// Calls per script id, faulted ones included.
     calls: Arc<Mutex<Vec<&'static str>>>,
 }
 
 impl Lossy {
-    fn new(inner: Arc<dyn LockBackend>) -> Lossy {
-        Lossy {
-            inner,
-            plan: Arc::default(),
-            calls: Arc::default(),
-        }
-    }
-
     /// The next call of script `id` meets `fault` (in the order planned).
     fn plan(&self, id: &'static str, fault: Fault) {
         self.plan.lock().unwrap().push((id, fault));
@@ -73,8 +65,8 @@ impl Lossy {
     }
 }
 
-impl LockBackend for Lossy {
-    fn run_script(&self, call: &ScriptCall<'_>) -> redisync::Result<Reply> {
+impl Hook for Lossy {
+    fn run_script(&self, inner: &Store, call: &ScriptCall<'_>) -> redisync::Result<Reply> {
         let id = call.script().id();
         self.calls.lock().unwrap().push(id);
         let fault = {
@@ -87,29 +79,27 @@ impl LockBackend for Lossy {
         match fault {
             Some(Fault::LoseRequest) => Err(lost()),
             Some(Fault::LoseReply) => {
-                self.inner.run_script(call)?;
+                inner.run_script(call)?;
                 Err(lost())
             }
-            None => self.inner.run_script(call),
+            None => inner.run_script(call),
         }
-    }
-
-    fn publish(&self, channel: &str, payload: &str) -> redisync::Result<()> {
-        self.inner.publish(channel, payload)
-    }
-
-    fn with_pubsub(
-        &self,
-        session: &mut dyn FnMut(&mut dyn PubSubConnection) -> redisync::Result<()>,
-    ) -> redisync::Result<()> {
-        self.inner.with_pubsub(session)
     }
 }
 
+#[test]
+fn the_lossy_store_forwards_every_method() {
+    // With faults planned for other scripts: they stay planned.
+    let lossy = Lossy::default();
+    lossy.plan("semaphore_add", Fault::LoseReply);
+    assert_forwards_every_method(lossy.clone());
+    assert_eq!(lossy.planned(), 1);
+}
+
 /// A client on `server` through a [`Lossy`] store.
-fn lossy_client(server: &TestServer) -> (redisync::Client, Lossy) {
+fn lossy_client(server: &TestServer) -> (redisync::Client, Wrapped<Lossy>) {
     let backend = redisync::RedisBackend::open(&server.url()).unwrap();
-    let lossy = Lossy::new(Arc::new(backend));
+    let lossy = Wrapped::around(Arc::new(backend), Lossy::default());
     let client = redisync::Client::builder()
         .backend(lossy.clone())
         .build()

@@ -14,8 +14,9 @@ use std::sync::{Arc, Mutex, mpsc};
 use std::thread;
 use std::time::{Duration, Instant};
 
+use common::wrap::{Hook, Store, Wrapped, assert_forwards_every_method};
 use common::{Env, backend_tests, unique_name, wait_until};
-use redisync::backend::{LockBackend, PubSubConnection, Reply, ScriptCall};
+use redisync::backend::{LockBackend, Reply, ScriptCall};
 use redisync::{Client, NopEventHandler};
 
 backend_tests!(
@@ -48,23 +49,19 @@ fn delete_behind_the_clients_back(client: &Client, key: &str) {
     assert_eq!(deleted.as_int(), Some(1), "the lock's hash existed");
 }
 
-/// Forwards to a store, counting scripts by id; can delay the handoff
-/// script and lose its replies after applying it (a dropped connection).
+/// Counts scripts by id; can delay the handoff script and lose its
+/// replies after applying it (a dropped connection). Everything else is
+/// forwarded, by [`Wrapped`].
+#[derive(Default)]
 struct Hooked {
-    inner: Arc<dyn LockBackend>,
     calls: Mutex<HashMap<&'static str, u64>>,
     delay_handoff: Mutex<Duration>,
     lose_handoff_replies: AtomicU64,
 }
 
 impl Hooked {
-    fn new(inner: Arc<dyn LockBackend>) -> Arc<Hooked> {
-        Arc::new(Hooked {
-            inner,
-            calls: Mutex::new(HashMap::new()),
-            delay_handoff: Mutex::new(Duration::ZERO),
-            lose_handoff_replies: AtomicU64::new(0),
-        })
+    fn new(inner: Arc<dyn LockBackend>) -> Arc<Wrapped<Hooked>> {
+        Arc::new(Wrapped::around(inner, Hooked::default()))
     }
 
     fn calls(&self, id: &str) -> u64 {
@@ -72,8 +69,8 @@ impl Hooked {
     }
 }
 
-impl LockBackend for Hooked {
-    fn run_script(&self, call: &ScriptCall<'_>) -> redisync::Result<Reply> {
+impl Hook for Hooked {
+    fn run_script(&self, inner: &Store, call: &ScriptCall<'_>) -> redisync::Result<Reply> {
         // A release given a waiter (six arguments) is a handoff.
         let id = match call.script().id() {
             // Given a waiter of this client (ARGV[5], '' when none).
@@ -86,7 +83,7 @@ impl LockBackend for Hooked {
         if id == "handoff" {
             let delay = *self.delay_handoff.lock().unwrap();
             thread::sleep(delay);
-            let reply = self.inner.run_script(call)?;
+            let reply = inner.run_script(call)?;
             let lost = self
                 .lose_handoff_replies
                 .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
@@ -96,22 +93,27 @@ impl LockBackend for Hooked {
             }
             return Ok(reply);
         }
-        self.inner.run_script(call)
+        inner.run_script(call)
     }
+}
 
-    fn publish(&self, channel: &str, payload: &str) -> redisync::Result<()> {
-        self.inner.publish(channel, payload)
-    }
+#[test]
+fn the_hooked_store_forwards_every_method() {
+    assert_forwards_every_method(Hooked::default());
+}
 
-    fn with_pubsub(
-        &self,
-        session: &mut dyn FnMut(&mut dyn PubSubConnection) -> redisync::Result<()>,
-    ) -> redisync::Result<()> {
-        self.inner.with_pubsub(session)
-    }
-
-    fn slot_of(&self, key: &str) -> Option<u16> {
-        self.inner.slot_of(key)
+/// The harness's `CountingBackend` (used by most conformance suites) too.
+#[test]
+fn the_counting_store_forwards_every_method() {
+    let counting = common::Counting::default();
+    assert_forwards_every_method(counting.clone());
+    for method in [
+        "test_forward_check",
+        "publish",
+        "with_pubsub",
+        "server_command",
+    ] {
+        assert_eq!(counting.calls(method), 1, "{method} counted once");
     }
 }
 
@@ -119,7 +121,7 @@ impl LockBackend for Hooked {
 type WaiterResult = mpsc::Receiver<(Option<String>, Instant)>;
 
 /// A client on `env`'s store through a [`Hooked`] backend.
-fn hooked_client(env: &Env) -> (Client, Arc<Hooked>) {
+fn hooked_client(env: &Env) -> (Client, Arc<Wrapped<Hooked>>) {
     let base = env.client();
     let hooked = Hooked::new(Arc::clone(base.backend()));
     let client = Client::builder()

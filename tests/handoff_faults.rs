@@ -33,8 +33,9 @@ use common::child::{
     env, env_ms, ms, parent_lines, raw_connection, spawn_ready,
 };
 use common::history::{self, Mode, Section, Write, mono_ns};
+use common::wrap::{Hook, Store, Wrapped, assert_forwards_every_method};
 use common::{TestServer, hgetall, numsub, pttl, send_signal, unique_name, wait_until};
-use redisync::backend::{LockBackend, PubSubConnection, Reply, ScriptCall, ServerReply};
+use redisync::backend::{LockBackend, Reply, ScriptCall};
 use redisync::ops::handoff::{self, Queue};
 use redisync::ops::lock::{Acquire, Release};
 use redisync::{Client, LockGuard, NopEventHandler};
@@ -308,9 +309,10 @@ fn child_racer() {
 
 /// A store whose queue leaves are sent late, and which remembers how the
 /// latest one went (see [`child_racer`]); when armed, the replies of the
-/// next acquire attempts come late too (a slow round trip).
+/// next acquire attempts come late too (a slow round trip). Everything
+/// else is forwarded, by [`Wrapped`].
+#[derive(Default)]
 struct Slow {
-    inner: Arc<dyn LockBackend>,
     delay: Duration,
     last: Mutex<Option<String>>,
     /// How many of the next acquire replies come late, and how late.
@@ -322,28 +324,24 @@ struct Slow {
 }
 
 impl Slow {
-    fn new(inner: Arc<dyn LockBackend>, leave_delay: Duration) -> Arc<Slow> {
-        Arc::new(Slow {
-            inner,
+    fn new(inner: Arc<dyn LockBackend>, leave_delay: Duration) -> Arc<Wrapped<Slow>> {
+        let slow = Slow {
             delay: leave_delay,
-            last: Mutex::new(None),
-            late_acquires: AtomicU64::new(0),
-            acquire_delay: Mutex::new(Duration::ZERO),
-            acquires: AtomicU64::new(0),
-            late_sent: AtomicU64::new(0),
-        })
+            ..Slow::default()
+        };
+        Arc::new(Wrapped::around(inner, slow))
     }
 }
 
-impl LockBackend for Slow {
-    fn run_script(&self, call: &ScriptCall<'_>) -> redisync::Result<Reply> {
+impl Hook for Slow {
+    fn run_script(&self, inner: &Store, call: &ScriptCall<'_>) -> redisync::Result<Reply> {
         if call.script().id() == "lock_acquire" {
             self.acquires.fetch_add(1, Ordering::SeqCst);
             let late = self
                 .late_acquires
                 .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
                 .is_ok();
-            let reply = self.inner.run_script(call);
+            let reply = inner.run_script(call);
             if late {
                 self.late_sent.fetch_add(1, Ordering::SeqCst);
                 thread::sleep(*self.acquire_delay.lock().unwrap());
@@ -351,10 +349,10 @@ impl LockBackend for Slow {
             return reply;
         }
         if call.script().id() != "lock_leave_queue" {
-            return self.inner.run_script(call);
+            return inner.run_script(call);
         }
         thread::sleep(self.delay);
-        let reply = self.inner.run_script(call);
+        let reply = inner.run_script(call);
         *self.last.lock().unwrap() = Some(match &reply {
             Ok(reply) => reply
                 .as_int()
@@ -363,33 +361,11 @@ impl LockBackend for Slow {
         });
         reply
     }
+}
 
-    fn publish(&self, channel: &str, payload: &str) -> redisync::Result<()> {
-        self.inner.publish(channel, payload)
-    }
-
-    fn with_pubsub(
-        &self,
-        session: &mut dyn FnMut(&mut dyn PubSubConnection) -> redisync::Result<()>,
-    ) -> redisync::Result<()> {
-        self.inner.with_pubsub(session)
-    }
-
-    fn slot_of(&self, key: &str) -> Option<u16> {
-        self.inner.slot_of(key)
-    }
-
-    fn response_timeout(&self) -> Option<Duration> {
-        self.inner.response_timeout()
-    }
-
-    fn server_clock_offset_ms(&self) -> Option<i64> {
-        self.inner.server_clock_offset_ms()
-    }
-
-    fn server_command(&self, args: &[&str]) -> redisync::Result<Vec<ServerReply>> {
-        self.inner.server_command(args)
-    }
+#[test]
+fn the_slow_store_forwards_every_method() {
+    assert_forwards_every_method(Slow::default());
 }
 
 /// The waiter's loop (see [`child_waiter`]) on `client`.
@@ -443,12 +419,53 @@ fn run_waiter(client: &Client, slow: Option<&Slow>) {
 // Parent side
 // ---------------------------------------------------------------------------
 
-/// Spawns a waiter child on `server` for lock `name`; returns it with its
-/// holder id.
+/// What every test starts from: a private `redis-server`, a fresh lock
+/// name, the history of its holds ([`hist_of`]), and a plain connection
+/// that reads the store behind the clients' backs.
+struct Scene {
+    server: TestServer,
+    name: String,
+    hist: Hist,
+    raw: redis::Connection,
+}
+
+impl Scene {
+    fn start(case: &str) -> Scene {
+        let server = TestServer::start();
+        let name = unique_name(&format!("handoff-faults:{case}"));
+        let hist = Hist::new(&hist_of(&name));
+        let raw = server.connection();
+        Scene {
+            server,
+            name,
+            hist,
+            raw,
+        }
+    }
+}
+
+/// The prefix of the history keys of lock `name`, for every process.
+fn hist_of(name: &str) -> String {
+    format!("{name}:hist")
+}
+
+/// A client of this process on `server`, with `response` as its response
+/// timeout (its claim window is twice it), or the default.
+fn client_on(server: &TestServer, response: Option<Duration>) -> Client {
+    let builder = Client::builder().redis_url(server.url());
+    match response {
+        Some(response) => builder.response_timeout(response),
+        None => builder,
+    }
+    .build()
+    .unwrap()
+}
+
+/// Spawns a waiter child on `server` for lock `name` (recording its holds
+/// in the lock's history); returns it with its holder id.
 fn spawn_waiter(
     server: &TestServer,
     name: &str,
-    hist: &str,
     response: Duration,
     hold: Duration,
 ) -> (ChildProcess, String) {
@@ -459,7 +476,7 @@ fn spawn_waiter(
         &[
             (RESPONSE_MS_ENV, ms(response)),
             (HOLD_MS_ENV, ms(hold)),
-            (HIST_ENV, hist.to_owned()),
+            (HIST_ENV, hist_of(name)),
         ],
     )
 }
@@ -470,6 +487,112 @@ fn acquired_within(child: &ChildProcess, timeout: Duration) -> Option<u64> {
     child
         .line_within(ACQUIRED, timeout)
         .map(|ns| ns.parse().expect("the child's acquired instant"))
+}
+
+/// The instant the next waiter child got the lock, which it must within
+/// `bound` of the unlock at `unlocked_ns`. A stall panics with `why` (what
+/// it would mean) and what the lock (`name`, read on `raw`) and its queue
+/// hold now. Prints the wait for `what`.
+fn next_within(
+    next: &ChildProcess,
+    (raw, name): (&mut redis::Connection, &str),
+    unlocked_ns: u64,
+    bound: Duration,
+    what: &str,
+    why: &str,
+) -> u64 {
+    let Some(next_ns) = acquired_within(next, bound) else {
+        panic!(
+            "stall: the next waiter did not get the lock within {bound:?} of the unlock \
+             ({why}); lock now {:?} (PTTL {} ms), queue {:?}",
+            hgetall(raw, name),
+            pttl(raw, name),
+            queue_entries(raw, name)
+        )
+    };
+    let stall = history::ms_between(unlocked_ns, next_ns);
+    eprintln!(
+        "{what}: the next waiter got the lock {stall:.1} ms after the unlock (bound {bound:?})"
+    );
+    assert!(
+        stall < bound.as_secs_f64() * 1e3,
+        "stall: the next waiter waited {stall:.1} ms (bound {bound:?})"
+    );
+    next_ns
+}
+
+/// Waits until the child says it left its critical section, then finishes
+/// it ([`finish_child`]).
+fn released_then_finish(child: ChildProcess, what: &str) {
+    child.expect_line(RELEASED, Duration::from_secs(10));
+    finish_child(child, what);
+}
+
+/// The end of a test: `holds` holds recorded with no overlap and no lost
+/// update ([`Hist::check`]), the lock free, and nobody left in its queue.
+fn assert_nothing_left(
+    raw: &mut redis::Connection,
+    hist: &Hist,
+    client: &Client,
+    name: &str,
+    holds: usize,
+    what: &str,
+) {
+    hist.check(raw, holds, what);
+    assert!(
+        !client.lock(name).is_locked().unwrap(),
+        "{what}: the lock is still held"
+    );
+    let queue = queue_entries(raw, name);
+    assert!(queue.is_empty(), "{what}: left in the queue: {queue:?}");
+}
+
+/// Through the ops API (the tests that build a race exactly): `holder`
+/// takes lock `name`, then `waiter` tries, fails, and queues as `entry`.
+fn ops_hold_and_queue(
+    store: &dyn LockBackend,
+    name: &str,
+    queue: &Queue,
+    holder: &str,
+    (waiter, entry): (&str, &str),
+) {
+    let attempt = |n: u32| format!("{{{name}}}:redisync_attempt:test-{n}");
+    let held = handoff::acquire(store, name, holder, 30_000, &attempt(1), queue, false, None);
+    assert_eq!(held.unwrap(), Acquire::Acquired);
+    let waited = handoff::acquire(
+        store,
+        name,
+        waiter,
+        30_000,
+        &attempt(2),
+        queue,
+        false,
+        Some(entry),
+    );
+    assert!(!waited.unwrap().is_acquired());
+}
+
+/// Through the ops API: `holder` releases lock `name` (its unlock latch
+/// named by `latch`), handing it to the queue's head if one listens.
+fn ops_release(
+    store: &dyn LockBackend,
+    name: &str,
+    queue: &Queue,
+    holder: &str,
+    latch: &str,
+) -> Release {
+    handoff::release(
+        store,
+        name,
+        &format!("redisson_lock__channel:{{{name}}}"),
+        holder,
+        30_000,
+        &format!("redisson_unlock_latch:{{{name}}}:{latch}"),
+        5_000,
+        None,
+        queue,
+    )
+    .unwrap()
 }
 
 /// Closes the child's stdin and checks it exits cleanly by itself.
@@ -547,24 +670,16 @@ fn a_frozen_waiter_handed_the_lock_stalls_the_next_one_at_most_its_claim_window(
     const CLAIM: Duration = Duration::from_millis(1000);
     const NEXT_HOLD: Duration = Duration::from_millis(1500);
     let bound = CLAIM + Duration::from_secs(3);
-    let server = TestServer::start();
-    let name = unique_name("handoff-faults:frozen");
-    let hist = Hist::new(&format!("{name}:hist"));
-    let mut raw = server.connection();
-    let parent = Client::builder()
-        .redis_url(server.url())
-        .response_timeout(RESPONSE)
-        .build()
-        .unwrap();
-    let (mut frozen, frozen_id) = spawn_waiter(
-        &server,
-        &name,
-        &format!("{name}:hist"),
-        RESPONSE,
-        Duration::from_millis(100),
-    );
-    let (mut next, next_id) =
-        spawn_waiter(&server, &name, &format!("{name}:hist"), RESPONSE, NEXT_HOLD);
+    let Scene {
+        server,
+        name,
+        hist,
+        mut raw,
+    } = Scene::start("frozen");
+    let parent = client_on(&server, Some(RESPONSE));
+    let (mut frozen, frozen_id) =
+        spawn_waiter(&server, &name, RESPONSE, Duration::from_millis(100));
+    let (mut next, next_id) = spawn_waiter(&server, &name, RESPONSE, NEXT_HOLD);
 
     let guard = parent.lock(&name).lock().unwrap();
     let mut held = Held::new("parent", guard, mono_ns());
@@ -601,24 +716,13 @@ fn a_frozen_waiter_handed_the_lock_stalls_the_next_one_at_most_its_claim_window(
         "the handed hold's TTL is the claim window: {ttl} ms"
     );
 
-    let Some(next_ns) = acquired_within(&next, bound) else {
-        panic!(
-            "stall: the next waiter did not get the lock within {bound:?} of the unlock \
-             (claim window {CLAIM:?}): the frozen waiter's handed hold stranded it; \
-             lock now {:?} (PTTL {} ms), queue {:?}",
-            hgetall(&mut raw, &name),
-            pttl(&mut raw, &name),
-            queue_entries(&mut raw, &name)
-        )
-    };
-    let stall = history::ms_between(unlocked_ns, next_ns);
-    eprintln!(
-        "frozen waiter: the next waiter got the lock {stall:.1} ms after the unlock \
-         (claim window {CLAIM:?})"
-    );
-    assert!(
-        stall < bound.as_secs_f64() * 1e3,
-        "stall: the next waiter waited {stall:.1} ms (bound {bound:?})"
+    let next_ns = next_within(
+        &next,
+        (&mut raw, &name),
+        unlocked_ns,
+        bound,
+        "frozen waiter",
+        &format!("claim window {CLAIM:?}: the frozen waiter's handed hold stranded it"),
     );
 
     // Resumed while the next waiter holds the lock: the frozen waiter's
@@ -636,16 +740,9 @@ fn a_frozen_waiter_handed_the_lock_stalls_the_next_one_at_most_its_claim_window(
         "frozen waiter: resumed, it got the lock {:.1} ms after the next waiter did",
         history::ms_between(next_ns, frozen_ns)
     );
-    next.expect_line(RELEASED, Duration::from_secs(10));
-    frozen.expect_line(RELEASED, Duration::from_secs(10));
-    finish_child(next, "the next waiter");
-    finish_child(frozen, "the frozen waiter");
-    hist.check(&mut raw, 3, "frozen waiter");
-    assert!(!parent.lock(&name).is_locked().unwrap());
-    assert!(
-        queue_entries(&mut raw, &name).is_empty(),
-        "nobody left in the queue"
-    );
+    released_then_finish(next, "the next waiter");
+    released_then_finish(frozen, "the frozen waiter");
+    assert_nothing_left(&mut raw, &hist, &parent, &name, 3, "frozen waiter");
 }
 
 /// 2. A waiter process killed (SIGKILL) after it queued: its connections
@@ -658,29 +755,15 @@ fn a_killed_waiter_is_passed_over_and_the_next_one_gets_the_lock_at_once() {
     const RESPONSE: Duration = Duration::from_millis(2000);
     const CLAIM: Duration = Duration::from_millis(4000);
     let bound = CLAIM / 2;
-    let server = TestServer::start();
-    let name = unique_name("handoff-faults:killed");
-    let hist = Hist::new(&format!("{name}:hist"));
-    let mut raw = server.connection();
-    let parent = Client::builder()
-        .redis_url(server.url())
-        .response_timeout(RESPONSE)
-        .build()
-        .unwrap();
-    let (mut dead, dead_id) = spawn_waiter(
-        &server,
-        &name,
-        &format!("{name}:hist"),
-        RESPONSE,
-        Duration::from_millis(100),
-    );
-    let (mut next, next_id) = spawn_waiter(
-        &server,
-        &name,
-        &format!("{name}:hist"),
-        RESPONSE,
-        Duration::from_millis(100),
-    );
+    let Scene {
+        server,
+        name,
+        hist,
+        mut raw,
+    } = Scene::start("killed");
+    let parent = client_on(&server, Some(RESPONSE));
+    let (mut dead, dead_id) = spawn_waiter(&server, &name, RESPONSE, Duration::from_millis(100));
+    let (mut next, next_id) = spawn_waiter(&server, &name, RESPONSE, Duration::from_millis(100));
 
     let guard = parent.lock(&name).lock().unwrap();
     let mut held = Held::new("parent", guard, mono_ns());
@@ -709,38 +792,25 @@ fn a_killed_waiter_is_passed_over_and_the_next_one_gets_the_lock_at_once() {
     let unlocked_ns = held.finish(&mut raw, &hist);
     // Asserted after the stall check, so that check is seen to fail too.
     let after_unlock = hgetall(&mut raw, &name);
-    let Some(next_ns) = acquired_within(&next, bound) else {
-        panic!(
-            "stall: the next waiter did not get the lock within {bound:?} of the unlock \
-             (claim window {CLAIM:?}): the release did not pass over the dead waiter; \
-             lock after the unlock {after_unlock:?}, now {:?} (PTTL {} ms), queue {:?}",
-            hgetall(&mut raw, &name),
-            pttl(&mut raw, &name),
-            queue_entries(&mut raw, &name)
-        )
-    };
-    let stall = history::ms_between(unlocked_ns, next_ns);
-    eprintln!(
-        "killed waiter: the next waiter got the lock {stall:.1} ms after the unlock \
-         (claim window {CLAIM:?})"
-    );
-    assert!(
-        stall < bound.as_secs_f64() * 1e3,
-        "stall: the next waiter waited {stall:.1} ms (bound {bound:?})"
+    next_within(
+        &next,
+        (&mut raw, &name),
+        unlocked_ns,
+        bound,
+        "killed waiter",
+        &format!(
+            "claim window {CLAIM:?}: the release did not pass over the dead waiter; \
+             lock after the unlock {after_unlock:?}"
+        ),
     );
     assert!(
         !after_unlock.contains_key(&dead_id),
         "the release handed the lock to the dead waiter: {after_unlock:?}"
     );
-    next.expect_line(RELEASED, Duration::from_secs(10));
-    finish_child(next, "the next waiter");
+    released_then_finish(next, "the next waiter");
     drop(dead);
-    hist.check(&mut raw, 2, "killed waiter");
-    assert!(!parent.lock(&name).is_locked().unwrap());
-    assert!(
-        queue_entries(&mut raw, &name).is_empty(),
-        "the dead waiter was taken off the queue"
-    );
+    // The dead waiter was taken off the queue, too.
+    assert_nothing_left(&mut raw, &hist, &parent, &name, 2, "killed waiter");
 }
 
 /// 3. A waiter handed the lock outright gives up (its wait ended just as
@@ -753,46 +823,20 @@ fn a_killed_waiter_is_passed_over_and_the_next_one_gets_the_lock_at_once() {
 fn a_waiter_that_gives_up_just_as_it_is_handed_the_lock_frees_it_at_once() {
     const CLAIM_MS: i64 = 10_000;
     let bound = Duration::from_secs(3);
-    let server = TestServer::start();
-    let name = unique_name("handoff-faults:gave-up");
-    let hist = Hist::new(&format!("{name}:hist"));
-    let mut raw = server.connection();
-    let parent = Client::builder().redis_url(server.url()).build().unwrap();
+    let Scene {
+        server,
+        name,
+        hist,
+        mut raw,
+    } = Scene::start("gave-up");
+    let parent = client_on(&server, None);
     let store = parent.backend().as_ref();
     let queue = Queue::new(&name, CLAIM_MS, 16);
     let channel = format!("redisson_lock__channel:{{{name}}}");
-    let attempt = |n: u32| format!("{{{name}}}:redisync_attempt:test-{n}");
     let (holder, gone) = ("ops-holder:1", "ops-gone:1");
     let gone_entry = handoff::outright_entry(1, gone);
 
-    assert_eq!(
-        handoff::acquire(
-            store,
-            &name,
-            holder,
-            30_000,
-            &attempt(1),
-            &queue,
-            false,
-            None
-        )
-        .unwrap(),
-        Acquire::Acquired
-    );
-    assert!(
-        !handoff::acquire(
-            store,
-            &name,
-            gone,
-            30_000,
-            &attempt(2),
-            &queue,
-            false,
-            Some(&gone_entry)
-        )
-        .unwrap()
-        .is_acquired()
-    );
+    ops_hold_and_queue(store, &name, &queue, holder, (gone, &gone_entry));
     // The waiter's client listens while its wait lasts.
     let mut listener = server.connection();
     let mut listening = listener.as_pubsub();
@@ -800,25 +844,13 @@ fn a_waiter_that_gives_up_just_as_it_is_handed_the_lock_frees_it_at_once() {
     let (mut next, next_id) = spawn_waiter(
         &server,
         &name,
-        &format!("{name}:hist"),
         Duration::from_secs(3),
         Duration::from_millis(100),
     );
     queue_child(&mut next, &next_id, &mut raw, &name);
     assert_eq!(queue_entries(&mut raw, &name)[0], gone_entry);
 
-    let released = handoff::release(
-        store,
-        &name,
-        &channel,
-        holder,
-        30_000,
-        &format!("redisson_unlock_latch:{{{name}}}:test"),
-        5_000,
-        None,
-        &queue,
-    )
-    .unwrap();
+    let released = ops_release(store, &name, &queue, holder, "test");
     assert_eq!(released, Release::Transferred);
     assert_eq!(
         hgetall(&mut raw, &name),
@@ -852,11 +884,8 @@ fn a_waiter_that_gives_up_just_as_it_is_handed_the_lock_frees_it_at_once() {
         "gave up: the next waiter got the lock {stall:.1} ms after the handed waiter left \
          (claim window {CLAIM_MS} ms)"
     );
-    next.expect_line(RELEASED, Duration::from_secs(10));
-    finish_child(next, "the next waiter");
-    hist.check(&mut raw, 1, "gave up");
-    assert!(!parent.lock(&name).is_locked().unwrap());
-    assert!(queue_entries(&mut raw, &name).is_empty());
+    released_then_finish(next, "the next waiter");
+    assert_nothing_left(&mut raw, &hist, &parent, &name, 1, "gave up");
 }
 
 /// 3, for real: a waiter process whose `try_lock_for` wait ends just as
@@ -876,15 +905,13 @@ fn a_waiter_whose_wait_ends_as_it_is_handed_the_lock_leaves_nothing_held() {
     const WAIT: Duration = Duration::from_millis(150);
     const MIN_ROUNDS: usize = 21;
     const MAX_ROUNDS: usize = 42;
-    let server = TestServer::start();
-    let name = unique_name("handoff-faults:race");
-    let hist = Hist::new(&format!("{name}:hist"));
-    let mut raw = server.connection();
-    let parent = Client::builder()
-        .redis_url(server.url())
-        .response_timeout(RESPONSE)
-        .build()
-        .unwrap();
+    let Scene {
+        server,
+        name,
+        hist,
+        mut raw,
+    } = Scene::start("race");
+    let parent = client_on(&server, Some(RESPONSE));
     let (mut racer, racer_id) = spawn_ready(
         "racer",
         &server,
@@ -892,7 +919,7 @@ fn a_waiter_whose_wait_ends_as_it_is_handed_the_lock_leaves_nothing_held() {
         &[
             (RESPONSE_MS_ENV, ms(RESPONSE)),
             (HOLD_MS_ENV, ms(Duration::from_millis(20))),
-            (HIST_ENV, format!("{name}:hist")),
+            (HIST_ENV, hist_of(&name)),
             (LEAVE_DELAY_MS_ENV, ms(Duration::from_millis(30))),
         ],
     );
@@ -980,9 +1007,14 @@ fn a_waiter_whose_wait_ends_as_it_is_handed_the_lock_leaves_nothing_held() {
          got {acquired}, left first {left_first}, failed leaves {failed_leaves}"
     );
     finish_child(racer, "the racer");
-    hist.check(&mut raw, parent_holds + acquired, "race");
-    assert!(!parent.lock(&name).is_locked().unwrap());
-    assert!(queue_entries(&mut raw, &name).is_empty());
+    assert_nothing_left(
+        &mut raw,
+        &hist,
+        &parent,
+        &name,
+        parent_holds + acquired,
+        "race",
+    );
 }
 
 /// 1, inside the waiter: a handoff that reaches the waiter in time but
@@ -998,17 +1030,13 @@ fn a_handoff_that_runs_out_before_the_waiter_returns_is_not_a_hold() {
     const CLAIM: Duration = Duration::from_millis(1000);
     const LATE: Duration = Duration::from_millis(1500);
     const NEXT_HOLD: Duration = Duration::from_millis(2000);
-    let server = TestServer::start();
-    let name = unique_name("handoff-faults:ran-out");
-    let hist = Hist::new(&format!("{name}:hist"));
-    let mut raw = server.connection();
-    let client = || {
-        Client::builder()
-            .redis_url(server.url())
-            .response_timeout(RESPONSE)
-            .build()
-            .unwrap()
-    };
+    let Scene {
+        server,
+        name,
+        hist,
+        mut raw,
+    } = Scene::start("ran-out");
+    let client = || client_on(&server, Some(RESPONSE));
     let (holder, next) = (client(), client());
     let base = client();
     let slow = Slow::new(Arc::clone(base.backend()), Duration::ZERO);
@@ -1116,18 +1144,18 @@ fn a_handoff_that_runs_out_before_the_waiter_returns_is_not_a_hold() {
 #[test]
 fn a_late_handoff_for_an_earlier_wait_is_not_taken_as_a_hold() {
     const CLAIM_MS: i64 = 20_000;
-    let server = TestServer::start();
-    let name = unique_name("handoff-faults:late");
-    let hist = Hist::new(&format!("{name}:hist"));
-    let mut raw = server.connection();
-    let parent = Client::builder().redis_url(server.url()).build().unwrap();
+    let Scene {
+        server,
+        name,
+        hist,
+        mut raw,
+    } = Scene::start("late");
+    let parent = client_on(&server, None);
     let store = parent.backend().as_ref();
     let queue = Queue::new(&name, CLAIM_MS, 16);
-    let lock_channel = format!("redisson_lock__channel:{{{name}}}");
     let (mut waiter, waiter_id) = spawn_waiter(
         &server,
         &name,
-        &format!("{name}:hist"),
         Duration::from_secs(3),
         Duration::from_millis(100),
     );
@@ -1152,35 +1180,7 @@ fn a_late_handoff_for_an_earlier_wait_is_not_taken_as_a_hold() {
     // A release hands the lock to the earlier wait's entry (as if its
     // leave had been lost): the message is captured; the holder releases
     // the handed hold.
-    let attempt = |n: u32| format!("{{{name}}}:redisync_attempt:test-{n}");
-    assert_eq!(
-        handoff::acquire(
-            store,
-            &name,
-            "ops-holder:1",
-            30_000,
-            &attempt(1),
-            &queue,
-            false,
-            None
-        )
-        .unwrap(),
-        Acquire::Acquired
-    );
-    assert!(
-        !handoff::acquire(
-            store,
-            &name,
-            &waiter_id,
-            30_000,
-            &attempt(2),
-            &queue,
-            false,
-            Some(&earlier)
-        )
-        .unwrap()
-        .is_acquired()
-    );
+    ops_hold_and_queue(store, &name, &queue, "ops-holder:1", (&waiter_id, &earlier));
     let mut capture = server.connection();
     let mut captured = capture.as_pubsub();
     captured.subscribe(&waiter_channel).unwrap();
@@ -1188,18 +1188,7 @@ fn a_late_handoff_for_an_earlier_wait_is_not_taken_as_a_hold() {
         .set_read_timeout(Some(Duration::from_secs(10)))
         .unwrap();
     assert_eq!(
-        handoff::release(
-            store,
-            &name,
-            &lock_channel,
-            "ops-holder:1",
-            30_000,
-            &format!("redisson_unlock_latch:{{{name}}}:test"),
-            5_000,
-            None,
-            &queue,
-        )
-        .unwrap(),
+        ops_release(store, &name, &queue, "ops-holder:1", "test"),
         Release::Transferred
     );
     let message: String = captured.get_message().unwrap().get_payload().unwrap();
@@ -1214,18 +1203,7 @@ fn a_late_handoff_for_an_earlier_wait_is_not_taken_as_a_hold() {
         HashMap::from([(waiter_id.clone(), "1".to_owned())])
     );
     assert_eq!(
-        handoff::release(
-            store,
-            &name,
-            &lock_channel,
-            &waiter_id,
-            30_000,
-            &format!("redisson_unlock_latch:{{{name}}}:test2"),
-            5_000,
-            None,
-            &queue,
-        )
-        .unwrap(),
+        ops_release(store, &name, &queue, &waiter_id, "test2"),
         Release::Released
     );
 
@@ -1267,9 +1245,6 @@ fn a_late_handoff_for_an_earlier_wait_is_not_taken_as_a_hold() {
         "late handoff: the waiter got the lock {:.1} ms after the unlock",
         history::ms_between(unlocked_ns, waiter_ns)
     );
-    waiter.expect_line(RELEASED, Duration::from_secs(10));
-    finish_child(waiter, "the waiter");
-    hist.check(&mut raw, 3, "late handoff");
-    assert!(!parent.lock(&name).is_locked().unwrap());
-    assert!(queue_entries(&mut raw, &name).is_empty());
+    released_then_finish(waiter, "the waiter");
+    assert_nothing_left(&mut raw, &hist, &parent, &name, 3, "late handoff");
 }

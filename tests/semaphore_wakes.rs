@@ -18,7 +18,8 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, mpsc};
 use std::time::{Duration, Instant};
 
-use redisync::backend::{LockBackend, PubSubConnection, Reply, ScriptCall};
+use common::wrap::{Hook, Session, Store, Wrapped, assert_forwards_every_method};
+use redisync::backend::{Reply, ScriptCall};
 #[test]
 fn two_threads_pass_a_one_permit_semaphore_without_stalling() {
     let server = common::TestServer::start();
@@ -67,14 +68,14 @@ const FALLBACK: Duration = Duration::from_secs(30);
 /// room for the slow reply and a loaded machine.
 const PROMPT: Duration = Duration::from_secs(10);
 
-/// The real backend with three things staged around it: each thread's
+/// Three things staged around the real backend (which [`Wrapped`] forwards
+/// everything else to): each thread's
 /// semaphore attempts are counted (by thread name), [`SLOW_THREAD`]'s get
 /// slow replies while `slow` is on, and every pub/sub connection after the
 /// first waits at a gate the test opens (so it can free permits while the
 /// subscriber is known to be disconnected).
-#[derive(Clone)]
+#[derive(Clone, Default)]
 struct Staged {
-    inner: Arc<dyn LockBackend>,
     attempts: Arc<Mutex<HashMap<String, u64>>>,
     slow: Arc<AtomicBool>,
     sessions: Arc<AtomicU64>,
@@ -89,16 +90,6 @@ struct Gate {
 }
 
 impl Staged {
-    fn new(inner: Arc<dyn LockBackend>) -> Staged {
-        Staged {
-            inner,
-            attempts: Arc::default(),
-            slow: Arc::default(),
-            sessions: Arc::default(),
-            gate: Arc::default(),
-        }
-    }
-
     fn attempts(&self, thread: &str) -> u64 {
         self.attempts
             .lock()
@@ -129,10 +120,10 @@ impl Staged {
     }
 }
 
-impl LockBackend for Staged {
-    fn run_script(&self, call: &ScriptCall<'_>) -> redisync::Result<Reply> {
+impl Hook for Staged {
+    fn run_script(&self, inner: &Store, call: &ScriptCall<'_>) -> redisync::Result<Reply> {
         let thread = std::thread::current().name().unwrap_or("").to_owned();
-        let reply = self.inner.run_script(call)?;
+        let reply = inner.run_script(call)?;
         if call.script().id() == "semaphore_try_acquire" {
             *self
                 .attempts
@@ -147,14 +138,7 @@ impl LockBackend for Staged {
         Ok(reply)
     }
 
-    fn publish(&self, channel: &str, payload: &str) -> redisync::Result<()> {
-        self.inner.publish(channel, payload)
-    }
-
-    fn with_pubsub(
-        &self,
-        session: &mut dyn FnMut(&mut dyn PubSubConnection) -> redisync::Result<()>,
-    ) -> redisync::Result<()> {
+    fn with_pubsub(&self, inner: &Store, session: Session<'_>) -> redisync::Result<()> {
         if self.sessions.fetch_add(1, Ordering::SeqCst) > 0 {
             let (gate, cond) = &*self.gate;
             let mut state = gate.lock().unwrap();
@@ -165,15 +149,14 @@ impl LockBackend for Staged {
                 .wait_timeout_while(state, Duration::from_secs(20), |g| !g.open)
                 .unwrap();
         }
-        self.inner.with_pubsub(session)
+        inner.with_pubsub(session)
     }
+}
 
-    fn server_command(
-        &self,
-        args: &[&str],
-    ) -> redisync::Result<Vec<redisync::backend::ServerReply>> {
-        self.inner.server_command(args)
-    }
+#[test]
+fn the_staged_store_forwards_every_method() {
+    // Its first pub/sub session passes the gate, as the subscriber's does.
+    assert_forwards_every_method(Staged::default());
 }
 
 /// Counts the subscriber's reported connection failures.
@@ -217,7 +200,7 @@ fn every_waiter_that_can_proceed_after_a_reconnect_does() {
     let server = common::TestServer::start();
     let mut raw = server.connection();
     let releaser = redisync::Client::open(&server.url()).unwrap();
-    let staged = Staged::new(Arc::clone(releaser.backend()));
+    let staged = Wrapped::around(Arc::clone(releaser.backend()), Staged::default());
     let reconnects = Arc::new(Reconnects::default());
     let client = redisync::Client::builder()
         .shared_backend(Arc::new(staged.clone()))

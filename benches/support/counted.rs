@@ -3,18 +3,20 @@
 //! `PUBLISH`es. The multi-process bench builds its children's clients on
 //! it to count failed acquire attempts, which no public counter reports.
 //!
-//! Every [`LockBackend`] method is forwarded as is, the defaulted ones
-//! too, so a client on it behaves as one built with `redis_url` (only the
-//! connections' `CLIENT SETNAME` differs: the backend's own name). When
-//! `LockBackend` gains a method, forward it here as well; the bench checks
-//! that the scripts counted here match the server's `EVALSHA` calls.
+//! Every other [`LockBackend`](redisync::backend::LockBackend) method is forwarded as is, the defaulted
+//! ones too (by `tests/common/wrap.rs`, which the tests' wrappers share),
+//! so a client on it behaves as one built with `redis_url` (only the
+//! connections' `CLIENT SETNAME` differs: the backend's own name). The
+//! bench checks that the scripts counted here match the server's
+//! `EVALSHA` calls.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 use redisync::RedisBackend;
-use redisync::backend::{LockBackend, PubSubConnection, Reply, ScriptCall, ServerReply};
+use redisync::backend::{Reply, ScriptCall};
+
+use crate::common::wrap::{Hook, Store, Wrapped};
 
 /// One script's calls, by how they answered.
 #[derive(Debug, Clone, Copy, Default)]
@@ -63,21 +65,25 @@ pub(crate) fn is_acquire(id: &str) -> bool {
     id.contains("acquire") && !id.contains("undo") && !id.contains("acquired")
 }
 
-/// A [`RedisBackend`] that counts; clones share the counts.
-#[derive(Clone)]
-pub(crate) struct Counted {
-    inner: Arc<RedisBackend>,
-    counts: Arc<Mutex<Counts>>,
-}
+/// A [`RedisBackend`] that counts; clones share the counts. The shared
+/// forwarding wrapper of the tests (`tests/common/wrap.rs`, through
+/// `common`), so every other method reaches the store as is.
+pub(crate) type Counted = Wrapped<Counter>;
 
 impl Counted {
     pub(crate) fn new(inner: RedisBackend) -> Self {
-        Counted {
-            inner: Arc::new(inner),
-            counts: Arc::default(),
-        }
+        Wrapped::around(Arc::new(inner), Counter::default())
     }
+}
 
+/// What a [`Counted`] backend does to the calls it counts: scripts by id
+/// and how they answered, and the plain `PUBLISH`es.
+#[derive(Clone, Default)]
+pub(crate) struct Counter {
+    counts: Arc<Mutex<Counts>>,
+}
+
+impl Counter {
     /// What was counted so far.
     pub(crate) fn counts(&self) -> Counts {
         self.counts
@@ -87,9 +93,9 @@ impl Counted {
     }
 }
 
-impl LockBackend for Counted {
-    fn run_script(&self, call: &ScriptCall<'_>) -> redisync::Result<Reply> {
-        let reply = self.inner.run_script(call);
+impl Hook for Counter {
+    fn run_script(&self, inner: &Store, call: &ScriptCall<'_>) -> redisync::Result<Reply> {
+        let reply = inner.run_script(call);
         let mut counts = self.counts.lock().unwrap_or_else(|e| e.into_inner());
         let count = counts.scripts.entry(call.script().id()).or_default();
         count.calls += 1;
@@ -101,34 +107,11 @@ impl LockBackend for Counted {
         reply
     }
 
-    fn publish(&self, channel: &str, payload: &str) -> redisync::Result<()> {
+    fn publish(&self, inner: &Store, channel: &str, payload: &str) -> redisync::Result<()> {
         self.counts
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .publishes += 1;
-        self.inner.publish(channel, payload)
-    }
-
-    fn with_pubsub(
-        &self,
-        session: &mut dyn FnMut(&mut dyn PubSubConnection) -> redisync::Result<()>,
-    ) -> redisync::Result<()> {
-        self.inner.with_pubsub(session)
-    }
-
-    fn slot_of(&self, key: &str) -> Option<u16> {
-        self.inner.slot_of(key)
-    }
-
-    fn response_timeout(&self) -> Option<Duration> {
-        self.inner.response_timeout()
-    }
-
-    fn server_clock_offset_ms(&self) -> Option<i64> {
-        self.inner.server_clock_offset_ms()
-    }
-
-    fn server_command(&self, args: &[&str]) -> redisync::Result<Vec<ServerReply>> {
-        self.inner.server_command(args)
+        inner.publish(channel, payload)
     }
 }

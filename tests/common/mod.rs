@@ -41,6 +41,7 @@ pub mod process;
 pub mod redisson;
 #[cfg(feature = "tls")]
 pub mod tls;
+pub mod wrap;
 
 use redisync::backend::{LockBackend, Message, PubSubConnection, Reply, ScriptCall};
 
@@ -954,48 +955,51 @@ fn outage_check(down: &AtomicBool) -> redisync::Result<()> {
     }
 }
 
-/// A [`LockBackend`] that forwards every operation to another backend, with
-/// three test hooks:
+/// A [`LockBackend`] that forwards every operation to another backend
+/// ([`wrap::Wrapped`], so the defaulted methods too), with three test hooks
+/// ([`Counting`]):
 ///
-/// - it counts the calls per script id ([`calls`](Self::calls)), so a test can
-///   tell a parked waiter from one that polls;
+/// - it counts the calls per script id ([`calls`](Counting::calls)), so a
+///   test can tell a parked waiter from one that polls;
 /// - it can lose the replies of the next releases after applying them, as a
-///   dropped connection would ([`lose_release_replies`](Self::lose_release_replies));
-/// - it has an outage switch ([`set_down`](Self::set_down)): while down,
-///   every operation (pub/sub sessions included, and the calls on a session
-///   already open) fails with [`outage_error`] without reaching the store,
-///   which keeps its data for when the switch is turned back up.
+///   dropped connection would
+///   ([`lose_release_replies`](Counting::lose_release_replies));
+/// - it has an outage switch ([`set_down`](Counting::set_down)): while
+///   down, every round trip (pub/sub sessions and plain server commands
+///   included, and the calls on a session already open) fails with
+///   [`outage_error`] without reaching the store, which keeps its data for
+///   when the switch is turned back up.
 ///
 /// Clones share the counts and the switches, so every client built on
 /// clones of one `CountingBackend` sees the same store go down.
-#[derive(Clone)]
-pub struct CountingBackend {
-    inner: Arc<dyn LockBackend>,
-    calls: Arc<Mutex<HashMap<&'static str, u64>>>,
-    lost_release_replies: Arc<AtomicU64>,
-    down: Arc<AtomicBool>,
-}
+pub type CountingBackend = wrap::Wrapped<Counting>;
 
 impl CountingBackend {
     /// Wraps `inner` (e.g. `other_client.backend().clone()`: the same
     /// store), up.
     pub fn new(inner: Arc<dyn LockBackend>) -> Self {
-        CountingBackend {
-            inner,
-            calls: Arc::default(),
-            lost_release_replies: Arc::default(),
-            down: Arc::default(),
-        }
+        wrap::Wrapped::around(inner, Counting::default())
     }
+}
 
+/// The hooks of a [`CountingBackend`] (which dereferences to it).
+#[derive(Clone, Default)]
+pub struct Counting {
+    calls: Arc<Mutex<HashMap<&'static str, u64>>>,
+    lost_release_replies: Arc<AtomicU64>,
+    down: Arc<AtomicBool>,
+}
+
+impl Counting {
     /// The next `n` releases are applied, then answer with a connection
     /// error (the reply was lost).
     pub fn lose_release_replies(&self, n: u64) {
         self.lost_release_replies.store(n, Ordering::SeqCst);
     }
 
-    /// How many times script `id` (`lock_release`, ...) or `publish` was
-    /// called so far (calls refused by an outage included).
+    /// How many times script `id` (`lock_release`, ...), `publish`,
+    /// `with_pubsub` or `server_command` was called so far (calls refused
+    /// by an outage included).
     pub fn calls(&self, method: &str) -> u64 {
         let calls = self.calls.lock().unwrap_or_else(|e| e.into_inner());
         calls.get(method).copied().unwrap_or(0)
@@ -1021,14 +1025,14 @@ impl CountingBackend {
     }
 }
 
-impl LockBackend for CountingBackend {
+impl wrap::Hook for Counting {
     /// Counted by script id (`lock_acquire`, ...: the `lua/` file stem) and
     /// forwarded; while [`lose_release_replies`](Self::lose_release_replies)
     /// has some left, a reentrant lock release is applied and its reply
     /// replaced by a connection error.
-    fn run_script(&self, call: &ScriptCall<'_>) -> redisync::Result<Reply> {
+    fn run_script(&self, inner: &wrap::Store, call: &ScriptCall<'_>) -> redisync::Result<Reply> {
         self.enter(call.script().id())?;
-        let reply = self.inner.run_script(call)?;
+        let reply = inner.run_script(call)?;
         let lost = call.script().id() == "lock_release"
             && self
                 .lost_release_replies
@@ -1043,22 +1047,28 @@ impl LockBackend for CountingBackend {
         Ok(reply)
     }
 
-    fn publish(&self, channel: &str, payload: &str) -> redisync::Result<()> {
+    fn publish(&self, inner: &wrap::Store, channel: &str, payload: &str) -> redisync::Result<()> {
         self.enter("publish")?;
-        self.inner.publish(channel, payload)
+        inner.publish(channel, payload)
     }
 
     /// Forwarded, with the session's connection behind the outage switch.
-    fn with_pubsub(
-        &self,
-        session: &mut dyn FnMut(&mut dyn PubSubConnection) -> redisync::Result<()>,
-    ) -> redisync::Result<()> {
+    fn with_pubsub(&self, inner: &wrap::Store, session: wrap::Session<'_>) -> redisync::Result<()> {
         self.enter("with_pubsub")?;
         let down = &*self.down;
-        self.inner.with_pubsub(&mut |conn| {
+        inner.with_pubsub(&mut |conn| {
             let mut conn = OutageConnection { inner: conn, down };
             session(&mut conn)
         })
+    }
+
+    fn server_command(
+        &self,
+        inner: &wrap::Store,
+        args: &[&str],
+    ) -> redisync::Result<Vec<redisync::backend::ServerReply>> {
+        self.enter("server_command")?;
+        inner.server_command(args)
     }
 }
 
