@@ -224,19 +224,16 @@ impl Watchdog {
     /// it is (or can no longer land: see the module doc), so that it cannot
     /// renew the holder's next hold of the lock: at most one response
     /// timeout from its send plus 125 ms (the watchdog timeout when the
-    /// store has no response timeout). No wait otherwise.
-    pub(crate) fn stop(&self, renewal: &Arc<Renewal>) {
+    /// store has no response timeout). No wait otherwise. Returns when it
+    /// began to wait, if it did.
+    pub(crate) fn stop(&self, renewal: &Arc<Renewal>) -> Option<Instant> {
         let mut state = self.shared.state.lock();
         if !state.schedule.stop(renewal) {
-            return;
+            return None;
         }
-        let Some((batch, sent)) = state.sending else {
-            return;
-        };
-        let bound = self.shared.lands_within();
-        let Some(until) = sent.checked_add(bound) else {
-            return;
-        };
+        let (batch, sent) = state.sending?;
+        let began = Instant::now();
+        let until = sent.checked_add(self.shared.lands_within())?;
         while state.sending.is_some_and(|(number, _)| number == batch) {
             if self
                 .shared
@@ -244,7 +241,7 @@ impl Watchdog {
                 .wait_until(&mut state, until)
                 .timed_out()
             {
-                return;
+                return Some(began);
             }
         }
         // Failed: a copy held up on the way may still land in its window.
@@ -261,6 +258,7 @@ impl Watchdog {
                 }
             }
         }
+        Some(began)
     }
 
     /// Cancels every renewal and stops the scheduler (client shutdown).

@@ -453,8 +453,12 @@ fn pass_in_background(f: &Fixture) -> std::thread::JoinHandle<usize> {
 }
 
 /// Releases the last guard of `renewal` on its own thread, noting in the
-/// gate's log when the release returned.
-fn stop_in_background(f: &Fixture, renewal: &Arc<Renewal>) -> std::thread::JoinHandle<Duration> {
+/// gate's log when the release returned; the thread returns how long it
+/// took and whether it says it waited.
+fn stop_in_background(
+    f: &Fixture,
+    renewal: &Arc<Renewal>,
+) -> std::thread::JoinHandle<(Duration, bool)> {
     let (watchdog, renewal, backend) = (
         f.watchdog.clone(),
         Arc::clone(renewal),
@@ -462,9 +466,9 @@ fn stop_in_background(f: &Fixture, renewal: &Arc<Renewal>) -> std::thread::JoinH
     );
     std::thread::spawn(move || {
         let started = Instant::now();
-        watchdog.stop(&renewal);
+        let waited = watchdog.stop(&renewal).is_some();
         backend.gate.note("stopped");
-        started.elapsed()
+        (started.elapsed(), waited)
     })
 }
 
@@ -489,7 +493,8 @@ fn the_last_release_waits_for_a_renewal_in_flight() {
         f.backend.gate.log()
     );
     f.backend.gate.open();
-    stop.join().unwrap();
+    let (_, waited) = stop.join().unwrap();
+    assert!(waited, "the release says it did not wait");
     assert_eq!(pass.join().unwrap(), 1);
     assert_eq!(f.backend.gate.log(), ["renewed", "stopped"]);
     // And the hold is not renewed again.
@@ -519,7 +524,8 @@ fn the_wait_for_a_renewal_in_flight_ends_with_its_window() {
     let pass = pass_in_background(&f);
     f.backend.gate.until_arrived(1);
 
-    let took = stop_in_background(&f, &renewal).join().unwrap();
+    let (took, waited) = stop_in_background(&f, &renewal).join().unwrap();
+    assert!(waited);
     let bound = RESPONSE + crate::deadline::ROUND_TRIP_FLOOR + crate::backend::WINDOW_MARGIN;
     assert_eq!(
         f.backend.gate.log(),
@@ -550,8 +556,9 @@ fn a_hold_released_before_its_batch_is_sent_is_not_renewed() {
     // second waits its turn.
     let pass = pass_in_background(&f);
     f.backend.gate.until_arrived(1);
-    let stopped = stop_in_background(&f, &second).join().unwrap();
+    let (stopped, waited) = stop_in_background(&f, &second).join().unwrap();
     assert_eq!(f.backend.gate.log(), ["stopped"]);
+    assert!(!waited, "it waited for a renewal that was not sent");
     assert!(stopped < Duration::from_secs(5));
     f.backend.gate.open();
     assert_eq!(pass.join().unwrap(), 1);
