@@ -51,8 +51,9 @@ struct Watch {
     /// the padding after `holds`: no more memory per watch).
     in_flight: bool,
     lease: Arc<Lease>,
-    /// When the next renewal is due; `None` while one is in flight or once
-    /// the hold is lost (never renewed again).
+    /// When the next renewal is due; `None` while one is pending (taken out
+    /// of the queue, sent or about to be) or once the hold is lost (never
+    /// renewed again).
     due: Option<Instant>,
 }
 
