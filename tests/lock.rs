@@ -47,6 +47,7 @@ backend_tests!(
     bad_input_is_a_clear_error,
     two_clients_are_two_holders,
     a_lost_lock_retaken_by_another_thread_is_renewed,
+    a_renewal_in_flight_at_unlock_does_not_renew_the_next_hold,
 );
 
 // ---------------------------------------------------------------------------
@@ -340,11 +341,10 @@ fn watchdog_keeps_lock_alive_past_three_timeouts(env: &Env) {
     assert!(lock.remaining_ttl().unwrap().is_none());
 
     // The watchdog stopped with the unlock: a fixed lease taken afterwards by
-    // the very same holder (same client, same thread) is not renewed...
-    // (A renewal already on its way when the unlock ran may still land; on a
-    // loaded machine it can take a while: let it land before the new hold.
-    // The library does not yet wait for one, see the session note.)
-    thread::sleep(TIMEOUT / 3);
+    // the very same holder (same client, same thread) is not renewed, not
+    // even by a renewal already on its way when the unlock ran (the unlock
+    // waits for its answer: see
+    // `a_renewal_in_flight_at_unlock_does_not_renew_the_next_hold`)...
     let same = lock.lock_with_lease(FIXED).unwrap();
     thread::sleep(FIXED * 2);
     assert!(
@@ -722,6 +722,169 @@ fn retake_after_loss(env: &Env, same_thread: bool) {
     }
     assert!(old.unlock().unwrap_err().is_not_held());
     assert!(!lock.is_locked().unwrap());
+}
+
+/// A store that holds back the next watchdog renewal it is asked to run
+/// (`lock_renew_batch`) once armed: it says the renewal has left, and sends
+/// it on to the real store only when the test opens the gate. The renewal
+/// is then provably in flight for as long as the test wants.
+struct HeldRenewal {
+    inner: Arc<dyn redisync::backend::LockBackend>,
+    state: std::sync::Mutex<HeldState>,
+    changed: std::sync::Condvar,
+}
+
+#[derive(Default)]
+struct HeldState {
+    armed: bool,
+    /// The held renewal has reached the store wrapper.
+    entered: bool,
+    open: bool,
+    /// The held renewal has run in the real store and its reply is back.
+    answered: bool,
+}
+
+impl HeldRenewal {
+    fn new(inner: Arc<dyn redisync::backend::LockBackend>) -> Arc<HeldRenewal> {
+        Arc::new(HeldRenewal {
+            inner,
+            state: std::sync::Mutex::new(HeldState::default()),
+            changed: std::sync::Condvar::new(),
+        })
+    }
+
+    fn arm(&self) {
+        self.state.lock().unwrap().armed = true;
+    }
+
+    fn open(&self) {
+        self.state.lock().unwrap().open = true;
+        self.changed.notify_all();
+    }
+
+    /// Waits (at most `STUCK`) until `what` holds of the state.
+    fn wait_for(&self, what: &str, check: impl Fn(&HeldState) -> bool) {
+        let state = self.state.lock().unwrap();
+        let (state, _) = self
+            .changed
+            .wait_timeout_while(state, STUCK, |state| !check(state))
+            .unwrap();
+        assert!(check(&state), "{what} within {STUCK:?}");
+    }
+}
+
+impl redisync::backend::LockBackend for HeldRenewal {
+    fn run_script(
+        &self,
+        call: &redisync::backend::ScriptCall<'_>,
+    ) -> redisync::Result<redisync::backend::Reply> {
+        let held = call.script().id() == "lock_renew_batch" && {
+            let mut state = self.state.lock().unwrap();
+            std::mem::replace(&mut state.armed, false)
+        };
+        if !held {
+            return self.inner.run_script(call);
+        }
+        {
+            let mut state = self.state.lock().unwrap();
+            state.entered = true;
+            self.changed.notify_all();
+            let (state, _) = self
+                .changed
+                .wait_timeout_while(state, STUCK, |state| !state.open)
+                .unwrap();
+            assert!(state.open, "the test never let the held renewal go");
+        }
+        let reply = self.inner.run_script(call);
+        self.state.lock().unwrap().answered = true;
+        self.changed.notify_all();
+        reply
+    }
+
+    fn publish(&self, channel: &str, payload: &str) -> redisync::Result<()> {
+        self.inner.publish(channel, payload)
+    }
+
+    fn with_pubsub(
+        &self,
+        session: &mut dyn FnMut(
+            &mut dyn redisync::backend::PubSubConnection,
+        ) -> redisync::Result<()>,
+    ) -> redisync::Result<()> {
+        self.inner.with_pubsub(session)
+    }
+
+    fn slot_of(&self, key: &str) -> Option<u16> {
+        self.inner.slot_of(key)
+    }
+
+    fn response_timeout(&self) -> Option<Duration> {
+        self.inner.response_timeout()
+    }
+
+    fn server_clock_offset_ms(&self) -> Option<i64> {
+        self.inner.server_clock_offset_ms()
+    }
+}
+
+/// A watchdog renewal that has left when the hold is unlocked must not
+/// renew the same holder's next hold: here the same thread of the same
+/// client takes the lock again at once with a fixed lease. The renewal is
+/// held back in a store wrapper until the new hold is taken (or, if the
+/// unlock waits for it, as it must, for `RELEASE_AFTER`); landing after the
+/// new hold it would stretch the fixed lease to the watchdog's (it did:
+/// `Watchdog::stop` only took the renewal off the schedule).
+fn a_renewal_in_flight_at_unlock_does_not_renew_the_next_hold(env: &Env) {
+    // Renewed every second; the held renewal would set a 3 s lease.
+    const TIMEOUT: Duration = Duration::from_secs(3);
+    const FIXED: Duration = Duration::from_millis(300);
+    // Well under the time the unlock may wait for the renewal (the
+    // watchdog timeout on memory, one response timeout on Redis: 3 s).
+    const RELEASE_AFTER: Duration = Duration::from_millis(500);
+    let name = unique_name("lock:renewal-in-flight");
+    let store = env.client();
+    let held = HeldRenewal::new(Arc::clone(store.backend()));
+    let client = Client::builder()
+        .event_handler(Arc::new(NopEventHandler))
+        .backend(Arc::clone(&held))
+        .watchdog_timeout(TIMEOUT)
+        .build()
+        .unwrap();
+    let lock = client.lock(name.as_str());
+
+    let guard = lock.lock().unwrap();
+    held.arm();
+    held.wait_for("the watchdog's renewal left", |state| state.entered);
+    let (relocked, relocked_rx) = mpsc::channel::<()>();
+    let gate = Arc::clone(&held);
+    let opener = thread::spawn(move || {
+        let _ = relocked_rx.recv_timeout(RELEASE_AFTER);
+        gate.open();
+    });
+    let unlocked = Instant::now();
+    guard.unlock().unwrap();
+    let unlock_took = unlocked.elapsed();
+    let same = lock.lock_with_lease(FIXED).unwrap();
+    let _ = relocked.send(());
+    opener.join().unwrap();
+    held.wait_for("the held renewal was answered", |state| state.answered);
+
+    let ttl = lock.remaining_ttl().unwrap();
+    assert!(
+        ttl.is_none_or(|ttl| ttl <= FIXED),
+        "the new hold's {FIXED:?} lease was renewed to {ttl:?} by a renewal of the \
+         previous hold that was in flight at its unlock (the unlock took {unlock_took:?})"
+    );
+    let freed_by = Instant::now() + TIMEOUT / 2;
+    while lock.is_locked().unwrap() {
+        assert!(
+            Instant::now() < freed_by,
+            "a {FIXED:?} lease still held {:?} after the renewal landed",
+            TIMEOUT / 2
+        );
+        thread::sleep(Duration::from_millis(20));
+    }
+    assert!(same.unlock().unwrap_err().is_not_held());
 }
 
 // ---------------------------------------------------------------------------

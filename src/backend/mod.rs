@@ -38,6 +38,9 @@ pub use self::redis::SentinelConfig;
 pub use self::redis::{
     Deployment, RedisBackend, RedisOptions, ReplicaAcknowledgement, ReplicaShortfall,
 };
+/// How long past its round trip's timeout a request may still land (its
+/// window's margin): a wait for a request that timed out covers it too.
+pub(crate) use self::script::WINDOW_MARGIN;
 pub use self::script::{Arg, Effect, Reply, Resend, Script, ScriptCall};
 
 /// One pub/sub message.

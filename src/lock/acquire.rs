@@ -44,6 +44,22 @@ impl AttemptId {
     }
 }
 
+/// How much longer than twice the lease a waiter's queue entry may last
+/// (`lua/lock_acquire.lua` sets the queue's TTL to `2 × lease + 60 s`).
+const QUEUE_TTL_EXTRA_MS: i64 = 60_000;
+
+/// What a wait that ended with a connection error leaves behind in the
+/// lock's waiter queue, for the undo to remove (see
+/// [`Lock::undo_attempt`]).
+struct QueueLeave {
+    queue: crate::ops::handoff::Queue,
+    /// The lock's channel (a given-up hold's unlock message goes there).
+    channel: String,
+    /// The wait's entry when it was queued to be handed the lock outright
+    /// (`d|<wait id>|<holder id>`); else its entry is the holder id.
+    entry: Option<String>,
+}
+
 /// A new id for one wait of this process (see
 /// `ops::handoff::outright_entry`).
 fn next_wait_id() -> u64 {
@@ -274,7 +290,15 @@ impl<H: GuardHolder> Lock<H> {
                 }
                 if let Some(id) = attempt_key.take().filter(|_| err.is_connection_error()) {
                     let key = id.key(&keys.name);
-                    self.undo_attempt(&holder, lease_ms, sent.get(), key, &err);
+                    // The attempt may have queued this waiter (its reply
+                    // was lost): it leaves the queue with the undo, as
+                    // exactly, once the server answers.
+                    let leave = queue.map(|queue| QueueLeave {
+                        queue,
+                        channel,
+                        entry: outright,
+                    });
+                    self.undo_attempt(&holder, lease_ms, sent.get(), key, leave, &err);
                 }
                 Err(err)
             }
@@ -339,21 +363,52 @@ impl<H: GuardHolder> Lock<H> {
     /// ([`Cleanup::settle`](crate::cleanup::Cleanup::settle)), cancels
     /// nothing. Holds of the same holder taken by other threads (a shared
     /// `LockOwner`) or by a retry are not touched.
+    ///
+    /// With `leave`, the wait also leaves the lock's waiter queue, after the
+    /// undo and in the same task: a stale entry at the queue's head would
+    /// have a release hand the lock to a waiter that is gone (its client
+    /// may still listen), which then sits out a claim window. Only this
+    /// wait's entry goes, and any hold handed or reserved to it meanwhile
+    /// is given up (see `ops::handoff::leave`); the holder's next acquire
+    /// settles it first, so it cannot take that wait's new entry. Retried
+    /// as long as the entry can last (the queue's TTL, `2 × lease + 60 s`).
     fn undo_attempt(
         &self,
         holder: &Holder,
         lease_ms: i64,
         sent: Instant,
         attempt_key: String,
+        leave: Option<QueueLeave>,
         cause: &Error,
     ) {
         let backend = Arc::clone(self.client.backend());
         let keys = Arc::clone(&self.keys);
         let undo_holder = holder.clone();
+        let horizon_ms = match &leave {
+            Some(_) => lease_ms
+                .saturating_mul(2)
+                .saturating_add(QUEUE_TTL_EXTRA_MS),
+            None => lease_ms,
+        };
+        let mut undone = false;
         let task: crate::cleanup::Task = Box::new(move || {
-            keys.undo_attempt(backend.as_ref(), &undo_holder, lease_ms, &attempt_key)
-                .map(|_| true)
+            let backend = backend.as_ref();
+            if !undone {
+                keys.undo_attempt(backend, &undo_holder, lease_ms, &attempt_key)?;
+                undone = true;
+            }
+            if let Some(leave) = &leave {
+                crate::ops::handoff::leave(
+                    backend,
+                    &keys.name,
+                    &leave.channel,
+                    &leave.queue,
+                    &undo_holder.id,
+                    leave.entry.as_deref(),
+                )?;
+            }
+            Ok(true)
         });
-        self.release_later(holder, task, sent, lease_ms, false, cause);
+        self.release_later(holder, task, sent, horizon_ms, false, cause);
     }
 }

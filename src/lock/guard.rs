@@ -253,10 +253,16 @@ impl<H: GuardHolder> LockGuard<H> {
         let key = holds::key(&self.renewal.holder, &self.lock.keys.name);
         let outermost = holds::hold_released(&key, H::EXPLICIT);
         // The watch goes first: a renewal answered after the release ran
-        // would find the lock gone and report a loss that is none.
-        if self.watchdog {
-            self.lock.client.watchdog().stop(&self.renewal);
-        }
+        // would find the lock gone and report a loss that is none. If its
+        // renewal is in flight, this waits for it (it would renew this
+        // holder's next hold), and the wait counts against the unlock's
+        // own bound.
+        let waited = if self.watchdog {
+            self.lock.client.watchdog().stop(&self.renewal)
+        } else {
+            None
+        };
+        let _bound = waited.map(|since| crate::deadline::enter(self.lock.unlock_deadline(since)));
         let records = outermost && self.lock.keys.hands_over();
         if records {
             // Before the release is sent: a thread that still finds this

@@ -156,11 +156,9 @@ impl Lock {
         // plus the retry budget (a partition that drops packets would
         // otherwise cost a whole connection timeout per opening). The
         // steps after it share one round-trip floor: hence the floor less.
-        let _deadline = crate::deadline::enter(backend.response_timeout().and_then(|timeout| {
-            started.checked_add(
-                (timeout + RELEASE_RETRY_BUDGET).saturating_sub(crate::deadline::ROUND_TRIP_FLOOR),
-            )
-        }));
+        // (A guard whose unlock waited for a renewal in flight entered its
+        // own, earlier, from the unlock's start: see `LockGuard::release`.)
+        let _deadline = crate::deadline::enter(self.unlock_deadline(started));
         // The reentrant lock's last hold goes to a parked thread of this
         // client if one is offered, or else to the head of the lock's queue
         // in the store: one waiter of the whole fleet, told on its client's
@@ -293,6 +291,18 @@ impl Lock {
                 }
             }
         }
+    }
+
+    /// The deadline of the in-line attempts of an unlock that began at
+    /// `started`: what is left of one response timeout plus the retry
+    /// budget, less the floor the steps after it share (`None` when the
+    /// store has no response timeout).
+    pub(super) fn unlock_deadline(&self, started: Instant) -> Option<Instant> {
+        self.client.store().response_timeout().and_then(|timeout| {
+            started.checked_add(
+                (timeout + RELEASE_RETRY_BUDGET).saturating_sub(crate::deadline::ROUND_TRIP_FLOOR),
+            )
+        })
     }
 
     /// Tells the offered waiter how its handoff went. If the lock was handed

@@ -19,15 +19,13 @@ pub(super) struct Renewed {
     pub(super) result: Result<bool>,
 }
 
-/// Renews every hold of `due`, in as few scripts as kinds, slots and
-/// `batch_size` allow; `now` reads the clock when each script is sent.
-pub(super) fn renew_all(
+/// Groups due renewals into batches: one kind and (on a cluster) one hash
+/// slot each, at most `batch_size` holds each.
+pub(super) fn plan(
     backend: &dyn LockBackend,
     due: Vec<Due>,
     batch_size: usize,
-    lease_ms: i64,
-    now: &dyn Fn() -> Instant,
-) -> Vec<Renewed> {
+) -> Vec<(RenewKind, Vec<Due>)> {
     let mut groups: BTreeMap<(RenewKind, Option<u16>), Vec<Due>> = BTreeMap::new();
     for item in due {
         let renewal = &item.hold.0;
@@ -36,18 +34,28 @@ pub(super) fn renew_all(
             .or_default()
             .push(item);
     }
-    let mut answers = Vec::new();
+    let mut batches = Vec::new();
     for ((kind, _), mut group) in groups {
         while !group.is_empty() {
             let rest = group.split_off(group.len().min(batch_size.max(1)));
-            let batch = std::mem::replace(&mut group, rest);
-            let holds: Vec<&Renewal> = batch.iter().map(|d| d.hold.0.as_ref()).collect();
-            let sent = now();
-            let result = renew_batch(backend, kind, &holds, lease_ms);
-            answers.extend(split(batch, sent, result));
+            batches.push((kind, std::mem::replace(&mut group, rest)));
         }
     }
-    answers
+    batches
+}
+
+/// Renews the holds of one batch of `kind` in one script sent at `sent`.
+pub(super) fn send(
+    backend: &dyn LockBackend,
+    kind: RenewKind,
+    batch: Vec<Due>,
+    lease_ms: i64,
+    sent: Instant,
+) -> Vec<Renewed> {
+    let holds: Vec<&Renewal> = batch.iter().map(|d| d.hold.0.as_ref()).collect();
+    let result = renew_batch(backend, kind, &holds, lease_ms);
+    drop(holds);
+    split(batch, sent, result)
 }
 
 /// One outcome per hold of a batch: its flag, or a copy of the batch's

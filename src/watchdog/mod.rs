@@ -23,8 +23,18 @@
 //! so it is always awake in time without being told. The last release removes
 //! the watch under the mutex: the renewal is cancelled at once, and the
 //! scheduler finds nothing to renew. A renewal answered after its watch was
-//! removed is ignored (and harmless: the script only renews a holder that
-//! still holds the lock).
+//! removed is ignored.
+//!
+//! One that was already sent cannot be cancelled, and its script renews
+//! whatever hold the holder has when it runs: landing after the release
+//! and after the same holder took the lock again with a fixed lease, it
+//! would stretch that lease to the watchdog's. So the last release of a
+//! hold whose renewal is in flight waits for its answer ([`Watchdog::stop`];
+//! no wait, and no round trip, when none is: the common case). The wait is
+//! bounded: each batch's round trips run under a deadline of one response
+//! timeout from its send, and a renewal that was not answered in time is
+//! refused by the server once its window has passed (every writing script
+//! carries one, see `lua/window_prelude.lua`), which the wait covers too.
 //!
 //! Each hold's [`Lease`] records, by the local clock, when the lease ends:
 //! the send time of the acquisition or of the last successful renewal plus
@@ -85,6 +95,14 @@ pub(crate) struct Settings {
 
 struct State {
     schedule: Schedule,
+    /// The batch on its way (its number, and when it was sent by the
+    /// system clock), if any: one at a time, sent by the scheduler.
+    sending: Option<(u64, Instant)>,
+    /// Batches sent so far (the next one's number).
+    batches: u64,
+    /// The last batch that failed and until when a copy of it may still
+    /// land (the end of its window by the local clock).
+    late: Option<(u64, Instant)>,
     /// When the sleeping scheduler will wake on its own; `None` while it is
     /// renewing (it recomputes its next wake afterwards) or not started.
     sleeping_until: Option<Instant>,
@@ -99,6 +117,9 @@ struct Shared {
     clock: Arc<dyn Clock>,
     state: Mutex<State>,
     wake: Condvar,
+    /// Tells the releases waiting for an in-flight renewal that its batch
+    /// was answered.
+    answered: Condvar,
 }
 
 /// A client's watchdog: its watches and its scheduler thread.
@@ -140,11 +161,15 @@ impl Watchdog {
                 clock,
                 state: Mutex::new(State {
                     schedule: Schedule::new(settings.timeout),
+                    sending: None,
+                    batches: 0,
+                    late: None,
                     sleeping_until: None,
                     started: false,
                     shutdown: false,
                 }),
                 wake: Condvar::new(),
+                answered: Condvar::new(),
             }),
         }
     }
@@ -194,8 +219,46 @@ impl Watchdog {
     }
 
     /// Forgets one watchdog hold; the last one cancels the renewal at once.
-    pub(crate) fn stop(&self, renewal: &Arc<Renewal>) {
-        self.shared.state.lock().schedule.stop(renewal);
+    ///
+    /// If that renewal was sent already and is not answered yet, waits until
+    /// it is (or can no longer land: see the module doc), so that it cannot
+    /// renew the holder's next hold of the lock: at most one response
+    /// timeout from its send plus 125 ms (the watchdog timeout when the
+    /// store has no response timeout). No wait otherwise. Returns when it
+    /// began to wait, if it did.
+    pub(crate) fn stop(&self, renewal: &Arc<Renewal>) -> Option<Instant> {
+        let mut state = self.shared.state.lock();
+        if !state.schedule.stop(renewal) {
+            return None;
+        }
+        let (batch, sent) = state.sending?;
+        let began = Instant::now();
+        let until = sent.checked_add(self.shared.lands_within())?;
+        while state.sending.is_some_and(|(number, _)| number == batch) {
+            if self
+                .shared
+                .answered
+                .wait_until(&mut state, until)
+                .timed_out()
+            {
+                return Some(began);
+            }
+        }
+        // Failed: a copy held up on the way may still land in its window.
+        if let Some((_, late)) = state.late.filter(|(number, _)| *number == batch) {
+            let late = late.min(until);
+            while Instant::now() < late {
+                if self
+                    .shared
+                    .answered
+                    .wait_until(&mut state, late)
+                    .timed_out()
+                {
+                    break;
+                }
+            }
+        }
+        Some(began)
     }
 
     /// Cancels every renewal and stops the scheduler (client shutdown).
@@ -241,6 +304,20 @@ fn run(shared: &Shared) {
     }
 }
 
+impl Shared {
+    /// How long after its send a renewal may still land: its round trips'
+    /// deadline (one response timeout), the slack every bound has
+    /// ([`ROUND_TRIP_FLOOR`](crate::deadline::ROUND_TRIP_FLOOR)) and its
+    /// window's margin; without a response timeout, the watchdog timeout.
+    fn lands_within(&self) -> Duration {
+        self.backend
+            .response_timeout()
+            .map_or(self.settings.timeout, |timeout| {
+                timeout + crate::deadline::ROUND_TRIP_FLOOR + crate::backend::WINDOW_MARGIN
+            })
+    }
+}
+
 fn renew_due(shared: &Shared) -> usize {
     let settings = shared.settings;
     let due = {
@@ -253,19 +330,56 @@ fn renew_due(shared: &Shared) -> usize {
     if due.is_empty() {
         return 0;
     }
-    // Round trips happen outside the mutex, so holders never wait on them.
-    let clock = Arc::clone(&shared.clock);
-    let answers = batch::renew_all(
-        shared.backend.as_ref(),
-        due,
-        settings.batch_size,
-        settings.timeout_ms,
-        &move || clock.now(),
-    );
-    let count = answers.len();
+    let backend = shared.backend.as_ref();
+    let mut count = 0;
+    for (kind, batch) in batch::plan(backend, due, settings.batch_size) {
+        let (batch, sent, number, started) = {
+            let mut state = shared.state.lock();
+            // Holds released since they were taken out of the queue are
+            // not sent; the rest are in flight from now.
+            let batch = state.schedule.sending(batch);
+            if batch.is_empty() {
+                continue;
+            }
+            let number = state.batches;
+            state.batches = number.wrapping_add(1);
+            let started = Instant::now();
+            state.sending = Some((number, started));
+            (batch, shared.clock.now(), number, started)
+        };
+        // Round trips happen outside the mutex, so holders never wait on
+        // them; and within one response timeout (checkout included), so a
+        // release waiting for this answer waits no longer (see `stop`).
+        let deadline = backend
+            .response_timeout()
+            .and_then(|timeout| started.checked_add(timeout));
+        let answers = crate::deadline::within(deadline, || {
+            batch::send(backend, kind, batch, settings.timeout_ms, sent)
+        });
+        count += answers.len();
+        record(shared, answers, number);
+    }
+    count
+}
+
+/// Records one batch's answers, tells the releases waiting for them, and
+/// reports losses and failures.
+fn record(shared: &Shared, answers: Vec<batch::Renewed>, number: u64) {
     let mut reports = Vec::new();
     {
         let mut state = shared.state.lock();
+        state.sending = None;
+        // Unanswered (a connection error): a copy may still be on its way.
+        if answers.iter().any(|renewed| {
+            renewed
+                .result
+                .as_ref()
+                .is_err_and(crate::Error::is_connection_error)
+        }) {
+            let late = Instant::now().checked_add(crate::backend::WINDOW_MARGIN);
+            state.late = late.map(|late| (number, late));
+        }
+        shared.answered.notify_all();
         let now = shared.clock.now();
         for renewed in answers {
             let answer = match renewed.result {
@@ -285,7 +399,6 @@ fn renew_due(shared: &Shared) -> usize {
     for (renewal, outcome, error) in reports {
         report(shared, renewal.name(), outcome, error);
     }
-    count
 }
 
 fn report(shared: &Shared, name: &str, outcome: Outcome, error: Option<crate::Error>) {

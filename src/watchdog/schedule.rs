@@ -4,8 +4,10 @@
 //!
 //! Watches are ordered by due time (a `BTreeMap` keyed by `(due, id)`): the
 //! scheduler looks only at the front, never walks every watch. A renewal
-//! taken out of the queue is in flight until its outcome is recorded, which
-//! puts it back (renewed or retried) or marks the hold lost.
+//! taken out of the queue is pending until its outcome is recorded, which
+//! puts it back (renewed or retried) or marks the hold lost; from when its
+//! batch is sent ([`Schedule::sending`]) it is in flight: the last release
+//! of its hold then waits for its answer (see `Watchdog::stop`).
 
 use std::collections::{BTreeMap, HashMap};
 use std::hash::{Hash, Hasher};
@@ -45,9 +47,13 @@ struct Watch {
     id: u64,
     /// Number of watchdog guards (reentrant acquisitions) still alive.
     holds: u32,
+    /// Its renewal's batch has been sent and not answered yet (a flag in
+    /// the padding after `holds`: no more memory per watch).
+    in_flight: bool,
     lease: Arc<Lease>,
-    /// When the next renewal is due; `None` while one is in flight or once
-    /// the hold is lost (never renewed again).
+    /// When the next renewal is due; `None` while one is pending (taken out
+    /// of the queue, sent or about to be) or once the hold is lost (never
+    /// renewed again).
     due: Option<Instant>,
 }
 
@@ -161,6 +167,7 @@ impl Schedule {
             Watch {
                 id,
                 holds,
+                in_flight: false,
                 lease: Arc::clone(&lease),
                 due,
             },
@@ -169,17 +176,22 @@ impl Schedule {
     }
 
     /// Forgets one watchdog guard of `renewal`; the last one removes the
-    /// watch, so its renewal is cancelled at once.
-    pub(super) fn stop(&mut self, renewal: &Arc<Renewal>) {
+    /// watch, so its renewal is cancelled at once. Returns true when the
+    /// watch it removed had a renewal in flight (sent, not answered): that
+    /// one can no longer be cancelled.
+    pub(super) fn stop(&mut self, renewal: &Arc<Renewal>) -> bool {
         let hold = Hold(Arc::clone(renewal));
         let Some(watch) = self.watches.get_mut(&hold) else {
-            return;
+            return false;
         };
         watch.holds = watch.holds.saturating_sub(1);
-        if watch.holds == 0 {
-            self.unqueue(&hold);
-            self.watches.remove(&hold);
+        if watch.holds > 0 {
+            return false;
         }
+        self.unqueue(&hold);
+        self.watches
+            .remove(&hold)
+            .is_some_and(|watch| watch.in_flight)
     }
 
     /// Forgets every watch (client shutdown).
@@ -218,6 +230,22 @@ impl Schedule {
         taken
     }
 
+    /// The renewals of `batch` that are still to be sent, marked in flight:
+    /// those whose watch was removed (or replaced) since they were taken
+    /// out of the queue are dropped.
+    pub(super) fn sending(&mut self, mut batch: Vec<Due>) -> Vec<Due> {
+        batch.retain(
+            |due| match self.watches.get_mut(&due.hold).filter(|w| w.id == due.id) {
+                Some(watch) => {
+                    watch.in_flight = true;
+                    true
+                }
+                None => false,
+            },
+        );
+        batch
+    }
+
     /// Applies the answer to a renewal sent at `sent`, read at `now`.
     pub(super) fn record(
         &mut self,
@@ -229,6 +257,7 @@ impl Schedule {
         let Some(watch) = self.watches.get_mut(&due.hold).filter(|w| w.id == due.id) else {
             return Outcome::Gone;
         };
+        watch.in_flight = false;
         let (outcome, next) = match answer {
             Answer::Renewed => {
                 watch.lease.renewed(sent, self.timeout);

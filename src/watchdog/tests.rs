@@ -34,18 +34,83 @@ impl Clock for HandClock {
 }
 
 /// A `MemoryBackend` that records each script it runs (id, number of
-/// keys), can fail every call, and can split keys into fake cluster slots.
+/// keys), can fail every call, can split keys into fake cluster slots, can
+/// hold renewals back at a gate, and can claim a response timeout.
 #[derive(Default)]
 struct Recording {
     inner: MemoryBackend,
     scripts: Mutex<Vec<(&'static str, usize)>>,
     down: std::sync::atomic::AtomicBool,
     slots: Option<u16>,
+    gate: Gate,
+    response_timeout: Option<Duration>,
 }
 
 impl Recording {
     fn taken(&self) -> Vec<(&'static str, usize)> {
         std::mem::take(&mut *self.scripts.lock())
+    }
+}
+
+/// Where a [`Recording`] holds renewal scripts while closed, and what
+/// happened in which order (renewals answered, releases returned).
+#[derive(Default)]
+struct Gate {
+    state: Mutex<GateState>,
+    changed: parking_lot::Condvar,
+}
+
+#[derive(Default)]
+struct GateState {
+    closed: bool,
+    /// Renewals that reached the gate.
+    arrived: usize,
+    log: Vec<&'static str>,
+}
+
+impl Gate {
+    fn close(&self) {
+        self.state.lock().closed = true;
+    }
+
+    fn open(&self) {
+        self.state.lock().closed = false;
+        self.changed.notify_all();
+    }
+
+    fn note(&self, what: &'static str) {
+        self.state.lock().log.push(what);
+        self.changed.notify_all();
+    }
+
+    fn log(&self) -> Vec<&'static str> {
+        self.state.lock().log.clone()
+    }
+
+    /// Waits (bounded) until `n` renewals reached the gate.
+    fn until_arrived(&self, n: usize) {
+        let mut state = self.state.lock();
+        let until = Instant::now() + Duration::from_secs(10);
+        while state.arrived < n {
+            assert!(
+                !self.changed.wait_until(&mut state, until).timed_out(),
+                "no renewal reached the gate"
+            );
+        }
+    }
+
+    /// Holds a renewal while closed (bounded, so a broken test cannot hang).
+    fn pass(&self) {
+        let mut state = self.state.lock();
+        state.arrived += 1;
+        self.changed.notify_all();
+        let until = Instant::now() + Duration::from_secs(30);
+        while state.closed {
+            assert!(
+                !self.changed.wait_until(&mut state, until).timed_out(),
+                "the gate was never opened"
+            );
+        }
     }
 }
 
@@ -65,7 +130,19 @@ impl LockBackend for Recording {
         self.scripts
             .lock()
             .push((call.script().id(), call.keys().len()));
-        self.inner.run_script(call)
+        let renewal = call.script().id().ends_with("renew_batch");
+        if renewal {
+            self.gate.pass();
+        }
+        let reply = self.inner.run_script(call);
+        if renewal {
+            self.gate.note("renewed");
+        }
+        reply
+    }
+
+    fn response_timeout(&self) -> Option<Duration> {
+        self.response_timeout
     }
 
     fn publish(&self, channel: &str, payload: &str) -> Result<()> {
@@ -118,10 +195,17 @@ struct Fixture {
 
 impl Fixture {
     fn new(batch_size: usize, slots: Option<u16>) -> Fixture {
-        let backend = Arc::new(Recording {
-            slots,
-            ..Recording::default()
-        });
+        Fixture::with_backend(
+            batch_size,
+            Recording {
+                slots,
+                ..Recording::default()
+            },
+        )
+    }
+
+    fn with_backend(batch_size: usize, backend: Recording) -> Fixture {
+        let backend = Arc::new(backend);
         let events = Arc::new(Events::default());
         let t0 = Instant::now();
         let clock = Arc::new(HandClock(Mutex::new(t0)));
@@ -359,4 +443,126 @@ fn on_a_cluster_a_batch_holds_keys_of_one_slot_only() {
     for (_, lease) in holds.iter().chain(&reads) {
         assert_eq!(lease.ends(), Some(f.t0 + INTERVAL + TIMEOUT));
     }
+}
+
+/// Runs one scheduler pass on its own thread (a renewal it sends may be
+/// held at the gate).
+fn pass_in_background(f: &Fixture) -> std::thread::JoinHandle<usize> {
+    let watchdog = f.watchdog.clone();
+    std::thread::spawn(move || watchdog.renew_due())
+}
+
+/// Releases the last guard of `renewal` on its own thread, noting in the
+/// gate's log when the release returned; the thread returns how long it
+/// took and whether it says it waited.
+fn stop_in_background(
+    f: &Fixture,
+    renewal: &Arc<Renewal>,
+) -> std::thread::JoinHandle<(Duration, bool)> {
+    let (watchdog, renewal, backend) = (
+        f.watchdog.clone(),
+        Arc::clone(renewal),
+        Arc::clone(&f.backend),
+    );
+    std::thread::spawn(move || {
+        let started = Instant::now();
+        let waited = watchdog.stop(&renewal).is_some();
+        backend.gate.note("stopped");
+        (started.elapsed(), waited)
+    })
+}
+
+/// A renewal already sent cannot be cancelled, and would renew whatever
+/// hold the holder has when it lands (the same thread's next, fixed-lease
+/// hold): the last release waits for its answer.
+#[test]
+fn the_last_release_waits_for_a_renewal_in_flight() {
+    let f = Fixture::new(100, None);
+    let (renewal, _) = f.hold(Flavor::Reentrant, "wd:in-flight");
+    f.backend.gate.close();
+    f.at(INTERVAL);
+    let pass = pass_in_background(&f);
+    f.backend.gate.until_arrived(1);
+
+    let stop = stop_in_background(&f, &renewal);
+    // The renewal is held: the release cannot have returned.
+    std::thread::sleep(Duration::from_millis(50));
+    assert!(
+        f.backend.gate.log().is_empty(),
+        "{:?}",
+        f.backend.gate.log()
+    );
+    f.backend.gate.open();
+    let (_, waited) = stop.join().unwrap();
+    assert!(waited, "the release says it did not wait");
+    assert_eq!(pass.join().unwrap(), 1);
+    assert_eq!(f.backend.gate.log(), ["renewed", "stopped"]);
+    // And the hold is not renewed again.
+    f.backend.taken();
+    f.at(INTERVAL * 3);
+    assert_eq!(f.watchdog.renew_due(), 0);
+    assert!(f.events.lost.lock().is_empty(), "a release reported a loss");
+}
+
+/// The wait is bounded: one response timeout from the renewal's send (the
+/// round trips' deadline) plus the slack and the window's margin; a
+/// renewal held longer would be refused by the server as late.
+#[test]
+fn the_wait_for_a_renewal_in_flight_ends_with_its_window() {
+    const RESPONSE: Duration = Duration::from_millis(200);
+    let f = Fixture::with_backend(
+        100,
+        Recording {
+            response_timeout: Some(RESPONSE),
+            ..Recording::default()
+        },
+    );
+    let (renewal, _) = f.hold(Flavor::Reentrant, "wd:in-flight:bound");
+    f.backend.gate.close();
+    f.at(INTERVAL);
+    let sent = Instant::now();
+    let pass = pass_in_background(&f);
+    f.backend.gate.until_arrived(1);
+
+    let (took, waited) = stop_in_background(&f, &renewal).join().unwrap();
+    assert!(waited);
+    let bound = RESPONSE + crate::deadline::ROUND_TRIP_FLOOR + crate::backend::WINDOW_MARGIN;
+    assert_eq!(
+        f.backend.gate.log(),
+        ["stopped"],
+        "it waited past the bound"
+    );
+    assert!(
+        sent.elapsed() >= bound,
+        "it gave up {:?} after the send, before the renewal's window ended ({bound:?})",
+        sent.elapsed()
+    );
+    assert!(took < Duration::from_secs(5), "it waited {took:?}");
+    f.backend.gate.open();
+    pass.join().unwrap();
+}
+
+/// A hold released after its renewal was taken out of the queue but
+/// before its batch left is not sent at all, and its release does not wait.
+#[test]
+fn a_hold_released_before_its_batch_is_sent_is_not_renewed() {
+    let f = Fixture::new(1, None);
+    let (first, first_lease) = f.hold(Flavor::Reentrant, "wd:in-flight:a");
+    let (second, _) = f.hold(Flavor::Reentrant, "wd:in-flight:b");
+    f.backend.taken();
+    f.backend.gate.close();
+    f.at(INTERVAL);
+    // Both are due; batches of one: the first is held at the gate, the
+    // second waits its turn.
+    let pass = pass_in_background(&f);
+    f.backend.gate.until_arrived(1);
+    let (stopped, waited) = stop_in_background(&f, &second).join().unwrap();
+    assert_eq!(f.backend.gate.log(), ["stopped"]);
+    assert!(!waited, "it waited for a renewal that was not sent");
+    assert!(stopped < Duration::from_secs(5));
+    f.backend.gate.open();
+    assert_eq!(pass.join().unwrap(), 1);
+    assert_eq!(f.backend.taken(), [("lock_renew_batch", 1)]);
+    assert_eq!(first_lease.ends(), Some(f.t0 + INTERVAL + TIMEOUT));
+    drop(first);
 }
