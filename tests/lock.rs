@@ -19,6 +19,7 @@ use std::sync::{Arc, Barrier, mpsc};
 use std::thread;
 use std::time::{Duration, Instant};
 
+use common::wrap::{Hook, Store, Wrapped};
 use common::{Env, backend_tests, unique_name};
 use redisync::{Client, Error, Lock, LockGuard, MemoryBackend, NopEventHandler};
 
@@ -729,7 +730,6 @@ fn retake_after_loss(env: &Env, same_thread: bool) {
 /// it on to the real store only when the test opens the gate. The renewal
 /// is then provably in flight for as long as the test wants.
 struct HeldRenewal {
-    inner: Arc<dyn redisync::backend::LockBackend>,
     state: std::sync::Mutex<HeldState>,
     changed: std::sync::Condvar,
 }
@@ -745,12 +745,14 @@ struct HeldState {
 }
 
 impl HeldRenewal {
-    fn new(inner: Arc<dyn redisync::backend::LockBackend>) -> Arc<HeldRenewal> {
-        Arc::new(HeldRenewal {
+    fn new(inner: Arc<dyn redisync::backend::LockBackend>) -> Arc<Wrapped<HeldRenewal>> {
+        Arc::new(Wrapped::around(
             inner,
-            state: std::sync::Mutex::new(HeldState::default()),
-            changed: std::sync::Condvar::new(),
-        })
+            HeldRenewal {
+                state: std::sync::Mutex::new(HeldState::default()),
+                changed: std::sync::Condvar::new(),
+            },
+        ))
     }
 
     fn arm(&self) {
@@ -773,9 +775,10 @@ impl HeldRenewal {
     }
 }
 
-impl redisync::backend::LockBackend for HeldRenewal {
+impl Hook for HeldRenewal {
     fn run_script(
         &self,
+        inner: &Store,
         call: &redisync::backend::ScriptCall<'_>,
     ) -> redisync::Result<redisync::backend::Reply> {
         let held = call.script().id() == "lock_renew_batch" && {
@@ -783,7 +786,7 @@ impl redisync::backend::LockBackend for HeldRenewal {
             std::mem::replace(&mut state.armed, false)
         };
         if !held {
-            return self.inner.run_script(call);
+            return inner.run_script(call);
         }
         {
             let mut state = self.state.lock().unwrap();
@@ -795,35 +798,10 @@ impl redisync::backend::LockBackend for HeldRenewal {
                 .unwrap();
             assert!(state.open, "the test never let the held renewal go");
         }
-        let reply = self.inner.run_script(call);
+        let reply = inner.run_script(call);
         self.state.lock().unwrap().answered = true;
         self.changed.notify_all();
         reply
-    }
-
-    fn publish(&self, channel: &str, payload: &str) -> redisync::Result<()> {
-        self.inner.publish(channel, payload)
-    }
-
-    fn with_pubsub(
-        &self,
-        session: &mut dyn FnMut(
-            &mut dyn redisync::backend::PubSubConnection,
-        ) -> redisync::Result<()>,
-    ) -> redisync::Result<()> {
-        self.inner.with_pubsub(session)
-    }
-
-    fn slot_of(&self, key: &str) -> Option<u16> {
-        self.inner.slot_of(key)
-    }
-
-    fn response_timeout(&self) -> Option<Duration> {
-        self.inner.response_timeout()
-    }
-
-    fn server_clock_offset_ms(&self) -> Option<i64> {
-        self.inner.server_clock_offset_ms()
     }
 }
 

@@ -23,8 +23,9 @@ use std::sync::{Arc, Mutex, mpsc};
 use std::thread;
 use std::time::{Duration, Instant};
 
+use common::wrap::{Hook, Store, Wrapped};
 use common::{TestServer, hgetall, unique_name, wait_until};
-use redisync::backend::{LockBackend, PubSubConnection, Reply, ScriptCall, ServerReply};
+use redisync::backend::{LockBackend, Reply, ScriptCall};
 use redisync::{Client, NopEventHandler};
 
 /// How long the cleanup worker gets to undo the attempt and leave the
@@ -41,7 +42,6 @@ const PROMPT: Duration = Duration::from_secs(3);
 /// (`lock_acquire`) in the real store, notes the waiter queue as the
 /// attempt left it, and answers a connection error instead of the reply.
 struct LostAcquireReply {
-    inner: Arc<dyn LockBackend>,
     conn: Mutex<redis::Connection>,
     armed: AtomicBool,
     /// The waiter queue right after the lost attempt ran.
@@ -49,20 +49,22 @@ struct LostAcquireReply {
 }
 
 impl LostAcquireReply {
-    fn new(inner: Arc<dyn LockBackend>, server: &TestServer) -> Arc<LostAcquireReply> {
-        Arc::new(LostAcquireReply {
+    fn new(inner: Arc<dyn LockBackend>, server: &TestServer) -> Arc<Wrapped<LostAcquireReply>> {
+        Arc::new(Wrapped::around(
             inner,
-            conn: Mutex::new(server.connection()),
-            armed: AtomicBool::new(false),
-            queue_after: Mutex::new(None),
-        })
+            LostAcquireReply {
+                conn: Mutex::new(server.connection()),
+                armed: AtomicBool::new(false),
+                queue_after: Mutex::new(None),
+            },
+        ))
     }
 }
 
-impl LockBackend for LostAcquireReply {
-    fn run_script(&self, call: &ScriptCall<'_>) -> redisync::Result<Reply> {
+impl Hook for LostAcquireReply {
+    fn run_script(&self, inner: &Store, call: &ScriptCall<'_>) -> redisync::Result<Reply> {
         let lose = call.script().id() == "lock_acquire" && self.armed.swap(false, Ordering::SeqCst);
-        let reply = self.inner.run_script(call)?;
+        let reply = inner.run_script(call)?;
         if !lose {
             return Ok(reply);
         }
@@ -79,33 +81,6 @@ impl LockBackend for LostAcquireReply {
             "connection reset before the reply (test)",
             true,
         ))
-    }
-
-    fn publish(&self, channel: &str, payload: &str) -> redisync::Result<()> {
-        self.inner.publish(channel, payload)
-    }
-
-    fn with_pubsub(
-        &self,
-        session: &mut dyn FnMut(&mut dyn PubSubConnection) -> redisync::Result<()>,
-    ) -> redisync::Result<()> {
-        self.inner.with_pubsub(session)
-    }
-
-    fn slot_of(&self, key: &str) -> Option<u16> {
-        self.inner.slot_of(key)
-    }
-
-    fn response_timeout(&self) -> Option<Duration> {
-        self.inner.response_timeout()
-    }
-
-    fn server_clock_offset_ms(&self) -> Option<i64> {
-        self.inner.server_clock_offset_ms()
-    }
-
-    fn server_command(&self, args: &[&str]) -> redisync::Result<Vec<ServerReply>> {
-        self.inner.server_command(args)
     }
 }
 
