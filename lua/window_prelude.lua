@@ -9,8 +9,12 @@
 -- (Redis 6.2 and later replicate a script's effects, so a write may follow
 -- TIME.)
 local window_end = tonumber(table.remove(ARGV))
+-- The TIME reply the check read (nil without a window): a script that needs
+-- the server's clock again reuses it (lua/fair_lock_release.lua).
+local window_time
 if window_end and window_end > 0 then
-    local now = redis.call('time')
+    window_time = redis.call('time')
+    local now = window_time
     if now[1] * 1000 + now[2] / 1000 > window_end then
         return redis.error_reply('ERR late request: arrived after its window ended at '
             .. string.format('%d', window_end) .. ' ms (server clock), nothing written')

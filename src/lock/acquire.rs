@@ -147,9 +147,15 @@ impl<H: GuardHolder> Lock<H> {
                     queued.set(!acquired.is_acquired());
                     (acquired, None)
                 }),
-                None => {
-                    keys.attempt_recorded(backend, &holder, lease_ms, allowance_ms, enqueue, &key)
-                }
+                None => keys.attempt_recorded(
+                    backend,
+                    &holder,
+                    lease_ms,
+                    allowance_ms,
+                    enqueue,
+                    &key,
+                    wait_id,
+                ),
             };
             attempts.set(attempts.get().saturating_add(1));
             attempt_key.set(Some(id));
@@ -237,8 +243,10 @@ impl<H: GuardHolder> Lock<H> {
                     },
                     name: &keys.name,
                     cancel: self.cancel.as_ref(),
-                    // A releasing thread of this client may hand it the lock.
-                    seat: keys.hands_over().then(|| crate::pubsub::Seat {
+                    // A releasing thread of this client may hand it the lock
+                    // (a fair lock's: a release in any client, on the
+                    // waiter's own channel, see `ops::fair_lock`).
+                    seat: (keys.hands_over() || keys.hands_off_directly()).then(|| crate::pubsub::Seat {
                         field: holder.field().to_owned(),
                         lease_ms,
                         wait: wait_id,

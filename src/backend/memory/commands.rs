@@ -96,6 +96,7 @@ pub(super) fn execute(store: &mut Store, args: &[&[u8]]) -> Reply {
         b"del" => (-2, del),
         b"exists" => (-2, exists),
         b"get" => (2, get),
+        b"getdel" => (2, getdel),
         b"hdel" => (-3, hdel),
         b"hexists" => (3, hexists),
         b"hget" => (3, hget),
@@ -343,6 +344,15 @@ fn time(store: &mut Store, _: &[&[u8]]) -> Outcome {
 
 fn get(store: &mut Store, args: &[&[u8]]) -> Outcome {
     Ok(typed(store, args[0], as_str)?.map_or(Reply::Nil, |value| bulk(value)))
+}
+
+/// GETDEL (Redis 6.2): the string's value, and the key deleted.
+fn getdel(store: &mut Store, args: &[&[u8]]) -> Outcome {
+    let value = get(store, args)?;
+    if value != Reply::Nil {
+        store.keys.remove(args[0]);
+    }
+    Ok(value)
 }
 
 fn set(store: &mut Store, args: &[&[u8]]) -> Outcome {
@@ -820,6 +830,9 @@ mod tests {
         assert_eq!(run(&mut s, "set k w"), ok());
         assert_eq!(run(&mut s, "pttl k"), Reply::Int(-1), "SET clears the TTL");
         assert_eq!(run(&mut s, "get k"), bulk_of("w"));
+        assert_eq!(run(&mut s, "getdel k"), bulk_of("w"));
+        assert_eq!(run(&mut s, "getdel k"), Reply::Nil, "GETDEL deletes");
+        assert_eq!(run(&mut s, "set k w"), ok());
         assert_eq!(run(&mut s, "incr k"), err(NOT_INTEGER));
         assert_eq!(run(&mut s, "incr n"), Reply::Int(1));
         assert_eq!(run(&mut s, "pexpire n 5000"), Reply::Int(1));
