@@ -365,7 +365,10 @@ impl LockKeys {
     pub(crate) fn park_for(&self, ttl: Option<Duration>, allowance_ms: i64) -> Option<Duration> {
         match self.flavor {
             Flavor::Fair => {
-                let claim = self.fair_direct.as_ref().map_or(allowance_ms, |(_, claim)| *claim);
+                let claim = self
+                    .fair_direct
+                    .as_ref()
+                    .map_or(allowance_ms, |(_, claim)| *claim);
                 let bound = Duration::from_millis(
                     u64::try_from(allowance_ms.min(claim)).unwrap_or(u64::MAX),
                 );

@@ -246,10 +246,12 @@ impl<H: GuardHolder> Lock<H> {
                     // A releasing thread of this client may hand it the lock
                     // (a fair lock's: a release in any client, on the
                     // waiter's own channel, see `ops::fair_lock`).
-                    seat: (keys.hands_over() || keys.hands_off_directly()).then(|| crate::pubsub::Seat {
-                        field: holder.field().to_owned(),
-                        lease_ms,
-                        wait: wait_id,
+                    seat: (keys.hands_over() || keys.hands_off_directly()).then(|| {
+                        crate::pubsub::Seat {
+                            field: holder.field().to_owned(),
+                            lease_ms,
+                            wait: wait_id,
+                        }
                     }),
                     direct: direct.as_deref(),
                 },
