@@ -101,27 +101,10 @@ end
 if ARGV[5] ~= '1' then
     return math.max(redis.call('pttl', KEYS[1]), 1)
 end
--- Already queued: wait until the slot ahead runs out.
-local queued = redis.call('zscore', KEYS[3], ARGV[2])
-if queued ~= false then
-    mark()
-    local ahead = tonumber(queued) - tonumber(ARGV[3]) - now
-    if ahead > 0 then
-        return ahead
-    end
-    -- The slot ahead ran out while its owner still holds the lock: wait for
-    -- the lock's TTL (-1 = none: wait for the unlock message), not 1 ms.
-    local ttl = redis.call('pttl', KEYS[1])
-    if ttl ~= -2 then
-        return ttl
-    end
-    -- Free, and a live head has not taken it yet: wait for the head's slot.
-    local head = redis.call('lindex', KEYS[2], 0)
-    return math.max(tonumber(redis.call('zscore', KEYS[3], head) or now) - now, 1)
-end
--- Join the tail; the slot lasts the allowance past the slot ahead (or the
--- lock's TTL). The slot ahead is the latest deadline: slots grow along the
--- queue, so it is the last waiter's (one call, not LINDEX and ZSCORE).
+-- Join the tail (ZADD NX: unless queued already); the slot lasts the
+-- allowance past the slot ahead (or the lock's TTL). The slot ahead is the
+-- latest deadline: slots grow along the queue, so it is the last waiter's
+-- (one call, not LINDEX and ZSCORE).
 local last = redis.call('zrange', KEYS[3], -1, -1, 'withscores')
 local ttl
 if last[1] then
@@ -129,7 +112,24 @@ if last[1] then
 else
     ttl = redis.call('pttl', KEYS[1])
 end
-redis.call('zadd', KEYS[3], ttl + tonumber(ARGV[3]) + now, ARGV[2])
-redis.call('rpush', KEYS[2], ARGV[2])
+if redis.call('zadd', KEYS[3], 'nx', ttl + tonumber(ARGV[3]) + now, ARGV[2]) == 1 then
+    redis.call('rpush', KEYS[2], ARGV[2])
+    mark()
+    return math.max(ttl, 1)
+end
+-- Already queued: wait until the slot ahead runs out.
+local queued = redis.call('zscore', KEYS[3], ARGV[2])
 mark()
-return math.max(ttl, 1)
+local ahead = tonumber(queued) - tonumber(ARGV[3]) - now
+if ahead > 0 then
+    return ahead
+end
+-- The slot ahead ran out while its owner still holds the lock: wait for
+-- the lock's TTL (-1 = none: wait for the unlock message), not 1 ms.
+local ttl = redis.call('pttl', KEYS[1])
+if ttl ~= -2 then
+    return ttl
+end
+-- Free, and a live head has not taken it yet: wait for the head's slot.
+local head = redis.call('lindex', KEYS[2], 0)
+return math.max(tonumber(redis.call('zscore', KEYS[3], head) or now) - now, 1)

@@ -108,6 +108,7 @@ pub(super) fn execute(store: &mut Store, args: &[&[u8]]) -> Reply {
         b"incrby" => (3, incrby),
         b"lindex" => (3, lindex),
         b"lpop" => (-2, lpop),
+        b"lpush" => (-3, lpush),
         b"lrange" => (4, lrange),
         b"lrem" => (4, lrem),
         b"pexpire" => (-3, pexpire),
@@ -576,6 +577,14 @@ fn rpush(store: &mut Store, args: &[&[u8]]) -> Outcome {
     Ok(count(items.len()))
 }
 
+fn lpush(store: &mut Store, args: &[&[u8]]) -> Outcome {
+    let items = typed_or_insert(store, args[0], new_list, as_list)?;
+    for item in &args[1..] {
+        items.push_front(item.to_vec());
+    }
+    Ok(count(items.len()))
+}
+
 fn lrange(store: &mut Store, args: &[&[u8]]) -> Outcome {
     let start = integer_arg(args[1])?;
     let stop = integer_arg(args[2])?;
@@ -657,9 +666,13 @@ fn with_scores(members: &[(&[u8], f64)], scores: bool) -> Reply {
 }
 
 fn zadd(store: &mut Store, args: &[&[u8]]) -> Outcome {
-    let pairs = &args[1..];
-    if !pairs.len().is_multiple_of(2) {
-        // Also where NX, XX, GT, LT, CH or INCR would be: no script uses them.
+    // NX (only add new members) is the one flag a script uses.
+    let only_new = args
+        .get(1)
+        .is_some_and(|flag| flag.eq_ignore_ascii_case(b"nx"));
+    let pairs = &args[if only_new { 2 } else { 1 }..];
+    if pairs.is_empty() || !pairs.len().is_multiple_of(2) {
+        // Also where XX, GT, LT, CH or INCR would be: no script uses them.
         return Err(error(SYNTAX));
     }
     let scores = pairs
@@ -669,6 +682,9 @@ fn zadd(store: &mut Store, args: &[&[u8]]) -> Outcome {
     let members = typed_or_insert(store, args[0], new_zset, as_zset)?;
     let mut added = 0;
     for (pair, score) in pairs.chunks_exact(2).zip(scores) {
+        if only_new && members.contains_key(pair[1]) {
+            continue;
+        }
         if members.insert(pair[1].to_vec(), score).is_none() {
             added += 1;
         }
@@ -1007,6 +1023,9 @@ mod tests {
             "an emptied list ceases to exist"
         );
         assert_eq!(run(&mut s, "lpop q"), Reply::Nil);
+        assert_eq!(run(&mut s, "lpush q b a"), Reply::Int(2));
+        assert_eq!(run(&mut s, "lpush q c"), Reply::Int(3));
+        assert_eq!(run(&mut s, "lrange q 0 -1"), bulks(&["c", "a", "b"]));
     }
 
     #[test]
@@ -1015,6 +1034,13 @@ mod tests {
         assert_eq!(run(&mut s, "zincrby z -5 m"), bulk_of("-5"));
         assert_eq!(run(&mut s, "zadd z 7 n 0.1 o"), Reply::Int(2));
         assert_eq!(run(&mut s, "zadd z 3 n"), Reply::Int(0));
+        assert_eq!(run(&mut s, "zadd z NX 9 n 4 p"), Reply::Int(1));
+        assert_eq!(
+            run(&mut s, "zscore z n"),
+            bulk_of("3"),
+            "NX keeps a member's score"
+        );
+        assert_eq!(run(&mut s, "zrem z p"), Reply::Int(1));
         assert_eq!(run(&mut s, "zadd z 1 a 2"), err(SYNTAX));
         assert_eq!(run(&mut s, "zadd z nan a"), err(NOT_FLOAT));
         assert_eq!(run(&mut s, "zadd z 1e400 a"), err(NOT_FLOAT));
