@@ -25,6 +25,12 @@
 -- ARGV[5]  1 = join the queue if the lock cannot be had now; 0 = do not (try_lock)
 -- ARGV[6]  with KEYS[5]: this wait's id when a release may hand it the lock
 --          outright (a waiter whose watchdog renews the hold), or ''
+-- ARGV[7]  with KEYS[5]: 1 = the first attempt of a wait whose holder has no
+--          guard of this lock: a hold the lock gives that holder was handed
+--          to an earlier wait of it that ended just then (its give-back
+--          lost), and is given back, the head told to try, instead of being
+--          re-entered past the queue; 0 otherwise
+-- ARGV[8]  with KEYS[5]: the channel prefix, redisson_lock__channel:{name}
 -- Returns  nil when acquired (hold count + 1, TTL reset to the lease);
 --          otherwise how long to wait in ms before trying again (the slot
 --          ahead's remaining time, or the lock's PTTL; -1 = until a message).
@@ -55,6 +61,11 @@ if KEYS[4] then
     end
 end
 local now = tonumber(ARGV[4])
+local stranded = mine and KEYS[5] and ARGV[7] == '1'
+if stranded then
+    redis.call('del', KEYS[1])
+    free, mine = true, false
+end
 -- The holder's direct mark: '<wait id>:<allowance>' (see KEYS[5]).
 local function mark()
     if not KEYS[5] then
@@ -87,6 +98,9 @@ if free then
             redis.call('del', KEYS[5])
         end
         return nil
+    end
+    if stranded then
+        redis.call('publish', ARGV[8] .. ':' .. head, '0')
     end
 end
 -- Re-entry.

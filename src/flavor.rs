@@ -22,6 +22,10 @@ use crate::ops::lock::{Acquire, FencedAcquire, LockState, Release};
 use crate::ops::rw_lock::{RwLockKeys, RwMode};
 use crate::{Result, keys};
 
+/// How long the unlock latch of a fair waiter's give-back (see
+/// [`LockKeys::give_up`]) remembers its outcome.
+const GIVE_BACK_LATCH_MS: i64 = 10_000;
+
 /// Which primitive a lock handle drives.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Flavor {
@@ -209,7 +213,9 @@ impl LockKeys {
     /// One acquire attempt, with the fencing token of a fenced lock's
     /// success (`allowance_ms` is a fair waiter's queue slot, `enqueue`
     /// whether a fair attempt may join the queue, `wait` the id of a fair
-    /// wait a release may hand the lock outright), recording the attempt
+    /// wait a release may hand the lock outright, `fresh` whether a hold
+    /// the store gives a fair holder is one no guard of it has: given back,
+    /// see `ops::fair_lock`), recording the attempt
     /// under `attempt_key` when it takes a hold, so that the undo of an
     /// attempt whose outcome is unknown removes exactly its hold.
     #[allow(clippy::too_many_arguments)]
@@ -222,6 +228,7 @@ impl LockKeys {
         enqueue: bool,
         attempt_key: &str,
         wait: Option<u64>,
+        fresh: bool,
     ) -> Result<(Acquire, Option<u64>)> {
         let acquire = match self.flavor {
             Flavor::Reentrant => ops::lock::acquire_recorded(
@@ -258,6 +265,7 @@ impl LockKeys {
                     attempt_key,
                     &mark,
                     wait,
+                    fresh,
                 ),
                 None => ops::fair_lock::acquire_recorded(
                     backend,
@@ -379,22 +387,42 @@ impl LockKeys {
     }
 
     /// A waiter gives up: leave the fair queue at once (no-op otherwise).
+    /// `wait`: the id of a fair wait a release may have handed the lock
+    /// outright (a thread's watchdog wait, which holds nothing of its own
+    /// while it waits): if it is no longer queued and holds the lock, a
+    /// release handed it the lock just as it gave up, and it gives the
+    /// lock back (to the next waiter) at once instead of leaving it
+    /// stranded for the claim window, where its holder's next wait would
+    /// re-enter it past the queue.
     pub(crate) fn give_up(
         &self,
         backend: &dyn LockBackend,
         holder: &Holder,
         allowance_ms: i64,
+        wait: Option<u64>,
     ) -> Result<()> {
-        match self.flavor {
-            Flavor::Fair => ops::fair_lock::cancel_marked(
-                backend,
-                &self.fair(),
-                &holder.id,
-                allowance_ms,
-                self.mark(holder).as_deref(),
-            ),
-            _ => Ok(()),
+        if self.flavor != Flavor::Fair {
+            return Ok(());
         }
+        let mark = self.mark(holder);
+        let queued = ops::fair_lock::cancel_marked(
+            backend,
+            &self.fair(),
+            &holder.id,
+            allowance_ms,
+            mark.as_deref(),
+        )?;
+        if let (false, Some(_), Some((_, claim_ms))) = (queued, wait, &self.fair_direct)
+            && ops::lock::state(backend, &self.name, &holder.id)?.hold_count == 1
+        {
+            let latch = format!(
+                "{}:{}",
+                keys::unlock_latch_prefix(&self.name),
+                uuid::Uuid::new_v4().simple()
+            );
+            self.release(backend, holder, *claim_ms, &latch, GIVE_BACK_LATCH_MS)?;
+        }
+        Ok(())
     }
 
     /// Releases one hold behind the unlock latch `latch_key`.

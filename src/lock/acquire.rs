@@ -155,6 +155,13 @@ impl<H: GuardHolder> Lock<H> {
                     enqueue,
                     &key,
                     wait_id,
+                    // A fair wait's first attempt, by a thread with no guard
+                    // of this lock: a hold the store gives its holder was
+                    // handed to an earlier wait, and is given back rather
+                    // than re-entered past the queue (see `ops::fair_lock`).
+                    wait_id.is_some()
+                        && !retry
+                        && !holds::held(&holds::key(&holder, &keys.name), H::EXPLICIT),
                 ),
             };
             attempts.set(attempts.get().saturating_add(1));
@@ -269,7 +276,7 @@ impl<H: GuardHolder> Lock<H> {
             Ok(None) => {
                 // try_lock never queued; a fair waiter that gave up leaves now.
                 if enqueue {
-                    keys.give_up(backend, &holder, allowance_ms)?;
+                    keys.give_up(backend, &holder, allowance_ms, wait_id)?;
                 }
                 leave_queue();
                 Ok(None)
@@ -277,7 +284,7 @@ impl<H: GuardHolder> Lock<H> {
             Err(err) => {
                 // Best effort: do not leave a fair waiter queued after an error.
                 if enqueue {
-                    let _ = keys.give_up(backend, &holder, allowance_ms);
+                    let _ = keys.give_up(backend, &holder, allowance_ms, wait_id);
                 }
                 if !err.is_connection_error() {
                     leave_queue();

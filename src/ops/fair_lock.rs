@@ -93,8 +93,8 @@ impl<'a> Keyed<'a> for ScriptCall<'a> {
 
 script!(
     /// KEYS lock, queue, slots [, record [, mark]]; ARGV lease ms, holder,
-    /// allowance ms, now ms, enqueue [, wait id]. nil = acquired, else ms
-    /// to wait.
+    /// allowance ms, now ms, enqueue [, wait id, fresh, channel prefix].
+    /// nil = acquired, else ms to wait.
     ACQUIRE = "fair_lock_acquire", "fair lock acquire", after "window_prelude", after "args_prelude", after "fair_lock_prelude"
 );
 script!(
@@ -231,7 +231,11 @@ pub fn acquire_recorded<B: LockBackend + ?Sized>(
 /// its mark `mark_key` (`{name}:redisync_fair_direct:<holder id>`) to
 /// `wait` and its allowance, so that a release may hand it the lock
 /// outright (`None`: the mark is deleted, it is told to try); taking the
-/// lock deletes the mark.
+/// lock deletes the mark. `fresh`: the first attempt of a wait whose
+/// holder has no guard of this lock: a hold the store gives that holder was
+/// handed to an earlier wait of it that ended just then (and whose give-back
+/// was lost), so it is given back (the head, if another, told to try), not
+/// re-entered past the queue.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn acquire_marked<B: LockBackend + ?Sized>(
     backend: &B,
@@ -244,6 +248,7 @@ pub(crate) fn acquire_marked<B: LockBackend + ?Sized>(
     attempt_key: &str,
     mark_key: &str,
     wait: Option<u64>,
+    fresh: bool,
 ) -> Result<Acquire> {
     check_ms("lease", lease_ms)?;
     check_ms("wait allowance", wait_ms)?;
@@ -261,7 +266,9 @@ pub(crate) fn acquire_marked<B: LockBackend + ?Sized>(
     .arg(wait_ms)
     .arg(now_ms)
     .arg(i64::from(enqueue))
-    .arg(wait.map(|wait| wait.to_string()).unwrap_or_default());
+    .arg(wait.map(|wait| wait.to_string()).unwrap_or_default())
+    .arg(i64::from(fresh))
+    .arg(keys.channel_prefix);
     run_as(backend, &call, acquire_outcome)
 }
 
@@ -472,25 +479,26 @@ pub fn cancel<B: LockBackend + ?Sized>(
     holder: &str,
     wait_ms: i64,
 ) -> Result<()> {
-    cancel_marked(backend, keys, holder, wait_ms, None)
+    cancel_marked(backend, keys, holder, wait_ms, None).map(drop)
 }
 
 /// [`cancel`], and with `mark_key`, the waiter's direct mark deleted too
-/// (see the module doc): no release hands it the lock any more.
+/// (see the module doc): no release hands it the lock any more. Returns
+/// whether it was queued.
 pub(crate) fn cancel_marked<B: LockBackend + ?Sized>(
     backend: &B,
     keys: &FairLockKeys<'_>,
     holder: &str,
     wait_ms: i64,
     mark_key: Option<&str>,
-) -> Result<()> {
+) -> Result<bool> {
     check_ms("wait allowance", wait_ms)?;
     let call = ScriptCall::new(&CANCEL, Resend::Harmless, Effect::Read)
         .key(keys.queue)
         .key(keys.timeouts);
     let call = mark_key.into_iter().fold(call, ScriptCall::key);
     let call = call.arg(holder).arg(wait_ms);
-    run(backend, &call).map(drop)
+    Ok(matches!(run(backend, &call)?, Reply::Int(1)))
 }
 
 /// Deletes the fair lock whoever holds it and tells the head waiter.
