@@ -1207,14 +1207,13 @@ fn fair_lock_keeps_fifo_across_both() {
 #[test]
 fn fair_fifo_with_a_java_waiter_behind_a_handed_redisync_waiter() {
     let sides = single();
-    let Store::Single(server) = &sides.store else {
-        unreachable!("single() is one server")
+    let url = match &sides.store {
+        Store::Single(server) => server.url(),
+        #[cfg(feature = "cluster")]
+        Store::Cluster(_) => unreachable!("single() is one server"),
     };
     let name = unique_name("interop-fair-handed");
-    let (b, c) = (
-        Client::open(&server.url()).unwrap(),
-        Client::open(&server.url()).unwrap(),
-    );
+    let (b, c) = (Client::open(&url).unwrap(), Client::open(&url).unwrap());
     let guard = sides.rust.fair_lock(name.as_str()).lock().unwrap();
     let rust_b = RustWaiter::start(b.fair_lock(name.as_str()));
     sides.await_waiters("fair", &name, 1);
