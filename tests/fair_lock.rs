@@ -995,3 +995,78 @@ fn a_handed_waiter_that_never_takes_it_holds_it_at_most_the_claim_window() {
     waiter.join().unwrap();
     assert!(!a.fair_lock(name.as_str()).is_locked().unwrap());
 }
+
+/// When the head takes the lock, every waiter behind moves up one slot
+/// (Redisson's arithmetic, one ZINCRBY per waiter there): here one ZADD
+/// per 1000 waiters rewrites them, so a queue longer than that moves up
+/// whole, each slot exactly one allowance.
+#[test]
+fn the_head_taking_the_lock_moves_a_long_queue_up_one_slot() {
+    use redisync::ops::fair_lock::{self, FairLockKeys};
+    use redisync::ops::lock::{Acquire, Release};
+    const WAITERS: usize = 2_500;
+    const WAIT_MS: i64 = 5_000;
+    let server = common::TestServer::start();
+    let client = Client::open(&server.url()).unwrap();
+    let store = client.backend();
+    let name = unique_name("fair:long");
+    let (queue, timeouts, channel_prefix) = (
+        format!("redisson_lock_queue:{{{name}}}"),
+        format!("redisson_lock_timeout:{{{name}}}"),
+        format!("redisson_lock__channel:{{{name}}}"),
+    );
+    let keys = FairLockKeys {
+        name: &name,
+        queue: &queue,
+        timeouts: &timeouts,
+        channel_prefix: &channel_prefix,
+    };
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64;
+    let acquire = |holder: &str| {
+        fair_lock::acquire(store.as_ref(), &keys, holder, 30_000, WAIT_MS, now, true).unwrap()
+    };
+    assert_eq!(acquire("holder:1"), Acquire::Acquired);
+    for i in 0..WAITERS {
+        assert!(!acquire(&format!("w:{i}")).is_acquired());
+    }
+    let mut raw = server.connection();
+    let slots = |raw: &mut ::redis::Connection| -> Vec<(String, i64)> {
+        ::redis::cmd("ZRANGE")
+            .arg(&timeouts)
+            .arg(0)
+            .arg(-1)
+            .arg("WITHSCORES")
+            .query(raw)
+            .unwrap()
+    };
+    let before = slots(&mut raw);
+    assert_eq!(before.len(), WAITERS);
+    let latch = format!("redisson_unlock_latch:{{{name}}}:1");
+    let released = fair_lock::release(
+        store.as_ref(),
+        &keys,
+        "holder:1",
+        30_000,
+        now,
+        &latch,
+        5_000,
+    )
+    .unwrap();
+    assert_eq!(released, Release::Released);
+    assert_eq!(acquire("w:0"), Acquire::Acquired);
+    let after = slots(&mut raw);
+    assert_eq!(after.len(), WAITERS - 1);
+    let expected: Vec<(String, i64)> = before[1..]
+        .iter()
+        .map(|(id, slot)| (id.clone(), slot - WAIT_MS))
+        .collect();
+    assert_eq!(
+        after, expected,
+        "every waiter behind moved up exactly one slot"
+    );
+    let len: usize = ::redis::cmd("LLEN").arg(&queue).query(&mut raw).unwrap();
+    assert_eq!(len, WAITERS - 1);
+}
