@@ -16,7 +16,9 @@
 --          and a release may hand it the lock outright (see
 --          lua/fair_lock_release.lua). Set when it joins the queue with
 --          ARGV[6] (deleted when it joins with ARGV[6] = ''), refreshed by
---          its later attempts while queued, deleted when it takes the lock.
+--          its later attempts while queued, deleted when it takes the lock
+--          or gives up; a release that hands it the lock leaves it (it
+--          names a wait that has ended; the holder's next join rewrites it).
 --          Redisson's scripts never read it.
 -- ARGV[1]  lease in milliseconds
 -- ARGV[2]  holder id, <client uuid>:<thread number>
@@ -72,8 +74,11 @@ local function mark()
         return
     end
     if ARGV[6] and ARGV[6] ~= '' then
+        -- Twice the lease: the waiter's watchdog lease, of which the claim
+        -- window is at most half, and it refreshes the mark at least once
+        -- per claim window while queued.
         redis.call('set', KEYS[5], ARGV[6] .. ':' .. ARGV[3], 'px',
-            string.format('%d', 2 * tonumber(ARGV[1]) + tonumber(ARGV[3])))
+            string.format('%d', 2 * tonumber(ARGV[1])))
     else
         redis.call('del', KEYS[5])
     end

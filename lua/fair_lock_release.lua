@@ -60,29 +60,27 @@ if count then
     redis.call('del', KEYS[1])
 end
 if ARGV[6] then
-    -- Taken off the queue at once (one call, not LINDEX and LPOP), put
-    -- back when it is not handed the lock.
-    local head = redis.call('lpop', KEYS[2])
-    if head then
-        local marked = redis.call('getdel', ARGV[6] .. head)
-        local wait, allowance
-        if marked then
-            wait, allowance = string.match(marked, '^([^:]*):(%d+)$')
+    local head = redis.call('lindex', KEYS[2], 0)
+    -- The mark stays (it names a wait that has ended once it is handed the
+    -- lock; the holder's next join rewrites it): one call, not two.
+    local marked = head and redis.call('get', ARGV[6] .. head)
+    local wait, allowance
+    if marked then
+        wait, allowance = string.match(marked, '^([^:]*):(%d+)$')
+    end
+    if wait then
+        local now = window_time or redis.call('time')
+        local now_ms = string.format('%d', now[1] * 1000 + math.floor(now[2] / 1000))
+        local message = 'h:' .. now_ms .. ':' .. ARGV[7] .. ':' .. wait .. ':' .. head
+        if redis.call('publish', KEYS[4] .. ':' .. head, message) > 0 then
+            redis.call('hset', KEYS[1], head, 1)
+            redis.call('pexpire', KEYS[1], ARGV[7])
+            redis.call('lpop', KEYS[2])
+            redis.call('zrem', KEYS[3], head)
+            shift_slots(KEYS[3], allowance)
+            redis.call('set', KEYS[5], 3, 'px', ARGV[5])
+            return 3
         end
-        if wait then
-            local now = window_time or redis.call('time')
-            local now_ms = string.format('%d', now[1] * 1000 + math.floor(now[2] / 1000))
-            local message = 'h:' .. now_ms .. ':' .. ARGV[7] .. ':' .. wait .. ':' .. head
-            if redis.call('publish', KEYS[4] .. ':' .. head, message) > 0 then
-                redis.call('hset', KEYS[1], head, 1)
-                redis.call('pexpire', KEYS[1], ARGV[7])
-                redis.call('zrem', KEYS[3], head)
-                shift_slots(KEYS[3], allowance)
-                redis.call('set', KEYS[5], 3, 'px', ARGV[5])
-                return 3
-            end
-        end
-        redis.call('lpush', KEYS[2], head)
     end
 end
 local head = evict_stale_waiters(KEYS[2], KEYS[3], tonumber(ARGV[4]))

@@ -144,6 +144,9 @@ fn keys_besides_latches(conn: &mut redis::Connection) -> Vec<String> {
         !k.starts_with("redisson_unlock_latch:")
             && !k.contains(":redisync_attempt:")
             && !k.contains(":redisync_op:")
+            // A fair waiter's direct mark outlives its wait by up to two
+            // leases (see `ops::fair_lock`).
+            && !k.contains(":redisync_fair_direct:")
     });
     keys.sort();
     keys

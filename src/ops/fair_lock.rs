@@ -7,8 +7,9 @@
 //!
 //! A redisync waiter whose watchdog will renew its hold marks itself when
 //! it joins the queue: `{name}:redisync_fair_direct:<holder id>`, a string
-//! `<wait id>:<allowance ms>` (TTL 2 × lease + allowance, refreshed by its
-//! later attempts, deleted when it takes the lock or gives up). A release
+//! `<wait id>:<allowance ms>` (TTL 2 × lease, refreshed by its
+//! later attempts, deleted when it takes the lock or gives up, left when a
+//! release hands it the lock: the holder's next join rewrites it). A release
 //! of the last hold whose queue head has a mark, and whose head's channel
 //! `redisson_lock__channel:{name}:<holder id>` has a listener (PUBLISH
 //! counts them), hands it the lock outright: the hash holds the head once,
@@ -28,7 +29,7 @@
 //!
 //! | key / channel | type | contents | TTL |
 //! |---|---|---|---|
-//! | `{name}:redisync_fair_direct:<holder id>` | string | `<wait id>:<allowance ms>` | 2 × lease + allowance |
+//! | `{name}:redisync_fair_direct:<holder id>` | string | `<wait id>:<allowance ms>` | 2 × lease |
 //! | `redisson_lock__channel:{name}:<holder id>` | channel | Redisson's `0`, or `h:<server ms>:<claim ms>:<wait id>:<holder id>` = the lock is yours | |
 
 use super::lock::{Acquire, Release, Undo, acquire_outcome, release_outcome, undo_outcome};

@@ -96,7 +96,6 @@ pub(super) fn execute(store: &mut Store, args: &[&[u8]]) -> Reply {
         b"del" => (-2, del),
         b"exists" => (-2, exists),
         b"get" => (2, get),
-        b"getdel" => (2, getdel),
         b"hdel" => (-3, hdel),
         b"hexists" => (3, hexists),
         b"hget" => (3, hget),
@@ -108,7 +107,6 @@ pub(super) fn execute(store: &mut Store, args: &[&[u8]]) -> Reply {
         b"incrby" => (3, incrby),
         b"lindex" => (3, lindex),
         b"lpop" => (-2, lpop),
-        b"lpush" => (-3, lpush),
         b"lrange" => (4, lrange),
         b"lrem" => (4, lrem),
         b"pexpire" => (-3, pexpire),
@@ -347,15 +345,6 @@ fn get(store: &mut Store, args: &[&[u8]]) -> Outcome {
     Ok(typed(store, args[0], as_str)?.map_or(Reply::Nil, |value| bulk(value)))
 }
 
-/// GETDEL (Redis 6.2): the string's value, and the key deleted.
-fn getdel(store: &mut Store, args: &[&[u8]]) -> Outcome {
-    let value = get(store, args)?;
-    if value != Reply::Nil {
-        store.keys.remove(args[0]);
-    }
-    Ok(value)
-}
-
 fn set(store: &mut Store, args: &[&[u8]]) -> Outcome {
     let mut expires_at = None;
     let mut only_if_absent = false;
@@ -574,14 +563,6 @@ fn lpop(store: &mut Store, args: &[&[u8]]) -> Outcome {
 fn rpush(store: &mut Store, args: &[&[u8]]) -> Outcome {
     let items = typed_or_insert(store, args[0], new_list, as_list)?;
     items.extend(args[1..].iter().map(|item| item.to_vec()));
-    Ok(count(items.len()))
-}
-
-fn lpush(store: &mut Store, args: &[&[u8]]) -> Outcome {
-    let items = typed_or_insert(store, args[0], new_list, as_list)?;
-    for item in &args[1..] {
-        items.push_front(item.to_vec());
-    }
     Ok(count(items.len()))
 }
 
@@ -846,9 +827,6 @@ mod tests {
         assert_eq!(run(&mut s, "set k w"), ok());
         assert_eq!(run(&mut s, "pttl k"), Reply::Int(-1), "SET clears the TTL");
         assert_eq!(run(&mut s, "get k"), bulk_of("w"));
-        assert_eq!(run(&mut s, "getdel k"), bulk_of("w"));
-        assert_eq!(run(&mut s, "getdel k"), Reply::Nil, "GETDEL deletes");
-        assert_eq!(run(&mut s, "set k w"), ok());
         assert_eq!(run(&mut s, "incr k"), err(NOT_INTEGER));
         assert_eq!(run(&mut s, "incr n"), Reply::Int(1));
         assert_eq!(run(&mut s, "pexpire n 5000"), Reply::Int(1));
@@ -1023,9 +1001,6 @@ mod tests {
             "an emptied list ceases to exist"
         );
         assert_eq!(run(&mut s, "lpop q"), Reply::Nil);
-        assert_eq!(run(&mut s, "lpush q b a"), Reply::Int(2));
-        assert_eq!(run(&mut s, "lpush q c"), Reply::Int(3));
-        assert_eq!(run(&mut s, "lrange q 0 -1"), bulks(&["c", "a", "b"]));
     }
 
     #[test]
