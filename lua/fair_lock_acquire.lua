@@ -83,8 +83,7 @@ local function mark()
         redis.call('del', KEYS[5])
     end
 end
--- Free, and nobody queued or the caller is first: take it. (Stale waiters
--- are evicted only here: while the lock is held, its release evicts them.)
+-- Free, and nobody queued or the caller is first: take it.
 if free then
     local head = evict_stale_waiters(KEYS[2], KEYS[3], now)
     if head == false or head == ARGV[2] then
@@ -119,6 +118,14 @@ if mine then
 end
 if ARGV[5] ~= '1' then
     return math.max(redis.call('pttl', KEYS[1]), 1)
+end
+-- Stale waiters are evicted as Redisson's acquire evicts them, at once
+-- (a live waiter that outlived its slot is then queued again at the tail,
+-- not overtaken later in its old place): the earliest deadline tells
+-- whether any is stale.
+local first = redis.call('zrange', KEYS[3], 0, 0, 'withscores')
+if first[2] and tonumber(first[2]) <= now then
+    evict_stale_waiters(KEYS[2], KEYS[3], now)
 end
 -- Join the tail (ZADD NX: unless queued already); the slot lasts the
 -- allowance past the slot ahead (or the lock's TTL). The slot ahead is the
