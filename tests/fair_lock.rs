@@ -996,6 +996,89 @@ fn a_handed_waiter_that_never_takes_it_holds_it_at_most_the_claim_window() {
     assert!(!a.fair_lock(name.as_str()).is_locked().unwrap());
 }
 
+/// Issue 22, item 3: a queued redisync waiter whose process died (a direct
+/// mark of its own, nobody listening on its channel) is passed over by the
+/// holder's unlock: it leaves the queue, and the next waiter, in another
+/// client, is handed the lock at once, instead of waiting until the dead
+/// waiter's slot (300 s here) runs out.
+#[test]
+fn a_dead_waiter_at_the_head_is_passed_over_at_once() {
+    const RESPONSE: Duration = Duration::from_secs(1);
+    let server = common::TestServer::start();
+    let build = || {
+        Client::builder()
+            .event_handler(Arc::new(redisync::NopEventHandler))
+            .redis_url(server.url())
+            .response_timeout(RESPONSE)
+            .build()
+            .unwrap()
+    };
+    let (a, b) = (build(), build());
+    let name = unique_name("fair:dead");
+    let queue = format!("redisson_lock_queue:{{{name}}}");
+    let held = a.fair_lock(name.as_str()).lock().unwrap();
+    // The dead waiter: first in the queue, marked for outright handoffs
+    // (wait id 7, allowance 300 s), nobody on its channel.
+    let ghost = "0d0d0d0d-dead:1";
+    let mut raw = server.connection();
+    let now_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis();
+    let _: () = ::redis::pipe()
+        .cmd("RPUSH")
+        .arg(&queue)
+        .arg(ghost)
+        .ignore()
+        .cmd("ZADD")
+        .arg(format!("redisson_lock_timeout:{{{name}}}"))
+        .arg(now_ms as u64 + 300_000)
+        .arg(ghost)
+        .ignore()
+        .cmd("SET")
+        .arg(format!("{{{name}}}:redisync_fair_direct:{ghost}"))
+        .arg("7:300000")
+        .arg("PX")
+        .arg(600_000)
+        .ignore()
+        .query(&mut raw)
+        .unwrap();
+    let waiter = Waiter::spawn(b.fair_lock(name.as_str()), false, || {});
+    wait_until("the waiter queued behind the frozen one", STUCK, || {
+        let len: usize = ::redis::cmd("LLEN").arg(&queue).query(&mut raw).unwrap();
+        len == 2
+    });
+    thread::sleep(SETTLE);
+
+    let unlocked = Instant::now();
+    held.unlock().unwrap();
+    let got = waiter
+        .acquired_at("after the unlock, the dead head passed over")
+        .duration_since(unlocked);
+    assert!(
+        got < PROMPT,
+        "the next waiter got the lock {got:?} after the unlock: the dead head blocked it"
+    );
+    let queued: Vec<String> = ::redis::cmd("LRANGE")
+        .arg(&queue)
+        .arg(0)
+        .arg(-1)
+        .query(&mut raw)
+        .unwrap();
+    assert!(
+        queued.is_empty(),
+        "the dead waiter left the queue, got {queued:?}"
+    );
+    let slot: Option<f64> = ::redis::cmd("ZSCORE")
+        .arg(format!("redisson_lock_timeout:{{{name}}}"))
+        .arg(ghost)
+        .query(&mut raw)
+        .unwrap();
+    assert_eq!(slot, None, "the dead waiter's slot is gone");
+    waiter.join().unwrap();
+    assert!(!a.fair_lock(name.as_str()).is_locked().unwrap());
+}
+
 /// When the head takes the lock, every waiter behind moves up one slot
 /// (Redisson's arithmetic, one ZINCRBY per waiter there): here one ZADD
 /// per 1000 waiters rewrites them, so a queue longer than that moves up

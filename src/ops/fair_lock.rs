@@ -18,13 +18,20 @@
 //! Redisson's acquire moves them), and the head's channel carries
 //! `h:<server ms>:<claim ms>:<wait id>:<holder id>` instead of the unlock
 //! message `0`. The waiter holds the lock without an attempt of its own.
-//! A head without a mark (a Redisson waiter, or a redisync one with a
-//! fixed lease) or one nobody hears is told `0` and tries, as in Redisson,
+//! A marked head nobody hears (its client gone, or between two
+//! subscriptions) leaves the queue at once, as Redisson evicts a waiter
+//! whose slot ran out, rather than blocking it until its slot runs out: if
+//! it lives, its next attempt (at least once per claim window) queues it
+//! again. A head without a mark (a Redisson waiter, or a redisync one with
+//! a fixed lease) is told `0` and tries, as in Redisson,
 //! so a Redisson waiter is never handed a hold it does not know it has, and
-//! FIFO order holds across both. A handed waiter that is gone (frozen,
-//! timed out just then) keeps the lock at most the claim window: the hold
-//! runs out, and every queued redisync waiter retries at least once per
-//! claim window, so the next head takes it. Redisson's scripts never read
+//! FIFO order holds across both. A wait that gives up just as it is handed
+//! the lock gives it back at once; a handed waiter that froze keeps it at
+//! most the claim window: the hold runs out, and every queued redisync
+//! waiter retries at least once per claim window, so the next head takes
+//! it; a hold handed to an earlier wait of a holder that no guard has is
+//! given back by the holder's next wait, never re-entered past the queue
+//! (see [`acquire_marked`]). Redisson's scripts never read
 //! the marks.
 //!
 //! | key / channel | type | contents | TTL |
