@@ -31,7 +31,7 @@
 //! waiter retries at least once per claim window, so the next head takes
 //! it; a hold handed to an earlier wait of a holder that no guard has is
 //! given back by the holder's next wait, never re-entered past the queue
-//! (see [`acquire_marked`]). Redisson's scripts never read
+//! (`lua/fair_lock_acquire.lua`). Redisson's scripts never read
 //! the marks.
 //!
 //! | key / channel | type | contents | TTL |
