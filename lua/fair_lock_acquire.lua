@@ -1,5 +1,5 @@
 -- Acquire, re-enter or queue for a fair lock (Redisson's RFairLock).
--- Loaded after fair_lock_prelude.lua (evict_stale_waiters).
+-- Loaded after fair_lock_prelude.lua (evict_stale_waiters, shift_slots).
 -- KEYS[1]  the lock: a hash of holder id -> hold count
 -- KEYS[2]  the queue of waiter ids, FIFO: redisson_lock_queue:{name}
 -- KEYS[3]  waiter id -> slot deadline in ms: redisson_lock_timeout:{name}
@@ -10,11 +10,29 @@
 --          does not act again, and writes nothing (not even the queue): 1 and
 --          the holder still holds it (the request resent) = acquired, no
 --          second hold; otherwise refused as a late request.
+-- KEYS[5]  optional (redisync only, with KEYS[4]): this holder's direct
+--          mark, {name}:redisync_fair_direct:<holder id>, a string
+--          '<wait id>:<allowance ms>' while the holder waits in the queue
+--          and a release may hand it the lock outright (see
+--          lua/fair_lock_release.lua). Set when it joins the queue with
+--          ARGV[6] (deleted when it joins with ARGV[6] = ''), refreshed by
+--          its later attempts while queued, deleted when it takes the lock
+--          or gives up; a release that hands it the lock leaves it (it
+--          names a wait that has ended; the holder's next join rewrites it).
+--          Redisson's scripts never read it.
 -- ARGV[1]  lease in milliseconds
 -- ARGV[2]  holder id, <client uuid>:<thread number>
 -- ARGV[3]  the waiter's allowance in ms (fair-lock wait timeout, or the try_lock_for wait)
 -- ARGV[4]  the caller's wall clock in ms
 -- ARGV[5]  1 = join the queue if the lock cannot be had now; 0 = do not (try_lock)
+-- ARGV[6]  with KEYS[5]: this wait's id when a release may hand it the lock
+--          outright (a waiter whose watchdog renews the hold), or ''
+-- ARGV[7]  with KEYS[5]: 1 = the first attempt of a wait whose holder has no
+--          guard of this lock: a hold the lock gives that holder was handed
+--          to an earlier wait of it that ended just then (its give-back
+--          lost), and is given back, the head told to try, instead of being
+--          re-entered past the queue; 0 otherwise
+-- ARGV[8]  with KEYS[5]: the channel prefix, redisson_lock__channel:{name}
 -- Returns  nil when acquired (hold count + 1, TTL reset to the lease);
 --          otherwise how long to wait in ms before trying again (the slot
 --          ahead's remaining time, or the lock's PTTL; -1 = until a message).
@@ -25,36 +43,72 @@ local bad = bad_bounded(ARGV[1], 'lease', 1, MAX_MS)
 if bad then
     return bad
 end
+-- One call tells a free lock and the holder's own hold apart (the hash has
+-- one field, its holder's).
+local fields = redis.call('hkeys', KEYS[1])
+local free = #fields == 0
+local mine = false
+for i = 1, #fields do
+    if fields[i] == ARGV[2] then
+        mine = true
+    end
+end
 if KEYS[4] then
     local record = redis.call('get', KEYS[4])
     if record then
-        if record ~= '0' and redis.call('hexists', KEYS[1], ARGV[2]) == 1 then
+        if record ~= '0' and mine then
             return nil
         end
         return redis.error_reply('ERR late request: this acquire attempt was undone already')
     end
 end
 local now = tonumber(ARGV[4])
-evict_stale_waiters(KEYS[2], KEYS[3], now)
+local stranded = mine and KEYS[5] and ARGV[7] == '1'
+if stranded then
+    redis.call('del', KEYS[1])
+    free, mine = true, false
+end
+-- The holder's direct mark: '<wait id>:<allowance>' (see KEYS[5]).
+local function mark()
+    if not KEYS[5] then
+        return
+    end
+    if ARGV[6] and ARGV[6] ~= '' then
+        -- Twice the lease: the waiter's watchdog lease, of which the claim
+        -- window is at most half, and it refreshes the mark at least once
+        -- per claim window while queued.
+        redis.call('set', KEYS[5], ARGV[6] .. ':' .. ARGV[3], 'px',
+            string.format('%d', 2 * tonumber(ARGV[1])))
+    else
+        redis.call('del', KEYS[5])
+    end
+end
 -- Free, and nobody queued or the caller is first: take it.
-if redis.call('exists', KEYS[1]) == 0
-    and (redis.call('exists', KEYS[2]) == 0 or redis.call('lindex', KEYS[2], 0) == ARGV[2]) then
-    redis.call('lpop', KEYS[2])
-    redis.call('zrem', KEYS[3], ARGV[2])
-    -- Everyone behind moves up one slot.
-    local waiters = redis.call('zrange', KEYS[3], 0, -1)
-    for i = 1, #waiters do
-        redis.call('zincrby', KEYS[3], -tonumber(ARGV[3]), waiters[i])
+if free then
+    local head = evict_stale_waiters(KEYS[2], KEYS[3], now)
+    if head == false or head == ARGV[2] then
+        if head then
+            redis.call('lpop', KEYS[2])
+            redis.call('zrem', KEYS[3], ARGV[2])
+            -- Everyone behind moves up one slot.
+            shift_slots(KEYS[3], ARGV[3])
+        end
+        redis.call('hset', KEYS[1], ARGV[2], 1)
+        redis.call('pexpire', KEYS[1], ARGV[1])
+        if KEYS[4] then
+            redis.call('set', KEYS[4], 1, 'px', ARGV[1])
+        end
+        if KEYS[5] and head then
+            redis.call('del', KEYS[5])
+        end
+        return nil
     end
-    redis.call('hset', KEYS[1], ARGV[2], 1)
-    redis.call('pexpire', KEYS[1], ARGV[1])
-    if KEYS[4] then
-        redis.call('set', KEYS[4], 1, 'px', ARGV[1])
+    if stranded then
+        redis.call('publish', ARGV[8] .. ':' .. head, '0')
     end
-    return nil
 end
 -- Re-entry.
-if redis.call('hexists', KEYS[1], ARGV[2]) == 1 then
+if mine then
     redis.call('hincrby', KEYS[1], ARGV[2], 1)
     redis.call('pexpire', KEYS[1], ARGV[1])
     if KEYS[4] then
@@ -65,32 +119,43 @@ end
 if ARGV[5] ~= '1' then
     return math.max(redis.call('pttl', KEYS[1]), 1)
 end
--- Already queued: wait until the slot ahead runs out.
-local mine = redis.call('zscore', KEYS[3], ARGV[2])
-if mine ~= false then
-    local ahead = tonumber(mine) - tonumber(ARGV[3]) - now
-    if ahead > 0 then
-        return ahead
-    end
-    -- The slot ahead ran out while its owner still holds the lock: wait for
-    -- the lock's TTL (-1 = none: wait for the unlock message), not 1 ms.
-    local ttl = redis.call('pttl', KEYS[1])
-    if ttl ~= -2 then
-        return ttl
-    end
-    -- Free, and a live head has not taken it yet: wait for the head's slot.
-    local head = redis.call('lindex', KEYS[2], 0)
-    return math.max(tonumber(redis.call('zscore', KEYS[3], head)) - now, 1)
+-- Stale waiters are evicted as Redisson's acquire evicts them, at once
+-- (a live waiter that outlived its slot is then queued again at the tail,
+-- not overtaken later in its old place): the earliest deadline tells
+-- whether any is stale.
+local first = redis.call('zrange', KEYS[3], 0, 0, 'withscores')
+if first[2] and tonumber(first[2]) <= now then
+    evict_stale_waiters(KEYS[2], KEYS[3], now)
 end
--- Join the tail; the slot lasts the allowance past the slot ahead (or the lock's TTL).
-local last = redis.call('lindex', KEYS[2], -1)
+-- Join the tail (ZADD NX: unless queued already); the slot lasts the
+-- allowance past the slot ahead (or the lock's TTL). The slot ahead is the
+-- latest deadline: slots grow along the queue, so it is the last waiter's
+-- (one call, not LINDEX and ZSCORE).
+local last = redis.call('zrange', KEYS[3], -1, -1, 'withscores')
 local ttl
-if last ~= false and last ~= ARGV[2] then
-    ttl = tonumber(redis.call('zscore', KEYS[3], last)) - now
+if last[1] then
+    ttl = tonumber(last[2]) - now
 else
     ttl = redis.call('pttl', KEYS[1])
 end
-if redis.call('zadd', KEYS[3], ttl + tonumber(ARGV[3]) + now, ARGV[2]) == 1 then
+if redis.call('zadd', KEYS[3], 'nx', ttl + tonumber(ARGV[3]) + now, ARGV[2]) == 1 then
     redis.call('rpush', KEYS[2], ARGV[2])
+    mark()
+    return math.max(ttl, 1)
 end
-return math.max(ttl, 1)
+-- Already queued: wait until the slot ahead runs out.
+local queued = redis.call('zscore', KEYS[3], ARGV[2])
+mark()
+local ahead = tonumber(queued) - tonumber(ARGV[3]) - now
+if ahead > 0 then
+    return ahead
+end
+-- The slot ahead ran out while its owner still holds the lock: wait for
+-- the lock's TTL (-1 = none: wait for the unlock message), not 1 ms.
+local ttl = redis.call('pttl', KEYS[1])
+if ttl ~= -2 then
+    return ttl
+end
+-- Free, and a live head has not taken it yet: wait for the head's slot.
+local head = redis.call('lindex', KEYS[2], 0)
+return math.max(tonumber(redis.call('zscore', KEYS[3], head) or now) - now, 1)

@@ -2,6 +2,9 @@
 -- move up by the leaver's allowance.
 -- KEYS[1]  the queue: redisson_lock_queue:{name}
 -- KEYS[2]  the slot deadlines: redisson_lock_timeout:{name}
+-- KEYS[3]  optional (redisync only): the waiter's direct mark,
+--          {name}:redisync_fair_direct:<waiter id> (see
+--          lua/fair_lock_acquire.lua), deleted: no release hands it the lock
 -- ARGV[1]  the leaving waiter's id
 -- ARGV[2]  its allowance in ms
 -- Returns  1 if it was queued, 0 otherwise.
@@ -9,6 +12,9 @@
 local bad = bad_bounded(ARGV[2], 'wait allowance', 1, MAX_MS)
 if bad then
     return bad
+end
+if KEYS[3] then
+    redis.call('del', KEYS[3])
 end
 local queue = redis.call('lrange', KEYS[1], 0, -1)
 local i = 1

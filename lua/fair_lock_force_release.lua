@@ -13,10 +13,9 @@ if bad then
     return bad
 end
 local now = tonumber(ARGV[2])
-evict_stale_waiters(KEYS[2], KEYS[3], now)
+local head = evict_stale_waiters(KEYS[2], KEYS[3], now)
 if redis.call('del', KEYS[1]) == 1 then
-    local head = redis.call('lindex', KEYS[2], 0)
-    if head ~= false then
+    if head then
         redis.call('publish', KEYS[4] .. ':' .. head, ARGV[1])
     end
     return 1

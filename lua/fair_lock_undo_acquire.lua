@@ -37,9 +37,8 @@ if redis.call('hincrby', KEYS[1], ARGV[2], -1) > 0 then
     return 1
 end
 redis.call('del', KEYS[1])
-evict_stale_waiters(KEYS[2], KEYS[3], tonumber(ARGV[4]))
-local head = redis.call('lindex', KEYS[2], 0)
-if head ~= false then
+local head = evict_stale_waiters(KEYS[2], KEYS[3], tonumber(ARGV[4]))
+if head then
     redis.call('publish', KEYS[4] .. ':' .. head, ARGV[1])
 end
 return 2

@@ -22,6 +22,10 @@ use crate::ops::lock::{Acquire, FencedAcquire, LockState, Release};
 use crate::ops::rw_lock::{RwLockKeys, RwMode};
 use crate::{Result, keys};
 
+/// How long the unlock latch of a fair waiter's give-back (see
+/// [`LockKeys::give_up`]) remembers its outcome.
+const GIVE_BACK_LATCH_MS: i64 = 10_000;
+
 /// Which primitive a lock handle drives.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Flavor {
@@ -43,6 +47,9 @@ pub(crate) struct LockKeys {
     /// Fenced: the token counter. Fair: the queue and slot keys.
     /// Read/write: the read-hold key prefix.
     extra: [String; 2],
+    /// Fair, with direct handoffs (see `ops::fair_lock`): the prefix of
+    /// its waiters' marks and the claim window in ms.
+    fair_direct: Option<(String, i64)>,
 }
 
 impl fmt::Debug for LockKeys {
@@ -101,7 +108,39 @@ impl LockKeys {
             name,
             channel,
             extra,
+            fair_direct: None,
         }
+    }
+
+    /// A fair lock whose releases hand the lock outright to a queued
+    /// redisync waiter that listens, the hold waiting `claim_ms` for its
+    /// watchdog (see `ops::fair_lock`); no-op for the other flavors.
+    pub(crate) fn with_direct_handoffs(mut self, claim_ms: i64) -> LockKeys {
+        if self.flavor == Flavor::Fair {
+            self.fair_direct = Some((keys::fair_direct_prefix(&self.name), claim_ms));
+        }
+        self
+    }
+
+    /// Whether a fair lock's releases hand it outright to marked waiters.
+    pub(crate) fn hands_off_directly(&self) -> bool {
+        self.fair_direct.is_some()
+    }
+
+    fn direct(&self) -> Option<ops::fair_lock::Direct<'_>> {
+        self.fair_direct
+            .as_ref()
+            .map(|(prefix, claim_ms)| ops::fair_lock::Direct {
+                mark_prefix: prefix,
+                claim_ms: *claim_ms,
+            })
+    }
+
+    /// A fair waiter's direct mark, with direct handoffs.
+    fn mark(&self, holder: &Holder) -> Option<String> {
+        self.fair_direct
+            .as_ref()
+            .map(|(prefix, _)| format!("{prefix}{}", holder.id))
     }
 
     pub(crate) fn holder(&self, id: String) -> Holder {
@@ -173,9 +212,13 @@ impl LockKeys {
 
     /// One acquire attempt, with the fencing token of a fenced lock's
     /// success (`allowance_ms` is a fair waiter's queue slot, `enqueue`
-    /// whether a fair attempt may join the queue), recording the attempt
+    /// whether a fair attempt may join the queue, `wait` the id of a fair
+    /// wait a release may hand the lock outright, `fresh` whether a hold
+    /// the store gives a fair holder is one no guard of it has: given back,
+    /// see `ops::fair_lock`), recording the attempt
     /// under `attempt_key` when it takes a hold, so that the undo of an
     /// attempt whose outcome is unknown removes exactly its hold.
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn attempt_recorded(
         &self,
         backend: &dyn LockBackend,
@@ -184,6 +227,8 @@ impl LockKeys {
         allowance_ms: i64,
         enqueue: bool,
         attempt_key: &str,
+        wait: Option<u64>,
+        fresh: bool,
     ) -> Result<(Acquire, Option<u64>)> {
         let acquire = match self.flavor {
             Flavor::Reentrant => ops::lock::acquire_recorded(
@@ -208,16 +253,31 @@ impl LockKeys {
                     },
                 );
             }
-            Flavor::Fair => ops::fair_lock::acquire_recorded(
-                backend,
-                &self.fair(),
-                &holder.id,
-                lease_ms,
-                allowance_ms,
-                crate::clock::wall_clock_ms(),
-                enqueue,
-                Some(attempt_key),
-            ),
+            Flavor::Fair => match self.mark(holder) {
+                Some(mark) => ops::fair_lock::acquire_marked(
+                    backend,
+                    &self.fair(),
+                    &holder.id,
+                    lease_ms,
+                    allowance_ms,
+                    crate::clock::wall_clock_ms(),
+                    enqueue,
+                    attempt_key,
+                    &mark,
+                    wait,
+                    fresh,
+                ),
+                None => ops::fair_lock::acquire_recorded(
+                    backend,
+                    &self.fair(),
+                    &holder.id,
+                    lease_ms,
+                    allowance_ms,
+                    crate::clock::wall_clock_ms(),
+                    enqueue,
+                    Some(attempt_key),
+                ),
+            },
             Flavor::Read => ops::rw_lock::read_acquire_recorded(
                 backend,
                 &self.rw(holder),
@@ -308,28 +368,63 @@ impl LockKeys {
     /// takes the lock every slot moves up, and a waiter parked on the old
     /// slot ahead would otherwise sleep one allowance past a dead waiter's
     /// new deadline (one extra script call per allowance, 300 s by default).
+    /// With direct handoffs, at least once per claim window: a hold handed
+    /// to a waiter that froze runs out after one, and nobody tells the next.
     pub(crate) fn park_for(&self, ttl: Option<Duration>, allowance_ms: i64) -> Option<Duration> {
         match self.flavor {
             Flavor::Fair => {
-                let allowance =
-                    Duration::from_millis(u64::try_from(allowance_ms).unwrap_or(u64::MAX));
-                Some(ttl.map_or(allowance, |ttl| ttl.min(allowance)))
+                let claim = self
+                    .fair_direct
+                    .as_ref()
+                    .map_or(allowance_ms, |(_, claim)| *claim);
+                let bound = Duration::from_millis(
+                    u64::try_from(allowance_ms.min(claim)).unwrap_or(u64::MAX),
+                );
+                Some(ttl.map_or(bound, |ttl| ttl.min(bound)))
             }
             _ => ttl,
         }
     }
 
     /// A waiter gives up: leave the fair queue at once (no-op otherwise).
+    /// `wait`: the id of a fair wait a release may have handed the lock
+    /// outright (a thread's watchdog wait, which holds nothing of its own
+    /// while it waits): if it is no longer queued and holds the lock, a
+    /// release handed it the lock just as it gave up, and it gives the
+    /// lock back (to the next waiter) at once instead of leaving it
+    /// stranded for the claim window, where its holder's next wait would
+    /// re-enter it past the queue.
     pub(crate) fn give_up(
         &self,
         backend: &dyn LockBackend,
         holder: &Holder,
         allowance_ms: i64,
+        wait: Option<u64>,
     ) -> Result<()> {
-        match self.flavor {
-            Flavor::Fair => ops::fair_lock::cancel(backend, &self.fair(), &holder.id, allowance_ms),
-            _ => Ok(()),
+        if self.flavor != Flavor::Fair {
+            return Ok(());
         }
+        let mark = self.mark(holder);
+        let queued = ops::fair_lock::cancel_marked(
+            backend,
+            &self.fair(),
+            &holder.id,
+            allowance_ms,
+            mark.as_deref(),
+        )?;
+        if let (false, Some(_), Some((_, claim_ms))) = (queued, wait, &self.fair_direct)
+            && ops::lock::state(backend, &self.name, &holder.id)?.hold_count == 1
+        {
+            let latch = format!(
+                "{}:{}",
+                keys::unlock_latch_prefix(&self.name),
+                uuid::Uuid::new_v4().simple()
+            );
+            // Best effort: a hold left behind runs out after the claim
+            // window, and the holder's next wait gives it back first.
+            let _ = self.release(backend, holder, *claim_ms, &latch, GIVE_BACK_LATCH_MS);
+        }
+        Ok(())
     }
 
     /// Releases one hold behind the unlock latch `latch_key`.
@@ -374,6 +469,7 @@ impl LockKeys {
                 latch_key,
                 latch_ms,
                 record,
+                self.direct(),
             ),
             Flavor::Read => ops::rw_lock::read_release_recorded(
                 backend,

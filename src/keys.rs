@@ -138,6 +138,13 @@ pub(crate) fn client_channel_prefix(name: &str) -> String {
     format!("{}:redisync:", lock_channel(name))
 }
 
+/// The prefix of a fair lock's direct marks (redisync only):
+/// `{name}:redisync_fair_direct:`, the waiter's holder id follows; see
+/// `ops::fair_lock`.
+pub(crate) fn fair_direct_prefix(name: &str) -> String {
+    tagged(name, "redisync_fair_direct:")
+}
+
 /// `{name}:<suffix>` (the name's own hash tag if it has one).
 fn tagged(name: &str, suffix: &str) -> String {
     if name.contains('{') {

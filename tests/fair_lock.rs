@@ -21,7 +21,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use common::{CountingBackend, Env, backend_tests, unique_name, wait_until};
-use redisync::backend::{LockBackend, Message};
+use redisync::backend::{LockBackend, Message, PubSubConnection, Reply, ScriptCall, ServerReply};
 use redisync::{Client, Error, Lock};
 
 /// A lease long enough that only an unlock (never expiry) frees the lock
@@ -42,6 +42,8 @@ backend_tests!(
     watchdog_renews_a_fair_hold,
     a_queued_waiter_parks_instead_of_polling,
     bad_input_is_a_clear_error,
+    a_waiter_in_another_client_is_handed_the_lock_outright,
+    fifo_across_four_clients,
 );
 
 // ---------------------------------------------------------------------------
@@ -221,6 +223,70 @@ impl Drop for Listener {
     }
 }
 
+/// A store that counts the scripts run through it, by id, and forwards
+/// everything else, the server clock's offset included (a fair waiter is
+/// handed the lock outright only where a handoff's age can be read).
+#[derive(Clone)]
+struct Scripts {
+    inner: Arc<dyn LockBackend>,
+    calls: Arc<Mutex<Vec<String>>>,
+}
+
+impl Scripts {
+    fn new(inner: Arc<dyn LockBackend>) -> Scripts {
+        Scripts {
+            inner,
+            calls: Arc::default(),
+        }
+    }
+
+    fn count(&self, id: &str) -> usize {
+        self.calls
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|c| *c == id)
+            .count()
+    }
+}
+
+impl LockBackend for Scripts {
+    fn run_script(&self, call: &ScriptCall<'_>) -> redisync::Result<Reply> {
+        self.calls
+            .lock()
+            .unwrap()
+            .push(call.script().id().to_owned());
+        self.inner.run_script(call)
+    }
+
+    fn publish(&self, channel: &str, payload: &str) -> redisync::Result<()> {
+        self.inner.publish(channel, payload)
+    }
+
+    fn with_pubsub(
+        &self,
+        session: &mut dyn FnMut(&mut dyn PubSubConnection) -> redisync::Result<()>,
+    ) -> redisync::Result<()> {
+        self.inner.with_pubsub(session)
+    }
+
+    fn slot_of(&self, key: &str) -> Option<u16> {
+        self.inner.slot_of(key)
+    }
+
+    fn response_timeout(&self) -> Option<Duration> {
+        self.inner.response_timeout()
+    }
+
+    fn server_clock_offset_ms(&self) -> Option<i64> {
+        self.inner.server_clock_offset_ms()
+    }
+
+    fn server_command(&self, args: &[&str]) -> redisync::Result<Vec<ServerReply>> {
+        self.inner.server_command(args)
+    }
+}
+
 // ---------------------------------------------------------------------------
 // The cases
 // ---------------------------------------------------------------------------
@@ -260,6 +326,108 @@ fn acquire_in_arrival_order(env: &Env) {
         "waiters did not get the lock in arrival order"
     );
     assert!(!clients[1].fair_lock(name.as_str()).is_locked().unwrap());
+    assert_eq!(queue_len(env, &name).unwrap_or(0), 0);
+}
+
+/// Issue 22, item 5: a waiter in another client queued behind the holder
+/// is handed the lock by the holder's unlock: it holds it without an
+/// acquire attempt of its own after the wake (its only attempt is the one
+/// that queued it), its watchdog keeps the handed hold (whose TTL is the
+/// claim window) past that window, and its unlock frees the lock. On a
+/// cluster (no direct handoffs) it is woken and takes it with one attempt.
+fn a_waiter_in_another_client_is_handed_the_lock_outright(env: &Env) {
+    // The claim window is at most half the watchdog timeout: 1 s here.
+    const WATCHDOG: Duration = Duration::from_secs(2);
+    let name = unique_name("fair:handed");
+    let a = env.client();
+    let direct = a.backend().slot_of("redisync").is_none();
+    let scripts = Scripts::new(Arc::clone(a.backend()));
+    let b = env
+        .builder()
+        .shared_backend(Arc::new(scripts.clone()))
+        .watchdog_timeout(WATCHDOG)
+        .build()
+        .unwrap();
+    let held = a.fair_lock(name.as_str()).lock().unwrap();
+    let waiter = Waiter::spawn(b.fair_lock(name.as_str()), true, || {});
+    wait_queued(env, &name, 1);
+    thread::sleep(SETTLE);
+    let before = scripts.count("fair_lock_acquire");
+    assert!(before >= 1, "the waiter queued with an attempt");
+    let unlocked = Instant::now();
+    held.unlock().unwrap();
+    let woke = waiter
+        .acquired_at("after the unlock")
+        .duration_since(unlocked);
+    assert!(
+        woke < PROMPT,
+        "the waiter got the lock {woke:?} after the unlock"
+    );
+    let after = scripts.count("fair_lock_acquire");
+    if direct {
+        assert_eq!(
+            after, before,
+            "handed the lock outright, the waiter sent no attempt of its own after the wake"
+        );
+    } else {
+        assert_eq!(
+            after,
+            before + 1,
+            "woken, the waiter took it with one attempt"
+        );
+    }
+    // Past the claim window (1 s) the waiter still holds it: its watchdog
+    // renewed the handed hold.
+    thread::sleep(WATCHDOG);
+    assert!(
+        a.fair_lock(name.as_str()).is_locked().unwrap(),
+        "the handed hold ran out under its holder"
+    );
+    assert!(
+        a.fair_lock(name.as_str()).try_lock().unwrap().is_none(),
+        "another client took a lock the waiter holds"
+    );
+    waiter.join().unwrap();
+    assert!(!a.fair_lock(name.as_str()).is_locked().unwrap());
+    assert_eq!(queue_len(env, &name).unwrap_or(0), 0);
+}
+
+/// Eight waiters over four clients, queued one after another behind a
+/// holder in a fifth, get the lock in exactly that order, each handed it by
+/// the previous holder's unlock.
+fn fifo_across_four_clients(env: &Env) {
+    const WAITERS: usize = 8;
+    const CLIENTS: usize = 4;
+    let name = unique_name("fair:fifo4");
+    let holder_client = env.client();
+    let clients: Vec<Client> = (0..CLIENTS).map(|_| env.client()).collect();
+    let holder = holder_client.fair_lock(name.as_str()).lock().unwrap();
+    let order = Arc::new(Mutex::new(Vec::new()));
+    let mut waiters = Vec::new();
+    for i in 0..WAITERS {
+        let lock = clients[i % CLIENTS].fair_lock(name.as_str());
+        let order = Arc::clone(&order);
+        waiters.push(Waiter::spawn(lock, false, move || {
+            order.lock().unwrap().push(i);
+            thread::sleep(Duration::from_millis(10));
+        }));
+        wait_queued(env, &name, i + 1);
+    }
+    thread::sleep(SETTLE);
+    assert!(order.lock().unwrap().is_empty(), "a waiter got a held lock");
+    holder.unlock().unwrap();
+    for waiter in &waiters {
+        waiter.acquired_at("after the holder's unlock");
+    }
+    for waiter in waiters {
+        waiter.join().unwrap();
+    }
+    assert_eq!(
+        *order.lock().unwrap(),
+        (0..WAITERS).collect::<Vec<_>>(),
+        "waiters in four clients did not get the lock in arrival order"
+    );
+    assert!(!holder_client.fair_lock(name.as_str()).is_locked().unwrap());
     assert_eq!(queue_len(env, &name).unwrap_or(0), 0);
 }
 
@@ -520,11 +688,13 @@ fn reentrant_and_api_parity(env: &Env) {
 
 /// With three waiters in three clients queued, an unlock sends exactly one
 /// message, on the head waiter's own channel, and only the head gets the
-/// lock; each later unlock wakes exactly the next one.
+/// lock (handed to it outright); each later unlock hands it to exactly the
+/// next one.
 fn unlock_wakes_only_the_head(env: &Env) {
     const WAITERS: usize = 3;
     let name = unique_name("fair:herd");
     let holder_client = env.client();
+    let direct = holder_client.backend().slot_of("redisync").is_none();
     let clients: Vec<Client> = (0..WAITERS).map(|_| env.client()).collect();
     let held = holder_client
         .fair_lock(name.as_str())
@@ -567,12 +737,26 @@ fn unlock_wakes_only_the_head(env: &Env) {
             also, 0,
             "round {i}: {also} more waiters returned while the head holds"
         );
+        // One message, on the head's own channel: the lock handed to it
+        // outright, `h:<server ms>:<claim ms>:<wait id>:<its id>` (a
+        // redisync waiter whose watchdog renews it; see `ops::fair_lock`),
+        // or on a cluster (no direct handoffs) Redisson's "0".
         let messages = listener.collect(Duration::from_millis(200));
         assert_eq!(
-            messages,
-            [(channel.clone(), "0".to_owned())],
-            "round {i}: the unlock must send exactly one \"0\", to the head waiter's channel"
+            messages.len(),
+            1,
+            "round {i}: one message, got {messages:?}"
         );
+        assert_eq!(&messages[0].0, channel, "round {i}: on the head's channel");
+        let payload = &messages[0].1;
+        if direct {
+            assert!(
+                payload.starts_with("h:") && payload.ends_with(&format!(":{}", head.id)),
+                "round {i}: the head is handed the lock, got {payload:?}"
+            );
+        } else {
+            assert_eq!(payload, "0", "round {i}: the unlock message");
+        }
         previous_waiter = Some(waiters.remove(0));
     }
     // The last waiter unlocks with nobody queued: no message at all.
@@ -718,4 +902,254 @@ fn bad_input_is_a_clear_error(env: &Env) {
             "expected a protocol error, got {err:?}"
         );
     }
+}
+
+/// Issue 22, items 3 and 5: a queued waiter that listens on its channel but
+/// never acts (a frozen process: its connection still subscribed, a direct
+/// mark of its own) is handed the lock outright by the holder's unlock. It
+/// keeps it no longer than the claim window (two response timeouts: 2 s
+/// here): the hold's TTL runs out, and the next waiter, in another client,
+/// which retries at least once per claim window, takes the lock; never
+/// while the handed hold is in force.
+#[test]
+fn a_handed_waiter_that_never_takes_it_holds_it_at_most_the_claim_window() {
+    const RESPONSE: Duration = Duration::from_secs(1);
+    const CLAIM: Duration = Duration::from_secs(2);
+    let server = common::TestServer::start();
+    let build = || {
+        Client::builder()
+            .event_handler(Arc::new(redisync::NopEventHandler))
+            .redis_url(server.url())
+            .response_timeout(RESPONSE)
+            .build()
+            .unwrap()
+    };
+    let (a, b) = (build(), build());
+    let name = unique_name("fair:ghost");
+    let queue = format!("redisson_lock_queue:{{{name}}}");
+    let held = a.fair_lock(name.as_str()).lock().unwrap();
+    // The frozen waiter: first in the queue, marked for outright handoffs
+    // (wait id 7, allowance 300 s), subscribed to its own channel.
+    let ghost = "0f0f0f0f-frozen:1";
+    let mut raw = server.connection();
+    let mut listening = server.client().get_connection().unwrap();
+    let mut pubsub = listening.as_pubsub();
+    pubsub.subscribe(waiter_channel(&name, ghost)).unwrap();
+    pubsub.set_read_timeout(Some(STUCK)).unwrap();
+    let now_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis();
+    let _: () = ::redis::pipe()
+        .cmd("RPUSH")
+        .arg(&queue)
+        .arg(ghost)
+        .ignore()
+        .cmd("ZADD")
+        .arg(format!("redisson_lock_timeout:{{{name}}}"))
+        .arg(now_ms as u64 + 300_000)
+        .arg(ghost)
+        .ignore()
+        .cmd("SET")
+        .arg(format!("{{{name}}}:redisync_fair_direct:{ghost}"))
+        .arg("7:300000")
+        .arg("PX")
+        .arg(600_000)
+        .ignore()
+        .query(&mut raw)
+        .unwrap();
+    let waiter = Waiter::spawn(b.fair_lock(name.as_str()), false, || {});
+    wait_until("the waiter queued behind the frozen one", STUCK, || {
+        let len: usize = ::redis::cmd("LLEN").arg(&queue).query(&mut raw).unwrap();
+        len == 2
+    });
+    thread::sleep(SETTLE);
+
+    let unlocked = Instant::now();
+    held.unlock().unwrap();
+    let message = pubsub.get_message().unwrap();
+    let payload: String = message.get_payload().unwrap();
+    assert!(
+        payload.starts_with("h:") && payload.ends_with(&format!(":2000:7:{ghost}")),
+        "the frozen head is handed the lock outright, got {payload:?}"
+    );
+    let hash: std::collections::HashMap<String, i64> =
+        ::redis::cmd("HGETALL").arg(&name).query(&mut raw).unwrap();
+    let ttl: i64 = ::redis::cmd("PTTL").arg(&name).query(&mut raw).unwrap();
+    assert_eq!(hash, [(ghost.to_owned(), 1)].into_iter().collect());
+    assert!(
+        ttl > 0 && ttl <= 2_000,
+        "the handed hold's TTL is the claim window, got {ttl} ms"
+    );
+    let got = waiter
+        .acquired_at("after the frozen waiter's claim window")
+        .duration_since(unlocked);
+    assert!(
+        got >= CLAIM,
+        "the next waiter got the lock {got:?} after the unlock, while the handed hold was in force"
+    );
+    assert!(
+        got <= 2 * CLAIM + PROMPT,
+        "the lock was stranded {got:?} with a frozen waiter (claim window {CLAIM:?})"
+    );
+    waiter.join().unwrap();
+    assert!(!a.fair_lock(name.as_str()).is_locked().unwrap());
+}
+
+/// Issue 22, item 3: a queued redisync waiter whose process died (a direct
+/// mark of its own, nobody listening on its channel) is passed over by the
+/// holder's unlock: it leaves the queue, and the next waiter, in another
+/// client, is handed the lock at once, instead of waiting until the dead
+/// waiter's slot (300 s here) runs out.
+#[test]
+fn a_dead_waiter_at_the_head_is_passed_over_at_once() {
+    const RESPONSE: Duration = Duration::from_secs(1);
+    let server = common::TestServer::start();
+    let build = || {
+        Client::builder()
+            .event_handler(Arc::new(redisync::NopEventHandler))
+            .redis_url(server.url())
+            .response_timeout(RESPONSE)
+            .build()
+            .unwrap()
+    };
+    let (a, b) = (build(), build());
+    let name = unique_name("fair:dead");
+    let queue = format!("redisson_lock_queue:{{{name}}}");
+    let held = a.fair_lock(name.as_str()).lock().unwrap();
+    // The dead waiter: first in the queue, marked for outright handoffs
+    // (wait id 7, allowance 300 s), nobody on its channel.
+    let ghost = "0d0d0d0d-dead:1";
+    let mut raw = server.connection();
+    let now_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis();
+    let _: () = ::redis::pipe()
+        .cmd("RPUSH")
+        .arg(&queue)
+        .arg(ghost)
+        .ignore()
+        .cmd("ZADD")
+        .arg(format!("redisson_lock_timeout:{{{name}}}"))
+        .arg(now_ms as u64 + 300_000)
+        .arg(ghost)
+        .ignore()
+        .cmd("SET")
+        .arg(format!("{{{name}}}:redisync_fair_direct:{ghost}"))
+        .arg("7:300000")
+        .arg("PX")
+        .arg(600_000)
+        .ignore()
+        .query(&mut raw)
+        .unwrap();
+    let waiter = Waiter::spawn(b.fair_lock(name.as_str()), false, || {});
+    wait_until("the waiter queued behind the frozen one", STUCK, || {
+        let len: usize = ::redis::cmd("LLEN").arg(&queue).query(&mut raw).unwrap();
+        len == 2
+    });
+    thread::sleep(SETTLE);
+
+    let unlocked = Instant::now();
+    held.unlock().unwrap();
+    let got = waiter
+        .acquired_at("after the unlock, the dead head passed over")
+        .duration_since(unlocked);
+    assert!(
+        got < PROMPT,
+        "the next waiter got the lock {got:?} after the unlock: the dead head blocked it"
+    );
+    let queued: Vec<String> = ::redis::cmd("LRANGE")
+        .arg(&queue)
+        .arg(0)
+        .arg(-1)
+        .query(&mut raw)
+        .unwrap();
+    assert!(
+        queued.is_empty(),
+        "the dead waiter left the queue, got {queued:?}"
+    );
+    let slot: Option<f64> = ::redis::cmd("ZSCORE")
+        .arg(format!("redisson_lock_timeout:{{{name}}}"))
+        .arg(ghost)
+        .query(&mut raw)
+        .unwrap();
+    assert_eq!(slot, None, "the dead waiter's slot is gone");
+    waiter.join().unwrap();
+    assert!(!a.fair_lock(name.as_str()).is_locked().unwrap());
+}
+
+/// When the head takes the lock, every waiter behind moves up one slot
+/// (Redisson's arithmetic, one ZINCRBY per waiter there): here one ZADD
+/// per 1000 waiters rewrites them, so a queue longer than that moves up
+/// whole, each slot exactly one allowance.
+#[test]
+fn the_head_taking_the_lock_moves_a_long_queue_up_one_slot() {
+    use redisync::ops::fair_lock::{self, FairLockKeys};
+    use redisync::ops::lock::{Acquire, Release};
+    const WAITERS: usize = 2_500;
+    const WAIT_MS: i64 = 5_000;
+    let server = common::TestServer::start();
+    let client = Client::open(&server.url()).unwrap();
+    let store = client.backend();
+    let name = unique_name("fair:long");
+    let (queue, timeouts, channel_prefix) = (
+        format!("redisson_lock_queue:{{{name}}}"),
+        format!("redisson_lock_timeout:{{{name}}}"),
+        format!("redisson_lock__channel:{{{name}}}"),
+    );
+    let keys = FairLockKeys {
+        name: &name,
+        queue: &queue,
+        timeouts: &timeouts,
+        channel_prefix: &channel_prefix,
+    };
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64;
+    let acquire = |holder: &str| {
+        fair_lock::acquire(store.as_ref(), &keys, holder, 30_000, WAIT_MS, now, true).unwrap()
+    };
+    assert_eq!(acquire("holder:1"), Acquire::Acquired);
+    for i in 0..WAITERS {
+        assert!(!acquire(&format!("w:{i}")).is_acquired());
+    }
+    let mut raw = server.connection();
+    let slots = |raw: &mut ::redis::Connection| -> Vec<(String, i64)> {
+        ::redis::cmd("ZRANGE")
+            .arg(&timeouts)
+            .arg(0)
+            .arg(-1)
+            .arg("WITHSCORES")
+            .query(raw)
+            .unwrap()
+    };
+    let before = slots(&mut raw);
+    assert_eq!(before.len(), WAITERS);
+    let latch = format!("redisson_unlock_latch:{{{name}}}:1");
+    let released = fair_lock::release(
+        store.as_ref(),
+        &keys,
+        "holder:1",
+        30_000,
+        now,
+        &latch,
+        5_000,
+    )
+    .unwrap();
+    assert_eq!(released, Release::Released);
+    assert_eq!(acquire("w:0"), Acquire::Acquired);
+    let after = slots(&mut raw);
+    assert_eq!(after.len(), WAITERS - 1);
+    let expected: Vec<(String, i64)> = before[1..]
+        .iter()
+        .map(|(id, slot)| (id.clone(), slot - WAIT_MS))
+        .collect();
+    assert_eq!(
+        after, expected,
+        "every waiter behind moved up exactly one slot"
+    );
+    let len: usize = ::redis::cmd("LLEN").arg(&queue).query(&mut raw).unwrap();
+    assert_eq!(len, WAITERS - 1);
 }

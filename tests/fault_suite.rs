@@ -711,6 +711,13 @@ impl Workload {
                 let barging = knobs.barge && t % 2 == 1;
                 let got = if barging {
                     calls.run(op, &who, WAIT + SLACK, || lock.try_lock())
+                } else if knobs.barge {
+                    // A fair waiter with a watchdog is handed the lock
+                    // outright (no moment free for a barger); one with a
+                    // fixed lease is woken to try, as Redisson's are.
+                    calls.run(op, &who, WAIT + SLACK, || {
+                        lock.try_lock_for_with_lease(WAIT, BARGE_LEASE)
+                    })
                 } else {
                     calls.run(op, &who, WAIT + SLACK, || lock.try_lock_for(WAIT))
                 };
@@ -2980,8 +2987,15 @@ fn mutation_a_latch_that_opens_early_is_caught() {
     );
 }
 
+/// The fixed lease of the fair waiters beside the barging ones (see
+/// [`Knobs::barge`]).
+const BARGE_LEASE: Duration = Duration::from_secs(10);
+
 /// MUTATION: a fair lock some of whose waiters barge (they take the same
 /// name as a plain lock, which ignores the queue): caught by "FIFO broken".
+/// The fair waiters hold fixed leases: they are woken to try, as Redisson's
+/// are, and a barger can take the lock in between (a watchdog waiter is
+/// handed it outright, which leaves it no free moment).
 #[test]
 fn mutation_a_fair_lock_that_lets_waiters_barge_is_caught() {
     let server = TestServer::start();

@@ -1195,6 +1195,73 @@ fn fair_lock_keeps_fifo_across_both() {
     fair_lock_keeps_fifo(&single());
 }
 
+/// Issue 22, item 5: redisync hands the fair lock outright among its own
+/// clients, and a Redisson waiter queued among them still gets it in FIFO
+/// order. A holder in one redisync client; queued after it a waiter in a
+/// second client, then Java, then a waiter in a third client. The first
+/// unlock hands the lock to the second client's waiter (outright: its own
+/// channel carries `h:...`, which Java never sees); that waiter's unlock
+/// finds Java at the head, which is never handed a hold, only told `0` on
+/// its channel, and takes the lock itself; Java's unlock then wakes the
+/// third client's waiter.
+#[test]
+fn fair_fifo_with_a_java_waiter_behind_a_handed_redisync_waiter() {
+    let sides = single();
+    let url = match &sides.store {
+        Store::Single(server) => server.url(),
+        #[cfg(feature = "cluster")]
+        Store::Cluster(_) => unreachable!("single() is one server"),
+    };
+    let name = unique_name("interop-fair-handed");
+    let (b, c) = (Client::open(&url).unwrap(), Client::open(&url).unwrap());
+    let guard = sides.rust.fair_lock(name.as_str()).lock().unwrap();
+    let rust_b = RustWaiter::start(b.fair_lock(name.as_str()));
+    sides.await_waiters("fair", &name, 1);
+    let java = sides.java.actor("fair-handed");
+    java.send(&format!("lock fair {name}"));
+    sides.await_waiters("fair", &name, 2);
+    let rust_c = RustWaiter::start(c.fair_lock(name.as_str()));
+    sides.await_waiters("fair", &name, 3);
+
+    let released = now_us();
+    guard.unlock().unwrap();
+    let got = rust_b.acquired_within(PROMPT * 2, "the first in the queue (Rust, another client)");
+    report(
+        sides.label,
+        "fair: Rust release -> first queued (Rust, another client, handed)",
+        ms_between(released, got),
+    );
+    java.assert_waiting(STILL_WAITING, "Java, second in the queue");
+    rust_c.assert_waiting("the third in the queue");
+    // The handed hold is the waiter's alone: Java is still queued, not holding.
+    assert_eq!(
+        sides.waiters("fair", &name),
+        2,
+        "Java and the third still queued"
+    );
+
+    let released = now_us();
+    rust_b.finish();
+    let got = java.reply_within(PROMPT * 2);
+    report(
+        sides.label,
+        "fair: Rust release (handed hold) -> next queued (Java)",
+        ms_between(released, got.end_us),
+    );
+    rust_c.assert_waiting("the third in the queue");
+
+    let released = java.call(&format!("unlock fair {name}"));
+    let got = rust_c.acquired_within(PROMPT * 2, "the third in the queue (Rust)");
+    report(
+        sides.label,
+        "fair: Java release -> next queued (Rust, third client)",
+        ms_between(released.start_us, got),
+    );
+    rust_c.finish();
+    assert_eq!(sides.waiters("fair", &name), 0, "the queue is empty");
+    assert!(!b.fair_lock(name.as_str()).is_locked().unwrap());
+}
+
 #[test]
 fn fair_lock_excludes_under_contention() {
     let sides = single();

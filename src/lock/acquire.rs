@@ -163,9 +163,22 @@ impl<H: GuardHolder> Lock<H> {
                     queued.set(!acquired.is_acquired());
                     (acquired, None)
                 }),
-                None => {
-                    keys.attempt_recorded(backend, &holder, lease_ms, allowance_ms, enqueue, &key)
-                }
+                None => keys.attempt_recorded(
+                    backend,
+                    &holder,
+                    lease_ms,
+                    allowance_ms,
+                    enqueue,
+                    &key,
+                    wait_id,
+                    // A fair wait's first attempt, by a thread with no guard
+                    // of this lock: a hold the store gives its holder was
+                    // handed to an earlier wait, and is given back rather
+                    // than re-entered past the queue (see `ops::fair_lock`).
+                    wait_id.is_some()
+                        && !retry
+                        && !holds::held(&holds::key(&holder, &keys.name), H::EXPLICIT),
+                ),
             };
             attempts.set(attempts.get().saturating_add(1));
             attempt_key.set(Some(id));
@@ -253,11 +266,15 @@ impl<H: GuardHolder> Lock<H> {
                     },
                     name: &keys.name,
                     cancel: self.cancel.as_ref(),
-                    // A releasing thread of this client may hand it the lock.
-                    seat: keys.hands_over().then(|| crate::pubsub::Seat {
-                        field: holder.field().to_owned(),
-                        lease_ms,
-                        wait: wait_id,
+                    // A releasing thread of this client may hand it the lock
+                    // (a fair lock's: a release in any client, on the
+                    // waiter's own channel, see `ops::fair_lock`).
+                    seat: (keys.hands_over() || keys.hands_off_directly()).then(|| {
+                        crate::pubsub::Seat {
+                            field: holder.field().to_owned(),
+                            lease_ms,
+                            wait: wait_id,
+                        }
                     }),
                     direct: direct.as_deref(),
                 },
@@ -275,7 +292,7 @@ impl<H: GuardHolder> Lock<H> {
             Ok(None) => {
                 // try_lock never queued; a fair waiter that gave up leaves now.
                 if enqueue {
-                    keys.give_up(backend, &holder, allowance_ms)?;
+                    keys.give_up(backend, &holder, allowance_ms, wait_id)?;
                 }
                 leave_queue();
                 Ok(None)
@@ -283,7 +300,7 @@ impl<H: GuardHolder> Lock<H> {
             Err(err) => {
                 // Best effort: do not leave a fair waiter queued after an error.
                 if enqueue {
-                    let _ = keys.give_up(backend, &holder, allowance_ms);
+                    let _ = keys.give_up(backend, &holder, allowance_ms, wait_id);
                 }
                 if !err.is_connection_error() {
                     leave_queue();

@@ -63,6 +63,12 @@ pub(super) fn hold_released(key: &str, explicit: bool) -> bool {
     .unwrap_or(false)
 }
 
+/// Whether the holder has a live guard under `key` (`field@name`); true
+/// when that cannot be told (thread teardown: the safe side).
+pub(super) fn held(key: &str, explicit: bool) -> bool {
+    with_holds(explicit, |holds| holds.contains_key(key)).unwrap_or(true)
+}
+
 /// The key of a hold count: `holder` on the lock whose key is `name`.
 pub(super) fn key(holder: &Holder, name: &str) -> String {
     format!("{}@{}", holder.field(), name)

@@ -109,9 +109,17 @@ impl<H: GuardHolder> fmt::Debug for Lock<H> {
 
 impl Lock {
     pub(crate) fn new(client: Client, flavor: Flavor, name: String) -> Lock {
+        let keys = LockKeys::new(flavor, name);
+        // A fair lock's releases hand it outright to a queued redisync
+        // waiter (not on a Redis Cluster: see `Client::queues_waiters`).
+        let keys = if client.queues_waiters() {
+            keys.with_direct_handoffs(client.claim_window_ms())
+        } else {
+            keys
+        };
         Lock {
             client,
-            keys: Arc::new(LockKeys::new(flavor, name)),
+            keys: Arc::new(keys),
             cancel: None,
             spin: None,
             who: (),

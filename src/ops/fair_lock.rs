@@ -2,6 +2,42 @@
 //! FIFO queue of waiter ids and each waiter's slot deadline. An unlock
 //! wakes only the head of the queue, on its own channel. Renewal and state
 //! are the reentrant lock's ([`super::lock::renew`], [`super::lock::state`]).
+//!
+//! # Direct handoffs (redisync only)
+//!
+//! A redisync waiter whose watchdog will renew its hold marks itself when
+//! it joins the queue: `{name}:redisync_fair_direct:<holder id>`, a string
+//! `<wait id>:<allowance ms>` (TTL 2 × lease, refreshed by its
+//! later attempts, deleted when it takes the lock or gives up, left when a
+//! release hands it the lock: the holder's next join rewrites it). A release
+//! of the last hold whose queue head has a mark, and whose head's channel
+//! `redisson_lock__channel:{name}:<holder id>` has a listener (PUBLISH
+//! counts them), hands it the lock outright: the hash holds the head once,
+//! with the claim window as TTL (its watchdog renews it within the window),
+//! the head leaves the queue and those behind move up a slot (as
+//! Redisson's acquire moves them), and the head's channel carries
+//! `h:<server ms>:<claim ms>:<wait id>:<holder id>` instead of the unlock
+//! message `0`. The waiter holds the lock without an attempt of its own.
+//! A marked head nobody hears (its client gone, or between two
+//! subscriptions) leaves the queue at once, as Redisson evicts a waiter
+//! whose slot ran out, rather than blocking it until its slot runs out: if
+//! it lives, its next attempt (at least once per claim window) queues it
+//! again. A head without a mark (a Redisson waiter, or a redisync one with
+//! a fixed lease) is told `0` and tries, as in Redisson,
+//! so a Redisson waiter is never handed a hold it does not know it has, and
+//! FIFO order holds across both. A wait that gives up just as it is handed
+//! the lock gives it back at once; a handed waiter that froze keeps it at
+//! most the claim window: the hold runs out, and every queued redisync
+//! waiter retries at least once per claim window, so the next head takes
+//! it; a hold handed to an earlier wait of a holder that no guard has is
+//! given back by the holder's next wait, never re-entered past the queue
+//! (`lua/fair_lock_acquire.lua`). Redisson's scripts never read
+//! the marks.
+//!
+//! | key / channel | type | contents | TTL |
+//! |---|---|---|---|
+//! | `{name}:redisync_fair_direct:<holder id>` | string | `<wait id>:<allowance ms>` | 2 × lease |
+//! | `redisson_lock__channel:{name}:<holder id>` | channel | Redisson's `0`, or `h:<server ms>:<claim ms>:<wait id>:<holder id>` = the lock is yours | |
 
 use super::lock::{Acquire, Release, Undo, acquire_outcome, release_outcome, undo_outcome};
 use super::{
@@ -37,6 +73,17 @@ pub struct FairLockKeys<'a> {
     pub channel_prefix: &'a str,
 }
 
+/// A fair lock's direct handoffs (see the module doc): where its waiters'
+/// marks are and how long a handed hold waits for its waiter.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Direct<'a> {
+    /// `{name}:redisync_fair_direct:`: a waiter's mark is this and its id.
+    pub(crate) mark_prefix: &'a str,
+    /// The claim window in ms: a handed hold's TTL until its watchdog
+    /// renews it.
+    pub(crate) claim_ms: i64,
+}
+
 /// The four keys the release, undo, force-release and delete scripts take
 /// first (KEYS lock, queue, slots, channel prefix), added to a call.
 trait Keyed<'a> {
@@ -53,13 +100,15 @@ impl<'a> Keyed<'a> for ScriptCall<'a> {
 }
 
 script!(
-    /// KEYS lock, queue, slots; ARGV lease ms, holder, allowance ms, now ms,
-    /// enqueue. nil = acquired, else ms to wait.
+    /// KEYS lock, queue, slots [, record [, mark]]; ARGV lease ms, holder,
+    /// allowance ms, now ms, enqueue [, wait id, fresh, channel prefix].
+    /// nil = acquired, else ms to wait.
     ACQUIRE = "fair_lock_acquire", "fair lock acquire", after "window_prelude", after "args_prelude", after "fair_lock_prelude"
 );
 script!(
-    /// KEYS lock, queue, slots, channel prefix, latch; ARGV message, lease
-    /// ms, holder, now ms, latch ms. nil/0/1.
+    /// KEYS lock, queue, slots, channel prefix, latch [, record]; ARGV
+    /// message, lease ms, holder, now ms, latch ms [, mark prefix, claim
+    /// ms]. nil/0/1/3.
     RELEASE = "fair_lock_release", "fair lock release", after "window_prelude", after "args_prelude", after "fair_lock_prelude"
 );
 script!(
@@ -69,7 +118,7 @@ script!(
     UNDO_ACQUIRE = "fair_lock_undo_acquire", "fair lock undo acquire", after "window_prelude", after "args_prelude", after "fair_lock_prelude", after "undo_prelude"
 );
 script!(
-    /// KEYS queue, slots; ARGV waiter, allowance ms. 1 = was queued.
+    /// KEYS queue, slots [, mark]; ARGV waiter, allowance ms. 1 = was queued.
     CANCEL = "fair_lock_cancel", "fair lock cancel", after "window_prelude", after "args_prelude"
 );
 script!(
@@ -182,6 +231,52 @@ pub fn acquire_recorded<B: LockBackend + ?Sized>(
     .arg(wait_ms)
     .arg(now_ms)
     .arg(i64::from(enqueue));
+    run_as(backend, &call, acquire_outcome)
+}
+
+/// As [`acquire_recorded`], for a lock with direct handoffs (see the
+/// module doc): a waiter that joins the queue (or is queued already) sets
+/// its mark `mark_key` (`{name}:redisync_fair_direct:<holder id>`) to
+/// `wait` and its allowance, so that a release may hand it the lock
+/// outright (`None`: the mark is deleted, it is told to try); taking the
+/// lock deletes the mark. `fresh`: the first attempt of a wait whose
+/// holder has no guard of this lock: a hold the store gives that holder was
+/// handed to an earlier wait of it that ended just then (and whose give-back
+/// was lost), so it is given back (the head, if another, told to try), not
+/// re-entered past the queue.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn acquire_marked<B: LockBackend + ?Sized>(
+    backend: &B,
+    keys: &FairLockKeys<'_>,
+    holder: &str,
+    lease_ms: i64,
+    wait_ms: i64,
+    now_ms: i64,
+    enqueue: bool,
+    attempt_key: &str,
+    mark_key: &str,
+    wait: Option<u64>,
+    fresh: bool,
+) -> Result<Acquire> {
+    check_ms("lease", lease_ms)?;
+    check_ms("wait allowance", wait_ms)?;
+    check_time_ms("now", now_ms)?;
+    let call = acquire_call(
+        &ACQUIRE,
+        Reply::is_nil,
+        undo_sent,
+        &[keys.name, keys.queue, keys.timeouts],
+        Some(attempt_key),
+    )
+    .key(mark_key)
+    .arg(lease_ms)
+    .arg(holder)
+    .arg(wait_ms)
+    .arg(now_ms)
+    .arg(i64::from(enqueue))
+    .arg(wait.map(|wait| wait.to_string()).unwrap_or_default())
+    .arg(i64::from(fresh))
+    .arg(keys.channel_prefix);
     run_as(backend, &call, acquire_outcome)
 }
 
@@ -312,13 +407,15 @@ pub fn release<B: LockBackend + ?Sized>(
     latch_ms: i64,
 ) -> Result<Release> {
     release_recorded(
-        backend, keys, holder, lease_ms, now_ms, latch_key, latch_ms, None,
+        backend, keys, holder, lease_ms, now_ms, latch_key, latch_ms, None, None,
     )
 }
 
 /// [`release`], and with `record`, of the hold that the
 /// [`acquire_recorded`] call with `record` took: the record is deleted with
-/// the hold (its outcome was known; no undo will ever need it).
+/// the hold (its outcome was known; no undo will ever need it). With
+/// `direct`, the last hold goes outright to a marked head that listens
+/// ([`Release::Transferred`]; see the module doc).
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn release_recorded<B: LockBackend + ?Sized>(
     backend: &B,
@@ -329,12 +426,20 @@ pub(crate) fn release_recorded<B: LockBackend + ?Sized>(
     latch_key: &str,
     latch_ms: i64,
     record: Option<&str>,
+    direct: Option<Direct<'_>>,
 ) -> Result<Release> {
     check_ms("lease", lease_ms)?;
     check_time_ms("now", now_ms)?;
     check_ms("latch timeout", latch_ms)?;
+    if let Some(direct) = direct {
+        check_ms("claim window", direct.claim_ms)?;
+    }
     let call = release_call(keys, holder, lease_ms, now_ms, latch_key, latch_ms);
     let call = record.into_iter().fold(call, ScriptCall::key);
+    let call = match direct {
+        Some(direct) => call.arg(direct.mark_prefix).arg(direct.claim_ms),
+        None => call,
+    };
     run_as(backend, &call, release_outcome)
 }
 
@@ -382,13 +487,26 @@ pub fn cancel<B: LockBackend + ?Sized>(
     holder: &str,
     wait_ms: i64,
 ) -> Result<()> {
+    cancel_marked(backend, keys, holder, wait_ms, None).map(drop)
+}
+
+/// [`cancel`], and with `mark_key`, the waiter's direct mark deleted too
+/// (see the module doc): no release hands it the lock any more. Returns
+/// whether it was queued.
+pub(crate) fn cancel_marked<B: LockBackend + ?Sized>(
+    backend: &B,
+    keys: &FairLockKeys<'_>,
+    holder: &str,
+    wait_ms: i64,
+    mark_key: Option<&str>,
+) -> Result<bool> {
     check_ms("wait allowance", wait_ms)?;
     let call = ScriptCall::new(&CANCEL, Resend::Harmless, Effect::Read)
         .key(keys.queue)
-        .key(keys.timeouts)
-        .arg(holder)
-        .arg(wait_ms);
-    run(backend, &call).map(drop)
+        .key(keys.timeouts);
+    let call = mark_key.into_iter().fold(call, ScriptCall::key);
+    let call = call.arg(holder).arg(wait_ms);
+    Ok(matches!(run(backend, &call)?, Reply::Int(1)))
 }
 
 /// Deletes the fair lock whoever holds it and tells the head waiter.

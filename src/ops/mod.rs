@@ -32,7 +32,8 @@
 //! | reentrant lock | `name` | hash | field `<client uuid>:<thread>` = hold count | the lease; reset on every acquire and renewal | `redisson_lock__channel:{name}` | `0` = unlocked |
 //! | fenced-lock tokens | `redisson_lock_token:{name}` | string | the last fencing token handed out (`INCR` on every acquisition of the lock `name`, then raised to the server clock in µs if below it) | none | as the reentrant lock | as the reentrant lock |
 //! | unlock latch | `redisson_unlock_latch:{name}:<request id>` | string | `0` still held, `1` released | a few seconds | | |
-//! | fair lock | `name` | hash | as the reentrant lock | the lease | per waiter: `redisson_lock__channel:{name}:<waiter id>` | `0` = your turn |
+//! | fair lock | `name` | hash | as the reentrant lock | the lease | per waiter: `redisson_lock__channel:{name}:<waiter id>` | `0` = your turn; (redisync only) `h:<server ms>:<claim ms>:<wait id>:<waiter id>` = the lock is yours (see [`fair_lock`]) |
+//! | fair-lock direct mark (redisync only) | `{name}:redisync_fair_direct:<waiter id>` | string | `<wait id>:<allowance ms>`: a release may hand this queued waiter the lock outright | 2 × lease (refreshed while it waits) | | |
 //! | fair-lock queue | `redisson_lock_queue:{name}` | list | waiter ids, FIFO | none | | |
 //! | fair-lock slots | `redisson_lock_timeout:{name}` | zset | waiter id, score = slot deadline (ms, client clock) | none | | |
 //! | read-write lock | `name` | hash | `mode` = `read`/`write`; `<holder>` = read holds; `<holder>:write` = write holds | longest hold | `redisson_rwlock:{name}` | `0` = unlocked (wakes one), `1` = read-unlock (wakes all) |

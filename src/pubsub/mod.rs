@@ -997,6 +997,13 @@ fn session(shared: &Shared, conn: &mut dyn PubSubConnection, connected: &mut boo
             }
             let mut state = shared.state.lock();
             if let Some(entry) = state.channels.get_mut(&message.channel) {
+                // A fair lock's release handed the lock outright to a
+                // waiter on its own channel (`ops::fair_lock`): no wake.
+                if message.payload.starts_with("h:") {
+                    let offset = shared.backend.server_clock_offset_ms();
+                    entry.direct_message(&message.payload, Instant::now(), offset);
+                    continue;
+                }
                 let notify = entry.state.deliver(&message.payload);
                 entry.notify(notify);
             } else if let Some(channel) = state.directs.get(&message.channel).cloned()
