@@ -253,31 +253,17 @@ impl LockKeys {
                     },
                 );
             }
-            Flavor::Fair => match self.mark(holder) {
-                Some(mark) => ops::fair_lock::acquire_marked(
-                    backend,
-                    &self.fair(),
-                    &holder.id,
-                    lease_ms,
-                    allowance_ms,
-                    crate::clock::wall_clock_ms(),
-                    enqueue,
-                    attempt_key,
-                    &mark,
-                    wait,
-                    fresh,
-                ),
-                None => ops::fair_lock::acquire_recorded(
-                    backend,
-                    &self.fair(),
-                    &holder.id,
-                    lease_ms,
-                    allowance_ms,
-                    crate::clock::wall_clock_ms(),
-                    enqueue,
-                    Some(attempt_key),
-                ),
-            },
+            Flavor::Fair => ops::fair_lock::acquire_marked(
+                backend,
+                &self.fair(),
+                &holder.id,
+                lease_ms,
+                allowance_ms,
+                crate::clock::wall_clock_ms(),
+                enqueue,
+                attempt_key,
+                self.mark(holder).as_deref().map(|mark| (mark, wait, fresh)),
+            ),
             Flavor::Read => ops::rw_lock::read_acquire_recorded(
                 backend,
                 &self.rw(holder),

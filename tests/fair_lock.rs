@@ -21,7 +21,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use common::{CountingBackend, Env, backend_tests, unique_name, wait_until};
-use redisync::backend::{LockBackend, Message, PubSubConnection, Reply, ScriptCall, ServerReply};
+use redisync::backend::{LockBackend, Message};
 use redisync::{Client, Error, Lock};
 
 /// A lease long enough that only an unlock (never expiry) frees the lock
@@ -223,70 +223,6 @@ impl Drop for Listener {
     }
 }
 
-/// A store that counts the scripts run through it, by id, and forwards
-/// everything else, the server clock's offset included (a fair waiter is
-/// handed the lock outright only where a handoff's age can be read).
-#[derive(Clone)]
-struct Scripts {
-    inner: Arc<dyn LockBackend>,
-    calls: Arc<Mutex<Vec<String>>>,
-}
-
-impl Scripts {
-    fn new(inner: Arc<dyn LockBackend>) -> Scripts {
-        Scripts {
-            inner,
-            calls: Arc::default(),
-        }
-    }
-
-    fn count(&self, id: &str) -> usize {
-        self.calls
-            .lock()
-            .unwrap()
-            .iter()
-            .filter(|c| *c == id)
-            .count()
-    }
-}
-
-impl LockBackend for Scripts {
-    fn run_script(&self, call: &ScriptCall<'_>) -> redisync::Result<Reply> {
-        self.calls
-            .lock()
-            .unwrap()
-            .push(call.script().id().to_owned());
-        self.inner.run_script(call)
-    }
-
-    fn publish(&self, channel: &str, payload: &str) -> redisync::Result<()> {
-        self.inner.publish(channel, payload)
-    }
-
-    fn with_pubsub(
-        &self,
-        session: &mut dyn FnMut(&mut dyn PubSubConnection) -> redisync::Result<()>,
-    ) -> redisync::Result<()> {
-        self.inner.with_pubsub(session)
-    }
-
-    fn slot_of(&self, key: &str) -> Option<u16> {
-        self.inner.slot_of(key)
-    }
-
-    fn response_timeout(&self) -> Option<Duration> {
-        self.inner.response_timeout()
-    }
-
-    fn server_clock_offset_ms(&self) -> Option<i64> {
-        self.inner.server_clock_offset_ms()
-    }
-
-    fn server_command(&self, args: &[&str]) -> redisync::Result<Vec<ServerReply>> {
-        self.inner.server_command(args)
-    }
-}
-
 // ---------------------------------------------------------------------------
 // The cases
 // ---------------------------------------------------------------------------
@@ -341,10 +277,13 @@ fn a_waiter_in_another_client_is_handed_the_lock_outright(env: &Env) {
     let name = unique_name("fair:handed");
     let a = env.client();
     let direct = a.backend().slot_of("redisync").is_none();
-    let scripts = Scripts::new(Arc::clone(a.backend()));
+    // Counts the scripts by id and forwards every method (the server
+    // clock's offset included: a fair waiter is handed the lock outright
+    // only where a handoff's age can be read).
+    let scripts = Arc::new(CountingBackend::new(Arc::clone(a.backend())));
     let b = env
         .builder()
-        .shared_backend(Arc::new(scripts.clone()))
+        .shared_backend(scripts.clone())
         .watchdog_timeout(WATCHDOG)
         .build()
         .unwrap();
@@ -352,7 +291,7 @@ fn a_waiter_in_another_client_is_handed_the_lock_outright(env: &Env) {
     let waiter = Waiter::spawn(b.fair_lock(name.as_str()), true, || {});
     wait_queued(env, &name, 1);
     thread::sleep(SETTLE);
-    let before = scripts.count("fair_lock_acquire");
+    let before = scripts.calls("fair_lock_acquire");
     assert!(before >= 1, "the waiter queued with an attempt");
     let unlocked = Instant::now();
     held.unlock().unwrap();
@@ -363,7 +302,7 @@ fn a_waiter_in_another_client_is_handed_the_lock_outright(env: &Env) {
         woke < PROMPT,
         "the waiter got the lock {woke:?} after the unlock"
     );
-    let after = scripts.count("fair_lock_acquire");
+    let after = scripts.calls("fair_lock_acquire");
     if direct {
         assert_eq!(
             after, before,

@@ -216,34 +216,28 @@ pub fn acquire_recorded<B: LockBackend + ?Sized>(
     enqueue: bool,
     attempt_key: Option<&str>,
 ) -> Result<Acquire> {
-    check_ms("lease", lease_ms)?;
-    check_ms("wait allowance", wait_ms)?;
-    check_time_ms("now", now_ms)?;
-    let call = acquire_call(
-        &ACQUIRE,
-        Reply::is_nil,
-        undo_sent,
-        &[keys.name, keys.queue, keys.timeouts],
+    acquire_with(
+        backend,
+        keys,
+        holder,
+        [lease_ms, wait_ms, now_ms],
+        enqueue,
         attempt_key,
+        None,
     )
-    .arg(lease_ms)
-    .arg(holder)
-    .arg(wait_ms)
-    .arg(now_ms)
-    .arg(i64::from(enqueue));
-    run_as(backend, &call, acquire_outcome)
 }
 
-/// As [`acquire_recorded`], for a lock with direct handoffs (see the
-/// module doc): a waiter that joins the queue (or is queued already) sets
-/// its mark `mark_key` (`{name}:redisync_fair_direct:<holder id>`) to
-/// `wait` and its allowance, so that a release may hand it the lock
-/// outright (`None`: the mark is deleted, it is told to try); taking the
-/// lock deletes the mark. `fresh`: the first attempt of a wait whose
-/// holder has no guard of this lock: a hold the store gives that holder was
-/// handed to an earlier wait of it that ended just then (and whose give-back
-/// was lost), so it is given back (the head, if another, told to try), not
-/// re-entered past the queue.
+/// As [`acquire_recorded`] (recorded under `attempt_key`), and for a lock
+/// with direct handoffs (see the module doc) `marked`: a waiter that joins
+/// the queue (or is queued already) sets its mark (the first of `marked`,
+/// `{name}:redisync_fair_direct:<holder id>`) to its wait id and allowance,
+/// so that a release may hand it the lock outright (no wait id: the mark is
+/// deleted, it is told to try); taking the lock deletes the mark. `fresh`
+/// (the third): the first attempt of a wait whose holder has no guard of
+/// this lock: a hold the store gives that holder was handed to an earlier
+/// wait of it that ended just then (and whose give-back was lost), so it is
+/// given back (the head, if another, told to try), not re-entered past the
+/// queue. Without `marked`, exactly [`acquire_recorded`].
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn acquire_marked<B: LockBackend + ?Sized>(
     backend: &B,
@@ -254,9 +248,30 @@ pub(crate) fn acquire_marked<B: LockBackend + ?Sized>(
     now_ms: i64,
     enqueue: bool,
     attempt_key: &str,
-    mark_key: &str,
-    wait: Option<u64>,
-    fresh: bool,
+    marked: Option<(&str, Option<u64>, bool)>,
+) -> Result<Acquire> {
+    acquire_with(
+        backend,
+        keys,
+        holder,
+        [lease_ms, wait_ms, now_ms],
+        enqueue,
+        Some(attempt_key),
+        marked,
+    )
+}
+
+/// The body of [`acquire_recorded`] and [`acquire_marked`]: `times` are
+/// the lease, the wait allowance and the caller's clock, in ms; `marked`
+/// the mark key, wait id and `fresh` of a lock with direct handoffs.
+fn acquire_with<B: LockBackend + ?Sized>(
+    backend: &B,
+    keys: &FairLockKeys<'_>,
+    holder: &str,
+    [lease_ms, wait_ms, now_ms]: [i64; 3],
+    enqueue: bool,
+    attempt_key: Option<&str>,
+    marked: Option<(&str, Option<u64>, bool)>,
 ) -> Result<Acquire> {
     check_ms("lease", lease_ms)?;
     check_ms("wait allowance", wait_ms)?;
@@ -266,17 +281,24 @@ pub(crate) fn acquire_marked<B: LockBackend + ?Sized>(
         Reply::is_nil,
         undo_sent,
         &[keys.name, keys.queue, keys.timeouts],
-        Some(attempt_key),
-    )
-    .key(mark_key)
+        attempt_key,
+    );
+    let call = match marked {
+        Some((mark_key, ..)) => call.key(mark_key),
+        None => call,
+    }
     .arg(lease_ms)
     .arg(holder)
     .arg(wait_ms)
     .arg(now_ms)
-    .arg(i64::from(enqueue))
-    .arg(wait.map(|wait| wait.to_string()).unwrap_or_default())
-    .arg(i64::from(fresh))
-    .arg(keys.channel_prefix);
+    .arg(i64::from(enqueue));
+    let call = match marked {
+        Some((_, wait, fresh)) => call
+            .arg(wait.map(|wait| wait.to_string()).unwrap_or_default())
+            .arg(i64::from(fresh))
+            .arg(keys.channel_prefix),
+        None => call,
+    };
     run_as(backend, &call, acquire_outcome)
 }
 
