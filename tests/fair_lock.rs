@@ -865,7 +865,6 @@ fn a_handed_waiter_that_never_takes_it_holds_it_at_most_the_claim_window() {
     };
     let (a, b) = (build(), build());
     let name = unique_name("fair:ghost");
-    let queue = format!("redisson_lock_queue:{{{name}}}");
     let held = a.fair_lock(name.as_str()).lock().unwrap();
     // The frozen waiter: first in the queue, marked for outright handoffs
     // (wait id 7, allowance 300 s), subscribed to its own channel.
@@ -875,34 +874,7 @@ fn a_handed_waiter_that_never_takes_it_holds_it_at_most_the_claim_window() {
     let mut pubsub = listening.as_pubsub();
     pubsub.subscribe(waiter_channel(&name, ghost)).unwrap();
     pubsub.set_read_timeout(Some(STUCK)).unwrap();
-    let now_ms = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_millis();
-    let _: () = ::redis::pipe()
-        .cmd("RPUSH")
-        .arg(&queue)
-        .arg(ghost)
-        .ignore()
-        .cmd("ZADD")
-        .arg(format!("redisson_lock_timeout:{{{name}}}"))
-        .arg(now_ms as u64 + 300_000)
-        .arg(ghost)
-        .ignore()
-        .cmd("SET")
-        .arg(format!("{{{name}}}:redisync_fair_direct:{ghost}"))
-        .arg("7:300000")
-        .arg("PX")
-        .arg(600_000)
-        .ignore()
-        .query(&mut raw)
-        .unwrap();
-    let waiter = Waiter::spawn(b.fair_lock(name.as_str()), false, || {});
-    wait_until("the waiter queued behind the frozen one", STUCK, || {
-        let len: usize = ::redis::cmd("LLEN").arg(&queue).query(&mut raw).unwrap();
-        len == 2
-    });
-    thread::sleep(SETTLE);
+    let waiter = queue_behind_ghost(&mut raw, &name, ghost, &b);
 
     let unlocked = Instant::now();
     held.unlock().unwrap();
@@ -935,6 +907,48 @@ fn a_handed_waiter_that_never_takes_it_holds_it_at_most_the_claim_window() {
     assert!(!a.fair_lock(name.as_str()).is_locked().unwrap());
 }
 
+/// Puts `ghost` first in the fair queue of `name` (slot 300 s, marked for
+/// outright handoffs with wait id 7 and a 300 s allowance), as a redisync
+/// waiter that froze or died would leave it, then queues a real waiter of
+/// `client` behind it and returns that waiter.
+fn queue_behind_ghost(
+    raw: &mut ::redis::Connection,
+    name: &str,
+    ghost: &str,
+    client: &Client,
+) -> Waiter {
+    let queue = format!("redisson_lock_queue:{{{name}}}");
+    let now_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis();
+    let _: () = ::redis::pipe()
+        .cmd("RPUSH")
+        .arg(&queue)
+        .arg(ghost)
+        .ignore()
+        .cmd("ZADD")
+        .arg(format!("redisson_lock_timeout:{{{name}}}"))
+        .arg(now_ms as u64 + 300_000)
+        .arg(ghost)
+        .ignore()
+        .cmd("SET")
+        .arg(format!("{{{name}}}:redisync_fair_direct:{ghost}"))
+        .arg("7:300000")
+        .arg("PX")
+        .arg(600_000)
+        .ignore()
+        .query(raw)
+        .unwrap();
+    let waiter = Waiter::spawn(client.fair_lock(name), false, || {});
+    wait_until("the waiter queued behind the ghost", STUCK, || {
+        let len: usize = ::redis::cmd("LLEN").arg(&queue).query(raw).unwrap();
+        len == 2
+    });
+    thread::sleep(SETTLE);
+    waiter
+}
+
 /// Issue 22, item 3: a queued redisync waiter whose process died (a direct
 /// mark of its own, nobody listening on its channel) is passed over by the
 /// holder's unlock: it leaves the queue, and the next waiter, in another
@@ -960,34 +974,7 @@ fn a_dead_waiter_at_the_head_is_passed_over_at_once() {
     // (wait id 7, allowance 300 s), nobody on its channel.
     let ghost = "0d0d0d0d-dead:1";
     let mut raw = server.connection();
-    let now_ms = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_millis();
-    let _: () = ::redis::pipe()
-        .cmd("RPUSH")
-        .arg(&queue)
-        .arg(ghost)
-        .ignore()
-        .cmd("ZADD")
-        .arg(format!("redisson_lock_timeout:{{{name}}}"))
-        .arg(now_ms as u64 + 300_000)
-        .arg(ghost)
-        .ignore()
-        .cmd("SET")
-        .arg(format!("{{{name}}}:redisync_fair_direct:{ghost}"))
-        .arg("7:300000")
-        .arg("PX")
-        .arg(600_000)
-        .ignore()
-        .query(&mut raw)
-        .unwrap();
-    let waiter = Waiter::spawn(b.fair_lock(name.as_str()), false, || {});
-    wait_until("the waiter queued behind the frozen one", STUCK, || {
-        let len: usize = ::redis::cmd("LLEN").arg(&queue).query(&mut raw).unwrap();
-        len == 2
-    });
-    thread::sleep(SETTLE);
+    let waiter = queue_behind_ghost(&mut raw, &name, ghost, &b);
 
     let unlocked = Instant::now();
     held.unlock().unwrap();
