@@ -357,7 +357,7 @@ pub(crate) fn own_measurements(
             names[i],
             st,
             format!(
-                "  = {:.2} × floor pair (target ≤ 1.15)",
+                "  = {:.2} × floor pair (target ≤ 1.10, issue 22)",
                 ratio(st.median, pair.median)
             ),
         );
