@@ -272,8 +272,10 @@ fn acquire_in_arrival_order(env: &Env) {
 /// claim window) past that window, and its unlock frees the lock. On a
 /// cluster (no direct handoffs) it is woken and takes it with one attempt.
 fn a_waiter_in_another_client_is_handed_the_lock_outright(env: &Env) {
-    // The claim window is at most half the watchdog timeout: 1 s here.
-    const WATCHDOG: Duration = Duration::from_secs(2);
+    // The claim window is at most half the watchdog timeout: 3 s here, so
+    // the queued waiter's once-per-claim-window retry does not fall between
+    // the count before the unlock and the wake, even on a loaded machine.
+    const WATCHDOG: Duration = Duration::from_secs(6);
     let name = unique_name("fair:handed");
     let a = env.client();
     let direct = a.backend().slot_of("redisync").is_none();
@@ -315,9 +317,9 @@ fn a_waiter_in_another_client_is_handed_the_lock_outright(env: &Env) {
             "woken, the waiter took it with one attempt"
         );
     }
-    // Past the claim window (1 s) the waiter still holds it: its watchdog
+    // Past the claim window (3 s) the waiter still holds it: its watchdog
     // renewed the handed hold.
-    thread::sleep(WATCHDOG);
+    thread::sleep(WATCHDOG / 2 + Duration::from_secs(1));
     assert!(
         a.fair_lock(name.as_str()).is_locked().unwrap(),
         "the handed hold ran out under its holder"
