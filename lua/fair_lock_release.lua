@@ -24,8 +24,9 @@
 --          watchdog renews it), it leaves the queue, those behind move up a
 --          slot, and its channel carries 'h:<server ms>:<claim ms>:<wait
 --          id>:<holder id>' instead of the unlock message. A marked head
---          nobody hears leaves the queue (a few at most per release). A head
---          without a mark (Redisson's) gets the unlock message.
+--          nobody hears keeps its place (it tries when it listens again, or
+--          its slot runs out). A head without a mark (Redisson's) gets the
+--          unlock message.
 -- ARGV[7]  with ARGV[6]: the claim window in ms: how long a handed hold
 --          waits for its waiter's watchdog
 -- Returns  nil = the lock exists but the holder does not hold it; 0 = one hold
@@ -60,20 +61,20 @@ end
 if count then
     redis.call('del', KEYS[1])
 end
+-- The head stays where it is whatever happens (FIFO): a marked head that
+-- nobody hears (its client between two subscriptions, or gone) is not
+-- passed over; it takes the lock with its own attempt when it listens
+-- again, or its slot runs out and the next one is told, as in Redisson.
 if ARGV[6] then
-    -- A few heads at most: a marked one nobody hears is passed over.
-    for _ = 1, 4 do
-        local head = redis.call('lindex', KEYS[2], 0)
-        -- The mark stays (it names a wait that has ended once it is handed
-        -- the lock; the holder's next join rewrites it): one call, not two.
-        local marked = head and redis.call('get', ARGV[6] .. head)
-        local wait, allowance
-        if marked then
-            wait, allowance = string.match(marked, '^([^:]*):(%d+)$')
-        end
-        if not wait then
-            break
-        end
+    local head = redis.call('lindex', KEYS[2], 0)
+    -- The mark stays (it names a wait that has ended once it is handed the
+    -- lock; the holder's next join rewrites it): one call, not two.
+    local marked = head and redis.call('get', ARGV[6] .. head)
+    local wait, allowance
+    if marked then
+        wait, allowance = string.match(marked, '^([^:]*):(%d+)$')
+    end
+    if wait then
         local now = window_now or redis.call('time')
         local now_ms = string.format('%d', now[1] * 1000 + math.floor(now[2] / 1000))
         local message = 'h:' .. now_ms .. ':' .. ARGV[7] .. ':' .. wait .. ':' .. head
@@ -86,14 +87,6 @@ if ARGV[6] then
             redis.call('set', KEYS[5], 3, 'px', ARGV[5])
             return 3
         end
-        -- A redisync waiter whose client does not listen (gone, or between
-        -- two subscriptions) leaves the queue, as Redisson evicts a waiter
-        -- whose slot ran out, instead of blocking it until its slot does:
-        -- one that lives queues again with its next attempt (it tries at
-        -- least once per claim window, and when its subscription is made).
-        redis.call('lpop', KEYS[2])
-        redis.call('zrem', KEYS[3], head)
-        redis.call('del', ARGV[6] .. head)
     end
 end
 local head = evict_stale_waiters(KEYS[2], KEYS[3], tonumber(ARGV[4]))

@@ -876,7 +876,7 @@ fn a_handed_waiter_that_never_takes_it_holds_it_at_most_the_claim_window() {
     let mut pubsub = listening.as_pubsub();
     pubsub.subscribe(waiter_channel(&name, ghost)).unwrap();
     pubsub.set_read_timeout(Some(STUCK)).unwrap();
-    let waiter = queue_behind_ghost(&mut raw, &name, ghost, &b);
+    let (waiter, _) = queue_behind_ghost(&mut raw, &name, ghost, Duration::from_secs(300), &b);
 
     let unlocked = Instant::now();
     held.unlock().unwrap();
@@ -909,17 +909,20 @@ fn a_handed_waiter_that_never_takes_it_holds_it_at_most_the_claim_window() {
     assert!(!a.fair_lock(name.as_str()).is_locked().unwrap());
 }
 
-/// Puts `ghost` first in the fair queue of `name` (slot 300 s, marked for
-/// outright handoffs with wait id 7 and a 300 s allowance), as a redisync
-/// waiter that froze or died would leave it, then queues a real waiter of
-/// `client` behind it and returns that waiter.
+/// Puts `ghost` first in the fair queue of `name` (its slot runs out
+/// `slot` from now; marked for outright handoffs with wait id 7 and a
+/// 300 s allowance), as a redisync waiter that froze or died would leave
+/// it, then queues a real waiter of `client` behind it; returns that waiter
+/// and when the ghost's slot runs out.
 fn queue_behind_ghost(
     raw: &mut ::redis::Connection,
     name: &str,
     ghost: &str,
+    slot: Duration,
     client: &Client,
-) -> Waiter {
+) -> (Waiter, Instant) {
     let queue = format!("redisson_lock_queue:{{{name}}}");
+    let slot_ends = Instant::now() + slot;
     let now_ms = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap()
@@ -931,7 +934,7 @@ fn queue_behind_ghost(
         .ignore()
         .cmd("ZADD")
         .arg(format!("redisson_lock_timeout:{{{name}}}"))
-        .arg(now_ms as u64 + 300_000)
+        .arg(now_ms as u64 + slot.as_millis() as u64)
         .arg(ghost)
         .ignore()
         .cmd("SET")
@@ -948,17 +951,20 @@ fn queue_behind_ghost(
         len == 2
     });
     thread::sleep(SETTLE);
-    waiter
+    (waiter, slot_ends)
 }
 
-/// Issue 22, item 3: a queued redisync waiter whose process died (a direct
-/// mark of its own, nobody listening on its channel) is passed over by the
-/// holder's unlock: it leaves the queue, and the next waiter, in another
-/// client, is handed the lock at once, instead of waiting until the dead
-/// waiter's slot (300 s here) runs out.
+/// FIFO holds even when the head does not listen: a queued redisync waiter
+/// whose client is gone or between two subscriptions (a direct mark of its
+/// own, nobody on its channel) is not handed the lock and not passed over
+/// by the holder's unlock; it keeps its place, and the waiter behind it, in
+/// another client, gets the lock only once the head's slot has run out, as
+/// in Redisson. (Passing it over let a live waiter whose subscription was
+/// being remade lose its turn: caught by the fault suite's FIFO check.)
 #[test]
-fn a_dead_waiter_at_the_head_is_passed_over_at_once() {
+fn a_head_nobody_hears_keeps_its_place_until_its_slot_runs_out() {
     const RESPONSE: Duration = Duration::from_secs(1);
+    const SLOT: Duration = Duration::from_secs(3);
     let server = common::TestServer::start();
     let build = || {
         Client::builder()
@@ -972,37 +978,49 @@ fn a_dead_waiter_at_the_head_is_passed_over_at_once() {
     let name = unique_name("fair:dead");
     let queue = format!("redisson_lock_queue:{{{name}}}");
     let held = a.fair_lock(name.as_str()).lock().unwrap();
-    // The dead waiter: first in the queue, marked for outright handoffs
-    // (wait id 7, allowance 300 s), nobody on its channel.
+    // The head nobody hears: first in the queue, marked for outright
+    // handoffs (wait id 7), its slot running out SLOT from now.
     let ghost = "0d0d0d0d-dead:1";
     let mut raw = server.connection();
-    let waiter = queue_behind_ghost(&mut raw, &name, ghost, &b);
+    let (waiter, slot_ends) = queue_behind_ghost(&mut raw, &name, ghost, SLOT, &b);
 
-    let unlocked = Instant::now();
     held.unlock().unwrap();
-    let got = waiter
-        .acquired_at("after the unlock, the dead head passed over")
-        .duration_since(unlocked);
-    assert!(
-        got < PROMPT,
-        "the next waiter got the lock {got:?} after the unlock: the dead head blocked it"
-    );
     let queued: Vec<String> = ::redis::cmd("LRANGE")
         .arg(&queue)
         .arg(0)
         .arg(-1)
         .query(&mut raw)
         .unwrap();
+    assert_eq!(
+        queued.first().map(String::as_str),
+        Some(ghost),
+        "the unheard head keeps its place after the unlock, queue {queued:?}"
+    );
+    let handed: bool = ::redis::cmd("HEXISTS")
+        .arg(&name)
+        .arg(ghost)
+        .query(&mut raw)
+        .unwrap();
+    assert!(!handed, "the unheard head was handed the lock");
+    let got = waiter.acquired_at("once the unheard head's slot ran out");
+    // The waiter's clock and the slot's are the same machine's; 50 ms
+    // covers the two clock reads around the slot's write.
     assert!(
-        queued.is_empty(),
-        "the dead waiter left the queue, got {queued:?}"
+        got + Duration::from_millis(50) >= slot_ends,
+        "the next waiter got the lock {:?} before the head's slot ran out: FIFO broken",
+        slot_ends.saturating_duration_since(got)
+    );
+    assert!(
+        got <= slot_ends + PROMPT,
+        "the next waiter got the lock {:?} after the head's slot ran out",
+        got.duration_since(slot_ends)
     );
     let slot: Option<f64> = ::redis::cmd("ZSCORE")
         .arg(format!("redisson_lock_timeout:{{{name}}}"))
         .arg(ghost)
         .query(&mut raw)
         .unwrap();
-    assert_eq!(slot, None, "the dead waiter's slot is gone");
+    assert_eq!(slot, None, "the stale head's slot is gone");
     waiter.join().unwrap();
     assert!(!a.fair_lock(name.as_str()).is_locked().unwrap());
 }

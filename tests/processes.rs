@@ -603,17 +603,19 @@ impl ParentWaiter {
 }
 
 /// A fair-lock waiter process SIGKILLed in the middle of the queue holds up
-/// the waiters behind it no longer than its queue slot (slots are short
+/// the waiters behind it only until its queue slot runs out (slots are short
 /// here: a 1 s fair-lock wait timeout, and a 1 s watchdog for the holder so
-/// the lock's TTL, from which the first slot counts, stays under 1 s); a
-/// redisync waiter (with a watchdog, so marked for outright handoffs) not
-/// even that long.
+/// the lock's TTL, from which the first slot counts, stays under 1 s).
 ///
 /// Mechanism: the first waiter's unlock finds the dead waiter at the head,
 /// marked for an outright handoff (`ops::fair_lock`), but nobody listening
-/// on its channel: it leaves the queue, and the last waiter is handed the
-/// lock at once. (A dead Redisson waiter, unmarked, is evicted when its
-/// slot runs out, as in Redisson.)
+/// on its channel: it keeps its place (a live waiter between two
+/// subscriptions must not lose its turn); the last waiter parks at most
+/// until the slot ahead of it runs out, retries, evicts the stale entry and
+/// is at the head. When the first waiter took the lock every slot moved up
+/// one wait timeout; a fair waiter re-reads its slot at least once per wait
+/// timeout, so it gets the lock as the dead slot ends, not one wait timeout
+/// later.
 #[test]
 fn dead_fair_waiter_delays_the_queue_at_most_its_slot() {
     const WAIT: Duration = Duration::from_millis(1000);
@@ -689,9 +691,8 @@ fn dead_fair_waiter_delays_the_queue_at_most_its_slot() {
     #[allow(clippy::cast_possible_truncation)]
     let deadline = deadline as i64;
 
-    // The first waiter's unlock passes the dead child over (nobody hears
-    // its channel) and hands the lock to the last waiter at once, well
-    // before the child's slot would have run out.
+    // The first waiter's unlock goes to the dead child; the last waiter gets
+    // the lock once the child's slot has run out, not before, not much later.
     let released = Instant::now();
     first.join();
     let bound = WAIT + WATCHDOG + SLACK;
@@ -699,12 +700,24 @@ fn dead_fair_waiter_delays_the_queue_at_most_its_slot() {
     let delay = last_at.duration_since(released);
     eprintln!(
         "fair dead waiter: the last waiter got the lock {delay:?} after the first's unlock, \
-         {} ms before the dead waiter's slot deadline",
+         {} ms after the dead waiter's slot deadline",
+        last_wall - deadline
+    );
+    assert!(
+        last_wall >= deadline,
+        "the last waiter got the lock {} ms before the dead waiter's slot ran out: \
+         the queue order was not kept",
         deadline - last_wall
     );
     assert!(
-        delay < SLACK,
-        "a dead waiter held up the queue {delay:?}: it was not passed over"
+        delay < bound,
+        "a dead waiter held up the queue {delay:?} (wait timeout {WAIT:?}, bound {bound:?})"
+    );
+    let late = last_wall - deadline;
+    assert!(
+        late < 500,
+        "the last waiter got the lock {late} ms after the dead waiter's slot ran out \
+         (it should re-read its slot within one wait timeout, {WAIT:?})"
     );
     assert_eq!(
         hgetall(&mut raw, &name),

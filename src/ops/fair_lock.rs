@@ -19,10 +19,10 @@
 //! `h:<server ms>:<claim ms>:<wait id>:<holder id>` instead of the unlock
 //! message `0`. The waiter holds the lock without an attempt of its own.
 //! A marked head nobody hears (its client gone, or between two
-//! subscriptions) leaves the queue at once, as Redisson evicts a waiter
-//! whose slot ran out, rather than blocking it until its slot runs out: if
-//! it lives, its next attempt (at least once per claim window) queues it
-//! again. A head without a mark (a Redisson waiter, or a redisync one with
+//! subscriptions) keeps its place: a live one takes the lock with its own
+//! attempt once it listens again; a dead one is evicted when its slot runs
+//! out, as in Redisson. (Passing it over would let a live waiter lose its
+//! turn to those behind it.) A head without a mark (a Redisson waiter, or a redisync one with
 //! a fixed lease) is told `0` and tries, as in Redisson,
 //! so a Redisson waiter is never handed a hold it does not know it has, and
 //! FIFO order holds across both. A wait that gives up just as it is handed
