@@ -230,19 +230,33 @@ impl Drop for Listener {
 /// Five waiters over two clients queue one after another behind a holder;
 /// they get the lock in exactly that order.
 fn acquire_in_arrival_order(env: &Env) {
-    const WAITERS: usize = 5;
-    let name = unique_name("fair:order");
     let clients = [env.client(), env.client()];
-    let holder = clients[0].fair_lock(name.as_str()).lock().unwrap();
+    // Each holds briefly, so the next one really has to wait.
+    assert_served_in_arrival_order(env, "fair:order", &clients[0], &clients, 5, 20);
+}
+
+/// Queues `waiters` waiters of `clients` in turn (waiter i in client i mod
+/// the number of clients) behind a hold of `holder_client`, then unlocks:
+/// each gets the lock, holds it `hold_ms`, and they got it in exactly the
+/// order they queued; the lock and its queue are empty afterwards.
+fn assert_served_in_arrival_order(
+    env: &Env,
+    prefix: &str,
+    holder_client: &Client,
+    clients: &[Client],
+    waiters: usize,
+    hold_ms: u64,
+) {
+    let name = unique_name(prefix);
+    let holder = holder_client.fair_lock(name.as_str()).lock().unwrap();
     let order = Arc::new(Mutex::new(Vec::new()));
-    let mut waiters = Vec::new();
-    for i in 0..WAITERS {
-        let lock = clients[i % 2].fair_lock(name.as_str());
+    let mut spawned = Vec::new();
+    for i in 0..waiters {
+        let lock = clients[i % clients.len()].fair_lock(name.as_str());
         let order = Arc::clone(&order);
-        waiters.push(Waiter::spawn(lock, false, move || {
+        spawned.push(Waiter::spawn(lock, false, move || {
             order.lock().unwrap().push(i);
-            // Hold briefly, so the next one really has to wait.
-            thread::sleep(Duration::from_millis(20));
+            thread::sleep(Duration::from_millis(hold_ms));
         }));
         wait_queued(env, &name, i + 1);
     }
@@ -250,18 +264,19 @@ fn acquire_in_arrival_order(env: &Env) {
     assert!(order.lock().unwrap().is_empty(), "a waiter got a held lock");
 
     holder.unlock().unwrap();
-    for waiter in &waiters {
+    for waiter in &spawned {
         waiter.acquired_at("after the holder's unlock");
     }
-    for waiter in waiters {
+    for waiter in spawned {
         waiter.join().unwrap();
     }
     assert_eq!(
         *order.lock().unwrap(),
-        (0..WAITERS).collect::<Vec<_>>(),
-        "waiters did not get the lock in arrival order"
+        (0..waiters).collect::<Vec<_>>(),
+        "waiters in {} clients did not get the lock in arrival order",
+        clients.len()
     );
-    assert!(!clients[1].fair_lock(name.as_str()).is_locked().unwrap());
+    assert!(!holder_client.fair_lock(name.as_str()).is_locked().unwrap());
     assert_eq!(queue_len(env, &name).unwrap_or(0), 0);
 }
 
@@ -337,39 +352,9 @@ fn a_waiter_in_another_client_is_handed_the_lock_outright(env: &Env) {
 /// holder in a fifth, get the lock in exactly that order, each handed it by
 /// the previous holder's unlock.
 fn fifo_across_four_clients(env: &Env) {
-    const WAITERS: usize = 8;
-    const CLIENTS: usize = 4;
-    let name = unique_name("fair:fifo4");
     let holder_client = env.client();
-    let clients: Vec<Client> = (0..CLIENTS).map(|_| env.client()).collect();
-    let holder = holder_client.fair_lock(name.as_str()).lock().unwrap();
-    let order = Arc::new(Mutex::new(Vec::new()));
-    let mut waiters = Vec::new();
-    for i in 0..WAITERS {
-        let lock = clients[i % CLIENTS].fair_lock(name.as_str());
-        let order = Arc::clone(&order);
-        waiters.push(Waiter::spawn(lock, false, move || {
-            order.lock().unwrap().push(i);
-            thread::sleep(Duration::from_millis(10));
-        }));
-        wait_queued(env, &name, i + 1);
-    }
-    thread::sleep(SETTLE);
-    assert!(order.lock().unwrap().is_empty(), "a waiter got a held lock");
-    holder.unlock().unwrap();
-    for waiter in &waiters {
-        waiter.acquired_at("after the holder's unlock");
-    }
-    for waiter in waiters {
-        waiter.join().unwrap();
-    }
-    assert_eq!(
-        *order.lock().unwrap(),
-        (0..WAITERS).collect::<Vec<_>>(),
-        "waiters in four clients did not get the lock in arrival order"
-    );
-    assert!(!holder_client.fair_lock(name.as_str()).is_locked().unwrap());
-    assert_eq!(queue_len(env, &name).unwrap_or(0), 0);
+    let clients: Vec<Client> = (0..4).map(|_| env.client()).collect();
+    assert_served_in_arrival_order(env, "fair:fifo4", &holder_client, &clients, 8, 10);
 }
 
 /// A `try_lock_for` that times out leaves the queue at once: alone in it, or
