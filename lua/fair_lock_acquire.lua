@@ -12,7 +12,9 @@
 --          second hold; otherwise refused as a late request.
 -- KEYS[5]  optional (redisync only, with KEYS[4]): this holder's direct
 --          mark, {name}:redisync_fair_direct:<holder id>, a string
---          '<wait id>:<allowance ms>' while the holder waits in the queue
+--          '<wait id>:<allowance ms>:<live until>' while the holder waits in
+--          the queue (live until: server ms after which, not refreshed, it
+--          counts as gone: now + ARGV[9])
 --          and a release may hand it the lock outright (see
 --          lua/fair_lock_release.lua). Set when it joins the queue with
 --          ARGV[6] (deleted when it joins with ARGV[6] = ''), refreshed by
@@ -33,6 +35,9 @@
 --          lost), and is given back, the head told to try, instead of being
 --          re-entered past the queue; 0 otherwise
 -- ARGV[8]  with KEYS[5]: the channel prefix, redisson_lock__channel:{name}
+-- ARGV[9]  with KEYS[5]: how long a mark this attempt writes counts the
+--          waiter as alive without a refresh, in ms (several of its retry
+--          intervals: it retries at least once per claim window)
 -- Returns  nil when acquired (hold count + 1, TTL reset to the lease);
 --          otherwise how long to wait in ms before trying again (the slot
 --          ahead's remaining time, or the lock's PTTL; -1 = until a message).
@@ -40,6 +45,7 @@
 local bad = bad_bounded(ARGV[1], 'lease', 1, MAX_MS)
     or bad_bounded(ARGV[3], 'wait allowance', 1, MAX_MS)
     or bad_bounded(ARGV[4], 'now', 0, MAX_TIME)
+    or (KEYS[5] and ARGV[6] ~= '' and bad_bounded(ARGV[9], 'mark live time', 1, MAX_MS))
 if bad then
     return bad
 end
@@ -68,24 +74,34 @@ if stranded then
     redis.call('del', KEYS[1])
     free, mine = true, false
 end
--- The holder's direct mark: '<wait id>:<allowance>' (see KEYS[5]).
-local function mark()
+-- The holder's direct mark: '<wait id>:<allowance>:<live until>' (see
+-- KEYS[5]), for a waiter whose slot has `slot_left` ms to run.
+local function mark(slot_left)
     if not KEYS[5] then
         return
     end
     if ARGV[6] and ARGV[6] ~= '' then
-        -- Twice the lease: the waiter's watchdog lease, of which the claim
-        -- window is at most half, and it refreshes the mark at least once
-        -- per claim window while queued.
-        redis.call('set', KEYS[5], ARGV[6] .. ':' .. ARGV[3], 'px',
-            string.format('%d', 2 * tonumber(ARGV[1])))
+        local time = window_now or redis.call('time')
+        local live = tonumber(ARGV[9])
+        local live_until = time[1] * 1000 + math.floor(time[2] / 1000) + live
+        -- It must outlive its live-until for as long as the slot lasts (a
+        -- mark that vanished would make a gone waiter look like a Redisson
+        -- one, kept until its slot runs out), and twice the lease at least.
+        local ttl = math.max(2 * tonumber(ARGV[1]), slot_left + live)
+        redis.call('set', KEYS[5], ARGV[6] .. ':' .. ARGV[3] .. ':'
+            .. string.format('%d', live_until), 'px', string.format('%d', ttl))
     else
         redis.call('del', KEYS[5])
     end
 end
--- Free, and nobody queued or the caller is first: take it.
+-- Free, and nobody queued or the caller is first: take it. (Redisync
+-- waiters ahead whose marks say they are gone leave the queue: a release
+-- keeps an unheard head while its mark says it lives, so only the
+-- waiters' own attempts find it gone.)
 if free then
-    local head = evict_stale_waiters(KEYS[2], KEYS[3], now)
+    local mark_prefix = KEYS[5] and string.sub(KEYS[5], -#ARGV[2]) == ARGV[2]
+        and string.sub(KEYS[5], 1, #KEYS[5] - #ARGV[2])
+    local head = evict_stale_waiters(KEYS[2], KEYS[3], now, mark_prefix, ARGV[2])
     if head == false or head == ARGV[2] then
         if head then
             redis.call('lpop', KEYS[2])
@@ -140,12 +156,12 @@ else
 end
 if redis.call('zadd', KEYS[3], 'nx', ttl + tonumber(ARGV[3]) + now, ARGV[2]) == 1 then
     redis.call('rpush', KEYS[2], ARGV[2])
-    mark()
+    mark(ttl + tonumber(ARGV[3]))
     return math.max(ttl, 1)
 end
 -- Already queued: wait until the slot ahead runs out.
 local queued = redis.call('zscore', KEYS[3], ARGV[2])
-mark()
+mark(tonumber(queued) - now)
 local ahead = tonumber(queued) - tonumber(ARGV[3]) - now
 if ahead > 0 then
     return ahead

@@ -18,15 +18,16 @@
 -- ARGV[5]  how long the latch remembers this outcome, in ms
 -- ARGV[6]  optional (redisync only): the prefix of the waiters' direct marks,
 --          {name}:redisync_fair_direct: (the holder id follows; see
---          lua/fair_lock_acquire.lua). A head with a mark '<wait id>:<allowance>'
---          whose channel has a listener (PUBLISH counts them) is handed the
+--          lua/fair_lock_acquire.lua). A head with a mark
+--          '<wait id>:<allowance>:<live until>' whose channel has a listener (PUBLISH counts them) is handed the
 --          lock outright: the hash holds it once, with ARGV[7] as TTL (its
 --          watchdog renews it), it leaves the queue, those behind move up a
 --          slot, and its channel carries 'h:<server ms>:<claim ms>:<wait
 --          id>:<holder id>' instead of the unlock message. A marked head
---          nobody hears keeps its place (it tries when it listens again, or
---          its slot runs out). A head without a mark (Redisson's) gets the
---          unlock message.
+--          nobody hears keeps its place while its mark says it is alive (it
+--          tries when it listens again), and leaves the queue once the mark
+--          is past its live-until (server ms). A head without a mark
+--          (Redisson's) gets the unlock message.
 -- ARGV[7]  with ARGV[6]: the claim window in ms: how long a handed hold
 --          waits for its waiter's watchdog
 -- Returns  nil = the lock exists but the holder does not hold it; 0 = one hold
@@ -61,23 +62,34 @@ end
 if count then
     redis.call('del', KEYS[1])
 end
--- The head stays where it is whatever happens (FIFO): a marked head that
--- nobody hears (its client between two subscriptions, or gone) is not
--- passed over; it takes the lock with its own attempt when it listens
--- again, or its slot runs out and the next one is told, as in Redisson.
+-- FIFO: a marked head nobody hears (its client between two
+-- subscriptions, or gone) is not handed the lock. While its mark says it
+-- is alive (a live waiter retries, and so refreshes it, at least once per
+-- claim window) it keeps its place: it takes the lock with its own attempt
+-- when it listens again. One whose mark went stale is gone: it leaves the
+-- queue (a few at most per release), rather than holding up everyone
+-- behind it until its slot runs out. (A mark without a live-until, from an
+-- older redisync, counts as alive.)
 if ARGV[6] then
-    local head = redis.call('lindex', KEYS[2], 0)
-    -- The mark stays (it names a wait that has ended once it is handed the
-    -- lock; the holder's next join rewrites it): one call, not two.
-    local marked = head and redis.call('get', ARGV[6] .. head)
-    local wait, allowance
-    if marked then
-        wait, allowance = string.match(marked, '^([^:]*):(%d+)$')
-    end
-    if wait then
+    for _ = 1, 4 do
+        local head = redis.call('lindex', KEYS[2], 0)
+        -- The mark stays (it names a wait that has ended once it is handed
+        -- the lock; the holder's next join rewrites it): one call, not two.
+        local marked = head and redis.call('get', ARGV[6] .. head)
+        local wait, allowance, live_until
+        if marked then
+            wait, allowance, live_until = string.match(marked, '^([^:]*):(%d+):(%d+)$')
+            if not wait then
+                wait, allowance = string.match(marked, '^([^:]*):(%d+)$')
+            end
+        end
+        if not wait then
+            break
+        end
         local now = window_now or redis.call('time')
-        local now_ms = string.format('%d', now[1] * 1000 + math.floor(now[2] / 1000))
-        local message = 'h:' .. now_ms .. ':' .. ARGV[7] .. ':' .. wait .. ':' .. head
+        local now_ms = now[1] * 1000 + math.floor(now[2] / 1000)
+        local message = 'h:' .. string.format('%d', now_ms) .. ':' .. ARGV[7] .. ':' .. wait
+            .. ':' .. head
         if redis.call('publish', KEYS[4] .. ':' .. head, message) > 0 then
             redis.call('hset', KEYS[1], head, 1)
             redis.call('pexpire', KEYS[1], ARGV[7])
@@ -87,6 +99,12 @@ if ARGV[6] then
             redis.call('set', KEYS[5], 3, 'px', ARGV[5])
             return 3
         end
+        if not live_until or now_ms <= tonumber(live_until) then
+            break
+        end
+        redis.call('lpop', KEYS[2])
+        redis.call('zrem', KEYS[3], head)
+        redis.call('del', ARGV[6] .. head)
     end
 end
 local head = evict_stale_waiters(KEYS[2], KEYS[3], tonumber(ARGV[4]))

@@ -26,6 +26,13 @@ use crate::{Result, keys};
 /// [`LockKeys::give_up`]) remembers its outcome.
 const GIVE_BACK_LATCH_MS: i64 = 10_000;
 
+/// The least time a fair waiter's mark counts it as alive without a
+/// refresh, in ms: longer than a server freeze or a request held up in the
+/// network that the waiter lives through (its retries cannot refresh the
+/// mark meanwhile), so that a release does not take a live waiter whose
+/// subscription is being remade for a gone one and pass it over.
+const MARK_LIVE_FLOOR_MS: i64 = 5_000;
+
 /// Which primitive a lock handle drives.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Flavor {
@@ -141,6 +148,18 @@ impl LockKeys {
         self.fair_direct
             .as_ref()
             .map(|(prefix, _)| format!("{prefix}{}", holder.id))
+    }
+
+    /// How long a fair waiter's mark counts it as alive without a refresh
+    /// (see `ops::fair_lock`): three claim windows (it retries at least
+    /// once per window, so two may be lost or late), and at least
+    /// [`MARK_LIVE_FLOOR_MS`].
+    fn mark_live_ms(&self) -> i64 {
+        self.fair_direct
+            .as_ref()
+            .map_or(MARK_LIVE_FLOOR_MS, |(_, claim_ms)| {
+                claim_ms.saturating_mul(3).max(MARK_LIVE_FLOOR_MS)
+            })
     }
 
     pub(crate) fn holder(&self, id: String) -> Holder {
@@ -262,7 +281,14 @@ impl LockKeys {
                 crate::clock::wall_clock_ms(),
                 enqueue,
                 attempt_key,
-                self.mark(holder).as_deref().map(|mark| (mark, wait, fresh)),
+                self.mark(holder)
+                    .as_deref()
+                    .map(|key| ops::fair_lock::Marked {
+                        key,
+                        wait,
+                        fresh,
+                        live_ms: self.mark_live_ms(),
+                    }),
             ),
             Flavor::Read => ops::rw_lock::read_acquire_recorded(
                 backend,

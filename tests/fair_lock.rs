@@ -861,7 +861,12 @@ fn a_handed_waiter_that_never_takes_it_holds_it_at_most_the_claim_window() {
     let mut pubsub = listening.as_pubsub();
     pubsub.subscribe(waiter_channel(&name, ghost)).unwrap();
     pubsub.set_read_timeout(Some(STUCK)).unwrap();
-    let (waiter, _) = queue_behind_ghost(&mut raw, &name, ghost, Duration::from_secs(300), &b);
+    let frozen = Ghost {
+        id: ghost,
+        slot: Duration::from_secs(300),
+        live_ms: None,
+    };
+    let (waiter, _, _) = queue_behind_ghost(&mut raw, &name, &frozen, &b);
 
     let unlocked = Instant::now();
     held.unlock().unwrap();
@@ -894,37 +899,60 @@ fn a_handed_waiter_that_never_takes_it_holds_it_at_most_the_claim_window() {
     assert!(!a.fair_lock(name.as_str()).is_locked().unwrap());
 }
 
-/// Puts `ghost` first in the fair queue of `name` (its slot runs out
-/// `slot` from now; marked for outright handoffs with wait id 7 and a
-/// 300 s allowance), as a redisync waiter that froze or died would leave
-/// it, then queues a real waiter of `client` behind it; returns that waiter
-/// and when the ghost's slot runs out.
+/// The queue head a test puts in place: a redisync waiter that froze, died
+/// or is between two subscriptions.
+struct Ghost<'a> {
+    id: &'a str,
+    /// Its slot runs out this long from now.
+    slot: Duration,
+    /// Its direct mark's live-until, this long from now (negative: past);
+    /// `None`: a mark without one, as an older redisync wrote it.
+    live_ms: Option<i64>,
+}
+
+/// The wall clock in ms (the clock the server's `TIME` reads too).
+fn wall_ms() -> i64 {
+    i64::try_from(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_millis(),
+    )
+    .unwrap()
+}
+
+/// Puts `ghost` first in the fair queue of `name`, marked for outright
+/// handoffs (wait id 7, a 300 s allowance), then queues a real waiter of
+/// `client` behind it; returns that waiter, when the ghost's slot runs out
+/// and when its mark's live-until passes (if it has one).
 fn queue_behind_ghost(
     raw: &mut ::redis::Connection,
     name: &str,
-    ghost: &str,
-    slot: Duration,
+    ghost: &Ghost<'_>,
     client: &Client,
-) -> (Waiter, Instant) {
+) -> (Waiter, Instant, Option<Instant>) {
     let queue = format!("redisson_lock_queue:{{{name}}}");
-    let slot_ends = Instant::now() + slot;
-    let now_ms = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_millis();
+    let (now, now_ms) = (Instant::now(), wall_ms());
+    let mark = match ghost.live_ms {
+        Some(live_ms) => format!("7:300000:{}", now_ms + live_ms),
+        None => "7:300000".to_owned(),
+    };
+    let live_ends = ghost
+        .live_ms
+        .map(|live_ms| now + Duration::from_millis(u64::try_from(live_ms).unwrap_or(0)));
     let _: () = ::redis::pipe()
         .cmd("RPUSH")
         .arg(&queue)
-        .arg(ghost)
+        .arg(ghost.id)
         .ignore()
         .cmd("ZADD")
         .arg(format!("redisson_lock_timeout:{{{name}}}"))
-        .arg(now_ms as u64 + slot.as_millis() as u64)
-        .arg(ghost)
+        .arg(now_ms + i64::try_from(ghost.slot.as_millis()).unwrap())
+        .arg(ghost.id)
         .ignore()
         .cmd("SET")
-        .arg(format!("{{{name}}}:redisync_fair_direct:{ghost}"))
-        .arg("7:300000")
+        .arg(format!("{{{name}}}:redisync_fair_direct:{}", ghost.id))
+        .arg(mark)
         .arg("PX")
         .arg(600_000)
         .ignore()
@@ -936,54 +964,70 @@ fn queue_behind_ghost(
         len == 2
     });
     thread::sleep(SETTLE);
-    (waiter, slot_ends)
+    (waiter, now + ghost.slot, live_ends)
 }
 
-/// FIFO holds even when the head does not listen: a queued redisync waiter
-/// whose client is gone or between two subscriptions (a direct mark of its
-/// own, nobody on its channel) is not handed the lock and not passed over
-/// by the holder's unlock; it keeps its place, and the waiter behind it, in
-/// another client, gets the lock only once the head's slot has run out, as
-/// in Redisson. (Passing it over let a live waiter whose subscription was
-/// being remade lose its turn: caught by the fault suite's FIFO check.)
-#[test]
-fn a_head_nobody_hears_keeps_its_place_until_its_slot_runs_out() {
-    const RESPONSE: Duration = Duration::from_secs(1);
-    const SLOT: Duration = Duration::from_secs(3);
-    let server = common::TestServer::start();
+/// Two clients with a 1 s response timeout (a 2 s claim window), the
+/// first holding fair lock `name`.
+fn two_clients_one_holding(
+    server: &common::TestServer,
+    name: &str,
+) -> (Client, Client, redisync::LockGuard) {
     let build = || {
         Client::builder()
             .event_handler(Arc::new(redisync::NopEventHandler))
             .redis_url(server.url())
-            .response_timeout(RESPONSE)
+            .response_timeout(Duration::from_secs(1))
             .build()
             .unwrap()
     };
     let (a, b) = (build(), build());
-    let name = unique_name("fair:dead");
-    let queue = format!("redisson_lock_queue:{{{name}}}");
-    let held = a.fair_lock(name.as_str()).lock().unwrap();
-    // The head nobody hears: first in the queue, marked for outright
-    // handoffs (wait id 7), its slot running out SLOT from now.
-    let ghost = "0d0d0d0d-dead:1";
-    let mut raw = server.connection();
-    let (waiter, slot_ends) = queue_behind_ghost(&mut raw, &name, ghost, SLOT, &b);
+    let held = a.fair_lock(name).lock().unwrap();
+    (a, b, held)
+}
 
-    held.unlock().unwrap();
-    let queued: Vec<String> = ::redis::cmd("LRANGE")
-        .arg(&queue)
+/// The fair queue of `name`, head first.
+fn fair_queue(raw: &mut ::redis::Connection, name: &str) -> Vec<String> {
+    ::redis::cmd("LRANGE")
+        .arg(format!("redisson_lock_queue:{{{name}}}"))
         .arg(0)
         .arg(-1)
-        .query(&mut raw)
-        .unwrap();
+        .query(raw)
+        .unwrap()
+}
+
+/// FIFO holds even when the head does not listen: a queued redisync waiter
+/// whose client is between two subscriptions (a direct mark of its own
+/// that says it lives, nobody on its channel) is not handed the lock and
+/// not passed over by the holder's unlock; it keeps its place, and the
+/// waiter behind it, in another client, gets the lock only once the head's
+/// slot has run out, as in Redisson. (Passing it over let a live waiter
+/// whose subscription was being remade lose its turn: caught by the fault
+/// suite's FIFO check.) The mark here has no live-until, as an older
+/// redisync wrote it: it never counts as gone.
+#[test]
+fn a_head_nobody_hears_keeps_its_place_until_its_slot_runs_out() {
+    let server = common::TestServer::start();
+    let name = unique_name("fair:unheard");
+    let (a, b, held) = two_clients_one_holding(&server, &name);
+    let ghost = Ghost {
+        id: "0d0d0d0d-unheard:1",
+        slot: Duration::from_secs(3),
+        live_ms: None,
+    };
+    let mut raw = server.connection();
+    let (waiter, slot_ends, _) = queue_behind_ghost(&mut raw, &name, &ghost, &b);
+
+    held.unlock().unwrap();
+    let queued = fair_queue(&mut raw, &name);
     assert_eq!(
         queued.first().map(String::as_str),
-        Some(ghost),
+        Some(ghost.id),
         "the unheard head keeps its place after the unlock, queue {queued:?}"
     );
     let handed: bool = ::redis::cmd("HEXISTS")
         .arg(&name)
-        .arg(ghost)
+        .arg(ghost.id)
         .query(&mut raw)
         .unwrap();
     assert!(!handed, "the unheard head was handed the lock");
@@ -1002,10 +1046,100 @@ fn a_head_nobody_hears_keeps_its_place_until_its_slot_runs_out() {
     );
     let slot: Option<f64> = ::redis::cmd("ZSCORE")
         .arg(format!("redisson_lock_timeout:{{{name}}}"))
-        .arg(ghost)
+        .arg(ghost.id)
         .query(&mut raw)
         .unwrap();
     assert_eq!(slot, None, "the stale head's slot is gone");
+    waiter.join().unwrap();
+    assert!(!a.fair_lock(name.as_str()).is_locked().unwrap());
+}
+
+/// Issue 22, item 3: a queued redisync waiter that is gone (nobody on its
+/// channel, and its mark past its live-until: a live waiter pushes it on at
+/// least once per claim window) is passed over by the holder's unlock: it
+/// leaves the queue, and the next waiter, in another client, is handed the
+/// lock at once, instead of waiting until the gone waiter's slot (300 s
+/// here) runs out.
+#[test]
+fn a_gone_waiter_at_the_head_is_passed_over_by_the_unlock() {
+    let server = common::TestServer::start();
+    let name = unique_name("fair:gone");
+    let (a, b, held) = two_clients_one_holding(&server, &name);
+    let ghost = Ghost {
+        id: "0d0d0d0d-gone:1",
+        slot: Duration::from_secs(300),
+        live_ms: Some(-1),
+    };
+    let mut raw = server.connection();
+    let (waiter, _, _) = queue_behind_ghost(&mut raw, &name, &ghost, &b);
+
+    let unlocked = Instant::now();
+    held.unlock().unwrap();
+    // The unlock's own script passed the gone head over and handed the
+    // lock on (not a later attempt of the waiter's).
+    let holders: std::collections::HashMap<String, i64> =
+        ::redis::cmd("HGETALL").arg(&name).query(&mut raw).unwrap();
+    assert_eq!(
+        holders.keys().collect::<Vec<_>>(),
+        [&waiter.id],
+        "right after the unlock the next waiter holds the lock"
+    );
+    let got = waiter
+        .acquired_at("after the unlock, the gone head passed over")
+        .duration_since(unlocked);
+    assert!(
+        got < PROMPT,
+        "the next waiter got the lock {got:?} after the unlock: the gone head held it up"
+    );
+    assert_eq!(fair_queue(&mut raw, &name), Vec::<String>::new());
+    let mark: Option<String> = ::redis::cmd("GET")
+        .arg(format!("{{{name}}}:redisync_fair_direct:{}", ghost.id))
+        .query(&mut raw)
+        .unwrap();
+    assert_eq!(mark, None, "the gone waiter's mark is deleted");
+    waiter.join().unwrap();
+    assert!(!a.fair_lock(name.as_str()).is_locked().unwrap());
+}
+
+/// A head whose mark still says it lives when the lock is released keeps
+/// its place; once the mark runs out (the waiter stopped retrying: gone),
+/// the next waiter's own attempt (at least one per claim window) takes it
+/// off the queue and the lock: nobody waits for the gone waiter's slot.
+#[test]
+fn a_waiter_behind_a_head_that_stopped_retrying_takes_the_lock_once_its_mark_runs_out() {
+    const CLAIM: Duration = Duration::from_secs(2);
+    let server = common::TestServer::start();
+    let name = unique_name("fair:stopped");
+    let (a, b, held) = two_clients_one_holding(&server, &name);
+    let ghost = Ghost {
+        id: "0d0d0d0d-stopped:1",
+        slot: Duration::from_secs(300),
+        live_ms: Some(2_500),
+    };
+    let mut raw = server.connection();
+    let (waiter, _, live_ends) = queue_behind_ghost(&mut raw, &name, &ghost, &b);
+    let live_ends = live_ends.unwrap();
+
+    held.unlock().unwrap();
+    let queued = fair_queue(&mut raw, &name);
+    assert_eq!(
+        queued.first().map(String::as_str),
+        Some(ghost.id),
+        "a head whose mark still lives keeps its place, queue {queued:?}"
+    );
+    let got = waiter.acquired_at("once the head's mark ran out");
+    assert!(
+        got + Duration::from_millis(50) >= live_ends,
+        "the next waiter got the lock {:?} before the head's mark ran out: FIFO broken",
+        live_ends.saturating_duration_since(got)
+    );
+    assert!(
+        got <= live_ends + CLAIM + PROMPT,
+        "the next waiter got the lock {:?} after the head's mark ran out (it retries at least \
+         once per claim window, {CLAIM:?})",
+        got.duration_since(live_ends)
+    );
+    assert_eq!(fair_queue(&mut raw, &name), Vec::<String>::new());
     waiter.join().unwrap();
     assert!(!a.fair_lock(name.as_str()).is_locked().unwrap());
 }

@@ -105,13 +105,14 @@ fn child_holder() {
 
 /// Connects and says the holder id of its waiting thread; on "go" that
 /// thread queues for the fair lock (`lock()`, with the given fair-lock wait
-/// timeout) and waits there until the parent kills the child. Should it ever
+/// timeout, and the given watchdog timeout if any) and waits there until the parent kills the child. Should it ever
 /// get the lock, it says so and holds it.
 fn child_fair_waiter() {
-    let client = child_builder()
-        .fair_lock_wait_timeout(env_ms(FAIR_WAIT_MS_ENV))
-        .build()
-        .expect("child: connect");
+    let mut builder = child_builder().fair_lock_wait_timeout(env_ms(FAIR_WAIT_MS_ENV));
+    if std::env::var_os(WATCHDOG_MS_ENV).is_some() {
+        builder = builder.watchdog_timeout(env_ms(WATCHDOG_MS_ENV));
+    }
+    let client = builder.build().expect("child: connect");
     let lock = client.fair_lock(env(LOCK_ENV));
     let from_parent = parent_lines();
     let (go_tx, go_rx) = mpsc::channel::<()>();
@@ -726,6 +727,113 @@ fn dead_fair_waiter_delays_the_queue_at_most_its_slot() {
     assert_eq!(
         exists(&mut raw, &[&queue, &timeouts]),
         0,
+        "the dead waiter is still queued"
+    );
+    last.join();
+    assert!(!lock.is_locked().unwrap());
+}
+
+/// A redisync fair waiter process SIGKILLed at the head of the queue, with
+/// a long slot (60 s here, 300 s by default), holds up the waiter behind it
+/// only until its direct mark says it is gone: the mark's live-until is
+/// three of its claim windows (at least 5 s) past its last attempt, and a
+/// live waiter attempts at least once per claim window. The holder's unlock
+/// keeps the dead head (its mark still lives: it could be a live waiter
+/// remaking its subscription, which must not lose its turn); the waiter
+/// behind, retrying once per claim window, takes it off the queue and the
+/// lock once the mark has run out, not when the slot does.
+#[test]
+fn killed_fair_waiter_holds_the_queue_up_until_its_mark_runs_out_not_its_slot() {
+    const WAIT: Duration = Duration::from_secs(60);
+    const WATCHDOG: Duration = Duration::from_millis(1000);
+    const CHILD_WATCHDOG: Duration = Duration::from_millis(2000);
+    const SLACK: Duration = Duration::from_secs(2);
+    let server = TestServer::start();
+    let name = unique_name("processes:fair-killed-waiter");
+    let queue = format!("redisson_lock_queue:{{{name}}}");
+    let mut raw = server.connection();
+    let parent = Client::builder()
+        .redis_url(server.url())
+        .watchdog_timeout(WATCHDOG)
+        .fair_lock_wait_timeout(WAIT)
+        .build()
+        .expect("parent client");
+    let lock = parent.fair_lock(name.as_str());
+    // The parent's claim window: two response timeouts, at most half its
+    // watchdog timeout; its queued waiter attempts at least once per window.
+    let claim = WATCHDOG / 2;
+
+    let (mut child, child_id) = spawn_ready(
+        "fair_waiter",
+        &server,
+        &name,
+        &[
+            (FAIR_WAIT_MS_ENV, ms(WAIT)),
+            (WATCHDOG_MS_ENV, ms(CHILD_WATCHDOG)),
+        ],
+    );
+    let holder = lock.lock().unwrap();
+    child.send(GO);
+    common::wait_until("the child queued", READY_TIMEOUT, || {
+        lrange(&mut raw, &queue) == [child_id.clone()]
+    });
+    let last = ParentWaiter::spawn(lock.clone());
+    common::wait_until("the last waiter queued", READY_TIMEOUT, || {
+        lrange(&mut raw, &queue).len() >= 2
+    });
+    child.kill();
+    assert!(
+        !child.transcript().contains(ACQUIRED),
+        "the child got the lock"
+    );
+    // Read after the kill: the child's last attempt wrote it.
+    let mark: String = redis::cmd("GET")
+        .arg(format!("{{{name}}}:redisync_fair_direct:{child_id}"))
+        .query(&mut raw)
+        .expect("the child's direct mark");
+    let live_until: i64 = mark
+        .rsplit(':')
+        .next()
+        .and_then(|until| until.parse().ok())
+        .unwrap_or_else(|| panic!("the mark {mark:?} has no live-until"));
+    let left = live_until - wall_ms();
+    assert!(
+        left > 0 && left <= 3 * i64::try_from(CHILD_WATCHDOG.as_millis()).unwrap() + 5_000,
+        "the mark lives on {left} ms"
+    );
+
+    let unlocked = Instant::now();
+    holder.unlock().unwrap();
+    assert_eq!(
+        lrange(&mut raw, &queue),
+        [child_id, last.id.clone()],
+        "the unlock kept the head whose mark still lives"
+    );
+    let (last_at, last_wall) = last.acquired("the last waiter", WAIT);
+    let delay = last_at.duration_since(unlocked);
+    eprintln!(
+        "fair killed waiter: the last waiter got the lock {delay:?} after the unlock, {} ms \
+         after the dead waiter's mark ran out (its slot: {WAIT:?})",
+        last_wall - live_until
+    );
+    assert!(
+        last_wall >= live_until,
+        "the last waiter got the lock {} ms before the dead waiter's mark ran out: \
+         the queue order was not kept",
+        live_until - last_wall
+    );
+    let late = Duration::from_millis(u64::try_from(last_wall - live_until).unwrap());
+    assert!(
+        late <= claim + SLACK,
+        "the last waiter got the lock {late:?} after the dead waiter's mark ran out (it \
+         attempts at least once per claim window, {claim:?})"
+    );
+    assert_eq!(
+        hgetall(&mut raw, &name),
+        HashMap::from([(last.id.clone(), "1".to_owned())])
+    );
+    assert!(
+        lrange(&mut raw, &queue).is_empty(),
         "the dead waiter is still queued"
     );
     last.join();

@@ -7,8 +7,9 @@
 //!
 //! A redisync waiter whose watchdog will renew its hold marks itself when
 //! it joins the queue: `{name}:redisync_fair_direct:<holder id>`, a string
-//! `<wait id>:<allowance ms>` (TTL 2 × lease, refreshed by its
-//! later attempts, deleted when it takes the lock or gives up, left when a
+//! `<wait id>:<allowance ms>:<live until>` (the live-until in server ms,
+//! see below; TTL its slot plus its live time, 2 × lease at least;
+//! rewritten by its later attempts, deleted when it takes the lock or gives up, left when a
 //! release hands it the lock: the holder's next join rewrites it). A release
 //! of the last hold whose queue head has a mark, and whose head's channel
 //! `redisson_lock__channel:{name}:<holder id>` has a listener (PUBLISH
@@ -19,11 +20,16 @@
 //! `h:<server ms>:<claim ms>:<wait id>:<holder id>` instead of the unlock
 //! message `0`. The waiter holds the lock without an attempt of its own.
 //! A marked head nobody hears (its client gone, or between two
-//! subscriptions) keeps its place: a live one takes the lock with its own
-//! attempt once it listens again; a dead one is evicted when its slot runs
-//! out, as in Redisson. (Passing it over would let a live waiter lose its
-//! turn to those behind it.) A head without a mark (a Redisson waiter, or a redisync one with
-//! a fixed lease) is told `0` and tries, as in Redisson,
+//! subscriptions) is not handed the lock. While its mark says it is alive
+//! (the mark carries a live-until, server ms, that each of its attempts
+//! pushes on: it tries at least once per claim window) it keeps its place
+//! and takes the lock with its own attempt once it listens again: passing
+//! it over would let a live waiter lose its turn to those behind it. Once
+//! the mark is past its live-until, the waiter is gone: the release takes
+//! it off the queue (a few per release) rather than letting it hold up
+//! everyone behind it until its slot runs out. A head without a mark (a
+//! Redisson waiter, or a redisync one with a fixed lease) is told `0` and
+//! tries, as in Redisson,
 //! so a Redisson waiter is never handed a hold it does not know it has, and
 //! FIFO order holds across both. A wait that gives up just as it is handed
 //! the lock gives it back at once; a handed waiter that froze keeps it at
@@ -36,7 +42,7 @@
 //!
 //! | key / channel | type | contents | TTL |
 //! |---|---|---|---|
-//! | `{name}:redisync_fair_direct:<holder id>` | string | `<wait id>:<allowance ms>` | 2 × lease |
+//! | `{name}:redisync_fair_direct:<holder id>` | string | `<wait id>:<allowance ms>:<live until, server ms>` | slot + live time, ≥ 2 × lease |
 //! | `redisson_lock__channel:{name}:<holder id>` | channel | Redisson's `0`, or `h:<server ms>:<claim ms>:<wait id>:<holder id>` = the lock is yours | |
 
 use super::lock::{Acquire, Release, Undo, acquire_outcome, release_outcome, undo_outcome};
@@ -82,6 +88,23 @@ pub(crate) struct Direct<'a> {
     /// The claim window in ms: a handed hold's TTL until its watchdog
     /// renews it.
     pub(crate) claim_ms: i64,
+}
+
+/// A waiter's direct mark as its acquire attempt writes it (see the
+/// module doc).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Marked<'a> {
+    /// `{name}:redisync_fair_direct:<holder id>`.
+    pub(crate) key: &'a str,
+    /// The wait a release may hand the lock to (none: the mark is deleted,
+    /// the waiter is told to try).
+    pub(crate) wait: Option<u64>,
+    /// The first attempt of a wait whose holder has no guard of the lock.
+    pub(crate) fresh: bool,
+    /// How long the mark counts its waiter as alive without a refresh, in
+    /// ms: a release passes over an unheard head only once this has run
+    /// out.
+    pub(crate) live_ms: i64,
 }
 
 /// The four keys the release, undo, force-release and delete scripts take
@@ -229,11 +252,12 @@ pub fn acquire_recorded<B: LockBackend + ?Sized>(
 
 /// As [`acquire_recorded`] (recorded under `attempt_key`), and for a lock
 /// with direct handoffs (see the module doc) `marked`: a waiter that joins
-/// the queue (or is queued already) sets its mark (the first of `marked`,
-/// `{name}:redisync_fair_direct:<holder id>`) to its wait id and allowance,
-/// so that a release may hand it the lock outright (no wait id: the mark is
-/// deleted, it is told to try); taking the lock deletes the mark. `fresh`
-/// (the third): the first attempt of a wait whose holder has no guard of
+/// the queue (or is queued already) sets its mark (`marked.key`,
+/// `{name}:redisync_fair_direct:<holder id>`) to its wait id, allowance and
+/// the server time until which it counts as alive (`marked.live_ms` from
+/// now), so that a release may hand it the lock outright (no wait id: the
+/// mark is deleted, it is told to try); taking the lock deletes the mark.
+/// `marked.fresh`: the first attempt of a wait whose holder has no guard of
 /// this lock: a hold the store gives that holder was handed to an earlier
 /// wait of it that ended just then (and whose give-back was lost), so it is
 /// given back (the head, if another, told to try), not re-entered past the
@@ -248,7 +272,7 @@ pub(crate) fn acquire_marked<B: LockBackend + ?Sized>(
     now_ms: i64,
     enqueue: bool,
     attempt_key: &str,
-    marked: Option<(&str, Option<u64>, bool)>,
+    marked: Option<Marked<'_>>,
 ) -> Result<Acquire> {
     acquire_with(
         backend,
@@ -263,7 +287,7 @@ pub(crate) fn acquire_marked<B: LockBackend + ?Sized>(
 
 /// The body of [`acquire_recorded`] and [`acquire_marked`]: `times` are
 /// the lease, the wait allowance and the caller's clock, in ms; `marked`
-/// the mark key, wait id and `fresh` of a lock with direct handoffs.
+/// the mark of a lock with direct handoffs.
 fn acquire_with<B: LockBackend + ?Sized>(
     backend: &B,
     keys: &FairLockKeys<'_>,
@@ -271,7 +295,7 @@ fn acquire_with<B: LockBackend + ?Sized>(
     [lease_ms, wait_ms, now_ms]: [i64; 3],
     enqueue: bool,
     attempt_key: Option<&str>,
-    marked: Option<(&str, Option<u64>, bool)>,
+    marked: Option<Marked<'_>>,
 ) -> Result<Acquire> {
     check_ms("lease", lease_ms)?;
     check_ms("wait allowance", wait_ms)?;
@@ -284,7 +308,7 @@ fn acquire_with<B: LockBackend + ?Sized>(
         attempt_key,
     );
     let call = match marked {
-        Some((mark_key, ..)) => call.key(mark_key),
+        Some(marked) => call.key(marked.key),
         None => call,
     }
     .arg(lease_ms)
@@ -293,10 +317,11 @@ fn acquire_with<B: LockBackend + ?Sized>(
     .arg(now_ms)
     .arg(i64::from(enqueue));
     let call = match marked {
-        Some((_, wait, fresh)) => call
-            .arg(wait.map(|wait| wait.to_string()).unwrap_or_default())
-            .arg(i64::from(fresh))
-            .arg(keys.channel_prefix),
+        Some(marked) => call
+            .arg(marked.wait.map(|wait| wait.to_string()).unwrap_or_default())
+            .arg(i64::from(marked.fresh))
+            .arg(keys.channel_prefix)
+            .arg(marked.live_ms),
         None => call,
     };
     run_as(backend, &call, acquire_outcome)
