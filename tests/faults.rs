@@ -540,9 +540,9 @@ fn script_hashes_match_script_load() {
 /// timeout while its guard lived. Watches are now per (key, holder).
 #[test]
 fn watchdog_renews_a_thread_that_takes_a_lock_another_thread_of_the_client_lost() {
-    // Renewed every 400 ms: only a stall over 800 ms loses it (600 ms lost
-    // it on a loaded two-vCPU machine).
-    const WATCHDOG: Duration = Duration::from_millis(1200);
+    // Renewed every second: only a stall over 2 s loses it (a 1.2 s
+    // watchdog, renewed every 400 ms, lost it on a loaded two-vCPU machine).
+    const WATCHDOG: Duration = Duration::from_secs(3);
     let server = TestServer::start();
     let client = Client::builder()
         .redis_url(server.url())
@@ -573,7 +573,8 @@ fn watchdog_renews_a_thread_that_takes_a_lock_another_thread_of_the_client_lost(
 
         let guard = lock.lock().unwrap();
         let lost_at_once = guard.is_lost();
-        thread::sleep(WATCHDOG * 3);
+        // The old bug let the lease run out after one watchdog timeout.
+        thread::sleep(WATCHDOG * 2);
         let still_held = lock.is_held_by_current_thread().unwrap();
         let lost_later = guard.is_lost();
         drop(guard);
@@ -582,7 +583,7 @@ fn watchdog_renews_a_thread_that_takes_a_lock_another_thread_of_the_client_lost(
         assert!(
             !lost_at_once && still_held && !lost_later,
             "wait_for_detection={wait_for_detection}: new holder's guard lost at once: \
-             {lost_at_once}; still held after 3x the watchdog timeout: {still_held}; \
+             {lost_at_once}; still held after 2x the watchdog timeout: {still_held}; \
              lost then: {lost_later}"
         );
     }
