@@ -967,23 +967,72 @@ fn queue_behind_ghost(
     (waiter, now + ghost.slot, live_ends)
 }
 
-/// Two clients with a 1 s response timeout (a 2 s claim window), the
-/// first holding fair lock `name`.
-fn two_clients_one_holding(
-    server: &common::TestServer,
-    name: &str,
-) -> (Client, Client, redisync::LockGuard) {
-    let build = || {
-        Client::builder()
-            .event_handler(Arc::new(redisync::NopEventHandler))
-            .redis_url(server.url())
-            .response_timeout(Duration::from_secs(1))
-            .build()
-            .unwrap()
-    };
-    let (a, b) = (build(), build());
-    let held = a.fair_lock(name).lock().unwrap();
-    (a, b, held)
+/// A fair lock held by one client, `ghost` at the head of its queue and a
+/// real waiter of a second client behind it (both clients with a 1 s
+/// response timeout: a 2 s claim window).
+struct GhostScene {
+    _server: common::TestServer,
+    name: String,
+    holder: Client,
+    held: Option<redisync::LockGuard>,
+    raw: ::redis::Connection,
+    waiter: Waiter,
+    /// When the ghost's slot runs out.
+    slot_ends: Instant,
+    /// When the ghost's mark's live-until passes (if it has one).
+    live_ends: Option<Instant>,
+}
+
+impl GhostScene {
+    fn start(what: &str, ghost: &Ghost<'_>) -> GhostScene {
+        let server = common::TestServer::start();
+        let build = || {
+            Client::builder()
+                .event_handler(Arc::new(redisync::NopEventHandler))
+                .redis_url(server.url())
+                .response_timeout(Duration::from_secs(1))
+                .build()
+                .unwrap()
+        };
+        let (holder, other) = (build(), build());
+        let name = unique_name(what);
+        let held = holder.fair_lock(name.as_str()).lock().unwrap();
+        let mut raw = server.connection();
+        let (waiter, slot_ends, live_ends) = queue_behind_ghost(&mut raw, &name, ghost, &other);
+        GhostScene {
+            _server: server,
+            name,
+            holder,
+            held: Some(held),
+            raw,
+            waiter,
+            slot_ends,
+            live_ends,
+        }
+    }
+
+    /// The holder unlocks; returns when.
+    fn unlock(&mut self) -> Instant {
+        let unlocked = Instant::now();
+        self.held.take().unwrap().unlock().unwrap();
+        unlocked
+    }
+
+    fn queue(&mut self) -> Vec<String> {
+        fair_queue(&mut self.raw, &self.name)
+    }
+
+    /// The waiter unlocks; the lock ends free.
+    fn finish(self) {
+        self.waiter.join().unwrap();
+        assert!(
+            !self
+                .holder
+                .fair_lock(self.name.as_str())
+                .is_locked()
+                .unwrap()
+        );
+    }
 }
 
 /// The fair queue of `name`, head first.
@@ -1007,33 +1056,31 @@ fn fair_queue(raw: &mut ::redis::Connection, name: &str) -> Vec<String> {
 /// redisync wrote it: it never counts as gone.
 #[test]
 fn a_head_nobody_hears_keeps_its_place_until_its_slot_runs_out() {
-    let server = common::TestServer::start();
-    let name = unique_name("fair:unheard");
-    let (a, b, held) = two_clients_one_holding(&server, &name);
     let ghost = Ghost {
         id: "0d0d0d0d-unheard:1",
         slot: Duration::from_secs(3),
         live_ms: None,
     };
-    let mut raw = server.connection();
-    let (waiter, slot_ends, _) = queue_behind_ghost(&mut raw, &name, &ghost, &b);
-
-    held.unlock().unwrap();
-    let queued = fair_queue(&mut raw, &name);
+    let mut scene = GhostScene::start("fair:unheard", &ghost);
+    scene.unlock();
+    let queued = scene.queue();
     assert_eq!(
         queued.first().map(String::as_str),
         Some(ghost.id),
         "the unheard head keeps its place after the unlock, queue {queued:?}"
     );
     let handed: bool = ::redis::cmd("HEXISTS")
-        .arg(&name)
+        .arg(&scene.name)
         .arg(ghost.id)
-        .query(&mut raw)
+        .query(&mut scene.raw)
         .unwrap();
     assert!(!handed, "the unheard head was handed the lock");
-    let got = waiter.acquired_at("once the unheard head's slot ran out");
+    let got = scene
+        .waiter
+        .acquired_at("once the unheard head's slot ran out");
     // The waiter's clock and the slot's are the same machine's; 50 ms
     // covers the two clock reads around the slot's write.
+    let slot_ends = scene.slot_ends;
     assert!(
         got + Duration::from_millis(50) >= slot_ends,
         "the next waiter got the lock {:?} before the head's slot ran out: FIFO broken",
@@ -1044,14 +1091,12 @@ fn a_head_nobody_hears_keeps_its_place_until_its_slot_runs_out() {
         "the next waiter got the lock {:?} after the head's slot ran out",
         got.duration_since(slot_ends)
     );
-    let slot: Option<f64> = ::redis::cmd("ZSCORE")
-        .arg(format!("redisson_lock_timeout:{{{name}}}"))
-        .arg(ghost.id)
-        .query(&mut raw)
-        .unwrap();
-    assert_eq!(slot, None, "the stale head's slot is gone");
-    waiter.join().unwrap();
-    assert!(!a.fair_lock(name.as_str()).is_locked().unwrap());
+    assert_eq!(
+        scene.queue(),
+        Vec::<String>::new(),
+        "the stale head is gone"
+    );
+    scene.finish();
 }
 
 /// Issue 22, item 3: a queued redisync waiter that is gone (nobody on its
@@ -1062,43 +1107,42 @@ fn a_head_nobody_hears_keeps_its_place_until_its_slot_runs_out() {
 /// here) runs out.
 #[test]
 fn a_gone_waiter_at_the_head_is_passed_over_by_the_unlock() {
-    let server = common::TestServer::start();
-    let name = unique_name("fair:gone");
-    let (a, b, held) = two_clients_one_holding(&server, &name);
     let ghost = Ghost {
         id: "0d0d0d0d-gone:1",
         slot: Duration::from_secs(300),
         live_ms: Some(-1),
     };
-    let mut raw = server.connection();
-    let (waiter, _, _) = queue_behind_ghost(&mut raw, &name, &ghost, &b);
-
-    let unlocked = Instant::now();
-    held.unlock().unwrap();
+    let mut scene = GhostScene::start("fair:gone", &ghost);
+    let unlocked = scene.unlock();
     // The unlock's own script passed the gone head over and handed the
     // lock on (not a later attempt of the waiter's).
-    let holders: std::collections::HashMap<String, i64> =
-        ::redis::cmd("HGETALL").arg(&name).query(&mut raw).unwrap();
+    let holders: std::collections::HashMap<String, i64> = ::redis::cmd("HGETALL")
+        .arg(&scene.name)
+        .query(&mut scene.raw)
+        .unwrap();
     assert_eq!(
         holders.keys().collect::<Vec<_>>(),
-        [&waiter.id],
+        [&scene.waiter.id],
         "right after the unlock the next waiter holds the lock"
     );
-    let got = waiter
+    let got = scene
+        .waiter
         .acquired_at("after the unlock, the gone head passed over")
         .duration_since(unlocked);
     assert!(
         got < PROMPT,
         "the next waiter got the lock {got:?} after the unlock: the gone head held it up"
     );
-    assert_eq!(fair_queue(&mut raw, &name), Vec::<String>::new());
+    assert_eq!(scene.queue(), Vec::<String>::new());
     let mark: Option<String> = ::redis::cmd("GET")
-        .arg(format!("{{{name}}}:redisync_fair_direct:{}", ghost.id))
-        .query(&mut raw)
+        .arg(format!(
+            "{{{}}}:redisync_fair_direct:{}",
+            scene.name, ghost.id
+        ))
+        .query(&mut scene.raw)
         .unwrap();
     assert_eq!(mark, None, "the gone waiter's mark is deleted");
-    waiter.join().unwrap();
-    assert!(!a.fair_lock(name.as_str()).is_locked().unwrap());
+    scene.finish();
 }
 
 /// A head whose mark still says it lives when the lock is released keeps
@@ -1108,26 +1152,21 @@ fn a_gone_waiter_at_the_head_is_passed_over_by_the_unlock() {
 #[test]
 fn a_waiter_behind_a_head_that_stopped_retrying_takes_the_lock_once_its_mark_runs_out() {
     const CLAIM: Duration = Duration::from_secs(2);
-    let server = common::TestServer::start();
-    let name = unique_name("fair:stopped");
-    let (a, b, held) = two_clients_one_holding(&server, &name);
     let ghost = Ghost {
         id: "0d0d0d0d-stopped:1",
         slot: Duration::from_secs(300),
         live_ms: Some(2_500),
     };
-    let mut raw = server.connection();
-    let (waiter, _, live_ends) = queue_behind_ghost(&mut raw, &name, &ghost, &b);
-    let live_ends = live_ends.unwrap();
-
-    held.unlock().unwrap();
-    let queued = fair_queue(&mut raw, &name);
+    let mut scene = GhostScene::start("fair:stopped", &ghost);
+    let live_ends = scene.live_ends.unwrap();
+    scene.unlock();
+    let queued = scene.queue();
     assert_eq!(
         queued.first().map(String::as_str),
         Some(ghost.id),
         "a head whose mark still lives keeps its place, queue {queued:?}"
     );
-    let got = waiter.acquired_at("once the head's mark ran out");
+    let got = scene.waiter.acquired_at("once the head's mark ran out");
     assert!(
         got + Duration::from_millis(50) >= live_ends,
         "the next waiter got the lock {:?} before the head's mark ran out: FIFO broken",
@@ -1139,9 +1178,8 @@ fn a_waiter_behind_a_head_that_stopped_retrying_takes_the_lock_once_its_mark_run
          once per claim window, {CLAIM:?})",
         got.duration_since(live_ends)
     );
-    assert_eq!(fair_queue(&mut raw, &name), Vec::<String>::new());
-    waiter.join().unwrap();
-    assert!(!a.fair_lock(name.as_str()).is_locked().unwrap());
+    assert_eq!(scene.queue(), Vec::<String>::new());
+    scene.finish();
 }
 
 /// When the head takes the lock, every waiter behind moves up one slot

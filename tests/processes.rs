@@ -603,6 +603,16 @@ impl ParentWaiter {
     }
 }
 
+/// The parent's client for the fair-lock process tests.
+fn fair_parent(server: &TestServer, watchdog: Duration, wait: Duration) -> Client {
+    Client::builder()
+        .redis_url(server.url())
+        .watchdog_timeout(watchdog)
+        .fair_lock_wait_timeout(wait)
+        .build()
+        .expect("parent client")
+}
+
 /// A fair-lock waiter process SIGKILLed in the middle of the queue holds up
 /// the waiters behind it only until its queue slot runs out (slots are short
 /// here: a 1 s fair-lock wait timeout, and a 1 s watchdog for the holder so
@@ -627,12 +637,7 @@ fn dead_fair_waiter_delays_the_queue_at_most_its_slot() {
     let queue = format!("redisson_lock_queue:{{{name}}}");
     let timeouts = format!("redisson_lock_timeout:{{{name}}}");
     let mut raw = server.connection();
-    let parent = Client::builder()
-        .redis_url(server.url())
-        .watchdog_timeout(WATCHDOG)
-        .fair_lock_wait_timeout(WAIT)
-        .build()
-        .expect("parent client");
+    let parent = fair_parent(&server, WATCHDOG, WAIT);
     let lock = parent.fair_lock(name.as_str());
 
     // The child connects first and queues only on "go", so the whole queue
@@ -752,12 +757,7 @@ fn killed_fair_waiter_holds_the_queue_up_until_its_mark_runs_out_not_its_slot() 
     let name = unique_name("processes:fair-killed-waiter");
     let queue = format!("redisson_lock_queue:{{{name}}}");
     let mut raw = server.connection();
-    let parent = Client::builder()
-        .redis_url(server.url())
-        .watchdog_timeout(WATCHDOG)
-        .fair_lock_wait_timeout(WAIT)
-        .build()
-        .expect("parent client");
+    let parent = fair_parent(&server, WATCHDOG, WAIT);
     let lock = parent.fair_lock(name.as_str());
     // The parent's claim window: two response timeouts, at most half its
     // watchdog timeout; its queued waiter attempts at least once per window.
