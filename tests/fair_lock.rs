@@ -719,14 +719,15 @@ fn watchdog_renews_a_fair_hold(env: &Env) {
 
 /// A queued waiter parks until it is woken or the time the store gave it
 /// runs out; it does not poll. Here the holder keeps a watchdog hold (TTL
-/// 300 ms, renewed) for 2 s, far past the TTL the waiter saw when it queued;
-/// the waiter's slot (the default 300 s wait timeout) stays valid throughout.
-/// A parked waiter retries about once per lock TTL (~7 times); a polling one
+/// 1 s, renewed every third of it: only a stall over 667 ms could lose it)
+/// for 4 s, far past the TTL the waiter saw when it queued; the waiter's
+/// slot (the default 300 s wait timeout) stays valid throughout. A parked
+/// waiter retries about once per lock TTL (~5 times); a polling one
 /// hundreds of times.
 fn a_queued_waiter_parks_instead_of_polling(env: &Env) {
-    const WATCHDOG: Duration = Duration::from_millis(300);
-    const HOLD: Duration = Duration::from_secs(2);
-    const MAX_ATTEMPTS: u64 = 40;
+    const WATCHDOG: Duration = Duration::from_secs(1);
+    const HOLD: Duration = Duration::from_secs(4);
+    const MAX_ATTEMPTS: u64 = 20;
     let name = unique_name("fair:no-poll");
     let a = env.client_with_watchdog(WATCHDOG);
     let counting = CountingBackend::new(Arc::clone(a.backend()));
