@@ -9,8 +9,9 @@
 -- absolute time is 0 to 2^48 ms since the epoch; a count is a 64-bit integer.
 
 -- Every `local function` here is a new closure on every run of the script
--- (Redis runs a script's whole text per call; measured, each costs the
--- server about a microsecond), so the lock scripts' path holds one small
+-- (Redis runs a script's whole text per call; cheap but not free: about
+-- 15 ns each on Redis 7, measured by EVALSHA's usec_per_call, where one
+-- redis.call costs 300-500 ns), so the lock scripts' path holds one small
 -- check; the exact 64-bit comparisons that counts need are built only by
 -- the scripts that call `count_checks()`.
 

@@ -8,8 +8,7 @@
 -- `caller` whose mark (see lua/fair_lock_acquire.lua, '<wait id>:<allowance>:
 -- <live until>') is past its live-until: a live redisync waiter pushes it on
 -- at least once per claim window, so such a one is gone. (A mark without a
--- live-until, an older redisync's, or none: not known to be gone.) Inline,
--- not helper functions: each is a new closure on every run of the script.
+-- live-until, an older redisync's, or none: not known to be gone.)
 local function evict_stale_waiters(queue, timeouts, now, mark_prefix, caller)
     local gone = 0
     while true do
