@@ -637,12 +637,13 @@ fn watchdog_renews_read_and_write_holds(env: &Env) {
 
 /// A waiting reader (behind a writer) and a waiting writer (behind a
 /// reader) park until woken or until the lock's TTL runs out; they do not
-/// poll. The holder keeps a watchdog hold (TTL 300 ms, renewed) for 1.5 s: a
-/// parked waiter retries about once per TTL.
+/// poll. The holder keeps a watchdog hold (TTL 1 s, renewed every third of
+/// it: only a stall over 667 ms could lose it on a loaded machine) for 3 s:
+/// a parked waiter retries about once per TTL (~3 times).
 fn waiters_park_instead_of_polling(env: &Env) {
-    const WATCHDOG: Duration = Duration::from_millis(300);
-    const HOLD: Duration = Duration::from_millis(1500);
-    const MAX_ATTEMPTS: u64 = 30;
+    const WATCHDOG: Duration = Duration::from_secs(1);
+    const HOLD: Duration = Duration::from_secs(3);
+    const MAX_ATTEMPTS: u64 = 20;
     let name = unique_name("rw:no-poll");
     let a = env.client_with_watchdog(WATCHDOG);
     let counting = CountingBackend::new(Arc::clone(a.backend()));
