@@ -19,8 +19,8 @@
 -- ARGV[6]  optional (redisync only): the prefix of the waiters' direct marks,
 --          {name}:redisync_fair_direct: (the holder id follows; see
 --          lua/fair_lock_acquire.lua). A head with a mark
---          '<wait id>:<allowance>:<live until>' whose channel has a listener (PUBLISH counts them) is handed the
---          lock outright: the hash holds it once, with ARGV[7] as TTL (its
+--          '<wait id>:<allowance>:<live until>' whose channel has a listener
+--          (PUBLISH counts them) is handed the lock outright: the hash holds it once, with ARGV[7] as TTL (its
 --          watchdog renews it), it leaves the queue, those behind move up a
 --          slot, and its channel carries 'h:<server ms>:<claim ms>:<wait
 --          id>:<holder id>' instead of the unlock message. A marked head

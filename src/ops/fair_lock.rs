@@ -9,8 +9,9 @@
 //! it joins the queue: `{name}:redisync_fair_direct:<holder id>`, a string
 //! `<wait id>:<allowance ms>:<live until>` (the live-until in server ms,
 //! see below; TTL its slot plus its live time, 2 × lease at least;
-//! rewritten by its later attempts, deleted when it takes the lock or gives up, left when a
-//! release hands it the lock: the holder's next join rewrites it). A release
+//! rewritten by its later attempts, deleted when it takes the lock or
+//! gives up, left when a release hands it the lock: the holder's next join
+//! rewrites it). A release
 //! of the last hold whose queue head has a mark, and whose head's channel
 //! `redisson_lock__channel:{name}:<holder id>` has a listener (PUBLISH
 //! counts them), hands it the lock outright: the hash holds the head once,
@@ -25,8 +26,9 @@
 //! pushes on: it tries at least once per claim window) it keeps its place
 //! and takes the lock with its own attempt once it listens again: passing
 //! it over would let a live waiter lose its turn to those behind it. Once
-//! the mark is past its live-until, the waiter is gone: the release takes
-//! it off the queue (a few per release) rather than letting it hold up
+//! the mark is past its live-until, the waiter is gone: the next release
+//! (a few per release), or the next redisync waiter's attempt on the free
+//! lock, takes it off the queue rather than letting it hold up
 //! everyone behind it until its slot runs out. A head without a mark (a
 //! Redisson waiter, or a redisync one with a fixed lease) is told `0` and
 //! tries, as in Redisson,
