@@ -964,6 +964,18 @@ fn queue_behind_ghost(
         let len: usize = ::redis::cmd("LLEN").arg(&queue).query(raw).unwrap();
         len == 2
     });
+    // And listening on its channel: a release hands the lock only to a
+    // waiter that hears it (on a loaded machine its subscription can lag
+    // its first attempt).
+    let channel = waiter_channel(name, &waiter.id);
+    wait_until("the waiter listens on its channel", STUCK, || {
+        let counts: (String, u64) = ::redis::cmd("PUBSUB")
+            .arg("NUMSUB")
+            .arg(&channel)
+            .query(raw)
+            .unwrap();
+        counts.1 > 0
+    });
     thread::sleep(SETTLE);
     (waiter, now + ghost.slot, live_ends)
 }
