@@ -11,6 +11,7 @@
 //! | read | `RReadWriteLock.readLock()` | `<uuid>:<thread>` | `redisson_rwlock:{name}` | own read-hold keys + hash |
 //! | write | `RReadWriteLock.writeLock()` | `<uuid>:<thread>:write` | `redisson_rwlock:{name}` | hash TTL |
 
+use std::borrow::Cow;
 use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
@@ -45,10 +46,22 @@ pub(crate) enum Flavor {
 }
 
 /// A lock's keys, computed once per handle.
+///
+/// A plain reentrant lock stores only its name (its channel is built when a
+/// release or undo sends it): one client may hold 100,000 of them, each
+/// hold keeping its keys alive.
 pub(crate) struct LockKeys {
     pub(crate) flavor: Flavor,
-    pub(crate) name: String,
-    /// Reentrant: the lock's channel; fair: the prefix of waiter channels;
+    /// Shared with the hold counts of this process (`lock::holds`).
+    pub(crate) name: Arc<str>,
+    /// The other flavors' keys; `None` for a plain reentrant lock.
+    derived: Option<Box<DerivedKeys>>,
+}
+
+/// The keys a flavor other than the plain reentrant lock derives from its
+/// name.
+struct DerivedKeys {
+    /// Fenced: the lock's channel; fair: the prefix of waiter channels;
     /// read/write: the read-write lock's channel.
     channel: String,
     /// Fenced: the token counter. Fair: the queue and slot keys.
@@ -58,6 +71,13 @@ pub(crate) struct LockKeys {
     /// its waiters' marks and the claim window in ms.
     fair_direct: Option<(String, i64)>,
 }
+
+/// What a plain reentrant lock derives: nothing (its channel is built on use).
+static NO_DERIVED_KEYS: DerivedKeys = DerivedKeys {
+    channel: String::new(),
+    extra: [String::new(), String::new()],
+    fair_direct: None,
+};
 
 impl fmt::Debug for LockKeys {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -71,8 +91,9 @@ impl fmt::Debug for LockKeys {
 /// One holder's names on one lock.
 #[derive(Debug, Clone)]
 pub(crate) struct Holder {
-    /// `<client uuid>:<thread>`.
-    pub(crate) id: String,
+    /// `<client uuid>:<thread>` (shared by the guards of one attempt's
+    /// holder and the hold counts: no copy per hold).
+    pub(crate) id: Arc<str>,
     /// `<id>:write`: a read attempt checks it (a writer may also read).
     write_field: String,
     /// Read/write halves: `{name}:<id>:rwlock_timeout`.
@@ -91,31 +112,53 @@ impl Holder {
             &self.id
         }
     }
+
+    /// Whether this is the write half of a read-write lock's holder.
+    pub(crate) fn writes(&self) -> bool {
+        self.writes
+    }
 }
 
 impl LockKeys {
     pub(crate) fn new(flavor: Flavor, name: String) -> LockKeys {
-        let (channel, extra) = match flavor {
-            Flavor::Reentrant => (keys::lock_channel(&name), [String::new(), String::new()]),
-            Flavor::Fenced => (
+        let derived = match flavor {
+            Flavor::Reentrant => None,
+            Flavor::Fenced => Some((
                 keys::lock_channel(&name),
                 [keys::fence_token(&name), String::new()],
-            ),
-            Flavor::Fair => (
+            )),
+            Flavor::Fair => Some((
                 keys::lock_channel(&name),
                 [keys::fair_queue(&name), keys::fair_timeouts(&name)],
-            ),
-            Flavor::Read | Flavor::Write => (
+            )),
+            Flavor::Read | Flavor::Write => Some((
                 keys::rw_channel(&name),
                 [keys::rw_key_prefix(&name), String::new()],
-            ),
+            )),
         };
         LockKeys {
             flavor,
-            name,
-            channel,
-            extra,
-            fair_direct: None,
+            name: Arc::from(name),
+            derived: derived.map(|(channel, extra)| {
+                Box::new(DerivedKeys {
+                    channel,
+                    extra,
+                    fair_direct: None,
+                })
+            }),
+        }
+    }
+
+    /// The keys derived from the name (none for a plain reentrant lock).
+    fn derived(&self) -> &DerivedKeys {
+        self.derived.as_deref().unwrap_or(&NO_DERIVED_KEYS)
+    }
+
+    /// The lock's channel (fair: the prefix of its waiters' channels).
+    fn channel(&self) -> Cow<'_, str> {
+        match &self.derived {
+            Some(derived) => Cow::Borrowed(&derived.channel),
+            None => Cow::Owned(keys::lock_channel(&self.name)),
         }
     }
 
@@ -123,19 +166,20 @@ impl LockKeys {
     /// redisync waiter that listens, the hold waiting `claim_ms` for its
     /// watchdog (see `ops::fair_lock`); no-op for the other flavors.
     pub(crate) fn with_direct_handoffs(mut self, claim_ms: i64) -> LockKeys {
-        if self.flavor == Flavor::Fair {
-            self.fair_direct = Some((keys::fair_direct_prefix(&self.name), claim_ms));
+        if let (Flavor::Fair, Some(derived)) = (self.flavor, self.derived.as_mut()) {
+            derived.fair_direct = Some((keys::fair_direct_prefix(&self.name), claim_ms));
         }
         self
     }
 
     /// Whether a fair lock's releases hand it outright to marked waiters.
     pub(crate) fn hands_off_directly(&self) -> bool {
-        self.fair_direct.is_some()
+        self.derived().fair_direct.is_some()
     }
 
     fn direct(&self) -> Option<ops::fair_lock::Direct<'_>> {
-        self.fair_direct
+        self.derived()
+            .fair_direct
             .as_ref()
             .map(|(prefix, claim_ms)| ops::fair_lock::Direct {
                 mark_prefix: prefix,
@@ -145,7 +189,8 @@ impl LockKeys {
 
     /// A fair waiter's direct mark, with direct handoffs.
     fn mark(&self, holder: &Holder) -> Option<String> {
-        self.fair_direct
+        self.derived()
+            .fair_direct
             .as_ref()
             .map(|(prefix, _)| format!("{prefix}{}", holder.id))
     }
@@ -155,14 +200,16 @@ impl LockKeys {
     /// once per window, so two may be lost or late), and at least
     /// [`MARK_LIVE_FLOOR_MS`].
     fn mark_live_ms(&self) -> i64 {
-        self.fair_direct
+        self.derived()
+            .fair_direct
             .as_ref()
             .map_or(MARK_LIVE_FLOOR_MS, |(_, claim_ms)| {
                 claim_ms.saturating_mul(3).max(MARK_LIVE_FLOOR_MS)
             })
     }
 
-    pub(crate) fn holder(&self, id: String) -> Holder {
+    pub(crate) fn holder(&self, id: impl Into<Arc<str>>) -> Holder {
+        let id: Arc<str> = id.into();
         let (write_field, timeout_prefix) = match self.flavor {
             Flavor::Reentrant | Flavor::Fenced | Flavor::Fair => (String::new(), String::new()),
             Flavor::Read | Flavor::Write => (
@@ -181,28 +228,28 @@ impl LockKeys {
     fn fair(&self) -> FairLockKeys<'_> {
         FairLockKeys {
             name: &self.name,
-            queue: &self.extra[0],
-            timeouts: &self.extra[1],
-            channel_prefix: &self.channel,
+            queue: &self.derived().extra[0],
+            timeouts: &self.derived().extra[1],
+            channel_prefix: &self.derived().channel,
         }
     }
 
     pub(crate) fn rw<'a>(&'a self, holder: &'a Holder) -> RwLockKeys<'a> {
         RwLockKeys {
             name: &self.name,
-            channel: &self.channel,
+            channel: &self.derived().channel,
             holder: &holder.id,
             write_field: &holder.write_field,
             timeout_prefix: &holder.timeout_prefix,
-            key_prefix: &self.extra[0],
+            key_prefix: &self.derived().extra[0],
         }
     }
 
     /// The channel this holder's waiters listen on.
     pub(crate) fn wait_channel(&self, holder: &Holder) -> String {
         match self.flavor {
-            Flavor::Fair => format!("{}:{}", self.channel, holder.id),
-            _ => self.channel.clone(),
+            Flavor::Fair => format!("{}:{}", self.channel(), holder.id),
+            _ => self.channel().into_owned(),
         }
     }
 
@@ -262,7 +309,7 @@ impl LockKeys {
                     match ops::lock::fenced_acquire_recorded(
                         backend,
                         &self.name,
-                        &self.extra[0],
+                        &self.derived().extra[0],
                         &holder.id,
                         lease_ms,
                         Some(attempt_key),
@@ -346,7 +393,7 @@ impl LockKeys {
             Flavor::Reentrant | Flavor::Fenced => ops::lock::undo_acquire(
                 backend,
                 &self.name,
-                &self.channel,
+                &self.channel(),
                 &holder.id,
                 lease_ms,
                 attempt_key,
@@ -386,6 +433,7 @@ impl LockKeys {
         match self.flavor {
             Flavor::Fair => {
                 let claim = self
+                    .derived()
                     .fair_direct
                     .as_ref()
                     .map_or(allowance_ms, |(_, claim)| *claim);
@@ -424,7 +472,7 @@ impl LockKeys {
             allowance_ms,
             mark.as_deref(),
         )?;
-        if let (false, Some(_), Some((_, claim_ms))) = (queued, wait, &self.fair_direct)
+        if let (false, Some(_), Some((_, claim_ms))) = (queued, wait, &self.derived().fair_direct)
             && ops::lock::state(backend, &self.name, &holder.id)?.hold_count == 1
         {
             let latch = format!(
@@ -466,7 +514,7 @@ impl LockKeys {
             Flavor::Reentrant | Flavor::Fenced => ops::lock::release(
                 backend,
                 &self.name,
-                &self.channel,
+                &self.channel(),
                 &holder.id,
                 lease_ms,
                 record.unwrap_or(latch_key),
@@ -522,7 +570,7 @@ impl LockKeys {
     pub(crate) fn force_release(&self, backend: &dyn LockBackend) -> Result<bool> {
         match self.flavor {
             Flavor::Reentrant | Flavor::Fenced => {
-                ops::lock::force_release(backend, &self.name, &self.channel)
+                ops::lock::force_release(backend, &self.name, &self.channel())
             }
             Flavor::Fair => {
                 ops::fair_lock::force_release(backend, &self.fair(), crate::clock::wall_clock_ms())

@@ -83,7 +83,7 @@ impl LocalOwners {
     pub(crate) fn taken(&self, hold: &Arc<Renewal>, lease: &Arc<Lease>) {
         let mut owners = self.owners.lock();
         // `insert` keeps an equal key: replace the entry whole.
-        owners.remove(hold.keys.name.as_str());
+        owners.remove(&*hold.keys.name);
         owners.insert(ByName(Arc::clone(hold)), Arc::clone(lease));
     }
 

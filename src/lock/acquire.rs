@@ -240,9 +240,7 @@ impl<H: GuardHolder> Lock<H> {
                 *backoff,
                 wait,
                 keys.primitive(),
-                self.cancel
-                    .as_ref()
-                    .map(|token| (token, keys.name.as_str())),
+                self.cancel.as_ref().map(|token| (token, &*keys.name)),
                 step,
             ),
             None => crate::wait::until_done(

@@ -214,7 +214,7 @@ impl<H: GuardHolder> LockGuard<H> {
             Ok(false) => {
                 self.lease.mark_lost();
                 Err(Error::NotHeld {
-                    name: keys.name.clone(),
+                    name: keys.name.to_string(),
                 })
             }
             Err(err) => {
@@ -304,7 +304,7 @@ impl<H: GuardHolder> Drop for LockGuard<H> {
                 .client
                 .events()
                 .on_unlock_failed(&UnlockFailedEvent {
-                    name: self.lock.keys.name.clone(),
+                    name: self.lock.keys.name.to_string(),
                     error,
                 });
         }

@@ -480,7 +480,7 @@ impl<H: GuardHolder> Lock<H> {
 
     fn holder(&self, thread: u64) -> Holder {
         self.keys
-            .holder(holder::holder_id(self.client.id(), thread))
+            .holder(holder::shared_holder_id(self.client.id(), thread))
     }
 
     /// The lock's state as this handle's holder (the calling thread, or

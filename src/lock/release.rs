@@ -334,7 +334,7 @@ impl Lock {
         let client = &self.client;
         match outcome {
             Release::NotHeld => Err(Error::NotHeld {
-                name: self.keys.name.clone(),
+                name: self.keys.name.to_string(),
             }),
             Release::StillHeld | Release::Transferred => Ok(()),
             Release::Released | Release::Yielded => {
