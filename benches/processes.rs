@@ -2,12 +2,14 @@
 //! `lock()`, a `GET` + `SET` of a counter key on a plain connection, and
 //! `unlock()`, against a private `redis-server` this bench starts itself.
 //!
-//! Run: `cargo bench --bench processes` (about 15 s). Three runs of 2 s
+//! Run: `cargo bench --bench processes` (about 20 s). Four runs of 2 s
 //! each, in this order: the barging baseline (`SET NX PX`, a
 //! compare-and-delete release and a random 0-200 ms sleep after a failed
 //! take, as rslock and redlock-rs do; no library around it), the
-//! reentrant lock (`client.lock(name)`) and the fair lock
-//! (`client.fair_lock(name)`). Each child is this binary re-executed with
+//! reentrant lock (`client.lock(name)`), the fair lock
+//! (`client.fair_lock(name)`) and a token ring (no lock: a one-element
+//! list passed on by `LPUSH` to the longest `BLPOP` waiter), the floor of
+//! any handoff between processes on the machine. Each child is this binary re-executed with
 //! `REDISYNC_CHILD_ROLE=bench_fleet`; it connects, warms up on another lock
 //! name (scripts loaded, a pooled connection open), says it is ready, and
 //! starts at a wall-clock instant the parent sends to all; it stops at the
@@ -40,7 +42,7 @@
 //! Settings (environment): `REDISYNC_FLEET_PROCESSES` (default 8),
 //! `REDISYNC_FLEET_SECONDS` (per run, default 2), `REDISYNC_FLEET_ROUNDS`
 //! (default 1: each round runs every kind once), `REDISYNC_FLEET_KINDS`
-//! (comma-separated subset of `barging,lock,fair_lock`). Pinning as in
+//! (comma-separated subset of `barging,lock,fair_lock,ring`). Pinning as in
 //! `benches/lock.rs`: the bench pins itself to CPU 0 with `taskset` before
 //! it starts anything, then starts redis-server and pins it by its PID; the
 //! children inherit the mask and are pinned again by their PIDs.
@@ -240,7 +242,7 @@ fn report_run(run: &FleetRun) {
         }
     );
     eprintln!("  server commands: {}", run.commands.describe());
-    if run.kind != Kind::Barging {
+    if matches!(run.kind, Kind::Lock | Kind::FairLock) {
         let by_id: Vec<String> = run
             .scripts_by_id()
             .iter()

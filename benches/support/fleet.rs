@@ -50,16 +50,24 @@ pub(crate) enum Kind {
     Lock,
     /// `client.fair_lock(name)`.
     FairLock,
+    /// A token ring, no lock at all: the token is the one element of a
+    /// list, each waiter blocks in `BLPOP` on it and the holder gives it
+    /// back with `LPUSH`, which the server hands to the longest waiter
+    /// at once. The floor of any handoff between processes on this
+    /// machine (one command hands over, one wake-up delivers it, FIFO by
+    /// the server): no lease, no fault handling, no second client kind.
+    Ring,
 }
 
 impl Kind {
-    pub(crate) const ALL: [Kind; 3] = [Kind::Barging, Kind::Lock, Kind::FairLock];
+    pub(crate) const ALL: [Kind; 4] = [Kind::Barging, Kind::Lock, Kind::FairLock, Kind::Ring];
 
     pub(crate) fn name(self) -> &'static str {
         match self {
             Kind::Barging => "barging",
             Kind::Lock => "lock",
             Kind::FairLock => "fair_lock",
+            Kind::Ring => "ring",
         }
     }
 
@@ -225,6 +233,13 @@ pub(crate) fn child_main() {
             let report = barging_loop(
                 &mut conn, &mut data, &release, &name, &counter, deadline, start,
             );
+            announce_line(&report.encode(""));
+            None
+        }
+        Kind::Ring => {
+            let mut conn = raw_connection(&url);
+            let (_start, deadline) = ready_and_go(&from_parent);
+            let report = ring_loop(&mut conn, &mut data, &name, &counter, deadline);
             announce_line(&report.encode(""));
             None
         }
@@ -425,6 +440,55 @@ fn barging_loop(
     }
 }
 
+/// The token ring's loop: `BLPOP` takes the token (the lock), `LPUSH`
+/// gives it back, to the longest waiter if any.
+fn ring_loop(
+    conn: &mut redis::Connection,
+    data: &mut redis::Connection,
+    name: &str,
+    counter: &str,
+    deadline: u64,
+) -> ChildReport {
+    let mut report = ChildReport {
+        pid: std::process::id(),
+        ..ChildReport::default()
+    };
+    loop {
+        let asked = wall_ns();
+        // Every other member gives the token back within a few ms of the
+        // deadline; after that nobody will.
+        let left = deadline.saturating_sub(asked) / 1_000_000_000 + 5;
+        let taken: Option<(String, String)> = redis::cmd("BLPOP")
+            .arg(name)
+            .arg(left)
+            .query(conn)
+            .expect("child: BLPOP");
+        let Some((_, token)) = taken else {
+            return report;
+        };
+        let at = wall_ns();
+        report.longest_ns = report.longest_ns.max(at.saturating_sub(asked));
+        report.acquisitions += 1;
+        // BLPOP, then LPUSH (a kind scripts call too), GET and SET.
+        report.own_commands += 1;
+        let done = at >= deadline;
+        if !done {
+            bump(data, counter);
+            report.own_commands += 2;
+            report.counted += 1;
+            report.holds.push((at, wall_ns()));
+        }
+        let _: i64 = redis::cmd("LPUSH")
+            .arg(name)
+            .arg(&token)
+            .query(conn)
+            .expect("child: LPUSH");
+        if done {
+            return report;
+        }
+    }
+}
+
 // ----------------------------------------------------------------- parent --
 
 /// One fleet run's figures.
@@ -586,6 +650,7 @@ pub(crate) fn run(
 ) -> FleetRun {
     let name = crate::common::unique_name(&format!("bench:fleet:{}", kind.name()));
     let counter = format!("{name}:counter");
+    let name_of_ring = name.clone();
     let envs = vec![
         (URL_ENV, server.url()),
         (LOCK_ENV, name),
@@ -601,6 +666,13 @@ pub(crate) fn run(
         child.expect_line(READY, READY_TIMEOUT);
     }
     let mut conn = server.connection();
+    if kind == Kind::Ring {
+        let _: i64 = redis::cmd("RPUSH")
+            .arg(&name_of_ring)
+            .arg("token")
+            .query(&mut conn)
+            .expect("RPUSH the ring's token");
+    }
     let before = CommandStats::read(&mut conn);
     // A margin for every child to read its line and sleep until the start.
     let start = wall_ns() + 100_000_000;
