@@ -242,6 +242,11 @@ fn report_run(run: &FleetRun) {
         }
     );
     eprintln!("  server commands: {}", run.commands.describe());
+    let (server_cpu, children_cpu, server_switches, children_switches) = run.usage_per_acq();
+    eprintln!(
+        "  per acquisition: CPU {server_cpu:.1} µs server + {children_cpu:.1} µs clients; \
+         context switches {server_switches:.2} server + {children_switches:.2} clients"
+    );
     if matches!(run.kind, Kind::Lock | Kind::FairLock) {
         let by_id: Vec<String> = run
             .scripts_by_id()

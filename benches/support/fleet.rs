@@ -96,6 +96,57 @@ fn sleep_until(at_ns: u64) {
     }
 }
 
+/// A process's CPU time and context switches (all its threads), from
+/// `/proc`: where the time of an acquisition goes on a pinned CPU, where
+/// every process's work and every wake-up come one after another.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Usage {
+    /// User plus system CPU time, in ns (10 ms ticks).
+    pub(crate) cpu_ns: u64,
+    /// Voluntary and involuntary context switches, summed over threads.
+    pub(crate) switches: u64,
+}
+
+impl Usage {
+    /// `pid`'s usage now; zeros if `/proc` cannot tell.
+    pub(crate) fn of(pid: u32) -> Usage {
+        let cpu_ns = std::fs::read_to_string(format!("/proc/{pid}/stat"))
+            .ok()
+            .and_then(|stat| {
+                let rest = &stat[stat.rfind(')')? + 2..];
+                let fields: Vec<&str> = rest.split_whitespace().collect();
+                let ticks = fields.get(11)?.parse::<u64>().ok()? + fields.get(12)?.parse::<u64>().ok()?;
+                // USER_HZ is 100 on every Linux this runs on.
+                Some(ticks * 10_000_000)
+            })
+            .unwrap_or(0);
+        let switches = std::fs::read_dir(format!("/proc/{pid}/task"))
+            .map(|tasks| {
+                tasks
+                    .filter_map(|task| {
+                        std::fs::read_to_string(task.ok()?.path().join("status")).ok()
+                    })
+                    .flat_map(|status| {
+                        status
+                            .lines()
+                            .filter(|l| l.contains("ctxt_switches:"))
+                            .filter_map(|l| l.split_whitespace().nth(1)?.parse::<u64>().ok())
+                            .collect::<Vec<_>>()
+                    })
+                    .sum()
+            })
+            .unwrap_or(0);
+        Usage { cpu_ns, switches }
+    }
+
+    pub(crate) fn since(self, before: Usage) -> Usage {
+        Usage {
+            cpu_ns: self.cpu_ns.saturating_sub(before.cpu_ns),
+            switches: self.switches.saturating_sub(before.switches),
+        }
+    }
+}
+
 // ------------------------------------------------------------------ child --
 
 /// What one child did in the run.
@@ -121,6 +172,8 @@ pub(crate) struct ChildReport {
     pub(crate) longest_ns: u64,
     /// (lock() returned, unlock() began), wall-clock ns, counted holds only.
     pub(crate) holds: Vec<(u64, u64)>,
+    /// The child's CPU time and context switches from its start to its end.
+    pub(crate) usage: Usage,
 }
 
 impl ChildReport {
@@ -128,7 +181,7 @@ impl ChildReport {
         let holds: Vec<String> = self.holds.iter().map(|(a, u)| format!("{a}:{u}")).collect();
         format!(
             "{DONE} pid={} counted={} acquisitions={} failed={} own={} publishes={} \
-             longest={} scripts={} holds={}",
+             longest={} cpu={} switches={} scripts={} holds={}",
             self.pid,
             self.counted,
             self.acquisitions,
@@ -136,6 +189,8 @@ impl ChildReport {
             self.own_commands,
             self.publishes,
             self.longest_ns,
+            self.usage.cpu_ns,
+            self.usage.switches,
             if script_counts.is_empty() {
                 "-"
             } else {
@@ -168,6 +223,8 @@ impl ChildReport {
                 "own" => report.own_commands = num(),
                 "publishes" => report.publishes = num(),
                 "longest" => report.longest_ns = num(),
+                "cpu" => report.usage.cpu_ns = num(),
+                "switches" => report.usage.switches = num(),
                 "scripts" if value != "-" => {
                     report.scripts = value
                         .split(';')
@@ -230,16 +287,20 @@ pub(crate) fn child_main() {
                 .invoke(&mut conn)
                 .expect("child: warm-up release");
             let (start, deadline) = ready_and_go(&from_parent);
-            let report = barging_loop(
+            let used = Usage::of(std::process::id());
+            let mut report = barging_loop(
                 &mut conn, &mut data, &release, &name, &counter, deadline, start,
             );
+            report.usage = Usage::of(std::process::id()).since(used);
             announce_line(&report.encode(""));
             None
         }
         Kind::Ring => {
             let mut conn = raw_connection(&url);
             let (_start, deadline) = ready_and_go(&from_parent);
-            let report = ring_loop(&mut conn, &mut data, &name, &counter, deadline);
+            let used = Usage::of(std::process::id());
+            let mut report = ring_loop(&mut conn, &mut data, &name, &counter, deadline);
+            report.usage = Usage::of(std::process::id()).since(used);
             announce_line(&report.encode(""));
             None
         }
@@ -269,7 +330,9 @@ pub(crate) fn child_main() {
                 .expect("child: warm-up unlock");
             let before = backend.counts();
             let (_start, deadline) = ready_and_go(&from_parent);
+            let used = Usage::of(std::process::id());
             let mut report = library_loop(&lock, &mut data, &counter, deadline);
+            report.usage = Usage::of(std::process::id()).since(used);
             let counts = backend.counts();
             let run = since(&counts, &before);
             report.failed = run.failed_acquires();
@@ -505,6 +568,9 @@ pub(crate) struct FleetRun {
     pub(crate) counter: u64,
     /// Whether every child was pinned (inherited, then by PID).
     pub(crate) pinned: bool,
+    /// The server's CPU time and context switches over the run (from just
+    /// before the start to the last child's report).
+    pub(crate) server_usage: Usage,
 }
 
 impl FleetRun {
@@ -529,6 +595,21 @@ impl FleetRun {
         } else {
             min as f64 / max as f64
         }
+    }
+
+    /// Per acquisition: (server CPU µs, all children's CPU µs, server
+    /// context switches, children's context switches).
+    pub(crate) fn usage_per_acq(&self) -> (f64, f64, f64, f64) {
+        let acq = self.acquisitions().max(1) as f64;
+        let (cpu, switches) = self.children.iter().fold((0, 0), |(c, s), child| {
+            (c + child.usage.cpu_ns, s + child.usage.switches)
+        });
+        (
+            self.server_usage.cpu_ns as f64 / 1e3 / acq,
+            cpu as f64 / 1e3 / acq,
+            self.server_usage.switches as f64 / acq,
+            switches as f64 / acq,
+        )
     }
 
     pub(crate) fn failed_per_acq(&self) -> f64 {
@@ -674,6 +755,7 @@ pub(crate) fn run(
             .expect("RPUSH the ring's token");
     }
     let before = CommandStats::read(&mut conn);
+    let server_before = Usage::of(server.pid());
     // A margin for every child to read its line and sleep until the start.
     let start = wall_ns() + 100_000_000;
     let deadline = start + u64::try_from(duration.as_nanos()).unwrap_or(u64::MAX);
@@ -686,6 +768,7 @@ pub(crate) fn run(
         .map(|c| ChildReport::decode(&c.expect_line(DONE, wait)))
         .collect();
     let after = CommandStats::read(&mut conn);
+    let server_usage = Usage::of(server.pid()).since(server_before);
     let counter_value: Option<u64> = redis::cmd("GET")
         .arg(&counter)
         .query(&mut conn)
@@ -716,5 +799,6 @@ pub(crate) fn run(
         commands: after.since(&before).minus("info", 1),
         counter: counter_value.unwrap_or(0),
         pinned,
+        server_usage,
     }
 }
