@@ -115,7 +115,8 @@ impl Usage {
             .and_then(|stat| {
                 let rest = &stat[stat.rfind(')')? + 2..];
                 let fields: Vec<&str> = rest.split_whitespace().collect();
-                let ticks = fields.get(11)?.parse::<u64>().ok()? + fields.get(12)?.parse::<u64>().ok()?;
+                let ticks =
+                    fields.get(11)?.parse::<u64>().ok()? + fields.get(12)?.parse::<u64>().ok()?;
                 // USER_HZ is 100 on every Linux this runs on.
                 Some(ticks * 10_000_000)
             })
