@@ -412,11 +412,17 @@ fn bump(data: &mut redis::Connection, counter: &str) {
         .expect("child: SET");
 }
 
-fn library_loop(
-    lock: &redisync::Lock,
+/// The loop every kind runs: `take` the lock (counting its own failures
+/// and commands in the report; `None` = the run is over for this child),
+/// do the counter's `GET` + `SET` unless the deadline has passed, stamp
+/// the hold, `give` it back. The acquisition that ends after the deadline
+/// is given back without the work and not counted.
+fn hold_loop<T>(
     data: &mut redis::Connection,
     counter: &str,
     deadline: u64,
+    mut take: impl FnMut(&mut ChildReport) -> Option<T>,
+    mut give: impl FnMut(&mut ChildReport, T),
 ) -> ChildReport {
     let mut report = ChildReport {
         pid: std::process::id(),
@@ -424,20 +430,39 @@ fn library_loop(
     };
     loop {
         let asked = wall_ns();
-        let guard = lock.lock().expect("child: lock()");
+        let Some(held) = take(&mut report) else {
+            return report;
+        };
         let at = wall_ns();
         report.longest_ns = report.longest_ns.max(at.saturating_sub(asked));
         report.acquisitions += 1;
-        if at >= deadline {
-            guard.unlock().expect("child: unlock()");
+        let done = at >= deadline;
+        if !done {
+            bump(data, counter);
+            report.own_commands += 2;
+            report.counted += 1;
+            report.holds.push((at, wall_ns()));
+        }
+        give(&mut report, held);
+        if done {
             return report;
         }
-        bump(data, counter);
-        report.own_commands += 2;
-        report.counted += 1;
-        report.holds.push((at, wall_ns()));
-        guard.unlock().expect("child: unlock()");
     }
+}
+
+fn library_loop(
+    lock: &redisync::Lock,
+    data: &mut redis::Connection,
+    counter: &str,
+    deadline: u64,
+) -> ChildReport {
+    hold_loop(
+        data,
+        counter,
+        deadline,
+        |_| Some(lock.lock().expect("child: lock()")),
+        |_, guard| guard.unlock().expect("child: unlock()"),
+    )
 }
 
 /// The barging loop; `start` makes the token unique per run.
@@ -451,26 +476,26 @@ fn barging_loop(
     start: u64,
 ) -> ChildReport {
     let pid = std::process::id();
-    let mut report = ChildReport {
-        pid,
-        ..ChildReport::default()
-    };
     let token = format!("{pid}:{start}");
     let mut rng = 0x9E37_79B9_7F4A_7C15_u64 ^ u64::from(pid).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    loop {
-        let asked = wall_ns();
-        loop {
+    // Both closures use the connection, one after the other.
+    let conn = std::cell::RefCell::new(conn);
+    hold_loop(
+        data,
+        counter,
+        deadline,
+        |report| loop {
             let taken: Option<String> = redis::cmd("SET")
                 .arg(name)
                 .arg(&token)
                 .arg("NX")
                 .arg("PX")
                 .arg(30_000)
-                .query(conn)
+                .query(&mut **conn.borrow_mut())
                 .expect("child: SET NX");
             report.own_commands += 1;
             if taken.is_some() {
-                break;
+                return Some(());
             }
             report.failed += 1;
             // xorshift64: the random part of the retry delay.
@@ -478,30 +503,19 @@ fn barging_loop(
             rng ^= rng >> 7;
             rng ^= rng << 17;
             std::thread::sleep(Duration::from_millis(rng % BARGING_RETRY_MS));
-        }
-        let at = wall_ns();
-        report.longest_ns = report.longest_ns.max(at.saturating_sub(asked));
-        report.acquisitions += 1;
-        let done = at >= deadline;
-        if !done {
-            bump(data, counter);
-            report.own_commands += 2;
-            report.counted += 1;
-            report.holds.push((at, wall_ns()));
-        }
-        let released: i64 = release
-            .key(name)
-            .arg(&token)
-            .invoke(conn)
-            .expect("child: barging release");
-        assert_eq!(
-            released, 1,
-            "child: the barging lock was not ours at release"
-        );
-        if done {
-            return report;
-        }
-    }
+        },
+        |_, ()| {
+            let released: i64 = release
+                .key(name)
+                .arg(&token)
+                .invoke(&mut **conn.borrow_mut())
+                .expect("child: barging release");
+            assert_eq!(
+                released, 1,
+                "child: the barging lock was not ours at release"
+            );
+        },
+    )
 }
 
 /// The token ring's loop: `BLPOP` takes the token (the lock), `LPUSH`
@@ -513,44 +527,34 @@ fn ring_loop(
     counter: &str,
     deadline: u64,
 ) -> ChildReport {
-    let mut report = ChildReport {
-        pid: std::process::id(),
-        ..ChildReport::default()
-    };
-    loop {
-        let asked = wall_ns();
-        // Every other member gives the token back within a few ms of the
-        // deadline; after that nobody will.
-        let left = deadline.saturating_sub(asked) / 1_000_000_000 + 5;
-        let taken: Option<(String, String)> = redis::cmd("BLPOP")
-            .arg(name)
-            .arg(left)
-            .query(conn)
-            .expect("child: BLPOP");
-        let Some((_, token)) = taken else {
-            return report;
-        };
-        let at = wall_ns();
-        report.longest_ns = report.longest_ns.max(at.saturating_sub(asked));
-        report.acquisitions += 1;
-        // BLPOP, then LPUSH (a kind scripts call too), GET and SET.
-        report.own_commands += 1;
-        let done = at >= deadline;
-        if !done {
-            bump(data, counter);
-            report.own_commands += 2;
-            report.counted += 1;
-            report.holds.push((at, wall_ns()));
-        }
-        let _: i64 = redis::cmd("LPUSH")
-            .arg(name)
-            .arg(&token)
-            .query(conn)
-            .expect("child: LPUSH");
-        if done {
-            return report;
-        }
-    }
+    // Both closures use the connection, one after the other.
+    let conn = std::cell::RefCell::new(conn);
+    hold_loop(
+        data,
+        counter,
+        deadline,
+        |report| {
+            // Every other member gives the token back within a few ms of
+            // the deadline; after that nobody will.
+            let left = deadline.saturating_sub(wall_ns()) / 1_000_000_000 + 5;
+            let taken: Option<(String, String)> = redis::cmd("BLPOP")
+                .arg(name)
+                .arg(left)
+                .query(&mut **conn.borrow_mut())
+                .expect("child: BLPOP");
+            report.own_commands += 1;
+            taken.map(|(_, token)| token)
+        },
+        |report, token| {
+            // A kind scripts call too: counted here.
+            report.own_commands += 1;
+            let _: i64 = redis::cmd("LPUSH")
+                .arg(name)
+                .arg(&token)
+                .query(&mut **conn.borrow_mut())
+                .expect("child: LPUSH");
+        },
+    )
 }
 
 // ----------------------------------------------------------------- parent --
