@@ -924,7 +924,8 @@ fn wall_ms() -> i64 {
 
 /// Puts `ghost` first in the fair queue of `name`, marked for outright
 /// handoffs (wait id 7, a 300 s allowance), then queues a real waiter of
-/// `client` behind it; returns that waiter, when the ghost's slot runs out
+/// `client` behind it (holding the lock once it gets it, until joined);
+/// returns that waiter, when the ghost's slot runs out
 /// and when its mark's live-until passes (if it has one).
 fn queue_behind_ghost(
     raw: &mut ::redis::Connection,
@@ -959,7 +960,10 @@ fn queue_behind_ghost(
         .ignore()
         .query(raw)
         .unwrap();
-    let waiter = Waiter::spawn(client.fair_lock(name), false, || {});
+    // It holds what it gets until the test joins it: a test may look at
+    // the lock's holder after the unlock (CI saw an unlocked waiter gone by
+    // then, on a loaded machine).
+    let waiter = Waiter::spawn(client.fair_lock(name), true, || {});
     wait_until("the waiter queued behind the ghost", STUCK, || {
         let len: usize = ::redis::cmd("LLEN").arg(&queue).query(raw).unwrap();
         len == 2
