@@ -837,6 +837,20 @@ enum Value {
     ZSet(Vec<(String, f64)>),
 }
 
+impl Value {
+    /// A hash, list or sorted set with nothing in it: what reading a key
+    /// that is gone answers (Redis deletes a collection's last element's
+    /// key).
+    fn is_empty_collection(&self) -> bool {
+        match self {
+            Value::String(_) => false,
+            Value::Hash(fields) => fields.is_empty(),
+            Value::List(items) => items.is_empty(),
+            Value::ZSet(members) => members.is_empty(),
+        }
+    }
+}
+
 fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
 }
@@ -890,7 +904,11 @@ fn redis_keyspace(conn: &mut redis::Connection) -> BTreeMap<String, Entry> {
         let kind: String = redis::cmd("TYPE").arg(&key).query(conn).unwrap();
         let value = match kind.as_str() {
             "none" => continue, // expired between SCAN and TYPE
-            "string" => Value::String(redis::cmd("GET").arg(&key).query(conn).unwrap()),
+            // Gone since its TYPE (a short TTL run out): as if not seen.
+            "string" => match redis::cmd("GET").arg(&key).query(conn).unwrap() {
+                Some(value) => Value::String(value),
+                None => continue,
+            },
             "hash" => Value::Hash(redis::cmd("HGETALL").arg(&key).query(conn).unwrap()),
             "list" => Value::List(
                 redis::cmd("LRANGE")
@@ -912,6 +930,11 @@ fn redis_keyspace(conn: &mut redis::Connection) -> BTreeMap<String, Entry> {
             other => panic!("{key}: unexpected type {other}"),
         };
         let pttl: i64 = redis::cmd("PTTL").arg(&key).query(conn).unwrap();
+        // Gone since its TYPE: a read of a missing key answers an empty
+        // collection (Redis keeps none), and its PTTL -2.
+        if pttl == -2 || value.is_empty_collection() {
+            continue;
+        }
         space.insert(
             key,
             Entry {
