@@ -60,6 +60,15 @@ struct State {
     held_client_reset: bool,
     /// Server-to-client bytes seen on the held connection (to confirm a reply).
     held_replied: u64,
+    /// What the server answered on the held connection since its bytes
+    /// were delivered (to read the reply to the late request).
+    held_reply: Vec<u8>,
+    /// Whether the connection armed by `hold_next_and_cut` has its client
+    /// side shut as soon as it is held (the client sees the connection
+    /// drop while its request is still on the way).
+    cut: bool,
+    /// A copy of the last bytes delivered, and the reply they got.
+    last_delivered: Vec<u8>,
     /// Connections accepted so far.
     accepted: u64,
 }
@@ -139,6 +148,33 @@ impl DelayProxy {
             "DelayProxy: a connection is already held; deliver it first"
         );
         st.armed = Some(pattern.to_vec());
+        st.cut = false;
+    }
+
+    /// As [`hold_next`](Self::hold_next), and the held connection's client
+    /// side is shut at once: the client sees its connection drop with the
+    /// request unanswered, and may send it again on another connection,
+    /// while the proxy (a middlebox) still holds the original for
+    /// [`deliver`](Self::deliver).
+    pub fn hold_next_and_cut(&self, pattern: &[u8]) {
+        self.hold_next(pattern);
+        self.shared.state.lock().unwrap().cut = true;
+    }
+
+    /// A copy of the bytes held right now (to check what request it is).
+    pub fn held_request(&self) -> Vec<u8> {
+        self.shared.state.lock().unwrap().held.clone()
+    }
+
+    /// What the last [`deliver`](Self::deliver) sent, and the server's
+    /// reply to it (as far as it had come when `deliver` returned: at least
+    /// one byte), both as lossy text.
+    pub fn last_delivery(&self) -> (String, String) {
+        let st = self.shared.state.lock().unwrap();
+        (
+            String::from_utf8_lossy(&st.last_delivered).into_owned(),
+            String::from_utf8_lossy(&st.held_reply).into_owned(),
+        )
     }
 
     /// Bytes held right now.
@@ -192,12 +228,16 @@ impl DelayProxy {
             .take()
             .expect("DelayProxy: the held connection has an upstream socket");
         let replied_before = st.held_replied;
+        st.held_reply.clear();
+        st.last_delivered = bytes.clone();
         upstream
             .write_all(&bytes)
             .unwrap_or_else(|e| panic!("DelayProxy: delivering {} bytes: {e}", bytes.len()));
         st.armed = None;
         let deadline = Instant::now() + REPLY_WAIT;
-        while st.held_replied == replied_before {
+        // A whole reply: RESP's first line ends with CRLF (a bulk reply's
+        // body follows it, which the caller reads as far as it came).
+        while st.held_replied == replied_before || !contains(&st.held_reply, b"\r\n") {
             let left = deadline.saturating_duration_since(Instant::now());
             assert!(
                 !left.is_zero(),
@@ -212,6 +252,7 @@ impl DelayProxy {
         st.held_conn = None;
         st.held_client_closed = false;
         st.held_client_reset = false;
+        st.cut = false;
         bytes.len()
     }
 }
@@ -294,6 +335,10 @@ fn client_to_server(id: u64, mut client: TcpStream, mut upstream: TcpStream, sha
         }
         if st.held_conn == Some(id) && st.held_upstream.is_some() {
             st.held.extend_from_slice(chunk);
+            if st.cut {
+                // The client's side drops; the request stays held here.
+                let _ = client.shutdown(Shutdown::Both);
+            }
             shared.changed.notify_all();
             continue;
         }
@@ -329,6 +374,7 @@ fn server_to_client(id: u64, mut upstream: TcpStream, mut client: TcpStream, sha
             let mut st = shared.state.lock().unwrap();
             if st.held_conn == Some(id) {
                 st.held_replied += n as u64;
+                st.held_reply.extend_from_slice(&buf[..n]);
                 shared.changed.notify_all();
             }
         }
