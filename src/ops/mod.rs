@@ -403,10 +403,72 @@ fn rollback_latch(name: &str) -> String {
 /// How long a rollback's unlock latch lives (it is never retried).
 const ROLLBACK_LATCH_MS: i64 = 1_000;
 
+/// Slack added to the longest window in [`record_keep_ms`]: the in-line
+/// retries of one call under the same id (a release's 300 ms, pauses, the
+/// time between a try's send and its window's start).
+const RECORD_SLACK_MS: i64 = 5_000;
+
+/// How long a record (an unlock latch, an attempt record, an op record)
+/// must be kept so that it outlives the window of every copy of its
+/// request: at least `floor_ms`, and at least the longest window one call
+/// can open on `backend` (two tries, each its response timeout plus the
+/// window margin, see [`Script::is_windowed`]) plus a slack for the
+/// in-line retries that reuse the call's id. A copy that arrives after
+/// its record is gone arrives after its window too, and is refused there.
+///
+/// With a response timeout of 15 s: 2 × 15.025 s + 5 s = 35.05 s, where
+/// a fixed 10 s latch would let a copy held 11 s act again.
+pub(crate) fn record_keep_ms<B: LockBackend + ?Sized>(backend: &B, floor_ms: i64) -> i64 {
+    let Some(timeout) = backend.response_timeout() else {
+        return floor_ms;
+    };
+    let window = timeout.saturating_add(crate::backend::WINDOW_MARGIN);
+    let window_ms = i64::try_from(window.as_millis()).unwrap_or(i64::MAX / 4);
+    floor_ms.max(
+        window_ms
+            .saturating_mul(2)
+            .saturating_add(RECORD_SLACK_MS)
+            .min(1 << 47),
+    )
+}
+
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
+
+    /// A store that answers nothing but its response timeout.
+    struct TimedStore(Option<Duration>);
+
+    impl LockBackend for TimedStore {
+        fn run_script(&self, _: &ScriptCall<'_>) -> Result<Reply> {
+            Ok(Reply::Nil)
+        }
+        fn publish(&self, _: &str, _: &str) -> Result<()> {
+            Ok(())
+        }
+        fn with_pubsub(
+            &self,
+            _: &mut dyn FnMut(&mut dyn crate::backend::PubSubConnection) -> Result<()>,
+        ) -> Result<()> {
+            Ok(())
+        }
+        fn response_timeout(&self) -> Option<Duration> {
+            self.0
+        }
+    }
+
+    #[test]
+    fn a_record_outlives_the_longest_window_of_its_call() {
+        // No response timeout (an in-process store): the floor.
+        assert_eq!(record_keep_ms(&TimedStore(None), 10_000), 10_000);
+        let slow = TimedStore(Some(Duration::from_secs(15)));
+        assert_eq!(record_keep_ms(&slow, 10_000), 35_050);
+        assert_eq!(record_keep_ms(&slow, 60_000), 60_000);
+        // The default response timeout (3 s): 11.05 s.
+        let default = TimedStore(Some(Duration::from_secs(3)));
+        assert_eq!(record_keep_ms(&default, 10_000), 11_050);
+    }
 
     #[test]
     fn every_lua_file_is_one_script_with_a_distinct_id() {
