@@ -71,6 +71,16 @@ pub trait EventHandler: fmt::Debug + Send + Sync + 'static {
     fn on_connection_name_refused(&self, event: &ConnectionNameRefusedEvent) {
         let _ = event;
     }
+
+    /// A new reading of a server's clock (`TIME`, read by every connection
+    /// when it opens and every few seconds after) is off the estimate by
+    /// more than a second: the server's clock was stepped (NTP, a restored
+    /// VM). Every connection reads it again before its next request. A
+    /// step back is the one case README names where a request sent before
+    /// it may act later than its window meant, by at most the step.
+    fn on_server_clock_step(&self, event: &ServerClockStepEvent) {
+        let _ = event;
+    }
 }
 
 /// An [`EventHandler`] that ignores everything.
@@ -120,6 +130,9 @@ impl EventHandler for LoggingEventHandler {
         log::warn!("redisync: {event}");
     }
     fn on_connection_name_refused(&self, event: &ConnectionNameRefusedEvent) {
+        log::warn!("redisync: {event}");
+    }
+    fn on_server_clock_step(&self, event: &ServerClockStepEvent) {
         log::warn!("redisync: {event}");
     }
 }
@@ -390,6 +403,65 @@ impl fmt::Display for ConnectionNameRefusedEvent {
             "Redis at {} refused to name the connection {:?} ({}); connections work, but \
              CLIENT LIST will not show the name (grant +client|setname to fix; reported once)",
             self.address, self.name, self.reply
+        )
+    }
+}
+
+/// A server's clock found stepped; see
+/// [`EventHandler::on_server_clock_step`].
+///
+/// ```
+/// fn report(event: &redisync::ServerClockStepEvent) -> String {
+///     format!("{} stepped {} ms", event.address(), event.step_ms())
+/// }
+/// ```
+#[derive(Debug)]
+pub struct ServerClockStepEvent {
+    pub(crate) address: String,
+    pub(crate) step_ms: i64,
+}
+
+impl ServerClockStepEvent {
+    pub(crate) fn new(address: &str, step_ms: i64) -> Self {
+        ServerClockStepEvent {
+            address: address.to_owned(),
+            step_ms,
+        }
+    }
+
+    /// The server whose clock stepped (no credentials).
+    ///
+    /// ```
+    /// fn address(event: &redisync::ServerClockStepEvent) -> &str { event.address() }
+    /// ```
+    pub fn address(&self) -> &str {
+        &self.address
+    }
+
+    /// How far its clock moved against the estimate, in ms: negative when
+    /// stepped back.
+    ///
+    /// ```
+    /// fn back(event: &redisync::ServerClockStepEvent) -> bool { event.step_ms() < 0 }
+    /// ```
+    pub fn step_ms(&self) -> i64 {
+        self.step_ms
+    }
+}
+
+impl fmt::Display for ServerClockStepEvent {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let (direction, size) = if self.step_ms < 0 {
+            ("back", self.step_ms.unsigned_abs())
+        } else {
+            ("forward", self.step_ms.unsigned_abs())
+        };
+        write!(
+            f,
+            "the clock of Redis at {} stepped {direction} by {size} ms; every connection reads it \
+             again (a step back may let a request sent before it act up to that much later than \
+             its window; a step forward expires leases and records early)",
+            self.address
         )
     }
 }

@@ -210,10 +210,97 @@ pub(crate) fn check(backend: &dyn LockBackend) -> Result<ServerReport> {
         check_persistence(&mut report, server, &info, &config("save"));
         check_min_replicas(&mut report, server, &info, &config("min-replicas-to-write"));
     }
+    if !cluster {
+        check_clock(backend, &mut report);
+    }
     report
         .findings
         .sort_by_key(|finding| std::cmp::Reverse(finding.severity));
     Ok(report)
+}
+
+/// The server's clock, read with `TIME`, against two things: the estimate
+/// the connections work with (a reading off it by more than the tolerance
+/// means the server's clock stepped since they read it; the pool reads it
+/// again within a few seconds, and reports the step to the event handler)
+/// and this machine's wall clock (a large difference is a clock that was
+/// stepped, or is not kept by NTP, on one side).
+fn check_clock(backend: &dyn LockBackend, report: &mut ServerReport) {
+    let estimate_before = backend.server_now_ms();
+    let wall_before = crate::clock::wall_clock_ms();
+    let Ok(replies) = backend.server_command(&["TIME"]) else {
+        return;
+    };
+    let (estimate_after, wall_after) = (backend.server_now_ms(), crate::clock::wall_clock_ms());
+    let Some(reply) = replies.first() else {
+        return;
+    };
+    let Some(server_ms) = time_reply_ms(&reply.reply) else {
+        return; // refused (an ACL without TIME) or an in-process store
+    };
+    let tolerance = crate::clock::STEP_TOLERANCE_MS;
+    let server = &reply.server;
+    if let (Some(before), Some(after)) = (estimate_before, estimate_after) {
+        let step = if server_ms < before - tolerance {
+            server_ms - before
+        } else if server_ms > after + tolerance {
+            server_ms - after
+        } else {
+            0
+        };
+        if step != 0 {
+            report.findings.push(finding(
+                if step < 0 {
+                    Severity::Danger
+                } else {
+                    Severity::Warning
+                },
+                server,
+                "clock",
+                format!(
+                    "the server's clock is {} ms {} the time this client's connections expect \
+                     (stepped since they read it)",
+                    step.unsigned_abs(),
+                    if step < 0 { "behind" } else { "ahead of" }
+                ),
+                "a clock stepped back lets a request sent before the step act up to that much \
+                 later than its window; stepped forward, it expires leases and records early",
+                "keep the server's clock slewed by NTP (chrony's makestep off after boot), never \
+                 stepped; the connections read it again within seconds",
+            ));
+        }
+    }
+    let skew = if server_ms < wall_before - tolerance {
+        server_ms - wall_before
+    } else if server_ms > wall_after + tolerance {
+        server_ms - wall_after
+    } else {
+        0
+    };
+    if skew != 0 {
+        report.findings.push(finding(
+            Severity::Info,
+            server,
+            "clock",
+            format!(
+                "the server's clock is {} ms {} this machine's wall clock",
+                skew.unsigned_abs(),
+                if skew < 0 { "behind" } else { "ahead of" }
+            ),
+            "redisync measures windows on the server's clock, so a steady difference is harmless; \
+             a difference that changes is a clock being stepped (see the clock finding above, if \
+             any), and Redisson clients on this machine date fair-lock slots by their own clock",
+            "keep both clocks synchronised by NTP",
+        ));
+    }
+}
+
+/// `TIME`'s reply (`[seconds, microseconds]` as text) in ms.
+fn time_reply_ms(reply: &Reply) -> Option<i64> {
+    let items = reply.as_array()?;
+    let seconds: i64 = items.first()?.as_text()?.parse().ok()?;
+    let micros: i64 = items.get(1)?.as_text()?.parse().ok()?;
+    Some(seconds.saturating_mul(1000).saturating_add(micros / 1000))
 }
 
 fn finding(

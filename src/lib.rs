@@ -211,7 +211,8 @@ pub use config::ClientBuilder;
 pub use error::{Error, MAX_LEASE, Result};
 pub use event::{
     ConnectionNameRefusedEvent, EventHandler, LockLostEvent, LoggingEventHandler, NopEventHandler,
-    RenewFailedEvent, ReplicaShortfallEvent, SubscriberEvent, UnlockFailedEvent,
+    RenewFailedEvent, ReplicaShortfallEvent, ServerClockStepEvent, SubscriberEvent,
+    UnlockFailedEvent,
 };
 pub use health::{Finding, ServerReport, Severity};
 pub use holder::{GuardHolder, HolderIsTheThread, LockOwner};

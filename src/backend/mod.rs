@@ -193,18 +193,21 @@ pub trait LockBackend: Send + Sync + 'static {
         None
     }
 
-    /// How far the server's clock is ahead of this machine's wall clock, in
-    /// ms, as last measured (`None`, the default: unknown). A message that
-    /// carries a time by the server's clock is dated with it: a waiter
-    /// handed a lock by a release in another client reads how old the
-    /// handoff is (see `ops::handoff`); without it, the waiter takes the
-    /// lock with an attempt of its own.
+    /// The server's clock now, in ms since the epoch, as last estimated
+    /// (`None`, the default: unknown): a reading of its `TIME` plus the
+    /// time since on this process's monotonic clock, so that stepping the
+    /// local wall clock does not move it. A message that carries a time by
+    /// the server's clock is dated with it: a waiter handed a lock by a
+    /// release in another client reads how old the handoff is (see
+    /// `ops::handoff`); without it, the waiter takes the lock with an
+    /// attempt of its own.
     ///
     /// ```
     /// use redisync::backend::LockBackend;
-    /// assert_eq!(redisync::MemoryBackend::new().server_clock_offset_ms(), Some(0));
+    /// // The in-memory store's clock is this machine's.
+    /// assert!(redisync::MemoryBackend::new().server_now_ms().is_some());
     /// ```
-    fn server_clock_offset_ms(&self) -> Option<i64> {
+    fn server_now_ms(&self) -> Option<i64> {
         None
     }
 
@@ -320,7 +323,7 @@ impl<T: LockBackend + ?Sized> LockBackend for std::sync::Arc<T> {
         (**self).response_timeout()
     }
 
-    fn server_clock_offset_ms(&self) -> Option<i64> {
-        (**self).server_clock_offset_ms()
+    fn server_now_ms(&self) -> Option<i64> {
+        (**self).server_now_ms()
     }
 }

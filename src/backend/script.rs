@@ -48,12 +48,12 @@ pub(crate) const WINDOW_PRELUDE: &str = include_str!("../../lua/window_prelude.l
 pub(crate) const WINDOW_MARGIN: std::time::Duration = std::time::Duration::from_millis(25);
 
 /// The end of the window of a request sent now with a read timeout of
-/// `timeout`, in ms by a clock `offset_ms` ahead of the local wall clock.
+/// `timeout`, in ms by the server's clock, whose offset to this process's
+/// monotonic clock is `offset_ms` (see `clock::server_offset`): a step of
+/// the local wall clock moves no window.
 pub(crate) fn window_end(offset_ms: i64, timeout: std::time::Duration) -> i64 {
     let window = i64::try_from((timeout + WINDOW_MARGIN).as_millis()).unwrap_or(i64::MAX / 4);
-    crate::clock::wall_clock_ms()
-        .saturating_add(offset_ms)
-        .saturating_add(window)
+    crate::clock::server_now(offset_ms).saturating_add(window)
 }
 
 /// `code` starts with `prefix` (a `const` form of `str::starts_with`).

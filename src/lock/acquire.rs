@@ -129,12 +129,11 @@ impl<H: GuardHolder> Lock<H> {
         // outright (the claim window as TTL until the watchdog renews it):
         // it holds the lock without a round trip of its own. Others only
         // have it reserved, and take it with their next attempt.
-        // Only where the handoff's age can be read (the server clock's
-        // offset is known): a waiter given an old handoff would take a hold
+        // Only where the handoff's age can be read (the server's clock is
+        // known): a waiter given an old handoff would take a hold
         // that has run out.
-        let wait_id =
-            (lease.is_none() && !H::EXPLICIT && client.store().server_clock_offset_ms().is_some())
-                .then(next_wait_id);
+        let wait_id = (lease.is_none() && !H::EXPLICIT && client.store().server_now_ms().is_some())
+            .then(next_wait_id);
         let outright = wait_id.map(|wait| crate::ops::handoff::outright_entry(wait, &holder.id));
         // Whether the latest attempt left this waiter in that queue.
         let queued = std::cell::Cell::new(false);

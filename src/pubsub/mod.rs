@@ -163,9 +163,10 @@ const HANDED_MARGIN: Duration = Duration::from_millis(50);
 
 impl Direct {
     /// The holder id a direct message is for, and what it says. A handoff
-    /// is dated by the server's clock: without the clock's offset, or when
-    /// it is too old to trust, it counts as a reservation.
-    fn parse(payload: &str, now: Instant, clock_offset_ms: Option<i64>) -> Option<(&str, Direct)> {
+    /// is dated by the server's clock (`server_now_ms`, its estimate now):
+    /// without it, or when it is too old to trust, it counts as a
+    /// reservation.
+    fn parse(payload: &str, now: Instant, server_now_ms: Option<i64>) -> Option<(&str, Direct)> {
         if let Some(field) = payload.strip_prefix("g:") {
             return Some((field, Direct::Reserved));
         }
@@ -177,10 +178,9 @@ impl Direct {
             Duration::from_millis(claim_ms.parse().ok()?),
             wait.parse::<u64>().ok()?,
         );
-        let Some(offset) = clock_offset_ms else {
+        let Some(server_now) = server_now_ms else {
             return Some((field, Direct::Reserved));
         };
-        let server_now = crate::clock::wall_clock_ms().saturating_add(offset);
         let age =
             Duration::from_millis(u64::try_from(server_now.saturating_sub(handed_ms)).unwrap_or(0));
         match now.checked_sub(age) {
@@ -284,8 +284,8 @@ impl Entry {
     /// for it and it tries at once. A message for a waiter that is not registered is kept
     /// for it a while (see [`Entry::unclaimed`]); if it left, the hold runs
     /// out after its claim window.
-    fn direct_message(&mut self, payload: &str, now: Instant, clock_offset_ms: Option<i64>) {
-        let Some((field, direct)) = Direct::parse(payload, now, clock_offset_ms) else {
+    fn direct_message(&mut self, payload: &str, now: Instant, server_now_ms: Option<i64>) {
+        let Some((field, direct)) = Direct::parse(payload, now, server_now_ms) else {
             return;
         };
         let Some(waiter) = self
@@ -1000,8 +1000,8 @@ fn session(shared: &Shared, conn: &mut dyn PubSubConnection, connected: &mut boo
                 // A fair lock's release handed the lock outright to a
                 // waiter on its own channel (`ops::fair_lock`): no wake.
                 if message.payload.starts_with("h:") {
-                    let offset = shared.backend.server_clock_offset_ms();
-                    entry.direct_message(&message.payload, Instant::now(), offset);
+                    let server_now = shared.backend.server_now_ms();
+                    entry.direct_message(&message.payload, Instant::now(), server_now);
                     continue;
                 }
                 let notify = entry.state.deliver(&message.payload);
@@ -1009,8 +1009,8 @@ fn session(shared: &Shared, conn: &mut dyn PubSubConnection, connected: &mut boo
             } else if let Some(channel) = state.directs.get(&message.channel).cloned()
                 && let Some(entry) = state.channels.get_mut(&channel)
             {
-                let offset = shared.backend.server_clock_offset_ms();
-                entry.direct_message(&message.payload, Instant::now(), offset);
+                let server_now = shared.backend.server_now_ms();
+                entry.direct_message(&message.payload, Instant::now(), server_now);
             }
         }
     }

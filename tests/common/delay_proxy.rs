@@ -69,6 +69,9 @@ struct State {
     cut: bool,
     /// A copy of the last bytes delivered, and the reply they got.
     last_delivered: Vec<u8>,
+    /// Seconds added to every `TIME` reply passing through (see
+    /// `shift_time_replies`).
+    time_shift: i64,
     /// Connections accepted so far.
     accepted: u64,
 }
@@ -159,6 +162,15 @@ impl DelayProxy {
     pub fn hold_next_and_cut(&self, pattern: &[u8]) {
         self.hold_next(pattern);
         self.shared.state.lock().unwrap().cut = true;
+    }
+
+    /// From now on, every reply to `TIME` that passes through (an array of
+    /// two bulk strings, ten digits of seconds first) reads `seconds` more:
+    /// the server's clock as its clients see it, stepped (negative: back).
+    /// For a server whose own clock libfaketime cannot step (Redis links
+    /// jemalloc, which libfaketime cannot be preloaded beside).
+    pub fn shift_time_replies(&self, seconds: i64) {
+        self.shared.state.lock().unwrap().time_shift = seconds;
     }
 
     /// A copy of the bytes held right now (to check what request it is).
@@ -370,6 +382,10 @@ fn server_to_client(id: u64, mut upstream: TcpStream, mut client: TcpStream, sha
             Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => continue,
             Err(_) => break,
         };
+        let shift = shared.state.lock().unwrap().time_shift;
+        if shift != 0 {
+            shift_time_reply(&mut buf[..n], shift);
+        }
         {
             let mut st = shared.state.lock().unwrap();
             if st.held_conn == Some(id) {
@@ -383,6 +399,29 @@ fn server_to_client(id: u64, mut upstream: TcpStream, mut client: TcpStream, sha
         }
     }
     let _ = client.shutdown(Shutdown::Both);
+}
+
+/// Adds `shift` seconds to a `TIME` reply in `chunk`, in place (the width
+/// of its ten digits kept).
+fn shift_time_reply(chunk: &mut [u8], shift: i64) {
+    const HEAD: &[u8] = b"*2\r\n$10\r\n";
+    let Some(at) = chunk.windows(HEAD.len()).position(|w| w == HEAD) else {
+        return;
+    };
+    let digits = at + HEAD.len()..at + HEAD.len() + 10;
+    let Some(text) = chunk.get(digits.clone()) else {
+        return;
+    };
+    let Some(seconds) = std::str::from_utf8(text)
+        .ok()
+        .and_then(|t| t.parse::<i64>().ok())
+    else {
+        return;
+    };
+    let shifted = format!("{:010}", seconds + shift);
+    if shifted.len() == 10 {
+        chunk[digits].copy_from_slice(shifted.as_bytes());
+    }
 }
 
 fn contains(haystack: &[u8], needle: &[u8]) -> bool {

@@ -100,6 +100,8 @@ pub struct TestServer {
     port: u16,
     dir: PathBuf,
     extra_args: Vec<String>,
+    /// Set in the server's environment (see `start_with_env`).
+    envs: Vec<(String, String)>,
     /// `None` after `stop`. Behind a mutex so `is_running` can take `&self`.
     child: Mutex<Option<Child>>,
     pid: u32,
@@ -115,7 +117,17 @@ impl TestServer {
     /// defaults (so they override them), e.g.
     /// `&["--maxmemory", "10mb"]`. Panics on failure.
     pub fn start_with(extra_args: &[&str]) -> TestServer {
+        Self::start_with_env(extra_args, &[])
+    }
+
+    /// [`start_with`](Self::start_with), with `envs` set in the server's
+    /// environment (e.g. `LD_PRELOAD` of libfaketime, to step its clock).
+    pub fn start_with_env(extra_args: &[&str], envs: &[(&str, &str)]) -> TestServer {
         let bin = server_binary();
+        let envs: Vec<(String, String)> = envs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
         let extra_args: Vec<String> = extra_args.iter().map(|s| s.to_string()).collect();
         let mut last_failure = String::new();
         for attempt in 1..=START_ATTEMPTS {
@@ -128,7 +140,7 @@ impl TestServer {
             if let Err(e) = std::fs::create_dir_all(&dir) {
                 panic!("TestServer: cannot create temp dir {}: {e}", dir.display());
             }
-            match spawn_and_wait(&bin, port, &dir, &extra_args) {
+            match spawn_and_wait(&bin, port, &dir, &extra_args, &envs) {
                 Ok(child) => {
                     let pid = child.id();
                     return TestServer {
@@ -136,6 +148,7 @@ impl TestServer {
                         port,
                         dir,
                         extra_args,
+                        envs,
                         child: Mutex::new(Some(child)),
                         pid,
                     };
@@ -222,7 +235,13 @@ impl TestServer {
         self.stop();
         let mut last_failure = String::new();
         for _ in 0..RESTART_ATTEMPTS {
-            match spawn_and_wait(&self.bin, self.port, &self.dir, &self.extra_args) {
+            match spawn_and_wait(
+                &self.bin,
+                self.port,
+                &self.dir,
+                &self.extra_args,
+                &self.envs,
+            ) {
                 Ok(child) => {
                     self.pid = child.id();
                     *self.lock_child() = Some(child);
@@ -319,6 +338,7 @@ fn spawn_and_wait(
     port: u16,
     dir: &Path,
     extra_args: &[String],
+    envs: &[(String, String)],
 ) -> Result<Child, SpawnFailure> {
     let log_path = dir.join(LOG_FILE);
     // Only the part of the log written by this attempt is relevant (restart
@@ -347,6 +367,7 @@ fn spawn_and_wait(
         .arg("--logfile")
         .arg(&log_path)
         .args(extra_args)
+        .envs(envs.iter().map(|(k, v)| (k, v)))
         .stdin(Stdio::null())
         .stdout(
             stdio

@@ -4,7 +4,7 @@
 //! publishes, pub/sub sessions, plain server commands; each forwarded as
 //! is unless the hook says otherwise), and `Wrapped` forwards every other
 //! method of the trait itself, the defaulted ones too (`slot_of`,
-//! `response_timeout`, `server_clock_offset_ms`). A wrapper that left one
+//! `response_timeout`, `server_now_ms`). A wrapper that left one
 //! out would fall back to the trait's default, and a client on it would
 //! behave unlike one on the real store: the wrong claim window, handoffs
 //! never dated by the server's clock, waiters queued on a cluster.
@@ -126,8 +126,8 @@ impl<H: Hook> LockBackend for Wrapped<H> {
         self.inner.response_timeout()
     }
 
-    fn server_clock_offset_ms(&self) -> Option<i64> {
-        self.inner.server_clock_offset_ms()
+    fn server_now_ms(&self) -> Option<i64> {
+        self.inner.server_now_ms()
     }
 }
 
@@ -142,7 +142,7 @@ static FORWARD_CHECK: Script = Script::new(
 /// The response timeout [`Distinct`] reports (no default is this).
 pub const DISTINCT_RESPONSE_TIMEOUT: Duration = Duration::from_millis(1_234);
 /// The server clock offset [`Distinct`] reports.
-pub const DISTINCT_CLOCK_OFFSET_MS: i64 = -4_321;
+pub const DISTINCT_SERVER_NOW_MS: i64 = -4_321;
 
 /// A store whose every method answers something no trait default does,
 /// and that records what it was asked: what a wrapper forwards shows
@@ -186,8 +186,8 @@ impl LockBackend for Distinct {
         Some(DISTINCT_RESPONSE_TIMEOUT)
     }
 
-    fn server_clock_offset_ms(&self) -> Option<i64> {
-        Some(DISTINCT_CLOCK_OFFSET_MS)
+    fn server_now_ms(&self) -> Option<i64> {
+        Some(DISTINCT_SERVER_NOW_MS)
     }
 
     fn server_command(&self, args: &[&str]) -> redisync::Result<Vec<ServerReply>> {
@@ -270,9 +270,9 @@ pub fn assert_forwards_every_method<H: Hook>(hook: H) {
         "response_timeout is not forwarded (the claim window would be the default)"
     );
     assert_eq!(
-        wrapped.server_clock_offset_ms(),
-        Some(DISTINCT_CLOCK_OFFSET_MS),
-        "server_clock_offset_ms is not forwarded (handoffs could not be dated)"
+        wrapped.server_now_ms(),
+        Some(DISTINCT_SERVER_NOW_MS),
+        "server_now_ms is not forwarded (handoffs could not be dated)"
     );
     assert_eq!(
         wrapped.server_command(&["PING"]).unwrap(),

@@ -420,8 +420,8 @@ const MEMORY_ROUND_TRIP: std::time::Duration = std::time::Duration::from_secs(60
 
 impl LockBackend for MemoryBackend {
     /// `TIME` here reads this machine's wall clock.
-    fn server_clock_offset_ms(&self) -> Option<i64> {
-        Some(0)
+    fn server_now_ms(&self) -> Option<i64> {
+        Some(crate::clock::wall_clock_ms())
     }
 
     fn run_script(&self, call: &ScriptCall<'_>) -> Result<Reply> {
@@ -431,7 +431,7 @@ impl LockBackend for MemoryBackend {
         // wall clock `TIME` reads here; in-process nothing is delayed, but
         // a call queued on the store past it is refused as on Redis.
         let window = call.window_arg(super::script::window_end(
-            0,
+            crate::clock::wall_clock_ms().saturating_sub(crate::clock::monotonic_ms()),
             crate::deadline::cap(MEMORY_ROUND_TRIP),
         ));
         let mut engine = self.inner.engine.lock();

@@ -124,8 +124,8 @@ pub struct RedisBackend {
     options: RedisOptions,
     /// The URL without credentials, for messages.
     address: String,
-    /// The server clock's offset, as the pool's connections measure it.
-    clock: Arc<std::sync::atomic::AtomicI64>,
+    /// The server's clock, as the pool's connections read it.
+    clock: Arc<crate::clock::ServerClock>,
 }
 
 impl fmt::Debug for RedisBackend {
@@ -341,7 +341,7 @@ impl RedisBackend {
     }
 
     fn open_target(target: Target, address: String, options: RedisOptions) -> Result<Self> {
-        let clock = Arc::new(std::sync::atomic::AtomicI64::new(pool::NO_OFFSET));
+        let clock = Arc::new(crate::clock::ServerClock::default());
         let manager = Manager {
             target: target.clone(),
             options: options.clone(),
@@ -614,6 +614,12 @@ impl RedisBackend {
             let mut conn = self.connection(op)?;
             let timeout = crate::deadline::cap(self.options.response_timeout);
             let reply = conn.set_read_timeout(timeout).and_then(|()| {
+                // A reading of the server's clock that is due (see
+                // `pool::CLOCK_RECHECK`) goes first: the window below is
+                // written in that clock.
+                if conn.clock_due(&self.clock) {
+                    conn.reread_clock(&self.clock, self.options.events.as_deref(), &self.address)?;
+                }
                 let window_end = conn.window_end();
                 call(conn.conn.as_connection(), window_end)
             });
@@ -913,12 +919,12 @@ impl LockBackend for RedisBackend {
         Some(self.options.response_timeout)
     }
 
-    fn server_clock_offset_ms(&self) -> Option<i64> {
+    fn server_now_ms(&self) -> Option<i64> {
         // A cluster's nodes each have their own clock (see `cluster::routing`).
         if self.target.is_cluster() {
             return None;
         }
-        Some(self.clock.load(Ordering::Relaxed)).filter(|&offset| offset != pool::NO_OFFSET)
+        self.clock.now_ms()
     }
 
     fn publish(&self, channel: &str, payload: &str) -> Result<()> {

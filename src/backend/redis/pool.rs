@@ -11,6 +11,8 @@ use redis::{ConnectionLike, RedisError, RedisResult};
 use super::errors::is_read_only;
 use crate::backend::RedisOptions;
 use crate::backend::redis::connect::connect_within;
+use crate::clock::ServerClock;
+use crate::event::{EventHandler, LoggingEventHandler, ServerClockStepEvent};
 
 /// Where connections go: one fixed server, (feature `sentinel`) the
 /// current master of a Sentinel-monitored group, or (feature `cluster`) a
@@ -158,13 +160,24 @@ pub(super) struct Conn {
     pub(super) last_used: Instant,
     /// The read timeout now set on the socket (a syscall to change).
     pub(super) read_timeout: Duration,
-    /// How far the server's clock is ahead of ours, in ms, read with `TIME`
-    /// when the connection was made: a writing script's window is sent in
-    /// the server's clock (see `Script::is_windowed`). `None` when the
-    /// server refused `TIME` (those scripts then carry no window), and on a
-    /// cluster, whose routed connection keeps one offset per node.
+    /// How far the server's clock is ahead of this process's monotonic
+    /// clock, in ms (see `clock::server_offset`), read with `TIME` when the
+    /// connection was made and again every [`CLOCK_RECHECK`] or after any
+    /// connection found the clock stepped: a writing script's window is
+    /// sent in the server's clock (see `Script::is_windowed`). `None` when
+    /// the server refused `TIME` (those scripts then carry no window), and
+    /// on a cluster, whose routed connection keeps one offset per node.
     pub(super) clock_offset_ms: Option<i64>,
+    /// When the offset was read, and in which epoch of the shared
+    /// [`ServerClock`].
+    pub(super) clock_read: (Instant, u64),
 }
+
+/// A connection reads the server's clock again before a request when its
+/// last reading is this old: a server clock stepped back (which would let
+/// windows sent in the old clock run long) is found within this on every
+/// connection in use, and its step reported.
+pub(super) const CLOCK_RECHECK: Duration = Duration::from_secs(5);
 
 impl Conn {
     pub(super) fn new(conn: Link, epoch: u64, read_timeout: Duration) -> Conn {
@@ -175,7 +188,34 @@ impl Conn {
             last_used: Instant::now(),
             read_timeout,
             clock_offset_ms: None,
+            clock_read: (Instant::now(), 0),
         }
+    }
+
+    /// Whether its clock reading is due again: older than
+    /// [`CLOCK_RECHECK`], or from before the shared clock's last step.
+    /// Never on a cluster (each node's offset is kept by the routed
+    /// connection) or a server that refused `TIME`.
+    pub(super) fn clock_due(&self, shared: &ServerClock) -> bool {
+        self.clock_offset_ms.is_some()
+            && (self.clock_read.0.elapsed() >= CLOCK_RECHECK || self.clock_read.1 != shared.epoch())
+    }
+
+    /// Reads the server's clock again on this connection (see
+    /// [`read_clock`]).
+    pub(super) fn reread_clock(
+        &mut self,
+        shared: &ServerClock,
+        events: Option<&dyn EventHandler>,
+        server: &str,
+    ) -> RedisResult<()> {
+        if let Link::Single(conn) = &mut self.conn {
+            let epoch = shared.epoch();
+            let offset = read_clock(conn, shared, events, server)?;
+            self.clock_offset_ms = offset;
+            self.clock_read = (Instant::now(), epoch.max(shared.epoch()));
+        }
+        Ok(())
     }
 
     /// The end of the window of a request sent now on this connection
@@ -214,13 +254,10 @@ pub(super) const IDLE_VALIDATION: Duration = Duration::from_secs(1);
 pub(super) struct Manager {
     pub(super) target: Target,
     pub(super) options: RedisOptions,
-    /// The server clock's offset last measured by a new connection
-    /// ([`NO_OFFSET`]: none yet), shared with the backend.
-    pub(super) clock: std::sync::Arc<std::sync::atomic::AtomicI64>,
+    /// The server's clock as its connections last read it, shared with
+    /// the backend.
+    pub(super) clock: std::sync::Arc<ServerClock>,
 }
-
-/// [`Manager::clock`] before any connection measured it.
-pub(super) const NO_OFFSET: i64 = i64::MIN;
 
 impl Manager {
     /// A plain connection to the one server (with Sentinel, the current
@@ -283,30 +320,54 @@ impl Manager {
             .saturating_sub(started.elapsed())
             .max(Duration::from_millis(1));
         conn.set_read_timeout(Some(left.min(self.options.response_timeout)))?;
-        let offset = clock_offset(&mut conn)?;
-        if let Some(offset) = offset {
-            self.clock
-                .store(offset, std::sync::atomic::Ordering::Relaxed);
-        }
+        let clock_epoch = self.clock.epoch();
+        let offset = read_clock(
+            &mut conn,
+            &self.clock,
+            self.options.events.as_deref(),
+            &self.target.server_address(),
+        )?;
         conn.set_read_timeout(Some(self.options.response_timeout))?;
         let mut conn = Conn::new(Link::Single(conn), epoch, timeout);
         conn.clock_offset_ms = offset;
+        conn.clock_read = (Instant::now(), clock_epoch.max(self.clock.epoch()));
         Ok(conn)
     }
 }
 
-/// How far the server's clock behind `conn` is ahead of the local wall
-/// clock, in ms: `TIME` against the midpoint of the local readings around
-/// it (off by at most half that round trip). `None` when the server refuses
-/// `TIME` (an ACL without it): writes then carry no window.
+/// Reads the server's clock behind `conn` ([`clock_offset`]) into `shared`,
+/// and reports a step against the previous reading (a server clock stepped
+/// back lets a request sent before the step in its old clock run long: the
+/// one limit README states) to `events` (or the log).
+fn read_clock(
+    conn: &mut redis::Connection,
+    shared: &ServerClock,
+    events: Option<&dyn EventHandler>,
+    server: &str,
+) -> RedisResult<Option<i64>> {
+    let offset = clock_offset(conn)?;
+    if let Some(step) = offset.and_then(|offset| shared.observe(offset)) {
+        let event = ServerClockStepEvent::new(server, step.step_ms);
+        match events {
+            Some(events) => events.on_server_clock_step(&event),
+            None => LoggingEventHandler.on_server_clock_step(&event),
+        }
+    }
+    Ok(offset)
+}
+
+/// How far the server's clock behind `conn` is ahead of this process's
+/// monotonic clock, in ms: `TIME` against the midpoint of the readings
+/// around it (off by at most half that round trip). `None` when the server
+/// refuses `TIME` (an ACL without it): writes then carry no window.
 fn clock_offset(conn: &mut redis::Connection) -> RedisResult<Option<i64>> {
-    let before = crate::clock::wall_clock_ms();
+    let before = crate::clock::monotonic_ms();
     let time: RedisResult<(i64, i64)> = redis::cmd("TIME").query(conn);
-    let after = crate::clock::wall_clock_ms();
+    let after = crate::clock::monotonic_ms();
     match time {
         Ok((seconds, micros)) => {
             let server = seconds.saturating_mul(1000).saturating_add(micros / 1000);
-            Ok(Some(server.saturating_sub(before + (after - before) / 2)))
+            Ok(Some(crate::clock::server_offset(server, before, after)))
         }
         Err(err) if err.code().is_some() => Ok(None),
         Err(err) => Err(err),

@@ -164,17 +164,17 @@ impl RoutedConnection {
             return Ok(*offset);
         }
         let routing = RoutingInfo::SingleNode(by_address(node));
-        let before = crate::clock::wall_clock_ms();
+        let before = crate::clock::monotonic_ms();
         let time = self
             .conn
             .route_command(&redis::cmd("TIME"), routing)
             .and_then(Value::extract_error);
-        let after = crate::clock::wall_clock_ms();
+        let after = crate::clock::monotonic_ms();
         let offset = match time {
             Ok(value) => {
                 let (seconds, micros): (i64, i64) = redis::from_redis_value(value)?;
                 let server = seconds.saturating_mul(1000).saturating_add(micros / 1000);
-                Some(server.saturating_sub(before + (after - before) / 2))
+                Some(crate::clock::server_offset(server, before, after))
             }
             // Refused (an ACL without TIME): no window on this node.
             Err(err) if err.code().is_some() && !is_redirect_or_retry(&err) => None,
