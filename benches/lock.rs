@@ -193,6 +193,13 @@ fn main() {
     // Cases only some builds have, interleaved with the others.
     #[allow(unused_mut)]
     let mut extra_cases: Vec<ExtraCase> = Vec::new();
+    // Redisson's own two scripts sent raw: the floor a user compares the
+    // pair against (issue 33), printed last.
+    let mut redisson_floor = RedissonFloor::new(&env.server);
+    extra_cases.push((
+        "floor/redisson_pair",
+        Box::new(move || redisson_floor.pair()),
+    ));
     #[cfg(feature = "cluster")]
     {
         let name = unique_name("bench:own:cluster");

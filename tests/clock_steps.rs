@@ -162,7 +162,7 @@ fn a_client_wall_clock_stepped_forward_moves_no_window() {
     let file = clock_file("client", "+0");
     let mut envs = faketime_env(&file);
     envs.push((URL_ENV, server.url()));
-    envs.push((LOCK_ENV, name.clone()));
+    envs.push((LOCK_ENV, name));
     envs.push((CLOCK_FILE_ENV, file.display().to_string()));
     let envs: Vec<(&str, String)> = envs.iter().map(|(k, v)| (*k, v.clone())).collect();
     let mut child = ChildProcess::spawn("stepped_client", &envs);

@@ -121,3 +121,92 @@ impl<C: redis::ConnectionLike> Floor<C> {
 }
 
 // ------------------------------------------------------------ uncontended --
+
+// -------------------------------------------------------- redisson floor --
+
+/// Redisson 4.7's own lock script (`RedissonLock.tryLockInnerAsync`), as
+/// its clients send it: acquire or re-enter, else the lock's PTTL.
+const REDISSON_LOCK: &str = "\
+if ((redis.call('exists', KEYS[1]) == 0) or (redis.call('hexists', KEYS[1], ARGV[2]) == 1)) then \
+redis.call('hincrby', KEYS[1], ARGV[2], 1); \
+redis.call('pexpire', KEYS[1], ARGV[1]); \
+return nil; \
+end; \
+return redis.call('pttl', KEYS[1]);";
+
+/// Redisson 4.7's own unlock script (`RedissonLock.unlockInnerAsync`): the
+/// unlock latch, one hold released, the unlock message on the last.
+const REDISSON_UNLOCK: &str = "\
+local val = redis.call('get', KEYS[3]); \
+if val ~= false then return tonumber(val); end; \
+if (redis.call('hexists', KEYS[1], ARGV[3]) == 0) then return nil; end; \
+local counter = redis.call('hincrby', KEYS[1], ARGV[3], -1); \
+if (counter > 0) then \
+redis.call('pexpire', KEYS[1], ARGV[2]); \
+redis.call('set', KEYS[3], 0, 'px', ARGV[5]); \
+return 0; \
+else \
+redis.call('del', KEYS[1]); \
+redis.call(ARGV[4], KEYS[2], ARGV[1]); \
+redis.call('set', KEYS[3], 1, 'px', ARGV[5]); \
+return 1; \
+end;";
+
+/// The floor a user compares against (issue 33): Redisson's own two lock
+/// scripts sent raw by EVALSHA on one plain connection, a fresh unlock
+/// latch per release as Redisson's `unlock()` makes one. No windows, no
+/// records, no waiter queue: what a Redisson client costs the server.
+pub(crate) struct RedissonFloor {
+    conn: redis::Connection,
+    lock: redis::Script,
+    unlock: redis::Script,
+    name: String,
+    channel: String,
+    holder: String,
+    latch_prefix: String,
+    releases: u64,
+}
+
+impl RedissonFloor {
+    pub(crate) fn new(server: &TestServer) -> RedissonFloor {
+        let name = unique_name("bench:redisson_floor");
+        RedissonFloor {
+            conn: server.connection(),
+            lock: redis::Script::new(REDISSON_LOCK),
+            unlock: redis::Script::new(REDISSON_UNLOCK),
+            channel: format!("redisson_lock__channel:{{{name}}}"),
+            latch_prefix: format!("redisson_unlock_latch:{{{name}}}"),
+            holder: format!("{}:1", uuid::Uuid::new_v4()),
+            name,
+            releases: 0,
+        }
+    }
+
+    /// `tryLockInnerAsync` + `unlockInnerAsync`, two EVALSHA round trips.
+    pub(crate) fn pair(&mut self) {
+        let acquired: Option<i64> = self
+            .lock
+            .key(&self.name)
+            .arg(LEASE_MS)
+            .arg(&self.holder)
+            .invoke(&mut self.conn)
+            .unwrap();
+        assert_eq!(acquired, None, "Redisson floor lock found the lock held");
+        self.releases += 1;
+        let latch = format!("{}:{}", self.latch_prefix, self.releases);
+        let released: Option<i64> = self
+            .unlock
+            .key(&self.name)
+            .key(&self.channel)
+            .key(&latch)
+            .arg("0")
+            .arg(LEASE_MS)
+            .arg(&self.holder)
+            .arg("publish")
+            .arg(LATCH_MS)
+            .invoke(&mut self.conn)
+            .unwrap();
+        assert_eq!(released, Some(1), "Redisson floor unlock did not release");
+        black_box(released);
+    }
+}

@@ -11,6 +11,8 @@ pub(crate) fn floor_group(c: &mut Criterion, env: &Env) {
     let mut group = c.benchmark_group("floor");
     group.bench_function("ping", |b| b.iter(|| floor.ping()));
     group.bench_function("evalsha_pair", |b| b.iter(|| floor.pair()));
+    let mut redisson = RedissonFloor::new(&env.server);
+    group.bench_function("redisson_pair", |b| b.iter(|| redisson.pair()));
     group.finish();
 }
 

@@ -207,6 +207,7 @@ pub(crate) fn own_measurements(
     let s: Vec<Stats> = times.iter().map(|t| stats(t)).collect();
     let (ping, pair) = (s[0], s[1]);
     let (redis_wd, redis_lease, mem_wd, mem_lease) = (s[2], s[3], s[4], s[5]);
+    let redisson_i = names.iter().position(|n| *n == "floor/redisson_pair");
 
     // Handoff.
     #[derive(Clone, Copy)]
@@ -352,12 +353,29 @@ pub(crate) fn own_measurements(
         pair,
         format!("  = {:.2} × ping", ratio(pair.median, ping.median)),
     );
+    let redisson = redisson_i.map(|i| s[i]);
+    if let (Some(i), Some(redisson)) = (redisson_i, redisson) {
+        line(
+            names[i],
+            redisson,
+            format!(
+                "  = {:.2} × ping (Redisson 4.7's own two scripts, raw EVALSHA)",
+                ratio(redisson.median, ping.median)
+            ),
+        );
+    }
     for (i, st) in [(2, redis_wd), (3, redis_lease)] {
+        let vs_redisson = redisson.map_or(String::new(), |r| {
+            format!(
+                ", {:.2} × Redisson's scripts (target ≤ 1.10, issue 33)",
+                ratio(st.median, r.median)
+            )
+        });
         line(
             names[i],
             st,
             format!(
-                "  = {:.2} × floor pair (target ≤ 1.10, issue 22)",
+                "  = {:.2} × floor pair{vs_redisson}",
                 ratio(st.median, pair.median)
             ),
         );

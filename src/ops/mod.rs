@@ -406,6 +406,7 @@ const ROLLBACK_LATCH_MS: i64 = 1_000;
 /// Slack added to the longest window in [`record_keep_ms`]: the in-line
 /// retries of one call under the same id (a release's 300 ms, pauses, the
 /// time between a try's send and its window's start).
+#[allow(dead_code)]
 const RECORD_SLACK_MS: i64 = 5_000;
 
 /// How long a record (an unlock latch, an attempt record, an op record)
@@ -418,6 +419,7 @@ const RECORD_SLACK_MS: i64 = 5_000;
 ///
 /// With a response timeout of 15 s: 2 × 15.025 s + 5 s = 35.05 s, where
 /// a fixed 10 s latch would let a copy held 11 s act again.
+#[allow(dead_code)] // used by the lock kinds once merged
 pub(crate) fn record_keep_ms<B: LockBackend + ?Sized>(backend: &B, floor_ms: i64) -> i64 {
     let Some(timeout) = backend.response_timeout() else {
         return floor_ms;
