@@ -209,6 +209,8 @@ impl Conn {
         events: Option<&dyn EventHandler>,
         server: &str,
     ) -> RedisResult<()> {
+        // A cluster's routed connection keeps one offset per node.
+        #[allow(irrefutable_let_patterns)] // without the `cluster` feature
         if let Link::Single(conn) = &mut self.conn {
             let epoch = shared.epoch();
             let offset = read_clock(conn, shared, events, server)?;
