@@ -5,11 +5,14 @@
 -- KEYS[3]  waiter id -> slot deadline in ms: redisson_lock_timeout:{name}
 -- KEYS[4]  optional (redisync only): this attempt's record,
 --          {name}:redisync_attempt:<attempt id>, written only when the
---          attempt takes a hold: 1 with the lease as TTL (0 = undone, by
---          lua/fair_lock_undo_acquire.lua). An attempt whose record is there
---          does not act again, and writes nothing (not even the queue): 1 and
---          the holder still holds it (the request resent) = acquired, no
---          second hold; otherwise refused as a late request.
+--          attempt takes a hold: 'taken' with the lease (or ARGV[10]) as TTL
+--          ('undone', by lua/fair_lock_undo_acquire.lua; once its hold was
+--          released, the release's outcome: lua/fair_lock_release.lua keeps
+--          it there as the unlock latch). An attempt whose record is there
+--          does not act again, and writes nothing (not even the queue):
+--          'taken' and the holder still holds it (the request resent) =
+--          acquired, no second hold; anything else = refused as a late
+--          request.
 -- KEYS[5]  optional (redisync only, with KEYS[4]): this holder's direct
 --          mark, {name}:redisync_fair_direct:<holder id>, a string
 --          '<wait id>:<allowance ms>:<live until>' while the holder waits in
@@ -38,6 +41,10 @@
 -- ARGV[9]  with KEYS[5]: how long a mark this attempt writes counts the
 --          waiter as alive without a refresh, in ms (several of its retry
 --          intervals: it retries at least once per claim window)
+-- ARGV[10] optional (redisync only, with KEYS[4]): how long the record is
+--          kept, in ms, when longer than the lease: until every copy of
+--          this request is past its window (ARGV[6] to ARGV[9] are then
+--          given: '', 0, '', 1 without KEYS[5])
 -- Returns  nil when acquired (hold count + 1, TTL reset to the lease);
 --          otherwise how long to wait in ms before trying again (the slot
 --          ahead's remaining time, or the lock's PTTL; -1 = until a message).
@@ -46,6 +53,7 @@ local bad = bad_bounded(ARGV[1], 'lease', 1, MAX_MS)
     or bad_bounded(ARGV[3], 'wait allowance', 1, MAX_MS)
     or bad_bounded(ARGV[4], 'now', 0, MAX_TIME)
     or (KEYS[5] and ARGV[6] ~= '' and bad_bounded(ARGV[9], 'mark live time', 1, MAX_MS))
+    or (ARGV[10] and bad_bounded(ARGV[10], 'record keep time', 1, MAX_MS))
 if bad then
     return bad
 end
@@ -62,10 +70,10 @@ end
 if KEYS[4] then
     local record = redis.call('get', KEYS[4])
     if record then
-        if record ~= '0' and mine then
+        if record == 'taken' and mine then
             return nil
         end
-        return redis.error_reply('ERR late request: this acquire attempt was undone already')
+        return redis.error_reply('ERR late request: this acquire attempt was undone or released already')
     end
 end
 local now = tonumber(ARGV[4])
@@ -112,7 +120,7 @@ if free then
         redis.call('hset', KEYS[1], ARGV[2], 1)
         redis.call('pexpire', KEYS[1], ARGV[1])
         if KEYS[4] then
-            redis.call('set', KEYS[4], 1, 'px', ARGV[1])
+            redis.call('set', KEYS[4], 'taken', 'px', ARGV[10] or ARGV[1])
         end
         if KEYS[5] and head then
             redis.call('del', KEYS[5])
@@ -128,7 +136,7 @@ if mine then
     redis.call('hincrby', KEYS[1], ARGV[2], 1)
     redis.call('pexpire', KEYS[1], ARGV[1])
     if KEYS[4] then
-        redis.call('set', KEYS[4], 1, 'px', ARGV[1])
+        redis.call('set', KEYS[4], 'taken', 'px', ARGV[10] or ARGV[1])
     end
     return nil
 end

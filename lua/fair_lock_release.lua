@@ -7,10 +7,13 @@
 -- KEYS[3]  the slot deadlines: redisson_lock_timeout:{name}
 -- KEYS[4]  the channel prefix, redisson_lock__channel:{name}; the head waiter
 --          listens on <prefix>:<its id>
--- KEYS[5]  this request's unlock latch, redisson_unlock_latch:{name}:<request id>
--- KEYS[6]  optional (redisync only): the record of the acquire attempt that
---          took the hold being released (see lua/fair_lock_acquire.lua),
---          deleted with it: its outcome was known
+-- KEYS[5]  this request's unlock latch: a fresh key,
+--          redisson_unlock_latch:{name}:<request id>, or (redisync only) the
+--          record of the acquire attempt that took the hold being released,
+--          {name}:redisync_attempt:<id> (see lua/fair_lock_acquire.lua),
+--          which then becomes the latch, as lua/lock_release.lua keeps it: a
+--          record still says 'taken'; once released it holds the outcome, so
+--          a late copy of that acquire is refused as well
 -- ARGV[1]  the unlock message (0)
 -- ARGV[2]  lease in milliseconds (the TTL a still-held lock gets)
 -- ARGV[3]  holder id
@@ -42,16 +45,13 @@ if bad then
     return bad
 end
 local done = redis.call('get', KEYS[5])
-if done then
+if done and done ~= 'taken' then
     return tonumber(done)
 end
 -- A lock already gone (expired) counts as released, as in Redisson.
 local count = redis.call('hget', KEYS[1], ARGV[3])
 if not count and redis.call('exists', KEYS[1]) == 1 then
     return nil
-end
-if KEYS[6] then
-    redis.call('del', KEYS[6])
 end
 if count and tonumber(count) > 1 then
     redis.call('hincrby', KEYS[1], ARGV[3], -1)

@@ -11,9 +11,9 @@
 -- KEYS[5]  the attempt's record, {name}:redisync_attempt:<attempt id>
 -- ARGV[1]  the unlock message (0)
 -- ARGV[2]  holder id
--- ARGV[3]  the attempt's lease in ms: how long the record (now 0, undone)
---          is kept, so that the attempt, if it arrives later still, is
---          refused (see lua/fair_lock_acquire.lua)
+-- ARGV[3]  how long the record (now 'undone') is kept, in ms, so that the
+--          attempt, if it arrives later still, is refused (see
+--          lua/fair_lock_acquire.lua): past every copy's window
 -- ARGV[4]  the caller's wall clock in ms
 -- ARGV[5]  optional: 1 = forget the record instead of marking it undone
 --          (a replica-acknowledgement rollback, resent at once)
@@ -29,8 +29,8 @@ local bad = bad_bounded(ARGV[3], 'lease', 1, MAX_MS)
 if bad then
     return bad
 end
-local record = take_record(KEYS[5], 0, ARGV[3], ARGV[5])
-if not record or record == '0' or redis.call('hexists', KEYS[1], ARGV[2]) == 0 then
+local record = take_record(KEYS[5], 'undone', ARGV[3], ARGV[5])
+if record ~= 'taken' or redis.call('hexists', KEYS[1], ARGV[2]) == 0 then
     return 0
 end
 if redis.call('hincrby', KEYS[1], ARGV[2], -1) > 0 then

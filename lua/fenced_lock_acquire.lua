@@ -4,8 +4,8 @@
 -- KEYS[1]  the lock: a hash of holder id -> hold count
 -- KEYS[2]  the token counter, redisson_lock_token:{name} (never expires)
 -- KEYS[3]  optional (redisync only): this attempt's record,
---          {name}:redisync_attempt:<attempt id>, a string with the lease as
---          TTL: 'taken:<token>', the token this attempt took with its hold;
+--          {name}:redisync_attempt:<attempt id>, a string with the lease
+--          (or ARGV[3]) as TTL: 'taken:<token>', the token this attempt took with its hold;
 --          'undone' (lua/lock_undo_acquire.lua); or, once its hold was
 --          released, the release's outcome (lua/lock_release.lua keeps it as
 --          the unlock latch). An attempt whose record is there does not act
@@ -14,6 +14,9 @@
 --          as a late request.
 -- ARGV[1]  lease in milliseconds
 -- ARGV[2]  holder id, <client uuid>:<thread number>
+-- ARGV[3]  optional (redisync only, with KEYS[3]): how long the record is
+--          kept, in ms, when longer than the lease: until every copy of
+--          this request is past its window
 -- Returns  {-1, token} when acquired; the token is read back with GET so it
 --          stays exact beyond 2^53 (Lua numbers are doubles);
 --          otherwise {PTTL, -1} (PTTL -1 = no expiry).
@@ -34,6 +37,7 @@ if redis.replicate_commands ~= nil then
 end
 -- Checked before any write (a script error does not undo earlier writes).
 local bad = bad_bounded(ARGV[1], 'lease', 1, MAX_MS)
+    or (ARGV[3] and bad_bounded(ARGV[3], 'record keep time', 1, MAX_MS))
 if bad then
     return bad
 end
@@ -63,7 +67,7 @@ if redis.call('exists', KEYS[1]) == 0 or redis.call('hexists', KEYS[1], ARGV[2])
     redis.call('hincrby', KEYS[1], ARGV[2], 1)
     redis.call('pexpire', KEYS[1], ARGV[1])
     if KEYS[3] then
-        redis.call('set', KEYS[3], 'taken:' .. taken, 'px', ARGV[1])
+        redis.call('set', KEYS[3], 'taken:' .. taken, 'px', ARGV[3] or ARGV[1])
     end
     return {-1, taken}
 end

@@ -2,7 +2,7 @@
 -- KEYS[1]  the lock: a hash of holder id -> hold count
 -- KEYS[2]  optional (redisync only): this attempt's record,
 --          {name}:redisync_attempt:<attempt id>, a string with the
---          lease as TTL: 'taken' = this attempt took a hold; 'undone'
+--          lease (or ARGV[5]) as TTL: 'taken' = this attempt took a hold; 'undone'
 --          (lua/lock_undo_acquire.lua); or, once its hold was released, the
 --          release's outcome (lua/lock_release.lua keeps it there as the
 --          unlock latch). An attempt whose record is there does not act
@@ -31,6 +31,10 @@
 --          the waiter the lock outright, 'd|<wait id>|<holder id>' (a
 --          thread's watchdog hold, which its watchdog then renews); '' when
 --          it may only reserve it (the entry is then the holder id)
+-- ARGV[5]  optional (redisync only, with KEYS[2]): how long the record is
+--          kept, in ms, when longer than the lease: until every copy of
+--          this request is past its window (ARGV[3] and ARGV[4] are then
+--          given: 'first' and '' without KEYS[3])
 -- With KEYS[3], the script runs after lua/window_prelude.lua (its
 --          window_now: the time is read once per script).
 -- Returns  nil when acquired (hold count + 1, TTL reset to the lease);
@@ -52,6 +56,16 @@ local bad = bad_bounded(ARGV[1], 'lease', 1, MAX_MS)
 if bad then
     return bad
 end
+-- Inline rather than bad_bounded (a Lua call costs about 1 µs of server
+-- time): only a lease shorter than the records must live carries it.
+local keep = ARGV[1]
+if ARGV[5] then
+    keep = ARGV[5]
+    local ms = tonumber(keep)
+    if not (ms and ms >= 1 and ms <= MAX_MS and ms % 1 == 0) then
+        return redis.error_reply('ERR invalid record keep time: ' .. tostring(keep))
+    end
+end
 -- PTTL rather than EXISTS: a failed attempt returns it, one call for both.
 local ttl = redis.call('pttl', KEYS[1])
 local free = ttl == -2
@@ -60,7 +74,7 @@ if (free and not yielded) or redis.call('hexists', KEYS[1], ARGV[2]) == 1 then
     -- The record first, only if absent: one call on the common path; one
     -- that is there already is this attempt's: resent ('taken'), or
     -- undone or released since (a late copy).
-    if KEYS[2] and not redis.call('set', KEYS[2], 'taken', 'px', ARGV[1], 'nx') then
+    if KEYS[2] and not redis.call('set', KEYS[2], 'taken', 'px', keep, 'nx') then
         if redis.call('get', KEYS[2]) == 'taken' and redis.call('hexists', KEYS[1], ARGV[2]) == 1 then
             return nil
         end

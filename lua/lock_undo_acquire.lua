@@ -8,9 +8,9 @@
 -- KEYS[3]  the attempt's record, {name}:redisync_attempt:<attempt id>
 -- ARGV[1]  the unlock message (0)
 -- ARGV[2]  holder id
--- ARGV[3]  the attempt's lease in ms: how long the record (now 'undone')
---          is kept, so that the attempt, if it arrives later still, is
---          refused (see lua/lock_acquire.lua)
+-- ARGV[3]  how long the record (now 'undone') is kept, in ms, so that the
+--          attempt, if it arrives later still, is refused (see
+--          lua/lock_acquire.lua): past every copy's window
 -- ARGV[4]  optional: 1 = forget the record instead of marking it undone
 --          (a replica-acknowledgement rollback, resent at once)
 -- The hold count goes down by one; the lock's TTL is left as it is (never

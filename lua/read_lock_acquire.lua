@@ -5,27 +5,34 @@
 --          read hold n lives at <prefix>:<n> with its own expiry
 -- KEYS[3]  optional (redisync only): this attempt's record,
 --          {name}:redisync_attempt:<attempt id>, written only when the
---          attempt takes a hold: the number n of the read hold it took, with
---          the lease as TTL (0 = undone, by lua/read_lock_undo_acquire.lua).
---          An attempt whose record is there does not act again: a hold number
---          and the holder still reads (the request resent) = acquired, no
---          second hold; otherwise refused as a late request.
+--          attempt takes a hold: 'taken:<n>', n the number of the read hold
+--          it took, with the lease (or ARGV[4]) as TTL ('undone', by
+--          lua/read_lock_undo_acquire.lua; once its hold was released, the
+--          release's outcome: lua/read_lock_release.lua keeps it there as
+--          the unlock latch). An attempt whose record is there does not act
+--          again: 'taken:<n>' and the holder still reads (the request
+--          resent) = acquired, no second hold; anything else = refused as a
+--          late request.
 -- ARGV[1]  lease in milliseconds
 -- ARGV[2]  holder id, <client uuid>:<thread number>
 -- ARGV[3]  the same holder's write field, <holder>:write (a writer may also read)
+-- ARGV[4]  optional (redisync only, with KEYS[3]): how long the record is
+--          kept, in ms, when longer than the lease: until every copy of
+--          this request is past its window
 -- Returns  nil when acquired; otherwise the lock's PTTL in ms.
 -- Checked before any write (a script error does not undo earlier writes).
 local bad = bad_bounded(ARGV[1], 'lease', 1, MAX_MS)
+    or (ARGV[4] and bad_bounded(ARGV[4], 'record keep time', 1, MAX_MS))
 if bad then
     return bad
 end
 if KEYS[3] then
     local record = redis.call('get', KEYS[3])
     if record then
-        if record ~= '0' and redis.call('hexists', KEYS[1], ARGV[2]) == 1 then
+        if string.sub(record, 1, 6) == 'taken:' and redis.call('hexists', KEYS[1], ARGV[2]) == 1 then
             return nil
         end
-        return redis.error_reply('ERR late request: this acquire attempt was undone already')
+        return redis.error_reply('ERR late request: this acquire attempt was undone or released already')
     end
 end
 local mode = redis.call('hget', KEYS[1], 'mode')
@@ -36,7 +43,7 @@ if mode == false then
     redis.call('pexpire', KEYS[2] .. ':1', ARGV[1])
     redis.call('pexpire', KEYS[1], ARGV[1])
     if KEYS[3] then
-        redis.call('set', KEYS[3], 1, 'px', ARGV[1])
+        redis.call('set', KEYS[3], 'taken:1', 'px', ARGV[4] or ARGV[1])
     end
     return nil
 end
@@ -47,7 +54,7 @@ if mode == 'read' or (mode == 'write' and redis.call('hexists', KEYS[1], ARGV[3]
     redis.call('pexpire', key, ARGV[1])
     redis.call('pexpire', KEYS[1], math.max(redis.call('pttl', KEYS[1]), tonumber(ARGV[1])))
     if KEYS[3] then
-        redis.call('set', KEYS[3], n, 'px', ARGV[1])
+        redis.call('set', KEYS[3], 'taken:' .. n, 'px', ARGV[4] or ARGV[1])
     end
     return nil
 end

@@ -3,10 +3,13 @@
 -- KEYS[2]  the channel, redisson_rwlock:{name}
 -- KEYS[3]  this holder's timeout key prefix, {name}:<holder>:rwlock_timeout
 -- KEYS[4]  the key prefix of every holder's timeout keys, {name}
--- KEYS[5]  this request's unlock latch, redisson_unlock_latch:{name}:<request id>
--- KEYS[6]  optional (redisync only): the record of the acquire attempt that
---          took the hold being released (see the acquire script), deleted
---          with it: its outcome was known
+-- KEYS[5]  this request's unlock latch: a fresh key,
+--          redisson_unlock_latch:{name}:<request id>, or (redisync only) the
+--          record of the acquire attempt that took the hold being released,
+--          {name}:redisync_attempt:<id> (see lua/read_lock_acquire.lua),
+--          which then becomes the latch, as lua/lock_release.lua keeps it: a
+--          record still says 'taken:<n>'; once released it holds the
+--          outcome, so a late copy of that acquire is refused as well
 -- ARGV[1]  the unlock message (0)
 -- ARGV[2]  holder id
 -- ARGV[3]  how long the latch remembers this outcome, in ms
@@ -19,15 +22,12 @@ if bad then
     return bad
 end
 local done = redis.call('get', KEYS[5])
-if done then
+if done and string.sub(done, 1, 5) ~= 'taken' then
     return tonumber(done)
 end
 local mode = redis.call('hget', KEYS[1], 'mode')
 if mode == false or redis.call('hexists', KEYS[1], ARGV[2]) == 0 then
     return nil
-end
-if KEYS[6] then
-    redis.call('del', KEYS[6])
 end
 local counter = redis.call('hincrby', KEYS[1], ARGV[2], -1)
 if counter == 0 then

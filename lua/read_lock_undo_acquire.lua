@@ -5,13 +5,14 @@
 -- KEYS[2]  the channel, redisson_rwlock:{name}
 -- KEYS[3]  this holder's timeout key prefix, {name}:<holder>:rwlock_timeout
 -- KEYS[4]  the key prefix of every holder's timeout keys, {name}
--- KEYS[5]  the attempt's record, {name}:redisync_attempt:<attempt id>: the
---          number n of the read hold it took (see lua/read_lock_acquire.lua)
+-- KEYS[5]  the attempt's record, {name}:redisync_attempt:<attempt id>:
+--          'taken:<n>', n the number of the read hold it took (see
+--          lua/read_lock_acquire.lua)
 -- ARGV[1]  the unlock message (0)
 -- ARGV[2]  holder id
--- ARGV[3]  the attempt's lease in ms: how long the record (now 0, undone)
---          is kept, so that the attempt, if it arrives later still, is
---          refused
+-- ARGV[3]  how long the record (now 'undone') is kept, in ms, so that the
+--          attempt, if it arrives later still, is refused: past every
+--          copy's window
 -- ARGV[4]  optional: 1 = forget the record instead of marking it undone
 --          (a replica-acknowledgement rollback, resent at once)
 -- The structure is left as a release of that hold leaves it: the holder's
@@ -29,8 +30,8 @@ local bad = bad_bounded(ARGV[3], 'lease', 1, MAX_MS)
 if bad then
     return bad
 end
-local record = take_record(KEYS[5], 0, ARGV[3], ARGV[4])
-if not record or record == '0' then
+local record = take_record(KEYS[5], 'undone', ARGV[3], ARGV[4])
+if not record or string.sub(record, 1, 6) ~= 'taken:' then
     return 0
 end
 local mode = redis.call('hget', KEYS[1], 'mode')
@@ -42,7 +43,7 @@ if counter == 0 then
     redis.call('hdel', KEYS[1], ARGV[2])
 end
 local top = KEYS[3] .. ':' .. (counter + 1)
-local n = tonumber(record)
+local n = tonumber(string.sub(record, 7))
 if n and n >= 1 and n <= counter then
     local ttl = redis.call('pttl', top)
     if ttl > 0 then

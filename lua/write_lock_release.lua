@@ -1,10 +1,13 @@
 -- Release one write hold, idempotently.
 -- KEYS[1]  the lock hash
 -- KEYS[2]  the channel, redisson_rwlock:{name}
--- KEYS[3]  this request's unlock latch, redisson_unlock_latch:{name}:<request id>
--- KEYS[4]  optional (redisync only): the record of the acquire attempt that
---          took the hold being released (see the acquire script), deleted
---          with it: its outcome was known
+-- KEYS[3]  this request's unlock latch: a fresh key,
+--          redisson_unlock_latch:{name}:<request id>, or (redisync only) the
+--          record of the acquire attempt that took the hold being released,
+--          {name}:redisync_attempt:<id> (see lua/write_lock_acquire.lua),
+--          which then becomes the latch, as lua/lock_release.lua keeps it: a
+--          record still says 'taken'; once released it holds the outcome, so
+--          a late copy of that acquire is refused as well
 -- ARGV[1]  the read-unlock message (1: wakes every waiter)
 -- ARGV[2]  lease in milliseconds (the TTL a still-held lock gets)
 -- ARGV[3]  the holder's write field, <holder>:write
@@ -19,15 +22,12 @@ if bad then
     return bad
 end
 local done = redis.call('get', KEYS[3])
-if done then
+if done and done ~= 'taken' then
     return tonumber(done)
 end
 local mode = redis.call('hget', KEYS[1], 'mode')
 if mode ~= 'write' or redis.call('hexists', KEYS[1], ARGV[3]) == 0 then
     return nil
-end
-if KEYS[4] then
-    redis.call('del', KEYS[4])
 end
 if redis.call('hincrby', KEYS[1], ARGV[3], -1) > 0 then
     redis.call('pexpire', KEYS[1], ARGV[2])

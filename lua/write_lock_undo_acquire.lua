@@ -7,9 +7,9 @@
 --          (see lua/write_lock_acquire.lua)
 -- ARGV[1]  the read-unlock message (1: wakes every waiter)
 -- ARGV[2]  the holder's write field, <holder>:write
--- ARGV[3]  the attempt's lease in ms: how long the record (now 0, undone)
---          is kept, so that the attempt, if it arrives later still, is
---          refused
+-- ARGV[3]  how long the record (now 'undone') is kept, in ms, so that the
+--          attempt, if it arrives later still, is refused: past every
+--          copy's window
 -- ARGV[4]  optional: 1 = forget the record instead of marking it undone
 --          (a replica-acknowledgement rollback, resent at once)
 -- As a release of that hold: the write count one lower; on the last write
@@ -25,8 +25,8 @@ local bad = bad_bounded(ARGV[3], 'lease', 1, MAX_MS)
 if bad then
     return bad
 end
-local record = take_record(KEYS[3], 0, ARGV[3], ARGV[4])
-if not record or record == '0' then
+local record = take_record(KEYS[3], 'undone', ARGV[3], ARGV[4])
+if record ~= 'taken' then
     return 0
 end
 if redis.call('hget', KEYS[1], 'mode') ~= 'write' or redis.call('hexists', KEYS[1], ARGV[2]) == 0 then

@@ -24,7 +24,8 @@ use crate::ops::rw_lock::{RwLockKeys, RwMode};
 use crate::{Result, keys};
 
 /// How long the unlock latch of a fair waiter's give-back (see
-/// [`LockKeys::give_up`]) remembers its outcome.
+/// [`LockKeys::give_up`]) remembers its outcome, at least (longer when the
+/// store's response timeout makes a window longer: `ops::record_keep_ms`).
 const GIVE_BACK_LATCH_MS: i64 = 10_000;
 
 /// The least time a fair waiter's mark counts it as alive without a
@@ -353,31 +354,6 @@ impl LockKeys {
         Ok((acquire?, None))
     }
 
-    /// Whether a hold's attempt record serves as its release's unlock latch
-    /// (the reentrant and fenced locks: `lua/lock_release.lua` turns the
-    /// record into the outcome, one key written instead of two); the other
-    /// kinds release with a fresh latch and delete the record beside it
-    /// ([`release_recorded`](Self::release_recorded)).
-    pub(crate) fn record_is_latch(&self) -> bool {
-        matches!(self.flavor, Flavor::Reentrant | Flavor::Fenced)
-    }
-
-    /// Releases the hold the recorded attempt `record` took (see
-    /// [`attempt_recorded`](Self::attempt_recorded)), deleting the record.
-    /// For the kinds whose record is the latch
-    /// ([`record_is_latch`](Self::record_is_latch)) the record is the latch.
-    pub(crate) fn release_recorded(
-        &self,
-        backend: &dyn LockBackend,
-        holder: &Holder,
-        lease_ms: i64,
-        latch_key: &str,
-        latch_ms: i64,
-        record: &str,
-    ) -> Result<Release> {
-        self.release_with(backend, holder, lease_ms, latch_key, latch_ms, Some(record))
-    }
-
     /// Undoes exactly the recorded attempt `attempt_key` (see
     /// [`attempt_recorded`](Self::attempt_recorded)): its hold, if it took
     /// one, leaving the lock as a release of that hold would; and marks it
@@ -481,13 +457,20 @@ impl LockKeys {
                 uuid::Uuid::new_v4().simple()
             );
             // Best effort: a hold left behind runs out after the claim
-            // window, and the holder's next wait gives it back first.
-            let _ = self.release(backend, holder, *claim_ms, &latch, GIVE_BACK_LATCH_MS);
+            // window, and the holder's next wait gives it back first. The
+            // latch outlives every copy's window.
+            let latch_ms = ops::record_keep_ms(backend, GIVE_BACK_LATCH_MS);
+            let _ = self.release(backend, holder, *claim_ms, &latch, latch_ms);
         }
         Ok(())
     }
 
-    /// Releases one hold behind the unlock latch `latch_key`.
+    /// Releases one hold behind the unlock latch `latch_key`: a fresh key,
+    /// or the record of the attempt that took the hold (see
+    /// [`attempt_recorded`](Self::attempt_recorded)), which every kind's
+    /// release script then overwrites with the outcome (one key written
+    /// instead of a record deleted and a latch created), so that a late
+    /// copy of that acquire finds it released and is refused.
     pub(crate) fn release(
         &self,
         backend: &dyn LockBackend,
@@ -496,20 +479,6 @@ impl LockKeys {
         latch_key: &str,
         latch_ms: i64,
     ) -> Result<Release> {
-        self.release_with(backend, holder, lease_ms, latch_key, latch_ms, None)
-    }
-
-    /// [`release`](Self::release), or with `record`,
-    /// [`release_recorded`](Self::release_recorded).
-    fn release_with(
-        &self,
-        backend: &dyn LockBackend,
-        holder: &Holder,
-        lease_ms: i64,
-        latch_key: &str,
-        latch_ms: i64,
-        record: Option<&str>,
-    ) -> Result<Release> {
         match self.flavor {
             Flavor::Reentrant | Flavor::Fenced => ops::lock::release(
                 backend,
@@ -517,10 +486,10 @@ impl LockKeys {
                 &self.channel(),
                 &holder.id,
                 lease_ms,
-                record.unwrap_or(latch_key),
+                latch_key,
                 latch_ms,
             ),
-            Flavor::Fair => ops::fair_lock::release_recorded(
+            Flavor::Fair => ops::fair_lock::release_direct(
                 backend,
                 &self.fair(),
                 &holder.id,
@@ -528,23 +497,17 @@ impl LockKeys {
                 crate::clock::wall_clock_ms(),
                 latch_key,
                 latch_ms,
-                record,
                 self.direct(),
             ),
-            Flavor::Read => ops::rw_lock::read_release_recorded(
-                backend,
-                &self.rw(holder),
-                latch_key,
-                latch_ms,
-                record,
-            ),
-            Flavor::Write => ops::rw_lock::write_release_recorded(
+            Flavor::Read => {
+                ops::rw_lock::read_release(backend, &self.rw(holder), latch_key, latch_ms)
+            }
+            Flavor::Write => ops::rw_lock::write_release(
                 backend,
                 &self.rw(holder),
                 lease_ms,
                 latch_key,
                 latch_ms,
-                record,
             ),
         }
     }

@@ -178,8 +178,8 @@ fn late_copy_of_an_undone_attempt_changes_nothing(kind: Kind) {
         "{kind:?}: the held acquire returned {failed:?}"
     );
     let held = proxy.wait_held(Duration::from_secs(5));
-    // The cleanup's undo lands: the attempt's record says so ("0", or
-    // "undone" for the fenced lock, which shares the reentrant undo).
+    // The cleanup's undo lands: the attempt's record says so ("undone",
+    // every kind).
     let records = format!("{{{name}}}:redisync_attempt:*");
     common::wait_until("the undo to land", Duration::from_secs(10), || {
         keys(&mut direct, &records).iter().any(|key| {
@@ -188,7 +188,7 @@ fn late_copy_of_an_undone_attempt_changes_nothing(kind: Kind) {
                 .query::<Option<String>>(&mut direct)
                 .unwrap()
                 .as_deref()
-                .is_some_and(|record| record == "0" || record == "undone")
+                .is_some_and(|record| record == "undone")
         })
     });
     // The same thread, retrying, takes the lock.

@@ -749,8 +749,9 @@ fn redis_token_counter_key_has_no_ttl() {
     assert_eq!(common::pttl(&mut conn, &key), -1);
 
     // Besides the unlock latches (short-lived, PX: Redisson's, and the
-    // attempt records a release turns into its latch), the counter is the
-    // only key left for the name.
+    // attempt records a release turns into its latch, kept past every
+    // copy's window: 11.05 s with the default 3 s response timeout), the
+    // counter is the only key left for the name.
     let keys: Vec<String> = ::redis::cmd("KEYS")
         .arg(format!("*{name}*"))
         .query(&mut conn)
@@ -759,7 +760,7 @@ fn redis_token_counter_key_has_no_ttl() {
     for key in &keys {
         if key.starts_with("redisson_unlock_latch:") || key.contains(":redisync_attempt:") {
             let pttl = common::pttl(&mut conn, key);
-            assert!(pttl > 0 && pttl <= 10_000, "{key}: PTTL {pttl}");
+            assert!(pttl > 0 && pttl <= 11_050, "{key}: PTTL {pttl}");
         } else {
             left.push(key);
         }

@@ -518,13 +518,15 @@ fn a_simulated_redisson_client_and_redisync_exclude_and_wake_each_other() {
     }
 }
 
-/// Each unlock leaves an unlock latch (its outcome, for at most 10 s, so a
-/// retry whose first reply was lost does not release twice). A reentrant
-/// lock's hold is released behind the record of the attempt that took it
-/// (`{name}:redisync_attempt:<id>`: `taken` until then, the outcome after),
-/// and so is a fenced lock's (`taken:<token>`); a fair lock's behind a
-/// fresh key in Redisson's latch format. Redisson reads only latches under its own
-/// request ids, so it never sees either.
+/// Each unlock leaves an unlock latch (its outcome, for about 11 s with the
+/// default 3 s response timeout: past every copy's window, so a retry whose
+/// first reply was lost does not release twice). Every kind's hold is
+/// released behind the record of the attempt that took it
+/// (`{name}:redisync_attempt:<id>`: `taken` until then, the outcome after;
+/// a fenced lock's `taken:<token>`), so a late copy of that acquire is
+/// refused; a fresh key in Redisson's latch format only for a hold without
+/// a record. Redisson reads only latches under its own request ids, so it
+/// never sees either.
 #[test]
 fn unlock_leaves_a_latch_key_with_a_short_ttl() {
     let server = TestServer::start();
@@ -552,8 +554,8 @@ fn unlock_leaves_a_latch_key_with_a_short_ttl() {
         let assert_latch_ttl = |raw: &mut redis::Connection, key: &str| {
             let ttl = pttl(raw, key);
             assert!(
-                ttl > 0 && ttl <= 10_000,
-                "{key}: PTTL {ttl}, expected (0, 10000]"
+                ttl > 0 && ttl <= 11_050,
+                "{key}: PTTL {ttl}, expected (0, 11050]"
             );
         };
         assert!(latches(&mut raw).is_empty());
@@ -599,24 +601,16 @@ fn unlock_leaves_a_latch_key_with_a_short_ttl() {
         assert_latch_ttl(&mut raw, &now[0]);
         assert!(latches(&mut raw).is_empty(), "a latch besides the records");
 
-        // A fair hold is released behind a fresh latch under its own request
-        // id, and its record goes with the release.
+        // So is a fair hold (its record says "taken" until then).
         client.fair_lock(name).lock().unwrap().unlock().unwrap();
-        assert_eq!(
-            records(&mut raw).len(),
-            3,
-            "{name}: the fair hold's record stayed"
-        );
-        let fresh = latches(&mut raw);
-        assert_eq!(fresh.len(), 1, "{name}: latches {fresh:?}");
-        let id = fresh[0].strip_prefix(case.latch_prefix.as_str()).unwrap();
-        assert!(
-            !id.is_empty() && !id.contains('{') && !id.contains('}'),
-            "{}: bad request id {id:?}",
-            fresh[0]
-        );
-        assert_eq!(value(&mut raw, &fresh[0]), "1", "{}", fresh[0]);
-        assert_latch_ttl(&mut raw, &fresh[0]);
+        let fair: Vec<String> = records(&mut raw)
+            .into_iter()
+            .filter(|key| !taken.contains(key) && !now.contains(key))
+            .collect();
+        assert_eq!(fair.len(), 1, "{name}: fair records {fair:?}");
+        assert_eq!(value(&mut raw, &fair[0]), "1", "{}", fair[0]);
+        assert_latch_ttl(&mut raw, &fair[0]);
+        assert!(latches(&mut raw).is_empty(), "a latch besides the records");
         assert!(!exists(&mut raw, name));
     }
 }

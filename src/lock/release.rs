@@ -18,8 +18,17 @@ use crate::watchdog::Lease;
 use crate::{Error, Result, keys};
 
 /// How long an unlock latch remembers its outcome, so a retried release
-/// whose first reply was lost is not applied twice.
+/// whose first reply was lost is not applied twice: at least this, and
+/// longer when the store's response timeout makes a request's window longer
+/// (see [`latch_ms`]).
 const UNLOCK_LATCH_MS: i64 = 10_000;
+
+/// How long an unlock latch (or an attempt record turned latch) is kept on
+/// `backend`: past the window of every copy of the release, and of the
+/// acquire whose record it is ([`ops::record_keep_ms`]).
+fn latch_ms(backend: &dyn crate::backend::LockBackend) -> i64 {
+    ops::record_keep_ms(backend, UNLOCK_LATCH_MS)
+}
 /// Pauses between the in-line retries of a release whose reply was lost
 /// (each retry is idempotent: same unlock latch); no retry starts after
 /// [`RELEASE_RETRY_BUDGET`]. What is still not released then is retried in
@@ -91,7 +100,8 @@ impl Lock {
         let holder = holder.clone();
         let mut latch = latch;
         Box::new(move || {
-            match keys.release(backend.as_ref(), &holder, lease_ms, &latch, UNLOCK_LATCH_MS)? {
+            let latch_ms = latch_ms(backend.as_ref());
+            match keys.release(backend.as_ref(), &holder, lease_ms, &latch, latch_ms)? {
                 Release::StillHeld if drain => {
                     latch = new_latch(&keys.name);
                     Ok(false)
@@ -142,14 +152,10 @@ impl Lock {
         // The hold's attempt record, when it has one, is this release's
         // unlock latch: the release script turns it into the outcome (one
         // key written instead of the record deleted and a latch created, and
-        // no random id drawn). Phantoms get fresh latches.
-        // The reentrant and fenced locks only: the other kinds' release
-        // scripts take a fresh latch and delete the record beside it.
-        let (latch_record, apart) = match record {
-            Some(record) if self.keys.record_is_latch() => (Some(record), None),
-            record => (None, record),
-        };
-        let mut latch = latch_record.unwrap_or_else(|| new_latch(&self.keys.name));
+        // no random id drawn), so a late copy of the acquire that took the
+        // hold is refused. Every lock kind. Phantoms get fresh latches.
+        let mut latch = record.unwrap_or_else(|| new_latch(&self.keys.name));
+        let latch_ms = latch_ms(backend);
         let mut retries = RELEASE_RETRIES.iter();
         // One deadline over the in-line attempts: each round trip and each
         // connection opening gets what is left of one response timeout
@@ -186,7 +192,7 @@ impl Lock {
                     &holder.id,
                     lease_ms,
                     &latch,
-                    UNLOCK_LATCH_MS,
+                    latch_ms,
                     offer.as_ref().map(|offer| {
                         (
                             offer.seat.field.as_str(),
@@ -203,25 +209,13 @@ impl Lock {
                     &holder.id,
                     lease_ms,
                     &latch,
-                    UNLOCK_LATCH_MS,
+                    latch_ms,
                     &offer.seat.field,
                     offer.seat.lease_ms,
                 ),
-                // The record goes with the first release (a retry behind
-                // the same latch repeats it harmlessly; phantoms have none).
-                (None, None) => match apart.as_deref().filter(|_| phantoms == 0) {
-                    Some(record) => self.keys.release_recorded(
-                        backend,
-                        holder,
-                        lease_ms,
-                        &latch,
-                        UNLOCK_LATCH_MS,
-                        record,
-                    ),
-                    None => self
-                        .keys
-                        .release(backend, holder, lease_ms, &latch, UNLOCK_LATCH_MS),
-                },
+                (None, None) => self
+                    .keys
+                    .release(backend, holder, lease_ms, &latch, latch_ms),
             };
             match result {
                 Err(err) if err.is_connection_error() => match retries.next() {
@@ -323,7 +317,7 @@ impl Lock {
         let latch = new_latch(&self.keys.name);
         if let Err(err) = self
             .keys
-            .release(backend, &waiter, lease_ms, &latch, UNLOCK_LATCH_MS)
+            .release(backend, &waiter, lease_ms, &latch, latch_ms(backend))
         {
             let task = self.release_task(&waiter, lease_ms, latch, false);
             self.release_later(&waiter, task, Instant::now(), lease_ms, false, &err);

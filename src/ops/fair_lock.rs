@@ -49,8 +49,8 @@
 
 use super::lock::{Acquire, Release, Undo, acquire_outcome, release_outcome, undo_outcome};
 use super::{
-    ROLLBACK_LATCH_MS, acquire_call, is_one, is_some, rollback_latch, run, run_as, script,
-    sent_lease, undo_script_call,
+    ROLLBACK_LATCH_MS, acquire_call, is_one, is_some, record_keep_ms, rollback_latch, run, run_as,
+    script, sent_lease, undo_script_call,
 };
 use crate::Result;
 use crate::backend::{Effect, LockBackend, Reply, Resend, ScriptCall};
@@ -126,14 +126,14 @@ impl<'a> Keyed<'a> for ScriptCall<'a> {
 
 script!(
     /// KEYS lock, queue, slots [, record [, mark]]; ARGV lease ms, holder,
-    /// allowance ms, now ms, enqueue [, wait id, fresh, channel prefix].
-    /// nil = acquired, else ms to wait.
+    /// allowance ms, now ms, enqueue [, wait id, fresh, channel prefix,
+    /// mark live ms [, record keep ms]]. nil = acquired, else ms to wait.
     ACQUIRE = "fair_lock_acquire", "fair lock acquire", after "window_prelude", after "args_prelude", after "fair_lock_prelude"
 );
 script!(
-    /// KEYS lock, queue, slots, channel prefix, latch [, record]; ARGV
-    /// message, lease ms, holder, now ms, latch ms [, mark prefix, claim
-    /// ms]. nil/0/1/3.
+    /// KEYS lock, queue, slots, channel prefix, latch (or the hold's
+    /// attempt record); ARGV message, lease ms, holder, now ms, latch ms [,
+    /// mark prefix, claim ms]. nil/0/1/3.
     RELEASE = "fair_lock_release", "fair lock release", after "window_prelude", after "args_prelude", after "fair_lock_prelude"
 );
 script!(
@@ -198,12 +198,13 @@ pub fn acquire<B: LockBackend + ?Sized>(
 }
 
 /// As [`acquire`] (which is this with no record), and with `attempt_key`
-/// records the attempt under it (`{name}:redisync_attempt:<id>`, one fresh id per attempt, the lease as
-/// TTL) when it takes a hold (a queued attempt records nothing: its queue
+/// records the attempt under it (`{name}:redisync_attempt:<id>`, one fresh id per attempt, kept the lease or,
+/// if longer, until every copy of the request is past its window) when it takes a hold (a queued attempt records nothing: its queue
 /// entry is what [`cancel`] removes). [`undo_acquire`] with the same key
 /// then removes exactly that hold. The same call sent again (its reply
-/// lost) takes no second hold; once undone, it is refused and writes
-/// nothing, not even a queue entry.
+/// lost) takes no second hold; once undone, or once its hold was released
+/// behind the record (the record as [`release`]'s `latch_key`), it is
+/// refused and writes nothing, not even a queue entry.
 ///
 /// # Errors
 /// As [`acquire`]; a connection error (a late request) for an attempt
@@ -318,12 +319,21 @@ fn acquire_with<B: LockBackend + ?Sized>(
     .arg(wait_ms)
     .arg(now_ms)
     .arg(i64::from(enqueue));
-    let call = match marked {
-        Some(marked) => call
+    let keep_ms = attempt_key.and(super::lock::record_keep_beyond_lease(backend, lease_ms));
+    let call = match (marked, keep_ms) {
+        (Some(marked), _) => call
             .arg(marked.wait.map(|wait| wait.to_string()).unwrap_or_default())
             .arg(i64::from(marked.fresh))
             .arg(keys.channel_prefix)
             .arg(marked.live_ms),
+        // ARGV[6] to ARGV[9] (the mark's) come before the record's keep
+        // time: placeholders a call without a mark never reads.
+        (None, Some(_)) => call.arg("").arg(0).arg("").arg(1),
+        (None, None) => call,
+    };
+    // The record outlives every copy's window, also past a short lease.
+    let call = match keep_ms {
+        Some(keep_ms) => call.arg(keep_ms),
         None => call,
     };
     run_as(backend, &call, acquire_outcome)
@@ -331,8 +341,9 @@ fn acquire_with<B: LockBackend + ?Sized>(
 
 /// Undoes exactly the hold that the [`acquire_recorded`] call with
 /// `attempt_key` took, if it took one, and nothing else; marks the attempt
-/// undone (for `lease_ms`), so that if its request arrives later still it
-/// is refused. On the last hold the lock is released and the head waiter
+/// undone (for `lease_ms`, or longer: until every copy of its request is
+/// past its window), so that if its request arrives later still it is
+/// refused. On the last hold the lock is released and the head waiter
 /// told, as [`release`] does. Idempotent. (A queue entry the attempt left
 /// is [`cancel`]'s.)
 ///
@@ -368,7 +379,8 @@ pub fn undo_acquire<B: LockBackend + ?Sized>(
 ) -> Result<Undo> {
     check_ms("lease", lease_ms)?;
     check_time_ms("now", now_ms)?;
-    let call = undo_call(keys, holder, lease_ms, now_ms, attempt_key);
+    let keep_ms = record_keep_ms(backend, lease_ms);
+    let call = undo_call(keys, holder, keep_ms, now_ms, attempt_key);
     run_as(backend, &call, undo_outcome)
 }
 
@@ -423,7 +435,9 @@ fn undo_sent(call: &ScriptCall<'_>, _: &Reply) -> ScriptCall<'static> {
 /// publishes `0` on the head waiter's channel
 /// (`<keys.channel_prefix>:<waiter id>`). A lock that no longer exists
 /// counts as released (Redisson's behaviour). `latch_key`/`latch_ms` as in
-/// [`super::lock::release`].
+/// [`super::lock::release`]: a fresh key, or the record of the
+/// [`acquire_recorded`] call that took the hold, which then keeps the
+/// outcome, so that a late copy of that acquire is refused.
 ///
 /// # Errors
 /// A store failure, an argument out of range, or `Protocol` if a key holds
@@ -455,18 +469,15 @@ pub fn release<B: LockBackend + ?Sized>(
     latch_key: &str,
     latch_ms: i64,
 ) -> Result<Release> {
-    release_recorded(
-        backend, keys, holder, lease_ms, now_ms, latch_key, latch_ms, None, None,
+    release_direct(
+        backend, keys, holder, lease_ms, now_ms, latch_key, latch_ms, None,
     )
 }
 
-/// [`release`], and with `record`, of the hold that the
-/// [`acquire_recorded`] call with `record` took: the record is deleted with
-/// the hold (its outcome was known; no undo will ever need it). With
-/// `direct`, the last hold goes outright to a marked head that listens
-/// ([`Release::Transferred`]; see the module doc).
+/// [`release`]; with `direct`, the last hold goes outright to a marked head
+/// that listens ([`Release::Transferred`]; see the module doc).
 #[allow(clippy::too_many_arguments)]
-pub(crate) fn release_recorded<B: LockBackend + ?Sized>(
+pub(crate) fn release_direct<B: LockBackend + ?Sized>(
     backend: &B,
     keys: &FairLockKeys<'_>,
     holder: &str,
@@ -474,7 +485,6 @@ pub(crate) fn release_recorded<B: LockBackend + ?Sized>(
     now_ms: i64,
     latch_key: &str,
     latch_ms: i64,
-    record: Option<&str>,
     direct: Option<Direct<'_>>,
 ) -> Result<Release> {
     check_ms("lease", lease_ms)?;
@@ -484,7 +494,6 @@ pub(crate) fn release_recorded<B: LockBackend + ?Sized>(
         check_ms("claim window", direct.claim_ms)?;
     }
     let call = release_call(keys, holder, lease_ms, now_ms, latch_key, latch_ms);
-    let call = record.into_iter().fold(call, ScriptCall::key);
     let call = match direct {
         Some(direct) => call.arg(direct.mark_prefix).arg(direct.claim_ms),
         None => call,

@@ -220,6 +220,11 @@ pub fn acquire_keeping_off<B: LockBackend + ?Sized>(
         .arg(holder)
         .arg(if retry { "retry" } else { "first" })
         .arg(outright.unwrap_or(""));
+    // The record outlives every copy's window, also past a short lease.
+    let call = match super::lock::record_keep_beyond_lease(backend, lease_ms) {
+        Some(keep_ms) => call.arg(keep_ms),
+        None => call,
+    };
     acquire_outcome(&run(backend, &call)?, ACQUIRE.operation())
 }
 

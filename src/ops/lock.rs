@@ -8,7 +8,8 @@ use std::time::Duration;
 
 use super::{
     ROLLBACK_LATCH_MS, acquire_call, any_one, flags, int, is_one, is_some, optional_int,
-    rollback_latch, run, run_as, script, sent_lease, ttl_from_pttl, undo_script_call,
+    record_keep_ms, rollback_latch, run, run_as, script, sent_lease, ttl_from_pttl,
+    undo_script_call,
 };
 use crate::backend::{Effect, LockBackend, Reply, Resend, ScriptCall};
 use crate::error::check_ms;
@@ -155,7 +156,8 @@ impl LockState {
 }
 
 script!(
-    /// KEYS lock; ARGV lease ms, holder. nil = acquired, else PTTL.
+    /// KEYS lock [, record [, queue, clients [, streak]]]; ARGV lease ms,
+    /// holder [, retry, entry [, record keep ms]]. nil = acquired, else PTTL.
     ACQUIRE = "lock_acquire", "lock acquire", after "window_prelude", after "args_prelude"
 );
 script!(
@@ -165,8 +167,8 @@ script!(
     UNDO_ACQUIRE = "lock_undo_acquire", "lock undo acquire", after "window_prelude", after "args_prelude", after "undo_prelude"
 );
 script!(
-    /// KEYS lock, token counter; ARGV lease ms, holder. {-1, token} =
-    /// acquired, else {PTTL, -1}.
+    /// KEYS lock, token counter [, record]; ARGV lease ms, holder [, record
+    /// keep ms]. {-1, token} = acquired, else {PTTL, -1}.
     FENCED_ACQUIRE = "fenced_lock_acquire", "fenced lock acquire", after "window_prelude", after "args_prelude"
 );
 script!(
@@ -217,8 +219,9 @@ pub fn acquire<B: LockBackend + ?Sized>(
 }
 
 /// As [`acquire`] (which is this with no record), and with `attempt_key`
-/// records the attempt under it (a key of its own with the lease as TTL, `{name}:redisync_attempt:<id>`,
-/// one fresh id per attempt) when it takes a hold: [`undo_acquire`] with
+/// records the attempt under it (a key of its own, `{name}:redisync_attempt:<id>`,
+/// one fresh id per attempt, kept the lease or, if longer, until every copy
+/// of the request is past its window) when it takes a hold: [`undo_acquire`] with
 /// the same key then removes exactly that hold, whatever else the holder
 /// took meanwhile. The same call sent again (its reply lost) does not take
 /// a second hold; once undone, it is refused.
@@ -248,7 +251,30 @@ pub fn acquire_recorded<B: LockBackend + ?Sized>(
     let call = acquire_call(&ACQUIRE, Reply::is_nil, undo_sent, &[name], attempt_key)
         .arg(lease_ms)
         .arg(holder);
+    // ARGV[3] and ARGV[4] (the queue's) come before the record's keep time.
+    let call = match attempt_key.and(record_keep_beyond_lease(backend, lease_ms)) {
+        Some(keep_ms) => call.arg("first").arg("").arg(keep_ms),
+        None => call,
+    };
     run_as(backend, &call, acquire_outcome)
+}
+
+/// How long an acquire's attempt record must be kept on `backend` when
+/// that is longer than the lease `lease_ms` (the record's TTL otherwise):
+/// until every copy of the acquire's request is past its window (see
+/// [`record_keep_ms`]), so that a copy the network held back finds the
+/// record (and is refused, or sees its own hold) instead of taking a hold
+/// nobody knows of. `None` (the common case: a watchdog's 30 s lease) adds
+/// no argument to the call.
+///
+/// A hold that lasts longer than its record (a watchdog's, renewed) needs
+/// none by then: every copy of its acquire is past its window and refused
+/// there, and its release writes the outcome under the record's key anew.
+pub(crate) fn record_keep_beyond_lease<B: LockBackend + ?Sized>(
+    backend: &B,
+    lease_ms: i64,
+) -> Option<i64> {
+    Some(record_keep_ms(backend, lease_ms)).filter(|keep_ms| *keep_ms > lease_ms)
 }
 
 /// What [`undo_acquire`] did.
@@ -268,8 +294,9 @@ pub enum Undo {
 
 /// Undoes exactly the hold that the [`acquire_recorded`] (or
 /// [`fenced_acquire_recorded`]) call with `attempt_key` took, if it took one, and nothing else; marks the attempt
-/// undone (for `lease_ms`), so that if its request arrives later still it
-/// is refused. Idempotent.
+/// undone (for `lease_ms`, or longer: until every copy of its request is
+/// past its window), so that if its request arrives later still it is
+/// refused. Idempotent.
 ///
 /// # Errors
 /// A store failure; `InvalidArgument` for a bad lease.
@@ -295,7 +322,8 @@ pub fn undo_acquire<B: LockBackend + ?Sized>(
     attempt_key: &str,
 ) -> Result<Undo> {
     check_ms("lease", lease_ms)?;
-    let call = undo_call(name, channel, holder, lease_ms, attempt_key);
+    let keep_ms = record_keep_ms(backend, lease_ms);
+    let call = undo_call(name, channel, holder, keep_ms, attempt_key);
     run_as(backend, &call, undo_outcome)
 }
 
@@ -393,8 +421,8 @@ pub fn fenced_acquire<B: LockBackend + ?Sized>(
 }
 
 /// As [`fenced_acquire`] (which is this with no record), and with
-/// `attempt_key` records the attempt under it (`{name}:redisync_attempt:<id>`, one fresh id per attempt, the lease as
-/// TTL) when it takes a hold, as [`acquire_recorded`] does: the record
+/// `attempt_key` records the attempt under it (`{name}:redisync_attempt:<id>`, one fresh id per attempt, kept as
+/// long as [`acquire_recorded`] keeps it) when it takes a hold, as [`acquire_recorded`] does: the record
 /// holds the token it took. [`undo_acquire`] with the same key then removes
 /// exactly that hold (the token stays spent: tokens only grow). The same
 /// call sent again (its reply lost) takes no second hold and returns the
@@ -432,6 +460,10 @@ pub fn fenced_acquire_recorded<B: LockBackend + ?Sized>(
     )
     .arg(lease_ms)
     .arg(holder);
+    let call = match attempt_key.and(record_keep_beyond_lease(backend, lease_ms)) {
+        Some(keep_ms) => call.arg(keep_ms),
+        None => call,
+    };
     let reply = run(backend, &call)?;
     let operation = FENCED_ACQUIRE.operation();
     let pttl = int(super::part(&reply, 0, operation)?, operation)?;

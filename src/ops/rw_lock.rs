@@ -7,8 +7,8 @@ use std::time::Duration;
 
 use super::lock::{Acquire, Release, Undo, acquire_outcome, release_outcome, undo_outcome};
 use super::{
-    ROLLBACK_LATCH_MS, acquire_call, any_one, is_one, is_some, part, rollback_latch, run, run_as,
-    script, sent_lease, undo_script_call,
+    ROLLBACK_LATCH_MS, acquire_call, any_one, is_one, is_some, part, record_keep_ms,
+    rollback_latch, run, run_as, script, sent_lease, undo_script_call,
 };
 use crate::backend::{Effect, LockBackend, Reply, Resend, ScriptCall};
 use crate::error::check_ms;
@@ -110,23 +110,23 @@ impl RwLockState {
 }
 
 script!(
-    /// KEYS lock, timeout prefix; ARGV lease ms, holder, write field. nil =
-    /// acquired, else PTTL.
+    /// KEYS lock, timeout prefix [, record]; ARGV lease ms, holder, write
+    /// field [, record keep ms]. nil = acquired, else PTTL.
     READ_ACQUIRE = "read_lock_acquire", "read lock acquire", after "window_prelude", after "args_prelude"
 );
 script!(
-    /// KEYS lock; ARGV lease ms, write field, read field. nil = acquired,
-    /// -3 = the caller reads, else PTTL.
+    /// KEYS lock [, record]; ARGV lease ms, write field, read field [,
+    /// record keep ms]. nil = acquired, -3 = the caller reads, else PTTL.
     WRITE_ACQUIRE = "write_lock_acquire", "write lock acquire", after "window_prelude", after "args_prelude"
 );
 script!(
-    /// KEYS lock, channel, timeout prefix, key prefix, latch; ARGV message,
-    /// holder, latch ms. nil/0/1.
+    /// KEYS lock, channel, timeout prefix, key prefix, latch (or the hold's
+    /// attempt record); ARGV message, holder, latch ms. nil/0/1.
     READ_RELEASE = "read_lock_release", "read lock release", after "window_prelude", after "args_prelude", after "read_lock_prelude"
 );
 script!(
-    /// KEYS lock, channel, latch; ARGV message, lease ms, write field, latch
-    /// ms. nil/0/1.
+    /// KEYS lock, channel, latch (or the hold's attempt record); ARGV
+    /// message, lease ms, write field, latch ms. nil/0/1.
     WRITE_RELEASE = "write_lock_release", "write lock release", after "window_prelude", after "args_prelude", after "write_lock_prelude"
 );
 script!(
@@ -195,8 +195,8 @@ pub fn read_acquire<B: LockBackend + ?Sized>(
 }
 
 /// As [`read_acquire`] (which is this with no record), and with
-/// `attempt_key` records the attempt under it (`{name}:redisync_attempt:<id>`, one fresh id per attempt, the lease as
-/// TTL) when it takes a hold: the number of the read hold it took.
+/// `attempt_key` records the attempt under it (`{name}:redisync_attempt:<id>`, one fresh id per attempt, kept the lease
+/// or, if longer, until every copy of the request is past its window) when it takes a hold: the number of the read hold it took.
 /// [`read_undo_acquire`] with the same key then removes exactly that hold.
 /// The same call sent again (its reply lost) takes no second hold; once
 /// undone, it is refused.
@@ -238,15 +238,32 @@ pub fn read_acquire_recorded<B: LockBackend + ?Sized>(
     .arg(lease_ms)
     .arg(keys.holder)
     .arg(keys.write_field);
+    let call = with_record_keep(backend, call, lease_ms, attempt_key);
     run_as(backend, &call, acquire_outcome)
+}
+
+/// An acquire call with `attempt_key` and its record's keep time (ARGV[4])
+/// when that is longer than the lease: the record outlives every copy's
+/// window (see [`super::lock::record_keep_beyond_lease`]).
+fn with_record_keep<'a, B: LockBackend + ?Sized>(
+    backend: &B,
+    call: ScriptCall<'a>,
+    lease_ms: i64,
+    attempt_key: Option<&str>,
+) -> ScriptCall<'a> {
+    match attempt_key.and(super::lock::record_keep_beyond_lease(backend, lease_ms)) {
+        Some(keep_ms) => call.arg(keep_ms),
+        None => call,
+    }
 }
 
 /// Undoes exactly the read hold that the [`read_acquire_recorded`] call
 /// with `attempt_key` took, if it took one, and nothing else, leaving the
 /// lock as a release of that hold would (its read-hold key gone, the
 /// others keeping their own expiries, the unlock published if the lock is
-/// now free); marks the attempt undone (for `lease_ms`), so that if its
-/// request arrives later still it is refused. Idempotent.
+/// now free); marks the attempt undone (for `lease_ms`, or longer: until
+/// every copy of its request is past its window), so that if its request
+/// arrives later still it is refused. Idempotent.
 ///
 /// # Errors
 /// A store failure; `InvalidArgument` for a bad lease.
@@ -275,7 +292,7 @@ pub fn read_undo_acquire<B: LockBackend + ?Sized>(
     attempt_key: &str,
 ) -> Result<Undo> {
     check_ms("lease", lease_ms)?;
-    let call = read_undo_call(keys, lease_ms, attempt_key);
+    let call = read_undo_call(keys, record_keep_ms(backend, lease_ms), attempt_key);
     run_as(backend, &call, undo_outcome)
 }
 
@@ -350,8 +367,8 @@ pub fn write_acquire<B: LockBackend + ?Sized>(
 }
 
 /// As [`write_acquire`] (which is this with no record), and with
-/// `attempt_key` records the attempt under it (`{name}:redisync_attempt:<id>`, one fresh id per attempt, the lease as
-/// TTL) when it takes a hold. [`write_undo_acquire`] with the same key then
+/// `attempt_key` records the attempt under it (`{name}:redisync_attempt:<id>`, one fresh id per attempt, kept the lease
+/// or, if longer, until every copy of the request is past its window) when it takes a hold. [`write_undo_acquire`] with the same key then
 /// removes exactly that hold. The same call sent again (its reply lost)
 /// takes no second hold; once undone, it is refused.
 ///
@@ -392,6 +409,7 @@ pub fn write_acquire_recorded<B: LockBackend + ?Sized>(
     .arg(lease_ms)
     .arg(keys.write_field)
     .arg(keys.holder);
+    let call = with_record_keep(backend, call, lease_ms, attempt_key);
     let reply = run(backend, &call)?;
     if reply.as_int() == Some(CALLER_READS) {
         return Err(crate::error::read_to_write_upgrade(keys.name));
@@ -403,8 +421,9 @@ pub fn write_acquire_recorded<B: LockBackend + ?Sized>(
 /// with `attempt_key` took, if it took one, and nothing else; on the last
 /// write hold the lock is released (or left to the holder's own read holds)
 /// and the read-unlock published, as [`write_release`] does. Marks the
-/// attempt undone (for `lease_ms`), so that if its request arrives later
-/// still it is refused. Idempotent.
+/// attempt undone (for `lease_ms`, or longer: until every copy of its
+/// request is past its window), so that if its request arrives later still
+/// it is refused. Idempotent.
 ///
 /// # Errors
 /// A store failure; `InvalidArgument` for a bad lease.
@@ -435,7 +454,7 @@ pub fn write_undo_acquire<B: LockBackend + ?Sized>(
         keys.name,
         keys.channel,
         keys.write_field,
-        lease_ms,
+        record_keep_ms(backend, lease_ms),
         attempt_key,
     );
     run_as(backend, &call, undo_outcome)
@@ -490,7 +509,10 @@ fn undo_write_sent(call: &ScriptCall<'_>, _: &Reply) -> ScriptCall<'static> {
 
 /// Releases one read hold of `keys.holder`. `Released` when the lock is
 /// now free (and `0` was published on `keys.channel`), `StillHeld` when
-/// other holds remain.
+/// other holds remain. `latch_key`/`latch_ms` as in
+/// [`super::lock::release`]: a fresh key, or the record of the
+/// [`read_acquire_recorded`] call that took the hold, which then keeps the
+/// outcome, so that a late copy of that acquire is refused.
 ///
 /// # Errors
 /// A store failure, a bad latch time, or `Protocol` if the key holds
@@ -515,22 +537,8 @@ pub fn read_release<B: LockBackend + ?Sized>(
     latch_key: &str,
     latch_ms: i64,
 ) -> Result<Release> {
-    read_release_recorded(backend, keys, latch_key, latch_ms, None)
-}
-
-/// [`read_release`], and with `record`, of the hold that the
-/// [`read_acquire_recorded`] call with `record` took: the record is deleted
-/// with the hold.
-pub(crate) fn read_release_recorded<B: LockBackend + ?Sized>(
-    backend: &B,
-    keys: &RwLockKeys<'_>,
-    latch_key: &str,
-    latch_ms: i64,
-    record: Option<&str>,
-) -> Result<Release> {
     check_ms("latch timeout", latch_ms)?;
     let call = read_release_call(keys, latch_key, latch_ms);
-    let call = record.into_iter().fold(call, ScriptCall::key);
     run_as(backend, &call, release_outcome)
 }
 
@@ -553,6 +561,8 @@ fn read_release_call<'a>(
 /// Releases one write hold of `keys.holder`. On the last one the lock is
 /// deleted (or, if the holder also reads, left in read mode) and `1`
 /// (read-unlock: wakes every waiter) is published on `keys.channel`.
+/// `latch_key`/`latch_ms` as in [`read_release`] (the record of the
+/// [`write_acquire_recorded`] call that took the hold may be the latch).
 ///
 /// # Errors
 /// A store failure, a bad lease or latch time, or `Protocol` if the key
@@ -578,20 +588,6 @@ pub fn write_release<B: LockBackend + ?Sized>(
     latch_key: &str,
     latch_ms: i64,
 ) -> Result<Release> {
-    write_release_recorded(backend, keys, lease_ms, latch_key, latch_ms, None)
-}
-
-/// [`write_release`], and with `record`, of the hold that the
-/// [`write_acquire_recorded`] call with `record` took: the record is
-/// deleted with the hold.
-pub(crate) fn write_release_recorded<B: LockBackend + ?Sized>(
-    backend: &B,
-    keys: &RwLockKeys<'_>,
-    lease_ms: i64,
-    latch_key: &str,
-    latch_ms: i64,
-    record: Option<&str>,
-) -> Result<Release> {
     check_ms("lease", lease_ms)?;
     check_ms("latch timeout", latch_ms)?;
     let call = write_release_call(
@@ -602,7 +598,6 @@ pub(crate) fn write_release_recorded<B: LockBackend + ?Sized>(
         latch_key,
         latch_ms,
     );
-    let call = record.into_iter().fold(call, ScriptCall::key);
     run_as(backend, &call, release_outcome)
 }
 
