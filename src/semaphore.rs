@@ -116,12 +116,13 @@ impl Semaphore {
                 format!("must be at most i64::MAX, got {permits}"),
             )
         })?;
-        ops::counter::set_if_absent(
+        ops::counter::set_if_absent_recorded(
             self.core.store(),
             &self.core.name,
             &self.core.channel,
             permits,
             &permits.to_string(),
+            &keys::new_op_record(&self.core.name),
         )
     }
 
@@ -154,9 +155,24 @@ impl Semaphore {
         // connection fault, it counts once. On a Redis Cluster too: while
         // the slot migrates, the recorded script is refused (TRYAGAIN) and
         // retried within the call's bound.
+        // An error settles it (`ops::once`): it did not count, and will not.
         let record = keys::new_op_record(&self.core.name);
-        ops::semaphore::add_recorded(backend, &self.core.name, &self.core.channel, delta, &record)
-            .map(drop)
+        let outcome = ops::semaphore::add_recorded(
+            backend,
+            &self.core.name,
+            &self.core.channel,
+            delta,
+            &record,
+        )
+        .map(drop);
+        ops::once::settled(
+            backend,
+            &record,
+            ops::once::keep_ms(backend),
+            ops::semaphore::ADD.operation(),
+            outcome,
+            |_, _| Ok(()),
+        )
     }
 
     /// Gives back `permits` (a release): exactly once, also when the
@@ -220,7 +236,12 @@ impl Semaphore {
     /// ```
     pub fn delete(&self) -> Result<bool> {
         self.core.check_name()?;
-        ops::semaphore::delete(self.core.store(), &self.core.name)
+        ops::semaphore::delete_keys_recorded(
+            self.core.store(),
+            &self.core.name,
+            None,
+            &keys::new_op_record(&self.core.name),
+        )
     }
 
     /// Blocks until `permits` permits are available and takes them.
@@ -350,7 +371,11 @@ impl Semaphore {
     #[doc(alias = "drainPermits")]
     pub fn drain_permits(&self) -> Result<i64> {
         self.core.check_name()?;
-        ops::semaphore::drain(self.core.store(), &self.core.name)
+        ops::semaphore::drain_recorded(
+            self.core.store(),
+            &self.core.name,
+            &keys::new_op_record(&self.core.name),
+        )
     }
 
     fn acquire_within(&self, permits: u64, wait: Wait) -> Result<Option<SemaphorePermit>> {
