@@ -234,7 +234,7 @@ mod memory {
     //! The same guarantees through `redisync::ops` on a `MemoryBackend`.
 
     use redisync::MemoryBackend;
-    use redisync::backend::Reply;
+    use redisync::backend::{LockBackend, PubSubConnection, Reply, ScriptCall};
     use redisync::ops::{counter, lock, once, semaphore};
 
     fn op(name: &str, id: &str) -> String {
@@ -326,6 +326,73 @@ mod memory {
         .unwrap_err();
         assert!(err.is_connection_error(), "{err}");
         assert_eq!(counter::get(&store, other).unwrap(), 0);
+    }
+
+    /// A store whose first run of `script` fails as a dropped connection
+    /// does: after running it (`ran`: the reply was lost) or before (the
+    /// request never arrived). Everything else runs on `inner`.
+    struct Flaky {
+        inner: MemoryBackend,
+        script: &'static str,
+        ran: bool,
+        failed: std::sync::atomic::AtomicBool,
+    }
+
+    impl LockBackend for Flaky {
+        fn run_script(&self, call: &ScriptCall<'_>) -> redisync::Result<Reply> {
+            use std::sync::atomic::Ordering;
+            if call.script().id() == self.script && !self.failed.swap(true, Ordering::SeqCst) {
+                if self.ran {
+                    self.inner.run_script(call)?;
+                }
+                return Err(redisync::Error::backend("connection reset", true));
+            }
+            self.inner.run_script(call)
+        }
+        fn publish(&self, channel: &str, payload: &str) -> redisync::Result<()> {
+            self.inner.publish(channel, payload)
+        }
+        fn with_pubsub(
+            &self,
+            session: &mut dyn FnMut(&mut dyn PubSubConnection) -> redisync::Result<()>,
+        ) -> redisync::Result<()> {
+            self.inner.with_pubsub(session)
+        }
+    }
+
+    fn flaky(script: &'static str, ran: bool) -> Flaky {
+        Flaky {
+            inner: MemoryBackend::new(),
+            script,
+            ran,
+            failed: std::sync::atomic::AtomicBool::new(false),
+        }
+    }
+
+    #[test]
+    fn a_failed_call_that_acted_returns_its_outcome() {
+        let store = flaky("semaphore_drain", true);
+        let (name, channel) = ("m:lost-reply", "redisson_sc:{m:lost-reply}");
+        semaphore::add(&store, name, channel, 5).unwrap();
+        // The drain ran, its reply was lost: the settle finds its outcome.
+        let record = op(name, "d1");
+        assert_eq!(semaphore::drain_recorded(&store, name, &record).unwrap(), 5);
+        assert_eq!(counter::get(&store, name).unwrap(), 0);
+    }
+
+    #[test]
+    fn a_failed_call_that_did_not_act_never_will() {
+        let store = flaky("lock_force_release", false);
+        let (name, channel) = ("m:never", "redisson_lock__channel:{m:never}");
+        lock::acquire(&store, name, "a:1", 30_000).unwrap();
+        let record = op(name, "f1");
+        let err = lock::force_release_recorded(&store, name, channel, &record).unwrap_err();
+        assert!(err.is_connection_error(), "{err}");
+        assert!(err.to_string().contains("did not act"), "{err}");
+        // Its copy arriving later (same record): refused, the hold stays.
+        let late = lock::force_release_recorded(&store, name, channel, &record).unwrap_err();
+        assert!(late.to_string().contains("late request"), "{late}");
+        assert!(lock::state(&store, name, "a:1").unwrap().locked);
     }
 
     #[test]

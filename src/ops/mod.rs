@@ -211,9 +211,10 @@ fn script_error(operation: &str, text: &str) -> Error {
     let (code, detail) = text.split_once(' ').unwrap_or((text, ""));
     match code {
         // `lua/window_prelude.lua`: it arrived after its caller gave up on
-        // it and wrote nothing. A failed round trip, as a timeout is.
+        // it and wrote nothing; or `lua/op_record_prelude.lua`: its call was
+        // settled as not done. A failed round trip, as a timeout is.
         "ERR" if detail.starts_with("late request") => Error::backend(
-            format!("{operation}: the request reached the server after its window: {detail}"),
+            format!("{operation}: the server refused the request as late: {detail}"),
             true,
         ),
         // `ERR invalid lease: ...`: the scripts' own refusal of an argument,

@@ -116,7 +116,16 @@ pub(crate) fn settled<B: LockBackend + ?Sized, T>(
         }
         std::thread::sleep(pause);
         match settle_kept(backend, record, keep) {
-            Ok(None) => return Err(err),
+            Ok(None) => {
+                return Err(Error::backend_caused_by(
+                    format!(
+                        "{operation}: failed, and settled: it did not act and will not \
+                         (every copy of it still on the way is refused)"
+                    ),
+                    err,
+                    true,
+                ));
+            }
             Ok(Some(reply)) => return read(&reply, operation),
             Err(settle_err) if settle_err.is_connection_error() => failure = Some(settle_err),
             Err(settle_err) => {
