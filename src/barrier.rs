@@ -219,7 +219,11 @@ impl Barrier {
     /// ```
     pub fn delete(&self) -> Result<bool> {
         self.core.check_name()?;
-        ops::barrier::delete(self.core.store(), &self.core.name)
+        ops::barrier::delete_recorded(
+            self.core.store(),
+            &self.core.name,
+            &keys::new_op_record(&self.core.name),
+        )
     }
 
     fn wait_within(&self, wait: Wait) -> Result<Option<u64>> {

@@ -531,13 +531,18 @@ impl LockKeys {
     }
 
     pub(crate) fn force_release(&self, backend: &dyn LockBackend) -> Result<bool> {
+        // Once (`ops::once`): a resent or late copy never deletes a later hold.
+        let record = keys::new_op_record(&self.name);
         match self.flavor {
             Flavor::Reentrant | Flavor::Fenced => {
-                ops::lock::force_release(backend, &self.name, &self.channel())
+                ops::lock::force_release_recorded(backend, &self.name, &self.channel(), &record)
             }
-            Flavor::Fair => {
-                ops::fair_lock::force_release(backend, &self.fair(), crate::clock::wall_clock_ms())
-            }
+            Flavor::Fair => ops::fair_lock::force_release_recorded(
+                backend,
+                &self.fair(),
+                crate::clock::wall_clock_ms(),
+                &record,
+            ),
             Flavor::Read | Flavor::Write => {
                 let mode = if self.flavor == Flavor::Read {
                     RwMode::Read
@@ -545,7 +550,7 @@ impl LockKeys {
                     RwMode::Write
                 };
                 let nobody = self.holder(String::new());
-                ops::rw_lock::force_release(backend, &self.rw(&nobody), mode)
+                ops::rw_lock::force_release_recorded(backend, &self.rw(&nobody), mode, &record)
             }
         }
     }
@@ -558,7 +563,11 @@ impl LockKeys {
     /// queued waiter.
     pub(crate) fn delete(&self, backend: &dyn LockBackend) -> Result<bool> {
         match self.flavor {
-            Flavor::Fair => ops::fair_lock::delete(backend, &self.fair()),
+            Flavor::Fair => ops::fair_lock::delete_recorded(
+                backend,
+                &self.fair(),
+                &keys::new_op_record(&self.name),
+            ),
             Flavor::Reentrant | Flavor::Fenced | Flavor::Read | Flavor::Write => {
                 self.force_release(backend)
             }
@@ -569,7 +578,7 @@ impl LockKeys {
     /// read-hold keys, waking every waiter (the read/write flavors only).
     pub(crate) fn delete_rw(&self, backend: &dyn LockBackend) -> Result<bool> {
         let nobody = self.holder(String::new());
-        ops::rw_lock::delete(backend, &self.rw(&nobody))
+        ops::rw_lock::delete_recorded(backend, &self.rw(&nobody), &keys::new_op_record(&self.name))
     }
 
     /// The lock's state as this flavor sees it: a read or write half counts

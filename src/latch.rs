@@ -110,12 +110,13 @@ impl CountDownLatch {
     pub fn try_set_count(&self, count: u64) -> Result<bool> {
         self.core.check_name()?;
         let count = crate::counting::permit_count("count", count)?;
-        ops::counter::set_if_absent(
+        ops::counter::set_if_absent_recorded(
             self.core.store(),
             &self.core.name,
             &self.core.channel,
             count,
             keys::LATCH_NEW_COUNT_MESSAGE,
+            &keys::new_op_record(&self.core.name),
         )
     }
 
@@ -238,7 +239,12 @@ impl CountDownLatch {
     /// ```
     pub fn delete(&self) -> Result<bool> {
         self.core.check_name()?;
-        ops::latch::delete(self.core.store(), &self.core.name, &self.core.channel)
+        ops::latch::delete_recorded(
+            self.core.store(),
+            &self.core.name,
+            &self.core.channel,
+            &keys::new_op_record(&self.core.name),
+        )
     }
 
     fn wait_within(&self, wait: Wait) -> Result<Option<()>> {

@@ -170,7 +170,12 @@ impl PermitExpirableSemaphore {
     /// ```
     pub fn delete(&self) -> Result<bool> {
         self.core.check_name()?;
-        ops::semaphore::delete_keys(self.core.store(), &self.core.name, Some(&self.leases))
+        ops::semaphore::delete_keys_recorded(
+            self.core.store(),
+            &self.core.name,
+            Some(&self.leases),
+            &keys::new_op_record(&self.core.name),
+        )
     }
 
     /// Sets the number of permits if it has not been set yet; returns
@@ -585,11 +590,12 @@ impl PermitExpirableSemaphore {
                 format!("must be at most i64::MAX, got {permits}"),
             )
         })?;
-        ops::expirable::set_permits(
+        ops::expirable::set_permits_recorded(
             self.core.store(),
             &self.keys(),
             total,
             crate::clock::wall_clock_ms(),
+            &keys::new_op_record(&self.core.name),
         )?;
         Ok(())
     }

@@ -116,12 +116,13 @@ impl Semaphore {
                 format!("must be at most i64::MAX, got {permits}"),
             )
         })?;
-        ops::counter::set_if_absent(
+        ops::counter::set_if_absent_recorded(
             self.core.store(),
             &self.core.name,
             &self.core.channel,
             permits,
             &permits.to_string(),
+            &keys::new_op_record(&self.core.name),
         )
     }
 
@@ -132,7 +133,10 @@ impl Semaphore {
     /// minute), so the store may send it again after a connection fault
     /// without counting twice. Unlike
     /// [`release`](Self::release), a failed add is not sent again in the
-    /// background.
+    /// background: it is settled (see [`ops::once`](crate::ops::once)), so
+    /// its error means it did not count and will not (or, when the server
+    /// cannot be reached to settle it, the error says its outcome is
+    /// unknown).
     ///
     /// # Errors
     /// As [`try_set_permits`](Self::try_set_permits), and `Protocol` if the
@@ -154,9 +158,24 @@ impl Semaphore {
         // connection fault, it counts once. On a Redis Cluster too: while
         // the slot migrates, the recorded script is refused (TRYAGAIN) and
         // retried within the call's bound.
+        // An error settles it (`ops::once`): it did not count, and will not.
         let record = keys::new_op_record(&self.core.name);
-        ops::semaphore::add_recorded(backend, &self.core.name, &self.core.channel, delta, &record)
-            .map(drop)
+        let outcome = ops::semaphore::add_recorded(
+            backend,
+            &self.core.name,
+            &self.core.channel,
+            delta,
+            &record,
+        )
+        .map(drop);
+        ops::once::settled(
+            backend,
+            &record,
+            ops::once::keep_ms(backend),
+            ops::semaphore::ADD.operation(),
+            outcome,
+            |_, _| Ok(()),
+        )
     }
 
     /// Gives back `permits` (a release): exactly once, also when the
@@ -220,7 +239,12 @@ impl Semaphore {
     /// ```
     pub fn delete(&self) -> Result<bool> {
         self.core.check_name()?;
-        ops::semaphore::delete(self.core.store(), &self.core.name)
+        ops::semaphore::delete_keys_recorded(
+            self.core.store(),
+            &self.core.name,
+            None,
+            &keys::new_op_record(&self.core.name),
+        )
     }
 
     /// Blocks until `permits` permits are available and takes them.
@@ -336,6 +360,11 @@ impl Semaphore {
     /// Takes every available permit and returns how many there were. They
     /// are not returned by any guard.
     ///
+    /// Once, whatever the connection does (see
+    /// [`ops::once`](crate::ops::once)): a copy of the call resent or
+    /// delivered late drains nothing more, and its error means it drained
+    /// nothing and will not.
+    ///
     /// # Errors
     /// As [`try_set_permits`](Self::try_set_permits).
     ///
@@ -350,7 +379,11 @@ impl Semaphore {
     #[doc(alias = "drainPermits")]
     pub fn drain_permits(&self) -> Result<i64> {
         self.core.check_name()?;
-        ops::semaphore::drain(self.core.store(), &self.core.name)
+        ops::semaphore::drain_recorded(
+            self.core.store(),
+            &self.core.name,
+            &keys::new_op_record(&self.core.name),
+        )
     }
 
     fn acquire_within(&self, permits: u64, wait: Wait) -> Result<Option<SemaphorePermit>> {

@@ -60,6 +60,10 @@ const PERMITS: [&str; 3] = ["01", "02", "0a0b"];
 /// repeats and undone calls come up; `None`: an unrecorded call.
 const RECORDS: [Option<&str>; 3] = [None, Some("r1"), Some("r2")];
 
+/// Op-record ids of the writes that act once (`ops::once`), apart from
+/// the counting calls' so that a repeat finds its own kind of record.
+const ONCE_RECORDS: [Option<&str>; 3] = [None, Some("o1"), Some("o2")];
+
 /// splitmix64: small, seedable, good enough to pick operations.
 struct Rng(u64);
 
@@ -112,6 +116,7 @@ enum Op {
     },
     LockForceRelease {
         name: &'static str,
+        record: Option<&'static str>,
     },
     LockState {
         name: &'static str,
@@ -179,6 +184,12 @@ enum Op {
     CounterSet {
         name: &'static str,
         value: i64,
+        record: Option<&'static str>,
+    },
+    /// Settles a write's op record (`ops::once::settle`).
+    Settle {
+        name: &'static str,
+        record: &'static str,
     },
     CounterGet {
         name: &'static str,
@@ -200,6 +211,7 @@ enum Op {
     },
     SemaphoreDrain {
         name: &'static str,
+        record: Option<&'static str>,
     },
     ExpirableAcquire {
         name: &'static str,
@@ -229,6 +241,7 @@ enum Op {
     },
     LatchDelete {
         name: &'static str,
+        record: Option<&'static str>,
     },
 }
 
@@ -310,7 +323,19 @@ fn generate(rng: &mut Rng, serial: usize) -> Op {
             latch: latch(rng, name, serial),
             latch_ms: if rng.chance(20) { SHORT_MS } else { 5_000 },
         },
-        6 => Op::LockForceRelease { name },
+        6 => {
+            if rng.chance(80) {
+                Op::LockForceRelease {
+                    name,
+                    record: rng.pick(&ONCE_RECORDS),
+                }
+            } else {
+                Op::Settle {
+                    name,
+                    record: rng.pick(&["o1", "o2"]),
+                }
+            }
+        }
         7 => Op::LockState { name, holder },
         8 | 9 => Op::FairAcquire {
             name,
@@ -376,6 +401,7 @@ fn generate(rng: &mut Rng, serial: usize) -> Op {
         21 => Op::CounterSet {
             name,
             value: rng.pick(&[0, 1, 3, -1]),
+            record: rng.pick(&ONCE_RECORDS),
         },
         22 => {
             if rng.chance(50) {
@@ -402,7 +428,10 @@ fn generate(rng: &mut Rng, serial: usize) -> Op {
                     record: rng.pick(&["r1", "r2"]),
                 }
             } else {
-                Op::SemaphoreDrain { name }
+                Op::SemaphoreDrain {
+                    name,
+                    record: rng.pick(&ONCE_RECORDS),
+                }
             }
         }
         24 => {
@@ -441,7 +470,10 @@ fn generate(rng: &mut Rng, serial: usize) -> Op {
                     record: rng.pick(&RECORDS),
                 }
             } else {
-                Op::LatchDelete { name }
+                Op::LatchDelete {
+                    name,
+                    record: rng.pick(&ONCE_RECORDS),
+                }
             }
         }
     }
@@ -548,9 +580,19 @@ fn run<B: LockBackend + ?Sized>(store: &B, op: &Op) -> Out {
                 latch,
                 *latch_ms,
             )?),
-            Op::LockForceRelease { name } => {
-                Out::Flag(ops::lock::force_release(store, name, &channel(name))?)
-            }
+            Op::LockForceRelease { name, record } => Out::Flag(match record {
+                Some(id) => ops::lock::force_release_recorded(
+                    store,
+                    name,
+                    &channel(name),
+                    &op_key(name, id),
+                )?,
+                None => ops::lock::force_release(store, name, &channel(name))?,
+            }),
+            Op::Settle { name, record } => match ops::once::settle(store, &op_key(name, record))? {
+                None => Out::Flag(false),
+                Some(reply) => Out::Int(reply.as_int().unwrap_or(-1)),
+            },
             Op::LockState { name, holder } => {
                 let state = ops::lock::state(store, name, holder)?;
                 Out::State(state.locked, state.hold_count, ms(state.ttl))
@@ -675,13 +717,23 @@ fn run<B: LockBackend + ?Sized>(store: &B, op: &Op) -> Out {
                 let state = ops::rw_lock::state(store, name, &field)?;
                 Out::RwState(state.mode, state.hold_count, ms(state.ttl))
             }
-            Op::CounterSet { name, value } => Out::Flag(ops::counter::set_if_absent(
-                store,
+            Op::CounterSet {
                 name,
-                &sc(name),
-                *value,
-                &value.to_string(),
-            )?),
+                value,
+                record,
+            } => Out::Flag(match record {
+                Some(id) => ops::counter::set_if_absent_recorded(
+                    store,
+                    name,
+                    &sc(name),
+                    *value,
+                    &value.to_string(),
+                    &op_key(name, id),
+                )?,
+                None => {
+                    ops::counter::set_if_absent(store, name, &sc(name), *value, &value.to_string())?
+                }
+            }),
             Op::CounterGet { name } => Out::Int(ops::counter::get(store, name)?),
             Op::SemaphoreAdd {
                 name,
@@ -714,7 +766,10 @@ fn run<B: LockBackend + ?Sized>(store: &B, op: &Op) -> Out {
                 *permits,
                 &op_key(name, record),
             )?),
-            Op::SemaphoreDrain { name } => Out::Int(ops::semaphore::drain(store, name)?),
+            Op::SemaphoreDrain { name, record } => Out::Int(match record {
+                Some(id) => ops::semaphore::drain_recorded(store, name, &op_key(name, id))?,
+                None => ops::semaphore::drain(store, name)?,
+            }),
             Op::ExpirableUndo {
                 name,
                 permit,
@@ -785,9 +840,15 @@ fn run<B: LockBackend + ?Sized>(store: &B, op: &Op) -> Out {
                 )?,
                 None => ops::latch::count_down(store, name, &latch_channel(name))?,
             }),
-            Op::LatchDelete { name } => {
-                Out::Flag(ops::latch::delete(store, name, &latch_channel(name))?)
-            }
+            Op::LatchDelete { name, record } => Out::Flag(match record {
+                Some(id) => ops::latch::delete_recorded(
+                    store,
+                    name,
+                    &latch_channel(name),
+                    &op_key(name, id),
+                )?,
+                None => ops::latch::delete(store, name, &latch_channel(name))?,
+            }),
         })
     })();
     result.unwrap_or_else(|err| Out::Failed(failure(&err)))

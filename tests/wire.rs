@@ -1400,8 +1400,8 @@ fn semaphore_is_a_string_count_and_releases_publish_the_new_count() {
         let records: Vec<String> = query(&mut raw, &["KEYS", &pattern]);
         assert_eq!(
             records.len(),
-            8,
-            "{name}: 3 acquires (2 took), 5 releases and adds: {records:?}"
+            11,
+            "{name}: 3 acquires (2 took), 5 releases and adds, 2 sets and a drain: {records:?}"
         );
         for record in &records {
             let ttl = pttl(&mut raw, record);
@@ -1414,6 +1414,11 @@ fn semaphore_is_a_string_count_and_releases_publish_the_new_count() {
         // `0`: the acquire that found too few (a late copy of it takes nothing).
         assert_eq!(values.iter().filter(|v| *v == "0").count(), 1, "{values:?}");
         assert_eq!(values.iter().filter(|v| *v == "1").count(), 7, "{values:?}");
+        // The writes that act once (`ops::once`) keep their outcome: the
+        // set that set (`i1`), the one that did not (`i0`), the drain (`s2`).
+        for outcome in ["i1", "i0", "s2"] {
+            assert!(values.iter().any(|v| v == outcome), "{outcome}: {values:?}");
+        }
         for record in records {
             query::<i64>(&mut raw, &["DEL", &record]);
         }

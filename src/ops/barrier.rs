@@ -12,7 +12,7 @@
 //! | `{name}:redisync_op:<op id>` | string | the generation the arrival joined, `w` once withdrawn | [`RECORD_MS`](super::semaphore::RECORD_MS) |
 //! | channel `redisync_barrier:{name}` | pub/sub | `0` when a generation completes | |
 
-use super::{always, int, part, run, run_as, script};
+use super::{always, int, part, run, script};
 use crate::backend::{Effect, LockBackend, Reply, Resend, ScriptCall};
 use crate::{Error, Result};
 
@@ -33,7 +33,7 @@ script!(
 );
 script!(
     /// KEYS barrier. 1 = deleted (no arrival waited).
-    DELETE = "barrier_delete", "barrier delete", after "window_prelude"
+    DELETE = "barrier_delete", "barrier delete", after "window_prelude", after "args_prelude", after "op_record_prelude"
 );
 
 /// The message that opens a generation: the latch's zero, so waiters wake
@@ -252,8 +252,32 @@ pub fn still_waiting<B: LockBackend + ?Sized>(
 /// # Ok::<(), redisync::Error>(())
 /// ```
 pub fn delete<B: LockBackend + ?Sized>(backend: &B, name: &str) -> Result<bool> {
+    delete_with(backend, name, None)
+}
+
+/// As [`delete`], once (see [`super::once`]): with `record`
+/// (`{name}:redisync_op:<op id>`, one fresh id per call) a copy arriving
+/// after the call acted returns its first outcome and deletes nothing (not the generations counted since); a call
+/// that fails with its outcome unknown is settled, so its error means it
+/// did not and will not act.
+/// # Errors
+/// As [`delete`]; a connection error for a call settled as not done, or
+/// whose outcome stays unknown (the message says so).
+pub fn delete_recorded<B: LockBackend + ?Sized>(
+    backend: &B,
+    name: &str,
+    record: &str,
+) -> Result<bool> {
+    delete_with(backend, name, Some(record))
+}
+
+fn delete_with<B: LockBackend + ?Sized>(
+    backend: &B,
+    name: &str,
+    record: Option<&str>,
+) -> Result<bool> {
     let call = ScriptCall::new(&DELETE, Resend::Harmless, Effect::Change(super::is_one)).key(name);
-    run_as(backend, &call, super::flag)
+    super::once::run_once(backend, call, record, super::flag)
 }
 
 /// A non-negative count of a reply (a script reads a corrupt field as -1).

@@ -3,13 +3,14 @@
 //! (`RCountDownLatch`). Setting it once and reading it are the same for
 //! both.
 
-use super::{counter_value, is_one, run, run_as, script};
+use super::{counter_value, is_one, run, script};
 use crate::Result;
 use crate::backend::{Effect, LockBackend, Resend, ScriptCall};
 
 script!(
-    /// KEYS counter, channel; ARGV value, message. 1 = set.
-    SET_IF_ABSENT = "counter_set_if_absent", "counter set", after "window_prelude", after "args_prelude"
+    /// KEYS counter, channel[, op record]; ARGV value, message[, record
+    /// ms]. 1 = set.
+    SET_IF_ABSENT = "counter_set_if_absent", "counter set", after "window_prelude", after "args_prelude", after "op_record_prelude"
 );
 script!(
     /// KEYS counter. Its value, nil when absent.
@@ -37,12 +38,53 @@ pub fn set_if_absent<B: LockBackend + ?Sized>(
     value: i64,
     message: &str,
 ) -> Result<bool> {
+    set_if_absent_with(backend, name, channel, value, message, None)
+}
+
+/// As [`set_if_absent`], once (see [`super::once`]): with `record`
+/// (`{name}:redisync_op:<op id>`, one fresh id per call) a copy arriving
+/// after the call acted returns its first outcome and sets nothing (not after a delete); a call
+/// that fails with its outcome unknown is settled, so its error means it
+/// did not and will not act.
+/// # Errors
+/// As [`set_if_absent`]; a connection error for a call settled as not done, or
+/// whose outcome stays unknown (the message says so).
+///
+/// ```
+/// use redisync::ops::counter::{get, set_if_absent_recorded};
+/// let (store, channel) = (redisync::MemoryBackend::new(), "redisson_sc:{doc:count-rec}");
+/// let op = "{doc:count-rec}:redisync_op:s1";
+/// assert!(set_if_absent_recorded(&store, "doc:count-rec", channel, 3, "3", op)?);
+/// redisync::ops::semaphore::delete(&store, "doc:count-rec")?;
+/// assert!(set_if_absent_recorded(&store, "doc:count-rec", channel, 3, "3", op)?); // sent again
+/// assert_eq!(get(&store, "doc:count-rec")?, 0); // not set again after the delete
+/// # Ok::<(), redisync::Error>(())
+/// ```
+pub fn set_if_absent_recorded<B: LockBackend + ?Sized>(
+    backend: &B,
+    name: &str,
+    channel: &str,
+    value: i64,
+    message: &str,
+    record: &str,
+) -> Result<bool> {
+    set_if_absent_with(backend, name, channel, value, message, Some(record))
+}
+
+fn set_if_absent_with<B: LockBackend + ?Sized>(
+    backend: &B,
+    name: &str,
+    channel: &str,
+    value: i64,
+    message: &str,
+    record: Option<&str>,
+) -> Result<bool> {
     let call = ScriptCall::new(&SET_IF_ABSENT, Resend::Harmless, Effect::Change(is_one))
         .key(name)
         .key(channel)
         .arg(value)
         .arg(message);
-    run_as(backend, &call, super::flag)
+    super::once::run_once(backend, call, record, super::flag)
 }
 
 /// Reads counter `name` (0 when absent).

@@ -60,8 +60,9 @@ script!(
     UPDATE_LEASE = "expirable_update_lease", "expirable semaphore update lease", after "window_prelude", after "args_prelude", after "expirable_prelude"
 );
 script!(
-    /// KEYS available, leases, channel; ARGV total, now ms. The available permits.
-    SET_PERMITS = "expirable_set_permits", "expirable semaphore set permits", after "window_prelude", after "args_prelude", after "expirable_prelude"
+    /// KEYS available, leases, channel[, op record]; ARGV total, now ms[,
+    /// record ms]. The available permits.
+    SET_PERMITS = "expirable_set_permits", "expirable semaphore set permits", after "window_prelude", after "args_prelude", after "op_record_prelude", after "expirable_prelude"
 );
 
 /// The lease end recorded for a permit taken without a lease: Redisson's
@@ -502,6 +503,35 @@ pub fn set_permits<B: LockBackend + ?Sized>(
     permits: i64,
     now_ms: i64,
 ) -> Result<i64> {
+    set_permits_with(backend, keys, permits, now_ms, None)
+}
+
+/// As [`set_permits`], once (see [`super::once`]): with `record`
+/// (`{name}:redisync_op:<op id>`, one fresh id per call) a copy arriving
+/// after the call acted returns its first outcome and sets nothing (not
+/// over a count changed since); a call that fails with its outcome
+/// unknown is settled, so its error means it did not and will not act.
+///
+/// # Errors
+/// As [`set_permits`]; a connection error for a call settled as not done,
+/// or whose outcome stays unknown (the message says so).
+pub fn set_permits_recorded<B: LockBackend + ?Sized>(
+    backend: &B,
+    keys: &ExpirableKeys<'_>,
+    permits: i64,
+    now_ms: i64,
+    record: &str,
+) -> Result<i64> {
+    set_permits_with(backend, keys, permits, now_ms, Some(record))
+}
+
+fn set_permits_with<B: LockBackend + ?Sized>(
+    backend: &B,
+    keys: &ExpirableKeys<'_>,
+    permits: i64,
+    now_ms: i64,
+    record: Option<&str>,
+) -> Result<i64> {
     if permits < 0 {
         return Err(Error::invalid(
             "permits",
@@ -519,5 +549,6 @@ pub fn set_permits<B: LockBackend + ?Sized>(
     .key(keys.channel)
     .arg(permits)
     .arg(now_ms);
-    counter_value(keys.name, &run(backend, &call)?, SET_PERMITS.operation())
+    let reply = super::once::run_once(backend, call, record, |reply, _| Ok(reply.clone()))?;
+    counter_value(keys.name, &reply, SET_PERMITS.operation())
 }

@@ -149,12 +149,12 @@ script!(
 script!(
     /// KEYS lock, queue, slots, channel prefix; ARGV message, now ms. 1 =
     /// existed.
-    FORCE_RELEASE = "fair_lock_force_release", "fair lock force release", after "window_prelude", after "args_prelude", after "fair_lock_prelude"
+    FORCE_RELEASE = "fair_lock_force_release", "fair lock force release", after "window_prelude", after "args_prelude", after "op_record_prelude", after "fair_lock_prelude"
 );
 script!(
     /// KEYS lock, queue, slots, channel prefix; ARGV message. 1 = any
     /// existed.
-    DELETE = "fair_lock_delete", "fair lock delete", after "window_prelude"
+    DELETE = "fair_lock_delete", "fair lock delete", after "window_prelude", after "args_prelude", after "op_record_prelude"
 );
 
 /// Acquires or re-enters fair lock `keys.name` for `holder`, in queue
@@ -590,12 +590,55 @@ pub fn force_release<B: LockBackend + ?Sized>(
     keys: &FairLockKeys<'_>,
     now_ms: i64,
 ) -> Result<bool> {
+    force_release_with(backend, keys, now_ms, None)
+}
+
+/// As [`force_release`], once (see [`super::once`]): with `record`
+/// (`{name}:redisync_op:<op id>`, one fresh id per call) a copy arriving
+/// after the call acted returns its first outcome and deletes nothing; a
+/// call that fails with its outcome unknown is settled.
+///
+/// # Errors
+/// As [`force_release`]; a connection error for a call settled as not
+/// done, or whose outcome stays unknown (the message says so).
+///
+/// ```
+/// use redisync::ops::fair_lock::{self, FairLockKeys};
+/// let keys = FairLockKeys {
+///     name: "doc:fair-force-rec",
+///     queue: "redisson_lock_queue:{doc:fair-force-rec}",
+///     timeouts: "redisson_lock_timeout:{doc:fair-force-rec}",
+///     channel_prefix: "redisson_lock__channel:{doc:fair-force-rec}",
+/// };
+/// let (store, now, op) = (redisync::MemoryBackend::new(), 1_700_000_000_000, "{doc:fair-force-rec}:redisync_op:f1");
+/// fair_lock::acquire(&store, &keys, "c1:1", 30_000, 5_000, now, true)?;
+/// assert!(fair_lock::force_release_recorded(&store, &keys, now, op)?);
+/// fair_lock::acquire(&store, &keys, "c2:1", 30_000, 5_000, now, true)?;
+/// assert!(fair_lock::force_release_recorded(&store, &keys, now, op)?); // sent again: c2 keeps it
+/// assert!(redisync::ops::lock::state(&store, keys.name, "c2:1")?.locked);
+/// # Ok::<(), redisync::Error>(())
+/// ```
+pub fn force_release_recorded<B: LockBackend + ?Sized>(
+    backend: &B,
+    keys: &FairLockKeys<'_>,
+    now_ms: i64,
+    record: &str,
+) -> Result<bool> {
+    force_release_with(backend, keys, now_ms, Some(record))
+}
+
+fn force_release_with<B: LockBackend + ?Sized>(
+    backend: &B,
+    keys: &FairLockKeys<'_>,
+    now_ms: i64,
+    record: Option<&str>,
+) -> Result<bool> {
     check_time_ms("now", now_ms)?;
     let call = ScriptCall::new(&FORCE_RELEASE, Resend::Harmless, Effect::Change(is_one))
         .keyed(keys)
         .arg(UNLOCK_MESSAGE)
         .arg(now_ms);
-    run_as(backend, &call, super::flag)
+    super::once::run_once(backend, call, record, super::flag)
 }
 
 /// Deletes fair lock `keys.name` with its waiter queue and slot deadlines
@@ -622,8 +665,32 @@ pub fn force_release<B: LockBackend + ?Sized>(
 /// # Ok::<(), redisync::Error>(())
 /// ```
 pub fn delete<B: LockBackend + ?Sized>(backend: &B, keys: &FairLockKeys<'_>) -> Result<bool> {
+    delete_recorded_with(backend, keys, None)
+}
+
+/// As [`delete`], once (see [`super::once`]): with `record`
+/// (`{name}:redisync_op:<op id>`, one fresh id per call) a copy arriving
+/// after the call acted returns its first outcome and deletes nothing; a
+/// call that fails with its outcome unknown is settled.
+///
+/// # Errors
+/// As [`delete`]; a connection error for a call settled as not done, or
+/// whose outcome stays unknown (the message says so).
+pub fn delete_recorded<B: LockBackend + ?Sized>(
+    backend: &B,
+    keys: &FairLockKeys<'_>,
+    record: &str,
+) -> Result<bool> {
+    delete_recorded_with(backend, keys, Some(record))
+}
+
+fn delete_recorded_with<B: LockBackend + ?Sized>(
+    backend: &B,
+    keys: &FairLockKeys<'_>,
+    record: Option<&str>,
+) -> Result<bool> {
     let call = ScriptCall::new(&DELETE, Resend::Harmless, Effect::Change(is_one))
         .keyed(keys)
         .arg(UNLOCK_MESSAGE);
-    run_as(backend, &call, super::flag)
+    super::once::run_once(backend, call, record, super::flag)
 }

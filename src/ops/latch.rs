@@ -12,8 +12,9 @@ script!(
     COUNT_DOWN = "latch_count_down", "latch count down", after "window_prelude", after "args_prelude"
 );
 script!(
-    /// KEYS latch, channel; ARGV new-count message. 1 = existed.
-    DELETE = "latch_delete", "latch delete", after "window_prelude"
+    /// KEYS latch, channel[, op record]; ARGV new-count message[, record
+    /// ms]. 1 = existed.
+    DELETE = "latch_delete", "latch delete", after "window_prelude", after "args_prelude", after "op_record_prelude"
 );
 
 /// Counts latch `name` down by one; at zero or below deletes it, and at
@@ -87,9 +88,35 @@ pub fn count_down_recorded<B: LockBackend + ?Sized>(
 /// # Ok::<(), redisync::Error>(())
 /// ```
 pub fn delete<B: LockBackend + ?Sized>(backend: &B, name: &str, channel: &str) -> Result<bool> {
+    delete_with(backend, name, channel, None)
+}
+
+/// As [`delete`], once (see [`super::once`]): with `record`
+/// (`{name}:redisync_op:<op id>`, one fresh id per call) a copy arriving
+/// after the call acted returns its first outcome and deletes nothing (not a count set since); a call
+/// that fails with its outcome unknown is settled, so its error means it
+/// did not and will not act.
+/// # Errors
+/// As [`delete`]; a connection error for a call settled as not done, or
+/// whose outcome stays unknown (the message says so).
+pub fn delete_recorded<B: LockBackend + ?Sized>(
+    backend: &B,
+    name: &str,
+    channel: &str,
+    record: &str,
+) -> Result<bool> {
+    delete_with(backend, name, channel, Some(record))
+}
+
+fn delete_with<B: LockBackend + ?Sized>(
+    backend: &B,
+    name: &str,
+    channel: &str,
+    record: Option<&str>,
+) -> Result<bool> {
     let call = ScriptCall::new(&DELETE, Resend::Harmless, Effect::Change(is_one))
         .key(name)
         .key(channel)
         .arg(LATCH_NEW_COUNT_MESSAGE);
-    run_as(backend, &call, super::flag)
+    super::once::run_once(backend, call, record, super::flag)
 }

@@ -187,8 +187,8 @@ script!(
     RELEASE = "lock_release", "lock release", after "window_prelude", after "args_prelude"
 );
 script!(
-    /// KEYS lock, channel; ARGV message. 1 = existed.
-    FORCE_RELEASE = "lock_force_release", "lock force release", after "window_prelude"
+    /// KEYS lock, channel[, op record]; ARGV message[, record ms]. 1 = existed.
+    FORCE_RELEASE = "lock_force_release", "lock force release", after "window_prelude", after "args_prelude", after "op_record_prelude"
 );
 script!(
     /// KEYS lock; ARGV holder. {exists, hold count, PTTL}.
@@ -699,11 +699,52 @@ pub fn force_release<B: LockBackend + ?Sized>(
     name: &str,
     channel: &str,
 ) -> Result<bool> {
-    let call = ScriptCall::new(&FORCE_RELEASE, Resend::Harmless, Effect::Change(is_one))
+    force_release_with(backend, name, channel, None)
+}
+
+/// As [`force_release`], once (see [`super::once`]): `record`
+/// (`{name}:redisync_op:<op id>`, one fresh id per call) makes a copy of
+/// the call that arrives after it acted return its first outcome and
+/// delete nothing (not the next holder's hold); a call that fails with its
+/// outcome unknown is settled, so its error means it did not and will not
+/// act.
+///
+/// # Errors
+/// As [`force_release`]; a connection error for a call settled as not
+/// done, or whose outcome stays unknown (the message says so).
+///
+/// ```
+/// use redisync::ops::lock;
+/// let store = redisync::MemoryBackend::new();
+/// let (channel, op) = ("redisson_lock__channel:{doc:force-rec}", "{doc:force-rec}:redisync_op:f1");
+/// lock::acquire(&store, "doc:force-rec", "c1:1", 30_000)?;
+/// assert!(lock::force_release_recorded(&store, "doc:force-rec", channel, op)?);
+/// lock::acquire(&store, "doc:force-rec", "c2:1", 30_000)?;
+/// assert!(lock::force_release_recorded(&store, "doc:force-rec", channel, op)?); // sent again
+/// assert_eq!(lock::state(&store, "doc:force-rec", "c2:1")?.hold_count, 1); // c2 still holds it
+/// # Ok::<(), redisync::Error>(())
+/// ```
+pub fn force_release_recorded<B: LockBackend + ?Sized>(
+    backend: &B,
+    name: &str,
+    channel: &str,
+    record: &str,
+) -> Result<bool> {
+    force_release_with(backend, name, channel, Some(record))
+}
+
+fn force_release_with<B: LockBackend + ?Sized>(
+    backend: &B,
+    name: &str,
+    channel: &str,
+    record: Option<&str>,
+) -> Result<bool> {
+    let resend = super::once::resend(record, Resend::Harmless);
+    let call = ScriptCall::new(&FORCE_RELEASE, resend, Effect::Change(is_one))
         .key(name)
         .key(channel)
         .arg(UNLOCK_MESSAGE);
-    run_as(backend, &call, super::flag)
+    super::once::run_once(backend, call, record, super::flag)
 }
 
 /// Reads whether `name` is locked, `holder`'s hold count and the TTL.

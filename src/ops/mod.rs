@@ -41,6 +41,7 @@
 //! | semaphore | `name` | string | available permits (absent = 0, may go negative) | none | `redisson_sc:{name}` | the new permit count (wakes up to that many) |
 //! | permit-expirable semaphore | `name`; `{name}:timeout` | string; zset | available permits; permit id → lease end (ms, client clock) | none | `redisson_sc:{name}` | the new permit count |
 //! | count-down latch | `name` | string | the count (deleted at zero) | none | `redisson_countdownlatch__channel__{name}` | `0` = opened (wakes all), `1` = new count |
+//! | op record (redisync only) | `{name}:redisync_op:<op id>` | string | one call's record: a counting call's `1`; a write that acts once ([`once`]: force release, delete, drain, set permits or count) its outcome (`i<int>`, `s<text>`, `n`), or `u` once settled as not done | a minute, or longer than every copy's window | | |
 //!
 //! Every auxiliary key and channel carries the `{name}` hash tag, so one
 //! primitive's keys share a Redis Cluster slot (see `keys.rs`). The
@@ -59,6 +60,7 @@ pub mod handoff;
 pub mod inspect;
 pub mod latch;
 pub mod lock;
+pub mod once;
 pub mod rw_lock;
 pub mod semaphore;
 
@@ -81,7 +83,7 @@ pub(crate) use script;
 
 /// Every script of every operation (tests check them all).
 #[cfg(test)]
-pub(crate) fn all_scripts() -> [&'static crate::backend::Script; 48] {
+pub(crate) fn all_scripts() -> [&'static crate::backend::Script; 49] {
     [
         &KEY_TYPES,
         &lock::ACQUIRE,
@@ -131,6 +133,7 @@ pub(crate) fn all_scripts() -> [&'static crate::backend::Script; 48] {
         &barrier::WITHDRAW,
         &barrier::STATE,
         &barrier::DELETE,
+        &once::SETTLE,
     ]
 }
 
@@ -208,9 +211,10 @@ fn script_error(operation: &str, text: &str) -> Error {
     let (code, detail) = text.split_once(' ').unwrap_or((text, ""));
     match code {
         // `lua/window_prelude.lua`: it arrived after its caller gave up on
-        // it and wrote nothing. A failed round trip, as a timeout is.
+        // it and wrote nothing; or `lua/op_record_prelude.lua`: its call was
+        // settled as not done. A failed round trip, as a timeout is.
         "ERR" if detail.starts_with("late request") => Error::backend(
-            format!("{operation}: the request reached the server after its window: {detail}"),
+            format!("{operation}: the server refused the request as late: {detail}"),
             true,
         ),
         // `ERR invalid lease: ...`: the scripts' own refusal of an argument,
@@ -484,6 +488,7 @@ mod tests {
             "read_lock_prelude",
             "write_lock_prelude",
             "undo_prelude",
+            "op_record_prelude",
         ];
         let mut files = std::fs::read_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/lua"))
             .unwrap()

@@ -151,11 +151,11 @@ script!(
 );
 script!(
     /// KEYS lock, channel; ARGV mode, message. 1 = deleted.
-    FORCE_RELEASE = "rw_lock_force_release", "read-write lock force release", after "window_prelude"
+    FORCE_RELEASE = "rw_lock_force_release", "read-write lock force release", after "window_prelude", after "args_prelude", after "op_record_prelude"
 );
 script!(
     /// KEYS lock, channel, key prefix; ARGV message. 1 = existed.
-    DELETE = "rw_lock_delete", "read-write lock delete", after "window_prelude"
+    DELETE = "rw_lock_delete", "read-write lock delete", after "window_prelude", after "args_prelude", after "op_record_prelude"
 );
 script!(
     /// KEYS lock; ARGV field. {mode, hold count, PTTL}.
@@ -720,6 +720,32 @@ pub fn force_release<B: LockBackend + ?Sized>(
     keys: &RwLockKeys<'_>,
     mode: RwMode,
 ) -> Result<bool> {
+    force_release_with(backend, keys, mode, None)
+}
+
+/// As [`force_release`], once (see [`super::once`]): with `record`
+/// (`{name}:redisync_op:<op id>`, one fresh id per call) a copy arriving
+/// after the call acted returns its first outcome and deletes nothing; a
+/// call that fails with its outcome unknown is settled.
+///
+/// # Errors
+/// As [`force_release`]; a connection error for a call settled as not
+/// done, or whose outcome stays unknown (the message says so).
+pub fn force_release_recorded<B: LockBackend + ?Sized>(
+    backend: &B,
+    keys: &RwLockKeys<'_>,
+    mode: RwMode,
+    record: &str,
+) -> Result<bool> {
+    force_release_with(backend, keys, mode, Some(record))
+}
+
+fn force_release_with<B: LockBackend + ?Sized>(
+    backend: &B,
+    keys: &RwLockKeys<'_>,
+    mode: RwMode,
+    record: Option<&str>,
+) -> Result<bool> {
     let message = match mode {
         RwMode::Read => UNLOCK_MESSAGE,
         RwMode::Write => READ_UNLOCK_MESSAGE,
@@ -729,7 +755,7 @@ pub fn force_release<B: LockBackend + ?Sized>(
         .key(keys.channel)
         .arg(mode.as_str())
         .arg(message);
-    run_as(backend, &call, super::flag)
+    super::once::run_once(backend, call, record, super::flag)
 }
 
 /// Deletes read-write lock `keys.name` whatever its mode, with every
@@ -754,12 +780,36 @@ pub fn force_release<B: LockBackend + ?Sized>(
 /// # Ok::<(), redisync::Error>(())
 /// ```
 pub fn delete<B: LockBackend + ?Sized>(backend: &B, keys: &RwLockKeys<'_>) -> Result<bool> {
+    delete_with(backend, keys, None)
+}
+
+/// As [`delete`], once (see [`super::once`]): with `record`
+/// (`{name}:redisync_op:<op id>`, one fresh id per call) a copy arriving
+/// after the call acted returns its first outcome and deletes nothing; a
+/// call that fails with its outcome unknown is settled.
+///
+/// # Errors
+/// As [`delete`]; a connection error for a call settled as not done, or
+/// whose outcome stays unknown (the message says so).
+pub fn delete_recorded<B: LockBackend + ?Sized>(
+    backend: &B,
+    keys: &RwLockKeys<'_>,
+    record: &str,
+) -> Result<bool> {
+    delete_with(backend, keys, Some(record))
+}
+
+fn delete_with<B: LockBackend + ?Sized>(
+    backend: &B,
+    keys: &RwLockKeys<'_>,
+    record: Option<&str>,
+) -> Result<bool> {
     let call = ScriptCall::new(&DELETE, Resend::Harmless, Effect::Change(is_one))
         .key(keys.name)
         .key(keys.channel)
         .key(keys.key_prefix)
         .arg(READ_UNLOCK_MESSAGE);
-    run_as(backend, &call, super::flag)
+    super::once::run_once(backend, call, record, super::flag)
 }
 
 /// Reads the lock's mode, the hold count of `field` and the TTL.

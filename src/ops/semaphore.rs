@@ -21,12 +21,14 @@ script!(
     UNDO_ACQUIRE = "semaphore_undo_acquire", "semaphore undo acquire", after "window_prelude", after "args_prelude", after "undo_prelude"
 );
 script!(
-    /// KEYS semaphore. How many were available.
-    DRAIN = "semaphore_drain", "semaphore drain", after "window_prelude"
+    /// KEYS semaphore[, op record]; ARGV [record ms]. How many were
+    /// available.
+    DRAIN = "semaphore_drain", "semaphore drain", after "window_prelude", after "args_prelude", after "op_record_prelude"
 );
 script!(
-    /// KEYS semaphore. 1 = existed.
-    DELETE = "semaphore_delete", "semaphore delete", after "window_prelude"
+    /// KEYS semaphore[, leases][, op record]; ARGV [record ms]. 1 =
+    /// existed.
+    DELETE = "semaphore_delete", "semaphore delete", after "window_prelude", after "args_prelude", after "op_record_prelude"
 );
 
 /// Adds `delta` (may be negative) to semaphore `name`; when `delta` is
@@ -290,6 +292,36 @@ pub fn drain<B: LockBackend + ?Sized>(backend: &B, name: &str) -> Result<i64> {
     counter_value(name, &run(backend, &call)?, DRAIN.operation())
 }
 
+/// As [`drain`], once (see [`super::once`]): with `record`
+/// (`{name}:redisync_op:<op id>`, one fresh id per call) a copy arriving
+/// after the call acted returns its first outcome and takes nothing (not permits released since); a call
+/// that fails with its outcome unknown is settled, so its error means it
+/// did not and will not act.
+/// # Errors
+/// As [`drain`]; a connection error for a call settled as not done, or
+/// whose outcome stays unknown (the message says so).
+///
+/// ```
+/// use redisync::ops::semaphore::{add, drain_recorded};
+/// let (store, channel) = (redisync::MemoryBackend::new(), "redisson_sc:{doc:drain-rec}");
+/// let op = "{doc:drain-rec}:redisync_op:d1";
+/// add(&store, "doc:drain-rec", channel, 5)?;
+/// assert_eq!(drain_recorded(&store, "doc:drain-rec", op)?, 5);
+/// add(&store, "doc:drain-rec", channel, 2)?;
+/// assert_eq!(drain_recorded(&store, "doc:drain-rec", op)?, 5); // sent again: the first outcome
+/// assert_eq!(redisync::ops::counter::get(&store, "doc:drain-rec")?, 2);
+/// # Ok::<(), redisync::Error>(())
+/// ```
+pub fn drain_recorded<B: LockBackend + ?Sized>(
+    backend: &B,
+    name: &str,
+    record: &str,
+) -> Result<i64> {
+    let call = ScriptCall::new(&DRAIN, Resend::Harmless, Effect::Change(always)).key(name);
+    let reply = super::once::run_once(backend, call, Some(record), |reply, _| Ok(reply.clone()))?;
+    counter_value(name, &reply, DRAIN.operation())
+}
+
 /// Deletes semaphore `name` (Redisson's `RSemaphore.delete`), so its
 /// permits can be set again; publishes nothing (no permits, nothing to
 /// wake for). Returns whether it existed.
@@ -328,9 +360,35 @@ pub fn delete_keys<B: LockBackend + ?Sized>(
     name: &str,
     leases: Option<&str>,
 ) -> Result<bool> {
+    delete_keys_with(backend, name, leases, None)
+}
+
+/// As [`delete_keys`], once (see [`super::once`]): with `record`
+/// (`{name}:redisync_op:<op id>`, one fresh id per call) a copy arriving
+/// after the call acted returns its first outcome and deletes nothing (not permits set since); a call
+/// that fails with its outcome unknown is settled, so its error means it
+/// did not and will not act.
+/// # Errors
+/// As [`delete_keys`]; a connection error for a call settled as not done, or
+/// whose outcome stays unknown (the message says so).
+pub fn delete_keys_recorded<B: LockBackend + ?Sized>(
+    backend: &B,
+    name: &str,
+    leases: Option<&str>,
+    record: &str,
+) -> Result<bool> {
+    delete_keys_with(backend, name, leases, Some(record))
+}
+
+fn delete_keys_with<B: LockBackend + ?Sized>(
+    backend: &B,
+    name: &str,
+    leases: Option<&str>,
+    record: Option<&str>,
+) -> Result<bool> {
     let mut call = ScriptCall::new(&DELETE, Resend::Harmless, Effect::Change(is_one)).key(name);
     if let Some(leases) = leases {
         call = call.key(leases);
     }
-    run_as(backend, &call, super::flag)
+    super::once::run_once(backend, call, record, super::flag)
 }
