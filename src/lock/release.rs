@@ -29,6 +29,7 @@ const UNLOCK_LATCH_MS: i64 = 10_000;
 fn latch_ms(backend: &dyn crate::backend::LockBackend) -> i64 {
     ops::record_keep_ms(backend, UNLOCK_LATCH_MS)
 }
+
 /// Pauses between the in-line retries of a release whose reply was lost
 /// (each retry is idempotent: same unlock latch); no retry starts after
 /// [`RELEASE_RETRY_BUDGET`]. What is still not released then is retried in
