@@ -133,7 +133,7 @@ pub fn arrive<B: LockBackend + ?Sized>(
         .key(channel)
         .key(record)
         .arg(i64::from(parties))
-        .arg(super::semaphore::RECORD_MS)
+        .arg(super::semaphore::counting_record_ms(backend))
         .arg(OPEN_MESSAGE);
     let reply = run(backend, &call)?;
     let operation = ARRIVE.operation();
@@ -169,7 +169,7 @@ pub fn withdraw<B: LockBackend + ?Sized>(
     let call = ScriptCall::new(&WITHDRAW, Resend::Harmless, Effect::Change(always))
         .key(name)
         .key(record)
-        .arg(super::semaphore::RECORD_MS);
+        .arg(super::semaphore::counting_record_ms(backend));
     let reply = run(backend, &call)?;
     let operation = WITHDRAW.operation();
     let code = int(part(&reply, 0, operation)?, operation)?;

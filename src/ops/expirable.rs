@@ -226,7 +226,9 @@ pub fn acquire_many_recorded<B: LockBackend + ?Sized>(
     .key(keys.channel);
     call = call.arg(lease_end_ms).arg(now_ms);
     if let Some(record) = record {
-        call = call.key(record).arg(super::semaphore::RECORD_MS);
+        call = call
+            .key(record)
+            .arg(super::semaphore::counting_record_ms(backend));
     }
     for id in permit_ids {
         call = call.arg(*id);
@@ -271,7 +273,7 @@ pub fn undo_acquire<B: LockBackend + ?Sized>(
         .key(keys.channel)
         .key(record)
         .arg(now_ms)
-        .arg(super::semaphore::RECORD_MS);
+        .arg(super::semaphore::counting_record_ms(backend));
     for id in permit_ids {
         call = call.arg(*id);
     }

@@ -71,7 +71,7 @@ pub fn count_down_recorded<B: LockBackend + ?Sized>(
         .key(channel)
         .key(record)
         .arg(LATCH_ZERO_MESSAGE)
-        .arg(super::semaphore::RECORD_MS);
+        .arg(super::semaphore::counting_record_ms(backend));
     run_as(backend, &call, int)
 }
 

@@ -410,7 +410,6 @@ const ROLLBACK_LATCH_MS: i64 = 1_000;
 /// Slack added to the longest window in [`record_keep_ms`]: the in-line
 /// retries of one call under the same id (a release's 300 ms, pauses, the
 /// time between a try's send and its window's start).
-#[allow(dead_code)]
 const RECORD_SLACK_MS: i64 = 5_000;
 
 /// How long a record (an unlock latch, an attempt record, an op record)
@@ -423,7 +422,6 @@ const RECORD_SLACK_MS: i64 = 5_000;
 ///
 /// With a response timeout of 15 s: 2 × 15.025 s + 5 s = 35.05 s, where
 /// a fixed 10 s latch would let a copy held 11 s act again.
-#[allow(dead_code)] // used by the lock kinds once merged
 pub(crate) fn record_keep_ms<B: LockBackend + ?Sized>(backend: &B, floor_ms: i64) -> i64 {
     let Some(timeout) = backend.response_timeout() else {
         return floor_ms;
@@ -474,6 +472,19 @@ mod tests {
         // The default response timeout (3 s): 11.05 s.
         let default = TimedStore(Some(Duration::from_secs(3)));
         assert_eq!(record_keep_ms(&default, 10_000), 11_050);
+    }
+
+    #[test]
+    fn a_counting_record_outlives_the_last_background_resends_window() {
+        // Resent in the background for up to 30 s: the record must still be
+        // there when the last resend's window ends.
+        let default = TimedStore(Some(Duration::from_secs(3)));
+        assert_eq!(semaphore::counting_record_ms(&default), 60_000);
+        let slow = TimedStore(Some(Duration::from_secs(30)));
+        assert_eq!(
+            semaphore::counting_record_ms(&slow),
+            30_000 + 2 * 30_025 + 5_000
+        );
     }
 
     #[test]

@@ -87,7 +87,7 @@ fn add_with<B: LockBackend + ?Sized>(
     delta: i64,
     record: Option<&str>,
 ) -> Result<i64> {
-    let call = add_call(name, channel, delta, record);
+    let call = add_call(name, channel, delta, record, counting_record_ms(backend));
     run_as(backend, &call, int)
 }
 
@@ -101,6 +101,16 @@ fn add_with<B: LockBackend + ?Sized>(
 /// ```
 pub const RECORD_MS: i64 = 60_000;
 
+/// How long a counting call's record is kept on `backend`: [`RECORD_MS`],
+/// or, with a response timeout long enough to need it, the background
+/// resends' horizon (half of it) plus the longest window of the last
+/// resend (see [`record_keep_ms`](super::record_keep_ms)), so that every
+/// copy of the call finds the first one's record inside its window.
+pub(crate) fn counting_record_ms<B: LockBackend + ?Sized>(backend: &B) -> i64 {
+    super::record_keep_ms(backend, RECORD_MS)
+        .max((RECORD_MS / 2).saturating_add(super::record_keep_ms(backend, 0)))
+}
+
 /// The add script's call. It counts: sent again only if it provably
 /// never left, unless `record` makes a repeat return the first outcome.
 fn add_call<'a>(
@@ -108,13 +118,14 @@ fn add_call<'a>(
     channel: &'a str,
     delta: i64,
     record: Option<&'a str>,
+    record_ms: i64,
 ) -> ScriptCall<'a> {
     let call = ScriptCall::new(&ADD, resend(record), Effect::Change(always))
         .key(name)
         .key(channel)
         .arg(delta);
     match record {
-        Some(record) => call.key(record).arg(RECORD_MS),
+        Some(record) => call.key(record).arg(record_ms),
         None => call,
     }
 }
@@ -206,7 +217,7 @@ fn try_acquire_with<B: LockBackend + ?Sized>(
     .key(name)
     .arg(permits);
     let call = match record {
-        Some(record) => call.key(record).arg(RECORD_MS),
+        Some(record) => call.key(record).arg(counting_record_ms(backend)),
         None => call,
     };
     run_as(backend, &call, super::flag)
@@ -241,17 +252,23 @@ pub fn undo_acquire<B: LockBackend + ?Sized>(
     record: &str,
 ) -> Result<bool> {
     check_permits(permits)?;
-    let call = undo_call(name, channel, permits, record);
+    let call = undo_call(name, channel, permits, record, counting_record_ms(backend));
     run_as(backend, &call, super::flag)
 }
 
-fn undo_call<'a>(name: &'a str, channel: &'a str, permits: i64, record: &'a str) -> ScriptCall<'a> {
+fn undo_call<'a>(
+    name: &'a str,
+    channel: &'a str,
+    permits: i64,
+    record: &'a str,
+    record_ms: i64,
+) -> ScriptCall<'a> {
     ScriptCall::new(&UNDO_ACQUIRE, Resend::Harmless, Effect::Change(is_one))
         .key(name)
         .key(channel)
         .key(record)
         .arg(permits)
-        .arg(RECORD_MS)
+        .arg(record_ms)
 }
 
 /// The replica-acknowledgement undo of a [`try_acquire`] or
@@ -269,10 +286,19 @@ fn undo_sent(call: &ScriptCall<'_>, _: &Reply) -> ScriptCall<'static> {
             &channel,
             call.args()[0].parse().unwrap_or(1),
             record.as_ref(),
+            // Forgotten at once ('1'): a replica rollback, sent again.
+            RECORD_MS,
         )
         .arg("1")
         .into_owned(),
-        None => add_call(name, &channel, call.args()[0].parse().unwrap_or(0), None).into_owned(),
+        None => add_call(
+            name,
+            &channel,
+            call.args()[0].parse().unwrap_or(0),
+            None,
+            RECORD_MS,
+        )
+        .into_owned(),
     }
 }
 
