@@ -12,12 +12,25 @@
 --          outright ('d|<wait id>|<holder id>'): it holds nothing of its own
 --          (a thread that waits), so a hold of its holder id is one a
 --          release handed it; '' otherwise
+-- KEYS[4]  optional: this call's record, {name}:redisync_op:<op id> (see
+--          lua/op_record_prelude.lua): a copy of a leave that already
+--          acted returns its first outcome and writes nothing. Without
+--          it, a copy held by a middlebox while the client resent the
+--          leave, landing after the same thread took the lock with an
+--          acquire of its own, would free that hold (the holder id is the
+--          same, and an outright entry gives up any hold of it).
+-- ARGV[4]  with KEYS[4]: how long the record is kept, ms
+-- Loaded after args_prelude.lua and op_record_prelude.lua.
 -- Returns  1 when a reserved or handed hold was given up, 0 otherwise.
+local replay = op_replay(3)
+if replay ~= nil then
+    return replay
+end
 redis.call('zrem', KEYS[1], ARGV[1], ARGV[3])
 local held = redis.call('hget', KEYS[2], ARGV[1])
 if held == '0' or (held and ARGV[3] ~= '') then
     redis.call('del', KEYS[2])
     redis.call('publish', KEYS[3], ARGV[2])
-    return 1
+    return op_keep(1)
 end
-return 0
+return op_keep(0)

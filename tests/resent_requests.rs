@@ -566,3 +566,65 @@ fn operations_keep_records_past_the_window_of_a_long_response_timeout() {
     rw_lock::write_undo_acquire(&store, &keys, lease, &a5).unwrap();
     assert_kept(&mut direct, &a5, "write undo");
 }
+
+/// The reentrant lock's waiter queue, `{name}:redisync_waiters`, followed
+/// by the lock's own name as the next argument: the bytes of a leave's
+/// first two KEYS (an acquire names its queue after the lock and its
+/// record, then the clients' key).
+fn leave_pattern(name: &str) -> Vec<u8> {
+    format!(
+        "{{{name}}}:redisync_waiters\r\n${}\r\n{name}\r\n",
+        name.len()
+    )
+    .into_bytes()
+}
+
+/// A waiter that gives up leaves the lock's queue; the leave is held by a
+/// middlebox and resent at once. The same thread then takes the lock with
+/// an acquire of its own (same holder id), and the held original leave
+/// lands inside its window: it must not free that hold. Before, a leave of
+/// a wait queued to be handed the lock outright gave up any hold of its
+/// holder id, so the late copy deleted the thread's new hold.
+#[test]
+fn a_resent_leave_of_the_queue_does_not_free_the_threads_next_hold() {
+    let server = TestServer::start();
+    let proxy = DelayProxy::start(server.port());
+    let name = unique_name("resent:leave");
+    let waiter_client = client_for(&proxy.url(), Duration::from_secs(3));
+    let holder_client = client_for(&server.url(), Duration::from_secs(3));
+    let lock = waiter_client.lock(&name);
+    drop(lock.lock().unwrap()); // scripts loaded, connections open
+    let held_by_other = holder_client.lock(&name).lock().unwrap();
+    proxy.hold_next_and_cut(&leave_pattern(&name));
+    // A watchdog wait: queued to be handed the lock outright; it gives up.
+    assert!(
+        lock.try_lock_for(Duration::from_millis(300))
+            .unwrap()
+            .is_none(),
+        "the lock is held by another client"
+    );
+    proxy.wait_held(Duration::from_secs(5));
+    let held = String::from_utf8_lossy(&proxy.held_request()).into_owned();
+    assert!(
+        held.contains("EVALSHA") && held.contains("redisync_waiters"),
+        "the proxy held another request than the leave: {held:?}"
+    );
+    held_by_other.unlock().unwrap();
+    let guard = lock.try_lock_for(Duration::from_secs(5)).unwrap().unwrap();
+    let mut direct = server.connection();
+    assert_eq!(holds(&mut direct, &name).len(), 1, "the thread holds it");
+    proxy.deliver();
+    let (sent, reply) = proxy.last_delivery();
+    assert!(sent.contains("redisync_waiters"), "delivered {sent:?}");
+    assert_eq!(
+        holds(&mut direct, &name).len(),
+        1,
+        "the late leave freed the thread's hold (the server answered {reply:?})"
+    );
+    assert!(
+        holder_client.lock(&name).try_lock().unwrap().is_none(),
+        "another client entered while the thread holds the lock"
+    );
+    assert!(!guard.is_lost());
+    guard.unlock().unwrap();
+}

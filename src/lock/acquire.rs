@@ -190,13 +190,17 @@ impl<H: GuardHolder> Lock<H> {
         let leave_queue = || {
             if let Some(queue) = queue.as_ref().filter(|_| queued.get()) {
                 let channel = keys.wait_channel(&holder);
-                let _ = crate::ops::handoff::leave(
+                // Recorded: a copy cannot land after this thread takes the
+                // lock again and free that hold.
+                let _ = crate::ops::handoff::leave_recorded(
                     backend,
                     &keys.name,
                     &channel,
                     queue,
                     &holder.id,
                     outright.as_deref(),
+                    &crate::keys::new_op_record(&keys.name),
+                    crate::ops::once::keep_ms(backend),
                 );
             }
         };
@@ -405,20 +409,32 @@ impl<H: GuardHolder> Lock<H> {
             None => lease_ms,
         };
         let mut undone = false;
+        // One record for every retry of the leave, kept past the last
+        // retry's window.
+        let leave_record = leave.as_ref().map(|_| {
+            let keep_ms = crate::ops::once::keep_ms(backend.as_ref())
+                .max(horizon_ms.saturating_add(crate::ops::record_keep_ms(backend.as_ref(), 0)));
+            (crate::keys::new_op_record(&keys.name), keep_ms)
+        });
         let task: crate::cleanup::Task = Box::new(move || {
             let backend = backend.as_ref();
             if !undone {
                 keys.undo_attempt(backend, &undo_holder, lease_ms, &attempt_key)?;
                 undone = true;
             }
-            if let Some(leave) = &leave {
-                crate::ops::handoff::leave(
+            if let (Some(leave), Some((record, keep_ms))) = (&leave, &leave_record) {
+                // Retried until it lands: not settled (a settle would
+                // refuse the retry); the record makes all copies act once,
+                // and the holder's next acquire waits for this task.
+                crate::ops::handoff::leave_unsettled(
                     backend,
                     &keys.name,
                     &leave.channel,
                     &leave.queue,
                     &undo_holder.id,
                     leave.entry.as_deref(),
+                    record,
+                    *keep_ms,
                 )?;
             }
             Ok(true)

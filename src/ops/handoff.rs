@@ -57,9 +57,9 @@ use crate::error::check_ms;
 use crate::ops::lock::{Acquire, Release};
 
 script!(
-    /// KEYS queue, lock, channel; ARGV holder, message. 1 = a reserved hold
-    /// was given up.
-    LEAVE = "lock_leave_queue", "lock leave queue", after "window_prelude"
+    /// KEYS queue, lock, channel[, record]; ARGV holder, message, entry[,
+    /// record ms]. 1 = a reserved hold was given up.
+    LEAVE = "lock_leave_queue", "lock leave queue", after "window_prelude", after "args_prelude", after "op_record_prelude"
 );
 
 /// A lock's waiter queue and how its releases hand over.
@@ -316,14 +316,98 @@ pub fn leave<B: LockBackend + ?Sized>(
     holder: &str,
     outright: Option<&str>,
 ) -> Result<bool> {
-    let call = ScriptCall::new(&LEAVE, Resend::Harmless, Effect::Change(always))
+    let call = leave_call(name, channel, queue, holder, outright);
+    Ok(matches!(run(backend, &call)?, Reply::Int(1)))
+}
+
+/// [`leave`], acting once: `record` (`{name}:redisync_op:<op id>`, one per
+/// wait that stops, the same for every copy and retry of its leave) is
+/// kept `keep_ms`, so a copy arriving after one acted returns its outcome
+/// and writes nothing: a copy held by a middlebox cannot land after the
+/// same thread took the lock again and free that hold. An error with the
+/// outcome unknown is settled (see [`once`](super::once)).
+///
+/// # Errors
+/// A store failure (settled: the leave did not act and will not), or one
+/// whose outcome is unknown.
+///
+/// ```
+/// use redisync::ops::handoff::{self, Queue};
+/// let store = redisync::MemoryBackend::new();
+/// let queue = Queue::new("doc:qlr", 2_000, 16);
+/// let op = "{doc:qlr}:redisync_op:l1";
+/// let channel = "redisson_lock__channel:{doc:qlr}";
+/// assert!(!handoff::leave_recorded(&store, "doc:qlr", channel, &queue, "a:1", Some("d|7|a:1"), op, 60_000)?);
+/// # Ok::<(), redisync::Error>(())
+/// ```
+#[allow(clippy::too_many_arguments)] // leave's own, and its record
+pub fn leave_recorded<B: LockBackend + ?Sized>(
+    backend: &B,
+    name: &str,
+    channel: &str,
+    queue: &Queue,
+    holder: &str,
+    outright: Option<&str>,
+    record: &str,
+    keep_ms: i64,
+) -> Result<bool> {
+    let outcome = leave_unsettled(
+        backend, name, channel, queue, holder, outright, record, keep_ms,
+    );
+    super::once::settled(
+        backend,
+        record,
+        keep_ms,
+        LEAVE.operation(),
+        outcome,
+        given_up,
+    )
+}
+
+/// [`leave_recorded`] without the settle: for a leave that is retried
+/// with the same record until one lands (the cleanup worker's), which a
+/// settle would refuse. Every copy acts at most once, together.
+#[allow(clippy::too_many_arguments)] // leave's own, and its record
+pub(crate) fn leave_unsettled<B: LockBackend + ?Sized>(
+    backend: &B,
+    name: &str,
+    channel: &str,
+    queue: &Queue,
+    holder: &str,
+    outright: Option<&str>,
+    record: &str,
+    keep_ms: i64,
+) -> Result<bool> {
+    check_ms("record", keep_ms)?;
+    let call = leave_call(name, channel, queue, holder, outright)
+        .key(record)
+        .arg(keep_ms);
+    let operation = LEAVE.operation();
+    run(backend, &call).and_then(|reply| given_up(&reply, operation))
+}
+
+fn leave_call<'a>(
+    name: &'a str,
+    channel: &'a str,
+    queue: &'a Queue,
+    holder: &'a str,
+    outright: Option<&'a str>,
+) -> ScriptCall<'a> {
+    ScriptCall::new(&LEAVE, Resend::Harmless, Effect::Change(always))
         .key(queue.key.as_str())
         .key(name)
         .key(channel)
         .arg(holder)
         .arg(crate::keys::UNLOCK_MESSAGE)
-        .arg(outright.unwrap_or(""));
-    Ok(matches!(run(backend, &call)?, Reply::Int(1)))
+        .arg(outright.unwrap_or(""))
+}
+
+/// A leave's reply: whether it gave a hold up.
+fn given_up(reply: &Reply, operation: &str) -> Result<bool> {
+    match reply {
+        Reply::Int(n) => Ok(*n == 1),
+        other => Err(other.unexpected(operation, "0 or 1")),
+    }
 }
 
 /// The queue entry of a wait that may be handed the lock outright:
