@@ -447,6 +447,7 @@ impl LockKeys {
             &holder.id,
             allowance_ms,
             mark.as_deref(),
+            Some(&keys::new_op_record(&self.name)),
         )?;
         if let (false, Some(_), Some((_, claim_ms))) = (queued, wait, &self.derived().fair_direct)
             && ops::lock::state(backend, &self.name, &holder.id)?.hold_count == 1

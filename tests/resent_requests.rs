@@ -628,3 +628,88 @@ fn a_resent_leave_of_the_queue_does_not_free_the_threads_next_hold() {
     assert!(!guard.is_lost());
     guard.unlock().unwrap();
 }
+
+/// A fair waiter that gives up leaves the queue (the cancel script); the
+/// cancel is held by a middlebox and resent at once. The same thread then
+/// queues again, and the held original lands inside its window: the
+/// thread must keep its new place. Before, the late copy removed the
+/// thread's new entry (the same waiter id) and its direct mark.
+#[test]
+fn a_resent_fair_cancel_does_not_take_the_threads_new_place() {
+    let server = TestServer::start();
+    let proxy = DelayProxy::start(server.port());
+    let name = unique_name("resent:cancel");
+    let waiter_client = client_for(&proxy.url(), Duration::from_secs(3));
+    let holder_client = client_for(&server.url(), Duration::from_secs(3));
+    let fair = waiter_client.fair_lock(&name);
+    drop(fair.lock().unwrap()); // scripts loaded, connections open
+    let queue = format!("redisson_lock_queue:{{{name}}}");
+    let queued = |direct: &mut redis::Connection| -> Vec<String> {
+        redis::cmd("LRANGE")
+            .arg(&queue)
+            .arg(0)
+            .arg(-1)
+            .query(direct)
+            .unwrap()
+    };
+    let (held_tx, held_rx) = std::sync::mpsc::channel();
+    let (release_tx, release_rx) = std::sync::mpsc::channel::<()>();
+    std::thread::scope(|s| {
+        // Another client holds the lock until the late cancel has landed.
+        let (holder_client, name) = (&holder_client, &name);
+        s.spawn(move || {
+            let guard = holder_client.fair_lock(name).lock().unwrap();
+            held_tx.send(()).unwrap();
+            let _ = release_rx.recv_timeout(Duration::from_secs(30));
+            guard.unlock().unwrap();
+        });
+        held_rx.recv_timeout(Duration::from_secs(10)).unwrap();
+        // The cancel's key count (4: the queue, the slots, the waiter's
+        // direct mark, the record; 3 without a record) then its first
+        // key, the queue; an acquire names the lock first.
+        let recorded = format!("\r\n$1\r\n4\r\n${}\r\n{queue}\r\n", queue.len());
+        proxy.hold_next_and_cut(recorded.as_bytes());
+        assert!(
+            fair.try_lock_for(Duration::from_millis(300))
+                .unwrap()
+                .is_none(),
+            "the lock is held by another client"
+        );
+        proxy.wait_held(Duration::from_secs(5));
+        let held = String::from_utf8_lossy(&proxy.held_request()).into_owned();
+        assert!(
+            held.contains("EVALSHA") && held.contains(&queue),
+            "the proxy held another request than the cancel: {held:?}"
+        );
+        let mut direct = server.connection();
+        assert!(
+            queued(&mut direct).is_empty(),
+            "the resent cancel left the queue"
+        );
+        // Once this thread has queued again, deliver the held cancel, then
+        // let the holder go.
+        let (server, proxy, queued) = (&server, &proxy, &queued);
+        let deliverer = s.spawn(move || {
+            let mut direct = server.connection();
+            let deadline = Instant::now() + Duration::from_secs(10);
+            while queued(&mut direct).is_empty() && Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            let before = queued(&mut direct);
+            proxy.deliver();
+            let after = queued(&mut direct);
+            release_tx.send(()).unwrap();
+            (before, after, proxy.last_delivery())
+        });
+        let taken = fair.try_lock_for(Duration::from_secs(20)).unwrap();
+        let (before, after, (sent, reply)) = deliverer.join().unwrap();
+        assert_eq!(before.len(), 1, "the thread queued again: {before:?}");
+        assert!(sent.contains(&queue), "delivered {sent:?}");
+        assert_eq!(
+            after, before,
+            "the late cancel took the thread's new place (the server answered {reply:?})"
+        );
+        let guard = taken.expect("the thread, first in the queue, got the lock");
+        guard.unlock().unwrap();
+    });
+}

@@ -49,7 +49,7 @@
 
 use super::lock::{Acquire, Release, Undo, acquire_outcome, release_outcome, undo_outcome};
 use super::{
-    ROLLBACK_LATCH_MS, acquire_call, is_one, is_some, record_keep_ms, rollback_latch, run, run_as,
+    ROLLBACK_LATCH_MS, acquire_call, is_one, is_some, record_keep_ms, rollback_latch, run_as,
     script, sent_lease, undo_script_call,
 };
 use crate::Result;
@@ -144,7 +144,7 @@ script!(
 );
 script!(
     /// KEYS queue, slots [, mark]; ARGV waiter, allowance ms. 1 = was queued.
-    CANCEL = "fair_lock_cancel", "fair lock cancel", after "window_prelude", after "args_prelude"
+    CANCEL = "fair_lock_cancel", "fair lock cancel", after "window_prelude", after "args_prelude", after "op_record_prelude"
 );
 script!(
     /// KEYS lock, queue, slots, channel prefix; ARGV message, now ms. 1 =
@@ -545,18 +545,22 @@ pub fn cancel<B: LockBackend + ?Sized>(
     holder: &str,
     wait_ms: i64,
 ) -> Result<()> {
-    cancel_marked(backend, keys, holder, wait_ms, None).map(drop)
+    cancel_marked(backend, keys, holder, wait_ms, None, None).map(drop)
 }
 
 /// [`cancel`], and with `mark_key`, the waiter's direct mark deleted too
-/// (see the module doc): no release hands it the lock any more. Returns
-/// whether it was queued.
+/// (see the module doc): no release hands it the lock any more; with
+/// `record` (`{name}:redisync_op:<op id>`), acting once (a copy held by a
+/// middlebox cannot land after the thread queued again and take its new
+/// place), settled when its outcome is unknown (see
+/// [`once`](super::once)). Returns whether it was queued.
 pub(crate) fn cancel_marked<B: LockBackend + ?Sized>(
     backend: &B,
     keys: &FairLockKeys<'_>,
     holder: &str,
     wait_ms: i64,
     mark_key: Option<&str>,
+    record: Option<&str>,
 ) -> Result<bool> {
     check_ms("wait allowance", wait_ms)?;
     let call = ScriptCall::new(&CANCEL, Resend::Harmless, Effect::Read)
@@ -564,7 +568,15 @@ pub(crate) fn cancel_marked<B: LockBackend + ?Sized>(
         .key(keys.timeouts);
     let call = mark_key.into_iter().fold(call, ScriptCall::key);
     let call = call.arg(holder).arg(wait_ms);
-    Ok(matches!(run(backend, &call)?, Reply::Int(1)))
+    super::once::run_once(backend, call, record, was_queued)
+}
+
+/// A cancel's reply: whether the waiter was queued.
+fn was_queued(reply: &Reply, operation: &str) -> Result<bool> {
+    match reply {
+        Reply::Int(n) => Ok(*n == 1),
+        other => Err(other.unexpected(operation, "0 or 1")),
+    }
 }
 
 /// Deletes the fair lock whoever holds it and tells the head waiter.
