@@ -26,8 +26,8 @@ const SETTLE_WAIT: Duration = Duration::from_secs(3);
 /// (cheap: no random draw per attempt), unique across clients and runs.
 /// A guard keeps only the counter (8 bytes, no allocation: a client may hold
 /// 100,000 locks) and spells the record's key when it releases.
-#[derive(Clone, Copy, Debug)]
-pub(super) struct AttemptId(u64);
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct AttemptId(u64);
 
 impl AttemptId {
     fn new() -> Self {
@@ -37,7 +37,7 @@ impl AttemptId {
 
     /// The record's key for an attempt on the lock whose key is `name`
     /// (`{name}:redisync_attempt:<id>`).
-    pub(super) fn key(self, name: &str) -> String {
+    pub(crate) fn key(self, name: &str) -> String {
         static PREFIX: std::sync::LazyLock<String> =
             std::sync::LazyLock::new(|| uuid::Uuid::new_v4().simple().to_string());
         keys::acquire_attempt(name, format_args!("{}{:x}", PREFIX.as_str(), self.0))
@@ -344,7 +344,7 @@ impl<H: GuardHolder> Lock<H> {
             None => (
                 self.client
                     .watchdog()
-                    .start_within(&renewal, sent, handed_ttl)?,
+                    .start_within(&renewal, sent, handed_ttl, attempt)?,
                 true,
             ),
             Some(length) => (Lease::new(sent, length), false),

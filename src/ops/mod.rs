@@ -482,6 +482,7 @@ mod tests {
             "read_lock_prelude",
             "write_lock_prelude",
             "undo_prelude",
+            "renew_prelude",
         ];
         let mut files = std::fs::read_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/lua"))
             .unwrap()

@@ -60,6 +60,7 @@ use self::schedule::{Answer, Outcome, Schedule};
 use crate::backend::LockBackend;
 use crate::event::{EventHandler, LockLostEvent, RenewFailedEvent};
 use crate::flavor::Renewal;
+use crate::lock::AttemptId;
 
 /// The most renewals one pass of the scheduler takes out of the queue
 /// before it records their answers (a bound on how stale its view gets).
@@ -182,11 +183,13 @@ impl Watchdog {
     /// not registered.
     #[cfg(test)]
     pub(crate) fn start(&self, renewal: &Arc<Renewal>, sent: Instant) -> crate::Result<Arc<Lease>> {
-        self.start_within(renewal, sent, None)
+        self.start_within(renewal, sent, None, None)
     }
 
     /// As [`start`](Self::start), for a hold whose TTL in the store is `ttl`
-    /// rather than the watchdog timeout (see `Schedule::start_within`).
+    /// rather than the watchdog timeout (see `Schedule::start_within`),
+    /// taken by `attempt` (its record: renewals name it, see
+    /// `lua/lock_renew.lua`; `None`: a hold with no record).
     ///
     /// # Errors
     /// As [`start`](Self::start).
@@ -195,6 +198,7 @@ impl Watchdog {
         renewal: &Arc<Renewal>,
         sent: Instant,
         ttl: Option<Duration>,
+        attempt: Option<AttemptId>,
     ) -> crate::Result<Arc<Lease>> {
         let mut state = self.shared.state.lock();
         if !state.started {
@@ -207,7 +211,7 @@ impl Watchdog {
                 })?;
             state.started = true;
         }
-        let (lease, due) = state.schedule.start_within(renewal, sent, ttl);
+        let (lease, due) = state.schedule.start_within(renewal, sent, ttl, attempt);
         // Only if the scheduler sleeps past this watch's first renewal (it
         // never does once it has slept a full interval) must it be woken.
         if let (Some(sleeping), Some(due)) = (state.sleeping_until, due)
@@ -218,7 +222,9 @@ impl Watchdog {
         Ok(lease)
     }
 
-    /// Forgets one watchdog hold; the last one cancels the renewal at once.
+    /// Forgets one watchdog hold, taken by `attempt`; the last one cancels
+    /// the renewal at once (another one's attempt takes its place in the
+    /// renewals: see `Schedule::stop`).
     ///
     /// If that renewal was sent already and is not answered yet, waits until
     /// it is (or can no longer land: see the module doc), so that it cannot
@@ -226,9 +232,13 @@ impl Watchdog {
     /// timeout from its send plus 125 ms (the watchdog timeout when the
     /// store has no response timeout). No wait otherwise. Returns when it
     /// began to wait, if it did.
-    pub(crate) fn stop(&self, renewal: &Arc<Renewal>) -> Option<Instant> {
+    pub(crate) fn stop(
+        &self,
+        renewal: &Arc<Renewal>,
+        attempt: Option<AttemptId>,
+    ) -> Option<Instant> {
         let mut state = self.shared.state.lock();
-        if !state.schedule.stop(renewal) {
+        if !state.schedule.stop(renewal, attempt) {
             return None;
         }
         let (batch, sent) = state.sending?;
@@ -427,6 +437,6 @@ fn report(shared: &Shared, name: &str, outcome: Outcome, error: Option<crate::Er
                 .events
                 .on_renew_failed(&RenewFailedEvent { name, error });
         }
-        (Outcome::Retry, None) | (Outcome::Gone, _) => {}
+        (Outcome::Retry, None) | (Outcome::Gone | Outcome::Moved, _) => {}
     }
 }

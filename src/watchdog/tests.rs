@@ -412,13 +412,13 @@ fn a_released_hold_is_not_renewed_and_reentrant_holds_share_one_watch() {
     let f = Fixture::new(100, None);
     let (renewal, _) = f.hold(Flavor::Reentrant, "wd:stop");
     let again = f.watchdog.start(&renewal, f.clock.now()).unwrap();
-    f.watchdog.stop(&renewal); // the inner guard
+    f.watchdog.stop(&renewal, None); // the inner guard
     f.backend.taken();
     f.at(INTERVAL);
     assert_eq!(f.watchdog.renew_due(), 1);
     assert!(!again.is_lost_at(f.clock.now()));
 
-    f.watchdog.stop(&renewal); // the outer guard
+    f.watchdog.stop(&renewal, None); // the outer guard
     f.backend.taken();
     f.at(INTERVAL * 3);
     assert_eq!(f.watchdog.renew_due(), 0);
@@ -466,7 +466,7 @@ fn stop_in_background(
     );
     std::thread::spawn(move || {
         let started = Instant::now();
-        let waited = watchdog.stop(&renewal).is_some();
+        let waited = watchdog.stop(&renewal, None).is_some();
         backend.gate.note("stopped");
         (started.elapsed(), waited)
     })
