@@ -37,7 +37,9 @@ fn renewal_source(file: &str) -> String {
 
 /// The SHA-1 the client sends with EVALSHA for `lua/<file>.lua`.
 fn renewal_sha(file: &str) -> String {
-    redis::Script::new(&renewal_source(file)).get_hash().to_owned()
+    redis::Script::new(&renewal_source(file))
+        .get_hash()
+        .to_owned()
 }
 
 fn pttl(conn: &mut redis::Connection, key: &str) -> i64 {
@@ -85,7 +87,8 @@ fn a_resent_watchdog_renewal_delivered_late_does_not_stretch_the_next_hold() {
     let held = String::from_utf8_lossy(&proxy.held_request()).into_owned();
     assert!(held.contains("EVALSHA"), "not a script: {held:?}");
     assert!(
-        held.contains(&renewal_sha("lock_renew")) || held.contains(&renewal_sha("lock_renew_batch")),
+        held.contains(&renewal_sha("lock_renew"))
+            || held.contains(&renewal_sha("lock_renew_batch")),
         "not the renewal script: {held:?}"
     );
     assert!(held.contains(&name), "not this lock's renewal: {held:?}");
@@ -149,7 +152,11 @@ fn a_renewal_naming_a_released_attempt_renews_nothing() {
 
     let late = Some((first, RecordKind::Taken));
     assert!(!lock::renew_recorded(&store, name, holder, 30_000, late).unwrap());
-    assert!(ttl(name) <= Duration::from_secs(2), "stretched to {:?}", ttl(name));
+    assert!(
+        ttl(name) <= Duration::from_secs(2),
+        "stretched to {:?}",
+        ttl(name)
+    );
 
     assert!(
         lock::acquire_recorded(&store, other, holder, 30_000, Some(other_record))
@@ -158,13 +165,20 @@ fn a_renewal_naming_a_released_attempt_renews_nothing() {
     );
     let renewed = lock::renew_many_recorded(
         &store,
-        &[(name, holder, Some(first)), (other, holder, Some(other_record))],
+        &[
+            (name, holder, Some(first)),
+            (other, holder, Some(other_record)),
+        ],
         RecordKind::Taken,
         30_000,
     )
     .unwrap();
     assert_eq!(renewed, [false, true]);
-    assert!(ttl(name) <= Duration::from_secs(2), "stretched to {:?}", ttl(name));
+    assert!(
+        ttl(name) <= Duration::from_secs(2),
+        "stretched to {:?}",
+        ttl(name)
+    );
 
     // The live hold's own attempt renews it, and its record lives as long.
     let live = Some((second, RecordKind::Taken));
@@ -176,7 +190,10 @@ fn a_renewal_naming_a_released_attempt_renews_nothing() {
         .find(|key| key.key == second)
         .and_then(|key| key.pttl_ms)
         .expect("the live hold's record with a TTL");
-    assert!(record_ttl > 29_000, "the record expires before the lease: {record_ttl} ms");
+    assert!(
+        record_ttl > 29_000,
+        "the record expires before the lease: {record_ttl} ms"
+    );
 
     // Without a record (Redisson's call, a hold handed over): the holder.
     assert!(lock::renew_recorded(&store, name, holder, 30_000, None).unwrap());

@@ -30,7 +30,7 @@ const SETTLE_WAIT: Duration = Duration::from_secs(3);
 pub(crate) struct AttemptId(u64);
 
 impl AttemptId {
-    fn new() -> Self {
+    pub(crate) fn new() -> Self {
         static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
         AttemptId(NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed))
     }

@@ -261,7 +261,10 @@ impl<H: GuardHolder> LockGuard<H> {
         // holder's next hold), and the wait counts against the unlock's
         // own bound.
         let waited = if self.watchdog {
-            self.lock.client.watchdog().stop(&self.renewal, self.attempt)
+            self.lock
+                .client
+                .watchdog()
+                .stop(&self.renewal, self.attempt)
         } else {
             None
         };

@@ -25,8 +25,15 @@
 //! scheduler finds nothing to renew. A renewal answered after its watch was
 //! removed is ignored.
 //!
-//! One that was already sent cannot be cancelled, and its script renews
-//! whatever hold the holder has when it runs: landing after the release
+//! Each renewal names the acquire attempt of one live guard of its hold
+//! (its record, `{name}:redisync_attempt:<id>`; the watch keeps the ids of
+//! its live guards' attempts, see `schedule::Attempts`), and the script
+//! renews only while that record says taken: a renewal sent before the
+//! release, resent or held up on the way, renews nothing once the hold is
+//! released, not the holder's next hold (see `lua/lock_renew.lua`).
+//! A hold with no record (handed over outright by another client's
+//! release) is renewed on the holder check alone: its script renews
+//! whatever hold the holder has when it runs, and landing after the release
 //! and after the same holder took the lock again with a fixed lease, it
 //! would stretch that lease to the watchdog's. So the last release of a
 //! hold whose renewal is in flight waits for its answer ([`Watchdog::stop`];
