@@ -35,7 +35,10 @@ if KEYS[2] then
     if not record_taken(record, ARGV[3]) then
         return 0
     end
-    redis.call('pexpire', KEYS[2], math.max(redis.call('pttl', KEYS[2]), tonumber(ARGV[1])))
+    -- At least the lease, never shorter than it is (the acquire's may be).
+    if redis.call('pttl', KEYS[2]) < tonumber(ARGV[1]) then
+        redis.call('pexpire', KEYS[2], ARGV[1])
+    end
 end
 redis.call('pexpire', KEYS[1], ARGV[1])
 return 1

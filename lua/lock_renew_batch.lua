@@ -34,14 +34,17 @@ if #KEYS ~= n then
             .. " (expected 'taken' or 'n')")
     end
 end
+local lease = tonumber(ARGV[1])
 local renewed = {}
 for i = 1, n do
     local held = redis.call('hexists', KEYS[i], ARGV[i + 1]) == 1
     local record = kind and KEYS[n + i] ~= KEYS[i] and KEYS[n + i]
     if held and record then
         held = record_taken(redis.call('get', record), kind)
-        if held then
-            redis.call('pexpire', record, math.max(redis.call('pttl', record), tonumber(ARGV[1])))
+        -- At least the lease, never shorter than it is (the acquire's may
+        -- be); ARGV[1] as sent (a Lua number costs a conversion).
+        if held and redis.call('pttl', record) < lease then
+            redis.call('pexpire', record, ARGV[1])
         end
     end
     if held then

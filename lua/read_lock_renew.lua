@@ -38,7 +38,10 @@ if renewed == 0 then
     return 0
 end
 if KEYS[4] then
-    redis.call('pexpire', KEYS[4], math.max(redis.call('pttl', KEYS[4]), tonumber(ARGV[1])))
+    -- At least the lease, never shorter than it is (the acquire's may be).
+    if redis.call('pttl', KEYS[4]) < tonumber(ARGV[1]) then
+        redis.call('pexpire', KEYS[4], ARGV[1])
+    end
 end
 if redis.call('hget', KEYS[1], 'mode') == 'write' then
     -- Downgraded: the hash is also the write hold's, whose lease stays.

@@ -35,8 +35,10 @@ for i = 1, n do
     if holds == false then
         renewed[i] = 0
     else
-        if record then
-            redis.call('pexpire', record, math.max(redis.call('pttl', record), lease))
+        -- At least the lease, never shorter than it is (the acquire's may
+        -- be); ARGV[1] as sent (a Lua number costs a conversion).
+        if record and redis.call('pttl', record) < lease then
+            redis.call('pexpire', record, ARGV[1])
         end
         for h = tonumber(holds), 1, -1 do
             redis.call('pexpire', KEYS[2 * i] .. ':' .. h, ARGV[1])
