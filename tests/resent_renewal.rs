@@ -46,14 +46,26 @@ fn pttl(conn: &mut redis::Connection, key: &str) -> i64 {
     redis::cmd("PTTL").arg(key).query(conn).unwrap()
 }
 
-/// The failing case of issue 32: the watchdog's renewal is held by a
-/// middlebox and the client's side of its connection drops; the client
-/// resends it at once (it renews); the thread unlocks and takes the lock
-/// again with a fixed 2 s lease; the held original is delivered then,
-/// inside its window. It names the released hold's attempt, so the server
-/// renews nothing: the 2 s lease is not stretched to the watchdog's 3 s.
-#[test]
-fn a_resent_watchdog_renewal_delivered_late_does_not_stretch_the_next_hold() {
+/// The renewal scripts (as the watchdog may send them: one hold with its
+/// record, or a batch).
+const RENEWALS: [&str; 4] = [
+    "lock_renew",
+    "lock_renew_batch",
+    "read_lock_renew",
+    "read_lock_renew_batch",
+];
+
+/// The failing case of issue 32, for the lock `lock_of` makes: the
+/// watchdog's renewal is held by a middlebox and the client's side of its
+/// connection drops; the client resends it at once (it renews); the thread
+/// unlocks and takes the lock again with a fixed 2 s lease; the held
+/// original is delivered then, inside its window. It names the released
+/// hold's attempt, so the server renews nothing: the 2 s lease is not
+/// stretched to the watchdog's 3 s.
+fn a_late_renewal_does_not_stretch_the_next_hold(
+    what: &str,
+    lock_of: impl Fn(&Client, &str) -> redisync::Lock,
+) {
     let server = TestServer::start();
     let proxy = DelayProxy::start(server.port());
     let client = Client::builder()
@@ -65,12 +77,12 @@ fn a_resent_watchdog_renewal_delivered_late_does_not_stretch_the_next_hold() {
         .build()
         .unwrap();
     let mut direct = server.connection();
-    let name = unique_name("resent-renewal");
-    let lock = client.lock(&name);
+    let name = unique_name(&format!("resent-renewal:{what}"));
+    let lock = lock_of(&client, &name);
     // The renewal scripts loaded (a renewal's first EVALSHA would be
     // answered NOSCRIPT, and the late copy would find none), as the client
     // sends them.
-    for file in ["lock_renew", "lock_renew_batch"] {
+    for file in RENEWALS {
         let loaded: String = redis::cmd("SCRIPT")
             .arg("LOAD")
             .arg(renewal_source(file))
@@ -85,17 +97,24 @@ fn a_resent_watchdog_renewal_delivered_late_does_not_stretch_the_next_hold() {
     proxy.hold_next_and_cut(name.as_bytes());
     proxy.wait_held(Duration::from_secs(10));
     let held = String::from_utf8_lossy(&proxy.held_request()).into_owned();
-    assert!(held.contains("EVALSHA"), "not a script: {held:?}");
+    assert!(held.contains("EVALSHA"), "{what}: not a script: {held:?}");
     assert!(
-        held.contains(&renewal_sha("lock_renew"))
-            || held.contains(&renewal_sha("lock_renew_batch")),
-        "not the renewal script: {held:?}"
+        RENEWALS
+            .iter()
+            .any(|file| held.contains(&renewal_sha(file))),
+        "{what}: not a renewal script: {held:?}"
     );
-    assert!(held.contains(&name), "not this lock's renewal: {held:?}");
+    assert!(
+        held.contains(&name),
+        "{what}: not this lock's renewal: {held:?}"
+    );
     // The resend renews: the lease runs a full watchdog timeout again.
     let until = Instant::now() + Duration::from_secs(5);
     while pttl(&mut direct, &name) < 2_500 {
-        assert!(Instant::now() < until, "the resent renewal did not renew");
+        assert!(
+            Instant::now() < until,
+            "{what}: the resent renewal did not renew"
+        );
         std::thread::sleep(Duration::from_millis(20));
     }
     assert!(!guard.is_lost());
@@ -104,19 +123,53 @@ fn a_resent_watchdog_renewal_delivered_late_does_not_stretch_the_next_hold() {
 
     proxy.deliver();
     let (sent, reply) = proxy.last_delivery();
-    assert!(sent.contains(&name), "delivered something else: {sent:?}");
+    assert!(
+        sent.contains(&name),
+        "{what}: delivered something else: {sent:?}"
+    );
     // Answered, not refused as late (it is inside its window): 0, not renewed.
     assert!(
         reply.starts_with(":0\r\n") || reply.starts_with("*1\r\n:0\r\n"),
-        "the late renewal was not answered 'not renewed': {reply:?}"
+        "{what}: the late renewal was not answered 'not renewed': {reply:?}"
     );
     let ttl = pttl(&mut direct, &name);
     assert!(
         (1..=2_000).contains(&ttl),
-        "the 2 s lease was stretched to {ttl} ms by the late renewal"
+        "{what}: the 2 s lease was stretched to {ttl} ms by the late renewal"
     );
     assert!(!next.is_lost());
     next.unlock().unwrap();
+}
+
+#[test]
+fn a_resent_watchdog_renewal_delivered_late_does_not_stretch_the_next_hold() {
+    a_late_renewal_does_not_stretch_the_next_hold("reentrant", |client, name| client.lock(name));
+}
+
+#[test]
+fn a_resent_fenced_renewal_delivered_late_does_not_stretch_the_next_hold() {
+    a_late_renewal_does_not_stretch_the_next_hold("fenced", |client, name| {
+        client.fenced_lock(name)
+    });
+}
+
+#[test]
+fn a_resent_fair_renewal_delivered_late_does_not_stretch_the_next_hold() {
+    a_late_renewal_does_not_stretch_the_next_hold("fair", |client, name| client.fair_lock(name));
+}
+
+#[test]
+fn a_resent_write_renewal_delivered_late_does_not_stretch_the_next_hold() {
+    a_late_renewal_does_not_stretch_the_next_hold("write", |client, name| {
+        client.read_write_lock(name).write_lock()
+    });
+}
+
+#[test]
+fn a_resent_read_renewal_delivered_late_does_not_stretch_the_next_hold() {
+    a_late_renewal_does_not_stretch_the_next_hold("read", |client, name| {
+        client.read_write_lock(name).read_lock()
+    });
 }
 
 /// The scripts themselves, on the in-memory store: a renewal naming a
