@@ -19,7 +19,7 @@ use std::time::Duration;
 use crate::backend::LockBackend;
 use crate::ops;
 use crate::ops::fair_lock::FairLockKeys;
-use crate::ops::lock::{Acquire, FencedAcquire, LockState, Release};
+use crate::ops::lock::{Acquire, FencedAcquire, LockState, RecordKind, Release};
 use crate::ops::rw_lock::{RwLockKeys, RwMode};
 use crate::{Result, keys};
 
@@ -517,17 +517,36 @@ impl LockKeys {
     /// holds it (`LockGuard::extend`); `false` when it does not. Every
     /// flavor can: the hash's TTL is the lease, and a reader's lease is its
     /// read-hold keys (the hash keeps the longest of all readers' leases).
+    ///
+    /// `record`: the record of the acquire attempt that took the hold (its
+    /// key): renewed only while it says taken, so that a copy of this call
+    /// landing after the hold's release renews nothing (see
+    /// `lua/lock_renew.lua`); `None` (a hold handed over by another
+    /// client's release has none): the holder check alone.
     pub(crate) fn extend(
         &self,
         backend: &dyn LockBackend,
         holder: &Holder,
         lease_ms: i64,
+        record: Option<&str>,
     ) -> Result<bool> {
         match self.flavor {
             Flavor::Reentrant | Flavor::Fenced | Flavor::Fair | Flavor::Write => {
-                ops::lock::renew(backend, &self.name, holder.field(), lease_ms)
+                let kind = self.record_kind();
+                let record = record.map(|record| (record, kind));
+                ops::lock::renew_recorded(backend, &self.name, holder.field(), lease_ms, record)
             }
-            Flavor::Read => ops::rw_lock::read_renew(backend, &self.rw(holder), lease_ms),
+            Flavor::Read => {
+                ops::rw_lock::read_renew_recorded(backend, &self.rw(holder), lease_ms, record)
+            }
+        }
+    }
+
+    /// How this kind's acquire records say a hold is taken.
+    fn record_kind(&self) -> RecordKind {
+        match self.flavor {
+            Flavor::Reentrant | Flavor::Fenced => RecordKind::Taken,
+            Flavor::Fair | Flavor::Read | Flavor::Write => RecordKind::Numbered,
         }
     }
 
@@ -619,8 +638,9 @@ pub(crate) struct Renewal {
 /// one slot) share a script.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub(crate) enum RenewKind {
-    /// The lock hash's TTL (reentrant, fenced, fair, write).
-    Hash,
+    /// The lock hash's TTL, with attempt records of a kind (reentrant and
+    /// fenced: `Taken`; fair and write: `Numbered`).
+    Hash(RecordKind),
     /// The holder's read-hold keys and the hash (read).
     Read,
 }
@@ -638,28 +658,38 @@ impl Renewal {
 
     pub(crate) fn kind(&self) -> RenewKind {
         match self.keys.flavor {
-            Flavor::Reentrant | Flavor::Fenced | Flavor::Fair | Flavor::Write => RenewKind::Hash,
+            Flavor::Reentrant | Flavor::Fenced | Flavor::Fair | Flavor::Write => {
+                RenewKind::Hash(self.keys.record_kind())
+            }
             Flavor::Read => RenewKind::Read,
         }
     }
 }
 
 /// Renews `holds`, all of `kind` (and of one cluster slot), in one script:
-/// one flag per hold, `false` for a hold that is gone.
+/// one flag per hold, `false` for a hold that is gone. Each hold with the
+/// key of the attempt record it is renewed for (`None`: the holder check
+/// alone; see `lua/lock_renew_batch.lua`).
 pub(crate) fn renew_batch(
     backend: &dyn LockBackend,
     kind: RenewKind,
-    holds: &[&Renewal],
+    holds: &[(&Renewal, Option<String>)],
     lease_ms: i64,
 ) -> Result<Vec<bool>> {
     match kind {
-        RenewKind::Hash => {
-            let pairs: Vec<(&str, &str)> = holds.iter().map(|h| (h.name(), h.field())).collect();
-            ops::lock::renew_many(backend, &pairs, lease_ms)
+        RenewKind::Hash(records) => {
+            let holds: Vec<(&str, &str, Option<&str>)> = holds
+                .iter()
+                .map(|(h, record)| (h.name(), h.field(), record.as_deref()))
+                .collect();
+            ops::lock::renew_many_recorded(backend, &holds, records, lease_ms)
         }
         RenewKind::Read => {
-            let keys: Vec<RwLockKeys<'_>> = holds.iter().map(|h| h.keys.rw(&h.holder)).collect();
-            ops::rw_lock::read_renew_many(backend, &keys, lease_ms)
+            let keys: Vec<(RwLockKeys<'_>, Option<&str>)> = holds
+                .iter()
+                .map(|(h, record)| (h.keys.rw(&h.holder), record.as_deref()))
+                .collect();
+            ops::rw_lock::read_renew_many_recorded(backend, &keys, lease_ms)
         }
     }
 }

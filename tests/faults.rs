@@ -17,8 +17,9 @@ use redisync::{Client, Error, NopEventHandler};
 const LUA_DIR: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/lua");
 
 /// The SHA-1 the client sends with EVALSHA for `lua/<file>`: the file,
-/// after `lua/args_prelude.lua` (the argument checks) when it takes numbers
-/// in ARGV, and after `lua/window_prelude.lua` when it writes, as
+/// after `lua/renew_prelude.lua` when it checks attempt records (the
+/// renewals), after `lua/args_prelude.lua` (the argument checks) when it
+/// takes numbers in ARGV, and after `lua/window_prelude.lua` when it writes, as
 /// `src/ops/` defines it.
 fn sha(file: &str) -> String {
     let read = |file: &str| {
@@ -27,6 +28,10 @@ fn sha(file: &str) -> String {
             .unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()))
     };
     let mut source = read(file);
+    // The renewals' record check (issue 32) comes after the argument checks.
+    if source.contains("record_taken(") {
+        source = read("renew_prelude.lua") + &source;
+    }
     if source.contains("bad_bounded(") || source.contains("count_checks()") {
         source = read("args_prelude.lua") + &source;
     }
@@ -76,7 +81,8 @@ fn script_flush_mid_run_is_harmless() {
     let lock = client.lock(name.as_str());
     let [acquire, renew, release, force_release, state] = [
         "lock_acquire.lua",
-        "lock_renew_batch.lua",
+        // One hold with its attempt's record: the single renewal script.
+        "lock_renew.lua",
         "lock_release.lua",
         "lock_force_release.lua",
         "lock_state.lua",

@@ -726,7 +726,7 @@ fn retake_after_loss(env: &Env, same_thread: bool) {
 }
 
 /// A store that holds back the next watchdog renewal it is asked to run
-/// (`lock_renew_batch`) once armed: it says the renewal has left, and sends
+/// (`lock_renew_batch`, or `lock_renew` for one hold) once armed: it says the renewal has left, and sends
 /// it on to the real store only when the test opens the gate. The renewal
 /// is then provably in flight for as long as the test wants.
 struct HeldRenewal {
@@ -781,7 +781,9 @@ impl Hook for HeldRenewal {
         inner: &Store,
         call: &redisync::backend::ScriptCall<'_>,
     ) -> redisync::Result<redisync::backend::Reply> {
-        let held = call.script().id() == "lock_renew_batch" && {
+        // A batch, or one hold with its attempt's record (issue 32).
+        let renewal = matches!(call.script().id(), "lock_renew" | "lock_renew_batch");
+        let held = renewal && {
             let mut state = self.state.lock().unwrap();
             std::mem::replace(&mut state.armed, false)
         };

@@ -25,22 +25,24 @@ const SETTLE_WAIT: Duration = Duration::from_secs(3);
 /// An acquire attempt's id: this process's random prefix and a counter
 /// (cheap: no random draw per attempt), unique across clients and runs.
 /// A guard keeps only the counter (8 bytes, no allocation: a client may hold
-/// 100,000 locks) and spells the record's key when it releases.
-#[derive(Clone, Copy, Debug)]
-pub(super) struct AttemptId(u64);
+/// 100,000 locks; never zero, so an `Option` of it is 8 bytes too) and
+/// spells the record's key when it releases.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct AttemptId(std::num::NonZeroU64);
 
 impl AttemptId {
-    fn new() -> Self {
-        static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-        AttemptId(NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed))
+    pub(crate) fn new() -> Self {
+        static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+        let next = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        AttemptId(std::num::NonZeroU64::new(next).unwrap_or(std::num::NonZeroU64::MIN))
     }
 
     /// The record's key for an attempt on the lock whose key is `name`
     /// (`{name}:redisync_attempt:<id>`).
-    pub(super) fn key(self, name: &str) -> String {
+    pub(crate) fn key(self, name: &str) -> String {
         static PREFIX: std::sync::LazyLock<String> =
             std::sync::LazyLock::new(|| uuid::Uuid::new_v4().simple().to_string());
-        keys::acquire_attempt(name, format_args!("{}{:x}", PREFIX.as_str(), self.0))
+        keys::acquire_attempt(name, format_args!("{}{:x}", PREFIX.as_str(), self.0.get()))
     }
 }
 
@@ -347,7 +349,7 @@ impl<H: GuardHolder> Lock<H> {
             None => (
                 self.client
                     .watchdog()
-                    .start_within(&renewal, sent, handed_ttl)?,
+                    .start_within(&renewal, sent, handed_ttl, attempt)?,
                 true,
             ),
             Some(length) => (Lease::new(sent, length), false),

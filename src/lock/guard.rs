@@ -205,7 +205,10 @@ impl<H: GuardHolder> LockGuard<H> {
         }
         let backend = self.lock.client.store();
         let sent = Instant::now();
-        match keys.extend(backend, &self.renewal.holder, lease_ms) {
+        // Its attempt's record: a copy of this call landing after the
+        // release renews nothing (not the holder's next hold).
+        let record = self.attempt.map(|id| id.key(&keys.name));
+        match keys.extend(backend, &self.renewal.holder, lease_ms, record.as_deref()) {
             Ok(true) => {
                 self.lease.renewed(sent, lease);
                 self.lease_ms.set(lease_ms);
@@ -258,7 +261,10 @@ impl<H: GuardHolder> LockGuard<H> {
         // holder's next hold), and the wait counts against the unlock's
         // own bound.
         let waited = if self.watchdog {
-            self.lock.client.watchdog().stop(&self.renewal)
+            self.lock
+                .client
+                .watchdog()
+                .stop(&self.renewal, self.attempt)
         } else {
             None
         };

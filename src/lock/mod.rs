@@ -23,6 +23,8 @@ mod guard;
 mod holds;
 mod release;
 
+pub(crate) use self::acquire::AttemptId;
+
 use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;

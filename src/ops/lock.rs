@@ -172,12 +172,14 @@ script!(
     FENCED_ACQUIRE = "fenced_lock_acquire", "fenced lock acquire", after "window_prelude", after "args_prelude"
 );
 script!(
-    /// KEYS lock; ARGV lease ms, holder. 1 = renewed, 0 = not ours.
-    RENEW = "lock_renew", "lock renew", after "window_prelude", after "args_prelude"
+    /// KEYS lock [, attempt record]; ARGV lease ms, holder [, record kind].
+    /// 1 = renewed, 0 = not ours (or not by that attempt).
+    RENEW = "lock_renew", "lock renew", after "window_prelude", after "args_prelude", after "renew_prelude"
 );
 script!(
-    /// KEYS locks; ARGV lease ms, one holder per lock. {1 = renewed, 0 = not ours, ...}.
-    RENEW_BATCH = "lock_renew_batch", "lock renew batch", after "window_prelude", after "args_prelude"
+    /// KEYS locks [, one attempt record per lock]; ARGV lease ms, one holder
+    /// per lock [, record kind]. {1 = renewed, 0 = not ours, ...}.
+    RENEW_BATCH = "lock_renew_batch", "lock renew batch", after "window_prelude", after "args_prelude", after "renew_prelude"
 );
 script!(
     /// KEYS lock, channel, latch (or the hold's attempt record); ARGV
@@ -516,6 +518,127 @@ pub fn renew<B: LockBackend + ?Sized>(
         .arg(lease_ms)
         .arg(holder);
     run_as(backend, &call, super::flag)
+}
+
+/// How an acquire attempt's record says that its hold is taken, as that
+/// kind's acquire writes it (see `lua/renew_prelude.lua`).
+///
+/// ```
+/// use redisync::ops::lock::RecordKind;
+/// assert_ne!(RecordKind::Taken, RecordKind::Numbered);
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[non_exhaustive]
+pub enum RecordKind {
+    /// `taken`, or `taken:<token>`: the reentrant and fenced locks'
+    /// ([`acquire_recorded`], [`fenced_acquire_recorded`]).
+    Taken,
+    /// Any value but `0`: the fair and write locks' `1`, a read hold's
+    /// number.
+    Numbered,
+}
+
+impl RecordKind {
+    /// The scripts' name for it.
+    fn arg(self) -> &'static str {
+        match self {
+            RecordKind::Taken => "taken",
+            RecordKind::Numbered => "n",
+        }
+    }
+}
+
+/// As [`renew`], for the hold the acquire attempt recorded under `record`
+/// took (its key, `{name}:redisync_attempt:<id>`, and how it says taken):
+/// renewed only while the holder holds `name` and that record still says
+/// taken, so a renewal sent for a hold since released (resent, or held up
+/// on the way) renews nothing, not even the holder's next hold. The
+/// record's TTL is made at least `lease_ms`. `None`: as [`renew`] (the
+/// holder check alone).
+///
+/// # Errors
+/// As [`renew`].
+///
+/// ```
+/// use redisync::ops::lock::RecordKind;
+/// let store = redisync::MemoryBackend::new();
+/// let record = "{doc:renew-rec}:redisync_attempt:a1";
+/// redisync::ops::lock::acquire_recorded(&store, "doc:renew-rec", "c1:1", 30_000, Some(record))?;
+/// let taken = Some((record, RecordKind::Taken));
+/// assert!(redisync::ops::lock::renew_recorded(&store, "doc:renew-rec", "c1:1", 30_000, taken)?);
+/// # Ok::<(), redisync::Error>(())
+/// ```
+pub fn renew_recorded<B: LockBackend + ?Sized>(
+    backend: &B,
+    name: &str,
+    holder: &str,
+    lease_ms: i64,
+    record: Option<(&str, RecordKind)>,
+) -> Result<bool> {
+    check_ms("lease", lease_ms)?;
+    let mut call = ScriptCall::new(&RENEW, Resend::Harmless, Effect::Change(is_one))
+        .key(name)
+        .arg(lease_ms)
+        .arg(holder);
+    if let Some((record, kind)) = record {
+        call = call.key(record).arg(kind.arg());
+    }
+    run_as(backend, &call, super::flag)
+}
+
+/// As [`renew_many`], each hold with the record of the acquire attempt that
+/// took it (`None`: the holder check alone), all of one `kind`: as
+/// [`renew_recorded`] for each. One round trip; none when `holds` is empty.
+///
+/// # Errors
+/// As [`renew_many`].
+///
+/// ```
+/// use redisync::ops::lock::RecordKind;
+/// let store = redisync::MemoryBackend::new();
+/// let record = "{doc:batch-rec:a}:redisync_attempt:a1";
+/// redisync::ops::lock::acquire_recorded(&store, "doc:batch-rec:a", "c1:1", 30_000, Some(record))?;
+/// let renewed = redisync::ops::lock::renew_many_recorded(
+///     &store,
+///     &[("doc:batch-rec:a", "c1:1", Some(record)), ("doc:batch-rec:b", "c1:1", None)],
+///     RecordKind::Taken,
+///     30_000,
+/// )?;
+/// assert_eq!(renewed, [true, false]);
+/// # Ok::<(), redisync::Error>(())
+/// ```
+pub fn renew_many_recorded<B: LockBackend + ?Sized>(
+    backend: &B,
+    holds: &[(&str, &str, Option<&str>)],
+    kind: RecordKind,
+    lease_ms: i64,
+) -> Result<Vec<bool>> {
+    check_ms("lease", lease_ms)?;
+    match holds {
+        [] => return Ok(Vec::new()),
+        // One lock with a record: its own script (the batch's form with
+        // records needs two locks, or it would read as Redisson's).
+        [(name, holder, Some(record))] => {
+            let record = Some((*record, kind));
+            return renew_recorded(backend, name, holder, lease_ms, record).map(|r| vec![r]);
+        }
+        _ => {}
+    }
+    if holds.iter().all(|(_, _, record)| record.is_none()) {
+        let pairs: Vec<(&str, &str)> = holds.iter().map(|(n, h, _)| (*n, *h)).collect();
+        return renew_many(backend, &pairs, lease_ms);
+    }
+    let mut call =
+        ScriptCall::new(&RENEW_BATCH, Resend::Harmless, Effect::Change(any_one)).arg(lease_ms);
+    for (name, holder, _) in holds {
+        call = call.key(*name).arg(*holder);
+    }
+    // A lock without a record: its own key in the record's place.
+    for (name, _, record) in holds {
+        call = call.key(record.unwrap_or(name));
+    }
+    call = call.arg(kind.arg());
+    flags(&run(backend, &call)?, holds.len(), RENEW_BATCH.operation())
 }
 
 /// Renews many locks in one round trip (the watchdog's batched renewal,

@@ -500,6 +500,7 @@ mod tests {
             "write_lock_prelude",
             "undo_prelude",
             "op_record_prelude",
+            "renew_prelude",
         ];
         let mut files = std::fs::read_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/lua"))
             .unwrap()

@@ -141,13 +141,14 @@ script!(
     WRITE_UNDO_ACQUIRE = "write_lock_undo_acquire", "write lock undo acquire", after "window_prelude", after "args_prelude", after "undo_prelude", after "write_lock_prelude"
 );
 script!(
-    /// KEYS lock, timeout prefix, key prefix; ARGV lease ms, holder. 1 = renewed.
-    READ_RENEW = "read_lock_renew", "read lock renew", after "window_prelude", after "args_prelude"
+    /// KEYS lock, timeout prefix, key prefix [, attempt record]; ARGV lease
+    /// ms, holder. 1 = renewed.
+    READ_RENEW = "read_lock_renew", "read lock renew", after "window_prelude", after "args_prelude", after "renew_prelude"
 );
 script!(
-    /// KEYS (lock, timeout prefix) per hold; ARGV lease ms, one holder per
-    /// hold. {1 = renewed, 0 = no read hold, ...}.
-    READ_RENEW_BATCH = "read_lock_renew_batch", "read lock renew batch", after "window_prelude", after "args_prelude"
+    /// KEYS (lock, timeout prefix) per hold [, one attempt record per hold];
+    /// ARGV lease ms, one holder per hold. {1 = renewed, 0 = no read hold, ...}.
+    READ_RENEW_BATCH = "read_lock_renew_batch", "read lock renew batch", after "window_prelude", after "args_prelude", after "renew_prelude"
 );
 script!(
     /// KEYS lock, channel; ARGV mode, message. 1 = deleted.
@@ -652,6 +653,94 @@ pub fn read_renew<B: LockBackend + ?Sized>(
         .arg(lease_ms)
         .arg(keys.holder);
     run_as(backend, &call, super::flag)
+}
+
+/// As [`read_renew`], for the read hold the acquire attempt recorded under
+/// `record` took (`{name}:redisync_attempt:<id>`): renewed only while that
+/// record still says taken (any value but `0`), so a renewal sent for a
+/// hold since released renews nothing; the record's TTL is made at least
+/// `lease_ms`. `None`: as [`read_renew`].
+///
+/// # Errors
+/// As [`read_renew`].
+///
+/// ```
+/// use redisync::ops::rw_lock::RwLockKeys;
+/// let keys = RwLockKeys {
+///     name: "doc:rw-renew-rec", channel: "redisson_rwlock:{doc:rw-renew-rec}", holder: "c1:1",
+///     write_field: "c1:1:write", timeout_prefix: "{doc:rw-renew-rec}:c1:1:rwlock_timeout",
+///     key_prefix: "{doc:rw-renew-rec}",
+/// };
+/// let store = redisync::MemoryBackend::new();
+/// let record = "{doc:rw-renew-rec}:redisync_attempt:a1";
+/// assert!(!redisync::ops::rw_lock::read_renew_recorded(&store, &keys, 30_000, Some(record))?);
+/// # Ok::<(), redisync::Error>(())
+/// ```
+pub fn read_renew_recorded<B: LockBackend + ?Sized>(
+    backend: &B,
+    keys: &RwLockKeys<'_>,
+    lease_ms: i64,
+    record: Option<&str>,
+) -> Result<bool> {
+    check_ms("lease", lease_ms)?;
+    let call = ScriptCall::new(&READ_RENEW, Resend::Harmless, Effect::Change(is_one))
+        .key(keys.name)
+        .key(keys.timeout_prefix)
+        .key(keys.key_prefix)
+        .arg(lease_ms)
+        .arg(keys.holder);
+    let call = record.into_iter().fold(call, ScriptCall::key);
+    run_as(backend, &call, super::flag)
+}
+
+/// As [`read_renew_many`], each hold with the record of the acquire attempt
+/// that took it (`None`: the holder check alone): as [`read_renew_recorded`]
+/// for each, in one round trip (none when `holds` is empty).
+///
+/// # Errors
+/// As [`read_renew_many`].
+///
+/// ```
+/// use redisync::ops::rw_lock::RwLockKeys;
+/// let keys = RwLockKeys {
+///     name: "doc:rw-batch-rec", channel: "redisson_rwlock:{doc:rw-batch-rec}", holder: "c1:1",
+///     write_field: "c1:1:write", timeout_prefix: "{doc:rw-batch-rec}:c1:1:rwlock_timeout",
+///     key_prefix: "{doc:rw-batch-rec}",
+/// };
+/// let store = redisync::MemoryBackend::new();
+/// let record = "{doc:rw-batch-rec}:redisync_attempt:a1";
+/// let renewed = redisync::ops::rw_lock::read_renew_many_recorded(&store, &[(keys, Some(record))], 30_000)?;
+/// assert_eq!(renewed, [false]);
+/// # Ok::<(), redisync::Error>(())
+/// ```
+pub fn read_renew_many_recorded<B: LockBackend + ?Sized>(
+    backend: &B,
+    holds: &[(RwLockKeys<'_>, Option<&str>)],
+    lease_ms: i64,
+) -> Result<Vec<bool>> {
+    check_ms("lease", lease_ms)?;
+    if holds.is_empty() {
+        return Ok(Vec::new());
+    }
+    let mut call =
+        ScriptCall::new(&READ_RENEW_BATCH, Resend::Harmless, Effect::Change(any_one)).arg(lease_ms);
+    for (keys, _) in holds {
+        call = call
+            .key(keys.name)
+            .key(keys.timeout_prefix)
+            .arg(keys.holder);
+    }
+    if holds.iter().any(|(_, record)| record.is_some()) {
+        // A hold without a record: its lock's key in the record's place.
+        for (keys, record) in holds {
+            call = call.key(record.unwrap_or(keys.name));
+        }
+    }
+    super::flags(
+        &run(backend, &call)?,
+        holds.len(),
+        READ_RENEW_BATCH.operation(),
+    )
 }
 
 /// Renews many holders' read holds in one round trip, as [`read_renew`]

@@ -52,7 +52,15 @@ pub(super) fn send(
     lease_ms: i64,
     sent: Instant,
 ) -> Vec<Renewed> {
-    let holds: Vec<&Renewal> = batch.iter().map(|d| d.hold.0.as_ref()).collect();
+    // Each names its attempt's record (spelled here, off the hot path: a
+    // watch keeps only the attempt's number).
+    let holds: Vec<(&Renewal, Option<String>)> = batch
+        .iter()
+        .map(|d| {
+            let renewal = d.hold.0.as_ref();
+            (renewal, d.attempt.map(|id| id.key(renewal.name())))
+        })
+        .collect();
     let result = renew_batch(backend, kind, &holds, lease_ms);
     drop(holds);
     split(batch, sent, result)

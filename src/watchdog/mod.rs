@@ -25,8 +25,15 @@
 //! scheduler finds nothing to renew. A renewal answered after its watch was
 //! removed is ignored.
 //!
-//! One that was already sent cannot be cancelled, and its script renews
-//! whatever hold the holder has when it runs: landing after the release
+//! Each renewal names the acquire attempt of one live guard of its hold
+//! (its record, `{name}:redisync_attempt:<id>`; the watch keeps the ids of
+//! its live guards' attempts, see `schedule::Attempts`), and the script
+//! renews only while that record says taken: a renewal sent before the
+//! release, resent or held up on the way, renews nothing once the hold is
+//! released, not the holder's next hold (see `lua/lock_renew.lua`).
+//! A hold with no record (handed over outright by another client's
+//! release) is renewed on the holder check alone: its script renews
+//! whatever hold the holder has when it runs, and landing after the release
 //! and after the same holder took the lock again with a fixed lease, it
 //! would stretch that lease to the watchdog's. So the last release of a
 //! hold whose renewal is in flight waits for its answer ([`Watchdog::stop`];
@@ -60,6 +67,7 @@ use self::schedule::{Answer, Outcome, Schedule};
 use crate::backend::LockBackend;
 use crate::event::{EventHandler, LockLostEvent, RenewFailedEvent};
 use crate::flavor::Renewal;
+use crate::lock::AttemptId;
 
 /// The most renewals one pass of the scheduler takes out of the queue
 /// before it records their answers (a bound on how stale its view gets).
@@ -182,11 +190,13 @@ impl Watchdog {
     /// not registered.
     #[cfg(test)]
     pub(crate) fn start(&self, renewal: &Arc<Renewal>, sent: Instant) -> crate::Result<Arc<Lease>> {
-        self.start_within(renewal, sent, None)
+        self.start_within(renewal, sent, None, None)
     }
 
     /// As [`start`](Self::start), for a hold whose TTL in the store is `ttl`
-    /// rather than the watchdog timeout (see `Schedule::start_within`).
+    /// rather than the watchdog timeout (see `Schedule::start_within`),
+    /// taken by `attempt` (its record: renewals name it, see
+    /// `lua/lock_renew.lua`; `None`: a hold with no record).
     ///
     /// # Errors
     /// As [`start`](Self::start).
@@ -195,6 +205,7 @@ impl Watchdog {
         renewal: &Arc<Renewal>,
         sent: Instant,
         ttl: Option<Duration>,
+        attempt: Option<AttemptId>,
     ) -> crate::Result<Arc<Lease>> {
         let mut state = self.shared.state.lock();
         if !state.started {
@@ -207,7 +218,7 @@ impl Watchdog {
                 })?;
             state.started = true;
         }
-        let (lease, due) = state.schedule.start_within(renewal, sent, ttl);
+        let (lease, due) = state.schedule.start_within(renewal, sent, ttl, attempt);
         // Only if the scheduler sleeps past this watch's first renewal (it
         // never does once it has slept a full interval) must it be woken.
         if let (Some(sleeping), Some(due)) = (state.sleeping_until, due)
@@ -218,7 +229,9 @@ impl Watchdog {
         Ok(lease)
     }
 
-    /// Forgets one watchdog hold; the last one cancels the renewal at once.
+    /// Forgets one watchdog hold, taken by `attempt`; the last one cancels
+    /// the renewal at once (another one's attempt takes its place in the
+    /// renewals: see `Schedule::stop`).
     ///
     /// If that renewal was sent already and is not answered yet, waits until
     /// it is (or can no longer land: see the module doc), so that it cannot
@@ -226,9 +239,13 @@ impl Watchdog {
     /// timeout from its send plus 125 ms (the watchdog timeout when the
     /// store has no response timeout). No wait otherwise. Returns when it
     /// began to wait, if it did.
-    pub(crate) fn stop(&self, renewal: &Arc<Renewal>) -> Option<Instant> {
+    pub(crate) fn stop(
+        &self,
+        renewal: &Arc<Renewal>,
+        attempt: Option<AttemptId>,
+    ) -> Option<Instant> {
         let mut state = self.shared.state.lock();
-        if !state.schedule.stop(renewal) {
+        if !state.schedule.stop(renewal, attempt) {
             return None;
         }
         let (batch, sent) = state.sending?;
@@ -427,6 +444,6 @@ fn report(shared: &Shared, name: &str, outcome: Outcome, error: Option<crate::Er
                 .events
                 .on_renew_failed(&RenewFailedEvent { name, error });
         }
-        (Outcome::Retry, None) | (Outcome::Gone, _) => {}
+        (Outcome::Retry, None) | (Outcome::Gone | Outcome::Moved, _) => {}
     }
 }

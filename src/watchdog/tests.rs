@@ -14,6 +14,7 @@ use crate::Result;
 use crate::backend::{LockBackend, MemoryBackend, PubSubConnection, Reply, ScriptCall};
 use crate::event::{EventHandler, LockLostEvent, RenewFailedEvent};
 use crate::flavor::{Flavor, LockKeys, Renewal};
+use crate::lock::AttemptId;
 
 const TIMEOUT: Duration = Duration::from_secs(30);
 const INTERVAL: Duration = Duration::from_secs(10);
@@ -130,7 +131,7 @@ impl LockBackend for Recording {
         self.scripts
             .lock()
             .push((call.script().id(), call.keys().len()));
-        let renewal = call.script().id().ends_with("renew_batch");
+        let renewal = call.script().id().contains("renew");
         if renewal {
             self.gate.pass();
         }
@@ -249,6 +250,44 @@ impl Fixture {
         assert!(acquired.is_acquired(), "{name}");
         let lease = self.watchdog.start(&renewal, self.clock.now()).unwrap();
         (renewal, lease)
+    }
+
+    /// Takes `name` (reentrant) for holder `c:1` with a recorded attempt
+    /// (a first hold or a reentrant one) and registers that guard with the
+    /// watchdog. Returns the attempt.
+    fn hold_recorded(&self, renewal: &Arc<Renewal>) -> AttemptId {
+        let attempt = AttemptId::new();
+        let record = attempt.key(renewal.name());
+        let acquired = crate::ops::lock::acquire_recorded(
+            &self.backend.inner,
+            renewal.name(),
+            renewal.field(),
+            30_000,
+            Some(&record),
+        )
+        .unwrap();
+        assert!(acquired.is_acquired());
+        self.watchdog
+            .start_within(renewal, self.clock.now(), None, Some(attempt))
+            .unwrap();
+        attempt
+    }
+
+    /// Releases one guard of `renewal` taken by `attempt`: the watch
+    /// forgets it, and the store's release turns its record into the latch.
+    fn release_recorded(&self, renewal: &Arc<Renewal>, attempt: AttemptId) {
+        self.watchdog.stop(renewal, Some(attempt));
+        let channel = format!("redisson_lock__channel:{{{}}}", renewal.name());
+        crate::ops::lock::release(
+            &self.backend.inner,
+            renewal.name(),
+            &channel,
+            renewal.field(),
+            30_000,
+            &attempt.key(renewal.name()),
+            10_000,
+        )
+        .unwrap();
     }
 
     fn at(&self, offset: Duration) {
@@ -412,13 +451,13 @@ fn a_released_hold_is_not_renewed_and_reentrant_holds_share_one_watch() {
     let f = Fixture::new(100, None);
     let (renewal, _) = f.hold(Flavor::Reentrant, "wd:stop");
     let again = f.watchdog.start(&renewal, f.clock.now()).unwrap();
-    f.watchdog.stop(&renewal); // the inner guard
+    f.watchdog.stop(&renewal, None); // the inner guard
     f.backend.taken();
     f.at(INTERVAL);
     assert_eq!(f.watchdog.renew_due(), 1);
     assert!(!again.is_lost_at(f.clock.now()));
 
-    f.watchdog.stop(&renewal); // the outer guard
+    f.watchdog.stop(&renewal, None); // the outer guard
     f.backend.taken();
     f.at(INTERVAL * 3);
     assert_eq!(f.watchdog.renew_due(), 0);
@@ -466,7 +505,7 @@ fn stop_in_background(
     );
     std::thread::spawn(move || {
         let started = Instant::now();
-        let waited = watchdog.stop(&renewal).is_some();
+        let waited = watchdog.stop(&renewal, None).is_some();
         backend.gate.note("stopped");
         (started.elapsed(), waited)
     })
@@ -565,4 +604,70 @@ fn a_hold_released_before_its_batch_is_sent_is_not_renewed() {
     assert_eq!(f.backend.taken(), [("lock_renew_batch", 1)]);
     assert_eq!(first_lease.ends(), Some(f.t0 + INTERVAL + TIMEOUT));
     drop(first);
+}
+
+fn reentrant(name: &str) -> Arc<Renewal> {
+    let keys = Arc::new(LockKeys::new(Flavor::Reentrant, name.to_owned()));
+    let holder = keys.holder("c:1".to_owned());
+    Arc::new(Renewal { keys, holder })
+}
+
+/// Renewals name the first live guard's attempt; released first (before an
+/// inner guard), another live guard's takes its place: the hold is still
+/// renewed, not reported lost.
+#[test]
+fn when_the_guard_renewals_name_is_released_first_they_name_another() {
+    let f = Fixture::new(100, None);
+    let renewal = reentrant("wd:moved");
+    let outer = f.hold_recorded(&renewal);
+    let inner = f.hold_recorded(&renewal);
+    f.release_recorded(&renewal, outer);
+    f.backend.taken();
+    f.at(INTERVAL);
+    assert_eq!(f.watchdog.renew_due(), 1);
+    assert_eq!(f.backend.taken(), [("lock_renew", 2)]);
+    assert!(
+        f.events.lost.lock().is_empty(),
+        "{:?}",
+        f.events.lost.lock()
+    );
+    f.release_recorded(&renewal, inner);
+    f.at(INTERVAL * 3);
+    assert_eq!(f.watchdog.renew_due(), 0);
+}
+
+/// A renewal on its way when the guard it names is released (others live)
+/// finds that record released and renews nothing; it is sent again at once
+/// naming a live guard's attempt, and no loss is reported.
+#[test]
+fn a_renewal_whose_guard_is_released_on_its_way_is_sent_again_for_another() {
+    let f = Fixture::new(100, None);
+    let renewal = reentrant("wd:moved:in-flight");
+    let outer = f.hold_recorded(&renewal);
+    let inner = f.hold_recorded(&renewal);
+    f.backend.gate.close();
+    f.at(INTERVAL);
+    let pass = pass_in_background(&f);
+    f.backend.gate.until_arrived(1);
+    // Not the last guard: no wait for the renewal in flight.
+    f.release_recorded(&renewal, outer);
+    f.backend.gate.open();
+    assert_eq!(pass.join().unwrap(), 1);
+    assert!(
+        f.events.lost.lock().is_empty(),
+        "{:?}",
+        f.events.lost.lock()
+    );
+    // Due again at once, naming the inner guard's attempt: renewed.
+    f.backend.taken();
+    assert_eq!(f.watchdog.renew_due(), 1);
+    assert_eq!(f.backend.taken(), [("lock_renew", 2)]);
+    let state = crate::ops::lock::state(&f.backend.inner, "wd:moved:in-flight", "c:1").unwrap();
+    assert!(state.ttl.is_some_and(|ttl| ttl > Duration::from_secs(29)));
+    assert!(
+        f.events.lost.lock().is_empty(),
+        "{:?}",
+        f.events.lost.lock()
+    );
+    f.release_recorded(&renewal, inner);
 }
