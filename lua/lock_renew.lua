@@ -13,9 +13,8 @@
 -- ARGV[1]  lease in milliseconds
 -- ARGV[2]  holder id
 -- ARGV[3]  with KEYS[2]: how the record says taken, as the kind's acquire
---          reads it: 'taken' = its value begins with 'taken' ('taken', or
---          'taken:<token>' for a fenced lock); 'n' = any value but '0' (a
---          fair or write lock's 1, a read hold's number).
+--          reads it: 'taken' or 'n', read alike (lua/renew_prelude.lua):
+--          every kind's record begins with 'taken' while its hold lives.
 -- Returns  1 when renewed; 0 when the holder no longer holds it (or no
 --          longer holds it by that attempt).
 -- Checked before any write (a script error does not undo earlier writes).

@@ -544,10 +544,8 @@ impl LockKeys {
 
     /// How this kind's acquire records say a hold is taken.
     fn record_kind(&self) -> RecordKind {
-        match self.flavor {
-            Flavor::Reentrant | Flavor::Fenced => RecordKind::Taken,
-            Flavor::Fair | Flavor::Read | Flavor::Write => RecordKind::Numbered,
-        }
+        // Every kind's record begins with `taken` while its hold lives.
+        RecordKind::Taken
     }
 
     pub(crate) fn force_release(&self, backend: &dyn LockBackend) -> Result<bool> {

@@ -530,11 +530,15 @@ pub fn renew<B: LockBackend + ?Sized>(
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 #[non_exhaustive]
 pub enum RecordKind {
-    /// `taken`, or `taken:<token>`: the reentrant and fenced locks'
-    /// ([`acquire_recorded`], [`fenced_acquire_recorded`]).
+    /// `taken`, or `taken:<...>`: what every lock kind's acquire writes
+    /// ([`acquire_recorded`], [`fenced_acquire_recorded`], the fair, read
+    /// and write acquires).
     Taken,
-    /// Any value but `0`: the fair and write locks' `1`, a read hold's
-    /// number.
+    /// Read as [`Taken`](Self::Taken): the fair, read and write records
+    /// once said `1` or the read hold's number, and now begin with `taken`
+    /// too (their releases keep them as the unlock latch, whose outcome is
+    /// a number). The scripts still take the kind's argument, which also
+    /// tells a batch with records from one without.
     Numbered,
 }
 
