@@ -18,7 +18,8 @@ const LUA_DIR: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/lua");
 
 /// The SHA-1 the client sends with EVALSHA for `lua/<file>`: the file,
 /// after `lua/renew_prelude.lua` when it checks attempt records (the
-/// renewals), after `lua/args_prelude.lua` (the argument checks) when it
+/// renewals) or `lua/op_record_prelude.lua` when it acts once by its op
+/// record (force releases, deletes), after `lua/args_prelude.lua` (the argument checks) when it
 /// takes numbers in ARGV, and after `lua/window_prelude.lua` when it writes, as
 /// `src/ops/` defines it.
 fn sha(file: &str) -> String {
@@ -31,6 +32,11 @@ fn sha(file: &str) -> String {
     // The renewals' record check (issue 32) comes after the argument checks.
     if source.contains("record_taken(") {
         source = read("renew_prelude.lua") + &source;
+    }
+    // A write that acts once by its op record (issue 32): its helpers come
+    // after the argument checks, which they use.
+    if source.contains("op_replay(") {
+        source = read("op_record_prelude.lua") + &source;
     }
     if source.contains("bad_bounded(") || source.contains("count_checks()") {
         source = read("args_prelude.lua") + &source;
