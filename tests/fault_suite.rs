@@ -1090,17 +1090,72 @@ fn kill_in_flight(server: &TestServer, calls: &Calls) -> KillReport {
     }
 }
 
-/// Holds the next request naming `pattern` in `proxy` for `hold` (longer
-/// than its client waits for a reply), then delivers it: a request that
-/// reaches Redis after its caller gave up. Confirms bytes were held and
-/// delivered; returns (held bytes, the window).
-fn late_delivery(proxy: &DelayProxy, pattern: &str, hold: Duration) -> (usize, u64, u64) {
-    proxy.hold_next(pattern.as_bytes());
-    let from = mono_ns();
+/// A request the proxy held and delivered later, confirmed: what was held
+/// is a script call on the object, and the server answered it.
+#[derive(Debug)]
+struct HeldRequest {
+    /// Bytes delivered.
+    bytes: usize,
+    /// When the proxy held its first bytes (the fault begins).
+    held_ns: u64,
+    /// When the server's reply to the delivered bytes had come.
+    delivered_ns: u64,
+    /// The request as delivered (lossy text).
+    request: String,
+    /// The server's reply to it (lossy text, as far as it had come).
+    reply: String,
+}
+
+impl HeldRequest {
+    /// The reply's first line (`-ERR late request ...`, `:1`, `$-1`, ...).
+    fn answer(&self) -> &str {
+        self.reply.lines().next().unwrap_or("")
+    }
+}
+
+/// Whether `text` (a request, lossy text) is a script call on the object
+/// `name`: `EVAL`/`EVALSHA` naming it, not a `SUBSCRIBE` to one of its
+/// channels (which names it too).
+fn is_script_call_on(text: &str, name: &str) -> bool {
+    text.contains("EVAL") && text.contains(name) && !text.contains("SUBSCRIBE")
+}
+
+/// Holds the next script call on the object `name` in `proxy` (with `cut`,
+/// its client's side of the connection drops at once, so the client sends
+/// it again on another connection while the proxy keeps the original),
+/// delivers it `hold` after the proxy held it, and confirms both ends: the
+/// bytes held are a script call on `name` ([`is_script_call_on`]), and the
+/// server answered the delivered bytes (the answer is returned, to record).
+fn late_delivery(proxy: &DelayProxy, name: &str, hold: Duration, cut: bool) -> HeldRequest {
+    let patterns: [&[u8]; 2] = [b"EVAL", name.as_bytes()];
+    if cut {
+        proxy.hold_next_request_and_cut(&patterns);
+    } else {
+        proxy.hold_next_request(&patterns);
+    }
     let held = proxy.wait_held(Duration::from_secs(20));
-    thread::sleep(hold);
+    let held_at = proxy.held_at().expect("the proxy says when it held the bytes");
+    let request = String::from_utf8_lossy(&proxy.held_request()).into_owned();
+    assert!(
+        is_script_call_on(&request, name),
+        "the proxy held {request:?}, not a script call on {name}"
+    );
+    thread::sleep(hold.saturating_sub(held_at.elapsed()));
     let delivered = proxy_delivered_at_least(held, proxy.deliver());
-    (delivered, from, mono_ns())
+    let delivered_ns = mono_ns();
+    let (request, reply) = proxy.last_delivery();
+    assert!(
+        is_script_call_on(&request, name) && reply.contains("\r\n"),
+        "the delivery of a held script call on {name} was not confirmed: sent {request:?}, \
+         answered {reply:?}"
+    );
+    HeldRequest {
+        bytes: delivered,
+        held_ns: history::ns_of(held_at),
+        delivered_ns,
+        request,
+        reply,
+    }
 }
 
 /// The proxy may hold more than it had when first asked (later chunks of
@@ -1160,11 +1215,19 @@ fn nemesis(
             thread::sleep(Duration::from_millis(500));
         }
         if fault_enabled("late") {
-            let (bytes, from, to) = late_delivery(proxy, pattern, late_hold(round));
-            windows.push(window("a request held by the proxy", from, to));
+            let late = late_delivery(proxy, pattern, late_hold(round), false);
+            // From when the proxy held it (not when it was armed) to the
+            // server's answer to the delivery.
+            windows.push(window(
+                "a request held by the proxy",
+                late.held_ns,
+                late.delivered_ns,
+            ));
             log.push(format!(
-                "round {round}: {bytes} bytes held {:.0} ms and delivered late",
-                ms_between(from, to)
+                "round {round}: {} bytes held {:.0} ms and delivered late, answered {:?}",
+                late.bytes,
+                ms_between(late.held_ns, late.delivered_ns),
+                late.answer()
             ));
             thread::sleep(Duration::from_millis(500));
         }
