@@ -958,6 +958,7 @@ fn window(why: &str, from_ns: u64, to_ns: u64) -> Excuse {
         from_ns,
         to_ns,
         why: why.to_owned(),
+        faulted: None,
     }
 }
 
@@ -1168,6 +1169,37 @@ fn proxy_delivered_at_least(held: usize, delivered: usize) -> usize {
     delivered
 }
 
+/// A fault's exact window, and the request it held if it held one (a
+/// fault of that request's waiter only, see [`for_waiters`]); `None`: a
+/// fault of the server or of every connection.
+type Fault = (Excuse, Option<String>);
+
+/// The faults' windows as excuses that name whom each hit: a held request
+/// hit the waiters (of `ids`, holder ids) it names, and no other; a fault
+/// without a request hit everyone.
+fn for_waiters(faults: &[Fault], ids: &[String]) -> Vec<Excuse> {
+    faults
+        .iter()
+        .map(|(excuse, request)| Excuse {
+            faulted: request.as_ref().map(|request| {
+                ids.iter()
+                    .filter(|id| names_id(request, id))
+                    .cloned()
+                    .collect()
+            }),
+            ..excuse.clone()
+        })
+        .collect()
+}
+
+/// Whether `request` names the holder id `id` (`<uuid>:<thread>`): an
+/// occurrence not followed by a digit (`...:1` is not `...:12`).
+fn names_id(request: &str, id: &str) -> bool {
+    request
+        .match_indices(id)
+        .any(|(at, _)| !request[at + id.len()..].starts_with(|c: char| c.is_ascii_digit()))
+}
+
 /// How long the nemesis's proxy holds a request in round `round`: past the
 /// client's response timeout; in the long mix's third round past the
 /// 10 s unlock latch too (a release delivered after it must free nothing).
@@ -1190,14 +1222,14 @@ fn nemesis(
     pattern: &str,
     lease: Duration,
     calls: &Calls,
-) -> (Vec<String>, Vec<Excuse>) {
+) -> (Vec<String>, Vec<Fault>) {
     let mut log = Vec::new();
     let mut windows = Vec::new();
     for round in 0..rounds() {
         if fault_enabled("kill") {
             let from = mono_ns();
             let kill = kill_in_flight(server, calls);
-            windows.push(window("CLIENT KILL in flight", from, mono_ns()));
+            windows.push((window("CLIENT KILL in flight", from, mono_ns()), None));
             assert!(
                 kill.before > 0 && kill.killed >= 1 && kill.survivors == 0,
                 "CLIENT KILL: {kill:?}"
@@ -1207,7 +1239,7 @@ fn nemesis(
         }
         if fault_enabled("freeze") {
             let (from, to) = freeze(server, Duration::from_millis(300));
-            windows.push(window("a short freeze", from, to));
+            windows.push((window("a short freeze", from, to), None));
             log.push(format!(
                 "round {round}: frozen {:.0} ms",
                 ms_between(from, to)
@@ -1218,10 +1250,9 @@ fn nemesis(
             let late = late_delivery(proxy, pattern, late_hold(round), false);
             // From when the proxy held it (not when it was armed) to the
             // server's answer to the delivery.
-            windows.push(window(
-                "a request held by the proxy",
-                late.held_ns,
-                late.delivered_ns,
+            windows.push((
+                window("a request held by the proxy", late.held_ns, late.delivered_ns),
+                Some(late.request.clone()),
             ));
             log.push(format!(
                 "round {round}: {} bytes held {:.0} ms and delivered late, answered {:?}",
@@ -1233,7 +1264,7 @@ fn nemesis(
         }
         if fault_enabled("long-freeze") {
             let (from, to) = freeze(server, lease + Duration::from_secs(1));
-            windows.push(window("a freeze past the lease", from, to));
+            windows.push((window("a freeze past the lease", from, to), None));
             log.push(format!(
                 "round {round}: frozen {:.0} ms",
                 ms_between(from, to)
@@ -1472,6 +1503,63 @@ fn checker_catches_a_fifo_break() {
         verdict.violations.is_empty() && verdict.excused.len() == 1,
         "{verdict:?}"
     );
+}
+
+/// A FIFO break is excused by a fault that hit the waiter that lost its
+/// turn, never by a fault of another waiter's request in the same moment
+/// (the nemesis's held request names the waiter it was for).
+#[test]
+fn checker_excuses_a_fifo_break_only_by_the_faulted_waiters_own_window() {
+    let waits = [
+        FairWait {
+            who: "a".into(),
+            start_ns: 90,
+            end_ns: 500,
+            enter_ns: Some(500),
+        },
+        FairWait {
+            who: "b".into(),
+            start_ns: 190,
+            end_ns: 300,
+            enter_ns: Some(300),
+        },
+    ];
+    let polls: Vec<QueuePoll> = [(100, vec!["a"]), (200, vec!["a", "b"]), (305, vec!["a"])]
+        .into_iter()
+        .map(|(sent_ns, queue)| QueuePoll {
+            sent_ns,
+            done_ns: sent_ns + 1,
+            queue: queue.into_iter().map(str::to_owned).collect(),
+        })
+        .collect();
+    let held_for = |who: &str| Excuse {
+        faulted: Some(vec![who.to_owned()]),
+        ..window(&format!("{who}'s request held"), 150, 250)
+    };
+    // b's request held (b is the one that overtook): no excuse for a's
+    // lost turn.
+    let verdict = check_fifo(&waits, &polls, &[held_for("b")]);
+    assert_eq!(verdict.of("FIFO broken").len(), 1, "{verdict:?}");
+    // A request of a waiter not in the break at all: none either.
+    let verdict = check_fifo(&waits, &polls, &[held_for("c")]);
+    assert_eq!(verdict.of("FIFO broken").len(), 1, "{verdict:?}");
+    // a's own request held: excused.
+    let verdict = check_fifo(&waits, &polls, &[held_for("a")]);
+    assert!(
+        verdict.violations.is_empty() && verdict.excused.len() == 1,
+        "{verdict:?}"
+    );
+    // A fault of every connection (a kill, a freeze) hit a too.
+    let verdict = check_fifo(&waits, &polls, &[window("a freeze", 150, 250)]);
+    assert!(verdict.violations.is_empty(), "{verdict:?}");
+    // The nemesis names the waiter by the holder id in the held request.
+    let faults = [(
+        window("a request held by the proxy", 150, 250),
+        Some("*5\r\n$7\r\nEVALSHA\r\n...$3\r\nb:7\r\n".to_owned()),
+    )];
+    let ids = ["a:1".to_owned(), "b:7".to_owned(), "b:71".to_owned()];
+    let named = for_waiters(&faults, &ids);
+    assert_eq!(named[0].faulted, Some(vec!["b:7".to_owned()]));
 }
 
 #[test]
@@ -2596,7 +2684,15 @@ fn lock_under_nemesis(what: &str, knobs: Knobs) -> (Checks, Verdict, Option<Verd
     let verdict = check_history(&mut checks, &workload, &[]);
     let fifo = (knobs.kind == Kind::Fair).then(|| {
         let (waits, polls) = workload.fair_history();
-        // A killed, frozen or held request can cost a waiter its turn.
+        // A killed, frozen or held request can cost a waiter its turn: the
+        // waiter it hit (a held request: the one it names), no other.
+        let mut ids: Vec<String> = waits.iter().map(|w| w.who.clone()).collect();
+        ids.sort();
+        ids.dedup();
+        let windows = for_waiters(&windows, &ids);
+        for excuse in windows.iter().filter(|e| e.faulted.is_some()) {
+            eprintln!("{what}: {} hit {:?}", excuse.why, excuse.faulted);
+        }
         let verdict = check_fifo(&waits, &polls, &windows);
         eprintln!(
             "{what}: {} fair acquires, {} polls of the queue ({} non-empty), {} FIFO break(s) \
