@@ -146,6 +146,7 @@ fn child_production_holder() {
     let store = Store::Redis {
         url,
         store: env(STORE_ENV),
+        accept_any: false,
     };
     let client = child::child_client_with_watchdog();
     let guard = client
@@ -460,15 +461,17 @@ impl Checks {
 
 /// The production store on Redis: KEYS[1] the highest token accepted,
 /// KEYS[2] the counter, KEYS[3] the write log; ARGV[1] the token, ARGV[2]
-/// the value, ARGV[3] the write's log line without its verdict. Accepts a
-/// token at least the highest (the same holder writes again), refuses a
-/// lower one; logs every write in the order it applies them. Returns 1 when
-/// accepted.
+/// the value, ARGV[3] the write's log line without its verdict, ARGV[4]
+/// `1` to accept every token (the judging store, see [`Store::Redis`]).
+/// Accepts a token at least the highest (the same holder writes again),
+/// refuses a lower one; logs every write in the order it applies them.
+/// Returns 1 when accepted.
 const PRODUCTION_STORE_WRITE: &str = r"
 local highest = tonumber(redis.call('get', KEYS[1]) or '0')
-local accepted = tonumber(ARGV[1]) >= highest
+local token = tonumber(ARGV[1])
+local accepted = token >= highest or ARGV[4] == '1'
 if accepted then
-    redis.call('set', KEYS[1], ARGV[1])
+    redis.call('set', KEYS[1], tostring(math.max(token, highest)))
     redis.call('set', KEYS[2], ARGV[2])
 end
 redis.call('rpush', KEYS[3], ARGV[3] .. ' ' .. tostring(accepted))
@@ -481,7 +484,15 @@ enum Store {
     /// In this process.
     Local(FencedStore),
     /// On Redis ([`PRODUCTION_STORE_WRITE`]), shared with child processes.
-    Redis { url: String, store: String },
+    /// `accept_any`: a store that accepts every token and logs it, so that
+    /// the checker, not the store, judges a write with a token below one
+    /// accepted before ("stale write"): a store with production semantics
+    /// refuses it itself, and the checker never sees it accepted.
+    Redis {
+        url: String,
+        store: String,
+        accept_any: bool,
+    },
 }
 
 impl Store {
@@ -493,7 +504,7 @@ impl Store {
     fn read(&self, conn: &mut Option<redis::Connection>) -> u64 {
         match self {
             Store::Local(store) => store.read(),
-            Store::Redis { url, store } => {
+            Store::Redis { url, store, .. } => {
                 let conn = conn.get_or_insert_with(|| raw_connection(url));
                 let value: Option<String> = redis::cmd("GET")
                     .arg(store_data_key(store))
@@ -508,7 +519,11 @@ impl Store {
     fn write(&self, conn: &mut Option<redis::Connection>, write: Write) -> bool {
         match self {
             Store::Local(store) => store.write(write),
-            Store::Redis { url, store } => {
+            Store::Redis {
+                url,
+                store,
+                accept_any,
+            } => {
                 let conn = conn.get_or_insert_with(|| raw_connection(url));
                 let line = write.to_line();
                 let line = line.rsplit_once(' ').unwrap().0.to_owned();
@@ -519,6 +534,7 @@ impl Store {
                     .arg(write.token.expect("the Redis store needs a fenced lock"))
                     .arg(write.value)
                     .arg(line)
+                    .arg(if *accept_any { "1" } else { "0" })
                     .invoke(conn)
                     .expect("downstream store write");
                 accepted == 1
@@ -530,7 +546,7 @@ impl Store {
     fn log(&self) -> Vec<Write> {
         match self {
             Store::Local(store) => store.log(),
-            Store::Redis { url, store } => {
+            Store::Redis { url, store, .. } => {
                 let lines: Vec<String> = redis::cmd("LRANGE")
                     .arg(Store::log_key(store))
                     .arg(0)
@@ -1052,6 +1068,23 @@ struct KillReport {
     in_flight: usize,
     before: usize,
     survivors: usize,
+    /// Through a proxy: how many of the killed connections had a request of
+    /// their client in flight (sent, unanswered) when the server closed
+    /// them ([`DelayProxy::server_closes_with_a_request_unanswered`]).
+    unanswered: Option<u64>,
+}
+
+impl KillReport {
+    /// CLIENT LIST before and after: every normal connection closed.
+    fn closed_every_connection(&self) -> bool {
+        self.before > 0 && self.killed >= 1 && self.survivors == 0
+    }
+
+    /// At least one killed connection had a request in flight (as seen by
+    /// the proxy the clients go through).
+    fn confirmed(&self) -> bool {
+        self.closed_every_connection() && self.unanswered.is_some_and(|n| n >= 1)
+    }
 }
 
 /// `CLIENT KILL TYPE normal` of connections with a command in flight: a
@@ -1059,9 +1092,11 @@ struct KillReport {
 /// queue behind it, and the kill is sent behind them: they run, then their
 /// connections close before the replies go out, so the resend path meets
 /// requests that ran. Confirms it with CLIENT LIST before and after and the
-/// calls that were in flight.
-fn kill_in_flight(server: &TestServer, calls: &Calls) -> KillReport {
+/// calls that were in flight; with the `proxy` the clients go through, also
+/// that the server closed connections with a request of theirs unanswered.
+fn kill_in_flight(server: &TestServer, calls: &Calls, proxy: Option<&DelayProxy>) -> KillReport {
     let mut conn = server.connection();
+    let unanswered_before = proxy.map(DelayProxy::server_closes_with_a_request_unanswered);
     let before = normal_ids(&mut conn);
     let busy = {
         let mut busy_conn = server.connection();
@@ -1083,11 +1118,23 @@ fn kill_in_flight(server: &TestServer, calls: &Calls) -> KillReport {
         .unwrap();
     let _ = busy.join();
     let after = normal_ids(&mut conn);
+    // The proxy's pumps see the closes within a poll or two.
+    let unanswered = proxy.zip(unanswered_before).map(|(proxy, before)| {
+        let deadline = Instant::now() + Duration::from_secs(1);
+        loop {
+            let n = proxy.server_closes_with_a_request_unanswered() - before;
+            if n > 0 || Instant::now() >= deadline {
+                break n;
+            }
+            thread::sleep(Duration::from_millis(20));
+        }
+    });
     KillReport {
         killed,
         in_flight,
         before: before.len(),
         survivors: before.iter().filter(|id| after.contains(id)).count(),
+        unanswered,
     }
 }
 
@@ -1135,7 +1182,9 @@ fn late_delivery(proxy: &DelayProxy, name: &str, hold: Duration, cut: bool) -> H
         proxy.hold_next_request(&patterns);
     }
     let held = proxy.wait_held(Duration::from_secs(20));
-    let held_at = proxy.held_at().expect("the proxy says when it held the bytes");
+    let held_at = proxy
+        .held_at()
+        .expect("the proxy says when it held the bytes");
     let request = String::from_utf8_lossy(&proxy.held_request()).into_owned();
     assert!(
         is_script_call_on(&request, name),
@@ -1167,6 +1216,17 @@ fn proxy_delivered_at_least(held: usize, delivered: usize) -> usize {
         "the proxy held {held} bytes but delivered {delivered}"
     );
     delivered
+}
+
+/// How many times a round tries a `CLIENT KILL` until one had a request in
+/// flight.
+const KILL_TRIES: usize = 3;
+
+/// How many of the [`rounds`] must have had a confirmed `CLIENT KILL`
+/// (a request in flight on a killed connection): every round of the short
+/// mix, two of the long mix's three.
+fn min_confirmed_kills() -> usize {
+    rounds().min(2)
 }
 
 /// A fault's exact window, and the request it held if it held one (a
@@ -1225,17 +1285,30 @@ fn nemesis(
 ) -> (Vec<String>, Vec<Fault>) {
     let mut log = Vec::new();
     let mut windows = Vec::new();
+    let mut kills_confirmed = 0;
     for round in 0..rounds() {
         if fault_enabled("kill") {
-            let from = mono_ns();
-            let kill = kill_in_flight(server, calls);
-            windows.push((window("CLIENT KILL in flight", from, mono_ns()), None));
-            assert!(
-                kill.before > 0 && kill.killed >= 1 && kill.survivors == 0,
-                "CLIENT KILL: {kill:?}"
-            );
-            log.push(format!("round {round}: {kill:?}"));
-            thread::sleep(Duration::from_millis(500));
+            // A kill counts only if a killed connection had a request in
+            // flight; up to KILL_TRIES tries, else the round has no kill.
+            for attempt in 1..=KILL_TRIES {
+                let from = mono_ns();
+                let kill = kill_in_flight(server, calls, Some(proxy));
+                let to = mono_ns();
+                assert!(kill.closed_every_connection(), "CLIENT KILL: {kill:?}");
+                thread::sleep(Duration::from_millis(500));
+                if kill.confirmed() {
+                    windows.push((window("CLIENT KILL in flight", from, to), None));
+                    log.push(format!(
+                        "round {round}: {kill:?}, confirmed (try {attempt})"
+                    ));
+                    kills_confirmed += 1;
+                    break;
+                }
+                log.push(format!(
+                    "round {round}: {kill:?}: no request in flight confirmed (try {attempt}): \
+                     not counted"
+                ));
+            }
         }
         if fault_enabled("freeze") {
             let (from, to) = freeze(server, Duration::from_millis(300));
@@ -1251,7 +1324,11 @@ fn nemesis(
             // From when the proxy held it (not when it was armed) to the
             // server's answer to the delivery.
             windows.push((
-                window("a request held by the proxy", late.held_ns, late.delivered_ns),
+                window(
+                    "a request held by the proxy",
+                    late.held_ns,
+                    late.delivered_ns,
+                ),
                 Some(late.request.clone()),
             ));
             log.push(format!(
@@ -1271,6 +1348,16 @@ fn nemesis(
             ));
             thread::sleep(Duration::from_millis(1000));
         }
+    }
+    if fault_enabled("kill") {
+        assert!(
+            kills_confirmed >= min_confirmed_kills(),
+            "only {kills_confirmed} of {} rounds had a CLIENT KILL with a request in flight \
+             (at least {} needed):\n{}",
+            rounds(),
+            min_confirmed_kills(),
+            log.join("\n")
+        );
     }
     (log, windows)
 }
@@ -2065,7 +2152,7 @@ fn client_kill_with_requests_in_flight_costs_no_call_and_no_lock() {
         |server, workload| {
             let mut in_flight = 0;
             for round in 0..2 * rounds() {
-                let kill = kill_in_flight(server, &workload.calls);
+                let kill = kill_in_flight(server, &workload.calls, None);
                 eprintln!("client-kill-in-flight: round {round}: {kill:?}");
                 assert!(
                     kill.before > 0 && kill.killed >= 1 && kill.survivors == 0,
@@ -2081,6 +2168,38 @@ fn client_kill_with_requests_in_flight_costs_no_call_and_no_lock() {
         },
     );
     checks.finish();
+}
+
+/// The nemesis's kill counts only when a killed connection had a request
+/// in flight: an idle connection killed is not confirmed, one whose
+/// request waits behind the busy script is.
+#[test]
+fn a_client_kill_counts_only_with_a_request_in_flight() {
+    let server = TestServer::start();
+    let proxy = DelayProxy::start(server.port());
+    let calls = Calls::default();
+    let mut idle = raw_connection(&proxy.url());
+    let _: String = redis::cmd("PING").query(&mut idle).unwrap();
+    let kill = kill_in_flight(&server, &calls, Some(&proxy));
+    assert!(
+        kill.closed_every_connection() && !kill.confirmed(),
+        "an idle connection killed is no request in flight: {kill:?}"
+    );
+    let mut busy_client = raw_connection(&proxy.url());
+    let sender = thread::spawn(move || {
+        // Sent while the busy script runs (it starts at once, the kill
+        // follows 200 ms later): the request waits behind it.
+        thread::sleep(Duration::from_millis(80));
+        redis::cmd("GET")
+            .arg("fault-suite:in-flight")
+            .query::<Option<String>>(&mut busy_client)
+    });
+    let kill = kill_in_flight(&server, &calls, Some(&proxy));
+    assert!(
+        sender.join().unwrap().is_err(),
+        "the request in flight lost its reply"
+    );
+    assert!(kill.confirmed(), "a request in flight was killed: {kill:?}");
 }
 
 #[test]
@@ -2217,6 +2336,7 @@ fn child_holder_and_workload(
         Store::Redis {
             url: server.url(),
             store,
+            accept_any: false,
         },
     );
     // The child holds the lock: nobody else enters.
@@ -2657,9 +2777,11 @@ fn lock_under_nemesis(what: &str, knobs: Knobs) -> (Checks, Verdict, Option<Verd
     // the nemesis's reach.
     let store_server = TestServer::start();
     let store = match knobs.kind {
+        // It accepts every token: the checker judges a stale write.
         Kind::Fenced => Store::Redis {
             url: store_server.url(),
             store: format!("{name}:store"),
+            accept_any: true,
         },
         _ => Store::Local(FencedStore::default()),
     };
@@ -3051,9 +3173,37 @@ fn latch_under_the_nemesis() {
 /// "overlap" (and the lost updates that follow on a plain lock).
 #[test]
 fn mutation_a_holder_that_ignores_is_lost_is_caught() {
+    let verdict = ignore_lost_across_a_freeze("mutation-ignore-lost", false);
+    assert!(
+        !verdict.of("overlap").is_empty(),
+        "the checker missed a holder that ignored is_lost() across a freeze: {verdict:?}"
+    );
+}
+
+/// MUTATION: the same zombie holders, and a store that accepts every token
+/// ([`Store::Redis`] `accept_any`): the old holder's writes after the new
+/// holder wrote are accepted, and the checker (not the store) catches them
+/// as "stale write" (a store with production semantics refuses them, so
+/// the check could never fire with it).
+#[test]
+fn mutation_a_stale_write_is_caught_with_a_store_that_accepts_every_token() {
+    let verdict = ignore_lost_across_a_freeze("mutation-stale-write", true);
+    assert!(
+        verdict
+            .of("stale write")
+            .iter()
+            .any(|v| v.contains("accepted after the store accepted")),
+        "the checker missed a write with a lower token accepted after a higher one: {verdict:?}"
+    );
+}
+
+/// Long holders that ignore `is_lost()` (fenced, writing to a store on the
+/// server, `accept_any` or with production semantics) across a freeze of
+/// three watchdog timeouts; returns the history's verdict.
+fn ignore_lost_across_a_freeze(what: &str, accept_any: bool) -> Verdict {
     const WATCHDOG: Duration = Duration::from_millis(900);
     let server = TestServer::start();
-    let name = unique_name("fault-suite:mutation-ignore-lost");
+    let name = unique_name(&format!("fault-suite:{what}"));
     let (clients, _events) = clients(&server.url(), 2, WATCHDOG);
     let knobs = Knobs {
         ignore_lost: true,
@@ -3067,6 +3217,7 @@ fn mutation_a_holder_that_ignores_is_lost_is_caught() {
         Store::Redis {
             url: server.url(),
             store: format!("{name}:store"),
+            accept_any,
         },
     );
     workload.await_sections("warm-up", 0, 5, Duration::from_secs(20));
@@ -3077,16 +3228,13 @@ fn mutation_a_holder_that_ignores_is_lost_is_caught() {
     workload.stop();
     let verdict = workload.check(&[]);
     eprintln!(
-        "mutation ignore-lost: frozen {:.0} ms; {} violation(s): {:?}",
+        "{what}: frozen {:.0} ms; {} violation(s) ({} stale writes): {:?}",
         ms_between(from, to),
         verdict.violations.len(),
+        verdict.of("stale write").len(),
         verdict.violations.first()
     );
-    assert!(
-        !verdict.of("overlap").is_empty(),
-        "the checker missed a holder that ignored is_lost() across a {:?} freeze: {verdict:?}",
-        WATCHDOG * 3
-    );
+    verdict
 }
 
 /// MUTATION: a "lock" that does not exclude (half the threads take another
