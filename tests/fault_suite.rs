@@ -5,10 +5,15 @@
 //! short mix CI runs (each nemesis once, a few seconds of work around each
 //! fault: about 1-3 minutes on a loaded 2-core machine).
 //! `REDISYNC_FAULT_SUITE=long` runs the long mix: every nemesis three times
-//! over, the third time holding a request past the 10 s unlock latch (about
-//! 4 minutes; run it locally). `REDISYNC_FAULT_SUITE_FAULTS=kill,late` (any
-//! of `kill`, `freeze`, `late`, `long-freeze`) limits the nemesis to those
-//! faults, to find which one a failure needs.
+//! over, the third time holding a request past the 10 s unlock latch and
+//! delivering a cut request's original past every latch and record (65 s;
+//! about 6 minutes; run it locally). `REDISYNC_FAULT_SUITE=long-timeout`
+//! gives the nemesis clients a 12 s response timeout, above the unlock
+//! latch, and delivers a cut request's original 11 s late, inside its
+//! window (run it with the filter `under_the_nemesis`).
+//! `REDISYNC_FAULT_SUITE_FAULTS=kill,late` (any of `kill`, `freeze`,
+//! `late`, `long-freeze`, `cut`) limits the nemesis to those faults, to
+//! find which one a failure needs.
 //!
 //! Needs: `redis-server`, root with `ip` (iproute2) and `nft` (nftables:
 //! `apt-get install -y nftables`) for the partition test.
@@ -18,23 +23,40 @@
 //! pause, `is_lost()`, write) inside one lock; besides those short sections,
 //! one holder per client keeps the lock for about a lease and writes every
 //! [`LONG_STEP`], asking `is_lost()` immediately before every write and
-//! recording the answer before it writes. The store has production fencing
-//! semantics (it accepts a token at least the last, refuses a lower one) and
-//! logs every write. Every hold is a `Section`, every write a `Write`, and
+//! recording the answer before it writes. The store logs every write; in
+//! the nemesis run it accepts every token (`Store::Redis` `accept_any`) so
+//! that the checker, not the store, judges a write with a lower token
+//! ("stale write": a store with production fencing semantics refuses it
+//! itself, and the check could never fire); the fenced-holder tests use
+//! production semantics (it accepts a token at least the last, refuses a
+//! lower one). Every hold is a `Section`, every write a `Write`, and
 //! the checkers (tests/common/history.rs, tests/common/primitive_history.rs)
 //! find overlaps, backwards tokens, stale writes, lost updates, over-granted
 //! permits, writers beside readers, FIFO breaks and latches opened early.
 //! An excuse is exactly a fault's own window (a pause of the holder, data
-//! loss), never a lease wider, and it never turns the lost-update check off.
+//! loss; a held request's from when the proxy held it to the server's
+//! answer to its delivery), never a lease wider, and it never turns the
+//! lost-update check off; a FIFO break is excused only by a fault that hit
+//! the waiter that lost its turn (its own request held, or a fault of the
+//! server or of every connection).
 //!
 //! Faults delay instead of refusing: a server frozen (SIGSTOP, the process
 //! state confirmed `T`), a partition that drops every packet (nftables in
 //! the test's own namespaces; TCP retransmits and delivers late when
 //! healed), a proxy that holds a connection's bytes and delivers them after
-//! the client gave up (tests/common/delay_proxy.rs), `CLIENT KILL` while the
+//! the client gave up (tests/common/delay_proxy.rs), a proxy that holds a
+//! request and cuts its client's side at once, so the client sends it again
+//! on another connection while the original is delivered later (inside its
+//! window, or past every latch and record), `CLIENT KILL` while the
 //! server is busy with a slow script so that requests in flight run and
-//! lose their replies (CLIENT LIST before and after). Every fault confirms
-//! it happened.
+//! lose their replies. Every fault confirms it happened: the process state
+//! `T`; the held bytes are a script call on the object (`EVAL` and its
+//! name, not a `SUBSCRIBE`), the server answered their delivery (the
+//! answer is logged, and a writing call's answer matches its window: run
+//! inside it, refused as late past it); a kill counts only if CLIENT LIST
+//! shows every connection closed and the proxy saw the server close at
+//! least one with a request of its client unanswered (a round tries three
+//! times; a minimum of confirmed kills is asserted).
 //!
 //! "The checker can fail": unit tests feed each checker a synthetic history
 //! with each violation, and `mutation_*` tests run the real system with a
@@ -81,8 +103,10 @@ const RESPONSE_TIMEOUT: Duration = Duration::from_secs(1);
 /// What a call may take beyond its own bound on a loaded 2-core machine.
 const SLACK: Duration = Duration::from_secs(1);
 /// The bound of an `unlock()` (it has no wait of its own): a response
-/// timeout and one retry, plus [`SLACK`].
-const UNLOCK_BOUND: Duration = Duration::from_secs(3);
+/// timeout and one retry, plus [`SLACK`] (3 s with [`RESPONSE_TIMEOUT`]).
+fn unlock_bound() -> Duration {
+    nemesis_response_timeout() * 2 + SLACK
+}
 /// How long the workload's `try_lock_for` waits.
 const WAIT: Duration = Duration::from_secs(2);
 /// How long a short section lasts (between the store's read and its write).
@@ -97,14 +121,40 @@ fn long_mix() -> bool {
     std::env::var(MIX_ENV).is_ok_and(|v| v == "long")
 }
 
+/// Whether `REDISYNC_FAULT_SUITE=long-timeout` asks for the mix whose
+/// nemesis clients wait [`LONG_RESPONSE_TIMEOUT`] for a reply, longer than
+/// the 10 s unlock latch: a copy delivered inside its window can arrive
+/// after the latch is gone.
+fn long_timeout_mix() -> bool {
+    std::env::var(MIX_ENV).is_ok_and(|v| v == "long-timeout")
+}
+
+/// The nemesis clients' response timeout in the `long-timeout` mix: above
+/// the reentrant lock's 10 s unlock latch (`DEFAULT_UNLOCK_LATCH`).
+const LONG_RESPONSE_TIMEOUT: Duration = Duration::from_secs(12);
+
+/// The response timeout of the nemesis runs' clients: [`RESPONSE_TIMEOUT`],
+/// or [`LONG_RESPONSE_TIMEOUT`] in the `long-timeout` mix.
+fn nemesis_response_timeout() -> Duration {
+    if long_timeout_mix() {
+        LONG_RESPONSE_TIMEOUT
+    } else {
+        RESPONSE_TIMEOUT
+    }
+}
+
 /// The environment variable that limits the nemesis to some of its faults
-/// (a comma-separated list of `kill`, `freeze`, `late`, `long-freeze`; all
-/// when unset), to find which fault a failure needs.
+/// (a comma-separated list of `kill`, `freeze`, `late`, `long-freeze`,
+/// `cut`; when unset, all of them, but `late` in the `long-timeout` mix,
+/// where a request held past its client's timeout would hold a call 12 s),
+/// to find which fault a failure needs.
 const FAULTS_ENV: &str = "REDISYNC_FAULT_SUITE_FAULTS";
 
 /// Whether the nemesis runs `fault` (see [`FAULTS_ENV`]).
 fn fault_enabled(fault: &str) -> bool {
-    std::env::var(FAULTS_ENV).map_or(true, |list| list.split(',').any(|f| f.trim() == fault))
+    std::env::var(FAULTS_ENV).map_or(!(long_timeout_mix() && fault == "late"), |list| {
+        list.split(',').any(|f| f.trim() == fault)
+    })
 }
 
 /// How many times each nemesis runs: once in the short mix, three times in
@@ -825,7 +875,7 @@ impl Workload {
                 } else {
                     "unlock"
                 };
-                let _ = calls.run(op, &who, UNLOCK_BOUND, || guard.unlock().map(Some));
+                let _ = calls.run(op, &who, unlock_bound(), || guard.unlock().map(Some));
             }
         })
     }
@@ -923,11 +973,21 @@ impl Drop for Workload {
 
 /// A client of the workload on `url`.
 fn client(url: &str, watchdog: Duration, events: &Arc<Events>) -> Client {
+    client_with(url, watchdog, events, RESPONSE_TIMEOUT)
+}
+
+/// A client of the workload on `url` with `response_timeout`.
+fn client_with(
+    url: &str,
+    watchdog: Duration,
+    events: &Arc<Events>,
+    response_timeout: Duration,
+) -> Client {
     Client::builder()
         .redis_url(url)
         .watchdog_timeout(watchdog)
         .connection_timeout(CONNECT_TIMEOUT)
-        .response_timeout(RESPONSE_TIMEOUT)
+        .response_timeout(response_timeout)
         .event_handler(Arc::clone(events) as Arc<dyn EventHandler>)
         .build()
         .unwrap_or_else(|e| panic!("building a client on {url}: {e}"))
@@ -1138,6 +1198,20 @@ fn kill_in_flight(server: &TestServer, calls: &Calls, proxy: Option<&DelayProxy>
     }
 }
 
+/// How long [`late_delivery`] holds a request.
+#[derive(Debug, Clone, Copy)]
+enum Hold {
+    /// This long after the proxy held it.
+    For(Duration),
+    /// At most this long, and so that it lands inside its window when it
+    /// has one ([`INSIDE_MARGIN`] before the window's end).
+    InsideWindow(Duration),
+}
+
+/// How long before its window's end a copy meant to land inside it is
+/// delivered (the delivery's own way to the server's window check).
+const INSIDE_MARGIN: Duration = Duration::from_millis(150);
+
 /// A request the proxy held and delivered later, confirmed: what was held
 /// is a script call on the object, and the server answered it.
 #[derive(Debug)]
@@ -1152,6 +1226,12 @@ struct HeldRequest {
     request: String,
     /// The server's reply to it (lossy text, as far as it had come).
     reply: String,
+    /// Where the request carries a window (a writing script: its last
+    /// argument, the window's end in server ms, see lua/window_prelude.lua),
+    /// whether it was delivered inside it (`Some(true)`), past it
+    /// (`Some(false)`), or too close to tell (`None`); `None` too for a
+    /// request without a window.
+    inside_window: Option<bool>,
 }
 
 impl HeldRequest {
@@ -1159,6 +1239,70 @@ impl HeldRequest {
     fn answer(&self) -> &str {
         self.reply.lines().next().unwrap_or("")
     }
+
+    /// The script's name as the request shows it (its command and the
+    /// object's keys), for the log.
+    fn what(&self) -> String {
+        let args = resp_args(&self.request);
+        let keys: Vec<&String> = args.iter().skip(3).take(6).collect();
+        format!(
+            "{} {}",
+            args.first().map_or("?", String::as_str),
+            keys.iter()
+                .map(|k| k.as_str())
+                .collect::<Vec<_>>()
+                .join(" ")
+        )
+    }
+}
+
+/// The arguments of the first RESP command in `text` (`*N` then `N` bulk
+/// strings), as far as they are there.
+fn resp_args(text: &str) -> Vec<String> {
+    let bytes = text.as_bytes();
+    let line = |at: usize| -> Option<(&str, usize)> {
+        let end = at + text.get(at..)?.find("\r\n")?;
+        Some((&text[at..end], end + 2))
+    };
+    let mut args = Vec::new();
+    let Some((head, mut at)) = line(0) else {
+        return args;
+    };
+    let Some(n) = head.strip_prefix('*').and_then(|n| n.parse::<usize>().ok()) else {
+        return args;
+    };
+    for _ in 0..n {
+        let Some((len, body)) = line(at) else { break };
+        let Some(len) = len.strip_prefix('$').and_then(|l| l.parse::<usize>().ok()) else {
+            break;
+        };
+        let Some(arg) = bytes.get(body..body + len) else {
+            break;
+        };
+        args.push(String::from_utf8_lossy(arg).into_owned());
+        at = body + len + 2;
+    }
+    args
+}
+
+/// The window end (server ms) a writing script call carries as its last
+/// argument (lua/window_prelude.lua), if `request`'s last argument is one: a
+/// time in ms within a day of `server_ms`.
+fn window_end_of(request: &str, server_ms: u64) -> Option<u64> {
+    let args = resp_args(request);
+    if !args.first().is_some_and(|c| c.starts_with("EVAL")) {
+        return None;
+    }
+    let end: u64 = args.last()?.parse().ok()?;
+    (end.abs_diff(server_ms) < 86_400_000).then_some(end)
+}
+
+/// The server's clock in ms (`TIME`), on a connection of its own.
+fn server_ms(server: &TestServer) -> u64 {
+    let (secs, micros): (u64, u64) = redis::cmd("TIME")
+        .query(&mut server.connection())
+        .expect("TIME");
+    secs * 1000 + micros / 1000
 }
 
 /// Whether `text` (a request, lossy text) is a script call on the object
@@ -1173,15 +1317,27 @@ fn is_script_call_on(text: &str, name: &str) -> bool {
 /// it again on another connection while the proxy keeps the original),
 /// delivers it `hold` after the proxy held it, and confirms both ends: the
 /// bytes held are a script call on `name` ([`is_script_call_on`]), and the
-/// server answered the delivered bytes (the answer is returned, to record).
-fn late_delivery(proxy: &DelayProxy, name: &str, hold: Duration, cut: bool) -> HeldRequest {
-    let patterns: [&[u8]; 2] = [b"EVAL", name.as_bytes()];
+/// server answered the delivered bytes (the answer is returned, to record),
+/// inside its window or past it as the request's window says. `patterns`:
+/// the object's name first, then anything else the request must contain.
+/// `None`: no such request came within 20 s (the proxy is disarmed).
+fn late_delivery(
+    (server, proxy): (&TestServer, &DelayProxy),
+    patterns: &[&str],
+    hold: Hold,
+    cut: bool,
+) -> Option<HeldRequest> {
+    let name = patterns[0];
+    let patterns: Vec<&[u8]> = [b"EVAL".as_slice()]
+        .into_iter()
+        .chain(patterns.iter().map(|p| p.as_bytes()))
+        .collect();
     if cut {
         proxy.hold_next_request_and_cut(&patterns);
     } else {
         proxy.hold_next_request(&patterns);
     }
-    let held = proxy.wait_held(Duration::from_secs(20));
+    let held = proxy.try_wait_held(Duration::from_secs(20))?;
     let held_at = proxy
         .held_at()
         .expect("the proxy says when it held the bytes");
@@ -1190,22 +1346,64 @@ fn late_delivery(proxy: &DelayProxy, name: &str, hold: Duration, cut: bool) -> H
         is_script_call_on(&request, name),
         "the proxy held {request:?}, not a script call on {name}"
     );
+    // A copy meant to land inside its window is delivered before the
+    // window's end (a waiting call's window is what is left of its wait, at
+    // least 100 ms), with a margin for the delivery itself.
+    let hold = match hold {
+        Hold::For(hold) => hold,
+        Hold::InsideWindow(at_most) => {
+            let now_ms = server_ms(server);
+            window_end_of(&request, now_ms).map_or(at_most, |end| {
+                let left = Duration::from_millis(end.saturating_sub(now_ms));
+                at_most.min(left.saturating_sub(INSIDE_MARGIN) + held_at.elapsed())
+            })
+        }
+    };
     thread::sleep(hold.saturating_sub(held_at.elapsed()));
+    let before_ms = server_ms(server);
     let delivered = proxy_delivered_at_least(held, proxy.deliver());
     let delivered_ns = mono_ns();
+    let after_ms = server_ms(server);
     let (request, reply) = proxy.last_delivery();
     assert!(
         is_script_call_on(&request, name) && reply.contains("\r\n"),
         "the delivery of a held script call on {name} was not confirmed: sent {request:?}, \
          answered {reply:?}"
     );
-    HeldRequest {
+    // The server read the window's end against its clock between the two
+    // readings: past it, nothing may run; inside it, the request ran.
+    let inside_window = window_end_of(&request, before_ms).and_then(|end| {
+        if end < before_ms {
+            Some(false)
+        } else if end > after_ms {
+            Some(true)
+        } else {
+            None
+        }
+    });
+    let refused_late = reply.contains("late request");
+    assert!(
+        inside_window.is_none_or(|inside| inside != refused_late),
+        "a held request delivered {} its window was {} the server: {request:?} -> {reply:?}",
+        if inside_window == Some(true) {
+            "inside"
+        } else {
+            "past"
+        },
+        if refused_late {
+            "refused as late by"
+        } else {
+            "run by"
+        }
+    );
+    Some(HeldRequest {
         bytes: delivered,
         held_ns: history::ns_of(held_at),
         delivered_ns,
         request,
         reply,
-    }
+        inside_window,
+    })
 }
 
 /// The proxy may hold more than it had when first asked (later chunks of
@@ -1267,8 +1465,41 @@ fn late_hold(round: usize) -> Duration {
     if round == 2 {
         Duration::from_secs(12)
     } else {
-        RESPONSE_TIMEOUT * 2 + Duration::from_millis(500)
+        nemesis_response_timeout() * 2 + Duration::from_millis(500)
     }
+}
+
+/// Past every latch and record a copy could meet on this branch: the 10 s
+/// unlock latch and the 60 s attempt and op records (and the records whose
+/// TTL `ops::record_keep_ms` derives from a 1 s response timeout: 7 s, at
+/// least their floor), with a margin.
+const PAST_RECORDS: Duration = Duration::from_secs(65);
+
+/// How long the nemesis holds a request whose client's side it cut (the
+/// client has sent it again on another connection at once) before it
+/// delivers the original, in round `round`: inside its window (at most
+/// 400 ms, and before the window's end: the copy runs); in the long mix's
+/// third round [`PAST_RECORDS`] (past its window: refused, and no latch or
+/// record is left to stop it were the window check gone); in the
+/// `long-timeout` mix inside its window, at most 11 s (past the 10 s unlock
+/// latch when the window, 12 s for a call without a wait, allows it).
+fn cut_hold(round: usize) -> Hold {
+    if long_timeout_mix() {
+        Hold::InsideWindow(LONG_RESPONSE_TIMEOUT - Duration::from_secs(1))
+    } else if round == 2 {
+        Hold::For(PAST_RECORDS)
+    } else {
+        Hold::InsideWindow(Duration::from_millis(400))
+    }
+}
+
+/// What the nemesis's cuts did in one run.
+#[derive(Debug, Default)]
+struct Cuts {
+    /// Writing calls (with a window) delivered inside their window.
+    inside: usize,
+    /// Writing calls delivered past their window.
+    past: usize,
 }
 
 /// The nemesis every primitive runs under, [`rounds`] times: requests in
@@ -1279,13 +1510,14 @@ fn late_hold(round: usize) -> Duration {
 fn nemesis(
     server: &TestServer,
     proxy: &DelayProxy,
-    pattern: &str,
+    (pattern, releasing): (&str, &str),
     lease: Duration,
     calls: &Calls,
 ) -> (Vec<String>, Vec<Fault>) {
     let mut log = Vec::new();
     let mut windows = Vec::new();
     let mut kills_confirmed = 0;
+    let mut cuts = Cuts::default();
     for round in 0..rounds() {
         if fault_enabled("kill") {
             // A kill counts only if a killed connection had a request in
@@ -1320,7 +1552,9 @@ fn nemesis(
             thread::sleep(Duration::from_millis(500));
         }
         if fault_enabled("late") {
-            let late = late_delivery(proxy, pattern, late_hold(round), false);
+            let hold = Hold::For(late_hold(round));
+            let late = late_delivery((server, proxy), &[pattern], hold, false)
+                .expect("no script call on the object within 20 s to hold");
             // From when the proxy held it (not when it was armed) to the
             // server's answer to the delivery.
             windows.push((
@@ -1332,9 +1566,12 @@ fn nemesis(
                 Some(late.request.clone()),
             ));
             log.push(format!(
-                "round {round}: {} bytes held {:.0} ms and delivered late, answered {:?}",
+                "round {round}: {} ({} bytes) held {:.0} ms and delivered late (inside its \
+                 window: {:?}), answered {:?}",
+                late.what(),
                 late.bytes,
                 ms_between(late.held_ns, late.delivered_ns),
+                late.inside_window,
                 late.answer()
             ));
             thread::sleep(Duration::from_millis(500));
@@ -1348,6 +1585,52 @@ fn nemesis(
             ));
             thread::sleep(Duration::from_millis(1000));
         }
+        if fault_enabled("cut") {
+            // The next script call on the object, then the next one that
+            // names its channel (a release, a count-down: the calls that
+            // publish), each cut from its client and delivered later.
+            for patterns in [&[pattern][..], &[pattern, releasing][..]] {
+                let Some(cut) = late_delivery((server, proxy), patterns, cut_hold(round), true)
+                else {
+                    log.push(format!(
+                        "round {round}: no script call with {patterns:?} within 20 s to cut"
+                    ));
+                    continue;
+                };
+                windows.push((
+                    window(
+                        "a request cut from its client, resent, and delivered later",
+                        cut.held_ns,
+                        cut.delivered_ns,
+                    ),
+                    Some(cut.request.clone()),
+                ));
+                match cut.inside_window {
+                    Some(true) => cuts.inside += 1,
+                    Some(false) => cuts.past += 1,
+                    None => {}
+                }
+                log.push(format!(
+                    "round {round}: {} ({} bytes) cut from its client and delivered {:.0} ms \
+                     later (inside its window: {:?}), answered {:?}",
+                    cut.what(),
+                    cut.bytes,
+                    ms_between(cut.held_ns, cut.delivered_ns),
+                    cut.inside_window,
+                    cut.answer()
+                ));
+                thread::sleep(Duration::from_millis(500));
+            }
+        }
+    }
+    if fault_enabled("cut") {
+        // Each run delivers at least one writing call's copy inside its
+        // window (the long mix also one past every latch and record).
+        assert!(
+            cuts.inside >= 1 && (!long_mix() || cuts.past >= 1),
+            "the cut fault did not deliver the copies it means to: {cuts:?}\n{}",
+            log.join("\n")
+        );
     }
     if fault_enabled("kill") {
         assert!(
@@ -2764,7 +3047,17 @@ const SETTLE: Duration = Duration::from_secs(3);
 fn nemesis_setup(n: usize) -> (TestServer, DelayProxy, Vec<Client>, Arc<Events>) {
     let server = TestServer::start();
     let proxy = DelayProxy::start(server.port());
-    let (clients, events) = clients(&proxy.url(), n, NEMESIS_LEASE);
+    let events = Arc::new(Events::default());
+    let clients = (0..n)
+        .map(|_| {
+            client_with(
+                &proxy.url(),
+                NEMESIS_LEASE,
+                &events,
+                nemesis_response_timeout(),
+            )
+        })
+        .collect();
     (server, proxy, clients, events)
 }
 
@@ -2787,7 +3080,18 @@ fn lock_under_nemesis(what: &str, knobs: Knobs) -> (Checks, Verdict, Option<Verd
     };
     let mut workload = Workload::start(&server.url(), &clients, knobs, &name, store);
     workload.await_sections("warm-up", 0, 10, Duration::from_secs(20));
-    let (faults, windows) = nemesis(&server, &proxy, &name, NEMESIS_LEASE, &workload.calls);
+    // The calls that publish on the lock's channel: its releases.
+    let releasing = match knobs.kind {
+        Kind::ReadWrite => "redisson_rwlock:",
+        _ => "redisson_lock__channel:",
+    };
+    let (faults, windows) = nemesis(
+        &server,
+        &proxy,
+        (&name, releasing),
+        NEMESIS_LEASE,
+        &workload.calls,
+    );
     let over_ns = mono_ns();
     workload.await_sections(
         "work after the faults",
@@ -2921,8 +3225,9 @@ fn permits_under_nemesis(
                             let enter_ns = mono_ns();
                             thread::sleep(hold);
                             let until_ns = mono_ns();
-                            let _ = calls
-                                .run("release", &who, UNLOCK_BOUND, || permit.release().map(Some));
+                            let _ = calls.run("release", &who, unlock_bound(), || {
+                                permit.release().map(Some)
+                            });
                             holds.lock().unwrap().push(PermitHold {
                                 who: who.clone(),
                                 count: 1,
@@ -2941,7 +3246,7 @@ fn permits_under_nemesis(
                             let enter_ns = mono_ns();
                             thread::sleep(hold);
                             let until_ns = mono_ns().min(until_lease);
-                            let _ = calls.run("release", &who, UNLOCK_BOUND, || {
+                            let _ = calls.run("release", &who, unlock_bound(), || {
                                 expirable.try_release(&id).map(Some)
                             });
                             holds.lock().unwrap().push(PermitHold {
@@ -2960,7 +3265,14 @@ fn permits_under_nemesis(
         holds.lock().unwrap().len() >= 10
     });
     let log = if faults {
-        nemesis(&server, &proxy, &name, NEMESIS_LEASE, &calls).0
+        nemesis(
+            &server,
+            &proxy,
+            (&name, "redisson_sc:"),
+            NEMESIS_LEASE,
+            &calls,
+        )
+        .0
     } else {
         thread::sleep(Duration::from_secs(2));
         Vec::new()
@@ -3095,7 +3407,7 @@ fn latch_under_nemesis(what: &str, set: u64, faults: bool) -> (Checks, Vec<Verdi
                     thread::sleep(Duration::from_millis(150));
                     let latch = clients[d % 2].count_down_latch(latch_name.as_str());
                     let start_ns = mono_ns();
-                    let _ = calls.run("count_down", "counter", UNLOCK_BOUND, || {
+                    let _ = calls.run("count_down", "counter", unlock_bound(), || {
                         latch.count_down().map(Some)
                     });
                     record.lock().unwrap().push(LatchCall {
@@ -3121,7 +3433,8 @@ fn latch_under_nemesis(what: &str, set: u64, faults: bool) -> (Checks, Vec<Verdi
         verdicts.lock().unwrap().len() >= 2
     });
     let log = if faults {
-        nemesis(&server, &proxy, &name, NEMESIS_LEASE, &calls).0
+        let releasing = "redisson_countdownlatch__channel__";
+        nemesis(&server, &proxy, (&name, releasing), NEMESIS_LEASE, &calls).0
     } else {
         thread::sleep(Duration::from_secs(1));
         Vec::new()

@@ -281,6 +281,28 @@ impl DelayProxy {
         st.held.len()
     }
 
+    /// As [`wait_held`](Self::wait_held), but `None` (and the proxy
+    /// disarmed) instead of a panic if nothing was held in time.
+    pub fn try_wait_held(&self, timeout: Duration) -> Option<usize> {
+        let deadline = Instant::now() + timeout;
+        let mut st = self.shared.state.lock().unwrap();
+        while st.held.is_empty() {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                if st.held_conn.is_none() {
+                    st.armed = None;
+                    st.armed_also.clear();
+                    st.cut = false;
+                    return None;
+                }
+                // Matched just now: it is held.
+                break;
+            }
+            st = self.shared.changed.wait_timeout(st, left).unwrap().0;
+        }
+        Some(st.held.len())
+    }
+
     /// Writes every held byte to the server (also after the client closed
     /// its side), waits until the server replied to it, and returns how many
     /// bytes were delivered. The connection then passes through like any
