@@ -1382,8 +1382,11 @@ fn late_delivery(
         }
     });
     let refused_late = reply.contains("late request");
+    // (A script the server no longer has, after a SCRIPT FLUSH, runs not
+    // at all: nothing to check.)
+    let ran_or_refused = !reply.starts_with("-NOSCRIPT");
     assert!(
-        inside_window.is_none_or(|inside| inside != refused_late),
+        !ran_or_refused || inside_window.is_none_or(|inside| inside != refused_late),
         "a held request delivered {} its window was {} the server: {request:?} -> {reply:?}",
         if inside_window == Some(true) {
             "inside"
@@ -2451,6 +2454,85 @@ fn client_kill_with_requests_in_flight_costs_no_call_and_no_lock() {
         },
     );
     checks.finish();
+}
+
+/// The late fault holds what it means and confirms it: armed, it lets a
+/// `SUBSCRIBE` to the object's channel pass (it names the object too: the
+/// old pattern, the name alone, held it), holds the script call that comes
+/// a second later, opens its window when it held it (not when armed),
+/// and reads the server's answer to the delivery: past the request's
+/// window, refused as late.
+#[test]
+fn the_late_fault_holds_a_script_call_on_the_object_and_reads_its_answer() {
+    let server = TestServer::start();
+    let proxy = DelayProxy::start(server.port());
+    let name = unique_name("fault-suite:held");
+    const SCRIPT: &str = "if redis.call('time')[1] * 1000 > tonumber(ARGV[1]) then \
+                          return redis.error_reply('ERR late request: test') end return 1";
+    let _: String = redis::cmd("SCRIPT")
+        .arg("LOAD")
+        .arg(SCRIPT)
+        .query(&mut server.connection())
+        .unwrap();
+    let armed_ns = mono_ns();
+    let subscriber = {
+        let url = proxy.url();
+        let channel = format!("redisson_lock__channel:{{{name}}}");
+        thread::spawn(move || {
+            // After the proxy is armed (at once, below).
+            thread::sleep(Duration::from_millis(300));
+            let mut conn = raw_connection(&url);
+            conn.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+            let mut pubsub = conn.as_pubsub();
+            pubsub.subscribe(&channel).map(|()| "subscribed")
+        })
+    };
+    let caller = {
+        let (url, name) = (proxy.url(), name.clone());
+        thread::spawn(move || {
+            thread::sleep(Duration::from_secs(1));
+            let mut conn = raw_connection(&url);
+            conn.set_read_timeout(Some(Duration::from_millis(500)))
+                .unwrap();
+            // A writing call's shape: KEYS the object, last ARGV a window
+            // 200 ms from now by the server's clock.
+            let (secs, micros): (u64, u64) = redis::cmd("TIME").query(&mut conn).unwrap();
+            let window_end = secs * 1000 + micros / 1000 + 200;
+            redis::Script::new(SCRIPT)
+                .key(&name)
+                .arg(window_end)
+                .invoke::<i64>(&mut conn)
+        })
+    };
+    let held = late_delivery(
+        (&server, &proxy),
+        &[name.as_str()],
+        Hold::For(Duration::from_secs(2)),
+        false,
+    )
+    .expect("the script call was held");
+    assert_eq!(
+        subscriber.join().unwrap().ok(),
+        Some("subscribed"),
+        "the SUBSCRIBE naming the object passed"
+    );
+    assert!(caller.join().unwrap().is_err(), "the caller gave up");
+    assert!(
+        is_script_call_on(&held.request, &name),
+        "held {:?}",
+        held.request
+    );
+    assert!(
+        held.held_ns >= armed_ns + 900_000_000,
+        "the window opens when the proxy held the request ({:.0} ms after it was armed)",
+        ms_between(armed_ns, held.held_ns)
+    );
+    assert_eq!(held.inside_window, Some(false), "{held:?}");
+    assert!(held.answer().contains("late request"), "{held:?}");
+    assert!(!is_script_call_on(
+        &format!("*2\r\n$9\r\nSUBSCRIBE\r\n$20\r\nredisson_lock__channel:{{{name}}}\r\n"),
+        &name
+    ));
 }
 
 /// The nemesis's kill counts only when a killed connection had a request
