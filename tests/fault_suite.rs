@@ -3198,8 +3198,18 @@ fn lock_under_nemesis(what: &str, knobs: Knobs) -> (Checks, Verdict, Option<Verd
         ids.sort();
         ids.dedup();
         let windows = for_waiters(&windows, &ids);
-        for excuse in windows.iter().filter(|e| e.faulted.is_some()) {
-            eprintln!("{what}: {} hit {:?}", excuse.why, excuse.faulted);
+        for excuse in &windows {
+            eprintln!(
+                "{what}: fault window [{} .. {}] ({:.0} ms) {}: hit {}",
+                excuse.from_ns,
+                excuse.to_ns,
+                ms_between(excuse.from_ns, excuse.to_ns),
+                excuse.why,
+                excuse
+                    .faulted
+                    .as_ref()
+                    .map_or_else(|| "every waiter".to_owned(), |ids| format!("{ids:?}"))
+            );
         }
         let verdict = check_fifo(&waits, &polls, &windows);
         eprintln!(
@@ -3218,6 +3228,9 @@ fn lock_under_nemesis(what: &str, knobs: Knobs) -> (Checks, Verdict, Option<Verd
         verdict
     });
     let calls = workload.calls.all();
+    for call in calls.iter().filter(|c| c.is_err()).take(6) {
+        eprintln!("{what}: failed: {call}");
+    }
     checks.bounded(&calls);
     checks.no_errors(
         "calls once the faults were over (+3 s)",
