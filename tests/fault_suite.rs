@@ -5,10 +5,15 @@
 //! short mix CI runs (each nemesis once, a few seconds of work around each
 //! fault: about 1-3 minutes on a loaded 2-core machine).
 //! `REDISYNC_FAULT_SUITE=long` runs the long mix: every nemesis three times
-//! over, the third time holding a request past the 10 s unlock latch (about
-//! 4 minutes; run it locally). `REDISYNC_FAULT_SUITE_FAULTS=kill,late` (any
-//! of `kill`, `freeze`, `late`, `long-freeze`) limits the nemesis to those
-//! faults, to find which one a failure needs.
+//! over, the third time holding a request past the 10 s unlock latch and
+//! delivering a cut request's original past every latch and record (65 s;
+//! about 6 minutes; run it locally). `REDISYNC_FAULT_SUITE=long-timeout`
+//! gives the nemesis clients a 12 s response timeout, above the unlock
+//! latch, and delivers a cut request's original 11 s late, inside its
+//! window (run it with the filter `under_the_nemesis`).
+//! `REDISYNC_FAULT_SUITE_FAULTS=kill,late` (any of `kill`, `freeze`,
+//! `late`, `long-freeze`, `cut`) limits the nemesis to those faults, to
+//! find which one a failure needs.
 //!
 //! Needs: `redis-server`, root with `ip` (iproute2) and `nft` (nftables:
 //! `apt-get install -y nftables`) for the partition test.
@@ -18,23 +23,40 @@
 //! pause, `is_lost()`, write) inside one lock; besides those short sections,
 //! one holder per client keeps the lock for about a lease and writes every
 //! [`LONG_STEP`], asking `is_lost()` immediately before every write and
-//! recording the answer before it writes. The store has production fencing
-//! semantics (it accepts a token at least the last, refuses a lower one) and
-//! logs every write. Every hold is a `Section`, every write a `Write`, and
+//! recording the answer before it writes. The store logs every write; in
+//! the nemesis run it accepts every token (`Store::Redis` `accept_any`) so
+//! that the checker, not the store, judges a write with a lower token
+//! ("stale write": a store with production fencing semantics refuses it
+//! itself, and the check could never fire); the fenced-holder tests use
+//! production semantics (it accepts a token at least the last, refuses a
+//! lower one). Every hold is a `Section`, every write a `Write`, and
 //! the checkers (tests/common/history.rs, tests/common/primitive_history.rs)
 //! find overlaps, backwards tokens, stale writes, lost updates, over-granted
 //! permits, writers beside readers, FIFO breaks and latches opened early.
 //! An excuse is exactly a fault's own window (a pause of the holder, data
-//! loss), never a lease wider, and it never turns the lost-update check off.
+//! loss; a held request's from when the proxy held it to the server's
+//! answer to its delivery), never a lease wider, and it never turns the
+//! lost-update check off; a FIFO break is excused only by a fault that hit
+//! the waiter that lost its turn (its own request held, or a fault of the
+//! server or of every connection).
 //!
 //! Faults delay instead of refusing: a server frozen (SIGSTOP, the process
 //! state confirmed `T`), a partition that drops every packet (nftables in
 //! the test's own namespaces; TCP retransmits and delivers late when
 //! healed), a proxy that holds a connection's bytes and delivers them after
-//! the client gave up (tests/common/delay_proxy.rs), `CLIENT KILL` while the
+//! the client gave up (tests/common/delay_proxy.rs), a proxy that holds a
+//! request and cuts its client's side at once, so the client sends it again
+//! on another connection while the original is delivered later (inside its
+//! window, or past every latch and record), `CLIENT KILL` while the
 //! server is busy with a slow script so that requests in flight run and
-//! lose their replies (CLIENT LIST before and after). Every fault confirms
-//! it happened.
+//! lose their replies. Every fault confirms it happened: the process state
+//! `T`; the held bytes are a script call on the object (`EVAL` and its
+//! name, not a `SUBSCRIBE`), the server answered their delivery (the
+//! answer is logged, and a writing call's answer matches its window: run
+//! inside it, refused as late past it); a kill counts only if CLIENT LIST
+//! shows every connection closed and the proxy saw the server close at
+//! least one with a request of its client unanswered (a round tries three
+//! times; a minimum of confirmed kills is asserted).
 //!
 //! "The checker can fail": unit tests feed each checker a synthetic history
 //! with each violation, and `mutation_*` tests run the real system with a
@@ -81,8 +103,10 @@ const RESPONSE_TIMEOUT: Duration = Duration::from_secs(1);
 /// What a call may take beyond its own bound on a loaded 2-core machine.
 const SLACK: Duration = Duration::from_secs(1);
 /// The bound of an `unlock()` (it has no wait of its own): a response
-/// timeout and one retry, plus [`SLACK`].
-const UNLOCK_BOUND: Duration = Duration::from_secs(3);
+/// timeout and one retry, plus [`SLACK`] (3 s with [`RESPONSE_TIMEOUT`]).
+fn unlock_bound() -> Duration {
+    nemesis_response_timeout() * 2 + SLACK
+}
 /// How long the workload's `try_lock_for` waits.
 const WAIT: Duration = Duration::from_secs(2);
 /// How long a short section lasts (between the store's read and its write).
@@ -97,14 +121,40 @@ fn long_mix() -> bool {
     std::env::var(MIX_ENV).is_ok_and(|v| v == "long")
 }
 
+/// Whether `REDISYNC_FAULT_SUITE=long-timeout` asks for the mix whose
+/// nemesis clients wait [`LONG_RESPONSE_TIMEOUT`] for a reply, longer than
+/// the 10 s unlock latch: a copy delivered inside its window can arrive
+/// after the latch is gone.
+fn long_timeout_mix() -> bool {
+    std::env::var(MIX_ENV).is_ok_and(|v| v == "long-timeout")
+}
+
+/// The nemesis clients' response timeout in the `long-timeout` mix: above
+/// the reentrant lock's 10 s unlock latch (`DEFAULT_UNLOCK_LATCH`).
+const LONG_RESPONSE_TIMEOUT: Duration = Duration::from_secs(12);
+
+/// The response timeout of the nemesis runs' clients: [`RESPONSE_TIMEOUT`],
+/// or [`LONG_RESPONSE_TIMEOUT`] in the `long-timeout` mix.
+fn nemesis_response_timeout() -> Duration {
+    if long_timeout_mix() {
+        LONG_RESPONSE_TIMEOUT
+    } else {
+        RESPONSE_TIMEOUT
+    }
+}
+
 /// The environment variable that limits the nemesis to some of its faults
-/// (a comma-separated list of `kill`, `freeze`, `late`, `long-freeze`; all
-/// when unset), to find which fault a failure needs.
+/// (a comma-separated list of `kill`, `freeze`, `late`, `long-freeze`,
+/// `cut`; when unset, all of them, but `late` in the `long-timeout` mix,
+/// where a request held past its client's timeout would hold a call 12 s),
+/// to find which fault a failure needs.
 const FAULTS_ENV: &str = "REDISYNC_FAULT_SUITE_FAULTS";
 
 /// Whether the nemesis runs `fault` (see [`FAULTS_ENV`]).
 fn fault_enabled(fault: &str) -> bool {
-    std::env::var(FAULTS_ENV).map_or(true, |list| list.split(',').any(|f| f.trim() == fault))
+    std::env::var(FAULTS_ENV).map_or(!(long_timeout_mix() && fault == "late"), |list| {
+        list.split(',').any(|f| f.trim() == fault)
+    })
 }
 
 /// How many times each nemesis runs: once in the short mix, three times in
@@ -146,6 +196,7 @@ fn child_production_holder() {
     let store = Store::Redis {
         url,
         store: env(STORE_ENV),
+        accept_any: false,
     };
     let client = child::child_client_with_watchdog();
     let guard = client
@@ -460,15 +511,17 @@ impl Checks {
 
 /// The production store on Redis: KEYS[1] the highest token accepted,
 /// KEYS[2] the counter, KEYS[3] the write log; ARGV[1] the token, ARGV[2]
-/// the value, ARGV[3] the write's log line without its verdict. Accepts a
-/// token at least the highest (the same holder writes again), refuses a
-/// lower one; logs every write in the order it applies them. Returns 1 when
-/// accepted.
+/// the value, ARGV[3] the write's log line without its verdict, ARGV[4]
+/// `1` to accept every token (the judging store, see [`Store::Redis`]).
+/// Accepts a token at least the highest (the same holder writes again),
+/// refuses a lower one; logs every write in the order it applies them.
+/// Returns 1 when accepted.
 const PRODUCTION_STORE_WRITE: &str = r"
 local highest = tonumber(redis.call('get', KEYS[1]) or '0')
-local accepted = tonumber(ARGV[1]) >= highest
+local token = tonumber(ARGV[1])
+local accepted = token >= highest or ARGV[4] == '1'
 if accepted then
-    redis.call('set', KEYS[1], ARGV[1])
+    redis.call('set', KEYS[1], tostring(math.max(token, highest)))
     redis.call('set', KEYS[2], ARGV[2])
 end
 redis.call('rpush', KEYS[3], ARGV[3] .. ' ' .. tostring(accepted))
@@ -481,7 +534,15 @@ enum Store {
     /// In this process.
     Local(FencedStore),
     /// On Redis ([`PRODUCTION_STORE_WRITE`]), shared with child processes.
-    Redis { url: String, store: String },
+    /// `accept_any`: a store that accepts every token and logs it, so that
+    /// the checker, not the store, judges a write with a token below one
+    /// accepted before ("stale write"): a store with production semantics
+    /// refuses it itself, and the checker never sees it accepted.
+    Redis {
+        url: String,
+        store: String,
+        accept_any: bool,
+    },
 }
 
 impl Store {
@@ -493,7 +554,7 @@ impl Store {
     fn read(&self, conn: &mut Option<redis::Connection>) -> u64 {
         match self {
             Store::Local(store) => store.read(),
-            Store::Redis { url, store } => {
+            Store::Redis { url, store, .. } => {
                 let conn = conn.get_or_insert_with(|| raw_connection(url));
                 let value: Option<String> = redis::cmd("GET")
                     .arg(store_data_key(store))
@@ -508,7 +569,11 @@ impl Store {
     fn write(&self, conn: &mut Option<redis::Connection>, write: Write) -> bool {
         match self {
             Store::Local(store) => store.write(write),
-            Store::Redis { url, store } => {
+            Store::Redis {
+                url,
+                store,
+                accept_any,
+            } => {
                 let conn = conn.get_or_insert_with(|| raw_connection(url));
                 let line = write.to_line();
                 let line = line.rsplit_once(' ').unwrap().0.to_owned();
@@ -519,6 +584,7 @@ impl Store {
                     .arg(write.token.expect("the Redis store needs a fenced lock"))
                     .arg(write.value)
                     .arg(line)
+                    .arg(if *accept_any { "1" } else { "0" })
                     .invoke(conn)
                     .expect("downstream store write");
                 accepted == 1
@@ -530,7 +596,7 @@ impl Store {
     fn log(&self) -> Vec<Write> {
         match self {
             Store::Local(store) => store.log(),
-            Store::Redis { url, store } => {
+            Store::Redis { url, store, .. } => {
                 let lines: Vec<String> = redis::cmd("LRANGE")
                     .arg(Store::log_key(store))
                     .arg(0)
@@ -809,7 +875,7 @@ impl Workload {
                 } else {
                     "unlock"
                 };
-                let _ = calls.run(op, &who, UNLOCK_BOUND, || guard.unlock().map(Some));
+                let _ = calls.run(op, &who, unlock_bound(), || guard.unlock().map(Some));
             }
         })
     }
@@ -907,11 +973,21 @@ impl Drop for Workload {
 
 /// A client of the workload on `url`.
 fn client(url: &str, watchdog: Duration, events: &Arc<Events>) -> Client {
+    client_with(url, watchdog, events, RESPONSE_TIMEOUT)
+}
+
+/// A client of the workload on `url` with `response_timeout`.
+fn client_with(
+    url: &str,
+    watchdog: Duration,
+    events: &Arc<Events>,
+    response_timeout: Duration,
+) -> Client {
     Client::builder()
         .redis_url(url)
         .watchdog_timeout(watchdog)
         .connection_timeout(CONNECT_TIMEOUT)
-        .response_timeout(RESPONSE_TIMEOUT)
+        .response_timeout(response_timeout)
         .event_handler(Arc::clone(events) as Arc<dyn EventHandler>)
         .build()
         .unwrap_or_else(|e| panic!("building a client on {url}: {e}"))
@@ -958,6 +1034,7 @@ fn window(why: &str, from_ns: u64, to_ns: u64) -> Excuse {
         from_ns,
         to_ns,
         why: why.to_owned(),
+        faulted: None,
     }
 }
 
@@ -1051,6 +1128,23 @@ struct KillReport {
     in_flight: usize,
     before: usize,
     survivors: usize,
+    /// Through a proxy: how many of the killed connections had a request of
+    /// their client in flight (sent, unanswered) when the server closed
+    /// them ([`DelayProxy::server_closes_with_a_request_unanswered`]).
+    unanswered: Option<u64>,
+}
+
+impl KillReport {
+    /// CLIENT LIST before and after: every normal connection closed.
+    fn closed_every_connection(&self) -> bool {
+        self.before > 0 && self.killed >= 1 && self.survivors == 0
+    }
+
+    /// At least one killed connection had a request in flight (as seen by
+    /// the proxy the clients go through).
+    fn confirmed(&self) -> bool {
+        self.closed_every_connection() && self.unanswered.is_some_and(|n| n >= 1)
+    }
 }
 
 /// `CLIENT KILL TYPE normal` of connections with a command in flight: a
@@ -1058,9 +1152,11 @@ struct KillReport {
 /// queue behind it, and the kill is sent behind them: they run, then their
 /// connections close before the replies go out, so the resend path meets
 /// requests that ran. Confirms it with CLIENT LIST before and after and the
-/// calls that were in flight.
-fn kill_in_flight(server: &TestServer, calls: &Calls) -> KillReport {
+/// calls that were in flight; with the `proxy` the clients go through, also
+/// that the server closed connections with a request of theirs unanswered.
+fn kill_in_flight(server: &TestServer, calls: &Calls, proxy: Option<&DelayProxy>) -> KillReport {
     let mut conn = server.connection();
+    let unanswered_before = proxy.map(DelayProxy::server_closes_with_a_request_unanswered);
     let before = normal_ids(&mut conn);
     let busy = {
         let mut busy_conn = server.connection();
@@ -1082,25 +1178,235 @@ fn kill_in_flight(server: &TestServer, calls: &Calls) -> KillReport {
         .unwrap();
     let _ = busy.join();
     let after = normal_ids(&mut conn);
+    // The proxy's pumps see the closes within a poll or two.
+    let unanswered = proxy.zip(unanswered_before).map(|(proxy, before)| {
+        let deadline = Instant::now() + Duration::from_secs(1);
+        loop {
+            let n = proxy.server_closes_with_a_request_unanswered() - before;
+            if n > 0 || Instant::now() >= deadline {
+                break n;
+            }
+            thread::sleep(Duration::from_millis(20));
+        }
+    });
     KillReport {
         killed,
         in_flight,
         before: before.len(),
         survivors: before.iter().filter(|id| after.contains(id)).count(),
+        unanswered,
     }
 }
 
-/// Holds the next request naming `pattern` in `proxy` for `hold` (longer
-/// than its client waits for a reply), then delivers it: a request that
-/// reaches Redis after its caller gave up. Confirms bytes were held and
-/// delivered; returns (held bytes, the window).
-fn late_delivery(proxy: &DelayProxy, pattern: &str, hold: Duration) -> (usize, u64, u64) {
-    proxy.hold_next(pattern.as_bytes());
-    let from = mono_ns();
-    let held = proxy.wait_held(Duration::from_secs(20));
-    thread::sleep(hold);
+/// How long [`late_delivery`] holds a request.
+#[derive(Debug, Clone, Copy)]
+enum Hold {
+    /// This long after the proxy held it.
+    For(Duration),
+    /// At most this long, and so that it lands inside its window when it
+    /// has one ([`INSIDE_MARGIN`] before the window's end).
+    InsideWindow(Duration),
+}
+
+/// How long before its window's end a copy meant to land inside it is
+/// delivered (the delivery's own way to the server's window check).
+const INSIDE_MARGIN: Duration = Duration::from_millis(150);
+
+/// A request the proxy held and delivered later, confirmed: what was held
+/// is a script call on the object, and the server answered it.
+#[derive(Debug)]
+struct HeldRequest {
+    /// Bytes delivered.
+    bytes: usize,
+    /// When the proxy held its first bytes (the fault begins).
+    held_ns: u64,
+    /// When the server's reply to the delivered bytes had come.
+    delivered_ns: u64,
+    /// The request as delivered (lossy text).
+    request: String,
+    /// The server's reply to it (lossy text, as far as it had come).
+    reply: String,
+    /// Where the request carries a window (a writing script: its last
+    /// argument, the window's end in server ms, see lua/window_prelude.lua),
+    /// whether it was delivered inside it (`Some(true)`), past it
+    /// (`Some(false)`), or too close to tell (`None`); `None` too for a
+    /// request without a window.
+    inside_window: Option<bool>,
+}
+
+impl HeldRequest {
+    /// The reply's first line (`-ERR late request ...`, `:1`, `$-1`, ...).
+    fn answer(&self) -> &str {
+        self.reply.lines().next().unwrap_or("")
+    }
+
+    /// The script's name as the request shows it (its command and the
+    /// object's keys), for the log.
+    fn what(&self) -> String {
+        let args = resp_args(&self.request);
+        let keys: Vec<&String> = args.iter().skip(3).take(6).collect();
+        format!(
+            "{} {}",
+            args.first().map_or("?", String::as_str),
+            keys.iter()
+                .map(|k| k.as_str())
+                .collect::<Vec<_>>()
+                .join(" ")
+        )
+    }
+}
+
+/// The arguments of the first RESP command in `text` (`*N` then `N` bulk
+/// strings), as far as they are there.
+fn resp_args(text: &str) -> Vec<String> {
+    let bytes = text.as_bytes();
+    let line = |at: usize| -> Option<(&str, usize)> {
+        let end = at + text.get(at..)?.find("\r\n")?;
+        Some((&text[at..end], end + 2))
+    };
+    let mut args = Vec::new();
+    let Some((head, mut at)) = line(0) else {
+        return args;
+    };
+    let Some(n) = head.strip_prefix('*').and_then(|n| n.parse::<usize>().ok()) else {
+        return args;
+    };
+    for _ in 0..n {
+        let Some((len, body)) = line(at) else { break };
+        let Some(len) = len.strip_prefix('$').and_then(|l| l.parse::<usize>().ok()) else {
+            break;
+        };
+        let Some(arg) = bytes.get(body..body + len) else {
+            break;
+        };
+        args.push(String::from_utf8_lossy(arg).into_owned());
+        at = body + len + 2;
+    }
+    args
+}
+
+/// The window end (server ms) a writing script call carries as its last
+/// argument (lua/window_prelude.lua), if `request`'s last argument is one: a
+/// time in ms within a day of `server_ms`.
+fn window_end_of(request: &str, server_ms: u64) -> Option<u64> {
+    let args = resp_args(request);
+    if !args.first().is_some_and(|c| c.starts_with("EVAL")) {
+        return None;
+    }
+    let end: u64 = args.last()?.parse().ok()?;
+    (end.abs_diff(server_ms) < 86_400_000).then_some(end)
+}
+
+/// The server's clock in ms (`TIME`), on a connection of its own.
+fn server_ms(server: &TestServer) -> u64 {
+    let (secs, micros): (u64, u64) = redis::cmd("TIME")
+        .query(&mut server.connection())
+        .expect("TIME");
+    secs * 1000 + micros / 1000
+}
+
+/// Whether `text` (a request, lossy text) is a script call on the object
+/// `name`: `EVAL`/`EVALSHA` naming it, not a `SUBSCRIBE` to one of its
+/// channels (which names it too).
+fn is_script_call_on(text: &str, name: &str) -> bool {
+    text.contains("EVAL") && text.contains(name) && !text.contains("SUBSCRIBE")
+}
+
+/// Holds the next script call on the object `name` in `proxy` (with `cut`,
+/// its client's side of the connection drops at once, so the client sends
+/// it again on another connection while the proxy keeps the original),
+/// delivers it `hold` after the proxy held it, and confirms both ends: the
+/// bytes held are a script call on `name` ([`is_script_call_on`]), and the
+/// server answered the delivered bytes (the answer is returned, to record),
+/// inside its window or past it as the request's window says. `patterns`:
+/// the object's name first, then anything else the request must contain.
+/// `None`: no such request came within 20 s (the proxy is disarmed).
+fn late_delivery(
+    (server, proxy): (&TestServer, &DelayProxy),
+    patterns: &[&str],
+    hold: Hold,
+    cut: bool,
+) -> Option<HeldRequest> {
+    let name = patterns[0];
+    let patterns: Vec<&[u8]> = [b"EVAL".as_slice()]
+        .into_iter()
+        .chain(patterns.iter().map(|p| p.as_bytes()))
+        .collect();
+    if cut {
+        proxy.hold_next_request_and_cut(&patterns);
+    } else {
+        proxy.hold_next_request(&patterns);
+    }
+    let held = proxy.try_wait_held(Duration::from_secs(20))?;
+    let held_at = proxy
+        .held_at()
+        .expect("the proxy says when it held the bytes");
+    let request = String::from_utf8_lossy(&proxy.held_request()).into_owned();
+    assert!(
+        is_script_call_on(&request, name),
+        "the proxy held {request:?}, not a script call on {name}"
+    );
+    // A copy meant to land inside its window is delivered before the
+    // window's end (a waiting call's window is what is left of its wait, at
+    // least 100 ms), with a margin for the delivery itself.
+    let hold = match hold {
+        Hold::For(hold) => hold,
+        Hold::InsideWindow(at_most) => {
+            let now_ms = server_ms(server);
+            window_end_of(&request, now_ms).map_or(at_most, |end| {
+                let left = Duration::from_millis(end.saturating_sub(now_ms));
+                at_most.min(left.saturating_sub(INSIDE_MARGIN) + held_at.elapsed())
+            })
+        }
+    };
+    thread::sleep(hold.saturating_sub(held_at.elapsed()));
+    let before_ms = server_ms(server);
     let delivered = proxy_delivered_at_least(held, proxy.deliver());
-    (delivered, from, mono_ns())
+    let delivered_ns = mono_ns();
+    let after_ms = server_ms(server);
+    let (request, reply) = proxy.last_delivery();
+    assert!(
+        is_script_call_on(&request, name) && reply.contains("\r\n"),
+        "the delivery of a held script call on {name} was not confirmed: sent {request:?}, \
+         answered {reply:?}"
+    );
+    // The server read the window's end against its clock between the two
+    // readings: past it, nothing may run; inside it, the request ran.
+    let inside_window = window_end_of(&request, before_ms).and_then(|end| {
+        if end < before_ms {
+            Some(false)
+        } else if end > after_ms {
+            Some(true)
+        } else {
+            None
+        }
+    });
+    let refused_late = reply.contains("late request");
+    // (A script the server no longer has, after a SCRIPT FLUSH, runs not
+    // at all: nothing to check.)
+    let ran_or_refused = !reply.starts_with("-NOSCRIPT");
+    assert!(
+        !ran_or_refused || inside_window.is_none_or(|inside| inside != refused_late),
+        "a held request delivered {} its window was {} the server: {request:?} -> {reply:?}",
+        if inside_window == Some(true) {
+            "inside"
+        } else {
+            "past"
+        },
+        if refused_late {
+            "refused as late by"
+        } else {
+            "run by"
+        }
+    );
+    Some(HeldRequest {
+        bytes: delivered,
+        held_ns: history::ns_of(held_at),
+        delivered_ns,
+        request,
+        reply,
+        inside_window,
+    })
 }
 
 /// The proxy may hold more than it had when first asked (later chunks of
@@ -1113,6 +1419,48 @@ fn proxy_delivered_at_least(held: usize, delivered: usize) -> usize {
     delivered
 }
 
+/// How many times a round tries a `CLIENT KILL` until one had a request in
+/// flight.
+const KILL_TRIES: usize = 3;
+
+/// How many of the [`rounds`] must have had a confirmed `CLIENT KILL`
+/// (a request in flight on a killed connection): every round of the short
+/// mix, two of the long mix's three.
+fn min_confirmed_kills() -> usize {
+    rounds().min(2)
+}
+
+/// A fault's exact window, and the request it held if it held one (a
+/// fault of that request's waiter only, see [`for_waiters`]); `None`: a
+/// fault of the server or of every connection.
+type Fault = (Excuse, Option<String>);
+
+/// The faults' windows as excuses that name whom each hit: a held request
+/// hit the waiters (of `ids`, holder ids) it names, and no other; a fault
+/// without a request hit everyone.
+fn for_waiters(faults: &[Fault], ids: &[String]) -> Vec<Excuse> {
+    faults
+        .iter()
+        .map(|(excuse, request)| Excuse {
+            faulted: request.as_ref().map(|request| {
+                ids.iter()
+                    .filter(|id| names_id(request, id))
+                    .cloned()
+                    .collect()
+            }),
+            ..excuse.clone()
+        })
+        .collect()
+}
+
+/// Whether `request` names the holder id `id` (`<uuid>:<thread>`): an
+/// occurrence not followed by a digit (`...:1` is not `...:12`).
+fn names_id(request: &str, id: &str) -> bool {
+    request
+        .match_indices(id)
+        .any(|(at, _)| !request[at + id.len()..].starts_with(|c: char| c.is_ascii_digit()))
+}
+
 /// How long the nemesis's proxy holds a request in round `round`: past the
 /// client's response timeout; in the long mix's third round past the
 /// 10 s unlock latch too (a release delivered after it must free nothing).
@@ -1120,8 +1468,41 @@ fn late_hold(round: usize) -> Duration {
     if round == 2 {
         Duration::from_secs(12)
     } else {
-        RESPONSE_TIMEOUT * 2 + Duration::from_millis(500)
+        nemesis_response_timeout() * 2 + Duration::from_millis(500)
     }
+}
+
+/// Past every latch and record a copy could meet on this branch: the 10 s
+/// unlock latch and the 60 s attempt and op records (and the records whose
+/// TTL `ops::record_keep_ms` derives from a 1 s response timeout: 7 s, at
+/// least their floor), with a margin.
+const PAST_RECORDS: Duration = Duration::from_secs(65);
+
+/// How long the nemesis holds a request whose client's side it cut (the
+/// client has sent it again on another connection at once) before it
+/// delivers the original, in round `round`: inside its window (at most
+/// 400 ms, and before the window's end: the copy runs); in the long mix's
+/// third round [`PAST_RECORDS`] (past its window: refused, and no latch or
+/// record is left to stop it were the window check gone); in the
+/// `long-timeout` mix inside its window, at most 11 s (past the 10 s unlock
+/// latch when the window, 12 s for a call without a wait, allows it).
+fn cut_hold(round: usize) -> Hold {
+    if long_timeout_mix() {
+        Hold::InsideWindow(LONG_RESPONSE_TIMEOUT - Duration::from_secs(1))
+    } else if round == 2 {
+        Hold::For(PAST_RECORDS)
+    } else {
+        Hold::InsideWindow(Duration::from_millis(400))
+    }
+}
+
+/// What the nemesis's cuts did in one run.
+#[derive(Debug, Default)]
+struct Cuts {
+    /// Writing calls (with a window) delivered inside their window.
+    inside: usize,
+    /// Writing calls delivered past their window.
+    past: usize,
 }
 
 /// The nemesis every primitive runs under, [`rounds`] times: requests in
@@ -1132,27 +1513,41 @@ fn late_hold(round: usize) -> Duration {
 fn nemesis(
     server: &TestServer,
     proxy: &DelayProxy,
-    pattern: &str,
+    (pattern, releasing): (&str, &str),
     lease: Duration,
     calls: &Calls,
-) -> (Vec<String>, Vec<Excuse>) {
+) -> (Vec<String>, Vec<Fault>) {
     let mut log = Vec::new();
     let mut windows = Vec::new();
+    let mut kills_confirmed = 0;
+    let mut cuts = Cuts::default();
     for round in 0..rounds() {
         if fault_enabled("kill") {
-            let from = mono_ns();
-            let kill = kill_in_flight(server, calls);
-            windows.push(window("CLIENT KILL in flight", from, mono_ns()));
-            assert!(
-                kill.before > 0 && kill.killed >= 1 && kill.survivors == 0,
-                "CLIENT KILL: {kill:?}"
-            );
-            log.push(format!("round {round}: {kill:?}"));
-            thread::sleep(Duration::from_millis(500));
+            // A kill counts only if a killed connection had a request in
+            // flight; up to KILL_TRIES tries, else the round has no kill.
+            for attempt in 1..=KILL_TRIES {
+                let from = mono_ns();
+                let kill = kill_in_flight(server, calls, Some(proxy));
+                let to = mono_ns();
+                assert!(kill.closed_every_connection(), "CLIENT KILL: {kill:?}");
+                thread::sleep(Duration::from_millis(500));
+                if kill.confirmed() {
+                    windows.push((window("CLIENT KILL in flight", from, to), None));
+                    log.push(format!(
+                        "round {round}: {kill:?}, confirmed (try {attempt})"
+                    ));
+                    kills_confirmed += 1;
+                    break;
+                }
+                log.push(format!(
+                    "round {round}: {kill:?}: no request in flight confirmed (try {attempt}): \
+                     not counted"
+                ));
+            }
         }
         if fault_enabled("freeze") {
             let (from, to) = freeze(server, Duration::from_millis(300));
-            windows.push(window("a short freeze", from, to));
+            windows.push((window("a short freeze", from, to), None));
             log.push(format!(
                 "round {round}: frozen {:.0} ms",
                 ms_between(from, to)
@@ -1160,23 +1555,95 @@ fn nemesis(
             thread::sleep(Duration::from_millis(500));
         }
         if fault_enabled("late") {
-            let (bytes, from, to) = late_delivery(proxy, pattern, late_hold(round));
-            windows.push(window("a request held by the proxy", from, to));
+            let hold = Hold::For(late_hold(round));
+            let late = late_delivery((server, proxy), &[pattern], hold, false)
+                .expect("no script call on the object within 20 s to hold");
+            // From when the proxy held it (not when it was armed) to the
+            // server's answer to the delivery.
+            windows.push((
+                window(
+                    "a request held by the proxy",
+                    late.held_ns,
+                    late.delivered_ns,
+                ),
+                Some(late.request.clone()),
+            ));
             log.push(format!(
-                "round {round}: {bytes} bytes held {:.0} ms and delivered late",
-                ms_between(from, to)
+                "round {round}: {} ({} bytes) held {:.0} ms and delivered late (inside its \
+                 window: {:?}), answered {:?}",
+                late.what(),
+                late.bytes,
+                ms_between(late.held_ns, late.delivered_ns),
+                late.inside_window,
+                late.answer()
             ));
             thread::sleep(Duration::from_millis(500));
         }
         if fault_enabled("long-freeze") {
             let (from, to) = freeze(server, lease + Duration::from_secs(1));
-            windows.push(window("a freeze past the lease", from, to));
+            windows.push((window("a freeze past the lease", from, to), None));
             log.push(format!(
                 "round {round}: frozen {:.0} ms",
                 ms_between(from, to)
             ));
             thread::sleep(Duration::from_millis(1000));
         }
+        if fault_enabled("cut") {
+            // The next script call on the object, then the next one that
+            // names its channel (a release, a count-down: the calls that
+            // publish), each cut from its client and delivered later.
+            for patterns in [&[pattern][..], &[pattern, releasing][..]] {
+                let Some(cut) = late_delivery((server, proxy), patterns, cut_hold(round), true)
+                else {
+                    log.push(format!(
+                        "round {round}: no script call with {patterns:?} within 20 s to cut"
+                    ));
+                    continue;
+                };
+                windows.push((
+                    window(
+                        "a request cut from its client, resent, and delivered later",
+                        cut.held_ns,
+                        cut.delivered_ns,
+                    ),
+                    Some(cut.request.clone()),
+                ));
+                match cut.inside_window {
+                    Some(true) => cuts.inside += 1,
+                    Some(false) => cuts.past += 1,
+                    None => {}
+                }
+                log.push(format!(
+                    "round {round}: {} ({} bytes) cut from its client and delivered {:.0} ms \
+                     later (inside its window: {:?}), answered {:?}",
+                    cut.what(),
+                    cut.bytes,
+                    ms_between(cut.held_ns, cut.delivered_ns),
+                    cut.inside_window,
+                    cut.answer()
+                ));
+                thread::sleep(Duration::from_millis(500));
+            }
+        }
+    }
+    if fault_enabled("cut") {
+        // Each run delivers at least one writing call's copy inside its
+        // window (the long mix also one past every latch and record).
+        assert!(
+            cuts.inside >= 1 && (!long_mix() || cuts.past >= 1),
+            "the cut fault did not deliver the copies it means to: {cuts:?}\n{}",
+            log.join("\n")
+        );
+    }
+    if fault_enabled("kill") {
+        assert!(
+            kills_confirmed >= min_confirmed_kills(),
+            "only {kills_confirmed} of {} rounds had a CLIENT KILL with a request in flight \
+             (at least {} needed):\n{}",
+            rounds(),
+            min_confirmed_kills(),
+            log.join("\n")
+        );
     }
     (log, windows)
 }
@@ -1409,6 +1876,63 @@ fn checker_catches_a_fifo_break() {
         verdict.violations.is_empty() && verdict.excused.len() == 1,
         "{verdict:?}"
     );
+}
+
+/// A FIFO break is excused by a fault that hit the waiter that lost its
+/// turn, never by a fault of another waiter's request in the same moment
+/// (the nemesis's held request names the waiter it was for).
+#[test]
+fn checker_excuses_a_fifo_break_only_by_the_faulted_waiters_own_window() {
+    let waits = [
+        FairWait {
+            who: "a".into(),
+            start_ns: 90,
+            end_ns: 500,
+            enter_ns: Some(500),
+        },
+        FairWait {
+            who: "b".into(),
+            start_ns: 190,
+            end_ns: 300,
+            enter_ns: Some(300),
+        },
+    ];
+    let polls: Vec<QueuePoll> = [(100, vec!["a"]), (200, vec!["a", "b"]), (305, vec!["a"])]
+        .into_iter()
+        .map(|(sent_ns, queue)| QueuePoll {
+            sent_ns,
+            done_ns: sent_ns + 1,
+            queue: queue.into_iter().map(str::to_owned).collect(),
+        })
+        .collect();
+    let held_for = |who: &str| Excuse {
+        faulted: Some(vec![who.to_owned()]),
+        ..window(&format!("{who}'s request held"), 150, 250)
+    };
+    // b's request held (b is the one that overtook): no excuse for a's
+    // lost turn.
+    let verdict = check_fifo(&waits, &polls, &[held_for("b")]);
+    assert_eq!(verdict.of("FIFO broken").len(), 1, "{verdict:?}");
+    // A request of a waiter not in the break at all: none either.
+    let verdict = check_fifo(&waits, &polls, &[held_for("c")]);
+    assert_eq!(verdict.of("FIFO broken").len(), 1, "{verdict:?}");
+    // a's own request held: excused.
+    let verdict = check_fifo(&waits, &polls, &[held_for("a")]);
+    assert!(
+        verdict.violations.is_empty() && verdict.excused.len() == 1,
+        "{verdict:?}"
+    );
+    // A fault of every connection (a kill, a freeze) hit a too.
+    let verdict = check_fifo(&waits, &polls, &[window("a freeze", 150, 250)]);
+    assert!(verdict.violations.is_empty(), "{verdict:?}");
+    // The nemesis names the waiter by the holder id in the held request.
+    let faults = [(
+        window("a request held by the proxy", 150, 250),
+        Some("*5\r\n$7\r\nEVALSHA\r\n...$3\r\nb:7\r\n".to_owned()),
+    )];
+    let ids = ["a:1".to_owned(), "b:7".to_owned(), "b:71".to_owned()];
+    let named = for_waiters(&faults, &ids);
+    assert_eq!(named[0].faulted, Some(vec!["b:7".to_owned()]));
 }
 
 #[test]
@@ -1914,7 +2438,7 @@ fn client_kill_with_requests_in_flight_costs_no_call_and_no_lock() {
         |server, workload| {
             let mut in_flight = 0;
             for round in 0..2 * rounds() {
-                let kill = kill_in_flight(server, &workload.calls);
+                let kill = kill_in_flight(server, &workload.calls, None);
                 eprintln!("client-kill-in-flight: round {round}: {kill:?}");
                 assert!(
                     kill.before > 0 && kill.killed >= 1 && kill.survivors == 0,
@@ -1930,6 +2454,117 @@ fn client_kill_with_requests_in_flight_costs_no_call_and_no_lock() {
         },
     );
     checks.finish();
+}
+
+/// The late fault holds what it means and confirms it: armed, it lets a
+/// `SUBSCRIBE` to the object's channel pass (it names the object too: the
+/// old pattern, the name alone, held it), holds the script call that comes
+/// a second later, opens its window when it held it (not when armed),
+/// and reads the server's answer to the delivery: past the request's
+/// window, refused as late.
+#[test]
+fn the_late_fault_holds_a_script_call_on_the_object_and_reads_its_answer() {
+    let server = TestServer::start();
+    let proxy = DelayProxy::start(server.port());
+    let name = unique_name("fault-suite:held");
+    const SCRIPT: &str = "if redis.call('time')[1] * 1000 > tonumber(ARGV[1]) then \
+                          return redis.error_reply('ERR late request: test') end return 1";
+    let _: String = redis::cmd("SCRIPT")
+        .arg("LOAD")
+        .arg(SCRIPT)
+        .query(&mut server.connection())
+        .unwrap();
+    let armed_ns = mono_ns();
+    let subscriber = {
+        let url = proxy.url();
+        let channel = format!("redisson_lock__channel:{{{name}}}");
+        thread::spawn(move || {
+            // After the proxy is armed (at once, below).
+            thread::sleep(Duration::from_millis(300));
+            let mut conn = raw_connection(&url);
+            conn.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+            let mut pubsub = conn.as_pubsub();
+            pubsub.subscribe(&channel).map(|()| "subscribed")
+        })
+    };
+    let caller = {
+        let (url, name) = (proxy.url(), name.clone());
+        thread::spawn(move || {
+            thread::sleep(Duration::from_secs(1));
+            let mut conn = raw_connection(&url);
+            conn.set_read_timeout(Some(Duration::from_millis(500)))
+                .unwrap();
+            // A writing call's shape: KEYS the object, last ARGV a window
+            // 200 ms from now by the server's clock.
+            let (secs, micros): (u64, u64) = redis::cmd("TIME").query(&mut conn).unwrap();
+            let window_end = secs * 1000 + micros / 1000 + 200;
+            redis::Script::new(SCRIPT)
+                .key(&name)
+                .arg(window_end)
+                .invoke::<i64>(&mut conn)
+        })
+    };
+    let held = late_delivery(
+        (&server, &proxy),
+        &[name.as_str()],
+        Hold::For(Duration::from_secs(2)),
+        false,
+    )
+    .expect("the script call was held");
+    assert_eq!(
+        subscriber.join().unwrap().ok(),
+        Some("subscribed"),
+        "the SUBSCRIBE naming the object passed"
+    );
+    assert!(caller.join().unwrap().is_err(), "the caller gave up");
+    assert!(
+        is_script_call_on(&held.request, &name),
+        "held {:?}",
+        held.request
+    );
+    assert!(
+        held.held_ns >= armed_ns + 900_000_000,
+        "the window opens when the proxy held the request ({:.0} ms after it was armed)",
+        ms_between(armed_ns, held.held_ns)
+    );
+    assert_eq!(held.inside_window, Some(false), "{held:?}");
+    assert!(held.answer().contains("late request"), "{held:?}");
+    assert!(!is_script_call_on(
+        &format!("*2\r\n$9\r\nSUBSCRIBE\r\n$20\r\nredisson_lock__channel:{{{name}}}\r\n"),
+        &name
+    ));
+}
+
+/// The nemesis's kill counts only when a killed connection had a request
+/// in flight: an idle connection killed is not confirmed, one whose
+/// request waits behind the busy script is.
+#[test]
+fn a_client_kill_counts_only_with_a_request_in_flight() {
+    let server = TestServer::start();
+    let proxy = DelayProxy::start(server.port());
+    let calls = Calls::default();
+    let mut idle = raw_connection(&proxy.url());
+    let _: String = redis::cmd("PING").query(&mut idle).unwrap();
+    let kill = kill_in_flight(&server, &calls, Some(&proxy));
+    assert!(
+        kill.closed_every_connection() && !kill.confirmed(),
+        "an idle connection killed is no request in flight: {kill:?}"
+    );
+    let mut busy_client = raw_connection(&proxy.url());
+    let sender = thread::spawn(move || {
+        // Sent while the busy script runs (it starts at once, the kill
+        // follows 200 ms later): the request waits behind it.
+        thread::sleep(Duration::from_millis(80));
+        redis::cmd("GET")
+            .arg("fault-suite:in-flight")
+            .query::<Option<String>>(&mut busy_client)
+    });
+    let kill = kill_in_flight(&server, &calls, Some(&proxy));
+    assert!(
+        sender.join().unwrap().is_err(),
+        "the request in flight lost its reply"
+    );
+    assert!(kill.confirmed(), "a request in flight was killed: {kill:?}");
 }
 
 #[test]
@@ -2066,6 +2701,7 @@ fn child_holder_and_workload(
         Store::Redis {
             url: server.url(),
             store,
+            accept_any: false,
         },
     );
     // The child holds the lock: nobody else enters.
@@ -2493,7 +3129,17 @@ const SETTLE: Duration = Duration::from_secs(3);
 fn nemesis_setup(n: usize) -> (TestServer, DelayProxy, Vec<Client>, Arc<Events>) {
     let server = TestServer::start();
     let proxy = DelayProxy::start(server.port());
-    let (clients, events) = clients(&proxy.url(), n, NEMESIS_LEASE);
+    let events = Arc::new(Events::default());
+    let clients = (0..n)
+        .map(|_| {
+            client_with(
+                &proxy.url(),
+                NEMESIS_LEASE,
+                &events,
+                nemesis_response_timeout(),
+            )
+        })
+        .collect();
     (server, proxy, clients, events)
 }
 
@@ -2506,15 +3152,28 @@ fn lock_under_nemesis(what: &str, knobs: Knobs) -> (Checks, Verdict, Option<Verd
     // the nemesis's reach.
     let store_server = TestServer::start();
     let store = match knobs.kind {
+        // It accepts every token: the checker judges a stale write.
         Kind::Fenced => Store::Redis {
             url: store_server.url(),
             store: format!("{name}:store"),
+            accept_any: true,
         },
         _ => Store::Local(FencedStore::default()),
     };
     let mut workload = Workload::start(&server.url(), &clients, knobs, &name, store);
     workload.await_sections("warm-up", 0, 10, Duration::from_secs(20));
-    let (faults, windows) = nemesis(&server, &proxy, &name, NEMESIS_LEASE, &workload.calls);
+    // The calls that publish on the lock's channel: its releases.
+    let releasing = match knobs.kind {
+        Kind::ReadWrite => "redisson_rwlock:",
+        _ => "redisson_lock__channel:",
+    };
+    let (faults, windows) = nemesis(
+        &server,
+        &proxy,
+        (&name, releasing),
+        NEMESIS_LEASE,
+        &workload.calls,
+    );
     let over_ns = mono_ns();
     workload.await_sections(
         "work after the faults",
@@ -2533,7 +3192,25 @@ fn lock_under_nemesis(what: &str, knobs: Knobs) -> (Checks, Verdict, Option<Verd
     let verdict = check_history(&mut checks, &workload, &[]);
     let fifo = (knobs.kind == Kind::Fair).then(|| {
         let (waits, polls) = workload.fair_history();
-        // A killed, frozen or held request can cost a waiter its turn.
+        // A killed, frozen or held request can cost a waiter its turn: the
+        // waiter it hit (a held request: the one it names), no other.
+        let mut ids: Vec<String> = waits.iter().map(|w| w.who.clone()).collect();
+        ids.sort();
+        ids.dedup();
+        let windows = for_waiters(&windows, &ids);
+        for excuse in &windows {
+            eprintln!(
+                "{what}: fault window [{} .. {}] ({:.0} ms) {}: hit {}",
+                excuse.from_ns,
+                excuse.to_ns,
+                ms_between(excuse.from_ns, excuse.to_ns),
+                excuse.why,
+                excuse
+                    .faulted
+                    .as_ref()
+                    .map_or_else(|| "every waiter".to_owned(), |ids| format!("{ids:?}"))
+            );
+        }
         let verdict = check_fifo(&waits, &polls, &windows);
         eprintln!(
             "{what}: {} fair acquires, {} polls of the queue ({} non-empty), {} FIFO break(s) \
@@ -2551,6 +3228,9 @@ fn lock_under_nemesis(what: &str, knobs: Knobs) -> (Checks, Verdict, Option<Verd
         verdict
     });
     let calls = workload.calls.all();
+    for call in calls.iter().filter(|c| c.is_err()).take(6) {
+        eprintln!("{what}: failed: {call}");
+    }
     checks.bounded(&calls);
     checks.no_errors(
         "calls once the faults were over (+3 s)",
@@ -2640,8 +3320,9 @@ fn permits_under_nemesis(
                             let enter_ns = mono_ns();
                             thread::sleep(hold);
                             let until_ns = mono_ns();
-                            let _ = calls
-                                .run("release", &who, UNLOCK_BOUND, || permit.release().map(Some));
+                            let _ = calls.run("release", &who, unlock_bound(), || {
+                                permit.release().map(Some)
+                            });
                             holds.lock().unwrap().push(PermitHold {
                                 who: who.clone(),
                                 count: 1,
@@ -2660,7 +3341,7 @@ fn permits_under_nemesis(
                             let enter_ns = mono_ns();
                             thread::sleep(hold);
                             let until_ns = mono_ns().min(until_lease);
-                            let _ = calls.run("release", &who, UNLOCK_BOUND, || {
+                            let _ = calls.run("release", &who, unlock_bound(), || {
                                 expirable.try_release(&id).map(Some)
                             });
                             holds.lock().unwrap().push(PermitHold {
@@ -2679,7 +3360,14 @@ fn permits_under_nemesis(
         holds.lock().unwrap().len() >= 10
     });
     let log = if faults {
-        nemesis(&server, &proxy, &name, NEMESIS_LEASE, &calls).0
+        nemesis(
+            &server,
+            &proxy,
+            (&name, "redisson_sc:"),
+            NEMESIS_LEASE,
+            &calls,
+        )
+        .0
     } else {
         thread::sleep(Duration::from_secs(2));
         Vec::new()
@@ -2814,7 +3502,7 @@ fn latch_under_nemesis(what: &str, set: u64, faults: bool) -> (Checks, Vec<Verdi
                     thread::sleep(Duration::from_millis(150));
                     let latch = clients[d % 2].count_down_latch(latch_name.as_str());
                     let start_ns = mono_ns();
-                    let _ = calls.run("count_down", "counter", UNLOCK_BOUND, || {
+                    let _ = calls.run("count_down", "counter", unlock_bound(), || {
                         latch.count_down().map(Some)
                     });
                     record.lock().unwrap().push(LatchCall {
@@ -2840,7 +3528,8 @@ fn latch_under_nemesis(what: &str, set: u64, faults: bool) -> (Checks, Vec<Verdi
         verdicts.lock().unwrap().len() >= 2
     });
     let log = if faults {
-        nemesis(&server, &proxy, &name, NEMESIS_LEASE, &calls).0
+        let releasing = "redisson_countdownlatch__channel__";
+        nemesis(&server, &proxy, (&name, releasing), NEMESIS_LEASE, &calls).0
     } else {
         thread::sleep(Duration::from_secs(1));
         Vec::new()
@@ -2892,9 +3581,37 @@ fn latch_under_the_nemesis() {
 /// "overlap" (and the lost updates that follow on a plain lock).
 #[test]
 fn mutation_a_holder_that_ignores_is_lost_is_caught() {
+    let verdict = ignore_lost_across_a_freeze("mutation-ignore-lost", false);
+    assert!(
+        !verdict.of("overlap").is_empty(),
+        "the checker missed a holder that ignored is_lost() across a freeze: {verdict:?}"
+    );
+}
+
+/// MUTATION: the same zombie holders, and a store that accepts every token
+/// ([`Store::Redis`] `accept_any`): the old holder's writes after the new
+/// holder wrote are accepted, and the checker (not the store) catches them
+/// as "stale write" (a store with production semantics refuses them, so
+/// the check could never fire with it).
+#[test]
+fn mutation_a_stale_write_is_caught_with_a_store_that_accepts_every_token() {
+    let verdict = ignore_lost_across_a_freeze("mutation-stale-write", true);
+    assert!(
+        verdict
+            .of("stale write")
+            .iter()
+            .any(|v| v.contains("accepted after the store accepted")),
+        "the checker missed a write with a lower token accepted after a higher one: {verdict:?}"
+    );
+}
+
+/// Long holders that ignore `is_lost()` (fenced, writing to a store on the
+/// server, `accept_any` or with production semantics) across a freeze of
+/// three watchdog timeouts; returns the history's verdict.
+fn ignore_lost_across_a_freeze(what: &str, accept_any: bool) -> Verdict {
     const WATCHDOG: Duration = Duration::from_millis(900);
     let server = TestServer::start();
-    let name = unique_name("fault-suite:mutation-ignore-lost");
+    let name = unique_name(&format!("fault-suite:{what}"));
     let (clients, _events) = clients(&server.url(), 2, WATCHDOG);
     let knobs = Knobs {
         ignore_lost: true,
@@ -2908,6 +3625,7 @@ fn mutation_a_holder_that_ignores_is_lost_is_caught() {
         Store::Redis {
             url: server.url(),
             store: format!("{name}:store"),
+            accept_any,
         },
     );
     workload.await_sections("warm-up", 0, 5, Duration::from_secs(20));
@@ -2918,16 +3636,13 @@ fn mutation_a_holder_that_ignores_is_lost_is_caught() {
     workload.stop();
     let verdict = workload.check(&[]);
     eprintln!(
-        "mutation ignore-lost: frozen {:.0} ms; {} violation(s): {:?}",
+        "{what}: frozen {:.0} ms; {} violation(s) ({} stale writes): {:?}",
         ms_between(from, to),
         verdict.violations.len(),
+        verdict.of("stale write").len(),
         verdict.violations.first()
     );
-    assert!(
-        !verdict.of("overlap").is_empty(),
-        "the checker missed a holder that ignored is_lost() across a {:?} freeze: {verdict:?}",
-        WATCHDOG * 3
-    );
+    verdict
 }
 
 /// MUTATION: a "lock" that does not exclude (half the threads take another

@@ -47,6 +47,15 @@ const REPLY_WAIT: Duration = Duration::from_secs(10);
 struct State {
     /// `Some(pattern)` while armed by `hold_next`.
     armed: Option<Vec<u8>>,
+    /// Further patterns the held chunk must contain as well (armed by
+    /// `hold_next_request`); empty for `hold_next`.
+    armed_also: Vec<Vec<u8>>,
+    /// When the first bytes of the held connection were held.
+    held_at: Option<Instant>,
+    /// Connections the server closed while the last bytes that passed on
+    /// them were a request from their client, unanswered (see
+    /// `server_closes_with_a_request_unanswered`).
+    server_closed_awaiting: u64,
     /// The id of the held connection, once one matched.
     held_conn: Option<u64>,
     /// The bytes held so far (in arrival order).
@@ -151,7 +160,53 @@ impl DelayProxy {
             "DelayProxy: a connection is already held; deliver it first"
         );
         st.armed = Some(pattern.to_vec());
+        st.armed_also.clear();
         st.cut = false;
+    }
+
+    /// As [`hold_next`](Self::hold_next), but the held chunk must contain
+    /// every one of `patterns` (e.g. `EVAL` and the object's name: a
+    /// script call on it, not a `SUBSCRIBE` to its channel, which names it
+    /// too). Panics if `patterns` is empty.
+    pub fn hold_next_request(&self, patterns: &[&[u8]]) {
+        let (first, rest) = patterns
+            .split_first()
+            .expect("DelayProxy: hold_next_request needs a pattern");
+        self.hold_next(first);
+        self.shared.state.lock().unwrap().armed_also = rest.iter().map(|p| p.to_vec()).collect();
+    }
+
+    /// As [`hold_next_request`](Self::hold_next_request), and the held
+    /// connection's client side is shut at once (see
+    /// [`hold_next_and_cut`](Self::hold_next_and_cut)).
+    pub fn hold_next_request_and_cut(&self, patterns: &[&[u8]]) {
+        self.hold_next_request(patterns);
+        self.shared.state.lock().unwrap().cut = true;
+    }
+
+    /// Disarms a `hold_next*` that has not held anything yet (no-op once a
+    /// connection is held: `deliver` it). Returns whether it was armed.
+    pub fn disarm(&self) -> bool {
+        let mut st = self.shared.state.lock().unwrap();
+        if st.held_conn.is_some() {
+            return false;
+        }
+        st.armed_also.clear();
+        st.cut = false;
+        st.armed.take().is_some()
+    }
+
+    /// When the bytes held now were first held (`None`: nothing held).
+    pub fn held_at(&self) -> Option<Instant> {
+        self.shared.state.lock().unwrap().held_at
+    }
+
+    /// How many connections so far the server closed (not their client)
+    /// while the last bytes that passed on them were a request of their
+    /// client with no reply since: a request in flight when, e.g., a
+    /// `CLIENT KILL` closed its connection.
+    pub fn server_closes_with_a_request_unanswered(&self) -> u64 {
+        self.shared.state.lock().unwrap().server_closed_awaiting
     }
 
     /// As [`hold_next`](Self::hold_next), and the held connection's client
@@ -226,6 +281,28 @@ impl DelayProxy {
         st.held.len()
     }
 
+    /// As [`wait_held`](Self::wait_held), but `None` (and the proxy
+    /// disarmed) instead of a panic if nothing was held in time.
+    pub fn try_wait_held(&self, timeout: Duration) -> Option<usize> {
+        let deadline = Instant::now() + timeout;
+        let mut st = self.shared.state.lock().unwrap();
+        while st.held.is_empty() {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                if st.held_conn.is_none() {
+                    st.armed = None;
+                    st.armed_also.clear();
+                    st.cut = false;
+                    return None;
+                }
+                // Matched just now: it is held.
+                break;
+            }
+            st = self.shared.changed.wait_timeout(st, left).unwrap().0;
+        }
+        Some(st.held.len())
+    }
+
     /// Writes every held byte to the server (also after the client closed
     /// its side), waits until the server replied to it, and returns how many
     /// bytes were delivered. The connection then passes through like any
@@ -262,6 +339,7 @@ impl DelayProxy {
             let _ = upstream.shutdown(Shutdown::Write);
         }
         st.held_conn = None;
+        st.held_at = None;
         st.held_client_closed = false;
         st.held_client_reset = false;
         st.cut = false;
@@ -313,18 +391,29 @@ fn spawn_pumps(
     let (Ok(client2), Ok(upstream2)) = (client.try_clone(), upstream.try_clone()) else {
         return Vec::new();
     };
+    // Whether the last bytes that passed were a request (client to
+    // server) with no reply since, and whether the client has gone.
+    let flags = Arc::new((AtomicBool::new(false), AtomicBool::new(false)));
     let up = {
-        let shared = Arc::clone(shared);
-        thread::spawn(move || client_to_server(id, client, upstream, &shared))
+        let (shared, flags) = (Arc::clone(shared), Arc::clone(&flags));
+        thread::spawn(move || client_to_server(id, client, upstream, &shared, (&flags.0, &flags.1)))
     };
     let down = {
         let shared = Arc::clone(shared);
-        thread::spawn(move || server_to_client(id, upstream2, client2, &shared))
+        thread::spawn(move || {
+            server_to_client(id, upstream2, client2, &shared, (&flags.0, &flags.1));
+        })
     };
     vec![up, down]
 }
 
-fn client_to_server(id: u64, mut client: TcpStream, mut upstream: TcpStream, shared: &Shared) {
+fn client_to_server(
+    id: u64,
+    mut client: TcpStream,
+    mut upstream: TcpStream,
+    shared: &Shared,
+    (awaiting, client_gone): (&AtomicBool, &AtomicBool),
+) {
     let mut buf = [0u8; 16 * 1024];
     let mut reset = false;
     while !shared.stopping() {
@@ -339,11 +428,14 @@ fn client_to_server(id: u64, mut client: TcpStream, mut upstream: TcpStream, sha
         };
         let chunk = &buf[..n];
         let mut st = shared.state.lock().unwrap();
-        let matches_armed = st.armed.as_deref().is_some_and(|p| contains(chunk, p));
+        let matches_armed = st.armed.as_deref().is_some_and(|p| contains(chunk, p))
+            && st.armed_also.iter().all(|p| contains(chunk, p));
         if st.held_conn.is_none() && matches_armed {
             st.armed = None;
+            st.armed_also.clear();
             st.held_conn = Some(id);
             st.held_upstream = upstream.try_clone().ok();
+            st.held_at = Some(Instant::now());
         }
         if st.held_conn == Some(id) && st.held_upstream.is_some() {
             st.held.extend_from_slice(chunk);
@@ -355,10 +447,12 @@ fn client_to_server(id: u64, mut client: TcpStream, mut upstream: TcpStream, sha
             continue;
         }
         drop(st);
+        awaiting.store(true, Ordering::SeqCst);
         if upstream.write_all(chunk).is_err() {
             break;
         }
     }
+    client_gone.store(true, Ordering::SeqCst);
     // The client is gone. A held connection keeps its upstream open for
     // `deliver`, which shuts it down; any other is shut down now.
     let mut st = shared.state.lock().unwrap();
@@ -372,16 +466,29 @@ fn client_to_server(id: u64, mut client: TcpStream, mut upstream: TcpStream, sha
     }
 }
 
-fn server_to_client(id: u64, mut upstream: TcpStream, mut client: TcpStream, shared: &Shared) {
+fn server_to_client(
+    id: u64,
+    mut upstream: TcpStream,
+    mut client: TcpStream,
+    shared: &Shared,
+    (awaiting, client_gone): (&AtomicBool, &AtomicBool),
+) {
     let mut buf = [0u8; 16 * 1024];
     let mut client_open = true;
     while !shared.stopping() {
         let n = match upstream.read(&mut buf) {
-            Ok(0) => break,
+            Ok(0) => {
+                server_closed(id, shared, awaiting, client_gone);
+                break;
+            }
             Ok(n) => n,
             Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => continue,
-            Err(_) => break,
+            Err(_) => {
+                server_closed(id, shared, awaiting, client_gone);
+                break;
+            }
         };
+        awaiting.store(false, Ordering::SeqCst);
         let shift = shared.state.lock().unwrap().time_shift;
         if shift != 0 {
             shift_time_reply(&mut buf[..n], shift);
@@ -399,6 +506,19 @@ fn server_to_client(id: u64, mut upstream: TcpStream, mut client: TcpStream, sha
         }
     }
     let _ = client.shutdown(Shutdown::Both);
+}
+
+/// The server closed connection `id`: counted when its client was still
+/// there and a request of it had passed with no reply since (a held
+/// connection's bytes never passed, so it is not counted).
+fn server_closed(id: u64, shared: &Shared, awaiting: &AtomicBool, client_gone: &AtomicBool) {
+    if awaiting.load(Ordering::SeqCst) && !client_gone.load(Ordering::SeqCst) {
+        let mut st = shared.state.lock().unwrap();
+        if st.held_conn != Some(id) {
+            st.server_closed_awaiting += 1;
+            shared.changed.notify_all();
+        }
+    }
 }
 
 /// Adds `shift` seconds to a `TIME` reply in `chunk`, in place (the width

@@ -251,6 +251,22 @@ pub struct Excuse {
     pub from_ns: u64,
     pub to_ns: u64,
     pub why: String,
+    /// Whom the fault hit, where a check asks (the FIFO check: only the
+    /// waiter that lost its turn excuses it, by its own fault): `None`, a
+    /// fault of the server or of every connection (a freeze, a
+    /// `CLIENT KILL TYPE normal`), which hits every waiter whose call spans
+    /// it; `Some(ids)`, a fault of one request (held by a proxy), which hits
+    /// only the waiters (holder ids) it was for.
+    pub faulted: Option<Vec<String>>,
+}
+
+impl Excuse {
+    /// Whether this fault hit the waiter `who` (see [`Excuse::faulted`]).
+    pub fn hit(&self, who: &str) -> bool {
+        self.faulted
+            .as_ref()
+            .is_none_or(|ids| ids.iter().any(|id| id == who))
+    }
 }
 
 /// What a check found.

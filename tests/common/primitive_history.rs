@@ -97,8 +97,9 @@ pub struct QueuePoll {
 /// behind it (or absent, the poll done before `b` even asked), and from then through the first poll sent after
 /// `b` entered every poll shows `a`, never further back (so not evicted and
 /// queued again), while `a`'s call still runs. An overtaking is excused
-/// only when a fault window is open between that first poll and `b`
-/// entering.
+/// only when a fault window that hit `a` itself ([`Excuse::hit`]: a fault
+/// of the server or of every connection, or of `a`'s own request) is open
+/// between that first poll and `b` entering.
 pub fn check_fifo(waits: &[FairWait], polls: &[QueuePoll], excuses: &[Excuse]) -> Verdict {
     let mut verdict = Verdict::default();
     let position = |poll: &QueuePoll, who: &str| poll.queue.iter().position(|id| id == who);
@@ -157,9 +158,12 @@ pub fn check_fifo(waits: &[FairWait], polls: &[QueuePoll], excuses: &[Excuse]) -
                 a.end_ns,
                 a.enter_ns
             );
+            // Only a fault that hit a (its own request held, its
+            // connection killed, the server frozen) can cost a its turn: a
+            // fault of another waiter's request excuses nothing here.
             let excuse = excuses
                 .iter()
-                .find(|e| e.from_ns <= b_enter && ahead_ns <= e.to_ns);
+                .find(|e| e.from_ns <= b_enter && ahead_ns <= e.to_ns && e.hit(&a.who));
             match excuse {
                 Some(e) => verdict.excused.push(format!("{text} (during {})", e.why)),
                 None => verdict.violations.push(text),
