@@ -73,8 +73,21 @@ if KEYS[4] then
         if record == 'taken' and mine then
             return nil
         end
+        if record == 'busy' then
+            -- Another copy of this attempt was told busy: spent.
+            return math.max(redis.call('pttl', KEYS[1]), 1)
+        end
         return redis.error_reply('ERR late request: this acquire attempt was undone or released already')
     end
+end
+-- A busy attempt is spent: a copy of it that lands later (sent again at
+-- once after its connection dropped, while a middlebox held the original)
+-- must not take the lock for a caller told it was busy. Returns `reply`.
+local function busy(reply)
+    if KEYS[4] then
+        redis.call('set', KEYS[4], 'busy', 'px', ARGV[10] or ARGV[1], 'nx')
+    end
+    return reply
 end
 local now = tonumber(ARGV[4])
 local stranded = mine and KEYS[5] and ARGV[7] == '1'
@@ -141,7 +154,7 @@ if mine then
     return nil
 end
 if ARGV[5] ~= '1' then
-    return math.max(redis.call('pttl', KEYS[1]), 1)
+    return busy(math.max(redis.call('pttl', KEYS[1]), 1))
 end
 -- Stale waiters are evicted as Redisson's acquire evicts them, at once
 -- (a live waiter that outlived its slot is then queued again at the tail,
@@ -165,21 +178,21 @@ end
 if redis.call('zadd', KEYS[3], 'nx', ttl + tonumber(ARGV[3]) + now, ARGV[2]) == 1 then
     redis.call('rpush', KEYS[2], ARGV[2])
     mark(ttl + tonumber(ARGV[3]))
-    return math.max(ttl, 1)
+    return busy(math.max(ttl, 1))
 end
 -- Already queued: wait until the slot ahead runs out.
 local queued = redis.call('zscore', KEYS[3], ARGV[2])
 mark(tonumber(queued) - now)
 local ahead = tonumber(queued) - tonumber(ARGV[3]) - now
 if ahead > 0 then
-    return ahead
+    return busy(ahead)
 end
 -- The slot ahead ran out while its owner still holds the lock: wait for
 -- the lock's TTL (-1 = none: wait for the unlock message), not 1 ms.
 local ttl = redis.call('pttl', KEYS[1])
 if ttl ~= -2 then
-    return ttl
+    return busy(ttl)
 end
 -- Free, and a live head has not taken it yet: wait for the head's slot.
 local head = redis.call('lindex', KEYS[2], 0)
-return math.max(tonumber(redis.call('zscore', KEYS[3], head) or now) - now, 1)
+return busy(math.max(tonumber(redis.call('zscore', KEYS[3], head) or now) - now, 1))

@@ -48,6 +48,10 @@ if redis.call('exists', KEYS[1]) == 0 or redis.call('hexists', KEYS[1], ARGV[2])
             if string.sub(record, 1, 6) == 'taken:' and redis.call('hexists', KEYS[1], ARGV[2]) == 1 then
                 return {-1, string.sub(record, 7)}
             end
+            if record == 'busy' then
+                -- Another copy of this attempt was told busy: spent.
+                return {math.max(redis.call('pttl', KEYS[1]), 1), -1}
+            end
             return redis.error_reply('ERR late request: this acquire attempt was undone or released already')
         end
     end
@@ -70,5 +74,10 @@ if redis.call('exists', KEYS[1]) == 0 or redis.call('hexists', KEYS[1], ARGV[2])
         redis.call('set', KEYS[3], 'taken:' .. taken, 'px', ARGV[3] or ARGV[1])
     end
     return {-1, taken}
+end
+-- A busy attempt is spent: a copy of it landing later must not take the
+-- lock for a caller told it was busy.
+if KEYS[3] then
+    redis.call('set', KEYS[3], 'busy', 'px', ARGV[3] or ARGV[1], 'nx')
 end
 return {redis.call('pttl', KEYS[1]), -1}

@@ -75,8 +75,14 @@ if (free and not yielded) or redis.call('hexists', KEYS[1], ARGV[2]) == 1 then
     -- that is there already is this attempt's: resent ('taken'), or
     -- undone or released since (a late copy).
     if KEYS[2] and not redis.call('set', KEYS[2], 'taken', 'px', keep, 'nx') then
-        if redis.call('get', KEYS[2]) == 'taken' and redis.call('hexists', KEYS[1], ARGV[2]) == 1 then
+        local record = redis.call('get', KEYS[2])
+        if record == 'taken' and redis.call('hexists', KEYS[1], ARGV[2]) == 1 then
             return nil
+        end
+        if record == 'busy' then
+            -- Another copy of this attempt found the lock busy: it stays
+            -- spent (see below).
+            return ttl > 0 and ttl or 1
         end
         return redis.error_reply('ERR late request: this acquire attempt was undone or released already')
     end
@@ -99,6 +105,12 @@ if KEYS[3] and redis.call('zadd', KEYS[3], 'nx', now[1] * 1000000 + now[2], memb
     -- renews it); a waiter whose entry expired rejoins at its next attempt.
     redis.call('pexpire', KEYS[3], 2 * tonumber(ARGV[1]) + 60000)
     note_client(KEYS[4], ARGV[2], ARGV[1])
+end
+-- A busy attempt is spent: a copy of it that lands later (sent again at
+-- once after its connection dropped, while a middlebox held the original)
+-- must not take the lock then, for a caller told it was busy.
+if KEYS[2] then
+    redis.call('set', KEYS[2], 'busy', 'px', keep, 'nx')
 end
 if yielded then
     return redis.call('pttl', KEYS[5])

@@ -32,6 +32,10 @@ if KEYS[3] then
         if string.sub(record, 1, 6) == 'taken:' and redis.call('hexists', KEYS[1], ARGV[2]) == 1 then
             return nil
         end
+        if record == 'busy' then
+            -- Another copy of this attempt was told busy: spent.
+            return math.max(redis.call('pttl', KEYS[1]), 1)
+        end
         return redis.error_reply('ERR late request: this acquire attempt was undone or released already')
     end
 end
@@ -57,5 +61,10 @@ if mode == 'read' or (mode == 'write' and redis.call('hexists', KEYS[1], ARGV[3]
         redis.call('set', KEYS[3], 'taken:' .. n, 'px', ARGV[4] or ARGV[1])
     end
     return nil
+end
+-- A busy attempt is spent: a copy of it landing later must not take the
+-- lock for a caller told it was busy.
+if KEYS[3] then
+    redis.call('set', KEYS[3], 'busy', 'px', ARGV[4] or ARGV[1], 'nx')
 end
 return redis.call('pttl', KEYS[1])

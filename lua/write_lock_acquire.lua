@@ -30,6 +30,10 @@ if KEYS[2] then
         if record == 'taken' and redis.call('hexists', KEYS[1], ARGV[2]) == 1 then
             return nil
         end
+        if record == 'busy' then
+            -- Another copy of this attempt was told busy: spent.
+            return math.max(redis.call('pttl', KEYS[1]), 1)
+        end
         return redis.error_reply('ERR late request: this acquire attempt was undone or released already')
     end
 end
@@ -56,5 +60,10 @@ if mode == 'write' and redis.call('hexists', KEYS[1], ARGV[2]) == 1 then
 end
 if mode == 'read' and redis.call('hexists', KEYS[1], ARGV[3]) == 1 then
     return -3
+end
+-- A busy attempt is spent: a copy of it landing later must not take the
+-- lock for a caller told it was busy.
+if KEYS[2] then
+    redis.call('set', KEYS[2], 'busy', 'px', ARGV[4] or ARGV[1], 'nx')
 end
 return redis.call('pttl', KEYS[1])

@@ -713,3 +713,40 @@ fn a_resent_fair_cancel_does_not_take_the_threads_new_place() {
         guard.unlock().unwrap();
     });
 }
+
+/// A `try_lock()` while another client holds the lock: its acquire is held
+/// by a middlebox and resent at once, and the resend finds the lock busy
+/// (`None`). The other client unlocks, and the held original lands inside
+/// its window: it must not take the lock for a caller told it was busy.
+/// Before, it did: a hold nobody owned, every other client waiting out its
+/// lease (found by the protocol model, tests/protocol_model.rs).
+#[test]
+fn a_resent_acquire_told_busy_takes_nothing_when_its_original_lands() {
+    let server = TestServer::start();
+    let proxy = DelayProxy::start(server.port());
+    let waiter_client = client_for(&proxy.url(), Duration::from_secs(3));
+    let holder_client = client_for(&server.url(), Duration::from_secs(3));
+    let mut direct = server.connection();
+    for kind in KINDS {
+        let name = unique_name(&format!("resent:busy:{kind:?}"));
+        let lock = kind.lock(&waiter_client, &name);
+        drop(lock.lock().unwrap()); // scripts loaded, connections open
+        let held_by_other = kind.probe(&holder_client, &name).lock().unwrap();
+        let told_busy = resend_the_acquire(&proxy, &name, &format!("{kind:?}"), || lock.try_lock());
+        assert!(
+            told_busy.is_none(),
+            "{kind:?}: the lock is held by another client"
+        );
+        held_by_other.unlock().unwrap();
+        proxy.deliver();
+        let (sent, reply) = proxy.last_delivery();
+        assert!(sent.contains(&name), "{kind:?}: delivered {sent:?}");
+        assert_eq!(
+            common::pttl(&mut direct, &name),
+            -2,
+            "{kind:?}: the late copy of an attempt told busy took the lock (the server \
+             answered {reply:?}): {:?}",
+            holds(&mut direct, &name)
+        );
+    }
+}
