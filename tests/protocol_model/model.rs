@@ -62,10 +62,12 @@ pub(crate) struct Protocol {
     pub(crate) record_check: bool,
     /// Mutation switch: undo and settle mark the id 'undone'.
     pub(crate) undo_marks: bool,
-    /// A resent acquire whose reply says busy is undone as well (its other
-    /// copy may still land). Not part of either protocol: the model's
-    /// suggested fix for the finding `busy_resend_*` shows.
-    pub(crate) undo_busy_resent: bool,
+    /// An acquire attempt told busy is spent: the acquire script, finding
+    /// the lock busy, sets the attempt's record to 'busy' (NX), and a copy
+    /// finding 'busy' answers busy and takes nothing. Without it, a try
+    /// whose resend was told busy may still have its first copy take the
+    /// lock for nobody (the model's finding, `busy_resend_*`).
+    pub(crate) busy_spends_attempt: bool,
 }
 
 impl Protocol {
@@ -81,7 +83,7 @@ impl Protocol {
         window_check: true,
         record_check: true,
         undo_marks: true,
-        undo_busy_resent: false,
+        busy_spends_attempt: false,
     };
 
     /// The old protocol for a lock kind whose release deletes the record
@@ -92,7 +94,8 @@ impl Protocol {
         ..Protocol::OLD
     };
 
-    /// The new protocol (issue 32's fixes).
+    /// The new protocol: issue 32's fixes and the busy attempt spent, as
+    /// the scripts and the client do them now.
     pub(crate) const NEW: Protocol = Protocol {
         name: "new",
         op_records: true,
@@ -104,7 +107,7 @@ impl Protocol {
         window_check: true,
         record_check: true,
         undo_marks: true,
-        undo_busy_resent: false,
+        busy_spends_attempt: true,
     };
 }
 
@@ -239,6 +242,8 @@ pub(crate) enum Val {
     Taken,
     /// Undone (undo) or settled: a late copy is refused.
     Undone,
+    /// An acquire attempt told busy (spent): a later copy answers busy.
+    Busy,
     /// A call's outcome (a release's latch, a drain's count, ...).
     Out(i8),
 }
@@ -269,7 +274,7 @@ pub(crate) enum Req {
     Renew { attempt: u8 },
     /// `lock_undo_acquire.lua` (after `undo_prelude.lua`).
     Undo { attempt: u8 },
-    /// The new settle script: the op record set 'undone' if absent.
+    /// `lua/op_settle.lua`: the op record set `u` (undone) if absent.
     Settle,
 }
 
@@ -758,13 +763,18 @@ impl Model {
                 let free = state.holds.iter().all(|&c| c == 0);
                 let mine = state.holds[h] > 0;
                 if !(free || mine) {
+                    // The attempt is spent: its record set 'busy' (NX).
+                    if p.busy_spends_attempt && Self::get(state, attempt) == Val::None {
+                        self.set(state, attempt, Val::Busy, self.s.record_ttl());
+                    }
                     return Reply::Busy;
                 }
                 if record_found(state, attempt) {
-                    if Self::get(state, attempt) == Val::Taken && mine {
-                        return Reply::Acquired;
-                    }
-                    return Reply::Refused;
+                    return match Self::get(state, attempt) {
+                        Val::Taken if mine => Reply::Acquired,
+                        Val::Busy => Reply::Busy,
+                        _ => Reply::Refused,
+                    };
                 }
                 self.set(state, attempt, Val::Taken, self.s.record_ttl());
                 state.holds[h] += 1;
@@ -808,11 +818,12 @@ impl Model {
                 Reply::Released(Some(outcome))
             }
             Req::Force => {
+                // op_replay: the first outcome, or a settled call refused.
                 if p.op_records && record_found(state, msg.call) {
-                    return Reply::Count(match Self::get(state, msg.call) {
-                        Val::Out(v) => v,
-                        _ => 0,
-                    });
+                    return match Self::get(state, msg.call) {
+                        Val::Out(v) => Reply::Count(v),
+                        _ => Reply::Refused,
+                    };
                 }
                 let existed = state.holds.iter().any(|&c| c > 0);
                 if existed {
@@ -836,11 +847,12 @@ impl Model {
                 Reply::Count(outcome)
             }
             Req::Drain => {
+                // op_replay: the first outcome, or a settled call refused.
                 if p.op_records && record_found(state, msg.call) {
-                    return Reply::Count(match Self::get(state, msg.call) {
-                        Val::Out(v) => v,
-                        _ => 0,
-                    });
+                    return match Self::get(state, msg.call) {
+                        Val::Out(v) => Reply::Count(v),
+                        _ => Reply::Refused,
+                    };
                 }
                 let value = state.sem;
                 if value != 0 {
@@ -997,17 +1009,6 @@ impl Model {
                     thread.guard = Some(call.id);
                     thread.watchdog = watchdog;
                     Self::finish(state, h, call, true, None);
-                }
-                Reply::Busy if call.tries > 1 && self.s.protocol.undo_busy_resent => {
-                    let undo = Call {
-                        phase: Phase::Undo,
-                        reply: None,
-                        ..*call
-                    };
-                    state.threads[h].call = Some(undo);
-                    Self::cleanup_msg(state, h as u8, &undo);
-                    // Not an error: the try found the lock busy.
-                    state.status[usize::from(call.id)] = Status::InProgress;
                 }
                 Reply::Busy => Self::finish(state, h, call, true, None),
                 _ => {

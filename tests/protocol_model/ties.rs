@@ -3,11 +3,13 @@
 //! its write). A script change the model does not follow removes a token
 //! and fails `model_is_tied_to_the_scripts`.
 //!
-//! `SCRIPT_TIES` holds what exists today and stays in the new protocol.
-//! `PENDING_SCRIPT_TIES` holds the new protocol's parts that are not in
-//! `lua/` (or `src/`) yet, being built in parallel: they are checked only
-//! to name a modelled transition, and their status is printed. Move each
-//! into `SCRIPT_TIES` once its script lands.
+//! Every part of the new protocol is in `lua/` and `src/` now, so every tie
+//! is checked (the list of pending ties, for the parts being built while
+//! the model was written, is gone: a new part of the protocol goes into the
+//! model and into `SCRIPT_TIES` together). The old protocol's variants
+//! (`Protocol::OLD`: fixed TTLs, fair/read/write releases deleting the
+//! record, no op records) model main at c89745d and are tied to nothing in
+//! the tree.
 
 /// One modelled transition and the tokens its source must contain.
 #[derive(Debug)]
@@ -27,7 +29,6 @@ pub(crate) const TRANSITIONS: &[&str] = &[
     "window check",
     "Acquire",
     "Release",
-    "Release (deleting kinds, old)",
     "Force",
     "Drain",
     "Add",
@@ -36,6 +37,7 @@ pub(crate) const TRANSITIONS: &[&str] = &[
     "Settle",
     "client: tried at most twice",
     "client: window end",
+    "client: record TTLs",
 ];
 
 /// The checked ties: true today, and staying true in the new protocol.
@@ -71,6 +73,28 @@ pub(crate) const SCRIPT_TIES: &[Tie] = &[
             ),
             ("late request", "anything else: refused"),
             ("hincrby", "the hold"),
+            (
+                "redis.call('set', KEYS[2], 'busy', 'px', keep, 'nx')",
+                "told busy: the attempt is spent, its record set 'busy' if absent",
+            ),
+            (
+                "if record == 'busy' then",
+                "a copy finding 'busy' answers busy, takes nothing",
+            ),
+        ],
+    },
+    Tie {
+        transition: "Acquire",
+        file: "lua/fenced_lock_acquire.lua",
+        text: include_str!("../../lua/fenced_lock_acquire.lua"),
+        tokens: &[
+            ("redisync_attempt", "the attempt's record"),
+            ("late request", "refused"),
+            (
+                "redis.call('set', KEYS[3], 'busy', 'px', ARGV[3] or ARGV[1], 'nx')",
+                "told busy: the attempt is spent",
+            ),
+            ("if record == 'busy' then", "a copy finding 'busy': busy"),
         ],
     },
     Tie {
@@ -80,6 +104,11 @@ pub(crate) const SCRIPT_TIES: &[Tie] = &[
         tokens: &[
             ("redisync_attempt", "the attempt's record"),
             ("late request", "refused"),
+            (
+                "redis.call('set', KEYS[4], 'busy', 'px', ARGV[10] or ARGV[1], 'nx')",
+                "told busy: the attempt is spent",
+            ),
+            ("if record == 'busy' then", "a copy finding 'busy': busy"),
         ],
     },
     Tie {
@@ -89,6 +118,11 @@ pub(crate) const SCRIPT_TIES: &[Tie] = &[
         tokens: &[
             ("redisync_attempt", "the attempt's record"),
             ("late request", "refused"),
+            (
+                "redis.call('set', KEYS[3], 'busy', 'px', ARGV[4] or ARGV[1], 'nx')",
+                "told busy: the attempt is spent",
+            ),
+            ("if record == 'busy' then", "a copy finding 'busy': busy"),
         ],
     },
     Tie {
@@ -98,6 +132,11 @@ pub(crate) const SCRIPT_TIES: &[Tie] = &[
         tokens: &[
             ("redisync_attempt", "the attempt's record"),
             ("late request", "refused"),
+            (
+                "redis.call('set', KEYS[2], 'busy', 'px', ARGV[4] or ARGV[1], 'nx')",
+                "told busy: the attempt is spent",
+            ),
+            ("if record == 'busy' then", "a copy finding 'busy': busy"),
         ],
     },
     Tie {
@@ -116,34 +155,116 @@ pub(crate) const SCRIPT_TIES: &[Tie] = &[
         ],
     },
     Tie {
-        transition: "Release (deleting kinds, old)",
+        transition: "Release",
         file: "lua/fair_lock_release.lua",
         text: include_str!("../../lua/fair_lock_release.lua"),
-        tokens: &[("return tonumber(done)", "a latch found: its outcome")],
+        tokens: &[
+            (
+                "record of the acquire attempt that took the hold being released",
+                "the latch is the acquire's record (gap 5)",
+            ),
+            (
+                "if done and done ~= 'taken' then",
+                "an outcome there: returned",
+            ),
+            ("return tonumber(done)", "the first outcome"),
+            (
+                "redis.call('set', KEYS[5], 1, 'px', ARGV[5])",
+                "the record overwritten with the outcome, kept as the latch",
+            ),
+        ],
     },
     Tie {
-        transition: "Release (deleting kinds, old)",
+        transition: "Release",
         file: "lua/write_lock_release.lua",
         text: include_str!("../../lua/write_lock_release.lua"),
-        tokens: &[("return tonumber(done)", "a latch found: its outcome")],
+        tokens: &[
+            (
+                "record of the acquire attempt that took the hold being released",
+                "the latch is the acquire's record (gap 5)",
+            ),
+            (
+                "if done and done ~= 'taken' then",
+                "an outcome there: returned",
+            ),
+            ("return tonumber(done)", "the first outcome"),
+            (
+                "redis.call('set', KEYS[3], 1, 'px', ARGV[4])",
+                "the record overwritten with the outcome, kept as the latch",
+            ),
+        ],
     },
     Tie {
-        transition: "Release (deleting kinds, old)",
+        transition: "Release",
         file: "lua/read_lock_release.lua",
         text: include_str!("../../lua/read_lock_release.lua"),
-        tokens: &[("return tonumber(done)", "a latch found: its outcome")],
+        tokens: &[
+            (
+                "string.sub(done, 1, 5) ~= 'taken'",
+                "an outcome there: returned",
+            ),
+            ("return tonumber(done)", "the first outcome"),
+            (
+                "redis.call('set', KEYS[5], 1, 'px', ARGV[3])",
+                "the record overwritten with the outcome, kept as the latch",
+            ),
+        ],
     },
     Tie {
         transition: "Force",
         file: "lua/lock_force_release.lua",
         text: include_str!("../../lua/lock_force_release.lua"),
-        tokens: &[("redis.call('del', KEYS[1])", "every hold deleted")],
+        tokens: &[
+            ("{name}:redisync_op:<op id>", "the call's op record (gap 1)"),
+            (
+                "local replay = op_replay(1)",
+                "a copy finding the record: no write",
+            ),
+            ("redis.call('del', KEYS[1])", "every hold deleted"),
+            ("return op_keep(1)", "the outcome recorded"),
+            ("return op_keep(0)", "the outcome recorded, lock or none"),
+        ],
     },
     Tie {
         transition: "Drain",
         file: "lua/semaphore_drain.lua",
         text: include_str!("../../lua/semaphore_drain.lua"),
-        tokens: &[("redis.call('set', KEYS[1], 0)", "every permit taken")],
+        tokens: &[
+            ("{name}:redisync_op:<op id>", "the call's op record (gap 7)"),
+            (
+                "local replay = op_replay(0)",
+                "a copy finding the record: no write",
+            ),
+            ("redis.call('set', KEYS[1], 0)", "every permit taken"),
+            ("return op_keep(value)", "the outcome recorded"),
+        ],
+    },
+    Tie {
+        transition: "Force",
+        file: "lua/op_record_prelude.lua",
+        text: include_str!("../../lua/op_record_prelude.lua"),
+        tokens: &[
+            (
+                "local record = redis.call('get', op_key)",
+                "the op record read first",
+            ),
+            (
+                "if record == 'u' then",
+                "settled as not done: refused (`Reply::Refused`)",
+            ),
+            (
+                "ERR late request: its call was settled as not done",
+                "the refusal, nothing written",
+            ),
+            (
+                "return tonumber(string.sub(record, 2))",
+                "else the first outcome",
+            ),
+            (
+                "redis.call('set', op_key, text, 'px', op_ms)",
+                "op_keep: the outcome stored",
+            ),
+        ],
     },
     Tie {
         transition: "Add",
@@ -164,8 +285,25 @@ pub(crate) const SCRIPT_TIES: &[Tie] = &[
         text: include_str!("../../lua/lock_renew.lua"),
         tokens: &[
             ("hexists", "the holder still holds"),
+            (
+                "redisync_attempt",
+                "the attempt of the hold it renews (gap 8)",
+            ),
+            (
+                "if not record_taken(record, ARGV[3]) then",
+                "renewed only while that record says taken",
+            ),
             ("pexpire", "the renewal"),
         ],
+    },
+    Tie {
+        transition: "Renew",
+        file: "lua/renew_prelude.lua",
+        text: include_str!("../../lua/renew_prelude.lua"),
+        tokens: &[(
+            "string.sub(record, 1, 5) == 'taken'",
+            "taken = the record begins 'taken' ('busy', 'undone', an outcome: not)",
+        )],
     },
     Tie {
         transition: "Undo",
@@ -190,6 +328,26 @@ pub(crate) const SCRIPT_TIES: &[Tie] = &[
         )],
     },
     Tie {
+        transition: "Settle",
+        file: "lua/op_settle.lua",
+        text: include_str!("../../lua/op_settle.lua"),
+        tokens: &[
+            ("{name}:redisync_op:<op id>", "the call's op record"),
+            (
+                "local record = redis.call('get', KEYS[1])",
+                "the record read first",
+            ),
+            (
+                "return record",
+                "there: the outcome (or 'u', settled already)",
+            ),
+            (
+                "redis.call('set', KEYS[1], 'u', 'px', ARGV[1])",
+                "absent: marked not done ('undone' in the model), with a TTL",
+            ),
+        ],
+    },
+    Tie {
         transition: "client: tried at most twice",
         file: "src/backend/redis/mod.rs",
         text: include_str!("../../src/backend/redis/mod.rs"),
@@ -199,114 +357,80 @@ pub(crate) const SCRIPT_TIES: &[Tie] = &[
         transition: "client: window end",
         file: "src/backend/script.rs",
         text: include_str!("../../src/backend/script.rs"),
+        tokens: &[
+            (
+                "Duration::from_millis(25)",
+                "a try's window: its read timeout + 25 ms",
+            ),
+            (
+                "crate::clock::server_now(offset_ms).saturating_add(window)",
+                "the window end: the server's clock as estimated now + the window",
+            ),
+        ],
+    },
+    Tie {
+        transition: "client: window end",
+        file: "src/clock.rs",
+        text: include_str!("../../src/clock.rs"),
+        tokens: &[
+            (
+                "monotonic_ms().saturating_add(offset_ms)",
+                "server now = monotonic clock + offset (gaps 3, 4)",
+            ),
+            ("START.get_or_init(Instant::now)", "the monotonic clock"),
+        ],
+    },
+    Tie {
+        transition: "client: window end",
+        file: "src/backend/redis/pool.rs",
+        text: include_str!("../../src/backend/redis/pool.rs"),
+        tokens: &[
+            (
+                "let before = crate::clock::monotonic_ms();",
+                "the offset read against the monotonic clock",
+            ),
+            (
+                "crate::clock::server_offset(server, before, after)",
+                "TIME against the midpoint of the readings",
+            ),
+        ],
+    },
+    Tie {
+        transition: "client: record TTLs",
+        file: "src/ops/mod.rs",
+        text: include_str!("../../src/ops/mod.rs"),
+        tokens: &[
+            (
+                "const RECORD_SLACK_MS: i64 = 5_000;",
+                "one tick of slack (`Scenario::derived`: 2 windows + 1 tick)",
+            ),
+            (
+                "let window = timeout.saturating_add(crate::backend::WINDOW_MARGIN);",
+                "a try's window",
+            ),
+            (".saturating_mul(2)", "two tries' windows (gaps 2, 6)"),
+            ("floor_ms.max(", "never below the fixed TTL"),
+        ],
+    },
+    Tie {
+        transition: "client: record TTLs",
+        file: "src/lock/release.rs",
+        text: include_str!("../../src/lock/release.rs"),
+        tokens: &[
+            ("const UNLOCK_LATCH_MS: i64 = 10_000;", "the latch's floor"),
+            (
+                "ops::record_keep_ms(backend, UNLOCK_LATCH_MS)",
+                "the latch TTL derived from the response timeout (gaps 2, 6)",
+            ),
+        ],
+    },
+    Tie {
+        transition: "client: record TTLs",
+        file: "src/ops/lock.rs",
+        text: include_str!("../../src/ops/lock.rs"),
         tokens: &[(
-            "Duration::from_millis(25)",
-            "a try's window: its read timeout + 25 ms",
+            "Some(record_keep_ms(backend, lease_ms)).filter(|keep_ms| *keep_ms > lease_ms)",
+            "the attempt record kept the derived TTL when longer than the lease",
         )],
     },
 ];
-
-/// A tie the new protocol will make true, not checked yet.
-#[derive(Debug)]
-pub(crate) struct PendingTie {
-    pub(crate) transition: &'static str,
-    /// The file (may not exist yet).
-    pub(crate) file: &'static str,
-    /// Must occur in it once the change lands.
-    pub(crate) present: &'static [&'static str],
-    /// Must no longer occur in it once the change lands.
-    pub(crate) absent: &'static [&'static str],
-    pub(crate) why: &'static str,
-}
-
-/// The new protocol's parts not in the scripts yet (issue 32's fixes being
-/// built in other worktrees). Not asserted: move each into `SCRIPT_TIES`
-/// when it lands (with the tokens as the script spells them).
-pub(crate) const PENDING_SCRIPT_TIES: &[PendingTie] = &[
-    PendingTie {
-        transition: "Force",
-        file: "lua/lock_force_release.lua",
-        present: &["redisync_op"],
-        absent: &[],
-        why: "force release carries an op record (gap 1)",
-    },
-    PendingTie {
-        transition: "Drain",
-        file: "lua/semaphore_drain.lua",
-        present: &["redisync_op"],
-        absent: &[],
-        why: "drain carries an op record (gap 7)",
-    },
-    PendingTie {
-        transition: "Renew",
-        file: "lua/lock_renew.lua",
-        present: &["'taken'"],
-        absent: &[],
-        why: "a renewal renews only while its attempt's record says 'taken' (gap 8)",
-    },
-    PendingTie {
-        transition: "Release (deleting kinds, old)",
-        file: "lua/fair_lock_release.lua",
-        present: &[],
-        absent: &["redis.call('del', KEYS[6])"],
-        why: "the fair release keeps the record as its latch (gap 5)",
-    },
-    PendingTie {
-        transition: "Release (deleting kinds, old)",
-        file: "lua/write_lock_release.lua",
-        present: &[],
-        absent: &["redis.call('del', KEYS[4])"],
-        why: "the write release keeps the record as its latch (gap 5)",
-    },
-    PendingTie {
-        transition: "Release (deleting kinds, old)",
-        file: "lua/read_lock_release.lua",
-        present: &[],
-        absent: &["redis.call('del', KEYS[6])"],
-        why: "the read release keeps the record as its latch (gap 5)",
-    },
-    PendingTie {
-        transition: "Settle",
-        file: "lua/",
-        present: &["'undone'", "'nx'", "redisync_op"],
-        absent: &[],
-        why: "a settle script: the op record set 'undone' if absent, else its outcome \
-              (gap 7; file name not known yet: any lua/ file with all tokens)",
-    },
-    PendingTie {
-        transition: "client: window end",
-        file: "src/backend/redis/pool.rs",
-        present: &["Instant"],
-        absent: &["crate::clock::wall_clock_ms()"],
-        why: "the clock offset taken against the monotonic clock (gaps 3, 4)",
-    },
-    PendingTie {
-        transition: "Release",
-        file: "src/lock/release.rs",
-        present: &[],
-        absent: &["const UNLOCK_LATCH_MS: i64 = 10_000;"],
-        why: "the latch TTL derived from the response timeout (gaps 2, 6)",
-    },
-];
-
-/// Whether `tie` holds in the working tree now (read at run time: its file
-/// may not exist yet). A directory: any file in it.
-pub(crate) fn pending_holds(tie: &PendingTie) -> bool {
-    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
-    let path = root.join(tie.file);
-    let texts: Vec<String> = if path.is_dir() {
-        std::fs::read_dir(&path)
-            .map(|dir| {
-                dir.filter_map(|entry| entry.ok())
-                    .filter_map(|entry| std::fs::read_to_string(entry.path()).ok())
-                    .collect()
-            })
-            .unwrap_or_default()
-    } else {
-        std::fs::read_to_string(&path).into_iter().collect()
-    };
-    texts.iter().any(|text| {
-        tie.present.iter().all(|token| text.contains(token))
-            && tie.absent.iter().all(|token| !text.contains(token))
-    })
-}
