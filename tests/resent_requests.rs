@@ -750,3 +750,54 @@ fn a_resent_acquire_told_busy_takes_nothing_when_its_original_lands() {
         );
     }
 }
+
+/// `unlock()` with a 15 s response timeout: the release is held by a
+/// middlebox and resent at once (the resend releases, its record now the
+/// unlock latch); the thread takes the lock again; the original lands
+/// 11.5 s after it was sent, inside its 15.025 s window and after a fixed
+/// 10 s latch would have expired. It must find the latch and release
+/// nothing: before, it freed the thread's next hold (two holders).
+#[test]
+fn unlock_resent_with_a_long_response_timeout_lands_after_the_old_latch() {
+    let what = "unlock() with a 15 s response timeout";
+    let server = TestServer::start();
+    let proxy = DelayProxy::start(server.port());
+    let client = client_for(&proxy.url(), Duration::from_secs(15));
+    let observer = client_for(&server.url(), Duration::from_secs(5));
+    let mut direct = server.connection();
+    let name = unique_name("resent-unlock-long");
+    let lock = client.lock(&name);
+    lock.lock().unwrap().unlock().unwrap();
+
+    let guard = lock.lock().unwrap();
+    // The release names the lock's channel; an acquire does not.
+    proxy.hold_next_and_cut(format!("redisson_lock__channel:{{{name}}}").as_bytes());
+    let sent = Instant::now();
+    guard.unlock().unwrap();
+    proxy.wait_held(Duration::from_secs(5));
+    let held = String::from_utf8_lossy(&proxy.held_request()).into_owned();
+    assert!(
+        held.contains("EVALSHA") && held.contains(&name),
+        "{what}: the proxy held another request than the release: {held:?}"
+    );
+    let again = lock.lock().unwrap();
+    std::thread::sleep(Duration::from_millis(11_500).saturating_sub(sent.elapsed()));
+    assert!(
+        sent.elapsed() < Duration::from_millis(14_500),
+        "{what}: too late to be inside the window"
+    );
+    proxy.deliver();
+    let (sent_text, reply) = proxy.last_delivery();
+    assert!(sent_text.contains(&name), "{what}: delivered {sent_text:?}");
+    assert_eq!(
+        holds(&mut direct, &name).len(),
+        1,
+        "{what}: the late release freed the thread's next hold (the server answered {reply:?})"
+    );
+    assert!(
+        observer.lock(&name).try_lock().unwrap().is_none(),
+        "{what}: another client entered while the thread holds the lock"
+    );
+    assert!(!again.is_lost());
+    again.unlock().unwrap();
+}
