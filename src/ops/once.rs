@@ -109,6 +109,9 @@ pub(crate) fn settled<B: LockBackend + ?Sized, T>(
     };
     let started = Instant::now();
     let budget = SETTLE_BUDGET + backend.response_timeout().unwrap_or_default();
+    // Every try keeps to the budget, connection openings included (a
+    // frozen server would otherwise hold each for a connection timeout).
+    let _scope = crate::deadline::enter(started.checked_add(budget));
     let mut failure = None;
     for pause in SETTLE_PAUSES {
         if failure.is_some() && started.elapsed() + pause > budget {
