@@ -241,13 +241,7 @@ fn check_clock(backend: &dyn LockBackend, report: &mut ServerReport) {
     let tolerance = crate::clock::STEP_TOLERANCE_MS;
     let server = &reply.server;
     if let (Some(before), Some(after)) = (estimate_before, estimate_after) {
-        let step = if server_ms < before - tolerance {
-            server_ms - before
-        } else if server_ms > after + tolerance {
-            server_ms - after
-        } else {
-            0
-        };
+        let step = off_by(server_ms, before, after, tolerance);
         if step != 0 {
             report.findings.push(finding(
                 if step < 0 {
@@ -270,13 +264,7 @@ fn check_clock(backend: &dyn LockBackend, report: &mut ServerReport) {
             ));
         }
     }
-    let skew = if server_ms < wall_before - tolerance {
-        server_ms - wall_before
-    } else if server_ms > wall_after + tolerance {
-        server_ms - wall_after
-    } else {
-        0
-    };
+    let skew = off_by(server_ms, wall_before, wall_after, tolerance);
     if skew != 0 {
         report.findings.push(finding(
             Severity::Info,
@@ -292,6 +280,18 @@ fn check_clock(backend: &dyn LockBackend, report: &mut ServerReport) {
              any), and Redisson clients on this machine date fair-lock slots by their own clock",
             "keep both clocks synchronised by NTP",
         ));
+    }
+}
+
+/// How far `reading` falls outside `[low, high]` widened by `tolerance`
+/// (negative: below), 0 inside it.
+fn off_by(reading: i64, low: i64, high: i64, tolerance: i64) -> i64 {
+    if reading < low - tolerance {
+        reading - low
+    } else if reading > high + tolerance {
+        reading - high
+    } else {
+        0
     }
 }
 
@@ -519,5 +519,30 @@ fn check_min_replicas(
             "set min-replicas-to-write 1 (and min-replicas-max-lag), and/or use \
              ClientBuilder::replica_acknowledgement",
         ));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_reading_is_off_only_beyond_the_tolerance() {
+        assert_eq!(off_by(1_000, 900, 1_100, 50), 0);
+        assert_eq!(off_by(840, 900, 1_100, 50), -60);
+        assert_eq!(off_by(860, 900, 1_100, 50), 0);
+        assert_eq!(off_by(1_200, 900, 1_100, 50), 100);
+        // Stepped back 30 s against the estimate.
+        assert_eq!(off_by(70_000, 100_000, 100_010, 1_000), -30_000);
+    }
+
+    #[test]
+    fn a_time_reply_reads_as_milliseconds() {
+        let reply = Reply::Array(vec![
+            Reply::Bulk(b"1795870464".to_vec()),
+            Reply::Bulk(b"123456".to_vec()),
+        ]);
+        assert_eq!(time_reply_ms(&reply), Some(1_795_870_464_123));
+        assert_eq!(time_reply_ms(&Reply::Error("NOPERM".into())), None);
     }
 }
