@@ -603,10 +603,16 @@ fn backends_refuse_out_of_range_arguments(env: &Env) {
 // ---------------------------------------------------------------------------
 
 /// The script text as RedisBackend loads it: the argument checks, the
-/// shared prelude if any, the script.
+/// shared prelude if any, the op record's helpers for a write that acts
+/// once (`lua/op_record_prelude.lua`), the script.
 fn script(prelude: &str, body: &str) -> ::redis::Script {
     let args = include_str!("../lua/args_prelude.lua");
-    ::redis::Script::new(&format!("{args}{prelude}{body}"))
+    let once = if body.contains("op_replay(") {
+        include_str!("../lua/op_record_prelude.lua")
+    } else {
+        ""
+    };
+    ::redis::Script::new(&format!("{args}{prelude}{once}{body}"))
 }
 
 const FAIR: &str = include_str!("../lua/fair_lock_prelude.lua");
