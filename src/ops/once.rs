@@ -114,7 +114,9 @@ pub(crate) fn settled<B: LockBackend + ?Sized, T>(
     let _scope = crate::deadline::enter(started.checked_add(budget));
     let mut failure = None;
     for pause in SETTLE_PAUSES {
-        if failure.is_some() && started.elapsed() + pause > budget {
+        // No try starts past the budget, or past the caller's own deadline
+        // (a give-up's leave or cancel runs when the caller's wait ends).
+        if failure.is_some() && (started.elapsed() + pause > budget || crate::deadline::passed()) {
             break;
         }
         std::thread::sleep(pause);
