@@ -881,11 +881,36 @@ impl Workload {
     }
 
     /// Polls the fair lock's queue every 5 ms and records when each holder
-    /// id appears in it (again).
+    /// id appears in it (again), and which of them were gone by then (see
+    /// [`QueuePoll::gone`]; one script, so one instant of the server's).
     fn queue_monitor(&self, url: String) -> JoinHandle<()> {
-        let key = format!("redisson_lock_queue:{{{}}}", self.name);
+        let keys = [
+            format!("redisson_lock_queue:{{{}}}", self.name),
+            format!("redisson_lock_timeout:{{{}}}", self.name),
+        ];
+        let mark_prefix = format!("{{{}}}:redisync_fair_direct:", self.name);
         let stop = Arc::clone(&self.stop);
         let polls = Arc::clone(&self.polls);
+        // Gone as lua/fair_lock_prelude.lua's evict_stale_waiters counts it:
+        // the slot deadline passed, or the direct mark's live-until did.
+        let poll = redis::Script::new(
+            r"
+            local queue = redis.call('lrange', KEYS[1], 0, -1)
+            local time = redis.call('time')
+            local now = time[1] * 1000 + math.floor(time[2] / 1000)
+            local out = {}
+            for _, id in ipairs(queue) do
+                local deadline = tonumber(redis.call('zscore', KEYS[2], id))
+                local mark = redis.call('get', ARGV[1] .. id)
+                local live_until = mark and tonumber(string.match(mark, '^[^:]*:%d+:(%d+)$'))
+                local gone = deadline == nil or deadline <= now
+                    or (live_until and live_until < now)
+                out[#out + 1] = id
+                out[#out + 1] = gone and 1 or 0
+            end
+            return out
+            ",
+        );
         thread::spawn(move || {
             let mut conn: Option<redis::Connection> = None;
             while !stop.load(Ordering::SeqCst) {
@@ -896,17 +921,30 @@ impl Workload {
                     c
                 });
                 let sent = mono_ns();
-                match redis::cmd("LRANGE")
-                    .arg(&key)
-                    .arg(0)
-                    .arg(-1)
-                    .query::<Vec<String>>(c)
+                match poll
+                    .key(&keys[0])
+                    .key(&keys[1])
+                    .arg(&mark_prefix)
+                    .invoke::<Vec<(String, i64)>>(c)
                 {
-                    Ok(queue) => polls.lock().unwrap().push(QueuePoll {
+                    Ok(entries) => polls.lock().unwrap().push(QueuePoll {
                         sent_ns: sent,
                         done_ns: mono_ns(),
-                        queue,
+                        gone: entries
+                            .iter()
+                            .filter(|(_, gone)| *gone == 1)
+                            .map(|(id, _)| id.clone())
+                            .collect(),
+                        queue: entries.into_iter().map(|(id, _)| id).collect(),
                     }),
+                    // The poll itself broken: no poll would count, and the
+                    // FIFO check would pass on no evidence.
+                    Err(e)
+                        if e.kind() == redis::ErrorKind::UnexpectedReturnType
+                            || e.to_string().contains("user_script") =>
+                    {
+                        panic!("the queue poll failed: {e}")
+                    }
                     // A frozen or unreachable server: poll again later.
                     Err(_) => conn = None,
                 }
@@ -1840,6 +1878,7 @@ fn checker_catches_a_fifo_break() {
         sent_ns,
         done_ns: sent_ns + 1,
         queue: queue.iter().map(|id| (*id).to_owned()).collect(),
+        gone: Vec::new(),
     };
     // Mutation: b, behind a in the queue, gets the lock while a stays.
     let waits = [wait("a", 90, 500, true), wait("b", 190, 300, true)];
@@ -1869,6 +1908,30 @@ fn checker_catches_a_fifo_break() {
     // nothing.
     let unclear = [poll(295, &["a"]), poll(305, &["a"])];
     assert!(check_fifo(&waits, &unclear, &[]).violations.is_empty());
+    // a seen ahead only while already gone by the server's clock (its slot
+    // ran out in a freeze that ended just before the polls; the next script
+    // evicts it, and its retry queues it again, here at the head of a
+    // shorter queue): ahead of nobody, no break. Live in those polls: one.
+    let gone_a = |sent_ns: u64, queue: &[&str]| QueuePoll {
+        gone: vec!["a".to_owned()],
+        ..poll(sent_ns, queue)
+    };
+    let stale = [
+        gone_a(100, &["a"]),
+        gone_a(200, &["a", "b"]),
+        poll(305, &["a"]),
+        poll(505, &[]),
+    ];
+    assert!(check_fifo(&waits, &stale, &[]).violations.is_empty());
+    let live_later = [
+        gone_a(100, &["a"]),
+        poll(200, &["a", "b"]),
+        poll(305, &["a"]),
+    ];
+    assert_eq!(check_fifo(&waits, &live_later, &[]).violations.len(), 1);
+    // Gone between being seen ahead and b entering: its place is lost.
+    let gone_after = [poll(100, &["a"]), poll(200, &["a", "b"]), gone_a(305, &["a"])];
+    assert!(check_fifo(&waits, &gone_after, &[]).violations.is_empty());
     // A fault between a being seen ahead and b entering explains it.
     let freeze = window("a freeze", 150, 160);
     let verdict = check_fifo(&waits, &polls, &[freeze]);
@@ -1903,6 +1966,7 @@ fn checker_excuses_a_fifo_break_only_by_the_faulted_waiters_own_window() {
             sent_ns,
             done_ns: sent_ns + 1,
             queue: queue.into_iter().map(str::to_owned).collect(),
+            gone: Vec::new(),
         })
         .collect();
     let held_for = |who: &str| Excuse {
@@ -3213,11 +3277,12 @@ fn lock_under_nemesis(what: &str, knobs: Knobs) -> (Checks, Verdict, Option<Verd
         }
         let verdict = check_fifo(&waits, &polls, &windows);
         eprintln!(
-            "{what}: {} fair acquires, {} polls of the queue ({} non-empty), {} FIFO break(s) \
-             a fault explains, {} FIFO violation(s)",
+            "{what}: {} fair acquires, {} polls of the queue ({} non-empty, {} with a waiter \
+             already gone), {} FIFO break(s) a fault explains, {} FIFO violation(s)",
             waits.len(),
             polls.len(),
             polls.iter().filter(|p| !p.queue.is_empty()).count(),
+            polls.iter().filter(|p| !p.gone.is_empty()).count(),
             verdict.excused.len(),
             verdict.violations.len()
         );

@@ -90,13 +90,20 @@ pub struct QueuePoll {
     pub sent_ns: u64,
     pub done_ns: u64,
     pub queue: Vec<String>,
+    /// The queued ids already gone by the server's clock when polled: their
+    /// slot deadline, or their direct mark's live-until, had passed. The
+    /// next script that looks evicts them (lazily: a freeze of the server
+    /// makes them gone while nothing runs, and the poll right after it still
+    /// shows them in place), so such a one is ahead of nobody.
+    pub gone: Vec<String>,
 }
 
 /// FIFO across waiters: `b` must not get the lock while `a`, ahead of it in
-/// the queue, stays queued: a poll during `a`'s call showed `a` with `b`
-/// behind it (or absent, the poll done before `b` even asked), and from then through the first poll sent after
-/// `b` entered every poll shows `a`, never further back (so not evicted and
-/// queued again), while `a`'s call still runs. An overtaking is excused
+/// the queue, stays queued: a poll during `a`'s call showed `a` live (not
+/// [`QueuePoll::gone`]) with `b` behind it (or absent, the poll done before
+/// `b` even asked), and from then through the first poll sent after `b`
+/// entered every poll shows `a` live, never further back (so not evicted
+/// and queued again), while `a`'s call still runs. An overtaking is excused
 /// only when a fault window that hit `a` itself ([`Excuse::hit`]: a fault
 /// of the server or of every connection, or of `a`'s own request) is open
 /// between that first poll and `b` entering.
@@ -124,8 +131,10 @@ pub fn check_fifo(waits: &[FairWait], polls: &[QueuePoll], excuses: &[Excuse]) -
                 continue;
             };
             // The first poll (before b entered) with a ahead of b.
+            let gone = |p: &QueuePoll| p.gone.iter().any(|id| *id == a.who);
             let Some(first) = during[..after].iter().position(|p| {
-                position(p, &a.who).is_some_and(|pa| match position(p, &b.who) {
+                !gone(p)
+                    && position(p, &a.who).is_some_and(|pa| match position(p, &b.who) {
                     Some(pb) => pa < pb,
                     None => p.done_ns < b.start_ns,
                 })
@@ -136,7 +145,7 @@ pub fn check_fifo(waits: &[FairWait], polls: &[QueuePoll], excuses: &[Excuse]) -
             let mut last = usize::MAX;
             for p in &during[first..=after] {
                 match position(p, &a.who) {
-                    Some(pa) if pa <= last => last = pa,
+                    Some(pa) if pa <= last && !gone(p) => last = pa,
                     _ => {
                         stayed = false;
                         break;
