@@ -17,6 +17,11 @@ pub(crate) const ROUND_TRIP_FLOOR: Duration = Duration::from_millis(100);
 
 thread_local! {
     static DEADLINE: Cell<Option<Instant>> = const { Cell::new(None) };
+    /// Whether this thread's latest [`cap`] gave less than its limit.
+    static LAST_CAP_CUT: Cell<bool> = const { Cell::new(false) };
+    /// Whether this thread's latest timed-out round trip had been given
+    /// less than its limit, for the deadline ([`note_timeout`]).
+    static TIMEOUT_CUT: Cell<bool> = const { Cell::new(false) };
 }
 
 /// Runs `f` with `deadline` as this thread's deadline (the earlier of it
@@ -67,6 +72,12 @@ pub(crate) const LATE_STEP: Duration = Duration::from_millis(10);
 /// cancel) still returns within its wait plus about 100 ms, instead of
 /// 100 ms per step.
 pub(crate) fn cap(limit: Duration) -> Duration {
+    let capped = capped(limit);
+    LAST_CAP_CUT.with(|cell| cell.set(capped < limit));
+    capped
+}
+
+fn capped(limit: Duration) -> Duration {
     match DEADLINE.with(Cell::get) {
         None => limit,
         Some(deadline) => {
@@ -82,6 +93,21 @@ pub(crate) fn cap(limit: Duration) -> Duration {
             left.min(limit)
         }
     }
+}
+
+/// Called by the store when a round trip timed out: remembers whether it
+/// had less than its own limit because of this thread's deadline (the
+/// latest [`cap`]), so that the call can tell "the caller's wait ran out"
+/// from "the server did not answer in its response timeout".
+pub(crate) fn note_timeout() {
+    let cut = LAST_CAP_CUT.with(Cell::get);
+    TIMEOUT_CUT.with(|cell| cell.set(cut));
+}
+
+/// Whether a round trip timed out since the last call, cut short by this
+/// thread's deadline (see [`note_timeout`]); clears it.
+pub(crate) fn take_timeout_cut() -> bool {
+    TIMEOUT_CUT.with(|cell| cell.replace(false))
 }
 
 /// This thread's deadline, to carry it to a helper thread.
@@ -127,6 +153,24 @@ mod tests {
         });
         // Restored afterwards.
         assert_eq!(cap(Duration::from_secs(3)), Duration::from_secs(3));
+    }
+
+    #[test]
+    fn a_timeout_is_known_as_cut_only_when_the_deadline_cut_its_limit() {
+        let soon = Instant::now() + Duration::from_millis(500);
+        within(Some(soon), || {
+            let _ = cap(Duration::from_secs(3));
+            note_timeout();
+            assert!(take_timeout_cut());
+            assert!(!take_timeout_cut(), "cleared once read");
+            // A limit the deadline does not cut: the server's own timeout.
+            let _ = cap(Duration::from_millis(20));
+            note_timeout();
+            assert!(!take_timeout_cut());
+        });
+        let _ = cap(Duration::from_secs(3));
+        note_timeout();
+        assert!(!take_timeout_cut(), "no deadline, nothing cut");
     }
 
     /// After the deadline the steps share one floor: a step started 60 ms

@@ -1930,7 +1930,11 @@ fn checker_catches_a_fifo_break() {
     ];
     assert_eq!(check_fifo(&waits, &live_later, &[]).violations.len(), 1);
     // Gone between being seen ahead and b entering: its place is lost.
-    let gone_after = [poll(100, &["a"]), poll(200, &["a", "b"]), gone_a(305, &["a"])];
+    let gone_after = [
+        poll(100, &["a"]),
+        poll(200, &["a", "b"]),
+        gone_a(305, &["a"]),
+    ];
     assert!(check_fifo(&waits, &gone_after, &[]).violations.is_empty());
     // A fault between a being seen ahead and b entering explains it.
     let freeze = window("a freeze", 150, 160);

@@ -172,6 +172,74 @@ fn an_acquire_delivered_late_leaves_no_orphan_hold() {
     assert!(taken.is_some(), "another client cannot take the free lock");
 }
 
+/// A wait that runs out while the reply to its last attempt is still on
+/// its way (a server that answered the wait before, slow for a moment: a
+/// loaded machine, a middlebox) ends as a wait that ran out, `Ok(None)`,
+/// not as a store failure; the attempt, delivered later, leaves nothing
+/// held (it is undone, exactly, as after any lost reply). On the main
+/// before this, the call failed with "timed out after 1.8s waiting for a
+/// reply".
+#[test]
+fn a_wait_that_runs_out_with_its_last_reply_late_is_not_acquired_not_an_error() {
+    let server = TestServer::start();
+    let proxy = DelayProxy::start(server.port());
+    let client = client_for(&proxy.url(), Duration::from_secs(10));
+    let observer = client_for(&server.url(), Duration::from_secs(2));
+    let mut direct = server.connection();
+    let name = unique_name("late-last-attempt");
+    let lock = client.lock(name.as_str());
+    lock.lock().unwrap().unlock().unwrap(); // scripts loaded
+    let held = observer
+        .lock(name.as_str())
+        .lock_with_lease(Duration::from_millis(1_500))
+        .unwrap();
+    let wait = Duration::from_secs(4);
+    let waiter = {
+        let lock = lock.clone();
+        std::thread::spawn(move || {
+            let started = Instant::now();
+            (
+                lock.try_lock_for(wait).map(|g| g.is_some()),
+                started.elapsed(),
+            )
+        })
+    };
+    // Its first attempt answered (queued); its next, when the lease runs
+    // out, is held until after the wait.
+    let queue = format!("{{{name}}}:redisync_waiters");
+    common::wait_until("the waiter queued", Duration::from_secs(5), || {
+        redis::cmd("ZCARD")
+            .arg(&queue)
+            .query::<i64>(&mut direct)
+            .unwrap()
+            == 1
+    });
+    proxy.hold_next(b"EVALSHA");
+    proxy.wait_held(Duration::from_secs(5));
+    let request = String::from_utf8_lossy(&proxy.held_request()).into_owned();
+    assert!(
+        request.contains(&name) && request.contains("redisync_attempt"),
+        "{request}"
+    );
+    let (outcome, took) = waiter.join().unwrap();
+    assert_eq!(
+        outcome.as_ref().ok(),
+        Some(&false),
+        "the wait ran out: {outcome:?} after {took:?}"
+    );
+    assert!(
+        took < wait + Duration::from_secs(2),
+        "returned after {took:?}"
+    );
+    // Delivered now: refused as undone, or undone since; nothing held.
+    proxy.deliver();
+    drop(held);
+    common::wait_until("no hold left", Duration::from_secs(10), || {
+        holds(&mut direct, &name).is_empty()
+    });
+    assert!(observer.lock(name.as_str()).try_lock().unwrap().is_some());
+}
+
 /// A connection discarded after a timeout is closed abortively (a reset:
 /// `SO_LINGER` 0), so its kernel drops whatever it had not sent yet rather
 /// than delivering it late.

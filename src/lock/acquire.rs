@@ -140,8 +140,11 @@ impl<H: GuardHolder> Lock<H> {
         // Whether the latest attempt left this waiter in that queue.
         let queued = std::cell::Cell::new(false);
         let attempts = std::cell::Cell::new(0_u32);
+        // How many attempts of this wait the store answered.
+        let answered = std::cell::Cell::new(0_u32);
         let attempt = || {
             sent.set(Instant::now());
+            crate::deadline::take_timeout_cut();
             let id = AttemptId::new();
             let key = id.key(&keys.name);
             let retry = attempts.get() > 0;
@@ -182,6 +185,9 @@ impl<H: GuardHolder> Lock<H> {
                 ),
             };
             attempts.set(attempts.get().saturating_add(1));
+            if outcome.is_ok() {
+                answered.set(answered.get().saturating_add(1));
+            }
             attempt_key.set(Some(id));
             outcome
         };
@@ -301,6 +307,14 @@ impl<H: GuardHolder> Lock<H> {
                 Ok(None)
             }
             Err(err) => {
+                // The wait ran out while the reply to its last attempt was
+                // on its way from a server that answered this wait before:
+                // the caller's bound ended the wait, not a failure of the
+                // store. Not acquired, as when it runs out parked (that
+                // attempt is undone below, as after any lost reply).
+                let wait_over = answered.get() > 0
+                    && crate::deadline::take_timeout_cut()
+                    && crate::deadline::passed();
                 // Best effort: do not leave a fair waiter queued after an error.
                 if enqueue {
                     let _ = keys.give_up(backend, &holder, allowance_ms, wait_id);
@@ -320,7 +334,7 @@ impl<H: GuardHolder> Lock<H> {
                     });
                     self.undo_attempt(&holder, lease_ms, sent.get(), key, leave, &err);
                 }
-                Err(err)
+                if wait_over { Ok(None) } else { Err(err) }
             }
         }
     }

@@ -135,9 +135,9 @@ pub fn check_fifo(waits: &[FairWait], polls: &[QueuePoll], excuses: &[Excuse]) -
             let Some(first) = during[..after].iter().position(|p| {
                 !gone(p)
                     && position(p, &a.who).is_some_and(|pa| match position(p, &b.who) {
-                    Some(pb) => pa < pb,
-                    None => p.done_ns < b.start_ns,
-                })
+                        Some(pb) => pa < pb,
+                        None => p.done_ns < b.start_ns,
+                    })
             }) else {
                 continue;
             };

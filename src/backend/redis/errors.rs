@@ -170,6 +170,8 @@ pub(super) fn connection_failure(
 ) -> Option<Error> {
     use std::io::ErrorKind as Io;
     let what = if err.is_timeout() {
+        // Whether the caller's wait, not the response timeout, cut it.
+        crate::deadline::note_timeout();
         format!("timed out after {timeout:?} waiting for a reply from Redis at {address} ({op})")
     } else {
         match io_kind(err) {
