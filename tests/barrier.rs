@@ -21,17 +21,11 @@ use std::sync::{Arc, Mutex, mpsc};
 use std::thread;
 use std::time::{Duration, Instant};
 
+use common::timing::{PROMPT, SETTLE, STUCK};
 use common::wrap::{Hook, Store, Wrapped, assert_forwards_every_method};
 use common::{Env, backend_tests, unique_name};
 use redisync::backend::{Reply, ScriptCall};
 use redisync::{Barrier, CancellationToken, Client};
-
-/// Upper bound for a wake-up that should take a few milliseconds.
-const PROMPT: Duration = Duration::from_secs(2);
-/// How long a test lets freshly spawned waiters reach their park.
-const SETTLE: Duration = Duration::from_millis(400);
-/// How long a test waits for a thread before it declares it stuck.
-const STUCK: Duration = Duration::from_secs(20);
 
 backend_tests!(
     parties_across_two_clients_meet_and_none_leaves_early,

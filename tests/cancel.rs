@@ -10,13 +10,10 @@ use std::sync::mpsc;
 use std::thread;
 use std::time::{Duration, Instant};
 
+use common::timing::{PROMPT, SETTLE};
 use common::{Env, backend_tests, unique_name};
 use redisync::{CancellationToken, Client};
 
-/// How long a test lets a freshly spawned waiter reach its park.
-const SETTLE: Duration = Duration::from_millis(300);
-/// A cancelled wait must return within this (generous for the CI VM).
-const PROMPT: Duration = Duration::from_secs(1);
 /// Waits that only a cancel (or an unlock) may end: far longer than PROMPT.
 const LONG: Duration = Duration::from_secs(30);
 

@@ -24,7 +24,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use common::cluster::TestCluster;
-use common::cluster_cases::{self as cases, LONG_LEASE, PROMPT};
+use common::cluster_cases::{self as cases, LONG_LEASE, WAKE_WITHIN};
 use common::{all_error_text, unique_name, wait_until};
 
 #[test]
@@ -191,7 +191,7 @@ fn slot_migrates_under_a_waiter(cluster: &TestCluster) {
     assert!(rx.try_recv().is_err(), "the waiter must still wait");
     assert_eq!(cluster.owner_port(&name), cluster.nodes[to].port());
     guard.unlock().unwrap();
-    rx.recv_timeout(PROMPT)
+    rx.recv_timeout(WAKE_WITHIN)
         .expect("the waiter was not woken after the migration");
     handle.join().unwrap();
     // And the lock works on its new master.
@@ -818,7 +818,7 @@ fn credentials_are_never_shown(cluster: &TestCluster) {
         let released = Instant::now();
         guard.unlock().unwrap();
         let woken = waiter.join().unwrap();
-        assert!(woken.duration_since(released) < PROMPT, "{name}");
+        assert!(woken.duration_since(released) < WAKE_WITHIN, "{name}");
     }
 
     // Once the waiters are gone (and the subscriber's linger is over), it

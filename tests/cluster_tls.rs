@@ -25,7 +25,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use common::cluster::TestCluster;
-use common::cluster_cases::{self as cases, LONG_LEASE, PROMPT};
+use common::cluster_cases::{self as cases, LONG_LEASE, WAKE_WITHIN};
 use common::unique_name;
 
 /// A failure to connect must be reported within this (no hang).
@@ -97,7 +97,7 @@ fn connections_are_tls(cluster: &TestCluster) {
     let plain_addr = format!("laddr=127.0.0.1:{}", cluster.nodes[owner].port());
     common::wait_until(
         "the waiter's sharded subscription on the TLS port",
-        PROMPT,
+        WAKE_WITHIN,
         || {
             let clients: String = redis::cmd("CLIENT").arg("LIST").query(&mut admin).unwrap();
             clients.lines().any(|line| {
@@ -212,7 +212,7 @@ fn mutual_tls() {
         thread::sleep(Duration::from_millis(300));
         assert!(rx.try_recv().is_err(), "the waiter must wait");
         guard.unlock().unwrap();
-        rx.recv_timeout(PROMPT)
+        rx.recv_timeout(WAKE_WITHIN)
             .expect("the waiter was not woken by the unlock");
         handle.join().unwrap();
     }

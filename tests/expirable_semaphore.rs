@@ -20,6 +20,7 @@ use std::sync::{Arc, mpsc};
 use std::thread;
 use std::time::{Duration, Instant};
 
+use common::timing::{PROMPT, SETTLE, STUCK};
 use common::{CountingBackend, Env, Store, backend_tests, unique_name};
 use redisync::backend::DumpedValue;
 use redisync::{Client, Error, PermitExpirableSemaphore, PermitGuard, PermitId};
@@ -39,12 +40,6 @@ backend_tests!(
 );
 
 const LONG: Duration = Duration::from_secs(30);
-/// Upper bound for anything expected to take a few milliseconds.
-const PROMPT: Duration = Duration::from_secs(1);
-/// How long a test lets a freshly spawned waiter reach its park.
-const SETTLE: Duration = Duration::from_millis(300);
-/// How long a test waits for a report before it declares a thread stuck.
-const STUCK: Duration = Duration::from_secs(10);
 /// Redisson's `nonExpirableTimeout`: the lease end of a permit without one.
 const NON_EXPIRABLE: i64 = 922_337_203_685_477;
 

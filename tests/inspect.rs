@@ -15,13 +15,12 @@ use std::sync::mpsc;
 use std::thread;
 use std::time::Duration;
 
+use common::timing::STUCK;
 use common::{Env, backend_tests, unique_name, wait_until};
 use redisync::backend::{Effect, LockBackend, Resend, Script, ScriptCall};
 use redisync::ops::rw_lock::RwMode;
 use redisync::{Client, HoldMode, Inspection, ObjectKind};
 
-/// How long a test waits for a spawned waiter to reach the queue.
-const STUCK: Duration = Duration::from_secs(10);
 /// The watchdog lease of the test clients (common::DEFAULT_WATCHDOG).
 const WATCHDOG_MS: u128 = 30_000;
 

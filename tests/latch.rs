@@ -20,15 +20,9 @@ use std::sync::{Arc, mpsc};
 use std::thread;
 use std::time::{Duration, Instant};
 
+use common::timing::{PROMPT, SETTLE, STUCK};
 use common::{CountingBackend, Env, backend_tests, unique_name};
 use redisync::{Client, CountDownLatch, Error};
-
-/// Upper bound for anything expected to take a few milliseconds.
-const PROMPT: Duration = Duration::from_secs(1);
-/// How long a test lets a freshly spawned waiter reach its park.
-const SETTLE: Duration = Duration::from_millis(300);
-/// How long a test waits for a report before it declares a thread stuck.
-const STUCK: Duration = Duration::from_secs(10);
 
 backend_tests!(
     latch_releases_every_waiter_across_two_clients_at_zero,

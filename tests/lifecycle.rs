@@ -15,6 +15,7 @@ use std::sync::mpsc;
 use std::thread;
 use std::time::{Duration, Instant};
 
+use common::timing::SETTLE;
 use common::{CountingBackend, Env, backend_tests, unique_name};
 use redisync::{Client, MultiLock, RedLock};
 
@@ -23,8 +24,6 @@ use redisync::{Client, MultiLock, RedLock};
 const WOKEN: Duration = Duration::from_secs(5);
 /// A waiter's wait: far past [`WOKEN`].
 const LONG_WAIT: Duration = Duration::from_secs(25);
-/// How long a test lets a freshly spawned waiter reach its park.
-const SETTLE: Duration = Duration::from_millis(300);
 
 backend_tests!(
     lock_delete_wakes_a_waiter_at_once,

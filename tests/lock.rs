@@ -19,19 +19,10 @@ use std::sync::{Arc, Barrier, mpsc};
 use std::thread;
 use std::time::{Duration, Instant};
 
+use common::timing::{LONG_LEASE, PROMPT, SETTLE, STUCK};
 use common::wrap::{Hook, Store, Wrapped};
 use common::{Env, backend_tests, unique_name};
 use redisync::{Client, Error, Lock, LockGuard, MemoryBackend, NopEventHandler};
-
-/// A lease long enough that only an unlock (never expiry) frees the lock
-/// within a test.
-const LONG_LEASE: Duration = Duration::from_secs(30);
-/// Upper bound for anything expected to take a few milliseconds.
-const PROMPT: Duration = Duration::from_secs(1);
-/// How long a test lets a freshly spawned waiter reach its park.
-const SETTLE: Duration = Duration::from_millis(200);
-/// How long a test waits for a report before it declares a thread stuck.
-const STUCK: Duration = Duration::from_secs(10);
 
 backend_tests!(
     mutual_exclusion_across_threads_and_two_clients,

@@ -28,24 +28,17 @@ use std::sync::{Arc, Barrier};
 use std::thread;
 use std::time::{Duration, Instant};
 
+use common::timing::{LONG_LEASE, PROMPT, STUCK};
 use common::{Env, Independent, StoreKind, independent_tests, unique_name, wait_until};
 use redisync::{Client, Error, Lock, MultiLock, RedLock};
 
 /// How many parts a MultiLock has in most cases (and how many independent
 /// stores the `stores_*` setups run).
 const PARTS: usize = 3;
-/// A lease long enough that only an unlock (never expiry) frees a lock
-/// within a test.
-const LONG_LEASE: Duration = Duration::from_secs(30);
-/// Upper bound for anything expected to take a few milliseconds.
-const PROMPT: Duration = Duration::from_secs(1);
 /// Upper bound for a call that must fail because a store is down: it may
 /// wait out a connection timeout (300 ms) per unreachable part and retry a
 /// release for up to ~2 s; it must not hang.
 const FAILS_WITHIN: Duration = Duration::from_secs(8);
-/// How long a test waits for something that should happen soon before it
-/// declares a thread stuck.
-const STUCK: Duration = Duration::from_secs(10);
 /// A short fixed lease.
 const LEASE: Duration = Duration::from_millis(300);
 /// Watchdog timeout of the clients of the watchdog cases: renewed every

@@ -11,6 +11,7 @@ use std::sync::mpsc;
 use std::thread;
 use std::time::Duration;
 
+use common::timing::STUCK;
 use common::{Env, backend_tests, unique_name};
 use redisync::backend::{LockBackend, Message};
 use redisync::{Client, ObjectKind};
@@ -23,9 +24,6 @@ backend_tests!(
     names_read_back_without_the_prefix,
     empty_names_are_refused_with_a_prefix_too,
 );
-
-/// How long a test waits for something that should be prompt.
-const STUCK: Duration = Duration::from_secs(10);
 
 fn prefixed(env: &Env, prefix: &str) -> Client {
     env.builder().name_prefix(prefix).build().unwrap()

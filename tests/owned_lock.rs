@@ -11,11 +11,9 @@ use std::sync::mpsc;
 use std::thread;
 use std::time::{Duration, Instant};
 
+use common::timing::PROMPT;
 use common::{Env, backend_tests, unique_name};
 use redisync::{Client, Lock, LockOwner, OwnedLockGuard};
-
-/// A lock operation expected to take a few milliseconds (generous for CI).
-const PROMPT: Duration = Duration::from_secs(2);
 
 backend_tests!(
     a_guard_moves_to_another_thread_and_unlocks_there,

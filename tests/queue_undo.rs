@@ -36,7 +36,7 @@ const CLEANUP: Duration = Duration::from_secs(10);
 const CLAIM_WINDOW: Duration = Duration::from_secs(6);
 /// How long a waiter may take to get the lock once it is released: well
 /// under the claim window a gone waiter's handoff would make it sit out.
-const PROMPT: Duration = Duration::from_secs(3);
+const HANDED_WITHIN: Duration = Duration::from_secs(3);
 
 /// A store that, once armed, runs the next acquire attempt
 /// (`lock_acquire`) in the real store, notes the waiter queue as the
@@ -217,7 +217,7 @@ fn the_gone_waiter_leaves_the_queue(outright: bool) {
         .expect("the next waiter never got the lock");
     let took = acquired_at.saturating_duration_since(released_at);
     assert!(
-        took < PROMPT,
+        took < HANDED_WITHIN,
         "the next waiter got the lock {took:?} after the release (a handoff to the gone \
          waiter sits out a {CLAIM_WINDOW:?} claim window)"
     );

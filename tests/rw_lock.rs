@@ -24,18 +24,9 @@ use std::sync::{Arc, Barrier, mpsc};
 use std::thread;
 use std::time::{Duration, Instant};
 
+use common::timing::{LONG_LEASE, PROMPT, SETTLE, STUCK};
 use common::{CountingBackend, Env, backend_tests, unique_name};
 use redisync::{Error, Lock, ReadWriteLock};
-
-/// A lease long enough that only an unlock (never expiry) frees the lock
-/// within a test.
-const LONG_LEASE: Duration = Duration::from_secs(30);
-/// Upper bound for anything expected to take a few milliseconds.
-const PROMPT: Duration = Duration::from_secs(2);
-/// How long a test lets a freshly spawned waiter reach its park.
-const SETTLE: Duration = Duration::from_millis(300);
-/// How long a test waits for a report before it declares a thread stuck.
-const STUCK: Duration = Duration::from_secs(15);
 
 backend_tests!(
     readers_overlap,

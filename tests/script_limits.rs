@@ -28,6 +28,7 @@ use std::collections::BTreeMap;
 use std::thread;
 use std::time::{Duration, Instant};
 
+use common::timing::STUCK;
 use common::{Env, Store, backend_tests, unique_name};
 use redisync::ops::expirable::ExpirableKeys;
 use redisync::ops::fair_lock::FairLockKeys;
@@ -49,8 +50,6 @@ backend_tests!(
 const MS: Duration = Duration::from_millis(1);
 /// [`MAX_LEASE`] in ms.
 const MAX_MS: i64 = 1 << 47;
-/// How long a test waits for something that should be prompt.
-const STUCK: Duration = Duration::from_secs(10);
 
 /// The first durations past the limit, up to what users have actually sent
 /// (`Duration::from_millis(i64::MAX as u64)`) and `Duration::MAX`.

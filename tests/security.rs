@@ -18,6 +18,7 @@ use std::sync::{Arc, Barrier, Mutex, OnceLock, mpsc};
 use std::thread;
 use std::time::{Duration, Instant};
 
+use common::timing::{LONG_LEASE, SETTLE, STUCK};
 use common::{TestServer, all_error_text, free_port, unique_name};
 use redisync::{Client, NopEventHandler};
 
@@ -36,14 +37,8 @@ const ALL_PASSWORDS: [&str; 4] = [
     UNREACHABLE_PASSWORD,
 ];
 
-/// A lease long enough that only an unlock frees the lock within a test.
-const LONG_LEASE: Duration = Duration::from_secs(30);
-/// How long a test lets a freshly spawned waiter reach its park.
-const SETTLE: Duration = Duration::from_millis(200);
 /// A woken waiter must be back well before [`LONG_LEASE`].
 const WOKEN_WITHIN: Duration = Duration::from_secs(5);
-/// How long a test waits for a report before it declares a thread stuck.
-const STUCK: Duration = Duration::from_secs(10);
 
 // ---------------------------------------------------------------------------
 // Helpers

@@ -66,7 +66,7 @@ const SLOW_THREAD: &str = "waiter-b";
 const FALLBACK: Duration = Duration::from_secs(30);
 /// How soon a waiter that can proceed must: well inside the fallback, with
 /// room for the slow reply and a loaded machine.
-const PROMPT: Duration = Duration::from_secs(10);
+const PROCEEDS_WITHIN: Duration = Duration::from_secs(10);
 
 /// Three things staged around the real backend (which [`Wrapped`] forwards
 /// everything else to): each thread's
@@ -282,9 +282,9 @@ fn every_waiter_that_can_proceed_after_a_reconnect_does() {
 
     let mut got = HashMap::new();
     while got.len() < 2 {
-        let (who, at) = rx.recv_timeout(PROMPT).unwrap_or_else(|_| {
+        let (who, at) = rx.recv_timeout(PROCEEDS_WITHIN).unwrap_or_else(|_| {
             panic!(
-                "after the reconnect only {got:?} got a permit within {PROMPT:?}: a waiter \
+                "after the reconnect only {got:?} got a permit within {PROCEEDS_WITHIN:?}: a waiter \
                  that can proceed with the 2 freed permits sleeps its {FALLBACK:?} fallback \
                  (attempts since the kill: a {}, b {}, c {})",
                 staged.attempts("waiter-a") - before["waiter-a"],
@@ -314,7 +314,9 @@ fn every_waiter_that_can_proceed_after_a_reconnect_does() {
     // A's turn comes with an ordinary release's message.
     staged.slow.store(false, Ordering::SeqCst);
     releaser.semaphore(&name).release(3).unwrap();
-    let (who, _) = rx.recv_timeout(PROMPT).expect("A after a release of 3");
+    let (who, _) = rx
+        .recv_timeout(PROCEEDS_WITHIN)
+        .expect("A after a release of 3");
     assert_eq!(who, "waiter-a");
     for waiter in waiters {
         waiter.join().unwrap();

@@ -18,15 +18,12 @@ use std::collections::BTreeMap;
 use std::thread;
 use std::time::{Duration, Instant};
 
+use common::timing::PROMPT;
 use common::{TestServer, unique_name};
 use redisync::Client;
 
 /// How many clients each case creates and drops.
 const CLIENTS: usize = 50;
-
-/// How long the threads of dropped clients may take to end. The subscriber
-/// notices a shutdown within its 200 ms tick; the rest end at once.
-const PROMPT: Duration = Duration::from_secs(1);
 
 /// Threads allowed above the baseline once every client is gone. Zero: no
 /// client shares a thread with another (each pool has its own worker, which

@@ -45,10 +45,10 @@ pub fn run(label: &str, cluster: &TestCluster, cases: &[Case]) {
     }
 }
 
-pub const LONG_LEASE: Duration = Duration::from_secs(30);
+pub use super::timing::LONG_LEASE;
 /// A wake-up through pub/sub arrives well within this; the leases are far
 /// longer, so meeting it proves the message came.
-pub const PROMPT: Duration = Duration::from_secs(3);
+pub const WAKE_WITHIN: Duration = Duration::from_secs(3);
 
 pub fn lock_unlock_on_every_master(cluster: &TestCluster) {
     let client = cluster.client();
@@ -88,9 +88,9 @@ pub fn waiter_woken_across_nodes(cluster: &TestCluster) {
         let released = Instant::now();
         guard.unlock().unwrap();
         let acquired = rx
-            .recv_timeout(PROMPT)
+            .recv_timeout(WAKE_WITHIN)
             .expect("the waiter was not woken by the unlock");
-        assert!(acquired.duration_since(released) < PROMPT);
+        assert!(acquired.duration_since(released) < WAKE_WITHIN);
         handle.join().unwrap();
     }
 }
@@ -124,7 +124,11 @@ pub fn fair_lock_hands_over_in_order(cluster: &TestCluster) {
         handle.join().unwrap();
     }
     assert_eq!(*order.lock(), vec![0, 1, 2]);
-    assert!(started.elapsed() < PROMPT * 3, "{:?}", started.elapsed());
+    assert!(
+        started.elapsed() < WAKE_WITHIN * 3,
+        "{:?}",
+        started.elapsed()
+    );
 }
 
 pub fn read_write_lock(cluster: &TestCluster) {
@@ -149,14 +153,14 @@ pub fn read_write_lock(cluster: &TestCluster) {
     thread::sleep(Duration::from_millis(300));
     assert!(rx.try_recv().is_err(), "readers wait for the writer");
     guard.unlock().unwrap();
-    rx.recv_timeout(PROMPT).expect("first reader woken");
-    rx.recv_timeout(PROMPT).expect("second reader woken");
+    rx.recv_timeout(WAKE_WITHIN).expect("first reader woken");
+    rx.recv_timeout(WAKE_WITHIN).expect("second reader woken");
     for reader in readers {
         reader.join().unwrap();
     }
     // A writer waits for readers' release in turn.
     let guard = write
-        .try_lock_for(PROMPT)
+        .try_lock_for(WAKE_WITHIN)
         .unwrap()
         .expect("write after reads");
     guard.unlock().unwrap();
@@ -184,7 +188,10 @@ pub fn semaphore_wakes_a_waiter(cluster: &TestCluster) {
     thread::sleep(Duration::from_millis(300));
     permit.release().unwrap();
     let waited = handle.join().unwrap();
-    assert!(waited < Duration::from_millis(300) + PROMPT, "{waited:?}");
+    assert!(
+        waited < Duration::from_millis(300) + WAKE_WITHIN,
+        "{waited:?}"
+    );
     assert_eq!(sem.available_permits().unwrap(), 1);
 }
 
@@ -206,7 +213,7 @@ pub fn latch_opens_for_every_waiter(cluster: &TestCluster) {
     for waiter in waiters {
         assert!(waiter.join().unwrap(), "latch opened");
     }
-    assert!(started.elapsed() < PROMPT, "{:?}", started.elapsed());
+    assert!(started.elapsed() < WAKE_WITHIN, "{:?}", started.elapsed());
 }
 
 pub fn fenced_tokens_grow(cluster: &TestCluster) {
@@ -373,7 +380,7 @@ pub fn survives_the_death_of_its_only_seed(cluster: &TestCluster) {
     guard.unlock().unwrap();
     let woken = waiter.join().unwrap();
     assert!(
-        woken.duration_since(released) < PROMPT,
+        woken.duration_since(released) < WAKE_WITHIN,
         "woken {:?} after the unlock",
         woken.duration_since(released)
     );

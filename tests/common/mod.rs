@@ -39,6 +39,7 @@ pub mod netns;
 pub mod primitive_history;
 pub mod process;
 pub mod redisson;
+pub mod timing;
 #[cfg(feature = "tls")]
 pub mod tls;
 pub mod wrap;
