@@ -21,6 +21,7 @@ use std::sync::{Arc, Mutex, mpsc};
 use std::thread;
 use std::time::{Duration, Instant};
 
+use common::keys;
 use common::timing::{PROMPT, SETTLE, STUCK};
 use common::wrap::{Hook, Store, Wrapped, assert_forwards_every_method};
 use common::{Env, backend_tests, unique_name};
@@ -329,7 +330,7 @@ fn a_resent_arrival_counts_once(env: &Env) {
     // in no generation.
     let store = a.backend();
     let channel = redisync::ops::barrier::channel(&name);
-    let record = format!("{{{name}}}:redisync_op:by-hand");
+    let record = keys::op_record(&name, "by-hand");
     let arrival = redisync::ops::barrier::arrive(&**store, &name, &channel, 1, &record).unwrap();
     assert_eq!((arrival.generation, arrival.completed), (1, true));
     let again = redisync::ops::barrier::arrive(&**store, &name, &channel, 1, &record).unwrap();

@@ -15,6 +15,7 @@ use std::sync::mpsc;
 use std::thread;
 use std::time::{Duration, Instant};
 
+use common::keys;
 use common::{TestServer, unique_name};
 use redisync::Client;
 
@@ -676,9 +677,9 @@ fn a_dead_fair_lock_waiter_is_shown_by_force_unlock_and_removed_by_delete() {
     // A waiter of a process that then died: queued, with a 5-minute slot,
     // and never coming back.
     let (queue, timeouts, channel_prefix) = (
-        format!("redisson_lock_queue:{{{name}}}"),
-        format!("redisson_lock_timeout:{{{name}}}"),
-        format!("redisson_lock__channel:{{{name}}}"),
+        keys::fair_queue(&name),
+        keys::fair_timeouts(&name),
+        keys::lock_channel(&name),
     );
     let keys = FairLockKeys {
         name: &name,

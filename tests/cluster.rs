@@ -25,6 +25,7 @@ use std::time::{Duration, Instant};
 
 use common::cluster::TestCluster;
 use common::cluster_cases::{self as cases, LONG_LEASE, WAKE_WITHIN};
+use common::keys;
 use common::{all_error_text, unique_name, wait_until};
 
 #[test]
@@ -828,7 +829,7 @@ fn credentials_are_never_shown(cluster: &TestCluster) {
         Duration::from_secs(10),
         || {
             names.iter().all(|name| {
-                let channel = format!("redisson_lock__channel:{{{name}}}");
+                let channel = keys::lock_channel(name);
                 let owner = cluster.index_of_port(cluster.owner_port(name));
                 let reply: (String, i64) = redis::cmd("PUBSUB")
                     .arg("SHARDNUMSUB")

@@ -31,6 +31,7 @@ use std::thread;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use common::TestServer;
+use common::keys;
 use redisync::backend::{DumpedValue, LockBackend};
 use redisync::ops;
 use redisync::ops::expirable::ExpirableKeys;
@@ -530,16 +531,16 @@ fn failure(err: &redisync::Error) -> Failure {
 
 fn fair_keys(name: &str) -> (String, String, String) {
     (
-        format!("redisson_lock_queue:{{{name}}}"),
-        format!("redisson_lock_timeout:{{{name}}}"),
-        format!("redisson_lock__channel:{{{name}}}"),
+        keys::fair_queue(name),
+        keys::fair_timeouts(name),
+        keys::lock_channel(name),
     )
 }
 
 fn run<B: LockBackend + ?Sized>(store: &B, op: &Op) -> Out {
-    let channel = |name: &str| format!("redisson_lock__channel:{{{name}}}");
-    let rw_channel = |name: &str| format!("redisson_rwlock:{{{name}}}");
-    let sc = |name: &str| format!("redisson_sc:{{{name}}}");
+    let channel = |name: &str| keys::lock_channel(name);
+    let rw_channel = |name: &str| keys::rw_channel(name);
+    let sc = |name: &str| keys::semaphore_channel(name);
     let latch_channel = |name: &str| format!("redisson_countdownlatch__channel__{{{name}}}");
     let result: redisync::Result<Out> = (|| {
         Ok(match op {
@@ -553,7 +554,7 @@ fn run<B: LockBackend + ?Sized>(store: &B, op: &Op) -> Out {
                 holder,
                 lease,
             } => {
-                let token_key = format!("redisson_lock_token:{{{name}}}");
+                let token_key = keys::fence_counter(name);
                 match ops::lock::fenced_acquire(store, name, &token_key, holder, *lease)? {
                     FencedAcquire::Acquired { token } => Out::Fenced(Some(token), None),
                     FencedAcquire::Held { ttl } => Out::Fenced(None, ms(ttl)),
@@ -776,7 +777,7 @@ fn run<B: LockBackend + ?Sized>(store: &B, op: &Op) -> Out {
                 now,
                 record,
             } => {
-                let (leases, channel) = (format!("{{{name}}}:timeout"), sc(name));
+                let (leases, channel) = (keys::permit_timeouts(name), sc(name));
                 let keys = ExpirableKeys {
                     name,
                     leases: &leases,
@@ -797,7 +798,7 @@ fn run<B: LockBackend + ?Sized>(store: &B, op: &Op) -> Out {
                 now,
                 record,
             } => {
-                let (leases, channel) = (format!("{{{name}}}:timeout"), sc(name));
+                let (leases, channel) = (keys::permit_timeouts(name), sc(name));
                 let keys = ExpirableKeys {
                     name,
                     leases: &leases,
@@ -814,7 +815,7 @@ fn run<B: LockBackend + ?Sized>(store: &B, op: &Op) -> Out {
                 )?)
             }
             Op::ExpirableRelease { name, permit, now } => {
-                let (leases, channel) = (format!("{{{name}}}:timeout"), sc(name));
+                let (leases, channel) = (keys::permit_timeouts(name), sc(name));
                 let keys = ExpirableKeys {
                     name,
                     leases: &leases,
@@ -823,7 +824,7 @@ fn run<B: LockBackend + ?Sized>(store: &B, op: &Op) -> Out {
                 Out::Flag(ops::expirable::release(store, &keys, permit, *now)?)
             }
             Op::ExpirableAvailable { name, now } => {
-                let (leases, channel) = (format!("{{{name}}}:timeout"), sc(name));
+                let (leases, channel) = (keys::permit_timeouts(name), sc(name));
                 let keys = ExpirableKeys {
                     name,
                     leases: &leases,
@@ -856,7 +857,7 @@ fn run<B: LockBackend + ?Sized>(store: &B, op: &Op) -> Out {
 
 /// A counting call's record key (`{name}:redisync_op:<id>`).
 fn op_key(name: &str, id: &str) -> String {
-    format!("{{{name}}}:redisync_op:{id}")
+    keys::op_record(name, id)
 }
 
 /// Whether two TTLs read a moment apart agree.

@@ -22,6 +22,7 @@ use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::Duration;
 
+use common::keys;
 use common::wrap::{Hook, Store, Wrapped, assert_forwards_every_method};
 use common::{TestServer, unique_name, wait_until};
 use redisync::backend::{Reply, ScriptCall};
@@ -225,8 +226,8 @@ fn an_acquire_that_arrives_after_its_undo_is_refused() {
     let server = TestServer::start();
     let backend = redisync::RedisBackend::open(&server.url()).unwrap();
     let name = unique_name("exact:late-acquire");
-    let channel = format!("redisson_sc:{{{name}}}");
-    let op = format!("{{{name}}}:redisync_op:late1");
+    let channel = keys::semaphore_channel(&name);
+    let op = keys::op_record(&name, "late1");
     redisync::ops::semaphore::add(&backend, &name, &channel, 1).unwrap();
     // The undo lands first (the request still on its way): it gave nothing
     // back, and marks the call undone.
@@ -249,8 +250,8 @@ fn a_late_copy_of_an_acquire_that_found_too_few_takes_nothing() {
     let server = TestServer::start();
     let backend = redisync::RedisBackend::open(&server.url()).unwrap();
     let name = unique_name("exact:late-copy");
-    let channel = format!("redisson_sc:{{{name}}}");
-    let op = format!("{{{name}}}:redisync_op:copy1");
+    let channel = keys::semaphore_channel(&name);
+    let op = keys::op_record(&name, "copy1");
     // The copy that ran first found no permit: the call's outcome is "not
     // taken", which the caller read and acted on.
     assert!(!redisync::ops::semaphore::try_acquire_recorded(&backend, &name, 1, &op).unwrap());
@@ -281,16 +282,13 @@ fn an_expirable_acquire_that_arrives_after_its_undo_is_refused() {
     let server = TestServer::start();
     let backend = redisync::RedisBackend::open(&server.url()).unwrap();
     let name = unique_name("exact:late-expirable");
-    let (leases, channel) = (
-        format!("{{{name}}}:timeout"),
-        format!("redisson_sc:{{{name}}}"),
-    );
+    let (leases, channel) = (keys::permit_timeouts(&name), keys::semaphore_channel(&name));
     let keys = ExpirableKeys {
         name: &name,
         leases: &leases,
         channel: &channel,
     };
-    let op = format!("{{{name}}}:redisync_op:late2");
+    let op = keys::op_record(&name, "late2");
     let now = redisync::ops::expirable::NON_EXPIRABLE - 1;
     let now = now.min(1_700_000_000_000);
     let never = redisync::ops::expirable::NON_EXPIRABLE;
@@ -477,16 +475,13 @@ fn a_late_copy_of_an_expirable_attempt_that_found_too_few_takes_nothing() {
     let server = TestServer::start();
     let backend = redisync::RedisBackend::open(&server.url()).unwrap();
     let name = unique_name("exact:late-copy-expirable");
-    let (leases, channel) = (
-        format!("{{{name}}}:timeout"),
-        format!("redisson_sc:{{{name}}}"),
-    );
+    let (leases, channel) = (keys::permit_timeouts(&name), keys::semaphore_channel(&name));
     let keys = ExpirableKeys {
         name: &name,
         leases: &leases,
         channel: &channel,
     };
-    let op = format!("{{{name}}}:redisync_op:copy2");
+    let op = keys::op_record(&name, "copy2");
     let (now, never) = (1_700_000_000_000, redisync::ops::expirable::NON_EXPIRABLE);
     let attempt = || {
         redisync::ops::expirable::acquire_many_recorded(

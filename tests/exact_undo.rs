@@ -16,6 +16,7 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use common::delay_proxy::DelayProxy;
+use common::keys;
 use common::late::{client_for, two_threads_on_a_frozen_server, warm};
 use common::{TestServer, unique_name};
 use redisync::{Client, Lock};
@@ -291,9 +292,7 @@ fn fair_undo_is_exact(store: &dyn redisync::backend::LockBackend) {
     use redisync::ops::fair_lock::FairLockKeys;
     use redisync::ops::lock::Acquire;
     use redisync::ops::{fair_lock, lock, lock::Undo};
-    let n = Names::new("exact-fair", |name| {
-        format!("redisson_lock__channel:{{{name}}}")
-    });
+    let n = Names::new("exact-fair", keys::lock_channel);
     let queue = format!("redisson_lock_queue:{{{}}}", n.name);
     let timeouts = format!("redisson_lock_timeout:{{{}}}", n.name);
     let keys = FairLockKeys {
@@ -375,7 +374,7 @@ fn fair_undo_is_exact(store: &dyn redisync::backend::LockBackend) {
 fn read_undo_is_exact(store: &dyn redisync::backend::LockBackend) {
     use redisync::ops::lock::Acquire;
     use redisync::ops::{lock::Undo, rw_lock};
-    let n = Names::new("exact-read", |name| format!("redisson_rwlock:{{{name}}}"));
+    let n = Names::new("exact-read", keys::rw_channel);
     let keys = n.rw();
     let (a1, a2, a3) = (n.attempt("a1"), n.attempt("a2"), n.attempt("a3"));
     // Hold 1 with a short lease (the attempt undone), hold 2 with a long one.
@@ -444,7 +443,7 @@ fn write_undo_is_exact(store: &dyn redisync::backend::LockBackend) {
     use redisync::ops::lock::Acquire;
     use redisync::ops::rw_lock::RwMode;
     use redisync::ops::{lock::Undo, rw_lock};
-    let n = Names::new("exact-write", |name| format!("redisson_rwlock:{{{name}}}"));
+    let n = Names::new("exact-write", keys::rw_channel);
     let keys = n.rw();
     let (a1, a2, a3, r1) = (
         n.attempt("a1"),
@@ -507,9 +506,7 @@ fn write_undo_is_exact(store: &dyn redisync::backend::LockBackend) {
 /// keep growing.
 fn fenced_undo_is_exact(store: &dyn redisync::backend::LockBackend) {
     use redisync::ops::lock::{self, Undo};
-    let n = Names::new("exact-fenced", |name| {
-        format!("redisson_lock__channel:{{{name}}}")
-    });
+    let n = Names::new("exact-fenced", keys::lock_channel);
     let counter = format!("redisson_lock_token:{{{}}}", n.name);
     let (a1, a2, a3, a4) = (
         n.attempt("a1"),

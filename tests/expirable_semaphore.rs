@@ -20,6 +20,7 @@ use std::sync::{Arc, mpsc};
 use std::thread;
 use std::time::{Duration, Instant};
 
+use common::keys;
 use common::timing::{PROMPT, SETTLE, STUCK};
 use common::{CountingBackend, Env, Store, backend_tests, unique_name};
 use redisync::backend::DumpedValue;
@@ -90,7 +91,7 @@ fn id_bytes(id: &PermitId) -> Vec<u8> {
 
 /// The leases zset of semaphore `name` as stored: (member bytes, score).
 fn stored_leases(env: &Env, name: &str) -> Vec<(Vec<u8>, f64)> {
-    let key = format!("{{{name}}}:timeout");
+    let key = keys::permit_timeouts(name);
     match &env.store {
         Store::Memory(backend) => backend
             .dump()
@@ -596,7 +597,7 @@ fn bad_input_is_a_clear_error(env: &Env) {
 
     // The leases key holding another type.
     let name = unique_name("pes:wrongtype-leases");
-    env.set_string(&format!("{{{name}}}:timeout"), "x");
+    env.set_string(&keys::permit_timeouts(&name), "x");
     let p = client.permit_expirable_semaphore(name.as_str());
     p.try_set_permits(1).unwrap();
     let errors = [

@@ -20,6 +20,7 @@ use std::sync::{Arc, Mutex, mpsc};
 use std::thread;
 use std::time::{Duration, Instant};
 
+use common::keys;
 use common::timing::{LONG_LEASE, PROMPT, SETTLE, STUCK};
 use common::{CountingBackend, Env, backend_tests, unique_name, wait_until};
 use redisync::backend::{LockBackend, Message};
@@ -131,7 +132,7 @@ fn waiter_channel(name: &str, waiter: &str) -> String {
 fn wait_queued(env: &Env, name: &str, count: usize) {
     match env.redis_connection() {
         Some(mut conn) => {
-            let queue = format!("redisson_lock_queue:{{{name}}}");
+            let queue = keys::fair_queue(name);
             wait_until(&format!("{count} waiters queued on {name}"), STUCK, || {
                 let len: usize = ::redis::cmd("LLEN").arg(&queue).query(&mut conn).unwrap();
                 len == count
@@ -144,8 +145,8 @@ fn wait_queued(env: &Env, name: &str, count: usize) {
 /// The length of the fair lock's queue on Redis; `None` on memory.
 fn queue_len(env: &Env, name: &str) -> Option<usize> {
     let mut conn = env.redis_connection()?;
-    let queue = format!("redisson_lock_queue:{{{name}}}");
-    let slots = format!("redisson_lock_timeout:{{{name}}}");
+    let queue = keys::fair_queue(name);
+    let slots = keys::fair_timeouts(name);
     let len: usize = ::redis::cmd("LLEN").arg(&queue).query(&mut conn).unwrap();
     let card: usize = ::redis::cmd("ZCARD").arg(&slots).query(&mut conn).unwrap();
     assert_eq!(len, card, "queue list and slot zset disagree on {name}");
@@ -627,7 +628,7 @@ fn unlock_wakes_only_the_head(env: &Env) {
         .map(|w| waiter_channel(&name, &w.id))
         .collect();
     // The non-fair lock's channel must stay silent too.
-    channels.push(format!("redisson_lock__channel:{{{name}}}"));
+    channels.push(keys::lock_channel(&name));
     let listener = Listener::start(Arc::clone(holder_client.backend()), channels.clone());
     thread::sleep(SETTLE);
 
@@ -924,7 +925,7 @@ fn queue_behind_ghost(
     ghost: &Ghost<'_>,
     client: &Client,
 ) -> (Waiter, Instant, Option<Instant>) {
-    let queue = format!("redisson_lock_queue:{{{name}}}");
+    let queue = keys::fair_queue(name);
     let (now, now_ms) = (Instant::now(), wall_ms());
     let mark = match ghost.live_ms {
         Some(live_ms) => format!("7:300000:{}", now_ms + live_ms),
@@ -939,7 +940,7 @@ fn queue_behind_ghost(
         .arg(ghost.id)
         .ignore()
         .cmd("ZADD")
-        .arg(format!("redisson_lock_timeout:{{{name}}}"))
+        .arg(keys::fair_timeouts(name))
         .arg(now_ms + i64::try_from(ghost.slot.as_millis()).unwrap())
         .arg(ghost.id)
         .ignore()
@@ -1046,7 +1047,7 @@ impl GhostScene {
 /// The fair queue of `name`, head first.
 fn fair_queue(raw: &mut ::redis::Connection, name: &str) -> Vec<String> {
     ::redis::cmd("LRANGE")
-        .arg(format!("redisson_lock_queue:{{{name}}}"))
+        .arg(keys::fair_queue(name))
         .arg(0)
         .arg(-1)
         .query(raw)
@@ -1205,9 +1206,9 @@ fn the_head_taking_the_lock_moves_a_long_queue_up_one_slot() {
     let store = client.backend();
     let name = unique_name("fair:long");
     let (queue, timeouts, channel_prefix) = (
-        format!("redisson_lock_queue:{{{name}}}"),
-        format!("redisson_lock_timeout:{{{name}}}"),
-        format!("redisson_lock__channel:{{{name}}}"),
+        keys::fair_queue(&name),
+        keys::fair_timeouts(&name),
+        keys::lock_channel(&name),
     );
     let keys = FairLockKeys {
         name: &name,

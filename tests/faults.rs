@@ -11,6 +11,7 @@ use std::sync::mpsc;
 use std::thread;
 use std::time::{Duration, Instant};
 
+use common::keys;
 use common::{TestServer, numsub, pttl, unique_name, wait_until};
 use redisync::{Client, Error, NopEventHandler};
 
@@ -186,7 +187,7 @@ fn script_flush_mid_run_is_harmless() {
             got.expect("the waiter timed out").unlock().unwrap();
         })
     };
-    let channel = format!("redisson_lock__channel:{{{name}}}");
+    let channel = keys::lock_channel(&name);
     wait_until("the waiter subscribed", Duration::from_secs(10), || {
         numsub(&mut raw, &channel) == 1
     });
@@ -294,7 +295,7 @@ fn restarting_redis_fails_calls_clearly_then_recovers() {
     };
     {
         let mut raw = server.connection();
-        let channel = format!("redisson_lock__channel:{{{name}}}");
+        let channel = keys::lock_channel(&name);
         wait_until("the waiter subscribed", Duration::from_secs(10), || {
             numsub(&mut raw, &channel) == 1
         });
@@ -400,7 +401,7 @@ fn restarting_redis_fails_calls_clearly_then_recovers() {
     };
     {
         let mut raw = server.connection();
-        let channel = format!("redisson_lock__channel:{{{name}}}");
+        let channel = keys::lock_channel(&name);
         wait_until(
             "the waiter subscribed after the restart",
             Duration::from_secs(10),
@@ -431,7 +432,7 @@ fn waiter_recovers_after_pubsub_connection_killed_repeatedly() {
     let server = TestServer::start();
     let mut raw = server.connection();
     let name = unique_name("faults:pubsub");
-    let channel = format!("redisson_lock__channel:{{{name}}}");
+    let channel = keys::lock_channel(&name);
     let holder = Client::open(&server.url()).unwrap();
     let held = holder.lock(name.as_str()).lock_with_lease(LEASE).unwrap();
 

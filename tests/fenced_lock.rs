@@ -30,6 +30,7 @@ use std::sync::{Arc, Barrier, mpsc};
 use std::thread;
 use std::time::{Duration, Instant};
 
+use common::keys;
 use common::timing::{LONG_LEASE, PROMPT, SETTLE, STUCK};
 use common::{Env, Store, backend_tests, unique_name};
 use redisync::{Lock, LockGuard};
@@ -61,7 +62,7 @@ backend_tests!(
 
 /// The token counter of the lock `name` (a name without a hash tag).
 fn token_key(name: &str) -> String {
-    format!("redisson_lock_token:{{{name}}}")
+    keys::fence_counter(name)
 }
 
 /// Sets the token counter of `name` to [`BASE`]; returns it.

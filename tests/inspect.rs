@@ -15,6 +15,7 @@ use std::sync::mpsc;
 use std::thread;
 use std::time::Duration;
 
+use common::keys;
 use common::timing::STUCK;
 use common::{Env, backend_tests, unique_name, wait_until};
 use redisync::backend::{Effect, LockBackend, Resend, Script, ScriptCall};
@@ -432,7 +433,7 @@ fn unrelated_types_are_unknown(env: &Env) {
     let guard = client.lock(&name).lock().unwrap();
     raw(
         &client,
-        &format!("redisson_lock_queue:{{{name}}}"),
+        &keys::fair_queue(&name),
         "return redis.call('set', KEYS[1], 'x')",
     );
     let found = inspect(&client, &name);

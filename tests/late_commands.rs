@@ -12,6 +12,7 @@ use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
 use common::delay_proxy::DelayProxy;
+use common::keys;
 use common::late::{client_for, two_threads_on_a_frozen_server, warm};
 use common::{TestServer, unique_name};
 
@@ -195,7 +196,7 @@ fn a_wait_that_runs_out_with_its_last_reply_late_is_not_acquired_not_an_error() 
         .unwrap();
     let wait = Duration::from_secs(4);
     let waiter = {
-        let lock = lock.clone();
+        let lock = lock;
         std::thread::spawn(move || {
             let started = Instant::now();
             (
@@ -206,7 +207,7 @@ fn a_wait_that_runs_out_with_its_last_reply_late_is_not_acquired_not_an_error() 
     };
     // Its first attempt answered (queued); its next, when the lease runs
     // out, is held until after the wait.
-    let queue = format!("{{{name}}}:redisync_waiters");
+    let queue = keys::waiter_queue(&name);
     common::wait_until("the waiter queued", Duration::from_secs(5), || {
         redis::cmd("ZCARD")
             .arg(&queue)
@@ -280,8 +281,8 @@ fn undo_is_exact(store: &dyn redisync::backend::LockBackend) {
     use redisync::ops::lock::Acquire;
     use redisync::ops::lock::{self, Undo};
     let name = unique_name("late-undo");
-    let channel = format!("redisson_lock__channel:{{{name}}}");
-    let attempt = |id: &str| format!("{{{name}}}:redisync_attempt:{id}");
+    let channel = keys::lock_channel(&name);
+    let attempt = |id: &str| keys::attempt_record(&name, id);
     let (a1, a2, a3) = (attempt("a1"), attempt("a2"), attempt("a3"));
     let holder = "c1:1";
     assert_eq!(
@@ -330,10 +331,10 @@ fn released_record_refuses_the_late_acquire(store: &dyn redisync::backend::LockB
     use redisync::ops::lock;
     use redisync::ops::lock::{Acquire, Release};
     let name = unique_name("late-released");
-    let channel = format!("redisson_lock__channel:{{{name}}}");
+    let channel = keys::lock_channel(&name);
     let (a1, a2) = (
-        format!("{{{name}}}:redisync_attempt:a1"),
-        format!("{{{name}}}:redisync_attempt:a2"),
+        keys::attempt_record(&name, "a1"),
+        keys::attempt_record(&name, "a2"),
     );
     let holder = "c1:1";
     let release =

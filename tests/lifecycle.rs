@@ -15,6 +15,7 @@ use std::sync::mpsc;
 use std::thread;
 use std::time::{Duration, Instant};
 
+use common::keys;
 use common::timing::SETTLE;
 use common::{CountingBackend, Env, backend_tests, unique_name};
 use redisync::{Client, MultiLock, RedLock};
@@ -94,7 +95,7 @@ fn fenced_lock_delete_keeps_the_token_counter(env: &Env) {
     assert!(lock.delete().unwrap());
     assert!(!lock.is_locked().unwrap());
     assert!(first.unlock().unwrap_err().is_not_held());
-    let counter_key = format!("redisson_lock_token:{{{name}}}");
+    let counter_key = keys::fence_counter(&name);
     assert_eq!(
         u64::try_from(counter(&client, &counter_key)).unwrap(),
         token,

@@ -11,6 +11,7 @@ use std::sync::mpsc;
 use std::thread;
 use std::time::Duration;
 
+use common::keys;
 use common::timing::STUCK;
 use common::{Env, backend_tests, unique_name};
 use redisync::backend::{LockBackend, Message};
@@ -34,7 +35,7 @@ fn a_prefixed_lock_lives_at_the_prefixed_key_and_channel(env: &Env) {
     let app1 = prefixed(env, &prefix);
     let plain = env.client();
     let key = format!("{prefix}orders");
-    let channel = format!("redisson_lock__channel:{{{key}}}");
+    let channel = keys::lock_channel(&key);
     // A raw subscriber on the channel Redisson derives from the mapped name.
     let backend = std::sync::Arc::clone(plain.backend());
     let (ready_tx, ready_rx) = mpsc::channel();

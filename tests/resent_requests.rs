@@ -16,6 +16,7 @@ use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 use common::delay_proxy::DelayProxy;
+use common::keys;
 use common::late::client_for;
 use common::{TestServer, unique_name};
 use redisync::backend::{LockBackend, RedisOptions};
@@ -320,9 +321,9 @@ fn released_record_refuses_the_same_acquire(store: &dyn LockBackend) {
     // Fair.
     let name = unique_name("resent-ops-fair");
     let (queue, timeouts, channel) = (
-        format!("redisson_lock_queue:{{{name}}}"),
-        format!("redisson_lock_timeout:{{{name}}}"),
-        format!("redisson_lock__channel:{{{name}}}"),
+        keys::fair_queue(&name),
+        keys::fair_timeouts(&name),
+        keys::lock_channel(&name),
     );
     let keys = FairLockKeys {
         name: &name,
@@ -330,7 +331,7 @@ fn released_record_refuses_the_same_acquire(store: &dyn LockBackend) {
         timeouts: &timeouts,
         channel_prefix: &channel,
     };
-    let record = format!("{{{name}}}:redisync_attempt:a1");
+    let record = keys::attempt_record(&name, "a1");
     let acquire = || {
         fair_lock::acquire_recorded(
             store,
@@ -375,7 +376,7 @@ fn released_record_refuses_the_same_acquire(store: &dyn LockBackend) {
     // Read and write.
     let name = unique_name("resent-ops-rw");
     let (channel, timeout_prefix, key_prefix) = (
-        format!("redisson_rwlock:{{{name}}}"),
+        keys::rw_channel(&name),
         format!("{{{name}}}:c1:1:rwlock_timeout"),
         format!("{{{name}}}"),
     );
@@ -388,8 +389,8 @@ fn released_record_refuses_the_same_acquire(store: &dyn LockBackend) {
         key_prefix: &key_prefix,
     };
     let (r1, w1) = (
-        format!("{{{name}}}:redisync_attempt:r1"),
-        format!("{{{name}}}:redisync_attempt:w1"),
+        keys::attempt_record(&name, "r1"),
+        keys::attempt_record(&name, "w1"),
     );
     let read = || rw_lock::read_acquire_recorded(store, &keys, 30_000, Some(&r1));
     let read_release = || rw_lock::read_release(store, &keys, &r1, 10_000);
@@ -465,7 +466,7 @@ fn operations_keep_records_past_the_window_of_a_long_response_timeout() {
     let mut direct = server.connection();
     let lease = 2_000;
     let name = unique_name("resent-ops-keep");
-    let record = |id: &str| format!("{{{name}}}:redisync_attempt:{id}");
+    let record = |id: &str| keys::attempt_record(&name, id);
     let assert_kept = |direct: &mut redis::Connection, key: &str, what: &str| {
         let ttl = common::pttl(direct, key);
         assert!(ttl > 30_000, "{what}: {key} PTTL {ttl}");
@@ -488,7 +489,7 @@ fn operations_keep_records_past_the_window_of_a_long_response_timeout() {
     );
     assert_kept(&mut direct, &a2, "queued acquire");
     let a3 = record("fenced");
-    let counter = format!("redisson_lock_token:{{{name}}}");
+    let counter = keys::fence_counter(&name);
     assert!(
         lock::fenced_acquire_recorded(&store, &name, &counter, holder, lease, Some(&a3))
             .unwrap()
@@ -496,7 +497,7 @@ fn operations_keep_records_past_the_window_of_a_long_response_timeout() {
             .is_some()
     );
     assert_kept(&mut direct, &a3, "fenced acquire");
-    let channel = format!("redisson_lock__channel:{{{name}}}");
+    let channel = keys::lock_channel(&name);
     for attempt in [&a1, &a2, &a3] {
         lock::undo_acquire(&store, &name, &channel, holder, lease, attempt).unwrap();
         assert_kept(&mut direct, attempt, "reentrant undo");
@@ -504,9 +505,9 @@ fn operations_keep_records_past_the_window_of_a_long_response_timeout() {
 
     let fair = unique_name("resent-ops-keep-fair");
     let (queue, timeouts, prefix) = (
-        format!("redisson_lock_queue:{{{fair}}}"),
-        format!("redisson_lock_timeout:{{{fair}}}"),
-        format!("redisson_lock__channel:{{{fair}}}"),
+        keys::fair_queue(&fair),
+        keys::fair_timeouts(&fair),
+        keys::lock_channel(&fair),
     );
     let keys = FairLockKeys {
         name: &fair,
@@ -514,7 +515,7 @@ fn operations_keep_records_past_the_window_of_a_long_response_timeout() {
         timeouts: &timeouts,
         channel_prefix: &prefix,
     };
-    let a4 = format!("{{{fair}}}:redisync_attempt:a4");
+    let a4 = keys::attempt_record(&fair, "a4");
     let now = i64::try_from(
         std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
@@ -533,7 +534,7 @@ fn operations_keep_records_past_the_window_of_a_long_response_timeout() {
 
     let rw = unique_name("resent-ops-keep-rw");
     let (channel, timeout_prefix, key_prefix) = (
-        format!("redisson_rwlock:{{{rw}}}"),
+        keys::rw_channel(&rw),
         format!("{{{rw}}}:c1:1:rwlock_timeout"),
         format!("{{{rw}}}"),
     );
@@ -546,8 +547,8 @@ fn operations_keep_records_past_the_window_of_a_long_response_timeout() {
         key_prefix: &key_prefix,
     };
     let (a5, a6) = (
-        format!("{{{rw}}}:redisync_attempt:a5"),
-        format!("{{{rw}}}:redisync_attempt:a6"),
+        keys::attempt_record(&rw, "a5"),
+        keys::attempt_record(&rw, "a6"),
     );
     assert!(
         rw_lock::write_acquire_recorded(&store, &keys, lease, Some(&a5))
@@ -643,7 +644,7 @@ fn a_resent_fair_cancel_does_not_take_the_threads_new_place() {
     let holder_client = client_for(&server.url(), Duration::from_secs(3));
     let fair = waiter_client.fair_lock(&name);
     drop(fair.lock().unwrap()); // scripts loaded, connections open
-    let queue = format!("redisson_lock_queue:{{{name}}}");
+    let queue = keys::fair_queue(&name);
     let queued = |direct: &mut redis::Connection| -> Vec<String> {
         redis::cmd("LRANGE")
             .arg(&queue)
@@ -771,7 +772,7 @@ fn unlock_resent_with_a_long_response_timeout_lands_after_the_old_latch() {
 
     let guard = lock.lock().unwrap();
     // The release names the lock's channel; an acquire does not.
-    proxy.hold_next_and_cut(format!("redisson_lock__channel:{{{name}}}").as_bytes());
+    proxy.hold_next_and_cut(keys::lock_channel(&name).as_bytes());
     let sent = Instant::now();
     guard.unlock().unwrap();
     proxy.wait_held(Duration::from_secs(5));

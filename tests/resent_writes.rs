@@ -238,7 +238,7 @@ mod memory {
     use redisync::ops::{counter, lock, once, semaphore};
 
     fn op(name: &str, id: &str) -> String {
-        format!("{{{name}}}:redisync_op:{id}")
+        crate::common::keys::op_record(name, id)
     }
 
     #[test]

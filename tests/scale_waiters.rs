@@ -41,6 +41,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use common::commandstats::{CommandStats, Snapshot, bulk_size};
+use common::keys;
 use common::{TestServer, numsub, unique_name};
 use redisync::Client;
 
@@ -237,7 +238,7 @@ fn handoffs_cost_o1(open: fn(&Client, String) -> redisync::Lock, kind: &str, per
         thread::sleep(Duration::from_millis(10));
     }
     wait_quiet(&mut raw, &start_stats, n as u64, "waiters parking");
-    let subscribed = numsub(&mut raw, &format!("redisson_lock__channel:{{{name}}}"));
+    let subscribed = numsub(&mut raw, &keys::lock_channel(&name));
     let (before, before_bytes) = Snapshot::read_sized(&mut raw);
 
     let unlocked = Instant::now();

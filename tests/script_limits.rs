@@ -28,6 +28,7 @@ use std::collections::BTreeMap;
 use std::thread;
 use std::time::{Duration, Instant};
 
+use common::keys;
 use common::timing::STUCK;
 use common::{Env, Store, backend_tests, unique_name};
 use redisync::ops::expirable::ExpirableKeys;
@@ -318,7 +319,7 @@ fn permit_leases_at_the_limits(env: &Env) {
             .map(|i| u8::from_str_radix(&hex[i..i + 2], 16).unwrap())
             .collect();
         let score: f64 = ::redis::cmd("ZSCORE")
-            .arg(format!("{{{name}}}:timeout"))
+            .arg(keys::permit_timeouts(&name))
             .arg(member)
             .query(&mut conn)
             .unwrap();
@@ -466,7 +467,7 @@ fn backends_refuse_out_of_range_arguments(env: &Env) {
             redisync::ops::lock::fenced_acquire(
                 backend,
                 &name,
-                &format!("redisson_lock_token:{{{name}}}"),
+                &keys::fence_counter(&name),
                 &holder,
                 ms,
             )
@@ -482,7 +483,7 @@ fn backends_refuse_out_of_range_arguments(env: &Env) {
     }
     if let Some(mut conn) = env.redis_connection() {
         let exists: i64 = ::redis::cmd("EXISTS")
-            .arg(format!("redisson_lock_token:{{{name}}}"))
+            .arg(keys::fence_counter(&name))
             .query(&mut conn)
             .unwrap();
         assert_eq!(exists, 0, "a refused fenced acquisition took a token");
@@ -500,7 +501,7 @@ fn backends_refuse_out_of_range_arguments(env: &Env) {
             .unwrap()
             .is_acquired()
     );
-    let channel = format!("redisson_lock__channel:{{{name}}}");
+    let channel = keys::lock_channel(&name);
     let latch = format!("redisson_unlock_latch:{{{name}}}:limits");
     for (lease, latch_ms) in [(MAX_MS + 1, 5_000), (60_000, MAX_MS + 1), (60_000, 0)] {
         let what = format!("lock_release lease {lease} latch {latch_ms}");

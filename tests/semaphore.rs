@@ -20,6 +20,7 @@ use std::sync::{Arc, Barrier, mpsc};
 use std::thread;
 use std::time::{Duration, Instant};
 
+use common::keys;
 use common::timing::{LONG_LEASE, PROMPT, SETTLE, STUCK};
 use common::{CountingBackend, Env, backend_tests, unique_name};
 use redisync::{Client, Error, PermitId, Semaphore, SemaphorePermit};
@@ -898,7 +899,7 @@ fn never_over_granted_with_leases(env: &Env) {
     assert_eq!(semaphore.available_permits().unwrap(), 2);
     if let Some(mut conn) = env.redis_connection() {
         let leases: i64 = ::redis::cmd("ZCARD")
-            .arg(format!("{{{name}}}:timeout"))
+            .arg(keys::permit_timeouts(&name))
             .query(&mut conn)
             .unwrap();
         assert_eq!(leases, 0, "released leases left in the zset");
@@ -974,7 +975,7 @@ fn expirable_bad_input_is_a_clear_error(env: &Env) {
 
     // The leases key holding another type.
     let name = unique_name("pes:wrongtype-leases");
-    env.set_string(&format!("{{{name}}}:timeout"), "x");
+    env.set_string(&keys::permit_timeouts(&name), "x");
     let semaphore = client.permit_expirable_semaphore(name.as_str());
     semaphore.try_set_permits(1).unwrap();
     let errors = [

@@ -18,6 +18,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, mpsc};
 use std::time::{Duration, Instant};
 
+use common::keys;
 use common::wrap::{Hook, Session, Store, Wrapped, assert_forwards_every_method};
 use redisync::backend::{Reply, ScriptCall};
 #[test]
@@ -209,7 +210,7 @@ fn every_waiter_that_can_proceed_after_a_reconnect_does() {
         .build()
         .unwrap();
     let name = common::unique_name("sem:reconnect-wakes");
-    let channel = format!("redisson_sc:{{{name}}}");
+    let channel = keys::semaphore_channel(&name);
     assert!(releaser.semaphore(&name).try_set_permits(0).unwrap());
 
     let (tx, rx) = mpsc::channel();

@@ -33,6 +33,7 @@ use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
+use common::keys;
 use common::{TestServer, free_port, numsub, unique_name, wait_until};
 use redisync::backend::{ReplicaAcknowledgement, ReplicaShortfall};
 use redisync::{Client, ClientBuilder, NopEventHandler};
@@ -471,7 +472,7 @@ fn assert_handoff(holder: &Client, waiter: &Client, master_port: u16) {
         got.expect("the waiter timed out").unlock().unwrap();
         at
     });
-    let channel = format!("redisson_lock__channel:{{{name}}}");
+    let channel = keys::lock_channel(&name);
     let mut conn = connect(master_port).unwrap();
     wait_until(
         "the waiter subscribed on the (new) master",

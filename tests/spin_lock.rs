@@ -19,6 +19,7 @@ use std::sync::{Arc, Barrier, mpsc};
 use std::thread;
 use std::time::{Duration, Instant};
 
+use common::keys;
 use common::timing::{LONG_LEASE, PROMPT, SETTLE, STUCK};
 use common::{CountingBackend, Env, backend_tests, unique_name, wait_until};
 use redisync::{Backoff, Error, Lock};
@@ -501,7 +502,7 @@ fn redis_spin_waiter_is_no_subscriber_on_the_server() {
         panic!("a redis Env has a server connection");
     };
     let name = unique_name("spin:numsub");
-    let channel = format!("redisson_lock__channel:{{{name}}}");
+    let channel = keys::lock_channel(&name);
     let a = env.client();
     let b = env.client();
     let held = a.lock(name.as_str()).lock_with_lease(LONG_LEASE).unwrap();

@@ -18,6 +18,7 @@ use std::collections::BTreeMap;
 use std::thread;
 use std::time::{Duration, Instant};
 
+use common::keys;
 use common::timing::PROMPT;
 use common::{TestServer, unique_name};
 use redisync::Client;
@@ -129,7 +130,7 @@ fn busy_clients(server: &TestServer) -> Vec<Client> {
         })
         .collect();
     for name in &names {
-        await_subscribers(server, &format!("redisson_lock__channel:{{{name}}}"), 1);
+        await_subscribers(server, &keys::lock_channel(name), 1);
     }
     for guard in guards {
         guard.unlock().expect("unlock");

@@ -16,6 +16,7 @@ use std::sync::mpsc;
 use std::thread;
 use std::time::{Duration, Instant};
 
+use common::keys;
 use common::{TestServer, hgetall, numsub, pttl, unique_name, wait_until};
 use redisync::Client;
 
@@ -30,20 +31,30 @@ struct Case {
     timeouts: String,
     /// Read-write lock: the channel of both halves.
     rw_channel: String,
-    /// Read-write lock: a read hold's timeout key is
-    /// `<rw_key_prefix>:<holder>:rwlock_timeout:<n>`.
-    rw_key_prefix: String,
 }
 
 impl Case {
+    /// The keys and channels of `name` (tests/common/keys.rs: WIRE.md's
+    /// rules).
+    fn of(name: String) -> Case {
+        Case {
+            channel: keys::lock_channel(&name),
+            latch_prefix: keys::unlock_latch(&name, ""),
+            queue: keys::fair_queue(&name),
+            timeouts: keys::fair_timeouts(&name),
+            rw_channel: keys::rw_channel(&name),
+            name,
+        }
+    }
+
     /// A fair-lock waiter's own channel.
     fn waiter_channel(&self, waiter: &str) -> String {
         format!("{}:{waiter}", self.channel)
     }
 
-    /// Read hold `n` of `holder`.
+    /// Read hold `n` of `holder`: `{name}:<holder>:rwlock_timeout:<n>`.
     fn read_hold_key(&self, holder: &str, n: u32) -> String {
-        format!("{}:{holder}:rwlock_timeout:{n}", self.rw_key_prefix)
+        keys::suffixed(&self.name, &format!("{holder}:rwlock_timeout:{n}"))
     }
 }
 
@@ -52,27 +63,21 @@ impl Case {
 fn cases() -> [Case; 2] {
     let plain = unique_name("wire:plain");
     let tag = unique_name("orders");
-    let braced = format!("{{{tag}}}:42");
-    [
-        Case {
-            channel: format!("redisson_lock__channel:{{{plain}}}"),
-            latch_prefix: format!("redisson_unlock_latch:{{{plain}}}:"),
-            queue: format!("redisson_lock_queue:{{{plain}}}"),
-            timeouts: format!("redisson_lock_timeout:{{{plain}}}"),
-            rw_channel: format!("redisson_rwlock:{{{plain}}}"),
-            rw_key_prefix: format!("{{{plain}}}"),
-            name: plain,
-        },
-        Case {
-            channel: format!("redisson_lock__channel:{{{tag}}}:42"),
-            latch_prefix: format!("redisson_unlock_latch:{{{tag}}}:42:"),
-            queue: format!("redisson_lock_queue:{{{tag}}}:42"),
-            timeouts: format!("redisson_lock_timeout:{{{tag}}}:42"),
-            rw_channel: format!("redisson_rwlock:{{{tag}}}:42"),
-            rw_key_prefix: format!("{{{tag}}}:42"),
-            name: braced,
-        },
-    ]
+    let tagged = Case::of(format!("{{{tag}}}:42"));
+    // The rule spelled out once for the tagged name: nothing added.
+    assert_eq!(
+        tagged.channel,
+        format!("redisson_lock__channel:{{{tag}}}:42")
+    );
+    assert_eq!(
+        tagged.latch_prefix,
+        format!("redisson_unlock_latch:{{{tag}}}:42:")
+    );
+    assert_eq!(
+        tagged.read_hold_key("c:1", 2),
+        format!("{{{tag}}}:42:c:1:rwlock_timeout:2")
+    );
+    [Case::of(plain), tagged]
 }
 
 fn query<T: redis::FromRedisValue>(conn: &mut redis::Connection, args: &[&str]) -> T {
@@ -544,7 +549,7 @@ fn unlock_leaves_a_latch_key_with_a_short_ttl() {
             keys.sort();
             keys
         };
-        let records_prefix = format!("{}:redisync_attempt:", case.rw_key_prefix);
+        let records_prefix = keys::suffixed(&case.name, "redisync_attempt:");
         let latches = |raw: &mut redis::Connection| keys_like(raw, &case.latch_prefix);
         let records = |raw: &mut redis::Connection| keys_like(raw, &records_prefix);
         let value = |raw: &mut redis::Connection, key: &str| -> String {
@@ -1300,8 +1305,8 @@ fn counter_cases() -> [CounterCase; 2] {
     let braced = format!("{{{tag}}}:7");
     [
         CounterCase {
-            sc_channel: format!("redisson_sc:{{{plain}}}"),
-            leases: format!("{{{plain}}}:timeout"),
+            sc_channel: keys::semaphore_channel(&plain),
+            leases: keys::permit_timeouts(&plain),
             latch_channel: format!("redisson_countdownlatch__channel__{{{plain}}}"),
             name: plain,
         },

@@ -34,6 +34,7 @@ pub mod cluster_cases;
 pub mod commandstats;
 pub mod delay_proxy;
 pub mod history;
+pub mod keys;
 pub mod late;
 pub mod netns;
 pub mod primitive_history;

@@ -131,7 +131,7 @@ pub fn check_fifo(waits: &[FairWait], polls: &[QueuePoll], excuses: &[Excuse]) -
                 continue;
             };
             // The first poll (before b entered) with a ahead of b.
-            let gone = |p: &QueuePoll| p.gone.iter().any(|id| *id == a.who);
+            let gone = |p: &QueuePoll| p.gone.contains(&a.who);
             let Some(first) = during[..after].iter().position(|p| {
                 !gone(p)
                     && position(p, &a.who).is_some_and(|pa| match position(p, &b.who) {
