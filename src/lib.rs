@@ -219,7 +219,7 @@ pub use holder::{GuardHolder, HolderIsTheThread, LockOwner};
 pub use latch::CountDownLatch;
 pub use lock::{Lock, LockGuard};
 pub use multi_lock::{MultiLock, MultiLockGuard, RedLock, RedLockGuard};
-pub use ops::inspect::{HoldMode, Inspection, ObjectKind};
+pub use ops::inspect::{BarrierState, HoldMode, Inspection, ObjectKind};
 pub use owned_lock::{OwnedLock, OwnedLockGuard};
 pub use permit_semaphore::{PermitExpirableSemaphore, PermitGuard, PermitId};
 pub use rw_lock::ReadWriteLock;

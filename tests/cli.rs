@@ -283,6 +283,13 @@ fn list_finds_locks_semaphores_and_latches_and_skips_auxiliary_keys() {
         .count_down_latch(format!("{prefix}:latch"))
         .try_set_count(2)
         .unwrap();
+    assert_eq!(
+        client
+            .barrier(format!("{prefix}:barrier"), 1)
+            .wait()
+            .unwrap(),
+        0
+    );
     client
         .lock("someone-else")
         .lock()
@@ -294,7 +301,7 @@ fn list_finds_locks_semaphores_and_latches_and_skips_auxiliary_keys() {
     assert!(output.status.success(), "{}", stderr(&output));
     let text = stdout(&output);
     println!("{text}");
-    assert_eq!(text.lines().count(), 1 + 5, "{text}");
+    assert_eq!(text.lines().count(), 1 + 6, "{text}");
     assert!(text.starts_with("NAME"));
     assert!(
         !text.contains("redisson_") && !text.contains("rwlock_timeout"),
@@ -319,6 +326,7 @@ fn list_finds_locks_semaphores_and_latches_and_skips_auxiliary_keys() {
         })
         .collect();
     let expected: Vec<(String, String)> = [
+        (":barrier", "barrier"),
         (":fenced", "fenced_lock"),
         (":latch", "counter"),
         (":lock", "lock"),

@@ -33,6 +33,7 @@ backend_tests!(
     semaphore_after_acquiring_two_of_five,
     expirable_semaphore_with_two_leased_permits,
     latch_at_three,
+    barrier_with_one_arrival_waiting,
     nothing_under_the_name,
     unrelated_types_are_unknown,
 );
@@ -378,6 +379,40 @@ fn latch_at_three(env: &Env) {
     let found = inspect(&client, &name);
     assert_eq!(found.kind, ObjectKind::Absent, "an open latch is deleted");
     assert_eq!(found.latch_count(), None);
+}
+
+/// A barrier is its own kind, with its generation, arrivals and parties
+/// (it was reported as a lock whose "holders" were `generation`, `arrived`
+/// and `parties`).
+fn barrier_with_one_arrival_waiting(env: &Env) {
+    let client = env.client();
+    let name = unique_name("inspect:barrier");
+    let waiter = {
+        let barrier = client.barrier(name.as_str(), 2);
+        thread::spawn(move || barrier.wait_for(STUCK).unwrap())
+    };
+    wait_until("the first arrival", STUCK, || {
+        client.barrier(name.as_str(), 2).arrived().unwrap() == 1
+    });
+    let found = inspect(&client, &name);
+    assert_eq!(found.kind, ObjectKind::Barrier);
+    assert!(found.holders.is_empty(), "{:?}", found.holders);
+    let state = found.barrier.expect("a barrier's state");
+    assert_eq!(
+        (state.generation, state.arrived, state.parties),
+        (0, 1, Some(2))
+    );
+    assert!(
+        found.to_string().contains("1 of 2 parties arrived"),
+        "{found}"
+    );
+    assert_eq!(client.barrier(name.as_str(), 2).wait().unwrap(), 0);
+    assert_eq!(waiter.join().unwrap(), Some(0));
+    let state = inspect(&client, &name).barrier.expect("still a barrier");
+    assert_eq!(
+        (state.generation, state.arrived, state.parties),
+        (1, 0, None)
+    );
 }
 
 fn nothing_under_the_name(env: &Env) {

@@ -14,6 +14,7 @@
 //!
 //! | the name's key | auxiliary keys | [`ObjectKind`] |
 //! |---|---|---|
+//! | hash with a `generation` or `parties` field (no lock holder is named so) | | [`Barrier`](ObjectKind::Barrier) |
 //! | hash with a `mode` field (`read`/`write`) | | [`ReadWriteLock`](ObjectKind::ReadWriteLock) |
 //! | hash of holder → hold count | a fair queue or slot deadlines | [`FairLock`](ObjectKind::FairLock) |
 //! | hash of holder → hold count | a token counter | [`FencedLock`](ObjectKind::FencedLock) |
@@ -83,6 +84,9 @@ pub enum ObjectKind {
     FencedLock,
     /// A read-write lock (`RReadWriteLock`), held.
     ReadWriteLock,
+    /// A barrier (redisync's [`Barrier`](crate::Barrier)) that has seen an
+    /// arrival: see [`Inspection::barrier`].
+    Barrier,
     /// A permit-expirable semaphore (`RPermitExpirableSemaphore`) with at
     /// least one permit leased (its `{name}:timeout` leases exist).
     PermitExpirableSemaphore,
@@ -108,6 +112,7 @@ impl fmt::Display for ObjectKind {
             ObjectKind::FairLock => f.write_str("fair lock"),
             ObjectKind::FencedLock => f.write_str("fenced lock"),
             ObjectKind::ReadWriteLock => f.write_str("read-write lock"),
+            ObjectKind::Barrier => f.write_str("barrier"),
             ObjectKind::PermitExpirableSemaphore => f.write_str("permit-expirable semaphore"),
             ObjectKind::Counter => f.write_str("counter (semaphore or latch)"),
             ObjectKind::Unknown { redis_type } => {
@@ -308,6 +313,8 @@ pub struct Inspection {
     pub counter: Option<i64>,
     /// A permit-expirable semaphore's leased permits, soonest end first.
     pub leases: Vec<PermitLease>,
+    /// A [`Barrier`](ObjectKind::Barrier)'s state.
+    pub barrier: Option<BarrierState>,
     /// This client's clock when the inspection was sent, in ms since the
     /// epoch: the `remaining_ms` fields count from it.
     pub read_at_ms: i64,
@@ -405,6 +412,13 @@ impl fmt::Display for Inspection {
         if let Some(counter) = self.counter {
             write!(f, "\n  counter {counter}")?;
         }
+        if let Some(barrier) = &self.barrier {
+            write!(f, "\n  generation {}", barrier.generation)?;
+            match barrier.parties {
+                Some(parties) => write!(f, ", {} of {parties} parties arrived", barrier.arrived)?,
+                None => f.write_str(", no arrival yet")?,
+            }
+        }
         for lease in &self.leases {
             write!(
                 f,
@@ -478,6 +492,7 @@ fn parse(name: &str, reply: &Reply, read_at_ms: i64) -> Result<Inspection> {
         queue: Vec::new(),
         counter: None,
         leases: Vec::new(),
+        barrier: None,
         read_at_ms,
     };
     let fair = !queue.is_empty() || !deadlines.is_empty();
@@ -489,6 +504,13 @@ fn parse(name: &str, reply: &Reply, read_at_ms: i64) -> Result<Inspection> {
         "none" if !leases.is_empty() => ObjectKind::PermitExpirableSemaphore,
         "none" if token.is_some() => ObjectKind::FencedLock,
         "none" => ObjectKind::Absent,
+        "hash" if is_barrier(contents) => match barrier_hash(contents) {
+            Some(state) => {
+                found.barrier = Some(state);
+                ObjectKind::Barrier
+            }
+            None => unknown(),
+        },
         "hash" => match lock_hash(contents, ttl, operation)? {
             None => unknown(),
             Some((Some(mode), holders)) => {
@@ -538,6 +560,62 @@ fn parse(name: &str, reply: &Reply, read_at_ms: i64) -> Result<Inspection> {
             .collect();
     }
     Ok(found)
+}
+
+/// A barrier's state as stored (`lua/barrier_arrive.lua`).
+///
+/// ```
+/// let client = redisync::Client::builder().backend(redisync::MemoryBackend::new()).build()?;
+/// assert_eq!(client.barrier("doc:barrier", 1).wait()?, 0); // generation 0 met
+/// let found = client.inspect("doc:barrier")?;
+/// assert_eq!(found.kind, redisync::ObjectKind::Barrier);
+/// let state = found.barrier.expect("a barrier's state");
+/// // Between generations: the next arrival sets the parties.
+/// assert_eq!((state.generation, state.arrived, state.parties), (1, 0, None));
+/// # Ok::<(), redisync::Error>(())
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct BarrierState {
+    /// The generations completed so far.
+    pub generation: u64,
+    /// The arrivals of the current generation.
+    pub arrived: u64,
+    /// How many arrivals complete the current generation; `None` between
+    /// generations (no arrival yet: the next one sets it).
+    pub parties: Option<u64>,
+}
+
+/// Whether a hash's `{field, value, ttl, ...}` is a barrier's: it has a
+/// `generation` or `parties` field, names no lock holder
+/// (`<client id>:<thread>`) has.
+fn is_barrier(contents: &[Reply]) -> bool {
+    contents.chunks_exact(3).any(|entry| {
+        matches!(
+            text(&entry[0]).as_deref(),
+            Some("generation") | Some("parties")
+        )
+    })
+}
+
+/// A barrier hash as its state; `None` when a count is not an integer.
+fn barrier_hash(contents: &[Reply]) -> Option<BarrierState> {
+    // `None`: absent; `Some(None)`: not an integer.
+    let field = |name: &str| -> Option<Option<u64>> {
+        contents
+            .chunks_exact(3)
+            .find(|entry| text(&entry[0]).as_deref() == Some(name))
+            .map(|entry| text(&entry[1]).and_then(|value| value.parse().ok()))
+    };
+    // An absent generation or arrival count is 0, as the scripts read it.
+    Some(BarrierState {
+        generation: field("generation").unwrap_or(Some(0))?,
+        arrived: field("arrived").unwrap_or(Some(0))?,
+        parties: match field("parties") {
+            None => None,
+            Some(parties) => Some(parties?),
+        },
+    })
 }
 
 /// A lock hash's `{field, value, longest read-hold PTTL, ...}` as its mode

@@ -108,6 +108,9 @@ fn delete(client: &Client, found: &Inspection) -> Result<bool, Failure> {
         ObjectKind::ReadWriteLock => client.read_write_lock(name).delete()?,
         ObjectKind::PermitExpirableSemaphore => client.permit_expirable_semaphore(name).delete()?,
         ObjectKind::Counter => client.count_down_latch(name).delete()?,
+        // Only without arrivals waiting (they keep waiting for their
+        // parties); the parties given here are not checked by a delete.
+        ObjectKind::Barrier => client.barrier(name, 1).delete()?,
         _ => client.lock(name).delete()?,
     })
 }

@@ -69,6 +69,7 @@ pub(crate) fn kind_id(kind: &ObjectKind) -> &'static str {
         ObjectKind::FairLock => "fair_lock",
         ObjectKind::FencedLock => "fenced_lock",
         ObjectKind::ReadWriteLock => "read_write_lock",
+        ObjectKind::Barrier => "barrier",
         ObjectKind::PermitExpirableSemaphore => "permit_expirable_semaphore",
         ObjectKind::Counter => "counter",
         _ => "unknown",
@@ -163,6 +164,11 @@ pub(crate) fn to_json(found: &Inspection) -> Value {
         "available_permits": found.available_permits(),
         "latch_count": found.latch_count(),
         "leases": leases,
+        "barrier": found.barrier.map(|barrier| json!({
+            "generation": barrier.generation,
+            "arrived": barrier.arrived,
+            "parties": barrier.parties,
+        })),
         "read_at_ms": found.read_at_ms,
     })
 }
@@ -187,6 +193,17 @@ pub(crate) fn table(found: &Inspection) -> String {
     }
     if let Some(count) = found.latch_count() {
         row("latch count", count.to_string());
+    }
+    if let Some(barrier) = found.barrier {
+        row("generation", barrier.generation.to_string());
+        row(
+            "arrived",
+            match barrier.parties {
+                Some(parties) => format!("{} of {parties} parties", barrier.arrived),
+                None => "none yet".to_owned(),
+            },
+        );
+        return out;
     }
     row("holders", found.holders.len().to_string());
     if !found.holders.is_empty() {

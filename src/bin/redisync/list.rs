@@ -79,7 +79,8 @@ pub(crate) fn run(target: &Target, pattern: &str) -> Outcome {
 /// The VALUE column, one wording per kind whatever the value: a counter
 /// (a semaphore's permits or a latch's count: the data does not tell them
 /// apart) is `counter N`, a permit-expirable semaphore's free permits
-/// `permits N`, a fenced lock's last token `token N`.
+/// `permits N`, a fenced lock's last token `token N`, a barrier's
+/// `generation G, A/P` (arrivals of parties).
 fn value(object: &Inspection) -> String {
     match object.kind {
         ObjectKind::Counter => object
@@ -89,6 +90,13 @@ fn value(object: &Inspection) -> String {
         ObjectKind::PermitExpirableSemaphore => object
             .available_permits()
             .map(|permits| format!("permits {permits}"))
+            .unwrap_or_default(),
+        ObjectKind::Barrier => object
+            .barrier
+            .map(|b| match b.parties {
+                Some(parties) => format!("generation {}, {}/{parties}", b.generation, b.arrived),
+                None => format!("generation {}", b.generation),
+            })
             .unwrap_or_default(),
         _ => object
             .fencing_token
@@ -102,7 +110,7 @@ fn value(object: &Inspection) -> String {
 fn holders(object: &Inspection) -> String {
     match object.kind {
         ObjectKind::PermitExpirableSemaphore => object.leases.len().to_string(),
-        ObjectKind::Counter => "-".to_owned(),
+        ObjectKind::Counter | ObjectKind::Barrier => "-".to_owned(),
         _ => object.holders.len().to_string(),
     }
 }
