@@ -934,8 +934,12 @@ fn java_waiter_gets_its_turn_while_rust_threads_of_one_client_hand_the_lock_arou
 // Redisson's turn within one streak (issue 33, item 4)
 // ---------------------------------------------------------------------------
 
-/// How many times Redisson takes the lock in its own contended loop.
-const JAVA_TURNS: usize = 40;
+/// Redisson's threads in its contended loop: while one holds the lock the
+/// others wait, so the client waits continuously (subscribed throughout:
+/// a lone thread unsubscribes as it acquires).
+const JAVA_THREADS: usize = 3;
+/// How many times each of them takes the lock.
+const JAVA_TURNS: usize = 15;
 /// How late the slow Redisson client hears its unlock messages (and every
 /// other reply): the wake-up the 100 ms yield must hold against.
 const SLOW_WAKER: Duration = Duration::from_millis(20);
@@ -957,9 +961,10 @@ struct Streaks {
 /// its subscriber: in-process handoffs; distinct clients hand over through
 /// the store's queue; every third thread with a 30 s lease, so only
 /// reserved the lock, the others with the watchdog, so handed it outright)
-/// takes lock `name` again and again while a Redisson thread of `java`
-/// takes it [`JAVA_TURNS`] times in its own contended loop (`lock()`,
-/// increment, `unlock()`, at once again: it waits continuously). Every
+/// takes lock `name` again and again while [`JAVA_THREADS`] Redisson
+/// threads of `java` take it [`JAVA_TURNS`] times each in Redisson's own
+/// contended loop (`lock()`, increment, `unlock()`, at once again: the
+/// Redisson client waits continuously). Every
 /// acquisition on either side is stamped inside its hold, so the stamps
 /// order the holders exactly.
 fn streaks_beside_rust_loops(
@@ -993,11 +998,18 @@ fn streaks_beside_rust_loops(
         acquired.load(Ordering::SeqCst) >= 50
     });
 
-    let contender = java.actor("streaks");
-    contender.send(&format!(
-        "stamped lock {name} {counter} {inside} {JAVA_TURNS}"
-    ));
-    let reply = contender.reply_within(TURN * 6);
+    let contenders: Vec<_> = (0..JAVA_THREADS)
+        .map(|i| java.actor(&format!("streaks-{i}")))
+        .collect();
+    for contender in &contenders {
+        contender.send(&format!(
+            "stamped lock {name} {counter} {inside} {JAVA_TURNS}"
+        ));
+    }
+    let replies: Vec<_> = contenders
+        .iter()
+        .map(|contender| contender.reply_within(TURN * 6))
+        .collect();
     stop.store(true, Ordering::SeqCst);
     let (mut rust_total, mut rust_overlaps) = (0, 0);
     for looper in loopers {
@@ -1005,23 +1017,31 @@ fn streaks_beside_rust_loops(
         rust_total += mine;
         rust_overlaps += overlaps;
     }
-    let (java_overlaps, java_stamps) = reply.value.split_once(':').unwrap();
-    let java_stamps: Vec<u64> = java_stamps.split(',').map(|s| s.parse().unwrap()).collect();
-    assert_eq!(java_overlaps, "0", "Redisson found someone inside");
+    let mut java_stamps = Vec::new();
+    for reply in &replies {
+        let (overlaps, stamps) = reply.value.split_once(':').unwrap();
+        assert_eq!(overlaps, "0", "Redisson found someone inside");
+        java_stamps.extend(stamps.split(',').map(|s| s.parse::<u64>().unwrap()));
+    }
+    java_stamps.sort_unstable();
     assert_eq!(rust_overlaps, 0, "redisync clients found someone inside");
-    assert_eq!(java_stamps.len(), JAVA_TURNS);
+    assert_eq!(java_stamps.len(), JAVA_THREADS * JAVA_TURNS);
     let total: u64 = redis::cmd("GET")
         .arg(&counter)
         .query(&mut sides.store.connection(&counter))
         .unwrap();
-    assert_eq!(total, rust_total + JAVA_TURNS as u64, "a lost update");
-    assert!(!contender.call(&format!("is_locked lock {name}")).bool());
+    assert_eq!(
+        total,
+        rust_total + java_stamps.len() as u64,
+        "a lost update"
+    );
+    assert!(!contenders[0].call(&format!("is_locked lock {name}")).bool());
     assert_eq!(queued(sides, name), 0);
 
     let rust_stamps = std::mem::take(&mut *stamps.lock().unwrap());
     let mut runs = Vec::new();
     let mut longest_wait_ms: f64 = 0.0;
-    let mut since = reply.start_us;
+    let mut since = replies.iter().map(|reply| reply.start_us).min().unwrap();
     for &turn in &java_stamps {
         runs.push(
             rust_stamps
