@@ -111,7 +111,8 @@ local yielded = false
 local function someone_else_listens(head)
     local seen, channels = {}, {}
     local function add(holder)
-        local client = string.match(string.match(holder, '^d|[^|]*|(.*)$') or holder, '^(.*):[^:]*$')
+        local client = holder
+            and string.match(string.match(holder, '^d|[^|]*|(.*)$') or holder, '^(.*):[^:]*$')
         if client and not seen[client] then
             seen[client] = true
             channels[#channels + 1] = ARGV[8] .. client
@@ -223,6 +224,21 @@ if KEYS[4] and not yielded then
             end
             redis.call('set', KEYS[3], 3, 'px', ARGV[4])
             return 3
+        end
+    end
+end
+-- Freed with nobody to hand it to: whoever takes it free goes on with a
+-- streak under way (lua/lock_acquire.lua counts that take), so at the
+-- streak's end the lock is freed for the others here as well, or the
+-- count starts over.
+if KEYS[4] and not yielded then
+    local streak = tonumber(redis.call('get', KEYS[5]))
+    if streak and streak + 1 >= tonumber(ARGV[9]) then
+        if someone_else_listens(nil) then
+            redis.call('set', KEYS[5], 'y', 'px', YIELD_MS)
+            yielded = true
+        else
+            redis.call('del', KEYS[5])
         end
     end
 end

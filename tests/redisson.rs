@@ -947,13 +947,13 @@ const SLOW_WAKER: Duration = Duration::from_millis(20);
 /// Redisson's turns among redisync's acquisitions, as the lock's holders
 /// followed one another.
 struct Streaks {
-    /// Redisson's acquisitions.
+    /// Redisson's turns counted (see [`assert_turn_within_a_streak`]).
     java_turns: usize,
-    /// redisync's acquisitions from Redisson's request to its last turn.
+    /// redisync's acquisitions counted.
     rust_acquisitions: usize,
-    /// redisync's acquisitions in a row before each of Redisson's turns.
+    /// redisync's acquisitions in a row before each of those turns.
     runs: Vec<usize>,
-    /// Redisson's longest wait between two of its turns (or for its first).
+    /// Redisson's longest time between two of its turns counted.
     longest_wait_ms: f64,
 }
 
@@ -1039,10 +1039,26 @@ fn streaks_beside_rust_loops(
     assert_eq!(queued(sides, name), 0);
 
     let rust_stamps = std::mem::take(&mut *stamps.lock().unwrap());
+    // Counted from Redisson's first turn (before it, its client was still
+    // starting to wait: a first partial streak) to the first of its
+    // threads' last turns (after it, fewer threads wait, and a lone one is
+    // not subscribed between its turns: a last partial streak).
+    let first = java_stamps[0];
+    let end = replies
+        .iter()
+        .map(|reply| {
+            let stamps = reply.value.split_once(':').unwrap().1;
+            stamps.rsplit(',').next().unwrap().parse::<u64>().unwrap()
+        })
+        .min()
+        .unwrap();
     let mut runs = Vec::new();
     let mut longest_wait_ms: f64 = 0.0;
-    let mut since = replies.iter().map(|reply| reply.start_us).min().unwrap();
-    for &turn in &java_stamps {
+    let mut since = first;
+    for &turn in java_stamps
+        .iter()
+        .filter(|&&turn| turn > first && turn <= end)
+    {
         runs.push(
             rust_stamps
                 .iter()
@@ -1052,8 +1068,14 @@ fn streaks_beside_rust_loops(
         longest_wait_ms = longest_wait_ms.max(ms_between(since, turn));
         since = turn;
     }
+    eprintln!(
+        "[redisson interop] {} redisync acquisitions before Redisson's first turn, {} after \
+         the end of the count",
+        rust_stamps.iter().filter(|&&s| s < first).count(),
+        rust_stamps.iter().filter(|&&s| s > end).count()
+    );
     Streaks {
-        java_turns: java_stamps.len(),
+        java_turns: runs.len(),
         rust_acquisitions: runs.iter().sum(),
         runs,
         longest_wait_ms,
@@ -1061,11 +1083,12 @@ fn streaks_beside_rust_loops(
 }
 
 /// The rule of issue 33, item 4: while Redisson waits continuously, it
-/// gets the lock at least once in every [`STREAK`] redisync acquisitions:
-/// counting redisync's acquisitions N from Redisson's request to its last
-/// turn (a first partial streak, under way when Redisson asked, included;
-/// the ones after its last turn, a last partial streak, not counted),
-/// Redisson's turns J satisfy J >= floor(N / STREAK).
+/// gets the lock at least once in every [`STREAK`] redisync acquisitions.
+/// Counting from Redisson's first turn to the first of its threads' last
+/// turns (while all of them loop, so its client waits throughout), with N
+/// redisync acquisitions and J Redisson turns after the first in that
+/// span: J >= floor(N / STREAK). (Before the first turn, a first partial
+/// streak, and after the end, a last one, are not counted.)
 fn assert_turn_within_a_streak(label: &str, what: &str, streaks: &Streaks) {
     let max_run = streaks.runs.iter().max().copied().unwrap_or(0);
     eprintln!(
