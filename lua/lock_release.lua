@@ -41,9 +41,9 @@
 --          window_now: the time is read once per script).
 -- Returns  nil = the holder does not hold it; 0 = one hold released, still held;
 --          1 = released and the unlock message published; 2 = released and
---          handed to the waiter; 4 = as 1, after a streak of handoffs, for the
---          waiters outside the queue (ARGV[5] then not handed it); 3 = handed to the head of the queue, whose
---          client is told on its channel: 'h:<server ms>:<claim window>:<wait
+--          handed to the waiter; 4 = as 1, at the end of a streak, for the
+--          waiters outside the queue (ARGV[5] not handed it then); 3 = handed
+--          to the head of the queue, whose client is told on its channel: 'h:<server ms>:<claim window>:<wait
 --          id>:' .. its holder id when it holds the lock outright (a queue
 --          entry 'd|<wait id>|<holder id>'), 'g:' .. its holder id when the
 --          lock is only reserved for it (a waiter that never takes it: the

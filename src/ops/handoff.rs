@@ -18,17 +18,17 @@
 //! between threads of one client, [`release`] with a waiter, all counted
 //! in the store) the lock is freed the usual way (unlock message on
 //! Redisson's channel) if anyone but the queued redisync clients listens
-//! there (`PUBSUB NUMSUB`): a Redisson
-//! waiter, which is not in the queue, so gets its turn; else the queue
-//! keeps it; and the queue keeps off the free lock for a moment (`y` in
-//! the streak key), as does the client that freed it, since either would
-//! win the race for it every time. A waiter that gives up leaves the queue
-//! ([`leave`]).
+//! there (`PUBSUB NUMSUB`): a Redisson waiter, which is not in the queue,
+//! so gets its turn; else the handoff goes on, counted afresh. Freed so,
+//! the lock is kept off by the queue for a moment (`y` in the streak key),
+//! and by the client that freed it and any client that waited for it
+//! lately, since either would win the race for it every time. A waiter
+//! that gives up leaves the queue ([`leave`]).
 //!
 //! | key / channel | type | contents | TTL |
 //! |---|---|---|---|
 //! | `{name}:redisync_waiters` | zset | holder id, or `d\|<wait id>\|<holder id>` for a wait that may be handed the lock outright → arrival (server µs) | 2 × lease + 60 s, renewed by each failed attempt |
-//! | `{name}:redisync_handoffs` | string | handoffs in a row, or `y` for 100 ms after a release freed the lock for a waiter outside the queue | the claim window (`y`: 100 ms) |
+//! | `{name}:redisync_handoffs` | string | redisync holders in a row less one (handoffs, and free takes after a release that found nobody to hand to), or `y` for 100 ms after a release freed the lock for a waiter outside the queue | the claim window (`y`: 100 ms) |
 //! | `{name}:redisync_clients` | zset | client id → when it last waited or was handed the lock (server ms): the redisync clients that may still listen, as a release counts them, pruned to 10 s | 2 × lease + 60 s |
 //! | `redisson_lock__channel:{name}:redisync:<client id>` | channel | `h:<server ms>:<claim ms>:<wait id>:<holder id>` = yours; `g:<holder id>` = reserved for you | |
 //!

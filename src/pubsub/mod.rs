@@ -64,7 +64,11 @@
 //! releasing thread. After [`MAX_HANDOFF_STREAK`] handoffs in a row, a
 //! client frees the lock the usual way, publishing its unlock, so other
 //! clients' waiters (and Redisson's, which hear only published unlocks) get
-//! their turn.
+//! their turn. Where the store keeps the lock's waiter queue, it counts
+//! these handoffs with its own and frees the lock for Redisson's waiters
+//! once [`MAX_HANDOFF_STREAK`] redisync holders in a row had it (see
+//! `ops::handoff`); for a moment then, an attempt of a client that freed
+//! it so or waited for it lately keeps off it ([`Subscriber::yielding`]).
 //!
 //! The per-channel transitions themselves live in [`channel`], a pure state
 //! machine the code here runs under its mutex; `model_tests` checks them
