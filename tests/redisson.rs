@@ -964,9 +964,8 @@ struct Streaks {
 /// takes lock `name` again and again while [`JAVA_THREADS`] Redisson
 /// threads of `java` take it [`JAVA_TURNS`] times each in Redisson's own
 /// contended loop (`lock()`, increment, `unlock()`, at once again: the
-/// Redisson client waits continuously). Every
-/// acquisition on either side is stamped inside its hold, so the stamps
-/// order the holders exactly.
+/// Redisson client waits continuously). Every acquisition on either side
+/// is stamped inside its hold, so the stamps order the holders exactly.
 fn streaks_beside_rust_loops(
     sides: &Sides,
     java: &JavaClient,
