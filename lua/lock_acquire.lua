@@ -22,7 +22,9 @@
 --          {name}:redisync_handoffs: while it says 'y' a release has just
 --          freed the lock for the waiters outside the queue (Redisson's), and
 --          this attempt keeps off a free lock (it joins the queue and
---          returns that mark's PTTL)
+--          returns that mark's PTTL); a count there (a streak under way)
+--          counts this attempt's taking the free lock as one more
+--          (see lua/lock_release.lua, ARGV[9])
 -- ARGV[1]  lease in milliseconds
 -- ARGV[2]  holder id, <client uuid>:<thread number>
 -- ARGV[3]  with KEYS[3]: 'retry' when this waiter may be queued already (an
@@ -69,7 +71,8 @@ end
 -- PTTL rather than EXISTS: a failed attempt returns it, one call for both.
 local ttl = redis.call('pttl', KEYS[1])
 local free = ttl == -2
-local yielded = free and KEYS[5] and redis.call('get', KEYS[5]) == 'y'
+local streak = free and KEYS[5] and redis.call('get', KEYS[5])
+local yielded = streak == 'y'
 if (free and not yielded) or redis.call('hexists', KEYS[1], ARGV[2]) == 1 then
     -- The record first, only if absent: one call on the common path; one
     -- that is there already is this attempt's: resent ('taken'), or
@@ -88,6 +91,11 @@ if (free and not yielded) or redis.call('hexists', KEYS[1], ARGV[2]) == 1 then
     end
     redis.call('hincrby', KEYS[1], ARGV[2], 1)
     redis.call('pexpire', KEYS[1], ARGV[1])
+    -- Taken free in a streak under way (a release found nobody to hand
+    -- it to): one more redisync holder in a row (INCR keeps the TTL).
+    if free and tonumber(streak) then
+        redis.call('incr', KEYS[5])
+    end
     if KEYS[3] and ARGV[3] == 'retry' then
         redis.call('zrem', KEYS[3], ARGV[2], ARGV[4])
         note_client(KEYS[4], ARGV[2], ARGV[1])

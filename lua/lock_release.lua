@@ -30,8 +30,10 @@
 --          for its waiter to take it
 -- ARGV[8]  with KEYS[4]: the prefix of each client's channel for this lock,
 --          redisson_lock__channel:{name}:redisync: (the client id follows)
--- ARGV[9]  with KEYS[4]: how many handoffs in a row before the lock is freed
---          the usual way (unlock message), so that a waiter that is not in
+-- ARGV[9]  with KEYS[4]: how many redisync holders in a row (the first took
+--          the lock free; the others were handed it, to ARGV[5] or to the
+--          queue's head, both counted) before a release frees it the usual
+--          way (unlock message) instead, so that a waiter that is not in
 --          the queue (Redisson's) gets its turn; only if someone_else_listens()
 -- ARGV[10] with KEYS[4]: the local waiter's queue entry when it has one of
 --          the form 'd|<wait id>|<holder id>' (see lua/lock_acquire.lua), or ''
@@ -39,9 +41,9 @@
 --          window_now: the time is read once per script).
 -- Returns  nil = the holder does not hold it; 0 = one hold released, still held;
 --          1 = released and the unlock message published; 2 = released and
---          handed to the waiter; 4 = as 1, after a streak of handoffs, for the
---          waiters outside the queue; 3 = handed to the head of the queue, whose
---          client is told on its channel: 'h:<server ms>:<claim window>:<wait
+--          handed to the waiter; 4 = as 1, at the end of a streak, for the
+--          waiters outside the queue (ARGV[5] not handed it then); 3 = handed
+--          to the head of the queue, whose client is told on its channel: 'h:<server ms>:<claim window>:<wait
 --          id>:' .. its holder id when it holds the lock outright (a queue
 --          entry 'd|<wait id>|<holder id>'), 'g:' .. its holder id when the
 --          lock is only reserved for it (a waiter that never takes it: the
@@ -89,15 +91,6 @@ if count > 1 then
     return 0
 end
 redis.call('del', KEYS[1])
-if waiter then
-    redis.call('hset', KEYS[1], waiter, 1)
-    redis.call('pexpire', KEYS[1], ARGV[6])
-    redis.call('set', KEYS[3], 2, 'px', ARGV[4])
-    if KEYS[4] then
-        redis.call('zrem', KEYS[4], waiter, ARGV[10])
-    end
-    return 2
-end
 -- Whether a connection other than redisync's clients listens on the lock's
 -- channel (a Redisson waiter): a redisync client listens on its own channel
 -- and on the lock's, one connection for both, from its first wait until a
@@ -118,7 +111,8 @@ local yielded = false
 local function someone_else_listens(head)
     local seen, channels = {}, {}
     local function add(holder)
-        local client = string.match(string.match(holder, '^d|[^|]*|(.*)$') or holder, '^(.*):[^:]*$')
+        local client = holder
+            and string.match(string.match(holder, '^d|[^|]*|(.*)$') or holder, '^(.*):[^:]*$')
         if client and not seen[client] then
             seen[client] = true
             channels[#channels + 1] = ARGV[8] .. client
@@ -145,8 +139,39 @@ local function someone_else_listens(head)
     end
     return counts[2] > ours
 end
+-- The handoffs in a row, this one counted, or nil when this release
+-- frees the lock for the waiters outside the queue instead (then marked
+-- 'y'): in-process handoffs and the queue's alike, so that at most
+-- ARGV[9] redisync holders in a row (the first took it free) pass
+-- whoever else waits by. (A fresh count when nobody else listens.)
+local function next_in_streak(head)
+    local streak = (tonumber(redis.call('get', KEYS[5])) or 0) + 1
+    if streak < tonumber(ARGV[9]) then
+        return streak
+    end
+    if someone_else_listens(head) then
+        redis.call('set', KEYS[5], 'y', 'px', YIELD_MS)
+        yielded = true
+        return nil
+    end
+    return 1
+end
 
-if KEYS[4] then
+if waiter then
+    local streak = KEYS[4] and next_in_streak(waiter)
+    if not yielded then
+        redis.call('hset', KEYS[1], waiter, 1)
+        redis.call('pexpire', KEYS[1], ARGV[6])
+        redis.call('set', KEYS[3], 2, 'px', ARGV[4])
+        if KEYS[4] then
+            redis.call('set', KEYS[5], streak, 'px', ARGV[7])
+            redis.call('zrem', KEYS[4], waiter, ARGV[10])
+        end
+        return 2
+    end
+end
+
+if KEYS[4] and not yielded then
     -- The head of the queue whose client still listens (PUBLISH counts
     -- the receivers: a client that is gone is passed over), a few at most.
     for _ = 1, 4 do
@@ -157,20 +182,15 @@ if KEYS[4] then
         if not head then
             break
         end
-        local streak = (tonumber(redis.call('get', KEYS[5])) or 0) + 1
-        if streak > tonumber(ARGV[9]) then
-            if someone_else_listens(head) then
-                -- Free it the usual way below (Redisson's waiters hear only
-                -- that), and keep the queue's own attempts off it for a
-                -- moment ('y', see lua/lock_acquire.lua): they would win
-                -- the race for it every time. The head keeps its place.
-                redis.call('zadd', KEYS[4], popped[2], head)
-                redis.call('pexpire', KEYS[4], 2 * tonumber(ARGV[2]) + 60000)
-                redis.call('set', KEYS[5], 'y', 'px', YIELD_MS)
-                yielded = true
-                break
-            end
-            streak = 1
+        local streak = next_in_streak(head)
+        if not streak then
+            -- Free it the usual way below (Redisson's waiters hear only
+            -- that), and keep the queue's own attempts off it for a
+            -- moment ('y', see lua/lock_acquire.lua): they would win
+            -- the race for it every time. The head keeps its place.
+            redis.call('zadd', KEYS[4], popped[2], head)
+            redis.call('pexpire', KEYS[4], 2 * tonumber(ARGV[2]) + 60000)
+            break
         end
         redis.call('set', KEYS[5], streak, 'px', ARGV[7])
         -- 'd|<wait id>|<holder id>': handed outright, the wait named.
@@ -204,6 +224,21 @@ if KEYS[4] then
             end
             redis.call('set', KEYS[3], 3, 'px', ARGV[4])
             return 3
+        end
+    end
+end
+-- Freed with nobody to hand it to: whoever takes it free goes on with a
+-- streak under way (lua/lock_acquire.lua counts that take), so at the
+-- streak's end the lock is freed for the others here as well, or the
+-- count starts over.
+if KEYS[4] and not yielded then
+    local streak = tonumber(redis.call('get', KEYS[5]))
+    if streak and streak + 1 >= tonumber(ARGV[9]) then
+        if someone_else_listens(nil) then
+            redis.call('set', KEYS[5], 'y', 'px', YIELD_MS)
+            yielded = true
+        else
+            redis.call('del', KEYS[5])
         end
     end
 end

@@ -22,7 +22,7 @@
 mod common;
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, mpsc};
+use std::sync::{Arc, Mutex, mpsc};
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -30,6 +30,7 @@ use common::child::{
     ChildProcess, LOCK_ENV, READY, READY_TIMEOUT, ROLE_ENV, URL_ENV, WATCHDOG_MS_ENV,
     child_client_with_watchdog, env, ready_until_parent_done,
 };
+use common::delay_proxy::DelayProxy;
 use common::redisson::{Actor, JavaClient, Redisson, ms_between, now_us};
 use common::{TestServer, numsub, pttl, unique_name, wait_until};
 use redisync::{Client, Lock, PermitId};
@@ -615,7 +616,8 @@ fn queued(sides: &Sides, name: &str) -> i64 {
 
 /// A thread of redisync `client` that takes lock `name` again and again
 /// until `stop`: GET+SET of `counter` inside, `inside` counting who is in,
-/// `acquired` counting every acquisition. With `watchdog` its waits may be
+/// `acquired` counting every acquisition, `stamps` (if given) noting when
+/// each began (µs, taken while holding). With `watchdog` its waits may be
 /// handed the lock outright, without it (a 30 s lease) only reserved.
 /// Returns (acquisitions, overlaps seen).
 fn handoff_looper(
@@ -625,7 +627,9 @@ fn handoff_looper(
     watchdog: bool,
     acquired: &Arc<AtomicU64>,
     stop: &Arc<AtomicBool>,
+    stamps: Option<&Arc<Mutex<Vec<u64>>>>,
 ) -> thread::JoinHandle<(u64, u64)> {
+    let stamps = stamps.map(Arc::clone);
     let lock = client.lock(name);
     let counter = format!("{{{name}}}:counter");
     let inside = format!("{{{name}}}:inside");
@@ -642,6 +646,9 @@ fn handoff_looper(
             } else {
                 lock.lock_with_lease(Duration::from_secs(30)).unwrap()
             };
+            if let Some(stamps) = &stamps {
+                stamps.lock().unwrap().push(now_us());
+            }
             let entered: i64 = redis::cmd("INCR").arg(&inside).query(&mut conn).unwrap();
             if entered != 1 {
                 overlaps += 1;
@@ -735,7 +742,9 @@ fn java_turns_beside_rust_handoffs(
     let loopers: Vec<_> = clients
         .into_iter()
         .zip([true, true, false])
-        .map(|(client, watchdog)| handoff_looper(sides, client, name, watchdog, &acquired, &stop))
+        .map(|(client, watchdog)| {
+            handoff_looper(sides, client, name, watchdog, &acquired, &stop, None)
+        })
         .collect();
     wait_until("the redisync loop running", SHOW_UP, || {
         acquired.load(Ordering::SeqCst) >= 50
@@ -919,6 +928,258 @@ fn java_waiter_gets_its_turn_while_rust_threads_of_one_client_hand_the_lock_arou
     let clients = [client.clone(), client.clone(), client];
     let turns = java_turns_beside_rust_handoffs(&sides, &name, clients, false);
     report_turns(sides.label, "3 threads of 1 redisync client", &turns);
+}
+
+// ---------------------------------------------------------------------------
+// Redisson's turn within one streak (issue 33, item 4)
+// ---------------------------------------------------------------------------
+
+/// Redisson's threads in its contended loop: while one holds the lock the
+/// others wait, so the client waits continuously (subscribed throughout:
+/// a lone thread unsubscribes as it acquires).
+const JAVA_THREADS: usize = 3;
+/// How many times each of them takes the lock.
+const JAVA_TURNS: usize = 15;
+/// How late the slow Redisson client hears its unlock messages (and every
+/// other reply): the wake-up the 100 ms yield must hold against.
+const SLOW_WAKER: Duration = Duration::from_millis(20);
+
+/// Redisson's turns among redisync's acquisitions, as the lock's holders
+/// followed one another.
+struct Streaks {
+    /// Redisson's turns counted (see [`assert_turn_within_a_streak`]).
+    java_turns: usize,
+    /// redisync's acquisitions counted.
+    rust_acquisitions: usize,
+    /// redisync's acquisitions in a row before each of those turns.
+    runs: Vec<usize>,
+    /// Redisson's longest time between two of its turns counted.
+    longest_wait_ms: f64,
+}
+
+/// One looping thread per entry of `clients` (clones of one client share
+/// its subscriber: in-process handoffs; distinct clients hand over through
+/// the store's queue; every third thread with a 30 s lease, so only
+/// reserved the lock, the others with the watchdog, so handed it outright)
+/// takes lock `name` again and again while [`JAVA_THREADS`] Redisson
+/// threads of `java` take it [`JAVA_TURNS`] times each in Redisson's own
+/// contended loop (`lock()`, increment, `unlock()`, at once again: the
+/// Redisson client waits continuously). Every acquisition on either side
+/// is stamped inside its hold, so the stamps order the holders exactly.
+fn streaks_beside_rust_loops(
+    sides: &Sides,
+    java: &JavaClient,
+    name: &str,
+    clients: Vec<Client>,
+) -> Streaks {
+    let counter = format!("{{{name}}}:counter");
+    let inside = format!("{{{name}}}:inside");
+    let stop = Arc::new(AtomicBool::new(false));
+    let _stop_on_exit = StopOnDrop(Arc::clone(&stop));
+    let acquired = Arc::new(AtomicU64::new(0));
+    let stamps = Arc::new(Mutex::new(Vec::new()));
+    let loopers: Vec<_> = clients
+        .into_iter()
+        .enumerate()
+        .map(|(i, client)| {
+            handoff_looper(
+                sides,
+                client,
+                name,
+                i % 3 != 2,
+                &acquired,
+                &stop,
+                Some(&stamps),
+            )
+        })
+        .collect();
+    wait_until("the redisync loop running", SHOW_UP, || {
+        acquired.load(Ordering::SeqCst) >= 50
+    });
+
+    let contenders: Vec<_> = (0..JAVA_THREADS)
+        .map(|i| java.actor(&format!("streaks-{i}")))
+        .collect();
+    for contender in &contenders {
+        contender.send(&format!(
+            "stamped lock {name} {counter} {inside} {JAVA_TURNS}"
+        ));
+    }
+    let replies: Vec<_> = contenders
+        .iter()
+        .map(|contender| contender.reply_within(TURN * 6))
+        .collect();
+    stop.store(true, Ordering::SeqCst);
+    let (mut rust_total, mut rust_overlaps) = (0, 0);
+    for looper in loopers {
+        let (mine, overlaps) = looper.join().unwrap();
+        rust_total += mine;
+        rust_overlaps += overlaps;
+    }
+    let mut java_stamps = Vec::new();
+    for reply in &replies {
+        let (overlaps, stamps) = reply.value.split_once(':').unwrap();
+        assert_eq!(overlaps, "0", "Redisson found someone inside");
+        java_stamps.extend(stamps.split(',').map(|s| s.parse::<u64>().unwrap()));
+    }
+    java_stamps.sort_unstable();
+    assert_eq!(rust_overlaps, 0, "redisync clients found someone inside");
+    assert_eq!(java_stamps.len(), JAVA_THREADS * JAVA_TURNS);
+    let total: u64 = redis::cmd("GET")
+        .arg(&counter)
+        .query(&mut sides.store.connection(&counter))
+        .unwrap();
+    assert_eq!(
+        total,
+        rust_total + java_stamps.len() as u64,
+        "a lost update"
+    );
+    assert!(!contenders[0].call(&format!("is_locked lock {name}")).bool());
+    assert_eq!(queued(sides, name), 0);
+
+    let rust_stamps = std::mem::take(&mut *stamps.lock().unwrap());
+    // Counted from Redisson's first turn (before it, its client was still
+    // starting to wait: a first partial streak) to the first of its
+    // threads' last turns (after it, fewer threads wait, and a lone one is
+    // not subscribed between its turns: a last partial streak).
+    let first = java_stamps[0];
+    let end = replies
+        .iter()
+        .map(|reply| {
+            let stamps = reply.value.split_once(':').unwrap().1;
+            stamps.rsplit(',').next().unwrap().parse::<u64>().unwrap()
+        })
+        .min()
+        .unwrap();
+    let mut runs = Vec::new();
+    let mut longest_wait_ms: f64 = 0.0;
+    let mut since = first;
+    for &turn in java_stamps
+        .iter()
+        .filter(|&&turn| turn > first && turn <= end)
+    {
+        runs.push(
+            rust_stamps
+                .iter()
+                .filter(|&&s| s > since && s < turn)
+                .count(),
+        );
+        longest_wait_ms = longest_wait_ms.max(ms_between(since, turn));
+        since = turn;
+    }
+    eprintln!(
+        "[redisson interop] {} redisync acquisitions before Redisson's first turn, {} after \
+         the end of the count",
+        rust_stamps.iter().filter(|&&s| s < first).count(),
+        rust_stamps.iter().filter(|&&s| s > end).count()
+    );
+    Streaks {
+        java_turns: runs.len(),
+        rust_acquisitions: runs.iter().sum(),
+        runs,
+        longest_wait_ms,
+    }
+}
+
+/// The rule of issue 33, item 4: while Redisson waits continuously, it
+/// gets the lock at least once in every [`STREAK`] redisync acquisitions.
+/// Counting from Redisson's first turn to the first of its threads' last
+/// turns (while all of them loop, so its client waits throughout), with N
+/// redisync acquisitions and J Redisson turns after the first in that
+/// span: J >= floor(N / STREAK). (Before the first turn, a first partial
+/// streak, and after the end, a last one, are not counted.)
+fn assert_turn_within_a_streak(label: &str, what: &str, streaks: &Streaks) {
+    let max_run = streaks.runs.iter().max().copied().unwrap_or(0);
+    eprintln!(
+        "[redisson interop] {label}: {what}: Redisson {} turns, redisync {} acquisitions \
+         (floor(N / {STREAK}) = {}); redisync runs between Redisson's turns: max {max_run}, {:?}; \
+         Redisson's longest wait {:.1} ms",
+        streaks.java_turns,
+        streaks.rust_acquisitions,
+        streaks.rust_acquisitions / STREAK as usize,
+        streaks.runs,
+        streaks.longest_wait_ms
+    );
+    assert!(
+        streaks.java_turns >= streaks.rust_acquisitions / STREAK as usize,
+        "{what}: Redisson got {} turns in {} redisync acquisitions (needs floor(N / {STREAK}) = {}); \
+         runs {:?}",
+        streaks.java_turns,
+        streaks.rust_acquisitions,
+        streaks.rust_acquisitions / STREAK as usize,
+        streaks.runs
+    );
+}
+
+/// Issue 33, item 4: four threads of one redisync client hand the lock
+/// among themselves (in-process handoffs, and through the store's queue
+/// when a streak ends) while Redisson waits.
+#[test]
+fn java_turn_within_a_streak_beside_threads_of_one_client() {
+    let sides = single();
+    let name = unique_name("interop-streak-1");
+    let client = sides.another_rust_client();
+    let streaks = streaks_beside_rust_loops(&sides, &sides.java, &name, vec![client; 4]);
+    assert_turn_within_a_streak(sides.label, "4 threads of 1 redisync client", &streaks);
+}
+
+/// Issue 33, item 4: four redisync clients (as four processes) hand the
+/// lock around through the store's queue while Redisson waits.
+#[test]
+fn java_turn_within_a_streak_beside_rust_clients() {
+    let sides = single();
+    let name = unique_name("interop-streak-n");
+    let clients = (0..4).map(|_| sides.another_rust_client()).collect();
+    let streaks = streaks_beside_rust_loops(&sides, &sides.java, &name, clients);
+    assert_turn_within_a_streak(sides.label, "4 redisync clients", &streaks);
+}
+
+/// A Redisson client behind a proxy that delivers everything the server
+/// sends it [`SLOW_WAKER`] late (its unlock messages too), on `sides`'
+/// server.
+fn slow_java(sides: &Sides) -> (DelayProxy, JavaClient) {
+    let Store::Single(server) = &sides.store else {
+        panic!("a single server");
+    };
+    let proxy = DelayProxy::start(server.port());
+    proxy.delay_replies(SLOW_WAKER);
+    let java = Redisson::shared().single(&proxy.url(), &[]);
+    (proxy, java)
+}
+
+/// As [`java_turn_within_a_streak_beside_threads_of_one_client`], with a
+/// Redisson client that hears its unlock messages 20 ms late: the 100 ms
+/// yield must hold that long.
+#[test]
+fn slow_java_turn_within_a_streak_beside_threads_of_one_client() {
+    let sides = single();
+    let (_proxy, java) = slow_java(&sides);
+    let name = unique_name("interop-streak-slow-1");
+    let client = sides.another_rust_client();
+    let streaks = streaks_beside_rust_loops(&sides, &java, &name, vec![client; 4]);
+    assert_turn_within_a_streak(
+        sides.label,
+        "4 threads of 1 client, slow Redisson",
+        &streaks,
+    );
+}
+
+/// As [`java_turn_within_a_streak_beside_rust_clients`], with a Redisson
+/// client that hears its unlock messages 20 ms late, beside two clients
+/// of two threads each (in-process handoffs and the store's queue).
+#[test]
+fn slow_java_turn_within_a_streak_beside_rust_clients() {
+    let sides = single();
+    let (_proxy, java) = slow_java(&sides);
+    let name = unique_name("interop-streak-slow-n");
+    let (a, b) = (sides.another_rust_client(), sides.another_rust_client());
+    let clients = vec![a.clone(), b.clone(), a, b];
+    let streaks = streaks_beside_rust_loops(&sides, &java, &name, clients);
+    assert_turn_within_a_streak(
+        sides.label,
+        "2 clients x 2 threads, slow Redisson",
+        &streaks,
+    );
 }
 
 /// Redisson's `isLocked`, `remainTimeToLive` and `forceUnlock` on a lock

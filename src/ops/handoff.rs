@@ -13,19 +13,22 @@
 //! (`h:<server ms>:<claim ms>:<wait id>:<holder id>` or `g:<holder id>`).
 //! A hold handed to a waiter that froze or died runs out after the claim
 //! window; every queued waiter retries at least once per claim window, so
-//! the queue moves on. After `streak` handoffs in a row the lock is freed
-//! the usual way (unlock message on Redisson's channel) if anyone but the
-//! queued redisync clients listens there (`PUBSUB NUMSUB`): a Redisson
-//! waiter, which is not in the queue, so gets its turn; else the queue
-//! keeps it; and the queue keeps off the free lock for a moment (`y` in
-//! the streak key), as does the client that freed it, since either would
-//! win the race for it every time. A waiter that gives up leaves the queue
-//! ([`leave`]).
+//! the queue moves on. Once `streak` redisync holders in a row had it (the
+//! first took it free, the others were handed it: through the queue or
+//! between threads of one client, [`release`] with a waiter, all counted
+//! in the store) the lock is freed the usual way (unlock message on
+//! Redisson's channel) if anyone but the queued redisync clients listens
+//! there (`PUBSUB NUMSUB`): a Redisson waiter, which is not in the queue,
+//! so gets its turn; else the handoff goes on, counted afresh. Freed so,
+//! the lock is kept off by the queue for a moment (`y` in the streak key),
+//! and by the client that freed it and any client that waited for it
+//! lately, since either would win the race for it every time. A waiter
+//! that gives up leaves the queue ([`leave`]).
 //!
 //! | key / channel | type | contents | TTL |
 //! |---|---|---|---|
 //! | `{name}:redisync_waiters` | zset | holder id, or `d\|<wait id>\|<holder id>` for a wait that may be handed the lock outright → arrival (server µs) | 2 × lease + 60 s, renewed by each failed attempt |
-//! | `{name}:redisync_handoffs` | string | handoffs in a row, or `y` for 100 ms after a release freed the lock for a waiter outside the queue | the claim window (`y`: 100 ms) |
+//! | `{name}:redisync_handoffs` | string | redisync holders in a row less one (handoffs, and free takes after a release that found nobody to hand to), or `y` for 100 ms after a release freed the lock for a waiter outside the queue | the claim window (`y`: 100 ms) |
 //! | `{name}:redisync_clients` | zset | client id → when it last waited or was handed the lock (server ms): the redisync clients that may still listen, as a release counts them, pruned to 10 s | 2 × lease + 60 s |
 //! | `redisson_lock__channel:{name}:redisync:<client id>` | channel | `h:<server ms>:<claim ms>:<wait id>:<holder id>` = yours; `g:<holder id>` = reserved for you | |
 //!
@@ -75,7 +78,8 @@ pub struct Queue {
 
 impl Queue {
     /// The queue of lock `name`: a handed hold waits `claim_ms` for its
-    /// waiter; after `streak` handoffs in a row a release frees the lock.
+    /// waiter; once `streak` holders in a row had it (the first took it
+    /// free, the others were handed it) a release frees the lock.
     ///
     /// ```
     /// let queue = redisync::ops::handoff::Queue::new("orders", 6_000, 16);
@@ -233,7 +237,9 @@ pub fn acquire_keeping_off<B: LockBackend + ?Sized>(
 /// to `waiter` (a parked thread of this client: holder id, lease, and its
 /// queue entry if it was queued outright, see [`outright_entry`]) if
 /// given, or else to the head of `queue` whose client listens:
-/// [`Release::Transferred`] either way, and no unlock message.
+/// [`Release::Transferred`] either way, and no unlock message; or, at the
+/// end of a streak (see the module doc), to neither:
+/// [`Release::Yielded`].
 ///
 /// # Errors
 /// As [`lock::release`](super::lock::release).

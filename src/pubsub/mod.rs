@@ -64,7 +64,11 @@
 //! releasing thread. After [`MAX_HANDOFF_STREAK`] handoffs in a row, a
 //! client frees the lock the usual way, publishing its unlock, so other
 //! clients' waiters (and Redisson's, which hear only published unlocks) get
-//! their turn.
+//! their turn. Where the store keeps the lock's waiter queue, it counts
+//! these handoffs with its own and frees the lock for Redisson's waiters
+//! once [`MAX_HANDOFF_STREAK`] redisync holders in a row had it (see
+//! `ops::handoff`); for a moment then, an attempt of a client that freed
+//! it so or waited for it lately keeps off it ([`Subscriber::yielding`]).
 //!
 //! The per-channel transitions themselves live in [`channel`], a pure state
 //! machine the code here runs under its mutex; `model_tests` checks them
@@ -128,9 +132,6 @@ struct Entry {
     /// whose failed attempt queued it may be handed the lock before it
     /// registers. Its registration picks the message up; stale ones go.
     unclaimed: Vec<Unclaimed>,
-    /// Until when this client's attempts keep off the free lock (see
-    /// [`Subscriber::note_yield`]).
-    yield_until: Option<Instant>,
 }
 
 /// A direct message that found no registered waiter (see
@@ -341,6 +342,10 @@ struct State {
     directs: HashMap<String, String>,
     /// Direct channels added to an entry that was subscribed already.
     pending_directs: Vec<String>,
+    /// Until when this client's attempts keep off each channel's free lock
+    /// (see [`Subscriber::note_yield`]): apart from the entries, as the
+    /// client that freed it need not have waited for it.
+    yields: HashMap<String, Instant>,
     /// Entries created so far: each new entry's message count starts in a
     /// range of its own, so a snapshot taken from an entry that lingered out
     /// never matches the count of the entry that replaced it.
@@ -449,7 +454,6 @@ impl Subscriber {
                 streak: 0,
                 direct: None,
                 unclaimed: Vec::new(),
-                yield_until: None,
             }
         });
         let mut late_direct = false;
@@ -534,22 +538,31 @@ impl Subscriber {
     /// (see `ops::handoff`): for [`YIELD_WINDOW`], its attempts on it keep
     /// off a free lock, as the queue's own do, so that waiter can take it.
     pub(crate) fn note_yield(&self, channel: &str) {
-        if let Some(entry) = self.shared.state.lock().channels.get_mut(channel) {
-            entry.yield_until = Instant::now().checked_add(YIELD_WINDOW);
+        let now = Instant::now();
+        let mut state = self.shared.state.lock();
+        state.yields.retain(|_, until| *until > now);
+        if let Some(until) = now.checked_add(YIELD_WINDOW) {
+            state.yields.insert(channel.to_owned(), until);
         }
     }
 
-    /// Whether this client freed the lock of `channel` for a waiter outside
-    /// the queue within the last [`YIELD_WINDOW`] (see
-    /// [`note_yield`](Self::note_yield)).
+    /// Whether an attempt of this client on the lock of `channel` keeps off
+    /// it while the store says it was freed for a waiter outside the queue
+    /// (see `ops::handoff`): when this client freed it so within the last
+    /// [`YIELD_WINDOW`] (see [`note_yield`](Self::note_yield)), and when it
+    /// waited for it lately (the channel's entry lingers [`LINGER`] after
+    /// the last wait): a first attempt after a wait, or after a sibling's
+    /// release that freed it so, its message heard before that release
+    /// could note it; and a free take that goes on a streak (the store
+    /// counts it: see `lua/lock_acquire.lua`). An uncontended lock has no
+    /// entry: its attempts skip the check.
     pub(crate) fn yielding(&self, channel: &str) -> bool {
-        self.shared
-            .state
-            .lock()
-            .channels
-            .get(channel)
-            .and_then(|entry| entry.yield_until)
-            .is_some_and(|until| Instant::now() < until)
+        let state = self.shared.state.lock();
+        state.channels.contains_key(channel)
+            || state
+                .yields
+                .get(channel)
+                .is_some_and(|until| Instant::now() < *until)
     }
 
     /// This client handed the lock to a waiter of the lock's queue in the

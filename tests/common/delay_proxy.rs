@@ -23,7 +23,9 @@
 //! - The held connection's upstream socket stays open even after the client
 //!   closed its side (abortively or not), so `deliver` still reaches Redis.
 //!   Once delivered and the client gone, the upstream side is shut down.
-//! - Server-to-client bytes always pass (to a closed client they are dropped).
+//! - Server-to-client bytes always pass (to a closed client they are dropped),
+//!   at once, or `delay` later on connections accepted after
+//!   `delay_replies(delay)` (a slow reader: a pub/sub message heard late).
 //! - Bounded: loopback only, every socket has a short read timeout, and all
 //!   threads stop on drop or after [`MAX_LIFETIME`] at the latest.
 //!
@@ -83,6 +85,9 @@ struct State {
     time_shift: i64,
     /// Connections accepted so far.
     accepted: u64,
+    /// How late server-to-client bytes reach the client, on connections
+    /// accepted from now on (see `delay_replies`).
+    reply_delay: Duration,
 }
 
 struct Shared {
@@ -137,6 +142,14 @@ impl DelayProxy {
             shared,
             acceptor: Some(acceptor),
         }
+    }
+
+    /// Every server-to-client byte of connections accepted from now on
+    /// reaches its client `delay` after the proxy read it, in order (a
+    /// client that hears replies and pub/sub messages late; its requests
+    /// still pass at once).
+    pub fn delay_replies(&self, delay: Duration) {
+        self.shared.state.lock().unwrap().reply_delay = delay;
     }
 
     /// The proxy's own port.
@@ -398,13 +411,25 @@ fn spawn_pumps(
         let (shared, flags) = (Arc::clone(shared), Arc::clone(&flags));
         thread::spawn(move || client_to_server(id, client, upstream, &shared, (&flags.0, &flags.1)))
     };
+    let delay = shared.state.lock().unwrap().reply_delay;
+    // A delayed connection's bytes go through a writer thread that holds
+    // each chunk until it is due (the reader never blocks on it).
+    let (client2, writer) = if delay.is_zero() {
+        (Writer::Direct(client2), None)
+    } else {
+        let (tx, rx) = std::sync::mpsc::channel::<(Instant, Vec<u8>)>();
+        let handle = thread::spawn(move || delayed_writer(client2, &rx));
+        (Writer::Delayed(tx, delay), Some(handle))
+    };
     let down = {
         let shared = Arc::clone(shared);
         thread::spawn(move || {
             server_to_client(id, upstream2, client2, &shared, (&flags.0, &flags.1));
         })
     };
-    vec![up, down]
+    let mut pumps = vec![up, down];
+    pumps.extend(writer);
+    pumps
 }
 
 fn client_to_server(
@@ -466,10 +491,48 @@ fn client_to_server(
     }
 }
 
+/// Where a connection's server-to-client bytes go: straight to the client,
+/// or to its delayed writer with the delay.
+enum Writer {
+    Direct(TcpStream),
+    Delayed(std::sync::mpsc::Sender<(Instant, Vec<u8>)>, Duration),
+}
+
+impl Writer {
+    fn write_all(&mut self, bytes: &[u8]) -> std::io::Result<()> {
+        match self {
+            Writer::Direct(client) => client.write_all(bytes),
+            Writer::Delayed(tx, delay) => tx
+                .send((Instant::now() + *delay, bytes.to_vec()))
+                .map_err(|_| std::io::Error::from(ErrorKind::BrokenPipe)),
+        }
+    }
+
+    fn shutdown(&self) {
+        // A delayed writer shuts the client down once the queue is drained
+        // (its sender dropped with this).
+        if let Writer::Direct(client) = self {
+            let _ = client.shutdown(Shutdown::Both);
+        }
+    }
+}
+
+/// Writes each chunk to `client` once it is due; shuts `client` down when
+/// the reader is gone and everything was written.
+fn delayed_writer(mut client: TcpStream, rx: &std::sync::mpsc::Receiver<(Instant, Vec<u8>)>) {
+    while let Ok((due, bytes)) = rx.recv() {
+        thread::sleep(due.saturating_duration_since(Instant::now()));
+        if client.write_all(&bytes).is_err() {
+            break;
+        }
+    }
+    let _ = client.shutdown(Shutdown::Both);
+}
+
 fn server_to_client(
     id: u64,
     mut upstream: TcpStream,
-    mut client: TcpStream,
+    mut client: Writer,
     shared: &Shared,
     (awaiting, client_gone): (&AtomicBool, &AtomicBool),
 ) {
@@ -505,7 +568,7 @@ fn server_to_client(
             client_open = false; // keep reading so the server is never blocked
         }
     }
-    let _ = client.shutdown(Shutdown::Both);
+    client.shutdown();
 }
 
 /// The server closed connection `id`: counted when its client was still

@@ -204,6 +204,10 @@ public final class Driver {
             case "incr":
                 // incr KIND NAME COUNTER INSIDE ITERATIONS
                 return String.valueOf(increments(r, lock(r, w[2], w[3]), w[4], w[5], Integer.parseInt(w[6])));
+            case "stamped":
+                // stamped KIND NAME COUNTER INSIDE ITERATIONS: as incr, and
+                // when each hold began (µs): "<overlaps>:<µs>,<µs>,..."
+                return stamped(r, lock(r, w[2], w[3]), w[4], w[5], Integer.parseInt(w[6]));
             case "incr_held":
                 // incr_held COUNTER INSIDE: one increment under a lock this
                 // thread already holds (taken by lock/try_lock)
@@ -287,6 +291,31 @@ public final class Driver {
             }
         }
         return overlaps;
+    }
+
+    /**
+     * As {@link #increments}, and notes when each hold began (wall-clock
+     * µs, taken while holding, so ordered against the other side's own
+     * notes taken inside their holds). Returns "overlaps:µs,µs,...".
+     */
+    private static String stamped(RedissonClient r, RLock lock, String counter, String inside, int iterations) {
+        RBucket<String> value = r.getBucket(counter, StringCodec.INSTANCE);
+        RAtomicLong in = r.getAtomicLong(inside);
+        long overlaps = 0;
+        StringBuilder stamps = new StringBuilder();
+        for (int i = 0; i < iterations; i++) {
+            lock.lock();
+            try {
+                if (i > 0) {
+                    stamps.append(',');
+                }
+                stamps.append(micros());
+                overlaps += incrementOnce(value, in);
+            } finally {
+                lock.unlock();
+            }
+        }
+        return overlaps + ":" + stamps;
     }
 
     /** One GET-then-SET increment of VALUE; 1 if IN showed someone else inside, else 0. */
