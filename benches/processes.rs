@@ -2,14 +2,18 @@
 //! `lock()`, a `GET` + `SET` of a counter key on a plain connection, and
 //! `unlock()`, against a private `redis-server` this bench starts itself.
 //!
-//! Run: `cargo bench --bench processes` (about 20 s). Four runs of 2 s
+//! Run: `cargo bench --bench processes` (about 30 s). Six runs of 2 s
 //! each, in this order: the barging baseline (`SET NX PX`, a
 //! compare-and-delete release and a random 0-200 ms sleep after a failed
-//! take, as rslock and redlock-rs do; no library around it), the
-//! reentrant lock (`client.lock(name)`), the fair lock
-//! (`client.fair_lock(name)`) and a token ring (no lock: a one-element
-//! list passed on by `LPUSH` to the longest `BLPOP` waiter), the floor of
-//! any handoff between processes on the machine. Each child is this binary re-executed with
+//! take, as rslock and redlock-rs do; no library around it), the polling
+//! peer (rs-redisson's loop: Redisson 4.7's lock script by EVALSHA, a
+//! fixed 100 ms sleep after a failed try, Redisson's unlock script to
+//! release; `support/redisson_scripts.rs`), the reentrant lock
+//! (`client.lock(name)`, watchdog), the same with a fixed lease
+//! (`lock_with_lease(30 s)`), the fair lock (`client.fair_lock(name)`)
+//! and a token ring (no lock: a one-element list passed on by `LPUSH` to
+//! the longest `BLPOP` waiter), the floor of any handoff between
+//! processes on the machine. Each child is this binary re-executed with
 //! `REDISYNC_CHILD_ROLE=bench_fleet`; it connects, warms up on another lock
 //! name (scripts loaded, a pooled connection open), says it is ready, and
 //! starts at a wall-clock instant the parent sends to all; it stops at the
@@ -19,15 +23,16 @@
 //! own handle; every child also exits by itself after 120 s).
 //!
 //! Printed to stderr, per run: acquisitions per second (counted ones, over
-//! the run's wall time) and its ratio to the barging baseline of the same
-//! round; per-process min/max of acquisition counts; the handoff to another
+//! the run's wall time) and its ratios to the polling peer and to the
+//! barging baseline of the same round (the polling peer is what a user
+//! would pick: issue 33 asks every redisync row to reach 1.0 × it); per-process min/max of acquisition counts; the handoff to another
 //! process, median and p99, in µs and as a multiple of one PING round trip
 //! measured by the parent in the same run (from the previous holder's
 //! `unlock()` call to this holder's return from `lock()`, both stamped with
 //! the wall clock every process shares, holds merged in time order); the
 //! share of acquisitions by the process that made the previous one
 //! (re-takes); failed acquire attempts per acquisition (barging: `SET NX`
-//! that answered nil; the library: acquire scripts that did not answer nil,
+//! that answered nil; polling: lock scripts that answered a PTTL; the library: acquire scripts that did not answer nil,
 //! counted by a `LockBackend` wrapper in each child, `support/counted.rs`);
 //! and server commands per acquisition from `INFO commandstats` deltas, two
 //! ways: every command the server ran (inside scripts too: a script's
@@ -42,7 +47,8 @@
 //! Settings (environment): `REDISYNC_FLEET_PROCESSES` (default 8),
 //! `REDISYNC_FLEET_SECONDS` (per run, default 2), `REDISYNC_FLEET_ROUNDS`
 //! (default 1: each round runs every kind once), `REDISYNC_FLEET_KINDS`
-//! (comma-separated subset of `barging,lock,fair_lock,ring`). Pinning as in
+//! (comma-separated subset of
+//! `barging,polling,lock,lock_with_lease,fair_lock,ring`). Pinning as in
 //! `benches/lock.rs`: the bench pins itself to CPU 0 with `taskset` before
 //! it starts anything, then starts redis-server and pins it by its PID; the
 //! children inherit the mask and are pinned again by their PIDs.
@@ -67,6 +73,8 @@ mod fleet;
 #[allow(dead_code)]
 #[path = "support/pinning.rs"]
 mod pinning;
+#[path = "support/redisson_scripts.rs"]
+mod redisson_scripts;
 
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -247,7 +255,7 @@ fn report_run(run: &FleetRun) {
         "  per acquisition: CPU {server_cpu:.1} µs server + {children_cpu:.1} µs clients; \
          context switches {server_switches:.2} server + {children_switches:.2} clients"
     );
-    if matches!(run.kind, Kind::Lock | Kind::FairLock) {
+    if run.kind.is_library() {
         let by_id: Vec<String> = run
             .scripts_by_id()
             .iter()
@@ -293,6 +301,8 @@ struct Row {
     per_sec: f64,
     /// Throughput over the barging baseline of the same round.
     vs_barging: Option<f64>,
+    /// Throughput over the polling peer of the same round.
+    vs_polling: Option<f64>,
     min_max: f64,
     handoff_us: f64,
     p99_us: f64,
@@ -303,11 +313,12 @@ struct Row {
 }
 
 impl Row {
-    fn of(run: &FleetRun, barging: Option<f64>) -> Row {
+    fn of(run: &FleetRun, barging: Option<f64>, polling: Option<f64>) -> Row {
         let (handoffs, retake, _) = run.handoffs();
         Row {
             per_sec: run.per_sec(),
             vs_barging: barging.map(|b| run.per_sec() / b),
+            vs_polling: polling.map(|p| run.per_sec() / p),
             min_max: run.min_max(),
             handoff_us: us(median(&handoffs)),
             p99_us: us(quantile(&handoffs, 0.99)),
@@ -324,6 +335,7 @@ impl Row {
         Row {
             per_sec: med(&|r| Some(r.per_sec)).unwrap_or(0.0),
             vs_barging: med(&|r| r.vs_barging),
+            vs_polling: med(&|r| r.vs_polling),
             min_max: med(&|r| Some(r.min_max)).unwrap_or(0.0),
             handoff_us: med(&|r| Some(r.handoff_us)).unwrap_or(0.0),
             p99_us: med(&|r| Some(r.p99_us)).unwrap_or(0.0),
@@ -337,9 +349,11 @@ impl Row {
     fn print(&self, label: &str, ping: Duration) {
         let ping = us(ping);
         eprintln!(
-            "| {label} | {:.0} | {} | {:.2} | {:.1} µs = {:.2} × PING | {:.1} µs = {:.1} × PING | \
+            "| {label} | {:.0} | {} | {} | {:.2} | {:.1} µs = {:.2} × PING | {:.1} µs = {:.1} × PING | \
              {:.1} % | {:.2} | {:.1} / {:.1} |",
             self.per_sec,
+            self.vs_polling
+                .map_or_else(|| "-".to_owned(), |p| format!("**{p:.2}**")),
             self.vs_barging
                 .map_or_else(|| "-".to_owned(), |b| format!("{b:.2}")),
             self.min_max,
@@ -363,19 +377,21 @@ fn summary(runs: &[(usize, FleetRun)], ping: Duration, processes: usize) {
         us(ping)
     );
     eprintln!(
-        "| run | acq/s | × barging | min/max | handoff to another process, median | p99 | \
-         re-take | failed attempts/acq | commands/acq top-level / all |"
+        "| run | acq/s | × polling | × barging | min/max | handoff to another process, median | \
+         p99 | re-take | failed attempts/acq | commands/acq top-level / all |"
     );
-    eprintln!("|---|---:|---:|---:|---:|---:|---:|---:|---:|");
+    eprintln!("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
     let rounds = runs.iter().map(|(r, _)| r + 1).max().unwrap_or(0);
     let rows: Vec<(usize, Kind, Row)> = runs
         .iter()
         .map(|(round, run)| {
-            let barging = runs
-                .iter()
-                .find(|(r, b)| r == round && b.kind == Kind::Barging)
-                .map(|(_, b)| b.per_sec());
-            (*round, run.kind, Row::of(run, barging))
+            let of_round = |kind: Kind| {
+                runs.iter()
+                    .find(|(r, b)| r == round && b.kind == kind)
+                    .map(|(_, b)| b.per_sec())
+            };
+            let row = Row::of(run, of_round(Kind::Barging), of_round(Kind::Polling));
+            (*round, run.kind, row)
         })
         .collect();
     for (round, kind, row) in &rows {

@@ -31,8 +31,10 @@
 --          acquisition then leaves the queue), 'first' otherwise
 -- ARGV[4]  with KEYS[3]: this wait's queue entry when a release may hand
 --          the waiter the lock outright, 'd|<wait id>|<holder id>' (a
---          thread's watchdog hold, which its watchdog then renews); '' when
---          it may only reserve it (the entry is then the holder id)
+--          thread's watchdog hold, which its watchdog then renews) or
+--          'd|<wait id>+<lease ms>|<holder id>' (a thread's hold with a fixed
+--          lease: handed with that lease as TTL); '' when it may only
+--          reserve it (the entry is then the holder id)
 -- ARGV[5]  optional (redisync only, with KEYS[2]): how long the record is
 --          kept, in ms, when longer than the lease: until every copy of
 --          this request is past its window (ARGV[3] and ARGV[4] are then

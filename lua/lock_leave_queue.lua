@@ -9,7 +9,8 @@
 -- ARGV[1]  the waiter's holder id
 -- ARGV[2]  the unlock message (0)
 -- ARGV[3]  the wait's queue entry when it was queued to be handed the lock
---          outright ('d|<wait id>|<holder id>'): it holds nothing of its own
+--          outright ('d|<wait id>|<holder id>', or 'd|<wait id>+<lease
+--          ms>|<holder id>' with a fixed lease): it holds nothing of its own
 --          (a thread that waits), so a hold of its holder id is one a
 --          release handed it; '' otherwise
 -- KEYS[4]  optional: this call's record, {name}:redisync_op:<op id> (see

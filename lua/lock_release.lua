@@ -36,7 +36,8 @@
 --          way (unlock message) instead, so that a waiter that is not in
 --          the queue (Redisson's) gets its turn; only if someone_else_listens()
 -- ARGV[10] with KEYS[4]: the local waiter's queue entry when it has one of
---          the form 'd|<wait id>|<holder id>' (see lua/lock_acquire.lua), or ''
+--          the form 'd|<wait id>|<holder id>' or 'd|<wait id>+<lease
+--          ms>|<holder id>' (see lua/lock_acquire.lua), or ''
 -- With KEYS[4], the script runs after lua/window_prelude.lua (its
 --          window_now: the time is read once per script).
 -- Returns  nil = the holder does not hold it; 0 = one hold released, still held;
@@ -45,7 +46,10 @@
 --          waiters outside the queue (ARGV[5] not handed it then); 3 = handed
 --          to the head of the queue, whose client is told on its channel: 'h:<server ms>:<claim window>:<wait
 --          id>:' .. its holder id when it holds the lock outright (a queue
---          entry 'd|<wait id>|<holder id>'), 'g:' .. its holder id when the
+--          entry 'd|<wait id>|<holder id>'; for an entry 'd|<wait id>+<lease
+--          ms>|<holder id>', a waiter with a fixed lease, 'h:<server
+--          ms>:<lease ms>:<wait id>:' .. its holder id, the hold's TTL then
+--          its lease), 'g:' .. its holder id when the
 --          lock is only reserved for it (a waiter that never takes it: the
 --          hold runs out after the claim window, and every queued waiter
 --          retries at least once per claim window). A retry with the same
@@ -196,23 +200,32 @@ if KEYS[4] and not yielded then
         -- 'd|<wait id>|<holder id>': handed outright, the wait named.
         local wait, field = string.match(head, '^d|([^|]*)|(.*)$')
         local outright = field ~= nil
+        -- The handed hold's TTL: the claim window until the waiter's
+        -- watchdog renews it, or ('<wait id>+<lease ms>') the lease of a
+        -- waiter without one, as its own attempt would have set.
+        local ttl = ARGV[7]
         if outright then
             head = field
+            local id, lease = string.match(wait, '^(%d+)%+(%d+)$')
+            if id and tonumber(lease) >= 1 and tonumber(lease) <= MAX_MS then
+                wait, ttl = id, lease
+            end
         end
         local client = string.match(head, '^(.*):[^:]*$')
         local now = window_now or redis.call('time')
         local now_ms = string.format('%d', now[1] * 1000 + math.floor(now[2] / 1000))
         local message = 'g:' .. head
         if outright then
-            message = 'h:' .. now_ms .. ':' .. ARGV[7] .. ':' .. wait .. ':' .. head
+            message = 'h:' .. now_ms .. ':' .. ttl .. ':' .. wait .. ':' .. head
         end
         if client and head ~= ARGV[3]
             and redis.call('publish', ARGV[8] .. client, message) > 0 then
-            -- Outright: one hold, the claim window as TTL, until the
-            -- waiter's watchdog renews it. Else count 0: reserved for the
-            -- waiter, whose next attempt takes it.
+            -- Outright: one hold, the claim window as TTL until the
+            -- waiter's watchdog renews it (or the waiter's fixed lease).
+            -- Else count 0: reserved for the waiter, whose next attempt
+            -- takes it.
             redis.call('hset', KEYS[1], head, outright and 1 or 0)
-            redis.call('pexpire', KEYS[1], ARGV[7])
+            redis.call('pexpire', KEYS[1], ttl)
             -- It listens on for a while after its wait ends (the
             -- subscriber's linger, 2 s): counted among the clients that
             -- waited lately until then. Its queuing noted it already (at

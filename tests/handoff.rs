@@ -31,6 +31,17 @@ backend_tests!(
     threads_that_skip_their_attempt_are_never_left_parked,
 );
 
+// Not on a Redis Cluster, where waiters are not queued in the store.
+#[test]
+fn a_fixed_lease_waiter_of_another_client_is_handed_the_lock_outright_memory() {
+    a_fixed_lease_waiter_of_another_client_is_handed_the_lock_outright(&Env::memory());
+}
+
+#[test]
+fn a_fixed_lease_waiter_of_another_client_is_handed_the_lock_outright_redis() {
+    a_fixed_lease_waiter_of_another_client_is_handed_the_lock_outright(&Env::redis());
+}
+
 /// Deletes a key behind every client's back (a hold the store lost).
 static DELETE_KEY: redisync::backend::Script = redisync::backend::Script::new(
     "test_delete_key",
@@ -484,4 +495,52 @@ fn threads_that_skip_their_attempt_are_never_left_parked(env: &Env) {
     );
     assert!(started.elapsed() < Duration::from_secs(60));
     assert!(!clients[0].lock(&name).is_locked().unwrap());
+}
+
+/// A waiter with a fixed lease in another client (its queue entry carries
+/// its lease) is handed the lock outright by the release, as a watchdog
+/// waiter is: it holds it without an acquire of its own, once, with its
+/// own lease as the hold's TTL (issue 33; before, the release only
+/// reserved it the lock and its next attempt took it).
+fn a_fixed_lease_waiter_of_another_client_is_handed_the_lock_outright(env: &Env) {
+    let holder = env.client();
+    let (client, hooked) = hooked_client(env);
+    let name = unique_name("handoff:leased");
+    let lease = Duration::from_secs(60);
+    let guard = holder.lock(&name).lock().unwrap();
+    let (tx, rx) = mpsc::channel();
+    let waiter = client.lock(&name);
+    let handle = thread::spawn(move || {
+        let got = waiter.lock_with_lease(lease).unwrap();
+        let ttl = waiter.remaining_ttl().unwrap();
+        let count = waiter.hold_count().unwrap();
+        tx.send((ttl, count)).unwrap();
+        got.unlock().unwrap();
+    });
+    wait_until("the waiter attempted once", Duration::from_secs(10), || {
+        hooked.calls("lock_acquire") > 0
+    });
+    // Time to park (and to retry once its subscription is confirmed).
+    thread::sleep(Duration::from_millis(300));
+    let acquires = hooked.calls("lock_acquire");
+    guard.unlock().unwrap();
+    let (ttl, count) = rx
+        .recv_timeout(Duration::from_secs(10))
+        .expect("handed over");
+    handle.join().unwrap();
+    assert_eq!(
+        hooked.calls("lock_acquire"),
+        acquires,
+        "the waiter holds it without an acquire of its own"
+    );
+    assert_eq!(count, 1, "one hold");
+    let ttl = ttl.expect("the handed hold has a TTL");
+    assert!(
+        ttl > lease / 2 && ttl <= lease,
+        "the handed hold's TTL is the waiter's lease ({lease:?}), not the claim window: {ttl:?}"
+    );
+    assert!(
+        !holder.lock(&name).is_locked().unwrap(),
+        "released in the end"
+    );
 }

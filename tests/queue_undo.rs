@@ -102,7 +102,7 @@ fn queue_members(conn: &mut redis::Connection, queue: &str) -> Vec<String> {
 }
 
 /// The holder id of a queue entry: the entry itself, or the last part of
-/// `d|<wait id>|<holder id>`.
+/// `d|<wait id>|<holder id>` (or `d|<wait id>+<lease ms>|<holder id>`).
 fn holder_of(entry: &str) -> &str {
     match entry.strip_prefix("d|") {
         Some(rest) => rest.split_once('|').map_or(rest, |(_, holder)| holder),
@@ -117,7 +117,8 @@ fn holder_of(entry: &str) -> &str {
 /// thread of W waiting (so W listens on its channel), the release must
 /// hand the lock to that real waiter at once, not to the gone one.
 /// `outright`: the gone waiter waited without a lease (its entry is
-/// `d|<wait id>|<holder id>`), else with one (its entry is its holder id).
+/// `d|<wait id>|<holder id>`), else with one (its entry is
+/// `d|<wait id>+<lease ms>|<holder id>`: handed outright too, with its lease).
 fn the_gone_waiter_leaves_the_queue(outright: bool) {
     let server = TestServer::start();
     let name = unique_name(if outright {
@@ -177,7 +178,8 @@ fn the_gone_waiter_leaves_the_queue(outright: bool) {
         "the lost attempt queued its waiter: {after:?}"
     );
     let gone = after[0].clone();
-    assert_eq!(gone.starts_with("d|"), outright, "{gone}");
+    assert!(gone.starts_with("d|"), "{gone}");
+    assert_eq!(gone.contains("+30000|"), !outright, "{gone}");
     let gone_holder = holder_of(&gone).to_owned();
 
     // The undo, with the leave, runs on W's cleanup worker.
@@ -239,6 +241,6 @@ fn a_waiter_queued_outright_whose_acquire_lost_its_reply_leaves_the_queue() {
 }
 
 #[test]
-fn a_waiter_queued_by_holder_id_whose_acquire_lost_its_reply_leaves_the_queue() {
+fn a_waiter_queued_with_a_lease_whose_acquire_lost_its_reply_leaves_the_queue() {
     the_gone_waiter_leaves_the_queue(false);
 }

@@ -21,6 +21,7 @@ use crate::common::child::{
 use crate::common::commandstats::CommandStats;
 use crate::counted::{Counted, Counts, ScriptCount};
 use crate::pinning::taskset;
+use crate::redisson_scripts::{REDISSON_LOCK, REDISSON_UNLOCK};
 
 /// The child role (`REDISYNC_CHILD_ROLE`) of a fleet member.
 pub(crate) const ROLE: &str = "bench_fleet";
@@ -39,6 +40,12 @@ const BARGING_RELEASE: &str = "if redis.call('get', KEYS[1]) == ARGV[1] then \
      return redis.call('del', KEYS[1]) else return 0 end";
 /// The peers' default retry delay: a failed take sleeps a random time below this.
 const BARGING_RETRY_MS: u64 = 200;
+/// The polling peer's sleep between failed tries (rs-redisson's).
+const POLLING_RETRY: Duration = Duration::from_millis(100);
+/// The lease of the polling peer's holds and of the `lock_with_lease` kind.
+const LEASE_MS: u64 = 30_000;
+/// How long the polling peer's unlock latch lives (Redisson's default).
+const POLLING_LATCH_MS: u64 = 15_000;
 
 /// The locks a fleet can loop on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -46,8 +53,16 @@ pub(crate) enum Kind {
     /// `SET NX PX` + compare-and-delete + a random 0-200 ms retry sleep
     /// (rslock, redlock-rs): the polling peers' lock, no library around it.
     Barging,
-    /// `client.lock(name)`: the reentrant lock.
+    /// The polling peer (rs-redisson's loop): Redisson 4.7's lock script by
+    /// EVALSHA, a fixed 100 ms sleep after a failed try, Redisson's unlock
+    /// script to release (a fresh unlock latch each). What a Rust user of
+    /// a Redisson-compatible lock picks today; no subscription, no queue.
+    Polling,
+    /// `client.lock(name)`: the reentrant lock (watchdog).
     Lock,
+    /// `client.lock(name).lock_with_lease(30 s)`: the reentrant lock with
+    /// a fixed lease (no watchdog).
+    LockWithLease,
     /// `client.fair_lock(name)`.
     FairLock,
     /// A token ring, no lock at all: the token is the one element of a
@@ -60,15 +75,29 @@ pub(crate) enum Kind {
 }
 
 impl Kind {
-    pub(crate) const ALL: [Kind; 4] = [Kind::Barging, Kind::Lock, Kind::FairLock, Kind::Ring];
+    pub(crate) const ALL: [Kind; 6] = [
+        Kind::Barging,
+        Kind::Polling,
+        Kind::Lock,
+        Kind::LockWithLease,
+        Kind::FairLock,
+        Kind::Ring,
+    ];
 
     pub(crate) fn name(self) -> &'static str {
         match self {
             Kind::Barging => "barging",
+            Kind::Polling => "polling",
             Kind::Lock => "lock",
+            Kind::LockWithLease => "lock_with_lease",
             Kind::FairLock => "fair_lock",
             Kind::Ring => "ring",
         }
+    }
+
+    /// Whether redisync runs it (its scripts counted by the children).
+    pub(crate) fn is_library(self) -> bool {
+        matches!(self, Kind::Lock | Kind::LockWithLease | Kind::FairLock)
     }
 
     fn from_name(name: &str) -> Kind {
@@ -296,6 +325,29 @@ pub(crate) fn child_main() {
             announce_line(&report.encode(""));
             None
         }
+        Kind::Polling => {
+            let mut conn = raw_connection(&url);
+            let scripts = PollingScripts {
+                lock: redis::Script::new(REDISSON_LOCK),
+                unlock: redis::Script::new(REDISSON_UNLOCK),
+            };
+            // Loads both scripts, outside the measured run.
+            let warm = format!("{name}:warmup:{}", std::process::id());
+            let mut latches = 0;
+            assert!(
+                polling_try(&mut conn, &scripts, &warm, "w:1").is_none(),
+                "child: warm-up lock"
+            );
+            polling_release(&mut conn, &scripts, &warm, "w:1", &mut latches);
+            let (start, deadline) = ready_and_go(&from_parent);
+            let used = Usage::of(std::process::id());
+            let mut report = polling_loop(
+                &mut conn, &mut data, &scripts, &name, &counter, deadline, start,
+            );
+            report.usage = Usage::of(std::process::id()).since(used);
+            announce_line(&report.encode(""));
+            None
+        }
         Kind::Ring => {
             let mut conn = raw_connection(&url);
             let (_start, deadline) = ready_and_go(&from_parent);
@@ -305,7 +357,7 @@ pub(crate) fn child_main() {
             announce_line(&report.encode(""));
             None
         }
-        Kind::Lock | Kind::FairLock => {
+        Kind::Lock | Kind::LockWithLease | Kind::FairLock => {
             let backend = Counted::new(
                 redisync::RedisBackend::open_with(&url, redisync::backend::RedisOptions::default())
                     .expect("child: connect"),
@@ -314,25 +366,26 @@ pub(crate) fn child_main() {
                 .backend(backend.clone())
                 .build()
                 .expect("child: client");
-            let lock = if kind == Kind::Lock {
-                client.lock(&name)
-            } else {
+            let lock = if kind == Kind::FairLock {
                 client.fair_lock(&name)
-            };
-            // Loads the scripts and opens a pooled connection, outside the run.
-            let warm = if kind == Kind::Lock {
-                client.lock(format!("{name}:warmup:{}", std::process::id()))
             } else {
-                client.fair_lock(format!("{name}:warmup:{}", std::process::id()))
+                client.lock(&name)
             };
-            warm.lock()
+            let lease = (kind == Kind::LockWithLease).then(|| Duration::from_millis(LEASE_MS));
+            // Loads the scripts and opens a pooled connection, outside the run.
+            let warm = if kind == Kind::FairLock {
+                client.fair_lock(format!("{name}:warmup:{}", std::process::id()))
+            } else {
+                client.lock(format!("{name}:warmup:{}", std::process::id()))
+            };
+            take(&warm, lease)
                 .expect("child: warm-up lock")
                 .unlock()
                 .expect("child: warm-up unlock");
             let before = backend.counts();
             let (_start, deadline) = ready_and_go(&from_parent);
             let used = Usage::of(std::process::id());
-            let mut report = library_loop(&lock, &mut data, &counter, deadline);
+            let mut report = library_loop(&lock, lease, &mut data, &counter, deadline);
             report.usage = Usage::of(std::process::id()).since(used);
             let counts = backend.counts();
             let run = since(&counts, &before);
@@ -450,8 +503,17 @@ fn hold_loop<T>(
     }
 }
 
+/// `lock()`, or `lock_with_lease(lease)` when given.
+fn take(lock: &redisync::Lock, lease: Option<Duration>) -> redisync::Result<redisync::LockGuard> {
+    match lease {
+        Some(lease) => lock.lock_with_lease(lease),
+        None => lock.lock(),
+    }
+}
+
 fn library_loop(
     lock: &redisync::Lock,
+    lease: Option<Duration>,
     data: &mut redis::Connection,
     counter: &str,
     deadline: u64,
@@ -460,8 +522,89 @@ fn library_loop(
         data,
         counter,
         deadline,
-        |_| Some(lock.lock().expect("child: lock()")),
+        |_| Some(take(lock, lease).expect("child: lock()")),
         |_, guard| guard.unlock().expect("child: unlock()"),
+    )
+}
+
+/// Redisson's two lock scripts, loaded.
+struct PollingScripts {
+    lock: redis::Script,
+    unlock: redis::Script,
+}
+
+/// One try of Redisson's lock script: `None` = acquired, else the PTTL.
+fn polling_try(
+    conn: &mut redis::Connection,
+    scripts: &PollingScripts,
+    name: &str,
+    holder: &str,
+) -> Option<i64> {
+    scripts
+        .lock
+        .key(name)
+        .arg(LEASE_MS)
+        .arg(holder)
+        .invoke(conn)
+        .expect("child: Redisson lock script")
+}
+
+/// Redisson's unlock script, with a fresh unlock latch (as its `unlock()`).
+fn polling_release(
+    conn: &mut redis::Connection,
+    scripts: &PollingScripts,
+    name: &str,
+    holder: &str,
+    latches: &mut u64,
+) {
+    *latches += 1;
+    let released: Option<i64> = scripts
+        .unlock
+        .key(name)
+        .key(format!("redisson_lock__channel:{{{name}}}"))
+        .key(format!(
+            "redisson_unlock_latch:{{{name}}}:{holder}:{latches}"
+        ))
+        .arg(0)
+        .arg(LEASE_MS)
+        .arg(holder)
+        .arg("publish")
+        .arg(POLLING_LATCH_MS)
+        .invoke(conn)
+        .expect("child: Redisson unlock script");
+    assert_eq!(
+        released,
+        Some(1),
+        "child: the polling lock was not ours at release"
+    );
+}
+
+/// The polling peer's loop; `start` makes the holder id unique per run.
+fn polling_loop(
+    conn: &mut redis::Connection,
+    data: &mut redis::Connection,
+    scripts: &PollingScripts,
+    name: &str,
+    counter: &str,
+    deadline: u64,
+    start: u64,
+) -> ChildReport {
+    let holder = format!("{}-{start}:1", std::process::id());
+    let mut latches = 0;
+    // Both closures use the connection, one after the other.
+    let conn = std::cell::RefCell::new(conn);
+    hold_loop(
+        data,
+        counter,
+        deadline,
+        |report| loop {
+            if polling_try(&mut conn.borrow_mut(), scripts, name, &holder).is_none() {
+                return Some(());
+            }
+            report.failed += 1;
+            std::thread::sleep(POLLING_RETRY);
+        },
+        |_, ()| polling_release(&mut conn.borrow_mut(), scripts, name, &holder, &mut latches),
     )
 }
 

@@ -5,5 +5,6 @@ pub(crate) mod env;
 pub(crate) mod floor;
 pub(crate) mod groups;
 pub(crate) mod pinning;
+pub(crate) mod redisson_scripts;
 pub(crate) mod summary;
 pub(crate) mod work;

@@ -129,14 +129,25 @@ impl<H: GuardHolder> Lock<H> {
             );
         // A thread whose watchdog will renew its hold may be handed the lock
         // outright (the claim window as TTL until the watchdog renews it):
-        // it holds the lock without a round trip of its own. Others only
+        // it holds the lock without a round trip of its own. So may a
+        // thread with a fixed lease waiting in the reentrant lock's queue
+        // (its entry carries the lease, the handed hold's TTL). Others only
         // have it reserved, and take it with their next attempt.
         // Only where the handoff's age can be read (the server's clock is
         // known): a waiter given an old handoff would take a hold
         // that has run out.
-        let wait_id = (lease.is_none() && !H::EXPLICIT && client.store().server_now_ms().is_some())
-            .then(next_wait_id);
-        let outright = wait_id.map(|wait| crate::ops::handoff::outright_entry(wait, &holder.id));
+        let leased = lease.is_some();
+        let wait_id = ((!leased || queue.is_some())
+            && !H::EXPLICIT
+            && client.store().server_now_ms().is_some())
+        .then(next_wait_id);
+        let outright = wait_id.map(|wait| {
+            if leased {
+                crate::ops::handoff::leased_entry(wait, lease_ms, &holder.id)
+            } else {
+                crate::ops::handoff::outright_entry(wait, &holder.id)
+            }
+        });
         // Whether the latest attempt left this waiter in that queue.
         let queued = std::cell::Cell::new(false);
         let attempts = std::cell::Cell::new(0_u32);
@@ -283,6 +294,7 @@ impl<H: GuardHolder> Lock<H> {
                             field: holder.field().to_owned(),
                             lease_ms,
                             wait: wait_id,
+                            leased,
                         }
                     }),
                     direct: direct.as_deref(),
@@ -366,7 +378,12 @@ impl<H: GuardHolder> Lock<H> {
                     .start_within(&renewal, sent, handed_ttl, attempt)?,
                 true,
             ),
-            Some(length) => (Lease::new(sent, length), false),
+            // Handed by another client: the store's TTL is the lease, from
+            // the handoff (less the clock estimate's margin).
+            Some(length) => (
+                Lease::new(sent, handed_ttl.map_or(length, |ttl| ttl.min(length))),
+                false,
+            ),
         };
         if holds::hold_taken(holds::key(holder, &self.keys.name), H::EXPLICIT)
             && self.keys.hands_over()

@@ -178,12 +178,7 @@ impl Lock {
             )
         });
         // The offered waiter's entry in the store's queue, which it leaves.
-        let offer_entry = offer.as_ref().and_then(|offer| {
-            offer
-                .seat
-                .wait
-                .map(|wait| ops::handoff::outright_entry(wait, &offer.seat.field))
-        });
+        let offer_entry = offer.as_ref().and_then(|offer| offer.seat.queue_entry());
         loop {
             let result = match (&offer, &queue) {
                 (offer, Some(queue)) => ops::handoff::release(

@@ -7,10 +7,11 @@
 //! with no waiter of its own client to hand to takes the head of that queue
 //! whose client still listens ([`release`]): it hands the lock to it
 //! outright (one hold, the claim window as TTL, which the waiter's watchdog
-//! renews) or, for a waiter without a watchdog, reserves it (hold count 0
+//! renews; a waiter with a fixed lease is handed one hold with its lease
+//! as TTL) or, for a waiter queued otherwise, reserves it (hold count 0
 //! for the claim window, taken by the waiter's next attempt); tells its
 //! client on `redisson_lock__channel:{name}:redisync:<client id>`
-//! (`h:<server ms>:<claim ms>:<wait id>:<holder id>` or `g:<holder id>`).
+//! (`h:<server ms>:<TTL ms>:<wait id>:<holder id>` or `g:<holder id>`).
 //! A hold handed to a waiter that froze or died runs out after the claim
 //! window; every queued waiter retries at least once per claim window, so
 //! the queue moves on. Once `streak` redisync holders in a row had it (the
@@ -27,10 +28,10 @@
 //!
 //! | key / channel | type | contents | TTL |
 //! |---|---|---|---|
-//! | `{name}:redisync_waiters` | zset | holder id, or `d\|<wait id>\|<holder id>` for a wait that may be handed the lock outright → arrival (server µs) | 2 × lease + 60 s, renewed by each failed attempt |
+//! | `{name}:redisync_waiters` | zset | holder id, or `d\|<wait id>\|<holder id>` (`d\|<wait id>+<lease ms>\|<holder id>` with a fixed lease) for a wait that may be handed the lock outright → arrival (server µs) | 2 × lease + 60 s, renewed by each failed attempt |
 //! | `{name}:redisync_handoffs` | string | redisync holders in a row less one (handoffs, and free takes after a release that found nobody to hand to), or `y` for 100 ms after a release freed the lock for a waiter outside the queue | the claim window (`y`: 100 ms) |
 //! | `{name}:redisync_clients` | zset | client id → when it last waited or was handed the lock (server ms): the redisync clients that may still listen, as a release counts them, pruned to 10 s | 2 × lease + 60 s |
-//! | `redisson_lock__channel:{name}:redisync:<client id>` | channel | `h:<server ms>:<claim ms>:<wait id>:<holder id>` = yours; `g:<holder id>` = reserved for you | |
+//! | `redisson_lock__channel:{name}:redisync:<client id>` | channel | `h:<server ms>:<TTL ms>:<wait id>:<holder id>` = yours (TTL: the claim window, or a fixed lease); `g:<holder id>` = reserved for you | |
 //!
 //! Redisson ignores all four: its scripts never read them, and a reserved
 //! hold looks to it like any held lock.
@@ -135,7 +136,8 @@ impl Queue {
 /// leaves the queue). `outright`: this wait's entry when a release may hand
 /// it the lock outright (one hold with the claim window as TTL, `h:` on its
 /// channel), for a thread whose watchdog will renew it (see
-/// [`outright_entry`]); `None`: only reserve it.
+/// [`outright_entry`]), or with its fixed lease as TTL (see
+/// [`leased_entry`]); `None`: only reserve it.
 ///
 /// # Errors
 /// As [`lock::acquire_recorded`](super::lock::acquire_recorded).
@@ -425,4 +427,16 @@ fn given_up(reply: &Reply, operation: &str) -> Result<bool> {
 /// ```
 pub fn outright_entry(wait: u64, holder: &str) -> String {
     format!("d|{wait}|{holder}")
+}
+
+/// The queue entry of a wait with a fixed lease (no watchdog) that may be
+/// handed the lock outright: `d|<wait id>+<lease ms>|<holder id>`. A
+/// release hands it one hold with that lease as TTL, as its own attempt
+/// would have taken: it holds the lock without a round trip of its own.
+///
+/// ```
+/// assert_eq!(redisync::ops::handoff::leased_entry(7, 30_000, "c1:3"), "d|7+30000|c1:3");
+/// ```
+pub fn leased_entry(wait: u64, lease_ms: i64, holder: &str) -> String {
+    format!("d|{wait}+{lease_ms}|{holder}")
 }

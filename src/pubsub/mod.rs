@@ -174,6 +174,9 @@ impl Direct {
         let (handed_ms, rest) = payload.strip_prefix("h:")?.split_once(':')?;
         let (claim_ms, rest) = rest.split_once(':')?;
         let (wait, field) = rest.split_once(':')?;
+        // A fixed-lease wait's id as a release that reads no lease in its
+        // entry sends it ('<id>+<lease>', the claim window as TTL).
+        let wait = wait.split_once('+').map_or(wait, |(id, _)| id);
         let (handed_ms, claim, wait) = (
             handed_ms.parse::<i64>().ok()?,
             Duration::from_millis(claim_ms.parse().ok()?),
@@ -240,6 +243,24 @@ pub(crate) struct Seat {
     /// lock outright (see `ops::handoff::outright_entry`): a handoff naming
     /// another wait of the same holder is not this one's.
     pub(crate) wait: Option<u64>,
+    /// Its hold has a fixed lease (no watchdog): its queue entry carries
+    /// the lease, which a release in another client gives the handed hold.
+    pub(crate) leased: bool,
+}
+
+impl Seat {
+    /// Its entry in the store's waiter queue when it was queued to be
+    /// handed the lock outright (see `ops::handoff::outright_entry` and
+    /// `leased_entry`).
+    pub(crate) fn queue_entry(&self) -> Option<String> {
+        self.wait.map(|wait| {
+            if self.leased {
+                crate::ops::handoff::leased_entry(wait, self.lease_ms, &self.field)
+            } else {
+                crate::ops::handoff::outright_entry(wait, &self.field)
+            }
+        })
+    }
 }
 
 /// Where a seated waiter's direct handoff stands.
