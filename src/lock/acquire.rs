@@ -196,7 +196,7 @@ impl<H: GuardHolder> Lock<H> {
                 let _ = crate::ops::handoff::leave_recorded(
                     backend,
                     &keys.name,
-                    &channel,
+                    channel,
                     queue,
                     &holder.id,
                     outright.as_deref(),
