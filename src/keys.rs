@@ -162,11 +162,16 @@ fn tagged(name: &str, suffix: &str) -> String {
 /// Built in one allocation: every acquire and every release of a reentrant
 /// lock spells one.
 pub(crate) fn acquire_attempt(name: &str, attempt_id: impl std::fmt::Display) -> String {
-    if name.contains('{') {
-        format!("{name}:redisync_attempt:{attempt_id}")
+    use std::fmt::Write;
+    // Room for the id (a 32-digit prefix and a counter): one allocation
+    // per attempt, where `format!` grew its string four times.
+    let mut key = String::with_capacity(name.len() + 2 + ":redisync_attempt:".len() + 48);
+    let _ = if name.contains('{') {
+        write!(key, "{name}:redisync_attempt:{attempt_id}")
     } else {
-        format!("{{{name}}}:redisync_attempt:{attempt_id}")
-    }
+        write!(key, "{{{name}}}:redisync_attempt:{attempt_id}")
+    };
+    key
 }
 
 #[cfg(test)]

@@ -117,16 +117,15 @@ impl<H: GuardHolder> Lock<H> {
         // hears nothing, does not. Nor on a Redis Cluster, where PUBLISH
         // counts only the receivers on the lock's node, so a releasing
         // script cannot tell a listening client from one that is gone.
-        let queue =
-            (keys.hands_over() && enqueue && self.spin.is_none() && client.queues_waiters()).then(
-                || {
-                    crate::ops::handoff::Queue::new(
-                        &keys.name,
-                        client.claim_window_ms(),
-                        crate::pubsub::MAX_HANDOFF_STREAK,
-                    )
-                },
-            );
+        // Spelled once per thread and lock (see `names`).
+        let names = super::names::of(keys, client.claim_window_ms());
+        let queue = names
+            .as_deref()
+            .filter(|_| {
+                keys.hands_over() && enqueue && self.spin.is_none() && client.queues_waiters()
+            })
+            .map(super::names::Names::queue);
+        let wait_channel = super::names::wait_channel(names.as_deref(), keys, &holder);
         // A thread whose watchdog will renew its hold may be handed the lock
         // outright (the claim window as TTL until the watchdog renews it):
         // it holds the lock without a round trip of its own. So may a
@@ -159,7 +158,7 @@ impl<H: GuardHolder> Lock<H> {
             let id = AttemptId::new();
             let key = id.key(&keys.name);
             let retry = attempts.get() > 0;
-            let outcome = match &queue {
+            let outcome = match queue {
                 // A retry, or a first attempt of a client that has just
                 // freed the lock for a waiter outside the queue, keeps off
                 // it while it is yielded (see `ops::handoff`).
@@ -172,7 +171,7 @@ impl<H: GuardHolder> Lock<H> {
                     queue,
                     retry,
                     outright.as_deref(),
-                    retry || client.subscriber().yielding(&keys.wait_channel(&holder)),
+                    retry || client.subscriber().yielding(&wait_channel),
                 )
                 .map(|acquired| {
                     queued.set(!acquired.is_acquired());
@@ -207,14 +206,14 @@ impl<H: GuardHolder> Lock<H> {
         // passed over once its client no longer listens, and a reservation
         // nobody takes runs out after its claim window.
         let leave_queue = || {
-            if let Some(queue) = queue.as_ref().filter(|_| queued.get()) {
-                let channel = keys.wait_channel(&holder);
+            if let Some(queue) = queue.filter(|_| queued.get()) {
+                let channel = &wait_channel;
                 // Recorded: a copy cannot land after this thread takes the
                 // lock again and free that hold.
                 let _ = crate::ops::handoff::leave_recorded(
                     backend,
                     &keys.name,
-                    &channel,
+                    channel,
                     queue,
                     &holder.id,
                     outright.as_deref(),
@@ -223,7 +222,10 @@ impl<H: GuardHolder> Lock<H> {
                 );
             }
         };
-        let direct = queue.as_ref().map(|queue| queue.channel(client.id()));
+        let direct = names
+            .as_deref()
+            .filter(|_| queue.is_some())
+            .map(|names| names.direct(client.id()));
         // Called once, in whichever arm acquired.
         let acquired = |token, sent, attempt, handed_ttl| {
             self.guard(
@@ -246,7 +248,7 @@ impl<H: GuardHolder> Lock<H> {
                 // A queued waiter retries at least once per claim window:
                 // a hold handed to a waiter that froze or died runs out
                 // after one, and nobody tells the queue.
-                (Acquire::Held { ttl }, _) => Attempt::Retry(match &queue {
+                (Acquire::Held { ttl }, _) => Attempt::Retry(match queue {
                     Some(queue) => {
                         let claim = queue.claim_window();
                         Some(ttl.map_or(claim, |ttl| ttl.min(claim)))
@@ -255,7 +257,7 @@ impl<H: GuardHolder> Lock<H> {
                 }),
             })
         };
-        let channel = keys.wait_channel(&holder);
+        let channel = &wait_channel;
         let waited = match self.spin.as_deref() {
             // A spin lock's waiter sleeps and retries: no subscription.
             Some(backoff) => crate::spin_lock::until_done(
@@ -268,7 +270,7 @@ impl<H: GuardHolder> Lock<H> {
             None => crate::wait::until_done(
                 client.subscriber(),
                 crate::wait::Waiting {
-                    channel: &channel,
+                    channel,
                     wake: Wake::Lock,
                     wait,
                     fallback: client.park_fallback(),
@@ -340,8 +342,8 @@ impl<H: GuardHolder> Lock<H> {
                     // was lost): it leaves the queue with the undo, as
                     // exactly, once the server answers.
                     let leave = queue.map(|queue| QueueLeave {
-                        queue,
-                        channel,
+                        queue: queue.clone(),
+                        channel: channel.clone().into_owned(),
                         entry: outright,
                     });
                     self.undo_attempt(&holder, lease_ms, sent.get(), key, leave, &err);

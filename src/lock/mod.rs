@@ -21,6 +21,7 @@
 mod acquire;
 mod guard;
 mod holds;
+mod names;
 mod release;
 
 pub(crate) use self::acquire::AttemptId;

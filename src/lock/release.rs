@@ -136,14 +136,15 @@ impl Lock {
         record: Option<String>,
     ) -> Result<()> {
         let backend = self.client.store();
+        // Spelled once per thread and lock (see `names`).
+        let names = super::names::of(&self.keys, self.client.claim_window_ms());
+        let wait_channel = super::names::wait_channel(names.as_deref(), &self.keys, holder);
         // A direct handoff to a parked waiter of this client, if one is
         // seated: the release script then hands it the lock (one round
         // trip for the whole handoff, instead of a release, a pub/sub
         // message, a wake and an acquire).
         let mut offer = if outermost && self.keys.hands_over() {
-            self.client
-                .subscriber()
-                .offer(&self.keys.wait_channel(holder))
+            self.client.subscriber().offer(&wait_channel)
         } else {
             None
         };
@@ -170,21 +171,18 @@ impl Lock {
         // client if one is offered, or else to the head of the lock's queue
         // in the store: one waiter of the whole fleet, told on its client's
         // channel (see `ops::handoff`).
-        let queue = (self.keys.hands_over() && self.client.queues_waiters()).then(|| {
-            ops::handoff::Queue::new(
-                &self.keys.name,
-                self.client.claim_window_ms(),
-                crate::pubsub::MAX_HANDOFF_STREAK,
-            )
-        });
+        let queue = names
+            .as_deref()
+            .filter(|_| self.keys.hands_over() && self.client.queues_waiters())
+            .map(super::names::Names::queue);
         // The offered waiter's entry in the store's queue, which it leaves.
         let offer_entry = offer.as_ref().and_then(|offer| offer.seat.queue_entry());
         loop {
-            let result = match (&offer, &queue) {
+            let result = match (&offer, queue) {
                 (offer, Some(queue)) => ops::handoff::release(
                     backend,
                     &self.keys.name,
-                    &self.keys.wait_channel(holder),
+                    &wait_channel,
                     &holder.id,
                     lease_ms,
                     &latch,
@@ -259,9 +257,7 @@ impl Lock {
                     } else {
                         // Handed to a waiter of the queue: this client's
                         // streak of handoffs among its own threads ends.
-                        self.client
-                            .subscriber()
-                            .end_streak(&self.keys.wait_channel(holder));
+                        self.client.subscriber().end_streak(&wait_channel);
                     }
                     return Ok(());
                 }
@@ -276,7 +272,7 @@ impl Lock {
                             latch = new_latch(&self.keys.name);
                         }
                         Release::NotHeld if phantoms > 0 => return Ok(()),
-                        outcome => return self.released(holder, outcome),
+                        outcome => return self.released(outcome, &wait_channel),
                     }
                 }
             }
@@ -320,7 +316,8 @@ impl Lock {
         }
     }
 
-    fn released(&self, holder: &Holder, outcome: Release) -> Result<()> {
+    /// `channel`: the releasing holder's wait channel.
+    fn released(&self, outcome: Release, channel: &str) -> Result<()> {
         let client = &self.client;
         match outcome {
             Release::NotHeld => Err(Error::NotHeld {
@@ -328,14 +325,13 @@ impl Lock {
             }),
             Release::StillHeld | Release::Transferred => Ok(()),
             Release::Released | Release::Yielded => {
-                let channel = self.keys.wait_channel(holder);
                 if self.keys.defers_to_woken_waiter() {
-                    client.subscriber().note_release(&channel);
+                    client.subscriber().note_release(channel);
                 }
                 if outcome == Release::Yielded {
                     // Freed for a waiter outside the queue: this client's
                     // next attempts keep off it for a moment, as the queue's do.
-                    client.subscriber().note_yield(&channel);
+                    client.subscriber().note_yield(channel);
                 }
                 Ok(())
             }

@@ -745,11 +745,18 @@ impl RedisBackend {
     /// error reply is a [`Reply::Error`]; everything else that failed is an
     /// [`Error`].
     fn invoke(&self, call: &ScriptCall<'_>) -> Result<(Reply, r2d2::PooledConnection<Manager>)> {
-        let script = call.script().loaded(self.sharded());
+        let sharded = self.sharded();
+        let script = call.script().loaded(sharded);
         let operation = call.script().operation();
         let (reply, mut conn) = self.round_trip(operation, call.resend(), |conn, window_end| {
             // A writing script's window, per try: each has its own timeout.
-            let result = evalsha(script, call, call.window_end(window_end), conn);
+            let window = call.window_end(window_end);
+            // A cluster's routed connection reads the command to route it.
+            let result = if sharded {
+                evalsha(script, call, window, conn)
+            } else {
+                evalsha_packed(script, call, window, conn)
+            };
             match result {
                 Ok(value) => Ok(reply_from_value(value)),
                 Err(err) => script_error_reply(&err).ok_or(err),
@@ -907,6 +914,94 @@ fn evalsha(
             cmd.query(conn)
         }
         result => result,
+    }
+}
+
+/// [`evalsha`] on a connection to one server: the command written in
+/// RESP straight into one buffer of its exact size and sent as it is (a
+/// `redis::Cmd` copies every key and argument into its own buffer, then
+/// packs them into another: three allocations and two copies more per
+/// script). The reply is read and checked as `Cmd::query` does.
+fn evalsha_packed(
+    script: &redis::Script,
+    call: &ScriptCall<'_>,
+    window: Option<i64>,
+    conn: &mut dyn ConnectionLike,
+) -> RedisResult<redis::Value> {
+    let (keys, args) = (call.keys(), call.args());
+    let hash = script.get_hash();
+    let mut window_digits = Digits::new();
+    let window = window.map(|window| window_digits.of(window));
+    let mut key_count = Digits::new();
+    let key_count = key_count.of(i64::try_from(keys.len()).unwrap_or(i64::MAX));
+    let items = keys
+        .iter()
+        .chain(args)
+        .map(|item| item.as_bytes())
+        .chain(window);
+    let mut head = Digits::new();
+    let head = head.of(
+        i64::try_from(3 + keys.len() + args.len() + usize::from(window.is_some()))
+            .unwrap_or(i64::MAX),
+    );
+    // `$<len>\r\n<bytes>\r\n` per item: its length has at most 20 digits.
+    let size = 1
+        + head.len()
+        + 2
+        + [b"EVALSHA".as_slice(), hash.as_bytes(), key_count]
+            .into_iter()
+            .chain(items.clone())
+            .map(|item| item.len() + 25)
+            .sum::<usize>();
+    let mut packed = Vec::with_capacity(size);
+    packed.push(b'*');
+    packed.extend_from_slice(head);
+    packed.extend_from_slice(b"\r\n");
+    for item in [b"EVALSHA".as_slice(), hash.as_bytes(), key_count]
+        .into_iter()
+        .chain(items)
+    {
+        let mut length = Digits::new();
+        packed.push(b'$');
+        packed.extend_from_slice(length.of(i64::try_from(item.len()).unwrap_or(i64::MAX)));
+        packed.extend_from_slice(b"\r\n");
+        packed.extend_from_slice(item);
+        packed.extend_from_slice(b"\r\n");
+    }
+    let send = |conn: &mut dyn ConnectionLike| {
+        conn.req_packed_command(&packed)
+            .and_then(redis::Value::extract_error)
+    };
+    match send(conn) {
+        Err(err) if err.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript) => {
+            script.load(conn)?;
+            send(conn)
+        }
+        result => result,
+    }
+}
+
+/// An integer's decimal digits, spelled on the stack.
+struct Digits([u8; 20]);
+
+impl Digits {
+    fn new() -> Digits {
+        Digits([0; 20])
+    }
+
+    /// `value`'s digits (a negative value is spelled as 0: none is sent).
+    fn of(&mut self, value: i64) -> &[u8] {
+        let mut rest = u64::try_from(value).unwrap_or(0);
+        let mut at = self.0.len();
+        loop {
+            at -= 1;
+            self.0[at] = b'0' + (rest % 10) as u8;
+            rest /= 10;
+            if rest == 0 {
+                break;
+            }
+        }
+        &self.0[at..]
     }
 }
 
