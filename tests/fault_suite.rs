@@ -907,6 +907,9 @@ impl Workload {
                     or (live_until and live_until < now)
                 out[#out + 1] = id
                 out[#out + 1] = gone and 1 or 0
+                out[#out + 1] = string.format('%s(slot %s ms, mark %s ms)', id,
+                    deadline and string.format('%d', deadline - now) or 'none',
+                    live_until and string.format('%d', live_until - now) or 'none')
             end
             return out
             ",
@@ -925,17 +928,22 @@ impl Workload {
                     .key(&keys[0])
                     .key(&keys[1])
                     .arg(&mark_prefix)
-                    .invoke::<Vec<(String, i64)>>(c)
+                    .invoke::<Vec<(String, i64, String)>>(c)
                 {
                     Ok(entries) => polls.lock().unwrap().push(QueuePoll {
                         sent_ns: sent,
                         done_ns: mono_ns(),
                         gone: entries
                             .iter()
-                            .filter(|(_, gone)| *gone == 1)
-                            .map(|(id, _)| id.clone())
+                            .filter(|(_, gone, _)| *gone == 1)
+                            .map(|(id, _, _)| id.clone())
                             .collect(),
-                        queue: entries.into_iter().map(|(id, _)| id).collect(),
+                        detail: entries
+                            .iter()
+                            .map(|(_, _, detail)| detail.as_str())
+                            .collect::<Vec<_>>()
+                            .join(" "),
+                        queue: entries.into_iter().map(|(id, _, _)| id).collect(),
                     }),
                     // The poll itself broken: no poll would count, and the
                     // FIFO check would pass on no evidence.
@@ -1879,6 +1887,7 @@ fn checker_catches_a_fifo_break() {
         done_ns: sent_ns + 1,
         queue: queue.iter().map(|id| (*id).to_owned()).collect(),
         gone: Vec::new(),
+        detail: String::new(),
     };
     // Mutation: b, behind a in the queue, gets the lock while a stays.
     let waits = [wait("a", 90, 500, true), wait("b", 190, 300, true)];
@@ -1971,6 +1980,7 @@ fn checker_excuses_a_fifo_break_only_by_the_faulted_waiters_own_window() {
             done_ns: sent_ns + 1,
             queue: queue.into_iter().map(str::to_owned).collect(),
             gone: Vec::new(),
+            detail: String::new(),
         })
         .collect();
     let held_for = |who: &str| Excuse {
@@ -3280,6 +3290,27 @@ fn lock_under_nemesis(what: &str, knobs: Knobs) -> (Checks, Verdict, Option<Verd
             );
         }
         let verdict = check_fifo(&waits, &polls, &windows);
+        // What the queue looked like around each violation, for the report.
+        for text in verdict.violations.iter().take(2) {
+            let Some(at) = text
+                .split(" entered at ")
+                .nth(1)
+                .and_then(|rest| rest.split(' ').next())
+                .and_then(|ns| ns.parse::<u64>().ok())
+            else {
+                continue;
+            };
+            for poll in polls
+                .iter()
+                .filter(|p| p.sent_ns + 20_000_000 >= at && p.sent_ns <= at + 20_000_000)
+            {
+                eprintln!(
+                    "{what}: poll {:+.1} ms from the entry at {at}: {}",
+                    (poll.sent_ns as f64 - at as f64) / 1e6,
+                    poll.detail
+                );
+            }
+        }
         eprintln!(
             "{what}: {} fair acquires, {} polls of the queue ({} non-empty, {} with a waiter \
              already gone), {} FIFO break(s) a fault explains, {} FIFO violation(s)",

@@ -96,6 +96,9 @@ pub struct QueuePoll {
     /// makes them gone while nothing runs, and the poll right after it still
     /// shows them in place), so such a one is ahead of nobody.
     pub gone: Vec<String>,
+    /// Per queued id, what the poll read (slot and mark time left): for a
+    /// failure's report only.
+    pub detail: String,
 }
 
 /// FIFO across waiters: `b` must not get the lock while `a`, ahead of it in
