@@ -80,6 +80,15 @@ enum Store {
 }
 
 impl Store {
+    /// The server of a single-server side.
+    fn server(&self) -> &TestServer {
+        match self {
+            Store::Single(server) => server,
+            #[cfg(feature = "cluster")]
+            Store::Cluster(_) => panic!("a single server, not a cluster"),
+        }
+    }
+
     /// A plain connection to the master that holds `key`.
     fn connection(&self, key: &str) -> redis::Connection {
         match self {
@@ -1138,9 +1147,7 @@ fn java_turn_within_a_streak_beside_rust_clients() {
 /// sends it [`SLOW_WAKER`] late (its unlock messages too), on `sides`'
 /// server.
 fn slow_java(sides: &Sides) -> (DelayProxy, JavaClient) {
-    let Store::Single(server) = &sides.store else {
-        panic!("a single server");
-    };
+    let server = sides.store.server();
     let proxy = DelayProxy::start(server.port());
     proxy.delay_replies(SLOW_WAKER);
     let java = Redisson::shared().single(&proxy.url(), &[]);
