@@ -41,6 +41,52 @@ pub(crate) fn server_offset(server_ms: i64, before_ms: i64, after_ms: i64) -> i6
     server_ms.saturating_sub(before_ms + (after_ms - before_ms) / 2)
 }
 
+/// The longest round trip of a `TIME` reading whose midpoint is trusted:
+/// its error (half the round trip) then stays well inside the window
+/// margin (`backend::script::WINDOW_MARGIN`, 25 ms).
+pub(crate) const PRECISE_READING_MS: i64 = 20;
+
+/// One reading of a server's clock: `TIME` answered `server_ms` to a
+/// request sent at `before_ms` and answered by `after_ms` on
+/// [`monotonic_ms`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Reading {
+    pub(crate) server_ms: i64,
+    pub(crate) before_ms: i64,
+    pub(crate) after_ms: i64,
+}
+
+impl Reading {
+    /// Whether its round trip was short enough for its midpoint to be
+    /// trusted ([`PRECISE_READING_MS`]).
+    pub(crate) fn is_precise(&self) -> bool {
+        self.after_ms - self.before_ms <= PRECISE_READING_MS
+    }
+
+    /// The offset to keep from this reading, `previous` being the one
+    /// kept before (if any). A short round trip gives its midpoint. A long
+    /// one (the server frozen, the reply held by the network) cannot tell
+    /// where in it the server read its clock, and its midpoint may be up to
+    /// half of it ahead — windows would then end late, letting a copy act
+    /// after its caller was told it failed. So: the previous offset while
+    /// it is consistent with this reading (the server read its clock
+    /// between `before` and `after`), and otherwise `server − after`,
+    /// which is never ahead (windows end early at worst: a late request is
+    /// refused, never one acted on too late). The caller reads again soon
+    /// after an imprecise reading.
+    pub(crate) fn offset(&self, previous: Option<i64>) -> i64 {
+        if self.is_precise() {
+            return server_offset(self.server_ms, self.before_ms, self.after_ms);
+        }
+        let earliest = self.server_ms.saturating_sub(self.after_ms);
+        let latest = self.server_ms.saturating_sub(self.before_ms);
+        match previous {
+            Some(previous) if (earliest..=latest).contains(&previous) => previous,
+            _ => earliest,
+        }
+    }
+}
+
 /// The server's clock now, by an offset from [`server_offset`].
 pub(crate) fn server_now(offset_ms: i64) -> i64 {
     monotonic_ms().saturating_add(offset_ms)
@@ -150,5 +196,38 @@ mod tests {
         // And forward again.
         assert_eq!(clock.observe(60_000), Some(Step { step_ms: 41_000 }));
         assert_eq!(clock.epoch(), 2);
+    }
+
+    #[test]
+    fn a_reading_with_a_long_round_trip_is_never_ahead() {
+        // Precise: the midpoint.
+        let precise = Reading {
+            server_ms: 10_000,
+            before_ms: 100,
+            after_ms: 110,
+        };
+        assert!(precise.is_precise());
+        assert_eq!(precise.offset(Some(1)), 10_000 - 105);
+        // A TIME whose round trip spans a 2 s freeze: the server may have
+        // read its clock anywhere in it.
+        let frozen = Reading {
+            server_ms: 10_000,
+            before_ms: 100,
+            after_ms: 2_100,
+        };
+        assert!(!frozen.is_precise());
+        // No previous reading: `server - after`, never ahead.
+        assert_eq!(frozen.offset(None), 10_000 - 2_100);
+        // A previous offset consistent with it is kept.
+        assert_eq!(frozen.offset(Some(9_000)), 9_000);
+        // One it rules out (the clock stepped) is not.
+        assert_eq!(frozen.offset(Some(9_950)), 10_000 - 2_100);
+        assert_eq!(frozen.offset(Some(7_000)), 10_000 - 2_100);
+        // Whatever the server's true offset in the reading's bounds, the
+        // kept one is never ahead of it (the midpoint would be, by up to
+        // 1 s).
+        for true_offset in [7_900, 8_500, 9_900] {
+            assert!(frozen.offset(None) <= true_offset);
+        }
     }
 }

@@ -174,7 +174,17 @@ impl RoutedConnection {
             Ok(value) => {
                 let (seconds, micros): (i64, i64) = redis::from_redis_value(value)?;
                 let server = seconds.saturating_mul(1000).saturating_add(micros / 1000);
-                Some(crate::clock::server_offset(server, before, after))
+                let reading = crate::clock::Reading {
+                    server_ms: server,
+                    before_ms: before,
+                    after_ms: after,
+                };
+                if !reading.is_precise() {
+                    // Never ahead (see `Reading::offset`), and not kept:
+                    // the next request to the node reads it again.
+                    return Ok(Some(reading.offset(None)));
+                }
+                Some(reading.offset(None))
             }
             // Refused (an ACL without TIME): no window on this node.
             Err(err) if err.code().is_some() && !is_redirect_or_retry(&err) => None,
