@@ -378,6 +378,10 @@ pub(crate) const SCRIPT_TIES: &[Tie] = &[
                 "server now = monotonic clock + offset (gaps 3, 4)",
             ),
             ("START.get_or_init(Instant::now)", "the monotonic clock"),
+            (
+                "_ => earliest,",
+                "a long reading's offset is never ahead (the model's offset: exact)",
+            ),
         ],
     },
     Tie {
@@ -390,8 +394,8 @@ pub(crate) const SCRIPT_TIES: &[Tie] = &[
                 "the offset read against the monotonic clock",
             ),
             (
-                "crate::clock::server_offset(server, before, after)",
-                "TIME against the midpoint of the readings",
+                "let offset = reading.offset(shared.offset_ms());",
+                "TIME against the midpoint of a short reading, never ahead of the server after a long one",
             ),
         ],
     },
