@@ -394,7 +394,7 @@ pub(crate) const SCRIPT_TIES: &[Tie] = &[
                 "the offset read against the monotonic clock",
             ),
             (
-                "let offset = reading.offset(shared.offset_ms());",
+                "let (offset, coarse) = shared.offset_from(&reading);",
                 "TIME against the midpoint of a short reading, never ahead of the server after a long one",
             ),
         ],

@@ -362,7 +362,7 @@ fn read_clock(
     let Some(reading) = clock_reading(conn)? else {
         return Ok((None, false));
     };
-    let offset = reading.offset(shared.offset_ms());
+    let (offset, coarse) = shared.offset_from(&reading);
     if let Some(step) = shared.observe(offset) {
         let event = ServerClockStepEvent::new(server, step.step_ms);
         match events {
@@ -370,7 +370,7 @@ fn read_clock(
             None => LoggingEventHandler.on_server_clock_step(&event),
         }
     }
-    Ok((Some(offset), !reading.is_precise()))
+    Ok((Some(offset), coarse))
 }
 
 /// The server's clock behind `conn`, read with `TIME` between two readings
