@@ -175,6 +175,7 @@ mod clock;
 mod config;
 mod counting;
 mod deadline;
+mod election;
 mod error;
 mod event;
 mod flavor;
@@ -208,6 +209,7 @@ pub use barrier::Barrier;
 pub use cancel::CancellationToken;
 pub use client::Client;
 pub use config::ClientBuilder;
+pub use election::{Leader, LeaderElection, LeaderEvent, Leadership, Observer};
 pub use error::{Error, MAX_LEASE, Result};
 pub use event::{
     ConnectionNameRefusedEvent, EventHandler, LockLostEvent, LoggingEventHandler, NopEventHandler,

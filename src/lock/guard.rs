@@ -142,6 +142,12 @@ impl<H: GuardHolder> LockGuard<H> {
         &self.holder
     }
 
+    /// The holder id of this hold, `<client uuid>:<thread>` (the lock
+    /// hash's field).
+    pub(crate) fn holder_id(&self) -> &str {
+        &self.renewal.holder.id
+    }
+
     /// The lease each acquisition and renewal sets, in ms.
     pub(crate) fn lease_ms(&self) -> i64 {
         self.lease_ms.get()

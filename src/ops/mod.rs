@@ -54,6 +54,7 @@ use crate::{Error, Result};
 
 pub mod barrier;
 pub mod counter;
+pub mod election;
 pub mod expirable;
 pub mod fair_lock;
 pub mod handoff;
@@ -83,7 +84,7 @@ pub(crate) use script;
 
 /// Every script of every operation (tests check them all).
 #[cfg(test)]
-pub(crate) fn all_scripts() -> [&'static crate::backend::Script; 49] {
+pub(crate) fn all_scripts() -> [&'static crate::backend::Script; 52] {
     [
         &KEY_TYPES,
         &lock::ACQUIRE,
@@ -134,6 +135,9 @@ pub(crate) fn all_scripts() -> [&'static crate::backend::Script; 49] {
         &barrier::STATE,
         &barrier::DELETE,
         &once::SETTLE,
+        &election::PROCLAIM,
+        &election::RESIGN,
+        &election::CURRENT,
     ]
 }
 
@@ -540,6 +544,7 @@ mod tests {
         let reads = [
             "barrier_state",
             "counter_get",
+            "election_current",
             "expirable_available",
             "expirable_acquired",
             "inspect",
