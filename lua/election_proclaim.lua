@@ -11,7 +11,10 @@
 -- KEYS[6]  the call's op record (see lua/op_record_prelude.lua)
 -- ARGV[1]  the holder id of the lock's hold
 -- ARGV[2]  the leader's identity (any text)
--- ARGV[3]  the op record's keep time, ms
+-- ARGV[3]  the lease, ms: the lock's TTL is set to it (a hold handed over
+--          by a release starts with the claim window as TTL; the leader's
+--          lease must run from its proclamation)
+-- ARGV[4]  the op record's keep time, ms
 -- Returns  the term, as a string of digits, when proclaimed; nil when the
 --          holder does not hold the lock (its hold ran out). Publishes
 --          'e:<term>:<since>:<identity>' on the channel.
@@ -24,13 +27,18 @@
 if redis.replicate_commands ~= nil then
     redis.replicate_commands()
 end
-local replay = op_replay(2)
+local bad = bad_bounded(ARGV[3], 'lease', 1, MAX_MS)
+if bad then
+    return bad
+end
+local replay = op_replay(3)
 if replay ~= nil then
     return replay
 end
 if redis.call('hexists', KEYS[1], ARGV[1]) == 0 then
     return op_keep(nil)
 end
+redis.call('pexpire', KEYS[1], ARGV[3])
 local term = redis.call('incr', KEYS[2])
 local time = window_now or redis.call('time')
 local floor = tonumber(time[1]) * 1000000 + tonumber(time[2])

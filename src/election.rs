@@ -299,14 +299,24 @@ impl LeaderElection {
     fn proclaim(&self, guard: LockGuard, identity: &str) -> Result<Option<Leadership>> {
         let record = crate::keys::new_op_record(&self.name);
         let holder = guard.holder_id().to_owned();
-        let Some(term) =
-            election::proclaim(self.client.store(), &self.keys, &holder, identity, &record)?
+        let lease_ms = guard.lease_ms();
+        let sent = Instant::now();
+        let Some(term) = election::proclaim(
+            self.client.store(),
+            &self.keys,
+            &holder,
+            identity,
+            lease_ms,
+            &record,
+        )?
         else {
             return Ok(None);
         };
-        let margin = self.margin.unwrap_or_else(|| {
-            Duration::from_millis(u64::try_from(guard.lease_ms() / 4).unwrap_or(0))
-        });
+        // The proclamation set the lock's TTL to the lease (a hold handed
+        // over starts with the claim window): it runs from the send.
+        let lease = Duration::from_millis(u64::try_from(lease_ms).unwrap_or(0));
+        guard.lease_set(sent, lease);
+        let margin = self.margin.unwrap_or(lease / 4);
         crate::telemetry::election_term_won();
         Ok(Some(Leadership {
             guard: Some(guard),

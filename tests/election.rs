@@ -64,6 +64,12 @@ fn candidates_lead_in_arrival_order_with_growing_terms(env: &Env) {
         let led_tx = led_tx.clone();
         candidates.push(thread::spawn(move || {
             let leadership = election.campaign(identity).unwrap();
+            // Handed over by the release: its lease runs a whole lease from
+            // the proclamation, not the handoff's claim window.
+            assert!(
+                !leadership.is_lost(),
+                "{identity}: a leadership handed over is lost at once"
+            );
             led_tx
                 .send((identity.to_owned(), leadership.term()))
                 .unwrap();

@@ -23,7 +23,8 @@ use crate::{Error, Result};
 
 script!(
     /// KEYS lock, term counter, leader, recent terms, channel [, record];
-    /// ARGV holder, identity [, record ms]. The term (digits) or nil.
+    /// ARGV holder, identity, lease ms [, record ms]. The term (digits) or
+    /// nil.
     PROCLAIM = "election_proclaim", "election proclaim", after "window_prelude", after "args_prelude", after "op_record_prelude"
 );
 script!(
@@ -121,7 +122,7 @@ pub struct ElectionState {
 }
 
 /// Proclaims `holder`, which holds the election's lock, leader as
-/// `identity`, under the call's op `record` (`{name}:redisync_op:<id>`,
+/// `identity` (and sets the lock's TTL to `lease_ms`), under the call's op `record` (`{name}:redisync_op:<id>`,
 /// one fresh id per call): a copy of the call acts no more and returns the
 /// first outcome, and a call whose outcome is unknown is settled (see
 /// [`once`](super::once)). `Ok(None)`: `holder` does not hold the lock.
@@ -133,7 +134,7 @@ pub struct ElectionState {
 /// use redisync::ops::election::{proclaim, ElectionKeys};
 /// let store = redisync::MemoryBackend::new();
 /// let keys = ElectionKeys::new("doc:e");
-/// assert_eq!(proclaim(&store, &keys, "c1:1", "host-a", "{doc:e}:redisync_op:1")?, None);
+/// assert_eq!(proclaim(&store, &keys, "c1:1", "host-a", 30_000, "{doc:e}:redisync_op:1")?, None);
 /// # Ok::<(), redisync::Error>(())
 /// ```
 pub fn proclaim<B: LockBackend + ?Sized>(
@@ -141,8 +142,10 @@ pub fn proclaim<B: LockBackend + ?Sized>(
     keys: &ElectionKeys,
     holder: &str,
     identity: &str,
+    lease_ms: i64,
     record: &str,
 ) -> Result<Option<u64>> {
+    crate::error::check_ms("lease", lease_ms)?;
     let call = ScriptCall::new(&PROCLAIM, Resend::Harmless, Effect::Change(is_term))
         .key(&keys.lock)
         .key(&keys.term)
@@ -150,7 +153,8 @@ pub fn proclaim<B: LockBackend + ?Sized>(
         .key(&keys.terms)
         .key(&keys.channel)
         .arg(holder)
-        .arg(identity);
+        .arg(identity)
+        .arg(lease_ms);
     super::once::run_once(backend, call, Some(record), read_term)
 }
 
