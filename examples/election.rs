@@ -53,7 +53,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             .collect();
         let mut terms = Vec::new();
         for candidate in candidates {
-            terms.push(candidate.join().expect("a candidate panicked")?);
+            let term = candidate
+                .join()
+                .map_err(|_| "a candidate panicked")??;
+            terms.push(term);
         }
         terms.sort_unstable();
         assert!(terms.windows(2).all(|w| w[0] < w[1]), "terms must grow");
