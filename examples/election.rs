@@ -53,9 +53,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             .collect();
         let mut terms = Vec::new();
         for candidate in candidates {
-            let term = candidate
-                .join()
-                .map_err(|_| "a candidate panicked")??;
+            let term = candidate.join().map_err(|_| "a candidate panicked")??;
             terms.push(term);
         }
         terms.sort_unstable();

@@ -35,6 +35,7 @@ backend_tests!(
     a_leader_whose_renewals_fail_knows_it_lost_before_another_wins,
     a_dead_leader_is_replaced_within_its_lease,
     run_leads_for_the_job_and_resigns,
+    a_resent_or_lost_proclamation_issues_one_term,
     bad_identity,
 );
 
@@ -328,5 +329,58 @@ fn bad_identity(env: &Env) {
             err.to_string().contains("identity") && err.to_string().contains(why),
             "{identity:?}: {err}"
         );
+    }
+}
+
+/// A store that runs every proclamation twice (a copy sent again after a
+/// dropped connection) and, once `lose` is set, loses the next one's reply.
+#[derive(Default)]
+struct Twice {
+    lose: AtomicBool,
+    proclaimed: std::sync::Mutex<Vec<Reply>>,
+}
+
+impl Hook for Twice {
+    fn run_script(&self, inner: &Store, call: &ScriptCall<'_>) -> redisync::Result<Reply> {
+        if call.script().id() != "election_proclaim" {
+            return inner.run_script(call);
+        }
+        let first = inner.run_script(call)?;
+        let second = inner.run_script(call)?;
+        self.proclaimed
+            .lock()
+            .unwrap()
+            .extend([first, second.clone()]);
+        if self.lose.swap(false, Ordering::SeqCst) {
+            return Err(redisync::Error::backend("connection reset (test)", true));
+        }
+        Ok(second)
+    }
+}
+
+fn a_resent_or_lost_proclamation_issues_one_term(env: &Env) {
+    assert_forwards_every_method(Twice::default());
+    let name = unique_name("election:resent");
+    let base = env.client();
+    let twice = Arc::new(Wrapped::around(
+        Arc::clone(base.backend()),
+        Twice::default(),
+    ));
+    let client = Client::builder()
+        .shared_backend(Arc::clone(&twice) as Arc<dyn redisync::LockBackend>)
+        .build()
+        .unwrap();
+    let election = client.leader_election(name.as_str());
+    for lose in [false, true] {
+        twice.lose.store(lose, Ordering::SeqCst);
+        twice.proclaimed.lock().unwrap().clear();
+        let leadership = election.campaign("twice").unwrap();
+        let replies = twice.proclaimed.lock().unwrap().clone();
+        let term = Reply::Bulk(leadership.term().to_string().into_bytes());
+        // Both copies answer the one term (the second from the op record),
+        // also when the reply was lost (the settle found it).
+        assert_eq!(replies, [term.clone(), term], "lose {lose}");
+        assert_eq!(election.current().unwrap().unwrap().term, leadership.term());
+        leadership.resign().unwrap();
     }
 }
