@@ -1,9 +1,44 @@
 //! `EVALSHA` of a script with a call's keys and arguments (and its window),
-//! written into one buffer and loaded on `NOSCRIPT`.
+//! written into one buffer and loaded on `NOSCRIPT`; each script's SHA1
+//! computed once per backend ([`Loaded`]).
 
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use parking_lot::RwLock;
 use redis::{ConnectionLike, RedisResult};
 
-use crate::backend::ScriptCall;
+use crate::backend::{Script, ScriptCall};
+
+/// The `redis` crate's form of each script this backend ran (its code and
+/// SHA1, for EVALSHA), made once: hashing the code on every call would cost
+/// more than the lookup. Here, not on [`Script`]: the seam a store outside
+/// the crate sees holds no `redis` crate type.
+///
+/// Keyed by where the script's code lives and its length (a `&'static str`:
+/// the same place always holds the same code), and whether it is the
+/// sharded form (a function of the code), so two scripts made apart with
+/// one code share an entry and two with the same id but other code do not.
+#[derive(Default)]
+pub(super) struct Loaded(RwLock<HashMap<(usize, usize, bool), Arc<redis::Script>>>);
+
+impl Loaded {
+    /// `script`'s form for EVALSHA: of its [`code`](Script::code) or,
+    /// `sharded`, of its [`sharded_code`](Script::sharded_code).
+    pub(super) fn get(&self, script: &Script, sharded: bool) -> Arc<redis::Script> {
+        let code = script.code();
+        let key = (code.as_ptr() as usize, code.len(), sharded);
+        if let Some(loaded) = self.0.read().get(&key) {
+            return Arc::clone(loaded);
+        }
+        let made = Arc::new(redis::Script::new(if sharded {
+            script.sharded_code()
+        } else {
+            code
+        }));
+        Arc::clone(self.0.write().entry(key).or_insert(made))
+    }
+}
 
 /// `EVALSHA` of `script` with `call`'s KEYS and ARGV (and `window`, last),
 /// loading the script on NOSCRIPT and sending it again, as the `redis`

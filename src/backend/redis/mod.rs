@@ -90,6 +90,8 @@ pub struct RedisBackend {
     address: String,
     /// The server's clock, as the pool's connections read it.
     clock: Arc<crate::clock::ServerClock>,
+    /// Each script's SHA1, computed once.
+    loaded: evalsha::Loaded,
 }
 
 impl fmt::Debug for RedisBackend {

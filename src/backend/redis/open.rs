@@ -320,6 +320,7 @@ impl RedisBackend {
             options,
             address,
             clock,
+            loaded: super::evalsha::Loaded::default(),
         })
     }
 }

@@ -103,16 +103,16 @@ impl RedisBackend {
         call: &ScriptCall<'_>,
     ) -> Result<(Reply, r2d2::PooledConnection<Manager>)> {
         let sharded = self.sharded();
-        let script = call.script().loaded(sharded);
+        let script = self.loaded.get(call.script(), sharded);
         let operation = call.script().operation();
         let (reply, mut conn) = self.round_trip(operation, call.resend(), |conn, window_end| {
             // A writing script's window, per try: each has its own timeout.
             let window = call.window_end(window_end);
             // A cluster's routed connection reads the command to route it.
             let result = if sharded {
-                evalsha(script, call, window, conn)
+                evalsha(&script, call, window, conn)
             } else {
-                evalsha_packed(script, call, window, conn)
+                evalsha_packed(&script, call, window, conn)
             };
             match result {
                 Ok(value) => Ok(reply_from_value(value)),
