@@ -1,0 +1,80 @@
+//! Hash commands.
+
+use super::*;
+
+pub(super) fn hget(store: &mut Store, args: &[&[u8]]) -> Outcome {
+    Ok(typed(store, args[0], as_hash)?
+        .and_then(|fields| fields.get(args[1]))
+        .map_or(Reply::Nil, |value| bulk(value)))
+}
+
+pub(super) fn hexists(store: &mut Store, args: &[&[u8]]) -> Outcome {
+    let found = typed(store, args[0], as_hash)?.is_some_and(|fields| fields.contains_key(args[1]));
+    Ok(Reply::Int(i64::from(found)))
+}
+
+pub(super) fn hset(store: &mut Store, args: &[&[u8]]) -> Outcome {
+    if args.len().is_multiple_of(2) {
+        return Err(error("ERR wrong number of arguments for 'hset' command"));
+    }
+    let fields = typed_or_insert(store, args[0], new_hash, as_hash)?;
+    let mut created = 0;
+    for pair in args[1..].chunks_exact(2) {
+        if fields.insert(pair[0].to_vec(), pair[1].to_vec()).is_none() {
+            created += 1;
+        }
+    }
+    Ok(count(created))
+}
+
+pub(super) fn hdel(store: &mut Store, args: &[&[u8]]) -> Outcome {
+    let Some(fields) = typed(store, args[0], as_hash)? else {
+        return Ok(Reply::Int(0));
+    };
+    let deleted = args[1..]
+        .iter()
+        .filter(|field| fields.remove(**field).is_some())
+        .count();
+    store.keys.drop_if_empty(args[0]);
+    Ok(count(deleted))
+}
+
+pub(super) fn hlen(store: &mut Store, args: &[&[u8]]) -> Outcome {
+    Ok(count(
+        typed(store, args[0], as_hash)?.map_or(0, |fields| fields.len()),
+    ))
+}
+
+pub(super) fn hkeys(store: &mut Store, args: &[&[u8]]) -> Outcome {
+    let fields = typed(store, args[0], as_hash)?;
+    let mut keys: Vec<&Vec<u8>> = fields
+        .map(|fields| fields.keys().collect())
+        .unwrap_or_default();
+    // A HashMap has no order; Redis' is insertion order. Sorted at least
+    // makes a run reproducible.
+    keys.sort();
+    Ok(Reply::Array(
+        keys.into_iter().map(|key| bulk(key)).collect(),
+    ))
+}
+
+pub(super) fn hincrby(store: &mut Store, args: &[&[u8]]) -> Outcome {
+    let by = integer_arg(args[2])?;
+    let key = args[0];
+    let fields = typed_or_insert(store, key, new_hash, as_hash)?;
+    let outcome = match fields.get_mut(args[1]) {
+        None => {
+            fields.insert(args[1].to_vec(), by.to_string().into_bytes());
+            Ok(Reply::Int(by))
+        }
+        Some(value) => parse_integer(value)
+            .ok_or_else(|| error(HASH_NOT_INTEGER))
+            .and_then(|old| old.checked_add(by).ok_or_else(|| error(OVERFLOW)))
+            .map(|new| {
+                *value = new.to_string().into_bytes();
+                Reply::Int(new)
+            }),
+    };
+    store.keys.drop_if_empty(key);
+    outcome
+}
