@@ -78,3 +78,89 @@ pub(super) fn hincrby(store: &mut Store, args: &[&[u8]]) -> Outcome {
     store.keys.drop_if_empty(key);
     outcome
 }
+
+/// HSETNX: 1 when the field was set, 0 when it was there.
+pub(super) fn hsetnx(store: &mut Store, args: &[&[u8]]) -> Outcome {
+    let fields = typed_or_insert(store, args[0], new_hash, as_hash)?;
+    if fields.contains_key(args[1]) {
+        return Ok(Reply::Int(0));
+    }
+    fields.insert(args[1].to_vec(), args[2].to_vec());
+    Ok(Reply::Int(1))
+}
+
+/// The hash's fields and values in field order (Redis' order is its
+/// table's; a script that needs one sorts).
+fn sorted_fields(fields: Option<&mut FastMap<Vec<u8>, Vec<u8>>>) -> Vec<(&[u8], &[u8])> {
+    let mut pairs: Vec<(&[u8], &[u8])> = fields
+        .map(|fields| {
+            fields
+                .iter()
+                .map(|(field, value)| (field.as_slice(), value.as_slice()))
+                .collect()
+        })
+        .unwrap_or_default();
+    pairs.sort_unstable();
+    pairs
+}
+
+pub(super) fn hvals(store: &mut Store, args: &[&[u8]]) -> Outcome {
+    let pairs = sorted_fields(typed(store, args[0], as_hash)?);
+    Ok(Reply::Array(
+        pairs.into_iter().map(|(_, value)| bulk(value)).collect(),
+    ))
+}
+
+pub(super) fn hgetall(store: &mut Store, args: &[&[u8]]) -> Outcome {
+    let pairs = sorted_fields(typed(store, args[0], as_hash)?);
+    Ok(Reply::Array(
+        pairs
+            .into_iter()
+            .flat_map(|(field, value)| [bulk(field), bulk(value)])
+            .collect(),
+    ))
+}
+
+pub(super) fn hmget(store: &mut Store, args: &[&[u8]]) -> Outcome {
+    let fields = typed(store, args[0], as_hash)?;
+    Ok(Reply::Array(
+        args[1..]
+            .iter()
+            .map(|field| {
+                fields
+                    .as_ref()
+                    .and_then(|fields| fields.get(*field))
+                    .map_or(Reply::Nil, |value| bulk(value))
+            })
+            .collect(),
+    ))
+}
+
+pub(super) fn hstrlen(store: &mut Store, args: &[&[u8]]) -> Outcome {
+    Ok(count(
+        typed(store, args[0], as_hash)?
+            .and_then(|fields| fields.get(args[1]))
+            .map_or(0, Vec::len),
+    ))
+}
+
+/// HINCRBYFLOAT: INCRBYFLOAT's arithmetic on a field; the increment is
+/// read first, then the key's type, then the field, as Redis does.
+pub(super) fn hincrbyfloat(store: &mut Store, args: &[&[u8]]) -> Outcome {
+    let by = super::strings::parse_float(args[2]).ok_or_else(|| error(NOT_FLOAT))?;
+    let key = args[0];
+    let fields = typed_or_insert(store, key, new_hash, as_hash)?;
+    let outcome = match fields.get(args[1]) {
+        None => Ok(super::strings::Float::ZERO),
+        Some(value) => {
+            super::strings::parse_float(value).ok_or_else(|| error("ERR hash value is not a float"))
+        }
+    }
+    .and_then(|base| super::strings::float_sum(base, by, "HINCRBYFLOAT"))
+    .map(|sum| {
+        fields.insert(args[1].to_vec(), sum.clone().into_bytes());
+        Reply::Bulk(sum.into_bytes())
+    });
+    store.keys.drop_if_empty(key);
+    outcome
+}

@@ -49,6 +49,21 @@ pub(super) fn lindex(store: &mut Store, args: &[&[u8]]) -> Outcome {
 }
 
 pub(super) fn lpop(store: &mut Store, args: &[&[u8]]) -> Outcome {
+    pop(store, args, "lpop", true)
+}
+
+pub(super) fn rpop(store: &mut Store, args: &[&[u8]]) -> Outcome {
+    pop(store, args, "rpop", false)
+}
+
+/// LPOP and RPOP as Redis' `popGenericCommand`: arity, then the count,
+/// then the key; with a count, an array (nil when the key is absent).
+fn pop(store: &mut Store, args: &[&[u8]], name: &str, head: bool) -> Outcome {
+    if args.len() > 2 {
+        return Err(Reply::Error(format!(
+            "ERR wrong number of arguments for '{name}' command"
+        )));
+    }
     let wanted = match args.get(1) {
         None => None,
         Some(arg) => Some(
@@ -56,18 +71,25 @@ pub(super) fn lpop(store: &mut Store, args: &[&[u8]]) -> Outcome {
                 .map_err(|_| error("ERR value is out of range, must be positive"))?,
         ),
     };
-    if args.len() > 2 {
-        return Err(error(SYNTAX));
-    }
     let key = args[0];
     let Some(items) = typed(store, key, as_list)? else {
         return Ok(Reply::Nil);
     };
     let reply = match wanted {
-        None => items.pop_front().map_or(Reply::Nil, Reply::Bulk),
+        None => if head {
+            items.pop_front()
+        } else {
+            items.pop_back()
+        }
+        .map_or(Reply::Nil, Reply::Bulk),
         Some(n) => {
             let n = n.min(items.len());
-            Reply::Array(items.drain(..n).map(Reply::Bulk).collect())
+            Reply::Array(if head {
+                items.drain(..n).map(Reply::Bulk).collect()
+            } else {
+                let from = items.len() - n;
+                items.drain(from..).rev().map(Reply::Bulk).collect()
+            })
         }
     };
     store.keys.drop_if_empty(key);
@@ -127,4 +149,49 @@ pub(super) fn lrem(store: &mut Store, args: &[&[u8]]) -> Outcome {
     }
     store.keys.drop_if_empty(key);
     Ok(count(removed))
+}
+
+/// LPUSH: each item in turn at the head; the new length.
+pub(super) fn lpush(store: &mut Store, args: &[&[u8]]) -> Outcome {
+    let items = typed_or_insert(store, args[0], new_list, as_list)?;
+    for item in &args[1..] {
+        items.push_front(item.to_vec());
+    }
+    Ok(count(items.len()))
+}
+
+pub(super) fn llen(store: &mut Store, args: &[&[u8]]) -> Outcome {
+    Ok(count(
+        typed(store, args[0], as_list)?.map_or(0, |items| items.len()),
+    ))
+}
+
+/// LSET: the index first, then the key (`ERR no such key` when absent).
+pub(super) fn lset(store: &mut Store, args: &[&[u8]]) -> Outcome {
+    let index = integer_arg(args[1])?;
+    let Some(items) = typed(store, args[0], as_list)? else {
+        return Err(error("ERR no such key"));
+    };
+    let at = list_position(items.len(), index).ok_or_else(|| error("ERR index out of range"))?;
+    items[at] = args[2].to_vec();
+    Ok(ok())
+}
+
+/// LTRIM: keeps `start..=stop` (as LRANGE reads it); an empty list goes.
+pub(super) fn ltrim(store: &mut Store, args: &[&[u8]]) -> Outcome {
+    let start = integer_arg(args[1])?;
+    let stop = integer_arg(args[2])?;
+    let key = args[0];
+    let Some(items) = typed(store, key, as_list)? else {
+        return Ok(ok());
+    };
+    match range(items.len(), start, stop) {
+        None => items.clear(),
+        Some((from, to)) => {
+            items.truncate(to + 1);
+            items.drain(..from);
+        }
+    }
+    store.keys.drop_if_empty(key);
+    Ok(ok())
 }

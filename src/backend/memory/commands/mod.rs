@@ -7,12 +7,13 @@
 //!
 //! | file | commands |
 //! |---|---|
-//! | `keys.rs` | any key: DEL, EXISTS, PTTL, TYPE, PEXPIRE |
+//! | `keys.rs` | any key: DEL, UNLINK, EXISTS, TYPE, PTTL, TTL, PEXPIRE, EXPIRE, PEXPIREAT, EXPIREAT, PERSIST |
 //! | `server.rs` | PUBLISH, PUBSUB NUMSUB, TIME |
-//! | `strings.rs` | GET, SET, INCR and its kin |
-//! | `hashes.rs` | HGET, HSET, HINCRBY, ... |
-//! | `lists.rs` | LINDEX, LPOP, RPUSH, ... |
-//! | `zsets.rs` | ZADD, ZRANGE, ZRANGEBYSCORE, ... |
+//! | `strings.rs` | GET, SET (PX, NX), SETNX, GETSET, GETDEL, MGET, MSET, STRLEN, APPEND, INCR, INCRBY, DECR, DECRBY, INCRBYFLOAT |
+//! | `hashes.rs` | HGET, HMGET, HSET, HSETNX, HDEL, HEXISTS, HLEN, HSTRLEN, HKEYS, HVALS, HGETALL, HINCRBY, HINCRBYFLOAT |
+//! | `lists.rs` | LPUSH, RPUSH, LPOP, RPOP, LLEN, LINDEX, LRANGE, LREM, LSET, LTRIM |
+//! | `sets.rs` | SADD, SREM, SMEMBERS, SCARD, SISMEMBER, SMISMEMBER |
+//! | `zsets.rs` | ZADD (NX), ZINCRBY, ZREM, ZCARD, ZSCORE, ZRANK, ZREVRANK, ZCOUNT, ZPOPMIN, ZRANGE, ZREVRANGE, ZRANGEBYSCORE, ZREVRANGEBYSCORE, ZREMRANGEBYSCORE, ZREMRANGEBYRANK |
 //! | `tests.rs` | the table's own checks |
 //!
 //! Only the commands and forms listed in the table are here; anything else
@@ -23,6 +24,7 @@ mod hashes;
 mod keys;
 mod lists;
 mod server;
+mod sets;
 mod strings;
 #[cfg(test)]
 #[allow(clippy::unwrap_used, clippy::panic)]
@@ -35,7 +37,9 @@ use std::time::{Duration, Instant, SystemTime};
 
 use parking_lot::Mutex;
 
-use super::keyspace::{FastMap, Keyspace, Value, format_score, parse_integer, parse_score};
+use super::keyspace::{
+    FastMap, FastSet, Keyspace, Value, format_score, parse_integer, parse_score,
+};
 use super::pubsub::Subscribers;
 use crate::backend::Reply;
 
@@ -113,43 +117,81 @@ pub(super) fn execute(store: &mut Store, args: &[&[u8]]) -> Reply {
     // (arity as Redis declares it: n = exactly n, -n = at least n, the
     // name included; the command)
     let (arity, run): (i32, Command) = match command {
+        b"append" => (3, strings::append),
         b"decr" => (2, |s, a| strings::incr_by(s, a[0], -1)),
         b"decrby" => (3, strings::decrby),
         b"del" => (-2, keys::del),
         b"exists" => (-2, keys::exists),
+        b"expire" => (-3, keys::expire),
+        b"expireat" => (-3, keys::expireat),
         b"get" => (2, strings::get),
+        b"getdel" => (2, strings::getdel),
+        b"getset" => (3, strings::getset),
         b"hdel" => (-3, hashes::hdel),
         b"hexists" => (3, hashes::hexists),
         b"hget" => (3, hashes::hget),
+        b"hgetall" => (2, hashes::hgetall),
         b"hincrby" => (4, hashes::hincrby),
+        b"hincrbyfloat" => (4, hashes::hincrbyfloat),
         b"hkeys" => (2, hashes::hkeys),
         b"hlen" => (2, hashes::hlen),
+        b"hmget" => (-3, hashes::hmget),
         b"hset" => (-4, hashes::hset),
+        b"hsetnx" => (4, hashes::hsetnx),
+        b"hstrlen" => (3, hashes::hstrlen),
+        b"hvals" => (2, hashes::hvals),
         b"incr" => (2, |s, a| strings::incr_by(s, a[0], 1)),
         b"incrby" => (3, strings::incrby),
+        b"incrbyfloat" => (3, strings::incrbyfloat),
         b"lindex" => (3, lists::lindex),
+        b"llen" => (2, lists::llen),
         b"lpop" => (-2, lists::lpop),
+        b"lpush" => (-3, lists::lpush),
         b"lrange" => (4, lists::lrange),
         b"lrem" => (4, lists::lrem),
+        b"lset" => (4, lists::lset),
+        b"ltrim" => (4, lists::ltrim),
+        b"mget" => (-2, strings::mget),
+        b"mset" => (-3, strings::mset),
+        b"persist" => (2, keys::persist),
         b"pexpire" => (-3, keys::pexpire),
+        b"pexpireat" => (-3, keys::pexpireat),
         b"pttl" => (2, keys::pttl),
         b"publish" => (3, server::publish),
         b"pubsub" => (-2, server::pubsub),
+        b"rpop" => (-2, lists::rpop),
         b"rpush" => (-3, lists::rpush),
+        b"sadd" => (-3, sets::sadd),
+        b"scard" => (2, sets::scard),
         b"set" => (-3, strings::set),
+        b"setnx" => (3, strings::setnx),
+        b"sismember" => (3, sets::sismember),
+        b"smembers" => (2, sets::smembers),
+        b"smismember" => (-3, sets::smismember),
+        b"srem" => (-3, sets::srem),
+        b"strlen" => (2, strings::strlen),
         b"time" => (1, server::time),
+        b"ttl" => (2, keys::ttl),
         b"type" => (2, keys::type_of),
+        b"unlink" => (-2, keys::del),
         b"zadd" => (-4, zsets::zadd),
         b"zcard" => (2, zsets::zcard),
+        b"zcount" => (4, zsets::zcount),
         b"zincrby" => (4, zsets::zincrby),
         b"zpopmin" => (2, zsets::zpopmin),
         b"zrange" => (-4, zsets::zrange),
         b"zrangebyscore" => (-4, zsets::zrangebyscore),
+        b"zrank" => (3, zsets::zrank),
         b"zrem" => (-3, zsets::zrem),
+        b"zremrangebyrank" => (4, zsets::zremrangebyrank),
+        b"zremrangebyscore" => (4, zsets::zremrangebyscore),
+        b"zrevrange" => (-4, zsets::zrevrange),
+        b"zrevrangebyscore" => (-4, zsets::zrevrangebyscore),
+        b"zrevrank" => (3, zsets::zrevrank),
         b"zscore" => (3, zsets::zscore),
         _ => {
             return Reply::Error(format!(
-                "ERR unknown command '{}' (MemoryBackend implements only the commands redisync's scripts use)",
+                "ERR unknown command '{}' (MemoryBackend implements the basic key, string, hash, list, set and sorted-set commands, not this one)",
                 String::from_utf8_lossy(name)
             ));
         }

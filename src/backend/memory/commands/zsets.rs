@@ -115,26 +115,40 @@ pub(super) fn zscore(store: &mut Store, args: &[&[u8]]) -> Outcome {
 }
 
 pub(super) fn zrange(store: &mut Store, args: &[&[u8]]) -> Outcome {
-    let start = integer_arg(args[1])?;
-    let stop = integer_arg(args[2])?;
+    rank_range(store, args, false)
+}
+
+pub(super) fn zrevrange(store: &mut Store, args: &[&[u8]]) -> Outcome {
+    rank_range(store, args, true)
+}
+
+/// ZRANGE and ZREVRANGE by rank: the options first, then the range, then
+/// the key, as Redis' `zrangeGenericCommand` reads them.
+fn rank_range(store: &mut Store, args: &[&[u8]], reverse: bool) -> Outcome {
     let scores = match &args[3..] {
         [] => false,
         [option] if option.eq_ignore_ascii_case(b"withscores") => true,
-        // BYSCORE, BYLEX, REV, LIMIT: no script uses them.
+        // BYSCORE, BYLEX, REV, LIMIT: not implemented (ZRANGEBYSCORE,
+        // ZREVRANGE are).
         _ => return Err(error(SYNTAX)),
     };
+    let start = integer_arg(args[1])?;
+    let stop = integer_arg(args[2])?;
     let Some(members) = typed(store, args[0], as_zset)? else {
         return Ok(Reply::Array(Vec::new()));
     };
-    let sorted = ordered(members);
+    let mut sorted = ordered(members);
+    if reverse {
+        sorted.reverse();
+    }
     Ok(match super::lists::range(sorted.len(), start, stop) {
         None => Reply::Array(Vec::new()),
         Some((from, to)) => with_scores(&sorted[from..=to], scores),
     })
 }
 
-/// A ZRANGEBYSCORE bound: the score, and whether it is exclusive (`(`).
-pub(super) fn score_bound(arg: &[u8]) -> Result<(f64, bool), Reply> {
+/// A score range bound: the score, and whether it is exclusive (`(`).
+fn score_bound(arg: &[u8]) -> Result<(f64, bool), Reply> {
     let (exclusive, number) = match arg.split_first() {
         Some((b'(', rest)) => (true, rest),
         _ => (false, arg),
@@ -144,28 +158,22 @@ pub(super) fn score_bound(arg: &[u8]) -> Result<(f64, bool), Reply> {
         .ok_or_else(|| error(MIN_MAX))
 }
 
-pub(super) fn zrangebyscore(store: &mut Store, args: &[&[u8]]) -> Outcome {
-    let (min, min_exclusive) = score_bound(args[1])?;
-    let (max, max_exclusive) = score_bound(args[2])?;
-    let mut scores = false;
-    let mut limit: Option<(i64, i64)> = None;
-    let mut options = args[3..].iter();
-    while let Some(option) = options.next() {
-        if option.eq_ignore_ascii_case(b"withscores") {
-            scores = true;
-        } else if option.eq_ignore_ascii_case(b"limit") {
-            let (Some(offset), Some(n)) = (options.next(), options.next()) else {
-                return Err(error(SYNTAX));
-            };
-            limit = Some((integer_arg(offset)?, integer_arg(n)?));
-        } else {
-            return Err(error(SYNTAX));
-        }
+/// A score range, `min` and `max` as ZRANGEBYSCORE reads them.
+struct ScoreRange {
+    min: (f64, bool),
+    max: (f64, bool),
+}
+
+impl ScoreRange {
+    fn parse(min: &[u8], max: &[u8]) -> Result<ScoreRange, Reply> {
+        Ok(ScoreRange {
+            min: score_bound(min)?,
+            max: score_bound(max)?,
+        })
     }
-    let Some(members) = typed(store, args[0], as_zset)? else {
-        return Ok(Reply::Array(Vec::new()));
-    };
-    let in_range = |score: f64| {
+
+    fn contains(&self, score: f64) -> bool {
+        let ((min, min_exclusive), (max, max_exclusive)) = (self.min, self.max);
         (if min_exclusive {
             score > min
         } else {
@@ -175,11 +183,51 @@ pub(super) fn zrangebyscore(store: &mut Store, args: &[&[u8]]) -> Outcome {
         } else {
             score <= max
         })
+    }
+}
+
+pub(super) fn zrangebyscore(store: &mut Store, args: &[&[u8]]) -> Outcome {
+    score_range(store, args, false)
+}
+
+pub(super) fn zrevrangebyscore(store: &mut Store, args: &[&[u8]]) -> Outcome {
+    score_range(store, args, true)
+}
+
+/// ZRANGEBYSCORE (`key min max`) and ZREVRANGEBYSCORE (`key max min`): the
+/// options first (WITHSCORES, LIMIT offset count), then the range, then
+/// the key, as Redis reads them.
+fn score_range(store: &mut Store, args: &[&[u8]], reverse: bool) -> Outcome {
+    let mut scores = false;
+    let mut limit: Option<(i64, i64)> = None;
+    let mut options = args[3..].iter();
+    while let Some(option) = options.next() {
+        if option.eq_ignore_ascii_case(b"withscores") {
+            scores = true;
+        } else if option.eq_ignore_ascii_case(b"limit") && options.len() >= 2 {
+            let (Some(offset), Some(n)) = (options.next(), options.next()) else {
+                return Err(error(SYNTAX));
+            };
+            limit = Some((integer_arg(offset)?, integer_arg(n)?));
+        } else {
+            return Err(error(SYNTAX));
+        }
+    }
+    let range = if reverse {
+        ScoreRange::parse(args[2], args[1])?
+    } else {
+        ScoreRange::parse(args[1], args[2])?
+    };
+    let Some(members) = typed(store, args[0], as_zset)? else {
+        return Ok(Reply::Array(Vec::new()));
     };
     let mut sorted: Vec<(&[u8], f64)> = ordered(members)
         .into_iter()
-        .filter(|(_, score)| in_range(*score))
+        .filter(|(_, score)| range.contains(*score))
         .collect();
+    if reverse {
+        sorted.reverse();
+    }
     if let Some((offset, n)) = limit {
         let Ok(offset) = usize::try_from(offset) else {
             return Ok(Reply::Array(Vec::new()));
@@ -188,4 +236,79 @@ pub(super) fn zrangebyscore(store: &mut Store, args: &[&[u8]]) -> Outcome {
         sorted = sorted.into_iter().skip(offset).take(n).collect();
     }
     Ok(with_scores(&sorted, scores))
+}
+
+/// ZCOUNT: the members whose score is in the range.
+pub(super) fn zcount(store: &mut Store, args: &[&[u8]]) -> Outcome {
+    let range = ScoreRange::parse(args[1], args[2])?;
+    Ok(count(typed(store, args[0], as_zset)?.map_or(
+        0,
+        |members| {
+            members
+                .values()
+                .filter(|score| range.contains(**score))
+                .count()
+        },
+    )))
+}
+
+/// ZREMRANGEBYSCORE: removes the members whose score is in the range.
+pub(super) fn zremrangebyscore(store: &mut Store, args: &[&[u8]]) -> Outcome {
+    let range = ScoreRange::parse(args[1], args[2])?;
+    let key = args[0];
+    let Some(members) = typed(store, key, as_zset)? else {
+        return Ok(Reply::Int(0));
+    };
+    let before = members.len();
+    members.retain(|_, score| !range.contains(*score));
+    let removed = before - members.len();
+    store.keys.drop_if_empty(key);
+    Ok(count(removed))
+}
+
+/// ZREMRANGEBYRANK: removes `start..=stop` of the members in order.
+pub(super) fn zremrangebyrank(store: &mut Store, args: &[&[u8]]) -> Outcome {
+    let start = integer_arg(args[1])?;
+    let stop = integer_arg(args[2])?;
+    let key = args[0];
+    let Some(members) = typed(store, key, as_zset)? else {
+        return Ok(Reply::Int(0));
+    };
+    let doomed: Vec<Vec<u8>> = {
+        let sorted = ordered(members);
+        match super::lists::range(sorted.len(), start, stop) {
+            None => Vec::new(),
+            Some((from, to)) => sorted[from..=to]
+                .iter()
+                .map(|(member, _)| member.to_vec())
+                .collect(),
+        }
+    };
+    for member in &doomed {
+        members.remove(member);
+    }
+    store.keys.drop_if_empty(key);
+    Ok(count(doomed.len()))
+}
+
+pub(super) fn zrank(store: &mut Store, args: &[&[u8]]) -> Outcome {
+    rank(store, args, false)
+}
+
+pub(super) fn zrevrank(store: &mut Store, args: &[&[u8]]) -> Outcome {
+    rank(store, args, true)
+}
+
+/// ZRANK and ZREVRANK: the member's place in order (nil when absent).
+fn rank(store: &mut Store, args: &[&[u8]], reverse: bool) -> Outcome {
+    let Some(members) = typed(store, args[0], as_zset)? else {
+        return Ok(Reply::Nil);
+    };
+    let sorted = ordered(members);
+    Ok(sorted
+        .iter()
+        .position(|(member, _)| *member == args[1])
+        .map_or(Reply::Nil, |at| {
+            count(if reverse { sorted.len() - 1 - at } else { at })
+        }))
 }
