@@ -156,7 +156,9 @@ pub(super) fn hincrbyfloat(store: &mut Store, args: &[&[u8]]) -> Outcome {
             super::strings::parse_float(value).ok_or_else(|| error("ERR hash value is not a float"))
         }
     }
-    .and_then(|base| super::strings::float_sum(base, by, "HINCRBYFLOAT"))
+    .and_then(|base| {
+        super::strings::float_sum(base, by, "HINCRBYFLOAT", "ERR value is NaN or Infinity")
+    })
     .map(|sum| {
         fields.insert(args[1].to_vec(), sum.clone().into_bytes());
         Reply::Bulk(sum.into_bytes())

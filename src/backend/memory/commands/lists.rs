@@ -166,12 +166,12 @@ pub(super) fn llen(store: &mut Store, args: &[&[u8]]) -> Outcome {
     ))
 }
 
-/// LSET: the index first, then the key (`ERR no such key` when absent).
+/// LSET: the key first (`ERR no such key` when absent), then the index.
 pub(super) fn lset(store: &mut Store, args: &[&[u8]]) -> Outcome {
-    let index = integer_arg(args[1])?;
     let Some(items) = typed(store, args[0], as_list)? else {
         return Err(error("ERR no such key"));
     };
+    let index = integer_arg(args[1])?;
     let at = list_position(items.len(), index).ok_or_else(|| error("ERR index out of range"))?;
     items[at] = args[2].to_vec();
     Ok(ok())

@@ -155,7 +155,12 @@ pub(super) fn incrbyfloat(store: &mut Store, args: &[&[u8]]) -> Outcome {
         Some(text) => parse_float(text).ok_or_else(|| error(NOT_FLOAT))?,
     };
     let by = parse_float(args[1]).ok_or_else(|| error(NOT_FLOAT))?;
-    let sum = float_sum(base, by, "INCRBYFLOAT")?;
+    let sum = float_sum(
+        base,
+        by,
+        "INCRBYFLOAT",
+        "ERR increment would produce NaN or Infinity",
+    )?;
     match store.keys.live(key, now) {
         Some(entry) => entry.value = Value::Str(sum.clone().into_bytes()),
         None => store
@@ -250,7 +255,8 @@ pub(super) fn parse_float(bytes: &[u8]) -> Option<Float> {
 }
 
 /// `a + b` as Redis computes it in a long double and writes it (`%.17Lf`,
-/// trailing zeros and point dropped, `-0` as `0`), for `command`'s errors.
+/// trailing zeros and point dropped, `-0` as `0`); `infinite` is
+/// `command`'s error for an infinite sum.
 ///
 /// Exact decimal arithmetic gives Redis' digits where the long double's
 /// rounding cannot show in 17 decimals: when every value is below 90 in
@@ -259,11 +265,14 @@ pub(super) fn parse_float(bytes: &[u8]) -> Option<Float> {
 /// (a 64-bit mantissa). Elsewhere Redis' digits carry its binary rounding
 /// (`10000000000.1` prints with noise), which this store does not
 /// reproduce: it refuses, saying so, rather than answer other digits.
-pub(super) fn float_sum(a: Float, b: Float, command: &str) -> Result<String, Reply> {
+pub(super) fn float_sum(
+    a: Float,
+    b: Float,
+    command: &str,
+    infinite: &str,
+) -> Result<String, Reply> {
     let (a, b) = match (a, b) {
-        (Float::Infinite, _) | (_, Float::Infinite) => {
-            return Err(error("ERR increment would produce NaN or Infinity"));
-        }
+        (Float::Infinite, _) | (_, Float::Infinite) => return Err(error(infinite)),
         (Float::Exact(a), Float::Exact(b)) => (a, b),
         _ => return Err(beyond(command)),
     };

@@ -290,3 +290,30 @@ fn time_is_the_frozen_wall_clock() {
     s.wall = Duration::new(1_700_000_000, 123_456_789);
     assert_eq!(run(&mut s, "time"), bulks(&["1700000000", "123456"]));
 }
+
+#[test]
+fn incrbyfloat_refuses_what_it_cannot_reproduce() {
+    let mut s = store();
+    // Exact: small sums, and values exact in binary.
+    assert_eq!(run(&mut s, "incrbyfloat k 0.1"), bulk_of("0.1"));
+    assert_eq!(run(&mut s, "incrbyfloat k 0.2"), bulk_of("0.3"));
+    assert_eq!(run(&mut s, "set k 1000000"), ok());
+    assert_eq!(run(&mut s, "incrbyfloat k 0.25"), bulk_of("1000000.25"));
+    // Redis' long double shows its binary rounding here: refused, loudly.
+    assert_eq!(run(&mut s, "set k 10000000000"), ok());
+    let Reply::Error(text) = run(&mut s, "incrbyfloat k 0.1") else {
+        panic!("refused")
+    };
+    assert!(
+        text.starts_with("ERR MemoryBackend cannot reproduce"),
+        "{text}"
+    );
+    assert_eq!(run(&mut s, "get k"), bulk_of("10000000000"), "unchanged");
+    // More than 17 decimals, a hexadecimal float: refused too.
+    for increment in ["0.000000000000000001", "0x1p3"] {
+        assert!(
+            matches!(run(&mut s, &format!("incrbyfloat n {increment}")), Reply::Error(text) if text.contains("cannot reproduce")),
+            "{increment}"
+        );
+    }
+}

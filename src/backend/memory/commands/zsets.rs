@@ -148,14 +148,29 @@ fn rank_range(store: &mut Store, args: &[&[u8]], reverse: bool) -> Outcome {
 }
 
 /// A score range bound: the score, and whether it is exclusive (`(`).
+/// Read as Redis' `zslParseRange` reads it, with `strtod` and no range
+/// check: spaces before the number are skipped, nothing at all is 0 (`(`
+/// alone: above 0), a number beyond the double range is infinite; NaN is
+/// refused.
 fn score_bound(arg: &[u8]) -> Result<(f64, bool), Reply> {
     let (exclusive, number) = match arg.split_first() {
         Some((b'(', rest)) => (true, rest),
         _ => (false, arg),
     };
-    parse_score(number)
-        .map(|score| (score, exclusive))
-        .ok_or_else(|| error(MIN_MAX))
+    if number.is_empty() {
+        return Ok((0.0, exclusive));
+    }
+    let text = std::str::from_utf8(number).map_err(|_| error(MIN_MAX))?;
+    let text = text.trim_start_matches([' ', '\t', '\n', '\x0b', '\x0c', '\r']);
+    match text.parse::<f64>() {
+        Ok(score) if !score.is_nan() && !text.starts_with(['i', 'I', 'n', 'N']) => {
+            Ok((score, exclusive))
+        }
+        // Spelled-out infinities only as `strtod` reads them.
+        _ => parse_score(text.as_bytes())
+            .map(|score| (score, exclusive))
+            .ok_or_else(|| error(MIN_MAX)),
+    }
 }
 
 /// A score range, `min` and `max` as ZRANGEBYSCORE reads them.
