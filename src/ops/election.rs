@@ -17,26 +17,22 @@
 //! | `{name}:redisync_terms` | list | the last 64 terms, `<term>:<since>:<identity>` | none |
 //! | channel `redisync_election:{name}` | pub/sub | `e:<term>:<since>:<identity>` (elected), `r:<term>` (resigned) | |
 
-use super::{run, script};
+use super::{run, scripts};
 use crate::backend::{Effect, LockBackend, Reply, Resend, ScriptCall};
 use crate::{Error, Result};
 
-script!(
+scripts! {
     /// KEYS lock, term counter, leader, recent terms, channel [, record];
     /// ARGV holder, identity, lease ms [, record ms]. The term (digits) or
     /// nil.
-    PROCLAIM = "election_proclaim", "election proclaim", after "window_prelude", after "args_prelude", after "op_record_prelude"
-);
-script!(
+    PROCLAIM = "election_proclaim", "election proclaim", writes, after "window_prelude", after "args_prelude", after "op_record_prelude";
     /// KEYS leader, channel [, record]; ARGV holder, term [, record ms].
     /// 1 = resigned, 0 = not that term's record.
-    RESIGN = "election_resign", "election resign", after "window_prelude", after "args_prelude", after "op_record_prelude"
-);
-script!(
+    RESIGN = "election_resign", "election resign", writes, after "window_prelude", after "args_prelude", after "op_record_prelude";
     /// KEYS lock, leader, recent terms; ARGV [recent]. {identity, term,
     /// since, pttl} or {} [, then the recent terms]; writes nothing.
-    CURRENT = "election_current", "election current"
-);
+    CURRENT = "election_current", "election current", reads;
+}
 
 /// `{name}:<suffix>` (or `name:<suffix>` when `name` has a hash tag of its
 /// own), as every auxiliary key of a primitive.

@@ -349,8 +349,8 @@ pub(crate) const SCRIPT_TIES: &[Tie] = &[
     },
     Tie {
         transition: "client: tried at most twice",
-        file: "src/backend/redis/mod.rs",
-        text: include_str!("../../src/backend/redis/mod.rs"),
+        file: "src/backend/redis/run.rs",
+        text: include_str!("../../src/backend/redis/run.rs"),
         tokens: &[("tries > 1", "a call is tried at most twice")],
     },
     Tie {
