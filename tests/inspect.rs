@@ -18,9 +18,9 @@ use std::time::Duration;
 use common::keys;
 use common::timing::STUCK;
 use common::{Env, backend_tests, unique_name, wait_until};
-use redisync::backend::{Effect, LockBackend, Resend, Script, ScriptCall};
-use redisync::ops::rw_lock::RwMode;
+use redisync::RwMode;
 use redisync::{Client, HoldMode, Inspection, ObjectKind};
+use redisync::{Effect, LockBackend, Resend, Script, ScriptCall};
 
 /// The watchdog lease of the test clients (common::DEFAULT_WATCHDOG).
 const WATCHDOG_MS: u128 = 30_000;

@@ -178,7 +178,7 @@ fn a_resent_read_renewal_delivered_late_does_not_stretch_the_next_hold() {
 /// keeps its record as long as the lease; none named: the holder check.
 #[test]
 fn a_renewal_naming_a_released_attempt_renews_nothing() {
-    use redisync::ops::lock::{self, RecordKind, Release};
+    use redisync::internal::lock::{self, RecordKind, Release};
     let store = redisync::MemoryBackend::new();
     let name = "resent-renewal:memory";
     let other = "resent-renewal:memory:other";

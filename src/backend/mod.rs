@@ -38,15 +38,14 @@ pub use self::redis::SentinelConfig;
 pub use self::redis::{
     Deployment, RedisBackend, RedisOptions, ReplicaAcknowledgement, ReplicaShortfall,
 };
-/// How long past its round trip's timeout a request may still land (its
-/// window's margin): a wait for a request that timed out covers it too.
-pub(crate) use self::script::WINDOW_MARGIN;
-pub use self::script::{Arg, Effect, Reply, Resend, Script, ScriptCall};
+pub use self::script::{
+    Arg, Effect, Reply, Resend, Script, ScriptCall, WINDOW_MARGIN, request_window_end,
+};
 
 /// One pub/sub message.
 ///
 /// ```
-/// let msg = redisync::backend::Message::new("redisson_lock__channel:{a}", "0");
+/// let msg = redisync::Message::new("redisson_lock__channel:{a}", "0");
 /// assert_eq!(msg.payload, "0");
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -62,7 +61,7 @@ impl Message {
     /// A message on `channel` carrying `payload`.
     ///
     /// ```
-    /// let msg = redisync::backend::Message::new("c", "1");
+    /// let msg = redisync::Message::new("c", "1");
     /// assert_eq!(msg.channel, "c");
     /// ```
     pub fn new(channel: impl Into<String>, payload: impl Into<String>) -> Self {
@@ -80,7 +79,7 @@ impl Message {
 ///
 /// ```
 /// use std::time::Duration;
-/// use redisync::backend::{LockBackend, Message};
+/// use redisync::{LockBackend, Message};
 ///
 /// let backend = redisync::MemoryBackend::new();
 /// let publisher = backend.clone();
@@ -115,9 +114,9 @@ pub trait PubSubConnection {
 }
 
 /// The seam between redisync and a store: run a script, publish, open a
-/// pub/sub connection. Every operation of every primitive is a function of
-/// [`crate::ops`] that builds a [`ScriptCall`] (one script of `lua/`) and
-/// reads its [`Reply`]; a store only runs it.
+/// pub/sub connection. Every operation of every primitive builds a
+/// [`ScriptCall`] (one script of `lua/`) and reads its [`Reply`]; a store
+/// only runs it.
 ///
 /// Object safe (`Arc<dyn LockBackend>`), `Send + Sync`. Every method may
 /// block for one round trip and must not wait for a lock: waiting is done
@@ -132,11 +131,13 @@ pub trait PubSubConnection {
 /// for the store itself: a connection, a timeout, a refused command.
 ///
 /// ```
-/// use redisync::backend::LockBackend;
-/// use redisync::ops::lock::Acquire;
+/// use redisync::{Effect, LockBackend, Reply, Resend, Script, ScriptCall};
+///
+/// static INCR: Script = Script::new("doc_incr", "doc increment", "return redis.call('incr', KEYS[1])");
 /// let backend = redisync::MemoryBackend::new();
-/// assert_eq!(redisync::ops::lock::acquire(&backend, "doc:trait", "c1:1", 30_000)?, Acquire::Acquired);
-/// assert!(!redisync::ops::lock::acquire(&backend, "doc:trait", "c2:1", 30_000)?.is_acquired());
+/// let call = ScriptCall::new(&INCR, Resend::IfUnsent, Effect::Change(|_| true)).key("doc:n");
+/// assert_eq!(backend.run_script(&call)?, Reply::Int(1));
+/// assert_eq!(backend.run_script(&call)?, Reply::Int(2));
 /// # Ok::<(), redisync::Error>(())
 /// ```
 pub trait LockBackend: Send + Sync + 'static {
@@ -167,11 +168,13 @@ pub trait LockBackend: Send + Sync + 'static {
     /// The hash slot `key` lives in, when the store splits its keys across
     /// slots and one script may only touch keys of one slot (Redis Cluster);
     /// `None` (the default) when any keys may share a script. Batched
-    /// operations ([`ops::lock::renew_many`](crate::ops::lock::renew_many))
-    /// group their keys by it.
+    /// operations (the watchdog's renewal of many locks in one call) group
+    /// their keys by it, and a client whose store answers `Some` does not
+    /// queue a lock's waiters in the store (a cluster's `PUBLISH` counts the
+    /// receivers of one node only).
     ///
     /// ```
-    /// use redisync::backend::LockBackend;
+    /// use redisync::LockBackend;
     /// assert_eq!(redisync::MemoryBackend::new().slot_of("orders:42"), None);
     /// ```
     fn slot_of(&self, key: &str) -> Option<u16> {
@@ -186,7 +189,7 @@ pub trait LockBackend: Send + Sync + 'static {
     /// background.
     ///
     /// ```
-    /// use redisync::backend::LockBackend;
+    /// use redisync::LockBackend;
     /// assert_eq!(redisync::MemoryBackend::new().response_timeout(), None);
     /// ```
     fn response_timeout(&self) -> Option<Duration> {
@@ -198,12 +201,11 @@ pub trait LockBackend: Send + Sync + 'static {
     /// time since on this process's monotonic clock, so that stepping the
     /// local wall clock does not move it. A message that carries a time by
     /// the server's clock is dated with it: a waiter handed a lock by a
-    /// release in another client reads how old the handoff is (see
-    /// `ops::handoff`); without it, the waiter takes the lock with an
-    /// attempt of its own.
+    /// release in another client reads how old the handoff is; without it,
+    /// the waiter takes the lock with an attempt of its own.
     ///
     /// ```
-    /// use redisync::backend::LockBackend;
+    /// use redisync::LockBackend;
     /// // The in-memory store's clock is this machine's.
     /// assert!(redisync::MemoryBackend::new().server_now_ms().is_some());
     /// ```
@@ -230,7 +232,7 @@ pub trait LockBackend: Send + Sync + 'static {
     /// The backend does not support plain commands, or the store failed.
     ///
     /// ```
-    /// use redisync::backend::{LockBackend, Reply};
+    /// use redisync::{LockBackend, Reply};
     /// let replies = redisync::MemoryBackend::new().server_command(&["PING"])?;
     /// assert_eq!(replies[0].reply, Reply::Status("PONG".into()));
     /// # Ok::<(), redisync::Error>(())
@@ -249,7 +251,7 @@ pub trait LockBackend: Send + Sync + 'static {
 ///
 /// ```
 /// use std::time::Duration;
-/// use redisync::backend::{Reply, ServerReply};
+/// use redisync::{Reply, ServerReply};
 /// let reply = ServerReply::new("127.0.0.1:6379", Reply::Status("PONG".into()), Duration::from_micros(80));
 /// assert_eq!(reply.server, "127.0.0.1:6379");
 /// ```
@@ -271,7 +273,7 @@ impl ServerReply {
     ///
     /// ```
     /// use std::time::Duration;
-    /// use redisync::backend::{Reply, ServerReply};
+    /// use redisync::{Reply, ServerReply};
     /// let reply = ServerReply::new("memory", Reply::Nil, Duration::ZERO);
     /// assert!(reply.reply.is_nil());
     /// ```
@@ -285,14 +287,15 @@ impl ServerReply {
 }
 
 /// A shared backend is a backend: `Arc<dyn LockBackend>` (what
-/// [`Client::backend`](crate::Client::backend) returns) can be passed to the
-/// [`crate::ops`] functions as it is.
+/// [`Client::backend`](crate::Client::backend) returns) runs scripts as the
+/// store it shares, and a store that wraps another can hold it so.
 ///
 /// ```
 /// use std::sync::Arc;
-/// use redisync::backend::LockBackend;
+/// use redisync::LockBackend;
 /// let shared: Arc<dyn LockBackend> = Arc::new(redisync::MemoryBackend::new());
-/// assert!(redisync::ops::lock::acquire(&shared, "doc:arc", "c1:1", 30_000)?.is_acquired());
+/// assert_eq!(shared.slot_of("orders:42"), None);
+/// shared.publish("news", "0")?;
 /// # Ok::<(), redisync::Error>(())
 /// ```
 impl<T: LockBackend + ?Sized> LockBackend for std::sync::Arc<T> {

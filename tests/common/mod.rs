@@ -45,7 +45,7 @@ pub mod timing;
 pub mod tls;
 pub mod wrap;
 
-use redisync::backend::{LockBackend, Message, PubSubConnection, Reply, ScriptCall};
+use redisync::{LockBackend, Message, PubSubConnection, Reply, ScriptCall};
 
 /// Environment variable that overrides the `redis-server` binary to use.
 pub const SERVER_BIN_ENV: &str = "REDISYNC_SERVER_BIN";
@@ -1089,7 +1089,7 @@ impl wrap::Hook for Counting {
         &self,
         inner: &wrap::Store,
         args: &[&str],
-    ) -> redisync::Result<Vec<redisync::backend::ServerReply>> {
+    ) -> redisync::Result<Vec<redisync::ServerReply>> {
         self.enter("server_command")?;
         inner.server_command(args)
     }
