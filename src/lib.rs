@@ -102,6 +102,11 @@
 //!   EVALSHA (loaded on NOSCRIPT).
 //! - [`MemoryBackend`]: in-process, same semantics (TTLs, reentrancy, pub/sub).
 //!   Two clients on one `MemoryBackend` behave like two processes on one Redis.
+//! - A store of your own: implement [`LockBackend`], keeping the
+//!   obligations written on the trait (atomic scripts, request windows
+//!   with [`request_window_end`], resends, the caller's bound with
+//!   [`round_trip_timeout`], pub/sub delivery), with the crate root's items
+//!   alone.
 //!
 //! # TLS and ACL users
 //!
@@ -210,6 +215,7 @@ pub use barrier::Barrier;
 pub use cancel::CancellationToken;
 pub use client::Client;
 pub use config::ClientBuilder;
+pub use deadline::{note_round_trip_timeout, round_trip_timeout};
 pub use error::{Error, MAX_LEASE, Result};
 pub use event::{
     ConnectionNameRefusedEvent, EventHandler, LockLostEvent, LoggingEventHandler, NopEventHandler,

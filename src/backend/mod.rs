@@ -19,7 +19,7 @@
 //! | file | holds |
 //! |---|---|
 //! | `mod.rs` | [`LockBackend`], [`PubSubConnection`] and [`Message`], [`ServerReply`] |
-//! | `script.rs` | [`Script`], [`ScriptCall`], [`Arg`], [`Reply`], [`Effect`], [`Resend`]: what a store is asked to run |
+//! | `script.rs` | [`Script`], [`ScriptCall`], [`Arg`], [`Reply`], [`Effect`], [`Resend`]: what a store is asked to run; [`request_window_end`] and [`WINDOW_MARGIN`]: a request's window |
 //! | `memory/` | [`MemoryBackend`]: the scripts in an embedded Lua 5.1 over an in-memory keyspace |
 //! | `redis/` | [`RedisBackend`] and everything only Redis needs: its options ([`RedisOptions`]), [`Deployment`], connection setup and naming, TLS, Sentinel, replica acknowledgement ([`ReplicaAcknowledgement`]) and `cluster/` |
 
@@ -118,17 +118,115 @@ pub trait PubSubConnection {
 /// [`ScriptCall`] (one script of `lua/`) and reads its [`Reply`]; a store
 /// only runs it.
 ///
-/// Object safe (`Arc<dyn LockBackend>`), `Send + Sync`. Every method may
-/// block for one round trip and must not wait for a lock: waiting is done
-/// above this trait. [`RedisBackend`] (a single server, Sentinel or
-/// Cluster) runs scripts with `EVALSHA` (loading them on `NOSCRIPT`);
-/// [`MemoryBackend`] runs the very same scripts in an embedded Lua 5.1
-/// over an in-memory keyspace.
+/// Object safe (`Arc<dyn LockBackend>`), `Send + Sync`. [`RedisBackend`]
+/// (a single server, Sentinel or Cluster) runs scripts with `EVALSHA`
+/// (loading them on `NOSCRIPT`); [`MemoryBackend`] runs the very same
+/// scripts in an embedded Lua 5.1 over an in-memory keyspace. A store of
+/// your own ([`ClientBuilder::backend`](crate::ClientBuilder::backend))
+/// needs nothing but the items of the crate root, and keeps the
+/// obligations below; the crate's tests run their shared behaviours on one
+/// written so (`tests/outside_store.rs`).
 ///
+/// # Obligations of a store
+///
+/// ## Atomic scripts, as Redis runs them
+/// [`run_script`](Self::run_script) runs the call's script, with
+/// [`keys`](ScriptCall::keys) as `KEYS` and [`args`](ScriptCall::args) as
+/// `ARGV` (plus the window, below), as one atomic step: nothing else
+/// touches the store between its first and last command, and `PUBLISH`es
+/// inside it reach every subscriber of the store, in every client. Lua
+/// 5.1 with Redis's `redis.call`, `redis.pcall`, `redis.error_reply` and
+/// `redis.status_reply`, the commands the scripts use (`TIME` included),
+/// and Redis's conversions of the script's value ([`Reply`]). Run
+/// [`Script::code`], or [`Script::sharded_code`] where `PUBLISH` does not
+/// reach sharded subscribers (a Redis Cluster, whose subscribers use
+/// `SSUBSCRIBE`).
+///
+/// ## Replies and errors
 /// A script that fails on the data it finds (`WRONGTYPE`, a non-integer)
 /// or refuses an argument (`ERR invalid lease: ...`) answers
-/// `Ok(Reply::Error(..))`: the operations say what that means. `Err` is
-/// for the store itself: a connection, a timeout, a refused command.
+/// `Ok(Reply::Error(..))`, its whole text, code first: the operations say
+/// what that means. `Err` is for the store itself: build it with
+/// [`Error::backend`](crate::Error::backend) or
+/// [`Error::backend_caused_by`](crate::Error::backend_caused_by), with
+/// `connection = true` whenever the call may or may not have run (a lost
+/// or refused connection, a timeout, a reply that never came): the
+/// operations then send a harmless call again, or settle or undo the
+/// others exactly. `false` is for a refusal a retry cannot mend (an ACL,
+/// a misconfigured server).
+///
+/// ## Windows: a late copy writes nothing
+/// A script that writes is windowed ([`Script::is_windowed`]) and takes
+/// one more `ARGV`, last: the end of its request's window, which the store
+/// appends ([`ScriptCall::window_arg`], or [`ScriptCall::window_end`] as a
+/// number). Compute it for each try, when it is sent, with
+/// [`request_window_end`](crate::request_window_end)`(server_now_ms,
+/// timeout)`: the server's clock now as the store estimates it (a reading
+/// of its `TIME` plus the time since on a monotonic clock, never this
+/// machine's wall clock) and the time this try waits for its reply. A
+/// copy that reaches the server later (held in a frozen server's buffer,
+/// delayed by the network, sent again) writes nothing and replies
+/// `ERR late request: ...`, which the operations read as a failed round
+/// trip. So a store:
+/// - waits for a reply no longer than the `timeout` the window was made
+///   with, then answers `Err` (a connection error);
+/// - takes an `ERR late request` reply that came back in time as a sign
+///   that its estimate of the server's clock is off, and reads `TIME`
+///   again before the next call;
+/// - passes `0` (no window) only if no copy of a request can ever be
+///   delayed (an in-process store), since that gives the guarantee up.
+///
+/// ## Resends ([`Resend`])
+/// At most two tries per call, each with a window of its own:
+/// [`Resend::Harmless`] may be sent again after a connection the server
+/// had closed (it may have run once already), [`Resend::IfUnsent`] only
+/// when the request provably never left (the write to the socket failed).
+/// The records that make a second copy harmless are kept for two tries'
+/// windows; a third try could outlive them.
+///
+/// ## Replicas ([`Effect`])
+/// A store without replicas ignores it. One that waits for replicas after
+/// a write (`WAIT`) does so only when [`Effect::changed`] says the reply
+/// reports a change; an [`Effect::Acquire`] that too few replicas confirm
+/// is given back with its `undo` call before the store fails it or tries
+/// again.
+///
+/// ## Never wait for a lock; the caller's bound
+/// Every method may block for one round trip (and one resend), never
+/// longer: waiting for a lock, retrying and renewing are done above this
+/// trait. A bounded call (`try_lock_for`, `acquire_for`, ...) bounds its
+/// round trips too: cap each wait (a reply, a connection's opening) with
+/// [`round_trip_timeout`](crate::round_trip_timeout), and call
+/// [`note_round_trip_timeout`](crate::note_round_trip_timeout) when one
+/// timed out, so the caller tells its wait running out from the store
+/// failing.
+///
+/// ## [`response_timeout`](Self::response_timeout)
+/// `Some(t)` when a try waits at most `t` for its reply (say so: the
+/// default, `None`, is for a store that answers at once or fails). It
+/// sizes what the late-command guarantee rests on: unlock latches,
+/// attempt and op records are kept at least two windows of `t` (plus a
+/// slack), so that they outlive every copy of their request; and an
+/// unlock keeps its in-line tries within `t` plus 300 ms.
+///
+/// ## Pub/sub
+/// [`with_pubsub`](Self::with_pubsub) lends one dedicated connection to
+/// one thread for a session. [`PubSubConnection::subscribe`] returns only
+/// once every channel is confirmed, so that a message published after it
+/// (by [`publish`](Self::publish) or by a script, from any client of the
+/// store) is delivered; a channel's messages arrive in publish order;
+/// [`PubSubConnection::next_message`] waits at most its timeout. A lost
+/// connection is an `Err`: the subscriber opens a new session and
+/// resubscribes, and every parked waiter retries, so a message lost on the
+/// way costs a retry, never a hang.
+///
+/// ## Wrapping another store
+/// A store that wraps another forwards every method, the provided ones
+/// too ([`slot_of`](Self::slot_of), [`response_timeout`](Self::response_timeout),
+/// [`server_now_ms`](Self::server_now_ms), [`server_command`](Self::server_command)):
+/// left out, the default answers, and a client on the wrapper behaves
+/// unlike one on the store (records kept too briefly, handoffs never
+/// dated, waiters queued on a cluster).
 ///
 /// ```
 /// use redisync::{Effect, LockBackend, Reply, Resend, Script, ScriptCall};
