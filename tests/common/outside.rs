@@ -85,7 +85,8 @@ struct Shared {
     /// The server's clock minus the monotonic clock, in ms (`TIME` read
     /// against the midpoint of the round trip).
     offset_ms: Mutex<i64>,
-    scripts: Mutex<HashMap<&'static str, Arc<redis::Script>>>,
+    /// Each script's SHA1, by the `Script`'s address.
+    scripts: Mutex<HashMap<usize, Arc<redis::Script>>>,
     /// Every `late_every`-th windowed request gets a late copy (0: none).
     late_every: u64,
     windowed_calls: AtomicU64,
@@ -153,11 +154,7 @@ impl OutsideStore {
     /// Waits (bounded) until every late copy queued so far was sent.
     pub fn wait_for_late_copies(&self, bound: Duration) {
         let queued = self.shared.windowed_calls.load(Ordering::SeqCst);
-        let expected = if self.shared.late_every == 0 {
-            0
-        } else {
-            queued / self.shared.late_every
-        };
+        let expected = queued.checked_div(self.shared.late_every).unwrap_or(0);
         let until = Instant::now() + bound;
         while self.shared.late.sent.load(Ordering::SeqCst) < expected && Instant::now() < until {
             thread::sleep(Duration::from_millis(20));
@@ -191,9 +188,12 @@ impl OutsideStore {
 
     fn script(&self, call: &ScriptCall<'_>) -> Arc<redis::Script> {
         let mut scripts = self.shared.scripts.lock().unwrap();
+        // By the script's address, not its id: two scripts may share an id
+        // (a test's ad-hoc ones), and every `Script` is a `'static`.
+        let at = std::ptr::from_ref(call.script()) as usize;
         Arc::clone(
             scripts
-                .entry(call.script().id())
+                .entry(at)
                 .or_insert_with(|| Arc::new(redis::Script::new(call.script().code()))),
         )
     }
@@ -209,7 +209,7 @@ impl OutsideStore {
         conn.set_write_timeout(Some(timeout))?;
         // A short delay before some requests, as a busy network has.
         let n = self.shared.calls.fetch_add(1, Ordering::Relaxed);
-        if n % 4 == 0 {
+        if n.is_multiple_of(4) {
             thread::sleep(Duration::from_millis(n % 3));
         }
         let window = call.window_arg(request_window_end(self.server_now(), timeout));
@@ -241,7 +241,7 @@ impl OutsideStore {
         self.shared.idle.lock().unwrap().push(conn);
         if let Some(window) = window {
             let nth = self.shared.windowed_calls.fetch_add(1, Ordering::SeqCst) + 1;
-            if self.shared.late_every > 0 && nth % self.shared.late_every == 0 {
+            if self.shared.late_every > 0 && nth.is_multiple_of(self.shared.late_every) {
                 self.queue_late_copy(call, window);
             }
         }
