@@ -336,6 +336,8 @@ impl SentinelTarget {
 
     /// The current epoch; connections made under an older one are stale.
     pub(crate) fn epoch(&self) -> u64 {
+        // Acquire: pairs with `observe`'s AcqRel bump. The address itself
+        // is read under its own lock; the epoch only says "stale".
         self.epoch.load(Ordering::Acquire)
     }
 
@@ -344,6 +346,10 @@ impl SentinelTarget {
         let mut current = self.current.lock();
         if current.as_ref() != Some(address) {
             if current.is_some() {
+                // AcqRel: one bump per move, made under `current`'s lock;
+                // the epoch carries no data of its own (the address is read
+                // under that lock), so this is stronger than needed, and
+                // cheap (a failover is rare).
                 self.epoch.fetch_add(1, Ordering::AcqRel);
             }
             *current = Some(address.clone());
