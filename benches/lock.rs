@@ -114,7 +114,7 @@ use std::time::{Duration, Instant};
 
 use common::{TestServer, unique_name};
 use criterion::{Criterion, SamplingMode};
-use redisync::backend::ReplicaAcknowledgement;
+use redisync::ReplicaAcknowledgement;
 use redisync::{
     Client, CountDownLatch, Lock, MemoryBackend, MultiLock, PermitExpirableSemaphore, RedLock,
     Semaphore, SemaphorePermit,

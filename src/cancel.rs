@@ -84,7 +84,11 @@ impl CancellationToken {
     /// assert!(token.is_cancelled());
     /// ```
     pub fn cancel(&self) {
-        self.inner.cancelled.store(true, Ordering::SeqCst);
+        // Release: what the canceller wrote before `cancel` is visible to
+        // a thread that sees `is_cancelled` (Acquire). A waker registered
+        // meanwhile is not missed either way: `on_cancel` pushes it under
+        // the wakers' mutex, which this call takes after the store.
+        self.inner.cancelled.store(true, Ordering::Release);
         // Take the wakers out first: a waker locks the subscriber's state,
         // and a wait deregistering itself under that lock must not meet
         // this mutex held.
@@ -103,12 +107,14 @@ impl CancellationToken {
     /// assert!(token.is_cancelled());
     /// ```
     pub fn is_cancelled(&self) -> bool {
-        self.inner.cancelled.load(Ordering::SeqCst)
+        // Acquire: pairs with `cancel`'s Release.
+        self.inner.cancelled.load(Ordering::Acquire)
     }
 
     /// Registers `wake` to run on cancel (at once if already cancelled);
     /// dropping the returned registration removes it.
     pub(crate) fn on_cancel(&self, wake: Waker) -> Registration<'_> {
+        // Relaxed: only uniqueness matters; fetch_add is atomic in any order.
         let id = self.inner.next_id.fetch_add(1, Ordering::Relaxed);
         self.inner.wakers.lock().push((id, wake));
         // A cancel between the push and here took the waker with it or
@@ -183,6 +189,8 @@ mod tests {
         let counted = || {
             let runs = Arc::clone(&runs);
             Box::new(move || {
+                // SeqCst: a test counter read across threads (any order
+                // would do; the strongest needs no argument).
                 runs.fetch_add(1, Ordering::SeqCst);
             }) as Waker
         };

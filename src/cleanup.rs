@@ -317,6 +317,8 @@ fn run(shared: &Shared) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    // SeqCst throughout these tests: counters and gates read across
+    // threads; the strongest order needs no argument, and costs nothing here.
     use std::sync::atomic::{AtomicUsize, Ordering};
 
     fn counting(fail_first: usize, calls: &Arc<AtomicUsize>) -> Task {

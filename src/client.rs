@@ -15,7 +15,7 @@ use crate::{
     Backoff, CountDownLatch, Lock, PermitExpirableSemaphore, ReadWriteLock, Result, Semaphore,
 };
 
-pub(crate) struct Inner {
+struct Inner {
     /// This client's uuid: the first half of every holder id.
     id: String,
     backend: Arc<dyn LockBackend>,
@@ -66,7 +66,7 @@ impl Drop for Inner {
 #[must_use = "a client does nothing by itself: make handles with .lock(name), .semaphore(name), ..."]
 #[derive(Clone)]
 pub struct Client {
-    pub(crate) inner: Arc<Inner>,
+    inner: Arc<Inner>,
 }
 
 impl fmt::Debug for Client {

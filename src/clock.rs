@@ -176,6 +176,7 @@ impl ServerClock {
     /// against the previous one, if it moved more than
     /// [`STEP_TOLERANCE_MS`] (the epoch then moves on).
     pub(crate) fn observe(&self, offset_ms: i64) -> Option<Step> {
+        // Relaxed: one value on its own (as in `offset_ms`).
         let previous = self.offset_ms.swap(offset_ms, Ordering::Relaxed);
         if previous == UNREAD {
             return None;
@@ -184,6 +185,7 @@ impl ServerClock {
         if step_ms.abs() <= STEP_TOLERANCE_MS {
             return None;
         }
+        // Relaxed: as in `epoch`; the bump carries no other data.
         self.epoch.fetch_add(1, Ordering::Relaxed);
         Some(Step { step_ms })
     }

@@ -98,7 +98,7 @@ impl ClientBuilder {
     ///
     /// ```
     /// use std::sync::Arc;
-    /// let shared: Arc<dyn redisync::backend::LockBackend> = Arc::new(redisync::MemoryBackend::new());
+    /// let shared: Arc<dyn redisync::LockBackend> = Arc::new(redisync::MemoryBackend::new());
     /// let client = redisync::Client::builder().shared_backend(shared).build()?;
     /// # Ok::<(), redisync::Error>(())
     /// ```
@@ -133,7 +133,7 @@ impl ClientBuilder {
     /// and [`cluster`](Self::cluster) are shorthands for it.
     ///
     /// ```no_run
-    /// use redisync::backend::Deployment;
+    /// use redisync::Deployment;
     /// let client = redisync::Client::builder()
     ///     .deployment(Deployment::single("redis://127.0.0.1:6379/"))
     ///     .build()?;
@@ -180,7 +180,7 @@ impl ClientBuilder {
     /// database. Only with the `sentinel` feature.
     ///
     /// ```no_run
-    /// use redisync::backend::SentinelConfig;
+    /// use redisync::SentinelConfig;
     /// let client = redisync::Client::builder()
     ///     .sentinel_config(
     ///         SentinelConfig::new("mymaster", ["redis://10.0.0.5:26379"])
@@ -332,7 +332,7 @@ impl ClientBuilder {
     ///
     /// ```
     /// # use std::time::Duration;
-    /// use redisync::backend::{ReplicaAcknowledgement, ReplicaShortfall};
+    /// use redisync::{ReplicaAcknowledgement, ReplicaShortfall};
     /// let builder = redisync::Client::builder()
     ///     .redis_url("redis://127.0.0.1:6379/")
     ///     .replica_acknowledgement(

@@ -104,6 +104,36 @@ pub(crate) fn note_timeout() {
     TIMEOUT_CUT.with(|cell| cell.set(cut));
 }
 
+/// How long a store's next round trip (a reply, a connection's opening,
+/// a pool checkout) may wait: `limit` (its own response or connection
+/// timeout), capped by what is left of the calling thread's bound (a
+/// `try_lock_for(wait)`, an `acquire_for`, ...), but never less than
+/// 100 ms before it, so a reply on its way is still read. For a
+/// [`LockBackend`](crate::LockBackend) of your own (see its obligations,
+/// *Never wait for a lock; the caller's bound*).
+///
+/// ```
+/// use std::time::Duration;
+/// // No bounded call on this thread: the store's own limit.
+/// assert_eq!(redisync::round_trip_timeout(Duration::from_secs(3)), Duration::from_secs(3));
+/// ```
+pub fn round_trip_timeout(limit: Duration) -> Duration {
+    cap(limit)
+}
+
+/// Tells the calling thread's bounded call that a round trip of a store
+/// timed out (after a wait [`round_trip_timeout`] gave it), so the call
+/// can tell "its own wait ran out" from "the server did not answer in its
+/// response timeout". For a [`LockBackend`](crate::LockBackend) of your
+/// own.
+///
+/// ```
+/// redisync::note_round_trip_timeout(); // no bounded call: nothing to tell
+/// ```
+pub fn note_round_trip_timeout() {
+    note_timeout();
+}
+
 /// Whether a round trip timed out since the last call, cut short by this
 /// thread's deadline (see [`note_timeout`]); clears it.
 pub(crate) fn take_timeout_cut() -> bool {

@@ -20,7 +20,7 @@ use crate::Error;
 /// struct CountLost(AtomicUsize);
 /// impl redisync::EventHandler for CountLost {
 ///     fn on_lock_lost(&self, _event: &redisync::LockLostEvent) {
-///         self.0.fetch_add(1, Ordering::Relaxed);
+///         self.0.fetch_add(1, Ordering::Relaxed); // a count read on its own
 ///     }
 /// }
 /// let client = redisync::Client::builder()

@@ -16,11 +16,12 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::RwMode;
 use crate::backend::LockBackend;
 use crate::ops;
 use crate::ops::fair_lock::FairLockKeys;
 use crate::ops::lock::{Acquire, FencedAcquire, LockState, RecordKind, Release};
-use crate::ops::rw_lock::{RwLockKeys, RwMode};
+use crate::ops::rw_lock::RwLockKeys;
 use crate::{Result, keys};
 
 /// How long the unlock latch of a fair waiter's give-back (see

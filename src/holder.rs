@@ -13,6 +13,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 static NEXT_THREAD_NUMBER: AtomicU64 = AtomicU64::new(1);
 
 thread_local! {
+    // Relaxed: only uniqueness matters; fetch_add is atomic in any order.
     static THREAD_NUMBER: u64 = NEXT_THREAD_NUMBER.fetch_add(1, Ordering::Relaxed);
 }
 
@@ -59,6 +60,7 @@ impl LockOwner {
     /// ```
     pub fn new() -> Self {
         LockOwner {
+            // Relaxed: only uniqueness matters (as for thread numbers).
             number: NEXT_THREAD_NUMBER.fetch_add(1, Ordering::Relaxed),
         }
     }

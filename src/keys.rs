@@ -70,6 +70,7 @@ pub(crate) fn new_op_record(name: &str) -> String {
     static PREFIX: std::sync::LazyLock<String> =
         std::sync::LazyLock::new(|| uuid::Uuid::new_v4().simple().to_string());
     static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    // Relaxed: only uniqueness matters; fetch_add is atomic in any order.
     let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     format!(
         "{}:redisync_op:{}{n:x}",

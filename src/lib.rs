@@ -102,6 +102,11 @@
 //!   EVALSHA (loaded on NOSCRIPT).
 //! - [`MemoryBackend`]: in-process, same semantics (TTLs, reentrancy, pub/sub).
 //!   Two clients on one `MemoryBackend` behave like two processes on one Redis.
+//! - A store of your own: implement [`LockBackend`], keeping the
+//!   obligations written on the trait (atomic scripts, request windows
+//!   with [`request_window_end`], resends, the caller's bound with
+//!   [`round_trip_timeout`], pub/sub delivery), with the crate root's items
+//!   alone.
 //!
 //! # TLS and ACL users
 //!
@@ -166,7 +171,7 @@
 #![cfg_attr(docsrs, feature(doc_cfg))]
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used, clippy::panic))]
 
-pub mod backend;
+mod backend;
 mod barrier;
 mod cancel;
 mod cleanup;
@@ -188,12 +193,7 @@ mod local_owner;
 mod lock;
 mod multi_lock;
 mod names;
-// Public but hidden: the operations (one per script) are used by the
-// integration tests, the differential checks against Redisson and the
-// `redisync` binary, which reach below the handles; users have one path
-// per item, the re-exports below.
-#[doc(hidden)]
-pub mod ops;
+mod ops;
 mod owned_lock;
 mod permit_semaphore;
 mod pubsub;
@@ -204,11 +204,19 @@ mod telemetry;
 mod wait;
 mod watchdog;
 
-pub use backend::{LockBackend, MemoryBackend, RedisBackend};
+#[cfg(feature = "sentinel")]
+#[cfg_attr(docsrs, doc(cfg(feature = "sentinel")))]
+pub use backend::SentinelConfig;
+pub use backend::{
+    Arg, Deployment, DumpedKey, DumpedValue, Effect, LockBackend, MemoryBackend, Message,
+    PubSubConnection, RedisBackend, RedisOptions, ReplicaAcknowledgement, ReplicaShortfall, Reply,
+    Resend, Script, ScriptCall, ServerReply, WINDOW_MARGIN, request_window_end,
+};
 pub use barrier::Barrier;
 pub use cancel::CancellationToken;
 pub use client::Client;
 pub use config::ClientBuilder;
+pub use deadline::{note_round_trip_timeout, round_trip_timeout};
 pub use election::{Leader, LeaderElection, LeaderEvent, Leadership, Observer};
 pub use error::{Error, MAX_LEASE, Result};
 pub use event::{
@@ -221,12 +229,41 @@ pub use holder::{GuardHolder, HolderIsTheThread, LockOwner};
 pub use latch::CountDownLatch;
 pub use lock::{Lock, LockGuard};
 pub use multi_lock::{MultiLock, MultiLockGuard, RedLock, RedLockGuard};
-pub use ops::inspect::{BarrierState, HoldMode, Inspection, ObjectKind};
+pub use ops::inspect::{
+    BarrierState, HoldMode, Holder, HolderConnection, Inspection, ObjectKind, PermitLease,
+    QueuedWaiter, RwMode,
+};
 pub use owned_lock::{OwnedLock, OwnedLockGuard};
 pub use permit_semaphore::{PermitExpirableSemaphore, PermitGuard, PermitId};
 pub use rw_lock::ReadWriteLock;
 pub use semaphore::{Semaphore, SemaphorePermit};
 pub use spin_lock::Backoff;
+
+/// Not public API: no semver promise, may change in any release.
+///
+/// The operations below the handles (one function per script of `lua/`,
+/// with the key and reply types it takes and returns), for the three
+/// users that must reach below the primitives: the `redisync` binary
+/// (`src/bin/redisync/`: `force-unlock`, `delete` and `inspect` act on one
+/// object without a handle, without blocking or renewing), the integration
+/// tests (one atomic step at a time, to pin a script's effect or stage a
+/// fault between two steps) and the benches. A program using the library
+/// has every item at one path, the crate root; this module adds no item
+/// that is also exported there (the inspector's types, `Inspection` and
+/// the types of its fields, are the root's).
+#[doc(hidden)]
+pub mod internal {
+    pub use crate::ops::{
+        barrier, counter, election, expirable, fair_lock, handoff, latch, lock, once, rw_lock,
+        semaphore,
+    };
+
+    /// The inspector's read, without its types (the crate root exports
+    /// those).
+    pub mod inspect {
+        pub use crate::ops::inspect::inspect;
+    }
+}
 
 /// README's Rust examples, compiled (and, where they need no server, run)
 /// as doctests, so the front page cannot drift from the API.

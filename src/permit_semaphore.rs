@@ -420,7 +420,7 @@ impl PermitExpirableSemaphore {
     /// releases them when dropped.
     ///
     /// A permit without a lease is recorded with Redisson's non-expirable
-    /// lease end (`ops::expirable::NON_EXPIRABLE`): it never returns by
+    /// lease end (`nonExpirableTimeout`, 922,337,203,685,477 ms): it never returns by
     /// itself, so a holder that dies keeps it (as a plain
     /// [`Semaphore`](crate::Semaphore)'s permit) unless someone releases
     /// its id.

@@ -133,10 +133,10 @@ impl Semaphore {
     /// minute), so the store may send it again after a connection fault
     /// without counting twice. Unlike
     /// [`release`](Self::release), a failed add is not sent again in the
-    /// background: it is settled (see [`ops::once`](crate::ops::once)), so
-    /// its error means it did not count and will not (or, when the server
-    /// cannot be reached to settle it, the error says its outcome is
-    /// unknown).
+    /// background: it is settled (it carries an op record; see README,
+    /// Failure model), so its error means it did not count and will not
+    /// (or, when the server cannot be reached to settle it, the error says
+    /// its outcome is unknown).
     ///
     /// # Errors
     /// As [`try_set_permits`](Self::try_set_permits), and `Protocol` if the
@@ -360,8 +360,8 @@ impl Semaphore {
     /// Takes every available permit and returns how many there were. They
     /// are not returned by any guard.
     ///
-    /// Once, whatever the connection does (see
-    /// [`ops::once`](crate::ops::once)): a copy of the call resent or
+    /// Once, whatever the connection does (the call carries an op record;
+    /// see README, Failure model): a copy of the call resent or
     /// delivered late drains nothing more, and its error means it drained
     /// nothing and will not.
     ///

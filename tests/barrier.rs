@@ -25,8 +25,8 @@ use common::keys;
 use common::timing::{PROMPT, SETTLE, STUCK};
 use common::wrap::{Hook, Store, Wrapped, assert_forwards_every_method};
 use common::{Env, backend_tests, unique_name};
-use redisync::backend::{Reply, ScriptCall};
 use redisync::{Barrier, CancellationToken, Client};
+use redisync::{Reply, ScriptCall};
 
 backend_tests!(
     parties_across_two_clients_meet_and_none_leaves_early,
@@ -329,11 +329,12 @@ fn a_resent_arrival_counts_once(env: &Env) {
     // A late copy of a completed arrival: answered as the first, counted
     // in no generation.
     let store = a.backend();
-    let channel = redisync::ops::barrier::channel(&name);
+    let channel = redisync::internal::barrier::channel(&name);
     let record = keys::op_record(&name, "by-hand");
-    let arrival = redisync::ops::barrier::arrive(&**store, &name, &channel, 1, &record).unwrap();
+    let arrival =
+        redisync::internal::barrier::arrive(&**store, &name, &channel, 1, &record).unwrap();
     assert_eq!((arrival.generation, arrival.completed), (1, true));
-    let again = redisync::ops::barrier::arrive(&**store, &name, &channel, 1, &record).unwrap();
+    let again = redisync::internal::barrier::arrive(&**store, &name, &channel, 1, &record).unwrap();
     assert_eq!(again, arrival);
     let barrier = a.barrier(name.as_str(), PARTIES);
     assert_eq!(
@@ -359,9 +360,10 @@ fn a_lost_reply_is_withdrawn_and_its_late_copy_refused(env: &Env) {
         "the lost arrival still counts"
     );
     let record = faulty.lost_record.lock().unwrap().clone().unwrap();
-    let channel = redisync::ops::barrier::channel(&name);
-    let late = redisync::ops::barrier::arrive(&**a.backend(), &name, &channel, PARTIES, &record)
-        .unwrap_err();
+    let channel = redisync::internal::barrier::channel(&name);
+    let late =
+        redisync::internal::barrier::arrive(&**a.backend(), &name, &channel, PARTIES, &record)
+            .unwrap_err();
     assert!(late.to_string().contains("withdrawn"), "{late}");
     assert_eq!(barrier.arrived().unwrap(), 0, "the late copy counted");
     // The barrier still needs two.

@@ -257,8 +257,8 @@ impl Hook for FreezeAfterAttempt {
     fn run_script(
         &self,
         inner: &Store,
-        call: &redisync::backend::ScriptCall<'_>,
-    ) -> redisync::Result<redisync::backend::Reply> {
+        call: &redisync::ScriptCall<'_>,
+    ) -> redisync::Result<redisync::Reply> {
         let reply = inner.run_script(call);
         if call.script().id() == "lock_acquire"
             && self.armed.swap(false, std::sync::atomic::Ordering::SeqCst)

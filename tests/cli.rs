@@ -676,7 +676,7 @@ fn delete_removes_an_object_of_every_kind_and_wakes_its_waiter() {
 
 #[test]
 fn a_dead_fair_lock_waiter_is_shown_by_force_unlock_and_removed_by_delete() {
-    use redisync::ops::fair_lock::FairLockKeys;
+    use redisync::internal::fair_lock::FairLockKeys;
 
     let server = TestServer::start();
     let client = Client::open(&server.url()).unwrap();
@@ -701,8 +701,16 @@ fn a_dead_fair_lock_waiter_is_shown_by_force_unlock_and_removed_by_delete() {
         .unwrap()
         .as_millis() as i64;
     let backend = client.backend();
-    redisync::ops::fair_lock::acquire(backend.as_ref(), &keys, dead, 30_000, 300_000, now, true)
-        .unwrap();
+    redisync::internal::fair_lock::acquire(
+        backend.as_ref(),
+        &keys,
+        dead,
+        30_000,
+        300_000,
+        now,
+        true,
+    )
+    .unwrap();
     holder.unlock().unwrap();
 
     // A live waiter queues behind it and stays out though the lock is free.

@@ -31,7 +31,7 @@ use std::time::{Duration, Instant};
 use common::TestServer;
 use common::child::{ChildProcess, LOCK_ENV, ROLE_ENV, URL_ENV, announce, env};
 use common::delay_proxy::DelayProxy;
-use redisync::backend::LockBackend;
+use redisync::LockBackend;
 use redisync::{Client, EventHandler, ServerClockStepEvent};
 
 /// libfaketime, as Debian's `faketime` package installs it.

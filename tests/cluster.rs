@@ -580,7 +580,7 @@ impl redisync::EventHandler for Shortfalls {
 /// crate would send a plain `WAIT` to every master and keep the smallest
 /// count, failing them all.)
 fn replica_acknowledgement_counts_the_slot_masters_replicas(cluster: &TestCluster) {
-    use redisync::backend::{ReplicaAcknowledgement, ReplicaShortfall};
+    use redisync::{ReplicaAcknowledgement, ReplicaShortfall};
     // A WAIT that asked the frozen replica's master would take the whole
     // timeout; the bound below sits well under it and well over a loaded
     // machine's round trip.

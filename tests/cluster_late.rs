@@ -152,7 +152,8 @@ fn a_late_script_writes_nothing_on_its_node(cluster: &TestCluster) {
         // Its bound: the round trip, then the settle of its op record
         // (`ops::once::SETTLE_BUDGET` plus one response timeout), which
         // cannot reach the frozen master either: "outcome unknown".
-        let bound = TIMEOUT * 2 + redisync::ops::once::SETTLE_BUDGET + Duration::from_millis(400);
+        let bound =
+            TIMEOUT * 2 + redisync::internal::once::SETTLE_BUDGET + Duration::from_millis(400);
         assert!(
             elapsed < bound,
             "the call outlived its bound {bound:?}: {elapsed:?}"

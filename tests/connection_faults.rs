@@ -370,7 +370,7 @@ fn a_script_that_refuses_an_argument_is_an_invalid_argument_error() {
     let server = TestServer::start();
     let backend = redisync::RedisBackend::open(&server.url()).unwrap();
     // Through the backend, the check before sending answers.
-    let err = redisync::ops::lock::acquire(&backend, "refused", "holder:1", 0).unwrap_err();
+    let err = redisync::internal::lock::acquire(&backend, "refused", "holder:1", 0).unwrap_err();
     assert!(err.is_invalid_argument(), "{err:?}");
     // The script's own guard: the same answer, and nothing written.
     let script = format!(

@@ -32,12 +32,13 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use common::TestServer;
 use common::keys;
-use redisync::backend::{DumpedValue, LockBackend};
-use redisync::ops;
-use redisync::ops::expirable::ExpirableKeys;
-use redisync::ops::fair_lock::FairLockKeys;
-use redisync::ops::lock::{Acquire, FencedAcquire, Release};
-use redisync::ops::rw_lock::{RwLockKeys, RwMode};
+use redisync::RwMode;
+use redisync::internal as ops;
+use redisync::internal::expirable::ExpirableKeys;
+use redisync::internal::fair_lock::FairLockKeys;
+use redisync::internal::lock::{Acquire, FencedAcquire, Release};
+use redisync::internal::rw_lock::RwLockKeys;
+use redisync::{DumpedValue, LockBackend};
 use redisync::{MemoryBackend, RedisBackend};
 
 /// The seeds every run checks.

@@ -16,7 +16,7 @@
 mod common;
 
 use common::TestServer;
-use redisync::backend::{Effect, LockBackend, Reply, Resend, Script, ScriptCall};
+use redisync::{Effect, LockBackend, Reply, Resend, Script, ScriptCall};
 use redisync::{MemoryBackend, RedisBackend};
 
 /// The keys the cases use; their state is compared after each case.

@@ -24,8 +24,8 @@ use std::time::{Duration, Instant};
 use common::timing::{PROMPT, STUCK};
 use common::wrap::{Hook, Store, Wrapped, assert_forwards_every_method};
 use common::{Env, backend_tests, unique_name};
-use redisync::backend::{Reply, ScriptCall};
 use redisync::{Client, LeaderEvent};
+use redisync::{Reply, ScriptCall};
 
 backend_tests!(
     candidates_lead_in_arrival_order_with_growing_terms,

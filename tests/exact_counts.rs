@@ -25,8 +25,8 @@ use std::time::Duration;
 use common::keys;
 use common::wrap::{Hook, Store, Wrapped, assert_forwards_every_method};
 use common::{TestServer, unique_name, wait_until};
-use redisync::backend::{Reply, ScriptCall};
-use redisync::ops::expirable::ExpirableKeys;
+use redisync::internal::expirable::ExpirableKeys;
+use redisync::{Reply, ScriptCall};
 
 /// What a planned fault does to one call of a script.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -228,19 +228,24 @@ fn an_acquire_that_arrives_after_its_undo_is_refused() {
     let name = unique_name("exact:late-acquire");
     let channel = keys::semaphore_channel(&name);
     let op = keys::op_record(&name, "late1");
-    redisync::ops::semaphore::add(&backend, &name, &channel, 1).unwrap();
+    redisync::internal::semaphore::add(&backend, &name, &channel, 1).unwrap();
     // The undo lands first (the request still on its way): it gave nothing
     // back, and marks the call undone.
-    assert!(!redisync::ops::semaphore::undo_acquire(&backend, &name, &channel, 1, &op).unwrap());
-    let late = redisync::ops::semaphore::try_acquire_recorded(&backend, &name, 1, &op);
+    assert!(
+        !redisync::internal::semaphore::undo_acquire(&backend, &name, &channel, 1, &op).unwrap()
+    );
+    let late = redisync::internal::semaphore::try_acquire_recorded(&backend, &name, 1, &op);
     let err = late.unwrap_err();
     assert!(err.is_connection_error(), "read as a late request: {err}");
-    assert_eq!(redisync::ops::counter::get(&backend, &name).unwrap(), 1);
+    assert_eq!(
+        redisync::internal::counter::get(&backend, &name).unwrap(),
+        1
+    );
     // The record is redisync's own key in the object's slot, with a TTL.
     let mut conn = server.connection();
     let ttl = common::pttl(&mut conn, &op);
     assert!(
-        ttl > 0 && ttl <= redisync::ops::semaphore::RECORD_MS,
+        ttl > 0 && ttl <= redisync::internal::semaphore::RECORD_MS,
         "{ttl}"
     );
 }
@@ -254,12 +259,15 @@ fn a_late_copy_of_an_acquire_that_found_too_few_takes_nothing() {
     let op = keys::op_record(&name, "copy1");
     // The copy that ran first found no permit: the call's outcome is "not
     // taken", which the caller read and acted on.
-    assert!(!redisync::ops::semaphore::try_acquire_recorded(&backend, &name, 1, &op).unwrap());
-    redisync::ops::semaphore::add(&backend, &name, &channel, 1).unwrap();
+    assert!(!redisync::internal::semaphore::try_acquire_recorded(&backend, &name, 1, &op).unwrap());
+    redisync::internal::semaphore::add(&backend, &name, &channel, 1).unwrap();
     // A copy of the same call delivered late (a delaying network) reports
     // that outcome and takes nothing.
-    assert!(!redisync::ops::semaphore::try_acquire_recorded(&backend, &name, 1, &op).unwrap());
-    assert_eq!(redisync::ops::counter::get(&backend, &name).unwrap(), 1);
+    assert!(!redisync::internal::semaphore::try_acquire_recorded(&backend, &name, 1, &op).unwrap());
+    assert_eq!(
+        redisync::internal::counter::get(&backend, &name).unwrap(),
+        1
+    );
 }
 
 #[test]
@@ -289,13 +297,13 @@ fn an_expirable_acquire_that_arrives_after_its_undo_is_refused() {
         channel: &channel,
     };
     let op = keys::op_record(&name, "late2");
-    let now = redisync::ops::expirable::NON_EXPIRABLE - 1;
+    let now = redisync::internal::expirable::NON_EXPIRABLE - 1;
     let now = now.min(1_700_000_000_000);
-    let never = redisync::ops::expirable::NON_EXPIRABLE;
-    redisync::ops::semaphore::add(&backend, &name, &channel, 2).unwrap();
+    let never = redisync::internal::expirable::NON_EXPIRABLE;
+    redisync::internal::semaphore::add(&backend, &name, &channel, 2).unwrap();
     // Sent twice (its reply lost): leased once.
     for _ in 0..2 {
-        let taken = redisync::ops::expirable::acquire_many_recorded(
+        let taken = redisync::internal::expirable::acquire_many_recorded(
             &backend,
             &keys,
             &["0a"],
@@ -307,16 +315,16 @@ fn an_expirable_acquire_that_arrives_after_its_undo_is_refused() {
         assert!(taken.is_acquired());
     }
     assert_eq!(
-        redisync::ops::expirable::available(&backend, &keys, now).unwrap(),
+        redisync::internal::expirable::available(&backend, &keys, now).unwrap(),
         1
     );
     // Its undo returns exactly its permit; the call, arriving again, is
     // refused.
     assert_eq!(
-        redisync::ops::expirable::undo_acquire(&backend, &keys, &["0a"], now, &op).unwrap(),
+        redisync::internal::expirable::undo_acquire(&backend, &keys, &["0a"], now, &op).unwrap(),
         1
     );
-    let late = redisync::ops::expirable::acquire_many_recorded(
+    let late = redisync::internal::expirable::acquire_many_recorded(
         &backend,
         &keys,
         &["0a"],
@@ -326,7 +334,7 @@ fn an_expirable_acquire_that_arrives_after_its_undo_is_refused() {
     );
     assert!(late.unwrap_err().is_connection_error());
     assert_eq!(
-        redisync::ops::expirable::available(&backend, &keys, now).unwrap(),
+        redisync::internal::expirable::available(&backend, &keys, now).unwrap(),
         2
     );
 }
@@ -482,9 +490,12 @@ fn a_late_copy_of_an_expirable_attempt_that_found_too_few_takes_nothing() {
         channel: &channel,
     };
     let op = keys::op_record(&name, "copy2");
-    let (now, never) = (1_700_000_000_000, redisync::ops::expirable::NON_EXPIRABLE);
+    let (now, never) = (
+        1_700_000_000_000,
+        redisync::internal::expirable::NON_EXPIRABLE,
+    );
     let attempt = || {
-        redisync::ops::expirable::acquire_many_recorded(
+        redisync::internal::expirable::acquire_many_recorded(
             &backend,
             &keys,
             &["0c"],
@@ -495,12 +506,12 @@ fn a_late_copy_of_an_expirable_attempt_that_found_too_few_takes_nothing() {
         .unwrap()
     };
     assert!(!attempt().is_acquired(), "no permits yet");
-    redisync::ops::semaphore::add(&backend, &name, &channel, 1).unwrap();
+    redisync::internal::semaphore::add(&backend, &name, &channel, 1).unwrap();
     // A copy of that attempt delivered late takes nothing, even with a
     // permit free now (it would be leased to nobody, for good).
     assert!(!attempt().is_acquired());
     assert_eq!(
-        redisync::ops::expirable::available(&backend, &keys, now).unwrap(),
+        redisync::internal::expirable::available(&backend, &keys, now).unwrap(),
         1
     );
 }

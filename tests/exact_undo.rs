@@ -270,8 +270,8 @@ impl Names {
         format!("{{{}}}:redisync_attempt:{id}", self.name)
     }
 
-    fn rw(&self) -> redisync::ops::rw_lock::RwLockKeys<'_> {
-        redisync::ops::rw_lock::RwLockKeys {
+    fn rw(&self) -> redisync::internal::rw_lock::RwLockKeys<'_> {
+        redisync::internal::rw_lock::RwLockKeys {
             name: &self.name,
             channel: &self.channel,
             holder: &self.holder,
@@ -288,10 +288,10 @@ const NOW: i64 = 1_700_000_000_000;
 /// the undo removes only its attempt's hold and is idempotent, an attempt
 /// undone before it arrived is refused and writes nothing (not even a queue
 /// entry), and a queued attempt records nothing to undo.
-fn fair_undo_is_exact(store: &dyn redisync::backend::LockBackend) {
-    use redisync::ops::fair_lock::FairLockKeys;
-    use redisync::ops::lock::Acquire;
-    use redisync::ops::{fair_lock, lock, lock::Undo};
+fn fair_undo_is_exact(store: &dyn redisync::LockBackend) {
+    use redisync::internal::fair_lock::FairLockKeys;
+    use redisync::internal::lock::Acquire;
+    use redisync::internal::{fair_lock, lock, lock::Undo};
     let n = Names::new("exact-fair", keys::lock_channel);
     let queue = format!("redisson_lock_queue:{{{}}}", n.name);
     let timeouts = format!("redisson_lock_timeout:{{{}}}", n.name);
@@ -371,9 +371,9 @@ fn fair_undo_is_exact(store: &dyn redisync::backend::LockBackend) {
 /// own expiries), the hash lives as long as the longest remaining hold, a
 /// resend takes no second hold, a late attempt is refused, and the last
 /// undo frees the lock.
-fn read_undo_is_exact(store: &dyn redisync::backend::LockBackend) {
-    use redisync::ops::lock::Acquire;
-    use redisync::ops::{lock::Undo, rw_lock};
+fn read_undo_is_exact(store: &dyn redisync::LockBackend) {
+    use redisync::internal::lock::Acquire;
+    use redisync::internal::{lock::Undo, rw_lock};
     let n = Names::new("exact-read", keys::rw_channel);
     let keys = n.rw();
     let (a1, a2, a3) = (n.attempt("a1"), n.attempt("a2"), n.attempt("a3"));
@@ -409,7 +409,7 @@ fn read_undo_is_exact(store: &dyn redisync::backend::LockBackend) {
     // The remaining hold is number 1 (no key 2) and keeps its own 90 s
     // lease: the hash, living as long as its longest hold, says so.
     let exists = |i: u32| {
-        redisync::ops::counter::get(store, &format!("{}:{i}", n.timeout_prefix)).unwrap() == 1
+        redisync::internal::counter::get(store, &format!("{}:{i}", n.timeout_prefix)).unwrap() == 1
     };
     assert!(exists(1) && !exists(2));
     assert!(
@@ -439,10 +439,10 @@ fn read_undo_is_exact(store: &dyn redisync::backend::LockBackend) {
 
 /// The write half's exact undo on one store, and a downgraded writer: the
 /// undo of its last write hold leaves its read hold, in read mode.
-fn write_undo_is_exact(store: &dyn redisync::backend::LockBackend) {
-    use redisync::ops::lock::Acquire;
-    use redisync::ops::rw_lock::RwMode;
-    use redisync::ops::{lock::Undo, rw_lock};
+fn write_undo_is_exact(store: &dyn redisync::LockBackend) {
+    use redisync::RwMode;
+    use redisync::internal::lock::Acquire;
+    use redisync::internal::{lock::Undo, rw_lock};
     let n = Names::new("exact-write", keys::rw_channel);
     let keys = n.rw();
     let (a1, a2, a3, r1) = (
@@ -504,8 +504,8 @@ fn write_undo_is_exact(store: &dyn redisync::backend::LockBackend) {
 /// The fenced lock's exact undo on one store: a resend returns the same
 /// token and no second hold; the undo removes its hold only; later tokens
 /// keep growing.
-fn fenced_undo_is_exact(store: &dyn redisync::backend::LockBackend) {
-    use redisync::ops::lock::{self, Undo};
+fn fenced_undo_is_exact(store: &dyn redisync::LockBackend) {
+    use redisync::internal::lock::{self, Undo};
     let n = Names::new("exact-fenced", keys::lock_channel);
     let counter = format!("redisson_lock_token:{{{}}}", n.name);
     let (a1, a2, a3, a4) = (

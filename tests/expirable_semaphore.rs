@@ -23,7 +23,7 @@ use std::time::{Duration, Instant};
 use common::keys;
 use common::timing::{PROMPT, SETTLE, STUCK};
 use common::{CountingBackend, Env, Store, backend_tests, unique_name};
-use redisync::backend::DumpedValue;
+use redisync::DumpedValue;
 use redisync::{Client, Error, PermitExpirableSemaphore, PermitGuard, PermitId};
 
 backend_tests!(

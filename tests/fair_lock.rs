@@ -23,8 +23,8 @@ use std::time::{Duration, Instant};
 use common::keys;
 use common::timing::{LONG_LEASE, PROMPT, SETTLE, STUCK};
 use common::{CountingBackend, Env, backend_tests, unique_name, wait_until};
-use redisync::backend::{LockBackend, Message};
 use redisync::{Client, Error, Lock};
+use redisync::{LockBackend, Message};
 
 backend_tests!(
     acquire_in_arrival_order,
@@ -1197,8 +1197,8 @@ fn a_waiter_behind_a_head_that_stopped_retrying_takes_the_lock_once_its_mark_run
 /// whole, each slot exactly one allowance.
 #[test]
 fn the_head_taking_the_lock_moves_a_long_queue_up_one_slot() {
-    use redisync::ops::fair_lock::{self, FairLockKeys};
-    use redisync::ops::lock::{Acquire, Release};
+    use redisync::internal::fair_lock::{self, FairLockKeys};
+    use redisync::internal::lock::{Acquire, Release};
     const WAITERS: usize = 2_500;
     const WAIT_MS: i64 = 5_000;
     let server = common::TestServer::start();

@@ -16,8 +16,8 @@ use std::time::{Duration, Instant};
 
 use common::wrap::{Hook, Store, Wrapped, assert_forwards_every_method};
 use common::{Env, backend_tests, unique_name, wait_until};
-use redisync::backend::{LockBackend, Reply, ScriptCall};
 use redisync::{Client, NopEventHandler};
+use redisync::{LockBackend, Reply, ScriptCall};
 
 backend_tests!(
     a_release_hands_the_lock_to_a_parked_waiter_of_the_same_client,
@@ -43,7 +43,7 @@ fn a_fixed_lease_waiter_of_another_client_is_handed_the_lock_outright_redis() {
 }
 
 /// Deletes a key behind every client's back (a hold the store lost).
-static DELETE_KEY: redisync::backend::Script = redisync::backend::Script::new(
+static DELETE_KEY: redisync::Script = redisync::Script::new(
     "test_delete_key",
     "delete a key (test)",
     "return redis.call('del', KEYS[1])",
@@ -52,8 +52,8 @@ static DELETE_KEY: redisync::backend::Script = redisync::backend::Script::new(
 fn delete_behind_the_clients_back(client: &Client, key: &str) {
     let call = ScriptCall::new(
         &DELETE_KEY,
-        redisync::backend::Resend::Harmless,
-        redisync::backend::Effect::Change(|_| true),
+        redisync::Resend::Harmless,
+        redisync::Effect::Change(|_| true),
     )
     .key(key);
     let deleted = client.backend().run_script(&call).unwrap();

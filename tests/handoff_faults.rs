@@ -35,10 +35,10 @@ use common::child::{
 use common::history::{self, Mode, Section, Write, mono_ns};
 use common::wrap::{Hook, Store, Wrapped, assert_forwards_every_method};
 use common::{TestServer, hgetall, numsub, pttl, send_signal, unique_name, wait_until};
-use redisync::backend::{LockBackend, Reply, ScriptCall};
-use redisync::ops::handoff::{self, Queue};
-use redisync::ops::lock::{Acquire, Release};
+use redisync::internal::handoff::{self, Queue};
+use redisync::internal::lock::{Acquire, Release};
 use redisync::{Client, LockGuard, NopEventHandler};
+use redisync::{LockBackend, Reply, ScriptCall};
 
 /// The waiter child's response timeout (its claim window is twice it).
 const RESPONSE_MS_ENV: &str = "REDISYNC_RESPONSE_MS";

@@ -277,9 +277,9 @@ fn a_connection_discarded_after_a_timeout_is_reset() {
 /// one attempt's hold and no other, is idempotent, and an attempt undone
 /// before it ran is refused when it arrives; a resent attempt takes no
 /// second hold.
-fn undo_is_exact(store: &dyn redisync::backend::LockBackend) {
-    use redisync::ops::lock::Acquire;
-    use redisync::ops::lock::{self, Undo};
+fn undo_is_exact(store: &dyn redisync::LockBackend) {
+    use redisync::internal::lock::Acquire;
+    use redisync::internal::lock::{self, Undo};
     let name = unique_name("late-undo");
     let channel = keys::lock_channel(&name);
     let attempt = |id: &str| keys::attempt_record(&name, id);
@@ -327,9 +327,9 @@ fn undo_is_exact(store: &dyn redisync::backend::LockBackend) {
 /// latch): a retry of that release returns the first outcome, and a late
 /// copy of the acquire that took the hold, arriving after the release, is
 /// refused instead of taking a hold nobody knows of.
-fn released_record_refuses_the_late_acquire(store: &dyn redisync::backend::LockBackend) {
-    use redisync::ops::lock;
-    use redisync::ops::lock::{Acquire, Release};
+fn released_record_refuses_the_late_acquire(store: &dyn redisync::LockBackend) {
+    use redisync::internal::lock;
+    use redisync::internal::lock::{Acquire, Release};
     let name = unique_name("late-released");
     let channel = keys::lock_channel(&name);
     let (a1, a2) = (

@@ -58,7 +58,7 @@ fn waiter<T: Send + 'static>(
 /// The value of a counter-like string key (0 when absent), through the
 /// public ops API, so it works on every store.
 fn counter(client: &Client, key: &str) -> i64 {
-    redisync::ops::counter::get(&**client.backend(), key).unwrap()
+    redisync::internal::counter::get(&**client.backend(), key).unwrap()
 }
 
 fn lock_delete_wakes_a_waiter_at_once(env: &Env) {

@@ -736,7 +736,7 @@ struct HeldState {
 }
 
 impl HeldRenewal {
-    fn new(inner: Arc<dyn redisync::backend::LockBackend>) -> Arc<Wrapped<HeldRenewal>> {
+    fn new(inner: Arc<dyn redisync::LockBackend>) -> Arc<Wrapped<HeldRenewal>> {
         Arc::new(Wrapped::around(
             inner,
             HeldRenewal {
@@ -770,8 +770,8 @@ impl Hook for HeldRenewal {
     fn run_script(
         &self,
         inner: &Store,
-        call: &redisync::backend::ScriptCall<'_>,
-    ) -> redisync::Result<redisync::backend::Reply> {
+        call: &redisync::ScriptCall<'_>,
+    ) -> redisync::Result<redisync::Reply> {
         // A batch, or one hold with its attempt's record (issue 32).
         let renewal = matches!(call.script().id(), "lock_renew" | "lock_renew_batch");
         let held = renewal && {

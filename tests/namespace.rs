@@ -14,8 +14,8 @@ use std::time::Duration;
 use common::keys;
 use common::timing::STUCK;
 use common::{Env, backend_tests, unique_name};
-use redisync::backend::{LockBackend, Message};
 use redisync::{Client, ObjectKind};
+use redisync::{LockBackend, Message};
 
 backend_tests!(
     a_prefixed_lock_lives_at_the_prefixed_key_and_channel,

@@ -25,8 +25,8 @@ use std::time::{Duration, Instant};
 
 use common::wrap::{Hook, Store, Wrapped};
 use common::{TestServer, hgetall, unique_name, wait_until};
-use redisync::backend::{LockBackend, Reply, ScriptCall};
 use redisync::{Client, NopEventHandler};
+use redisync::{LockBackend, Reply, ScriptCall};
 
 /// How long the cleanup worker gets to undo the attempt and leave the
 /// queue (it runs the task at once; this only bounds a stuck test).
@@ -126,7 +126,7 @@ fn the_gone_waiter_leaves_the_queue(outright: bool) {
     } else {
         "queue-undo:plain"
     });
-    let queue_key = redisync::ops::handoff::Queue::new(&name, 1, 1)
+    let queue_key = redisync::internal::handoff::Queue::new(&name, 1, 1)
         .key()
         .to_owned();
     let mut conn = server.connection();

@@ -16,8 +16,8 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use common::{TestServer, start_replicated, unique_name};
-use redisync::backend::{ReplicaAcknowledgement, ReplicaShortfall};
 use redisync::{Client, EventHandler, NopEventHandler, ReplicaShortfallEvent};
+use redisync::{ReplicaAcknowledgement, ReplicaShortfall};
 
 /// Each write waits at most this long for its replica (generous: a loaded
 /// CI machine may take a while to schedule the replica's acknowledgement).

@@ -178,7 +178,7 @@ fn a_resent_read_renewal_delivered_late_does_not_stretch_the_next_hold() {
 /// keeps its record as long as the lease; none named: the holder check.
 #[test]
 fn a_renewal_naming_a_released_attempt_renews_nothing() {
-    use redisync::ops::lock::{self, RecordKind, Release};
+    use redisync::internal::lock::{self, RecordKind, Release};
     let store = redisync::MemoryBackend::new();
     let name = "resent-renewal:memory";
     let other = "resent-renewal:memory:other";
@@ -263,9 +263,9 @@ fn a_renewal_naming_a_released_attempt_renews_nothing() {
 /// renewal stretched the next 2 s hold to 30 s.
 #[test]
 fn a_renewal_of_a_hold_that_lapsed_does_not_renew_the_next_hold() {
-    use redisync::ops::fair_lock::{self, FairLockKeys};
-    use redisync::ops::lock::{self, RecordKind, Release};
-    use redisync::ops::rw_lock::{self, RwLockKeys};
+    use redisync::internal::fair_lock::{self, FairLockKeys};
+    use redisync::internal::lock::{self, RecordKind, Release};
+    use redisync::internal::rw_lock::{self, RwLockKeys};
     let store = redisync::MemoryBackend::new();
     let ttl_ms = |name: &str| {
         store
@@ -325,7 +325,7 @@ fn a_renewal_of_a_hold_that_lapsed_does_not_renew_the_next_hold() {
         "{lapsed-renewal:rw}:redisync_attempt:w2",
     );
     rw_lock::write_acquire_recorded(&store, &keys, 30_000, Some(first)).unwrap();
-    assert!(rw_lock::force_release(&store, &keys, rw_lock::RwMode::Write).unwrap());
+    assert!(rw_lock::force_release(&store, &keys, redisync::RwMode::Write).unwrap());
     assert_eq!(
         rw_lock::write_release(&store, &keys, 30_000, first, 10_000).unwrap(),
         Release::NotHeld

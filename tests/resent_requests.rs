@@ -19,8 +19,8 @@ use common::delay_proxy::DelayProxy;
 use common::keys;
 use common::late::client_for;
 use common::{TestServer, unique_name};
-use redisync::backend::{LockBackend, RedisOptions};
 use redisync::{Client, Lock};
+use redisync::{LockBackend, RedisOptions};
 
 /// The lock kinds.
 #[derive(Clone, Copy, Debug)]
@@ -314,9 +314,9 @@ const NOW: i64 = 1_700_000_000_000;
 /// first outcome, and the identical acquire call, sent again, is refused
 /// and takes nothing.
 fn released_record_refuses_the_same_acquire(store: &dyn LockBackend) {
-    use redisync::ops::fair_lock::{self, FairLockKeys};
-    use redisync::ops::lock::{Acquire, Release};
-    use redisync::ops::rw_lock::{self, RwLockKeys};
+    use redisync::internal::fair_lock::{self, FairLockKeys};
+    use redisync::internal::lock::{Acquire, Release};
+    use redisync::internal::rw_lock::{self, RwLockKeys};
 
     // Fair.
     let name = unique_name("resent-ops-fair");
@@ -348,7 +348,7 @@ fn released_record_refuses_the_same_acquire(store: &dyn LockBackend) {
     assert_eq!(acquire().unwrap(), Acquire::Acquired);
     assert_eq!(acquire().unwrap(), Acquire::Acquired, "fair: resent");
     assert_eq!(
-        redisync::ops::lock::state(store, &name, "c1:1")
+        redisync::internal::lock::state(store, &name, "c1:1")
             .unwrap()
             .hold_count,
         1
@@ -360,14 +360,14 @@ fn released_record_refuses_the_same_acquire(store: &dyn LockBackend) {
         "fair: retried release"
     );
     assert!(
-        !redisync::ops::lock::state(store, &name, "c1:1")
+        !redisync::internal::lock::state(store, &name, "c1:1")
             .unwrap()
             .locked
     );
     let late = acquire().unwrap_err();
     assert!(late.is_connection_error(), "fair: {late}");
     assert!(
-        !redisync::ops::lock::state(store, &name, "c1:1")
+        !redisync::internal::lock::state(store, &name, "c1:1")
             .unwrap()
             .locked,
         "fair: orphan"
@@ -452,10 +452,10 @@ fn redis_released_record_refuses_the_same_acquire() {
 /// window of its request, also under a 2 s lease.
 #[test]
 fn operations_keep_records_past_the_window_of_a_long_response_timeout() {
-    use redisync::ops::fair_lock::{self, FairLockKeys};
-    use redisync::ops::handoff::{self, Queue};
-    use redisync::ops::lock;
-    use redisync::ops::rw_lock::{self, RwLockKeys};
+    use redisync::internal::fair_lock::{self, FairLockKeys};
+    use redisync::internal::handoff::{self, Queue};
+    use redisync::internal::lock;
+    use redisync::internal::rw_lock::{self, RwLockKeys};
 
     let server = TestServer::start();
     let store = redisync::RedisBackend::open_with(

@@ -10,7 +10,7 @@
 //! the held bytes are the call's `EVALSHA` naming the object (not a
 //! `SUBSCRIBE`), and the server answered the delivered original.
 //!
-//! Then the same at the level of `redisync::ops` on a `MemoryBackend`: the
+//! Then the same at the level of `redisync::internal` on a `MemoryBackend`: the
 //! same recorded call twice acts once; a call settled first is refused.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
@@ -231,11 +231,11 @@ fn a_resent_try_set_count_acts_once() {
 }
 
 mod memory {
-    //! The same guarantees through `redisync::ops` on a `MemoryBackend`.
+    //! The same guarantees through `redisync::internal` on a `MemoryBackend`.
 
     use redisync::MemoryBackend;
-    use redisync::backend::{LockBackend, PubSubConnection, Reply, ScriptCall};
-    use redisync::ops::{counter, lock, once, semaphore};
+    use redisync::internal::{counter, lock, once, semaphore};
+    use redisync::{LockBackend, PubSubConnection, Reply, ScriptCall};
 
     fn op(name: &str, id: &str) -> String {
         crate::common::keys::op_record(name, id)

@@ -31,8 +31,8 @@ use std::time::{Duration, Instant};
 use common::keys;
 use common::timing::STUCK;
 use common::{Env, Store, backend_tests, unique_name};
-use redisync::ops::expirable::ExpirableKeys;
-use redisync::ops::fair_lock::FairLockKeys;
+use redisync::internal::expirable::ExpirableKeys;
+use redisync::internal::fair_lock::FairLockKeys;
 use redisync::{Client, Lock, MAX_LEASE, MultiLock};
 
 backend_tests!(
@@ -460,11 +460,11 @@ fn backends_refuse_out_of_range_arguments(env: &Env) {
     };
     for ms in [0, -1, MAX_MS + 1, i64::MAX] {
         refused(
-            redisync::ops::lock::acquire(backend, &name, &holder, ms).map(drop),
+            redisync::internal::lock::acquire(backend, &name, &holder, ms).map(drop),
             &format!("lock_acquire {ms}"),
         );
         refused(
-            redisync::ops::lock::fenced_acquire(
+            redisync::internal::lock::fenced_acquire(
                 backend,
                 &name,
                 &keys::fence_counter(&name),
@@ -475,7 +475,7 @@ fn backends_refuse_out_of_range_arguments(env: &Env) {
             &format!("fenced_lock_acquire {ms}"),
         );
         assert!(
-            !redisync::ops::lock::state(backend, &name, &holder)
+            !redisync::internal::lock::state(backend, &name, &holder)
                 .unwrap()
                 .locked,
             "{ms}"
@@ -492,12 +492,12 @@ fn backends_refuse_out_of_range_arguments(env: &Env) {
     // Held twice: a release or renewal with a bad lease or latch changes
     // neither the hold count nor the TTL.
     assert!(
-        redisync::ops::lock::acquire(backend, &name, &holder, 60_000)
+        redisync::internal::lock::acquire(backend, &name, &holder, 60_000)
             .unwrap()
             .is_acquired()
     );
     assert!(
-        redisync::ops::lock::acquire(backend, &name, &holder, 60_000)
+        redisync::internal::lock::acquire(backend, &name, &holder, 60_000)
             .unwrap()
             .is_acquired()
     );
@@ -506,13 +506,13 @@ fn backends_refuse_out_of_range_arguments(env: &Env) {
     for (lease, latch_ms) in [(MAX_MS + 1, 5_000), (60_000, MAX_MS + 1), (60_000, 0)] {
         let what = format!("lock_release lease {lease} latch {latch_ms}");
         refused(
-            redisync::ops::lock::release(
+            redisync::internal::lock::release(
                 backend, &name, &channel, &holder, lease, &latch, latch_ms,
             )
             .map(drop),
             &what,
         );
-        let state = redisync::ops::lock::state(backend, &name, &holder).unwrap();
+        let state = redisync::internal::lock::state(backend, &name, &holder).unwrap();
         assert_eq!(state.hold_count, 2, "{what}");
         assert!(
             state.ttl.is_some_and(|ttl| ttl <= Duration::from_secs(60)),
@@ -522,10 +522,10 @@ fn backends_refuse_out_of_range_arguments(env: &Env) {
 
     for lease in [MAX_MS + 1, 0, -1] {
         refused(
-            redisync::ops::lock::renew(backend, &name, &holder, lease).map(drop),
+            redisync::internal::lock::renew(backend, &name, &holder, lease).map(drop),
             &format!("lock_renew {lease}"),
         );
-        let state = redisync::ops::lock::state(backend, &name, &holder).unwrap();
+        let state = redisync::internal::lock::state(backend, &name, &holder).unwrap();
         assert!(
             state.ttl.is_some_and(|ttl| ttl <= Duration::from_secs(60)),
             "renew {lease}"
@@ -546,7 +546,7 @@ fn backends_refuse_out_of_range_arguments(env: &Env) {
     let now = epoch_ms();
     for (allowance, clock) in [(MAX_MS + 1, now), (0, now), (5_000, -1), (5_000, 1 << 49)] {
         refused(
-            redisync::ops::fair_lock::acquire(
+            redisync::internal::fair_lock::acquire(
                 backend, &fair, &holder, 60_000, allowance, clock, true,
             )
             .map(drop),
@@ -554,7 +554,7 @@ fn backends_refuse_out_of_range_arguments(env: &Env) {
         );
     }
     assert!(
-        !redisync::ops::lock::state(backend, &fair_name, &holder)
+        !redisync::internal::lock::state(backend, &fair_name, &holder)
             .unwrap()
             .locked
     );
@@ -566,34 +566,35 @@ fn backends_refuse_out_of_range_arguments(env: &Env) {
         leases: &leases,
         channel: &sc,
     };
-    assert!(redisync::ops::counter::set_if_absent(backend, &permits, &sc, 1, "1").unwrap());
+    assert!(redisync::internal::counter::set_if_absent(backend, &permits, &sc, 1, "1").unwrap());
     for end in [-1, i64::MAX] {
         refused(
-            redisync::ops::expirable::acquire(backend, &expirable, "1d", end, now).map(drop),
+            redisync::internal::expirable::acquire(backend, &expirable, "1d", end, now).map(drop),
             &format!("expirable_acquire end {end}"),
         );
     }
-    let non_expirable = redisync::ops::expirable::NON_EXPIRABLE;
+    let non_expirable = redisync::internal::expirable::NON_EXPIRABLE;
     for end in [non_expirable - 1, non_expirable + 1] {
         refused(
-            redisync::ops::expirable::acquire(backend, &expirable, "1d", end, now).map(drop),
+            redisync::internal::expirable::acquire(backend, &expirable, "1d", end, now).map(drop),
             &format!("expirable_acquire end {end}"),
         );
     }
     refused(
-        redisync::ops::expirable::acquire_many(backend, &expirable, &[], now, now).map(drop),
+        redisync::internal::expirable::acquire_many(backend, &expirable, &[], now, now).map(drop),
         "expirable_acquire no ids",
     );
     refused(
-        redisync::ops::expirable::update_lease(backend, &expirable, &["1d"], -1, now).map(drop),
+        redisync::internal::expirable::update_lease(backend, &expirable, &["1d"], -1, now)
+            .map(drop),
         "expirable_update_lease end -1",
     );
     refused(
-        redisync::ops::expirable::set_permits(backend, &expirable, -1, now).map(drop),
+        redisync::internal::expirable::set_permits(backend, &expirable, -1, now).map(drop),
         "expirable_set_permits -1",
     );
     assert_eq!(
-        redisync::ops::expirable::available(backend, &expirable, now).unwrap(),
+        redisync::internal::expirable::available(backend, &expirable, now).unwrap(),
         1
     );
 }

@@ -638,7 +638,7 @@ fn debug_output_never_shows_the_password() {
     );
     let client = builder.build().unwrap();
     assert_no_password("Client's Debug", &format!("{client:?} {client:#?}"));
-    let options = redisync::backend::RedisOptions::default().pool_size(2);
+    let options = redisync::RedisOptions::default().pool_size(2);
     let backend = redisync::RedisBackend::open_with(&url, options.clone()).unwrap();
     assert_no_password(
         "RedisBackend's Debug",

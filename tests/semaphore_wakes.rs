@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 
 use common::keys;
 use common::wrap::{Hook, Session, Store, Wrapped, assert_forwards_every_method};
-use redisync::backend::{Reply, ScriptCall};
+use redisync::{Reply, ScriptCall};
 #[test]
 fn two_threads_pass_a_one_permit_semaphore_without_stalling() {
     let server = common::TestServer::start();

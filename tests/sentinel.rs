@@ -35,8 +35,8 @@ use std::time::{Duration, Instant};
 
 use common::keys;
 use common::{TestServer, free_port, numsub, unique_name, wait_until};
-use redisync::backend::{ReplicaAcknowledgement, ReplicaShortfall};
 use redisync::{Client, ClientBuilder, NopEventHandler};
+use redisync::{ReplicaAcknowledgement, ReplicaShortfall};
 
 const MASTER_NAME: &str = "mymaster";
 /// Generous bounds: this machine has 2 slow vCPUs.
@@ -764,8 +764,7 @@ fn clear_errors_without_a_reachable_sentinel_or_known_master() {
     let err = Client::open_sentinel(MASTER_NAME, ["not a url"]).unwrap_err();
     assert!(err.is_invalid_argument(), "{err:?}");
 
-    let config =
-        redisync::backend::SentinelConfig::new(MASTER_NAME, &urls).master_password("hunter2");
+    let config = redisync::SentinelConfig::new(MASTER_NAME, &urls).master_password("hunter2");
     let builder = Client::builder().sentinel_config(config.clone());
     for text in [format!("{config:?}"), format!("{builder:?}")] {
         assert!(

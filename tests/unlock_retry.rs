@@ -12,7 +12,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use common::{CountingBackend, TestServer, unique_name};
-use redisync::backend::LockBackend;
+use redisync::LockBackend;
 use redisync::{Client, MemoryBackend, RedisBackend};
 
 fn released_once_despite_lost_replies(inner: Arc<dyn LockBackend>) {

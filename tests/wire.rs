@@ -1,6 +1,6 @@
 //! The Redisson 3.x wire layout of the reentrant lock, the fair lock and the
 //! read-write lock, checked with raw Redis commands on a real `redis-server`
-//! (the schema table of `redisync::ops`): the lock hash and its fields, the TTLs, the fair
+//! (the schema table of `redisync::internal`): the lock hash and its fields, the TTLs, the fair
 //! lock's queue and slot set, the read holds' timeout keys, the channels and
 //! messages, the unlock latch, and a simulated Redisson (Java) client
 //! excluding and waking ours and back.
@@ -1411,7 +1411,7 @@ fn semaphore_is_a_string_count_and_releases_publish_the_new_count() {
         for record in &records {
             let ttl = pttl(&mut raw, record);
             assert!(
-                ttl > 0 && ttl <= redisync::ops::semaphore::RECORD_MS,
+                ttl > 0 && ttl <= redisync::internal::semaphore::RECORD_MS,
                 "{record}: {ttl}"
             );
         }

@@ -3,7 +3,7 @@
 //! `PUBLISH`es. The multi-process bench builds its children's clients on
 //! it to count failed acquire attempts, which no public counter reports.
 //!
-//! Every other [`LockBackend`](redisync::backend::LockBackend) method is forwarded as is, the defaulted
+//! Every other [`LockBackend`](redisync::LockBackend) method is forwarded as is, the defaulted
 //! ones too (by `tests/common/wrap.rs`, which the tests' wrappers share),
 //! so a client on it behaves as one built with `redis_url` (only the
 //! connections' `CLIENT SETNAME` differs: the backend's own name). The
@@ -14,7 +14,7 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
 use redisync::RedisBackend;
-use redisync::backend::{Reply, ScriptCall};
+use redisync::{Reply, ScriptCall};
 
 use crate::common::wrap::{Hook, Store, Wrapped};
 

@@ -359,7 +359,7 @@ pub(crate) fn child_main() {
         }
         Kind::Lock | Kind::LockWithLease | Kind::FairLock => {
             let backend = Counted::new(
-                redisync::RedisBackend::open_with(&url, redisync::backend::RedisOptions::default())
+                redisync::RedisBackend::open_with(&url, redisync::RedisOptions::default())
                     .expect("child: connect"),
             );
             let client = redisync::Client::builder()

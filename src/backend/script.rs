@@ -20,7 +20,7 @@ use crate::Error;
 /// pub/sub (`SPUBLISH`, as Redisson does on Redis 7+ clusters).
 ///
 /// ```
-/// let script = redisync::backend::Script::new("greet", "greeting", "return 'hi'");
+/// let script = redisync::Script::new("greet", "greeting", "return 'hi'");
 /// assert_eq!(script.id(), "greet");
 /// assert_eq!(script.operation(), "greeting");
 /// assert_eq!(script.sharded_code(), "return 'hi'");
@@ -41,16 +41,49 @@ pub(crate) const WINDOW_PRELUDE: &str = include_str!("../../lua/window_prelude.l
 /// Added to a round trip's own timeout to make its window (see
 /// [`Script::is_windowed`]): the error of the client's estimate of the
 /// server's clock (half a round trip when it was read) and the time
-/// between reading the local clock and sending.
-pub(crate) const WINDOW_MARGIN: std::time::Duration = std::time::Duration::from_millis(25);
+/// between reading the local clock and sending. How long past its round
+/// trip's timeout a request may still land: a wait for a request that
+/// timed out covers it too.
+///
+/// ```
+/// assert_eq!(redisync::WINDOW_MARGIN.as_millis(), 25);
+/// ```
+pub const WINDOW_MARGIN: std::time::Duration = std::time::Duration::from_millis(25);
+
+/// A request's window, in ms: its read timeout plus [`WINDOW_MARGIN`].
+fn window_ms(timeout: std::time::Duration) -> i64 {
+    i64::try_from(timeout.saturating_add(WINDOW_MARGIN).as_millis()).unwrap_or(i64::MAX / 4)
+}
 
 /// The end of the window of a request sent now with a read timeout of
 /// `timeout`, in ms by the server's clock, whose offset to this process's
 /// monotonic clock is `offset_ms` (see `clock::server_offset`): a step of
 /// the local wall clock moves no window.
 pub(crate) fn window_end(offset_ms: i64, timeout: std::time::Duration) -> i64 {
-    let window = i64::try_from((timeout + WINDOW_MARGIN).as_millis()).unwrap_or(i64::MAX / 4);
+    let window = window_ms(timeout);
     crate::clock::server_now(offset_ms).saturating_add(window)
+}
+
+/// The end of the window of a request sent now that waits up to `timeout`
+/// for its reply: `server_now_ms` (the server's clock now, in ms since the
+/// epoch, as the store estimates it) plus `timeout` plus
+/// [`WINDOW_MARGIN`]. A store passes it to [`ScriptCall::window_arg`] for
+/// each try of a call (each try has its own timeout), so that a copy of
+/// the request that reaches the server after the caller gave up on it
+/// writes nothing (see [`LockBackend`](crate::LockBackend), *Windows*).
+///
+/// Estimate `server_now_ms` on a monotonic clock (a reading of the
+/// server's `TIME` plus the monotonic time since), not by reading this
+/// machine's wall clock at each call: a step of the wall clock would move
+/// every window with it.
+///
+/// ```
+/// use std::time::Duration;
+/// let end = redisync::request_window_end(1_700_000_000_000, Duration::from_secs(1));
+/// assert_eq!(end, 1_700_000_001_025);
+/// ```
+pub fn request_window_end(server_now_ms: i64, timeout: std::time::Duration) -> i64 {
+    server_now_ms.saturating_add(window_ms(timeout))
 }
 
 /// `code` starts with `prefix` (a `const` form of `str::starts_with`).
@@ -73,8 +106,8 @@ impl Script {
     /// A script; `const`, so operations define theirs as `static`s.
     ///
     /// ```
-    /// static PING: redisync::backend::Script =
-    ///     redisync::backend::Script::new("ping", "ping", "return 1");
+    /// static PING: redisync::Script =
+    ///     redisync::Script::new("ping", "ping", "return 1");
     /// assert_eq!(PING.code(), "return 1");
     /// ```
     pub const fn new(id: &'static str, operation: &'static str, code: &'static str) -> Self {
@@ -97,7 +130,7 @@ impl Script {
     /// up as after a timeout).
     ///
     /// ```
-    /// let script = redisync::backend::Script::new("a", "b", "return 1");
+    /// let script = redisync::Script::new("a", "b", "return 1");
     /// assert!(!script.is_windowed());
     /// ```
     pub fn is_windowed(&self) -> bool {
@@ -107,7 +140,7 @@ impl Script {
     /// The id: the stem of its file in `lua/` (`lock_acquire`).
     ///
     /// ```
-    /// assert_eq!(redisync::backend::Script::new("a", "b", "").id(), "a");
+    /// assert_eq!(redisync::Script::new("a", "b", "").id(), "a");
     /// ```
     pub fn id(&self) -> &'static str {
         self.id
@@ -116,7 +149,7 @@ impl Script {
     /// What it does, in words (`lock acquire`), for messages.
     ///
     /// ```
-    /// assert_eq!(redisync::backend::Script::new("a", "b", "").operation(), "b");
+    /// assert_eq!(redisync::Script::new("a", "b", "").operation(), "b");
     /// ```
     pub fn operation(&self) -> &'static str {
         self.operation
@@ -125,7 +158,7 @@ impl Script {
     /// The code for a single server (or Sentinel's master).
     ///
     /// ```
-    /// assert_eq!(redisync::backend::Script::new("a", "b", "return 1").code(), "return 1");
+    /// assert_eq!(redisync::Script::new("a", "b", "return 1").code(), "return 1");
     /// ```
     pub fn code(&self) -> &'static str {
         self.code
@@ -135,7 +168,7 @@ impl Script {
     /// `spublish` (the two pub/sub namespaces do not see each other).
     ///
     /// ```
-    /// let script = redisync::backend::Script::new("a", "b", "redis.call('publish', KEYS[1], 0)");
+    /// let script = redisync::Script::new("a", "b", "redis.call('publish', KEYS[1], 0)");
     /// assert_eq!(script.sharded_code(), "redis.call('spublish', KEYS[1], 0)");
     /// ```
     pub fn sharded_code(&self) -> &str {
@@ -150,7 +183,7 @@ impl Script {
 /// connection it used failed.
 ///
 /// ```
-/// assert_ne!(redisync::backend::Resend::Harmless, redisync::backend::Resend::IfUnsent);
+/// assert_ne!(redisync::Resend::Harmless, redisync::Resend::IfUnsent);
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
@@ -170,7 +203,7 @@ pub enum Resend {
 /// [`changed`](Self::changed) says the reply reports a change.
 ///
 /// ```
-/// use redisync::backend::{Effect, Reply};
+/// use redisync::{Effect, Reply};
 /// assert!(!Effect::Read.changed(&Reply::Int(1)));
 /// assert!(Effect::Change(|reply| reply.is_nil()).changed(&Reply::Nil));
 /// ```
@@ -197,7 +230,7 @@ impl Effect {
     /// Whether `reply` reports a change that replicas must confirm.
     ///
     /// ```
-    /// use redisync::backend::{Effect, Reply};
+    /// use redisync::{Effect, Reply};
     /// assert!(Effect::Change(|_| true).changed(&Reply::Nil));
     /// ```
     pub fn changed(&self, reply: &Reply) -> bool {
@@ -213,7 +246,7 @@ impl Effect {
 /// may do about a fault ([`Resend`]) and about replicas ([`Effect`]).
 ///
 /// ```
-/// use redisync::backend::{Effect, Resend, Script, ScriptCall};
+/// use redisync::{Effect, Resend, Script, ScriptCall};
 /// static GET: Script = Script::new("get", "get", "return redis.call('get', KEYS[1])");
 /// let call = ScriptCall::new(&GET, Resend::Harmless, Effect::Read).key("k").arg(7);
 /// assert_eq!(call.keys(), ["k"]);
@@ -232,7 +265,7 @@ impl<'a> ScriptCall<'a> {
     /// A call of `script` with no keys or arguments yet.
     ///
     /// ```
-    /// use redisync::backend::{Effect, Resend, Script, ScriptCall};
+    /// use redisync::{Effect, Resend, Script, ScriptCall};
     /// static ONE: Script = Script::new("one", "one", "return 1");
     /// assert!(ScriptCall::new(&ONE, Resend::Harmless, Effect::Read).keys().is_empty());
     /// ```
@@ -250,7 +283,7 @@ impl<'a> ScriptCall<'a> {
     /// Adds a key (`KEYS[n]`); on a cluster the first key picks the node.
     ///
     /// ```
-    /// use redisync::backend::{Effect, Resend, Script, ScriptCall};
+    /// use redisync::{Effect, Resend, Script, ScriptCall};
     /// static ONE: Script = Script::new("one", "one", "return 1");
     /// let call = ScriptCall::new(&ONE, Resend::Harmless, Effect::Read).key(String::from("a"));
     /// assert_eq!(call.keys(), ["a"]);
@@ -264,7 +297,7 @@ impl<'a> ScriptCall<'a> {
     /// Adds an argument (`ARGV[n]`), as Redis passes it: a string.
     ///
     /// ```
-    /// use redisync::backend::{Effect, Resend, Script, ScriptCall};
+    /// use redisync::{Effect, Resend, Script, ScriptCall};
     /// static ONE: Script = Script::new("one", "one", "return 1");
     /// let call = ScriptCall::new(&ONE, Resend::Harmless, Effect::Read).arg(-3).arg("x");
     /// assert_eq!(call.args(), ["-3", "x"]);
@@ -278,7 +311,7 @@ impl<'a> ScriptCall<'a> {
     /// The script.
     ///
     /// ```
-    /// use redisync::backend::{Effect, Resend, Script, ScriptCall};
+    /// use redisync::{Effect, Resend, Script, ScriptCall};
     /// static ONE: Script = Script::new("one", "one", "return 1");
     /// assert_eq!(ScriptCall::new(&ONE, Resend::Harmless, Effect::Read).script().id(), "one");
     /// ```
@@ -289,7 +322,7 @@ impl<'a> ScriptCall<'a> {
     /// KEYS, in order.
     ///
     /// ```
-    /// use redisync::backend::{Effect, Resend, Script, ScriptCall};
+    /// use redisync::{Effect, Resend, Script, ScriptCall};
     /// static ONE: Script = Script::new("one", "one", "return 1");
     /// let call = ScriptCall::new(&ONE, Resend::Harmless, Effect::Read).key("a").key("b");
     /// assert_eq!(call.keys(), ["a", "b"]);
@@ -301,7 +334,7 @@ impl<'a> ScriptCall<'a> {
     /// ARGV, in order.
     ///
     /// ```
-    /// use redisync::backend::{Effect, Resend, Script, ScriptCall};
+    /// use redisync::{Effect, Resend, Script, ScriptCall};
     /// static ONE: Script = Script::new("one", "one", "return 1");
     /// assert_eq!(ScriptCall::new(&ONE, Resend::Harmless, Effect::Read).arg(1).args(), ["1"]);
     /// ```
@@ -315,7 +348,7 @@ impl<'a> ScriptCall<'a> {
     /// takes none. A store appends it after [`args`](Self::args).
     ///
     /// ```
-    /// use redisync::backend::{Effect, Resend, Script, ScriptCall};
+    /// use redisync::{Effect, Resend, Script, ScriptCall};
     /// static ONE: Script = Script::new("one", "one", "return 1");
     /// assert_eq!(ScriptCall::new(&ONE, Resend::Harmless, Effect::Read).window_arg(5), None);
     /// ```
@@ -325,14 +358,20 @@ impl<'a> ScriptCall<'a> {
 
     /// [`window_arg`](Self::window_arg) as the number, for a store that
     /// writes it into its request without a string of its own.
-    pub(crate) fn window_end(&self, window_end_ms: i64) -> Option<i64> {
+    ///
+    /// ```
+    /// use redisync::{Effect, Resend, Script, ScriptCall};
+    /// static ONE: Script = Script::new("one", "one", "return 1");
+    /// assert_eq!(ScriptCall::new(&ONE, Resend::Harmless, Effect::Read).window_end(5), None);
+    /// ```
+    pub fn window_end(&self, window_end_ms: i64) -> Option<i64> {
         self.script.is_windowed().then(|| window_end_ms.max(0))
     }
 
     /// Whether it may be sent again after a connection fault.
     ///
     /// ```
-    /// use redisync::backend::{Effect, Resend, Script, ScriptCall};
+    /// use redisync::{Effect, Resend, Script, ScriptCall};
     /// static ONE: Script = Script::new("one", "one", "return 1");
     /// let call = ScriptCall::new(&ONE, Resend::IfUnsent, Effect::Read);
     /// assert_eq!(call.resend(), Resend::IfUnsent);
@@ -344,7 +383,7 @@ impl<'a> ScriptCall<'a> {
     /// What it does, for replica acknowledgement.
     ///
     /// ```
-    /// use redisync::backend::{Effect, Reply, Resend, Script, ScriptCall};
+    /// use redisync::{Effect, Reply, Resend, Script, ScriptCall};
     /// static ONE: Script = Script::new("one", "one", "return 1");
     /// let call = ScriptCall::new(&ONE, Resend::Harmless, Effect::Read);
     /// assert!(!call.effect().changed(&Reply::Int(1)));
@@ -356,7 +395,7 @@ impl<'a> ScriptCall<'a> {
     /// The same call with every key and argument owned.
     ///
     /// ```
-    /// use redisync::backend::{Effect, Resend, Script, ScriptCall};
+    /// use redisync::{Effect, Resend, Script, ScriptCall};
     /// static ONE: Script = Script::new("one", "one", "return 1");
     /// let name = String::from("k");
     /// let owned = ScriptCall::new(&ONE, Resend::Harmless, Effect::Read).key(name.as_str()).into_owned();
@@ -384,7 +423,7 @@ impl<'a> ScriptCall<'a> {
 /// decimal, as Redis clients send numbers).
 ///
 /// ```
-/// use redisync::backend::Arg;
+/// use redisync::Arg;
 /// assert_eq!(42_i64.into_arg(), "42");
 /// assert_eq!("x".into_arg(), "x");
 /// ```
@@ -434,7 +473,7 @@ impl<'a> Arg<'a> for i64 {
 /// nil; `{err=...}` or `redis.error_reply` → an error reply).
 ///
 /// ```
-/// use redisync::backend::Reply;
+/// use redisync::Reply;
 /// assert_eq!(Reply::Int(3).as_int(), Some(3));
 /// assert_eq!(Reply::Bulk(b"7".to_vec()).as_text(), Some("7"));
 /// assert!(Reply::Nil.is_nil());
@@ -462,7 +501,7 @@ impl Reply {
     /// Whether it is nil.
     ///
     /// ```
-    /// assert!(!redisync::backend::Reply::Int(0).is_nil());
+    /// assert!(!redisync::Reply::Int(0).is_nil());
     /// ```
     pub fn is_nil(&self) -> bool {
         matches!(self, Reply::Nil)
@@ -471,7 +510,7 @@ impl Reply {
     /// The integer, if it is one.
     ///
     /// ```
-    /// assert_eq!(redisync::backend::Reply::Nil.as_int(), None);
+    /// assert_eq!(redisync::Reply::Nil.as_int(), None);
     /// ```
     pub fn as_int(&self) -> Option<i64> {
         match self {
@@ -483,7 +522,7 @@ impl Reply {
     /// The text of a bulk string or status, if it is one and UTF-8.
     ///
     /// ```
-    /// assert_eq!(redisync::backend::Reply::Status("OK".into()).as_text(), Some("OK"));
+    /// assert_eq!(redisync::Reply::Status("OK".into()).as_text(), Some("OK"));
     /// ```
     pub fn as_text(&self) -> Option<&str> {
         match self {
@@ -496,7 +535,7 @@ impl Reply {
     /// The items of an array, if it is one.
     ///
     /// ```
-    /// use redisync::backend::Reply;
+    /// use redisync::Reply;
     /// assert_eq!(Reply::Array(vec![Reply::Nil]).as_array().map(<[_]>::len), Some(1));
     /// ```
     pub fn as_array(&self) -> Option<&[Reply]> {
@@ -510,7 +549,7 @@ impl Reply {
     /// `WRONGTYPE`).
     ///
     /// ```
-    /// use redisync::backend::Reply;
+    /// use redisync::Reply;
     /// assert_eq!(Reply::Error("WRONGTYPE Operation".into()).error_code(), Some("WRONGTYPE"));
     /// ```
     pub fn error_code(&self) -> Option<&str> {

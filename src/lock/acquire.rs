@@ -33,6 +33,7 @@ pub(crate) struct AttemptId(std::num::NonZeroU64);
 impl AttemptId {
     pub(crate) fn new() -> Self {
         static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+        // Relaxed: only uniqueness matters; fetch_add is atomic in any order.
         let next = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         AttemptId(std::num::NonZeroU64::new(next).unwrap_or(std::num::NonZeroU64::MIN))
     }
@@ -66,6 +67,7 @@ struct QueueLeave {
 /// `ops::handoff::outright_entry`).
 fn next_wait_id() -> u64 {
     static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    // Relaxed: only uniqueness matters; fetch_add is atomic in any order.
     NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
 }
 

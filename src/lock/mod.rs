@@ -409,8 +409,8 @@ impl<H: GuardHolder> Lock<H> {
     /// whether it was held. The holder's guard will then report `NotHeld` on
     /// `unlock()`.
     ///
-    /// Once, whatever the connection does (see
-    /// [`ops::once`](crate::ops::once)): a copy of the call resent or
+    /// Once, whatever the connection does (the call carries an op record;
+    /// see README, Failure model): a copy of the call resent or
     /// delivered late frees nothing more (not the next holder's hold), and
     /// its error means it freed nothing and will not.
     ///

@@ -38,7 +38,7 @@ pub const OPEN_MESSAGE: &str = crate::keys::LATCH_ZERO_MESSAGE;
 /// name's own hash tag when it has one, as every key of it).
 ///
 /// ```
-/// assert_eq!(redisync::ops::barrier::channel("b"), "redisync_barrier:{b}");
+/// assert_eq!(redisync::internal::barrier::channel("b"), "redisync_barrier:{b}");
 /// ```
 pub fn channel(name: &str) -> String {
     crate::keys::prefix("redisync_barrier", name)
@@ -102,7 +102,7 @@ pub struct BarrierState {
 /// arrival withdrawn already; `Protocol` on a wrong type; a store failure.
 ///
 /// ```
-/// use redisync::ops::barrier::{arrive, channel};
+/// use redisync::internal::barrier::{arrive, channel};
 /// let store = redisync::MemoryBackend::new();
 /// let ch = channel("doc:b");
 /// let first = arrive(&store, "doc:b", &ch, 2, "{doc:b}:redisync_op:a")?;
@@ -146,7 +146,7 @@ pub fn arrive<B: LockBackend + ?Sized>(
 /// `Protocol` on a wrong type; a store failure.
 ///
 /// ```
-/// use redisync::ops::barrier::{Withdrawal, arrive, channel, state, withdraw};
+/// use redisync::internal::barrier::{Withdrawal, arrive, channel, state, withdraw};
 /// let store = redisync::MemoryBackend::new();
 /// let op = "{doc:bw}:redisync_op:a";
 /// arrive(&store, "doc:bw", &channel("doc:bw"), 2, op)?;
@@ -186,7 +186,7 @@ pub fn withdraw<B: LockBackend + ?Sized>(
 ///
 /// ```
 /// let store = redisync::MemoryBackend::new();
-/// assert_eq!(redisync::ops::barrier::state(&store, "doc:bs")?.generation, 0);
+/// assert_eq!(redisync::internal::barrier::state(&store, "doc:bs")?.generation, 0);
 /// # Ok::<(), redisync::Error>(())
 /// ```
 pub fn state<B: LockBackend + ?Sized>(backend: &B, name: &str) -> Result<BarrierState> {
@@ -208,7 +208,7 @@ pub fn state<B: LockBackend + ?Sized>(backend: &B, name: &str) -> Result<Barrier
 /// `Protocol` on a wrong type; a store failure.
 ///
 /// ```
-/// use redisync::ops::barrier::{arrive, channel, still_waiting};
+/// use redisync::internal::barrier::{arrive, channel, still_waiting};
 /// let store = redisync::MemoryBackend::new();
 /// let (a, b) = ("{doc:bsw}:redisync_op:a", "{doc:bsw}:redisync_op:b");
 /// arrive(&store, "doc:bsw", &channel("doc:bsw"), 2, a)?;
@@ -237,7 +237,7 @@ pub fn still_waiting<B: LockBackend + ?Sized>(
 /// A store failure.
 ///
 /// ```
-/// use redisync::ops::barrier::{arrive, channel, delete};
+/// use redisync::internal::barrier::{arrive, channel, delete};
 /// let store = redisync::MemoryBackend::new();
 /// arrive(&store, "doc:bd", &channel("doc:bd"), 2, "{doc:bd}:redisync_op:a")?;
 /// assert!(!delete(&store, "doc:bd")?);                  // an arrival waits

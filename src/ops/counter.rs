@@ -24,9 +24,9 @@ scripts! {
 ///
 /// ```
 /// let store = redisync::MemoryBackend::new();
-/// assert!(redisync::ops::counter::set_if_absent(&store, "doc:count", "redisson_sc:{doc:count}", 3, "3")?);
-/// assert!(!redisync::ops::counter::set_if_absent(&store, "doc:count", "redisson_sc:{doc:count}", 5, "5")?);
-/// assert_eq!(redisync::ops::counter::get(&store, "doc:count")?, 3);
+/// assert!(redisync::internal::counter::set_if_absent(&store, "doc:count", "redisson_sc:{doc:count}", 3, "3")?);
+/// assert!(!redisync::internal::counter::set_if_absent(&store, "doc:count", "redisson_sc:{doc:count}", 5, "5")?);
+/// assert_eq!(redisync::internal::counter::get(&store, "doc:count")?, 3);
 /// # Ok::<(), redisync::Error>(())
 /// ```
 pub fn set_if_absent<B: LockBackend + ?Sized>(
@@ -49,11 +49,11 @@ pub fn set_if_absent<B: LockBackend + ?Sized>(
 /// whose outcome stays unknown (the message says so).
 ///
 /// ```
-/// use redisync::ops::counter::{get, set_if_absent_recorded};
+/// use redisync::internal::counter::{get, set_if_absent_recorded};
 /// let (store, channel) = (redisync::MemoryBackend::new(), "redisson_sc:{doc:count-rec}");
 /// let op = "{doc:count-rec}:redisync_op:s1";
 /// assert!(set_if_absent_recorded(&store, "doc:count-rec", channel, 3, "3", op)?);
-/// redisync::ops::semaphore::delete(&store, "doc:count-rec")?;
+/// redisync::internal::semaphore::delete(&store, "doc:count-rec")?;
 /// assert!(set_if_absent_recorded(&store, "doc:count-rec", channel, 3, "3", op)?); // sent again
 /// assert_eq!(get(&store, "doc:count-rec")?, 0); // not set again after the delete
 /// # Ok::<(), redisync::Error>(())
@@ -93,7 +93,7 @@ fn set_if_absent_with<B: LockBackend + ?Sized>(
 ///
 /// ```
 /// let store = redisync::MemoryBackend::new();
-/// assert_eq!(redisync::ops::counter::get(&store, "doc:absent")?, 0);
+/// assert_eq!(redisync::internal::counter::get(&store, "doc:absent")?, 0);
 /// # Ok::<(), redisync::Error>(())
 /// ```
 pub fn get<B: LockBackend + ?Sized>(backend: &B, name: &str) -> Result<i64> {

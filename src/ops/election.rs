@@ -47,7 +47,7 @@ fn suffixed(name: &str, suffix: &str) -> String {
 /// An election's keys and channel, built from its name.
 ///
 /// ```
-/// let keys = redisync::ops::election::ElectionKeys::new("jobs");
+/// let keys = redisync::internal::election::ElectionKeys::new("jobs");
 /// assert_eq!(keys.lock, "{jobs}:redisync_election");
 /// assert_eq!(keys.channel, "redisync_election:{jobs}");
 /// ```
@@ -127,7 +127,7 @@ pub struct ElectionState {
 /// A store failure, or `Protocol` on a wrong type.
 ///
 /// ```
-/// use redisync::ops::election::{proclaim, ElectionKeys};
+/// use redisync::internal::election::{proclaim, ElectionKeys};
 /// let store = redisync::MemoryBackend::new();
 /// let keys = ElectionKeys::new("doc:e");
 /// assert_eq!(proclaim(&store, &keys, "c1:1", "host-a", 30_000, "{doc:e}:redisync_op:1")?, None);
@@ -180,7 +180,7 @@ fn read_term(reply: &Reply, operation: &str) -> Result<Option<u64>> {
 /// A store failure, or `Protocol` on a wrong type.
 ///
 /// ```
-/// use redisync::ops::election::{resign, ElectionKeys};
+/// use redisync::internal::election::{resign, ElectionKeys};
 /// let store = redisync::MemoryBackend::new();
 /// let keys = ElectionKeys::new("doc:r");
 /// assert!(!resign(&store, &keys, "c1:1", 7, "{doc:r}:redisync_op:1")?);
@@ -218,7 +218,7 @@ fn is_one(reply: &Reply) -> bool {
 /// A store failure, or `Protocol` on a wrong type.
 ///
 /// ```
-/// use redisync::ops::election::{current, ElectionKeys};
+/// use redisync::internal::election::{current, ElectionKeys};
 /// let store = redisync::MemoryBackend::new();
 /// assert_eq!(current(&store, &ElectionKeys::new("doc:c"), false)?.leader, None);
 /// # Ok::<(), redisync::Error>(())

@@ -15,7 +15,7 @@ use crate::{Error, Result};
 /// the library.
 ///
 /// ```
-/// let keys = redisync::ops::expirable::ExpirableKeys {
+/// let keys = redisync::internal::expirable::ExpirableKeys {
 ///     name: "slots",
 ///     leases: "{slots}:timeout",
 ///     channel: "redisson_sc:{slots}",
@@ -59,14 +59,14 @@ scripts! {
 /// Such a permit is never reclaimed: only a release returns it.
 ///
 /// ```
-/// assert_eq!(redisync::ops::expirable::NON_EXPIRABLE, 922_337_203_685_477);
+/// assert_eq!(redisync::internal::expirable::NON_EXPIRABLE, 922_337_203_685_477);
 /// ```
 pub const NON_EXPIRABLE: i64 = 922_337_203_685_477;
 
 /// The most permit ids one call takes, releases or updates.
 ///
 /// ```
-/// assert_eq!(redisync::ops::expirable::MAX_IDS_PER_CALL, 10_000);
+/// assert_eq!(redisync::internal::expirable::MAX_IDS_PER_CALL, 10_000);
 /// ```
 pub const MAX_IDS_PER_CALL: usize = 10_000;
 
@@ -108,13 +108,13 @@ pub(crate) fn is_permit_id(id: &str) -> bool {
 /// As [`acquire_many`].
 ///
 /// ```
-/// use redisync::ops::expirable::ExpirableKeys;
-/// use redisync::ops::lock::Acquire;
+/// use redisync::internal::expirable::ExpirableKeys;
+/// use redisync::internal::lock::Acquire;
 /// let keys = ExpirableKeys { name: "doc:pes", leases: "{doc:pes}:timeout", channel: "redisson_sc:{doc:pes}" };
 /// let store = redisync::MemoryBackend::new();
-/// redisync::ops::semaphore::add(&store, keys.name, keys.channel, 1)?;
+/// redisync::internal::semaphore::add(&store, keys.name, keys.channel, 1)?;
 /// let now = 1_700_000_000_000;
-/// assert_eq!(redisync::ops::expirable::acquire(&store, &keys, "01", now + 60_000, now)?, Acquire::Acquired);
+/// assert_eq!(redisync::internal::expirable::acquire(&store, &keys, "01", now + 60_000, now)?, Acquire::Acquired);
 /// # Ok::<(), redisync::Error>(())
 /// ```
 pub fn acquire<B: LockBackend + ?Sized>(
@@ -141,12 +141,12 @@ pub fn acquire<B: LockBackend + ?Sized>(
 /// a wrong type.
 ///
 /// ```
-/// use redisync::ops::expirable::ExpirableKeys;
-/// use redisync::ops::lock::Acquire;
-/// use redisync::ops::expirable::{acquire_many, NON_EXPIRABLE};
+/// use redisync::internal::expirable::ExpirableKeys;
+/// use redisync::internal::lock::Acquire;
+/// use redisync::internal::expirable::{acquire_many, NON_EXPIRABLE};
 /// let keys = ExpirableKeys { name: "doc:pes-m", leases: "{doc:pes-m}:timeout", channel: "redisson_sc:{doc:pes-m}" };
 /// let store = redisync::MemoryBackend::new();
-/// redisync::ops::semaphore::add(&store, keys.name, keys.channel, 2)?;
+/// redisync::internal::semaphore::add(&store, keys.name, keys.channel, 2)?;
 /// let now = 1_700_000_000_000;
 /// assert_eq!(acquire_many(&store, &keys, &["0a", "0b"], NON_EXPIRABLE, now)?, Acquire::Acquired);
 /// assert_eq!(acquire_many(&store, &keys, &["0c"], NON_EXPIRABLE, now)?, Acquire::Held { ttl: None });
@@ -177,16 +177,16 @@ pub fn acquire_many<B: LockBackend + ?Sized>(
 /// attempt already undone.
 ///
 /// ```
-/// use redisync::ops::expirable::ExpirableKeys;
-/// use redisync::ops::lock::Acquire;
-/// use redisync::ops::expirable::{acquire_many_recorded, NON_EXPIRABLE};
+/// use redisync::internal::expirable::ExpirableKeys;
+/// use redisync::internal::lock::Acquire;
+/// use redisync::internal::expirable::{acquire_many_recorded, NON_EXPIRABLE};
 /// let keys = ExpirableKeys { name: "doc:pes-r", leases: "{doc:pes-r}:timeout", channel: "redisson_sc:{doc:pes-r}" };
 /// let store = redisync::MemoryBackend::new();
-/// redisync::ops::semaphore::add(&store, keys.name, keys.channel, 2)?;
+/// redisync::internal::semaphore::add(&store, keys.name, keys.channel, 2)?;
 /// let (now, op) = (1_700_000_000_000, Some("{doc:pes-r}:redisync_op:a1"));
 /// assert_eq!(acquire_many_recorded(&store, &keys, &["0a"], NON_EXPIRABLE, now, op)?, Acquire::Acquired);
 /// assert_eq!(acquire_many_recorded(&store, &keys, &["0a"], NON_EXPIRABLE, now, op)?, Acquire::Acquired);
-/// assert_eq!(redisync::ops::expirable::available(&store, &keys, now)?, 1); // taken once
+/// assert_eq!(redisync::internal::expirable::available(&store, &keys, now)?, 1); // taken once
 /// # Ok::<(), redisync::Error>(())
 /// ```
 pub fn acquire_many_recorded<B: LockBackend + ?Sized>(
@@ -234,11 +234,11 @@ pub fn acquire_many_recorded<B: LockBackend + ?Sized>(
 /// As [`release_many`].
 ///
 /// ```
-/// use redisync::ops::expirable::ExpirableKeys;
-/// use redisync::ops::expirable::{acquire_many_recorded, available, undo_acquire, NON_EXPIRABLE};
+/// use redisync::internal::expirable::ExpirableKeys;
+/// use redisync::internal::expirable::{acquire_many_recorded, available, undo_acquire, NON_EXPIRABLE};
 /// let keys = ExpirableKeys { name: "doc:pes-u", leases: "{doc:pes-u}:timeout", channel: "redisson_sc:{doc:pes-u}" };
 /// let store = redisync::MemoryBackend::new();
-/// redisync::ops::semaphore::add(&store, keys.name, keys.channel, 1)?;
+/// redisync::internal::semaphore::add(&store, keys.name, keys.channel, 1)?;
 /// let (now, op) = (1_700_000_000_000, "{doc:pes-u}:redisync_op:a1");
 /// // Undone before it arrived: it is refused, nothing is taken.
 /// assert_eq!(undo_acquire(&store, &keys, &["0a"], now, op)?, 0);
@@ -297,10 +297,10 @@ fn release_taken(call: &ScriptCall<'_>, _: &Reply) -> ScriptCall<'static> {
 /// `Protocol` on a wrong type.
 ///
 /// ```
-/// use redisync::ops::expirable::ExpirableKeys;
+/// use redisync::internal::expirable::ExpirableKeys;
 /// let keys = ExpirableKeys { name: "doc:pes-rel", leases: "{doc:pes-rel}:timeout", channel: "redisson_sc:{doc:pes-rel}" };
 /// let store = redisync::MemoryBackend::new();
-/// assert!(!redisync::ops::expirable::release(&store, &keys, "ffff", 1_700_000_000_000)?);
+/// assert!(!redisync::internal::expirable::release(&store, &keys, "ffff", 1_700_000_000_000)?);
 /// # Ok::<(), redisync::Error>(())
 /// ```
 pub fn release<B: LockBackend + ?Sized>(
@@ -322,11 +322,11 @@ pub fn release<B: LockBackend + ?Sized>(
 /// a wrong type.
 ///
 /// ```
-/// use redisync::ops::expirable::ExpirableKeys;
-/// use redisync::ops::expirable::{acquire_many, release_many};
+/// use redisync::internal::expirable::ExpirableKeys;
+/// use redisync::internal::expirable::{acquire_many, release_many};
 /// let keys = ExpirableKeys { name: "doc:pes-rm", leases: "{doc:pes-rm}:timeout", channel: "redisson_sc:{doc:pes-rm}" };
 /// let store = redisync::MemoryBackend::new();
-/// redisync::ops::semaphore::add(&store, keys.name, keys.channel, 2)?;
+/// redisync::internal::semaphore::add(&store, keys.name, keys.channel, 2)?;
 /// let now = 1_700_000_000_000;
 /// acquire_many(&store, &keys, &["0a", "0b"], now + 60_000, now)?;
 /// assert_eq!(release_many(&store, &keys, &["0a", "0b", "ffff"], now)?, 2);
@@ -381,11 +381,11 @@ fn count(reply: &Reply, operation: &str) -> Result<u64> {
 /// As [`acquire_many`].
 ///
 /// ```
-/// use redisync::ops::expirable::ExpirableKeys;
-/// use redisync::ops::expirable::{acquire, update_lease};
+/// use redisync::internal::expirable::ExpirableKeys;
+/// use redisync::internal::expirable::{acquire, update_lease};
 /// let keys = ExpirableKeys { name: "doc:pes-up", leases: "{doc:pes-up}:timeout", channel: "redisson_sc:{doc:pes-up}" };
 /// let store = redisync::MemoryBackend::new();
-/// redisync::ops::semaphore::add(&store, keys.name, keys.channel, 1)?;
+/// redisync::internal::semaphore::add(&store, keys.name, keys.channel, 1)?;
 /// let now = 1_700_000_000_000;
 /// acquire(&store, &keys, "0a", now + 1_000, now)?;
 /// assert_eq!(update_lease(&store, &keys, &["0a", "0b"], now + 60_000, now)?, 1);
@@ -419,10 +419,10 @@ pub fn update_lease<B: LockBackend + ?Sized>(
 /// A store failure, a time out of range, or `Protocol` on a wrong type.
 ///
 /// ```
-/// use redisync::ops::expirable::ExpirableKeys;
+/// use redisync::internal::expirable::ExpirableKeys;
 /// let keys = ExpirableKeys { name: "doc:pes-av", leases: "{doc:pes-av}:timeout", channel: "redisson_sc:{doc:pes-av}" };
 /// let store = redisync::MemoryBackend::new();
-/// assert_eq!(redisync::ops::expirable::available(&store, &keys, 1_700_000_000_000)?, 0);
+/// assert_eq!(redisync::internal::expirable::available(&store, &keys, 1_700_000_000_000)?, 0);
 /// # Ok::<(), redisync::Error>(())
 /// ```
 pub fn available<B: LockBackend + ?Sized>(
@@ -446,10 +446,10 @@ pub fn available<B: LockBackend + ?Sized>(
 /// A store failure, a time out of range, or `Protocol` on a wrong type.
 ///
 /// ```
-/// use redisync::ops::expirable::ExpirableKeys;
+/// use redisync::internal::expirable::ExpirableKeys;
 /// let keys = ExpirableKeys { name: "doc:pes-aq", leases: "{doc:pes-aq}:timeout", channel: "redisson_sc:{doc:pes-aq}" };
 /// let store = redisync::MemoryBackend::new();
-/// assert_eq!(redisync::ops::expirable::acquired(&store, &keys, 1_700_000_000_000)?, 0);
+/// assert_eq!(redisync::internal::expirable::acquired(&store, &keys, 1_700_000_000_000)?, 0);
 /// # Ok::<(), redisync::Error>(())
 /// ```
 pub fn acquired<B: LockBackend + ?Sized>(
@@ -477,8 +477,8 @@ pub fn acquired<B: LockBackend + ?Sized>(
 /// of range; `Protocol` on a wrong type or a count that is not an integer.
 ///
 /// ```
-/// use redisync::ops::expirable::ExpirableKeys;
-/// use redisync::ops::expirable::{acquire, set_permits};
+/// use redisync::internal::expirable::ExpirableKeys;
+/// use redisync::internal::expirable::{acquire, set_permits};
 /// let keys = ExpirableKeys { name: "doc:pes-set", leases: "{doc:pes-set}:timeout", channel: "redisson_sc:{doc:pes-set}" };
 /// let store = redisync::MemoryBackend::new();
 /// let now = 1_700_000_000_000;

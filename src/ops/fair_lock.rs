@@ -60,7 +60,7 @@ use crate::keys::UNLOCK_MESSAGE;
 /// The keys of one fair lock, in Redisson's format; built by the library.
 ///
 /// ```
-/// let keys = redisync::ops::fair_lock::FairLockKeys {
+/// let keys = redisync::internal::fair_lock::FairLockKeys {
 ///     name: "jobs",
 ///     queue: "redisson_lock_queue:{jobs}",
 ///     timeouts: "redisson_lock_timeout:{jobs}",
@@ -159,8 +159,8 @@ scripts! {
 /// another type.
 ///
 /// ```
-/// use redisync::ops::fair_lock::FairLockKeys;
-/// use redisync::ops::lock::Acquire;
+/// use redisync::internal::fair_lock::FairLockKeys;
+/// use redisync::internal::lock::Acquire;
 /// let keys = FairLockKeys {
 ///     name: "doc:fair",
 ///     queue: "redisson_lock_queue:{doc:fair}",
@@ -169,7 +169,7 @@ scripts! {
 /// };
 /// let store = redisync::MemoryBackend::new();
 /// let now = 1_700_000_000_000;
-/// let first = redisync::ops::fair_lock::acquire(&store, &keys, "c1:1", 30_000, 5_000, now, true)?;
+/// let first = redisync::internal::fair_lock::acquire(&store, &keys, "c1:1", 30_000, 5_000, now, true)?;
 /// assert_eq!(first, Acquire::Acquired);
 /// # Ok::<(), redisync::Error>(())
 /// ```
@@ -201,8 +201,8 @@ pub fn acquire<B: LockBackend + ?Sized>(
 /// already undone.
 ///
 /// ```
-/// use redisync::ops::fair_lock::FairLockKeys;
-/// use redisync::ops::lock::Acquire;
+/// use redisync::internal::fair_lock::FairLockKeys;
+/// use redisync::internal::lock::Acquire;
 /// let keys = FairLockKeys {
 ///     name: "doc:fair-rec",
 ///     queue: "redisson_lock_queue:{doc:fair-rec}",
@@ -213,12 +213,12 @@ pub fn acquire<B: LockBackend + ?Sized>(
 /// let now = 1_700_000_000_000;
 /// let attempt = "{doc:fair-rec}:redisync_attempt:a1";
 /// let acquire = |store: &redisync::MemoryBackend| {
-///     redisync::ops::fair_lock::acquire_recorded(store, &keys, "c1:1", 30_000, 5_000, now, true, Some(attempt))
+///     redisync::internal::fair_lock::acquire_recorded(store, &keys, "c1:1", 30_000, 5_000, now, true, Some(attempt))
 /// };
 /// assert_eq!(acquire(&store)?, Acquire::Acquired);
 /// // Sent again: still one hold.
 /// assert_eq!(acquire(&store)?, Acquire::Acquired);
-/// assert_eq!(redisync::ops::lock::state(&store, "doc:fair-rec", "c1:1")?.hold_count, 1);
+/// assert_eq!(redisync::internal::lock::state(&store, "doc:fair-rec", "c1:1")?.hold_count, 1);
 /// # Ok::<(), redisync::Error>(())
 /// ```
 #[allow(clippy::too_many_arguments)]
@@ -341,8 +341,8 @@ fn acquire_with<B: LockBackend + ?Sized>(
 /// A store failure; `InvalidArgument` for a bad lease or clock.
 ///
 /// ```
-/// use redisync::ops::fair_lock::FairLockKeys;
-/// use redisync::ops::{fair_lock, lock::Undo};
+/// use redisync::internal::fair_lock::FairLockKeys;
+/// use redisync::internal::{fair_lock, lock::Undo};
 /// let keys = FairLockKeys {
 ///     name: "doc:fair-undo",
 ///     queue: "redisson_lock_queue:{doc:fair-undo}",
@@ -356,7 +356,7 @@ fn acquire_with<B: LockBackend + ?Sized>(
 /// fair_lock::acquire_recorded(&store, &keys, "c1:1", 30_000, 5_000, now, true, Some(a2))?;
 /// assert_eq!(fair_lock::undo_acquire(&store, &keys, "c1:1", 30_000, now, a1)?, Undo::Removed);
 /// assert_eq!(fair_lock::undo_acquire(&store, &keys, "c1:1", 30_000, now, a1)?, Undo::Nothing);
-/// assert_eq!(redisync::ops::lock::state(&store, "doc:fair-undo", "c1:1")?.hold_count, 1);
+/// assert_eq!(redisync::internal::lock::state(&store, "doc:fair-undo", "c1:1")?.hold_count, 1);
 /// # Ok::<(), redisync::Error>(())
 /// ```
 pub fn undo_acquire<B: LockBackend + ?Sized>(
@@ -434,8 +434,8 @@ fn undo_sent(call: &ScriptCall<'_>, _: &Reply) -> ScriptCall<'static> {
 /// another type.
 ///
 /// ```
-/// use redisync::ops::fair_lock::FairLockKeys;
-/// use redisync::ops::lock::Release;
+/// use redisync::internal::fair_lock::FairLockKeys;
+/// use redisync::internal::lock::Release;
 /// let keys = FairLockKeys {
 ///     name: "doc:fair-rel",
 ///     queue: "redisson_lock_queue:{doc:fair-rel}",
@@ -444,9 +444,9 @@ fn undo_sent(call: &ScriptCall<'_>, _: &Reply) -> ScriptCall<'static> {
 /// };
 /// let store = redisync::MemoryBackend::new();
 /// let now = 1_700_000_000_000;
-/// redisync::ops::fair_lock::acquire(&store, &keys, "c1:1", 30_000, 5_000, now, true)?;
+/// redisync::internal::fair_lock::acquire(&store, &keys, "c1:1", 30_000, 5_000, now, true)?;
 /// let latch = "redisson_unlock_latch:{doc:fair-rel}:1";
-/// let outcome = redisync::ops::fair_lock::release(&store, &keys, "c1:1", 30_000, now, latch, 5_000)?;
+/// let outcome = redisync::internal::fair_lock::release(&store, &keys, "c1:1", 30_000, now, latch, 5_000)?;
 /// assert_eq!(outcome, Release::Released);
 /// # Ok::<(), redisync::Error>(())
 /// ```
@@ -518,7 +518,7 @@ fn release_call<'a>(
 /// type.
 ///
 /// ```
-/// use redisync::ops::fair_lock::FairLockKeys;
+/// use redisync::internal::fair_lock::FairLockKeys;
 /// let keys = FairLockKeys {
 ///     name: "doc:fair-cancel",
 ///     queue: "redisson_lock_queue:{doc:fair-cancel}",
@@ -526,7 +526,7 @@ fn release_call<'a>(
 ///     channel_prefix: "redisson_lock__channel:{doc:fair-cancel}",
 /// };
 /// let store = redisync::MemoryBackend::new();
-/// redisync::ops::fair_lock::cancel(&store, &keys, "c1:1", 5_000)?;
+/// redisync::internal::fair_lock::cancel(&store, &keys, "c1:1", 5_000)?;
 /// # Ok::<(), redisync::Error>(())
 /// ```
 pub fn cancel<B: LockBackend + ?Sized>(
@@ -576,7 +576,7 @@ fn was_queued(reply: &Reply, operation: &str) -> Result<bool> {
 /// A store failure, or a bad clock reading.
 ///
 /// ```
-/// use redisync::ops::fair_lock::FairLockKeys;
+/// use redisync::internal::fair_lock::FairLockKeys;
 /// let keys = FairLockKeys {
 ///     name: "doc:fair-force",
 ///     queue: "redisson_lock_queue:{doc:fair-force}",
@@ -584,7 +584,7 @@ fn was_queued(reply: &Reply, operation: &str) -> Result<bool> {
 ///     channel_prefix: "redisson_lock__channel:{doc:fair-force}",
 /// };
 /// let store = redisync::MemoryBackend::new();
-/// assert!(!redisync::ops::fair_lock::force_release(&store, &keys, 1_700_000_000_000)?);
+/// assert!(!redisync::internal::fair_lock::force_release(&store, &keys, 1_700_000_000_000)?);
 /// # Ok::<(), redisync::Error>(())
 /// ```
 pub fn force_release<B: LockBackend + ?Sized>(
@@ -605,7 +605,7 @@ pub fn force_release<B: LockBackend + ?Sized>(
 /// done, or whose outcome stays unknown (the message says so).
 ///
 /// ```
-/// use redisync::ops::fair_lock::{self, FairLockKeys};
+/// use redisync::internal::fair_lock::{self, FairLockKeys};
 /// let keys = FairLockKeys {
 ///     name: "doc:fair-force-rec",
 ///     queue: "redisson_lock_queue:{doc:fair-force-rec}",
@@ -617,7 +617,7 @@ pub fn force_release<B: LockBackend + ?Sized>(
 /// assert!(fair_lock::force_release_recorded(&store, &keys, now, op)?);
 /// fair_lock::acquire(&store, &keys, "c2:1", 30_000, 5_000, now, true)?;
 /// assert!(fair_lock::force_release_recorded(&store, &keys, now, op)?); // sent again: c2 keeps it
-/// assert!(redisync::ops::lock::state(&store, keys.name, "c2:1")?.locked);
+/// assert!(redisync::internal::lock::state(&store, keys.name, "c2:1")?.locked);
 /// # Ok::<(), redisync::Error>(())
 /// ```
 pub fn force_release_recorded<B: LockBackend + ?Sized>(
@@ -652,7 +652,7 @@ fn force_release_with<B: LockBackend + ?Sized>(
 /// A store failure, or `Protocol` if a key holds another type.
 ///
 /// ```
-/// use redisync::ops::fair_lock::FairLockKeys;
+/// use redisync::internal::fair_lock::FairLockKeys;
 /// let keys = FairLockKeys {
 ///     name: "doc:fair-del",
 ///     queue: "redisson_lock_queue:{doc:fair-del}",
@@ -661,9 +661,9 @@ fn force_release_with<B: LockBackend + ?Sized>(
 /// };
 /// let store = redisync::MemoryBackend::new();
 /// let now = 1_700_000_000_000;
-/// redisync::ops::fair_lock::acquire(&store, &keys, "c1:1", 30_000, 5_000, now, true)?;
-/// assert!(redisync::ops::fair_lock::delete(&store, &keys)?);
-/// assert!(!redisync::ops::fair_lock::delete(&store, &keys)?);
+/// redisync::internal::fair_lock::acquire(&store, &keys, "c1:1", 30_000, 5_000, now, true)?;
+/// assert!(redisync::internal::fair_lock::delete(&store, &keys)?);
+/// assert!(!redisync::internal::fair_lock::delete(&store, &keys)?);
 /// # Ok::<(), redisync::Error>(())
 /// ```
 pub fn delete<B: LockBackend + ?Sized>(backend: &B, keys: &FairLockKeys<'_>) -> Result<bool> {

@@ -37,8 +37,8 @@
 //! hold looks to it like any held lock.
 //!
 //! ```
-//! use redisync::ops::handoff::{self, Queue};
-//! use redisync::ops::lock::{Acquire, Release};
+//! use redisync::internal::handoff::{self, Queue};
+//! use redisync::internal::lock::{Acquire, Release};
 //! let store = redisync::MemoryBackend::new();
 //! let queue = Queue::new("doc:q", 2_000, 16);
 //! let attempt = |holder: &str, id: &str, retry| {
@@ -83,7 +83,7 @@ impl Queue {
     /// free, the others were handed it) a release frees the lock.
     ///
     /// ```
-    /// let queue = redisync::ops::handoff::Queue::new("orders", 6_000, 16);
+    /// let queue = redisync::internal::handoff::Queue::new("orders", 6_000, 16);
     /// assert_eq!(queue.key(), "{orders}:redisync_waiters");
     /// assert_eq!(queue.channel("c1"), "redisson_lock__channel:{orders}:redisync:c1");
     /// ```
@@ -101,7 +101,7 @@ impl Queue {
     /// The queue's key.
     ///
     /// ```
-    /// assert_eq!(redisync::ops::handoff::Queue::new("a", 1, 1).key(), "{a}:redisync_waiters");
+    /// assert_eq!(redisync::internal::handoff::Queue::new("a", 1, 1).key(), "{a}:redisync_waiters");
     /// ```
     pub fn key(&self) -> &str {
         &self.key
@@ -110,7 +110,7 @@ impl Queue {
     /// How long a handed or reserved hold waits for its waiter.
     ///
     /// ```
-    /// let queue = redisync::ops::handoff::Queue::new("a", 6_000, 16);
+    /// let queue = redisync::internal::handoff::Queue::new("a", 6_000, 16);
     /// assert_eq!(queue.claim_window(), std::time::Duration::from_secs(6));
     /// ```
     pub fn claim_window(&self) -> std::time::Duration {
@@ -121,7 +121,7 @@ impl Queue {
     /// waiters was handed the lock.
     ///
     /// ```
-    /// let queue = redisync::ops::handoff::Queue::new("{a}:b", 1, 1);
+    /// let queue = redisync::internal::handoff::Queue::new("{a}:b", 1, 1);
     /// assert_eq!(queue.channel("c9"), "redisson_lock__channel:{a}:b:redisync:c9");
     /// ```
     pub fn channel(&self, client_id: &str) -> String {
@@ -143,7 +143,7 @@ impl Queue {
 /// As [`lock::acquire_recorded`](super::lock::acquire_recorded).
 ///
 /// ```
-/// use redisync::ops::handoff::{self, Queue};
+/// use redisync::internal::handoff::{self, Queue};
 /// let store = redisync::MemoryBackend::new();
 /// let queue = Queue::new("doc:qa", 2_000, 16);
 /// let outcome = handoff::acquire(&store, "doc:qa", "a:1", 30_000, "{doc:qa}:redisync_attempt:1", &queue, false, Some("d|7|a:1"))?;
@@ -184,7 +184,7 @@ pub fn acquire<B: LockBackend + ?Sized>(
 /// As [`acquire`].
 ///
 /// ```
-/// use redisync::ops::handoff::{self, Queue};
+/// use redisync::internal::handoff::{self, Queue};
 /// let store = redisync::MemoryBackend::new();
 /// let queue = Queue::new("doc:qk", 2_000, 16);
 /// let outcome = handoff::acquire_keeping_off(&store, "doc:qk", "a:1", 30_000, "{doc:qk}:redisync_attempt:1", &queue, false, None, true)?;
@@ -247,8 +247,8 @@ pub fn acquire_keeping_off<B: LockBackend + ?Sized>(
 /// As [`lock::release`](super::lock::release).
 ///
 /// ```
-/// use redisync::ops::handoff::{self, Queue};
-/// use redisync::ops::lock::Release;
+/// use redisync::internal::handoff::{self, Queue};
+/// use redisync::internal::lock::Release;
 /// let store = redisync::MemoryBackend::new();
 /// let queue = Queue::new("doc:qr", 2_000, 16);
 /// handoff::acquire(&store, "doc:qr", "a:1", 30_000, "{doc:qr}:redisync_attempt:1", &queue, false, None)?;
@@ -310,7 +310,7 @@ pub fn release<B: LockBackend + ?Sized>(
 /// A store failure.
 ///
 /// ```
-/// use redisync::ops::handoff::{self, Queue};
+/// use redisync::internal::handoff::{self, Queue};
 /// let store = redisync::MemoryBackend::new();
 /// let queue = Queue::new("doc:ql", 2_000, 16);
 /// assert!(!handoff::leave(&store, "doc:ql", "redisson_lock__channel:{doc:ql}", &queue, "a:1", Some("d|7|a:1"))?);
@@ -340,7 +340,7 @@ pub fn leave<B: LockBackend + ?Sized>(
 /// whose outcome is unknown.
 ///
 /// ```
-/// use redisync::ops::handoff::{self, Queue};
+/// use redisync::internal::handoff::{self, Queue};
 /// let store = redisync::MemoryBackend::new();
 /// let queue = Queue::new("doc:qlr", 2_000, 16);
 /// let op = "{doc:qlr}:redisync_op:l1";
@@ -423,7 +423,7 @@ fn given_up(reply: &Reply, operation: &str) -> Result<bool> {
 /// wait from one meant for an earlier wait of the same holder.
 ///
 /// ```
-/// assert_eq!(redisync::ops::handoff::outright_entry(7, "c1:3"), "d|7|c1:3");
+/// assert_eq!(redisync::internal::handoff::outright_entry(7, "c1:3"), "d|7|c1:3");
 /// ```
 pub fn outright_entry(wait: u64, holder: &str) -> String {
     format!("d|{wait}|{holder}")
@@ -435,7 +435,7 @@ pub fn outright_entry(wait: u64, holder: &str) -> String {
 /// would have taken: it holds the lock without a round trip of its own.
 ///
 /// ```
-/// assert_eq!(redisync::ops::handoff::leased_entry(7, 30_000, "c1:3"), "d|7+30000|c1:3");
+/// assert_eq!(redisync::internal::handoff::leased_entry(7, 30_000, "c1:3"), "d|7+30000|c1:3");
 /// ```
 pub fn leased_entry(wait: u64, lease_ms: i64, holder: &str) -> String {
     format!("d|{wait}+{lease_ms}|{holder}")

@@ -2,41 +2,19 @@
 //! one read-only script (`lua/inspect.lua`), for operators and tools
 //! ([`Client::inspect`](crate::Client::inspect) calls [`inspect`]).
 //!
-//! # How kinds are told apart
-//!
-//! The script reads the name's key (its Redis `TYPE`, `PTTL` and contents)
-//! and the auxiliary keys of every primitive that could own the name (see
-//! the schema table of [`crate::ops`]): the fair lock's queue and slot
-//! deadlines, the fenced lock's token counter, the permit-expirable
-//! semaphore's leases and the read-write lock's read-hold keys. All of
-//! them share the name's hash slot, so one script reads them on a cluster
-//! too. Then:
-//!
-//! | the name's key | auxiliary keys | [`ObjectKind`] |
-//! |---|---|---|
-//! | hash with a `generation` or `parties` field (no lock holder is named so) | | [`Barrier`](ObjectKind::Barrier) |
-//! | hash with a `mode` field (`read`/`write`) | | [`ReadWriteLock`](ObjectKind::ReadWriteLock) |
-//! | hash of holder → hold count | a fair queue or slot deadlines | [`FairLock`](ObjectKind::FairLock) |
-//! | hash of holder → hold count | a token counter | [`FencedLock`](ObjectKind::FencedLock) |
-//! | hash of holder → hold count | neither | [`Lock`](ObjectKind::Lock) (also a fair lock nobody waits for: the data is the same) |
-//! | integer string | leases | [`PermitExpirableSemaphore`](ObjectKind::PermitExpirableSemaphore) |
-//! | integer string | no leases | [`Counter`](ObjectKind::Counter): a semaphore, a latch, or a permit-expirable semaphore with no permit leased (the data is the same) |
-//! | absent | a fair queue or slot deadlines | [`FairLock`](ObjectKind::FairLock), free, with waiters |
-//! | absent | leases | [`PermitExpirableSemaphore`](ObjectKind::PermitExpirableSemaphore), no permit available |
-//! | absent | a token counter | [`FencedLock`](ObjectKind::FencedLock), free |
-//! | absent | none | [`Absent`](ObjectKind::Absent) (also a free lock, an unset semaphore or an open latch) |
-//! | anything else (a list, a set, a non-integer string, a hash of other values) | | [`Unknown`](ObjectKind::Unknown), with its Redis type |
+//! How kinds are told apart: see [`ObjectKind`] (exported at the crate
+//! root, with its table).
 //!
 //! Nothing is written: a waiter whose queue slot ran out and a permit whose
 //! lease ended are reported as found (with a negative remaining time); the
 //! next operation on the object removes them.
 //!
 //! ```
-//! use redisync::ops::inspect::{HoldMode, ObjectKind};
+//! use redisync::{HoldMode, ObjectKind};
 //!
 //! let store = redisync::MemoryBackend::new();
-//! redisync::ops::lock::acquire(&store, "doc:inspect", "6f1c0e4e-0000-4000-8000-000000000001:7", 30_000)?;
-//! let found = redisync::ops::inspect::inspect(&store, "doc:inspect")?;
+//! redisync::internal::lock::acquire(&store, "doc:inspect", "6f1c0e4e-0000-4000-8000-000000000001:7", 30_000)?;
+//! let found = redisync::internal::inspect::inspect(&store, "doc:inspect")?;
 //! assert_eq!(found.kind, ObjectKind::Lock);
 //! assert_eq!(found.holders[0].thread, Some(7));
 //! assert_eq!(found.holders[0].mode, HoldMode::Exclusive);
@@ -48,7 +26,6 @@ use std::collections::HashMap;
 use std::fmt;
 use std::time::Duration;
 
-use super::rw_lock::RwMode;
 use super::{part, run, scripts, ttl_from_pttl};
 use crate::backend::{Effect, LockBackend, Reply, Resend, ScriptCall};
 use crate::{Error, Result, keys};
@@ -61,10 +38,36 @@ scripts! {
 }
 
 /// What kind of object lives under a name, as far as the stored data tells
-/// (see the [module](self) table for how each is recognised).
+/// (how each is recognised: the table below), as
+/// [`Client::inspect`](crate::Client::inspect) reports it.
+///
+/// # How kinds are told apart
+///
+/// The script reads the name's key (its Redis `TYPE`, `PTTL` and contents)
+/// and the auxiliary keys of every primitive that could own the name (see
+/// README, Redisson wire format): the fair lock's queue and slot
+/// deadlines, the fenced lock's token counter, the permit-expirable
+/// semaphore's leases and the read-write lock's read-hold keys. All of
+/// them share the name's hash slot, so one script reads them on a cluster
+/// too. Then:
+///
+/// | the name's key | auxiliary keys | [`ObjectKind`] |
+/// |---|---|---|
+/// | hash with a `generation` or `parties` field (no lock holder is named so) | | [`Barrier`](ObjectKind::Barrier) |
+/// | hash with a `mode` field (`read`/`write`) | | [`ReadWriteLock`](ObjectKind::ReadWriteLock) |
+/// | hash of holder → hold count | a fair queue or slot deadlines | [`FairLock`](ObjectKind::FairLock) |
+/// | hash of holder → hold count | a token counter | [`FencedLock`](ObjectKind::FencedLock) |
+/// | hash of holder → hold count | neither | [`Lock`](ObjectKind::Lock) (also a fair lock nobody waits for: the data is the same) |
+/// | integer string | leases | [`PermitExpirableSemaphore`](ObjectKind::PermitExpirableSemaphore) |
+/// | integer string | no leases | [`Counter`](ObjectKind::Counter): a semaphore, a latch, or a permit-expirable semaphore with no permit leased (the data is the same) |
+/// | absent | a fair queue or slot deadlines | [`FairLock`](ObjectKind::FairLock), free, with waiters |
+/// | absent | leases | [`PermitExpirableSemaphore`](ObjectKind::PermitExpirableSemaphore), no permit available |
+/// | absent | a token counter | [`FencedLock`](ObjectKind::FencedLock), free |
+/// | absent | none | [`Absent`](ObjectKind::Absent) (also a free lock, an unset semaphore or an open latch) |
+/// | anything else (a list, a set, a non-integer string, a hash of other values) | | [`Unknown`](ObjectKind::Unknown), with its Redis type |
 ///
 /// ```
-/// use redisync::ops::inspect::ObjectKind;
+/// use redisync::ObjectKind;
 /// assert_eq!(ObjectKind::Counter.to_string(), "counter (semaphore or latch)");
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -125,7 +128,7 @@ impl fmt::Display for ObjectKind {
 /// How a holder holds a lock.
 ///
 /// ```
-/// use redisync::ops::inspect::HoldMode;
+/// use redisync::HoldMode;
 /// assert_ne!(HoldMode::Read, HoldMode::Write);
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -139,14 +142,43 @@ pub enum HoldMode {
     Write,
 }
 
+/// Which half of a read-write lock: an [`Inspection`]'s `rw_mode` (the
+/// hash's `mode` field).
+///
+/// ```
+/// assert_eq!(redisync::RwMode::Read.as_str(), "read");
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum RwMode {
+    /// Shared: many holders.
+    Read,
+    /// Exclusive: one holder.
+    Write,
+}
+
+impl RwMode {
+    /// The value of the hash's `mode` field.
+    ///
+    /// ```
+    /// assert_eq!(redisync::RwMode::Write.as_str(), "write");
+    /// ```
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RwMode::Read => "read",
+            RwMode::Write => "write",
+        }
+    }
+}
+
 /// One holder of a lock.
 ///
 /// ```
-/// # let store = redisync::MemoryBackend::new();
-/// # redisync::ops::lock::acquire(&store, "doc:holder", "c1:3", 30_000)?;
-/// let found = redisync::ops::inspect::inspect(&store, "doc:holder")?;
+/// # let client = redisync::Client::builder().backend(redisync::MemoryBackend::new()).build()?;
+/// let _guard = client.lock("doc:holder").lock()?;
+/// let found = client.inspect("doc:holder")?;
 /// let holder = &found.holders[0];
-/// assert_eq!((holder.client_id.as_str(), holder.thread, holder.holds), ("c1", Some(3), 1));
+/// assert_eq!((holder.id.as_str(), holder.holds), (client.current_holder_id().as_str(), 1));
 /// # Ok::<(), redisync::Error>(())
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -180,7 +212,8 @@ pub struct Holder {
 /// One connection of a holding client, as `CLIENT LIST` shows it.
 ///
 /// ```
-/// let found = redisync::ops::inspect::inspect(&redisync::MemoryBackend::new(), "doc:conn")?;
+/// # let client = redisync::Client::builder().backend(redisync::MemoryBackend::new()).build()?;
+/// let found = client.inspect("doc:conn")?;
 /// assert!(found.holders.iter().all(|h| h.connections.is_empty()));
 /// # Ok::<(), redisync::Error>(())
 /// ```
@@ -231,7 +264,8 @@ pub(crate) fn attach_connections(
 /// One fair-lock waiter in the queue.
 ///
 /// ```
-/// let found = redisync::ops::inspect::inspect(&redisync::MemoryBackend::new(), "doc:queue")?;
+/// # let client = redisync::Client::builder().backend(redisync::MemoryBackend::new()).build()?;
+/// let found = client.inspect("doc:queue")?;
 /// assert!(found.queue.is_empty());
 /// # Ok::<(), redisync::Error>(())
 /// ```
@@ -256,7 +290,8 @@ pub struct QueuedWaiter {
 /// One leased permit of a permit-expirable semaphore.
 ///
 /// ```
-/// let found = redisync::ops::inspect::inspect(&redisync::MemoryBackend::new(), "doc:leases")?;
+/// # let client = redisync::Client::builder().backend(redisync::MemoryBackend::new()).build()?;
+/// let found = client.inspect("doc:leases")?;
 /// assert!(found.leases.is_empty());
 /// # Ok::<(), redisync::Error>(())
 /// ```
@@ -324,7 +359,8 @@ impl Inspection {
     /// Whether a lock (of any kind) is held.
     ///
     /// ```
-    /// let found = redisync::ops::inspect::inspect(&redisync::MemoryBackend::new(), "doc:held")?;
+    /// # let client = redisync::Client::builder().backend(redisync::MemoryBackend::new()).build()?;
+    /// let found = client.inspect("doc:held")?;
     /// assert!(!found.is_held());
     /// # Ok::<(), redisync::Error>(())
     /// ```
@@ -432,7 +468,7 @@ impl fmt::Display for Inspection {
 
 /// Reads whatever lives under `name` in one round trip: its
 /// [kind](ObjectKind), holders, TTL, fencing token, fair queue, counter and
-/// leases (see the [module](self) for how kinds are told apart). Writes
+/// leases (see [`ObjectKind`] for how kinds are told apart). Writes
 /// nothing; the auxiliary key names are derived from `name` as Redisson
 /// names them.
 ///
@@ -441,11 +477,11 @@ impl fmt::Display for Inspection {
 /// under the name is an answer ([`ObjectKind::Unknown`]), not an error.
 ///
 /// ```
-/// use redisync::ops::inspect::ObjectKind;
+/// use redisync::ObjectKind;
 ///
 /// let store = redisync::MemoryBackend::new();
 /// store.set_string("doc:misc", "hello");
-/// let found = redisync::ops::inspect::inspect(&store, "doc:misc")?;
+/// let found = redisync::internal::inspect::inspect(&store, "doc:misc")?;
 /// assert_eq!(found.kind, ObjectKind::Unknown { redis_type: "string".into() });
 /// # Ok::<(), redisync::Error>(())
 /// ```

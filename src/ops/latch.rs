@@ -24,8 +24,8 @@ scripts! {
 /// ```
 /// let store = redisync::MemoryBackend::new();
 /// let channel = "redisson_countdownlatch__channel__{doc:latch}";
-/// redisync::ops::counter::set_if_absent(&store, "doc:latch", channel, 2, "1")?;
-/// assert_eq!(redisync::ops::latch::count_down(&store, "doc:latch", channel)?, 1);
+/// redisync::internal::counter::set_if_absent(&store, "doc:latch", channel, 2, "1")?;
+/// assert_eq!(redisync::internal::latch::count_down(&store, "doc:latch", channel)?, 1);
 /// # Ok::<(), redisync::Error>(())
 /// ```
 pub fn count_down<B: LockBackend + ?Sized>(backend: &B, name: &str, channel: &str) -> Result<i64> {
@@ -47,14 +47,14 @@ pub fn count_down<B: LockBackend + ?Sized>(backend: &B, name: &str, channel: &st
 /// As [`count_down`].
 ///
 /// ```
-/// use redisync::ops::latch::count_down_recorded;
+/// use redisync::internal::latch::count_down_recorded;
 /// let store = redisync::MemoryBackend::new();
 /// let channel = "redisson_countdownlatch__channel__{doc:latch-rec}";
-/// redisync::ops::counter::set_if_absent(&store, "doc:latch-rec", channel, 3, "1")?;
+/// redisync::internal::counter::set_if_absent(&store, "doc:latch-rec", channel, 3, "1")?;
 /// let op = "{doc:latch-rec}:redisync_op:c1";
 /// assert_eq!(count_down_recorded(&store, "doc:latch-rec", channel, op)?, 2);
 /// assert_eq!(count_down_recorded(&store, "doc:latch-rec", channel, op)?, 2); // sent again
-/// assert_eq!(redisync::ops::counter::get(&store, "doc:latch-rec")?, 2);
+/// assert_eq!(redisync::internal::counter::get(&store, "doc:latch-rec")?, 2);
 /// # Ok::<(), redisync::Error>(())
 /// ```
 pub fn count_down_recorded<B: LockBackend + ?Sized>(
@@ -82,7 +82,7 @@ pub fn count_down_recorded<B: LockBackend + ?Sized>(
 /// ```
 /// let store = redisync::MemoryBackend::new();
 /// let channel = "redisson_countdownlatch__channel__{doc:latch-del}";
-/// assert!(!redisync::ops::latch::delete(&store, "doc:latch-del", channel)?);
+/// assert!(!redisync::internal::latch::delete(&store, "doc:latch-del", channel)?);
 /// # Ok::<(), redisync::Error>(())
 /// ```
 pub fn delete<B: LockBackend + ?Sized>(backend: &B, name: &str, channel: &str) -> Result<bool> {

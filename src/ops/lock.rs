@@ -19,7 +19,7 @@ use crate::{Error, Result};
 /// What an acquire attempt found.
 ///
 /// ```
-/// use redisync::ops::lock::Acquire;
+/// use redisync::internal::lock::Acquire;
 /// let outcome = Acquire::Held { ttl: Some(std::time::Duration::from_millis(250)) };
 /// assert!(!outcome.is_acquired());
 /// ```
@@ -41,7 +41,7 @@ impl Acquire {
     /// True for [`Acquire::Acquired`].
     ///
     /// ```
-    /// assert!(redisync::ops::lock::Acquire::Acquired.is_acquired());
+    /// assert!(redisync::internal::lock::Acquire::Acquired.is_acquired());
     /// ```
     pub fn is_acquired(&self) -> bool {
         matches!(self, Acquire::Acquired)
@@ -52,7 +52,7 @@ impl Acquire {
 /// of a successful acquisition.
 ///
 /// ```
-/// use redisync::ops::lock::FencedAcquire;
+/// use redisync::internal::lock::FencedAcquire;
 /// let outcome = FencedAcquire::Acquired { token: 7 };
 /// assert_eq!(outcome.token(), Some(7));
 /// ```
@@ -78,7 +78,7 @@ impl FencedAcquire {
     /// The token of a successful acquisition.
     ///
     /// ```
-    /// use redisync::ops::lock::FencedAcquire;
+    /// use redisync::internal::lock::FencedAcquire;
     /// assert_eq!(FencedAcquire::Held { ttl: None }.token(), None);
     /// ```
     pub fn token(&self) -> Option<u64> {
@@ -97,7 +97,7 @@ pub(crate) fn parse_fence_token(text: &str) -> Option<u64> {
 /// What a release found.
 ///
 /// ```
-/// use redisync::ops::lock::Release;
+/// use redisync::internal::lock::Release;
 /// assert_ne!(Release::StillHeld, Release::Released);
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -125,7 +125,7 @@ pub enum Release {
 /// A snapshot of a lock, read in one round trip.
 ///
 /// ```
-/// let state = redisync::ops::lock::LockState::default();
+/// let state = redisync::internal::lock::LockState::default();
 /// assert!(!state.locked && state.hold_count == 0 && state.ttl.is_none());
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -143,7 +143,7 @@ impl LockState {
     /// A snapshot.
     ///
     /// ```
-    /// let state = redisync::ops::lock::LockState::new(true, 2, None);
+    /// let state = redisync::internal::lock::LockState::new(true, 2, None);
     /// assert_eq!(state.hold_count, 2);
     /// ```
     pub fn new(locked: bool, hold_count: u64, ttl: Option<Duration>) -> Self {
@@ -191,10 +191,10 @@ scripts! {
 /// [`MAX_LEASE`](crate::MAX_LEASE); `Protocol` if `name` holds another type.
 ///
 /// ```
-/// use redisync::ops::lock::Acquire;
+/// use redisync::internal::lock::Acquire;
 /// let store = redisync::MemoryBackend::new();
-/// assert_eq!(redisync::ops::lock::acquire(&store, "doc:acq", "c1:1", 30_000)?, Acquire::Acquired);
-/// assert!(redisync::ops::lock::acquire(&store, "doc:acq", "c1:1", 0).unwrap_err().is_invalid_argument());
+/// assert_eq!(redisync::internal::lock::acquire(&store, "doc:acq", "c1:1", 30_000)?, Acquire::Acquired);
+/// assert!(redisync::internal::lock::acquire(&store, "doc:acq", "c1:1", 0).unwrap_err().is_invalid_argument());
 /// # Ok::<(), redisync::Error>(())
 /// ```
 pub fn acquire<B: LockBackend + ?Sized>(
@@ -219,13 +219,13 @@ pub fn acquire<B: LockBackend + ?Sized>(
 /// already undone.
 ///
 /// ```
-/// use redisync::ops::lock::Acquire;
+/// use redisync::internal::lock::Acquire;
 /// let store = redisync::MemoryBackend::new();
 /// let attempt = "{doc:rec}:redisync_attempt:a1";
-/// assert_eq!(redisync::ops::lock::acquire_recorded(&store, "doc:rec", "c1:1", 30_000, Some(attempt))?, Acquire::Acquired);
+/// assert_eq!(redisync::internal::lock::acquire_recorded(&store, "doc:rec", "c1:1", 30_000, Some(attempt))?, Acquire::Acquired);
 /// // Sent again: still one hold.
-/// redisync::ops::lock::acquire_recorded(&store, "doc:rec", "c1:1", 30_000, Some(attempt))?;
-/// assert_eq!(redisync::ops::lock::state(&store, "doc:rec", "c1:1")?.hold_count, 1);
+/// redisync::internal::lock::acquire_recorded(&store, "doc:rec", "c1:1", 30_000, Some(attempt))?;
+/// assert_eq!(redisync::internal::lock::state(&store, "doc:rec", "c1:1")?.hold_count, 1);
 /// # Ok::<(), redisync::Error>(())
 /// ```
 pub fn acquire_recorded<B: LockBackend + ?Sized>(
@@ -290,7 +290,7 @@ pub enum Undo {
 /// A store failure; `InvalidArgument` for a bad lease.
 ///
 /// ```
-/// use redisync::ops::lock::{self, Undo};
+/// use redisync::internal::lock::{self, Undo};
 /// let store = redisync::MemoryBackend::new();
 /// let (a1, a2) = ("{doc:undo}:redisync_attempt:a1", "{doc:undo}:redisync_attempt:a2");
 /// lock::acquire_recorded(&store, "doc:undo", "c1:1", 30_000, Some(a1))?;
@@ -393,8 +393,8 @@ fn undo_sent_at(call: &ScriptCall<'_>, record: usize) -> ScriptCall<'static> {
 ///
 /// ```
 /// let store = redisync::MemoryBackend::new();
-/// let first = redisync::ops::lock::fenced_acquire(&store, "doc:f", "redisson_lock_token:{doc:f}", "c1:1", 30_000)?;
-/// let again = redisync::ops::lock::fenced_acquire(&store, "doc:f", "redisson_lock_token:{doc:f}", "c1:1", 30_000)?;
+/// let first = redisync::internal::lock::fenced_acquire(&store, "doc:f", "redisson_lock_token:{doc:f}", "c1:1", 30_000)?;
+/// let again = redisync::internal::lock::fenced_acquire(&store, "doc:f", "redisson_lock_token:{doc:f}", "c1:1", 30_000)?;
 /// assert!(again.token() > first.token());
 /// # Ok::<(), redisync::Error>(())
 /// ```
@@ -423,11 +423,11 @@ pub fn fenced_acquire<B: LockBackend + ?Sized>(
 /// ```
 /// let store = redisync::MemoryBackend::new();
 /// let (counter, attempt) = ("redisson_lock_token:{doc:frec}", "{doc:frec}:redisync_attempt:a1");
-/// let first = redisync::ops::lock::fenced_acquire_recorded(&store, "doc:frec", counter, "c1:1", 30_000, Some(attempt))?;
+/// let first = redisync::internal::lock::fenced_acquire_recorded(&store, "doc:frec", counter, "c1:1", 30_000, Some(attempt))?;
 /// // Sent again: the same hold and the same token.
-/// let again = redisync::ops::lock::fenced_acquire_recorded(&store, "doc:frec", counter, "c1:1", 30_000, Some(attempt))?;
+/// let again = redisync::internal::lock::fenced_acquire_recorded(&store, "doc:frec", counter, "c1:1", 30_000, Some(attempt))?;
 /// assert_eq!(again.token(), first.token());
-/// assert_eq!(redisync::ops::lock::state(&store, "doc:frec", "c1:1")?.hold_count, 1);
+/// assert_eq!(redisync::internal::lock::state(&store, "doc:frec", "c1:1")?.hold_count, 1);
 /// # Ok::<(), redisync::Error>(())
 /// ```
 pub fn fenced_acquire_recorded<B: LockBackend + ?Sized>(
@@ -489,7 +489,7 @@ fn fenced_acquired(reply: &Reply) -> bool {
 ///
 /// ```
 /// let store = redisync::MemoryBackend::new();
-/// assert!(!redisync::ops::lock::renew(&store, "doc:renew", "c1:1", 30_000)?);
+/// assert!(!redisync::internal::lock::renew(&store, "doc:renew", "c1:1", 30_000)?);
 /// # Ok::<(), redisync::Error>(())
 /// ```
 pub fn renew<B: LockBackend + ?Sized>(
@@ -510,7 +510,7 @@ pub fn renew<B: LockBackend + ?Sized>(
 /// kind's acquire writes it (see `lua/renew_prelude.lua`).
 ///
 /// ```
-/// use redisync::ops::lock::RecordKind;
+/// use redisync::internal::lock::RecordKind;
 /// assert_ne!(RecordKind::Taken, RecordKind::Numbered);
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -550,12 +550,12 @@ impl RecordKind {
 /// As [`renew`].
 ///
 /// ```
-/// use redisync::ops::lock::RecordKind;
+/// use redisync::internal::lock::RecordKind;
 /// let store = redisync::MemoryBackend::new();
 /// let record = "{doc:renew-rec}:redisync_attempt:a1";
-/// redisync::ops::lock::acquire_recorded(&store, "doc:renew-rec", "c1:1", 30_000, Some(record))?;
+/// redisync::internal::lock::acquire_recorded(&store, "doc:renew-rec", "c1:1", 30_000, Some(record))?;
 /// let taken = Some((record, RecordKind::Taken));
-/// assert!(redisync::ops::lock::renew_recorded(&store, "doc:renew-rec", "c1:1", 30_000, taken)?);
+/// assert!(redisync::internal::lock::renew_recorded(&store, "doc:renew-rec", "c1:1", 30_000, taken)?);
 /// # Ok::<(), redisync::Error>(())
 /// ```
 pub fn renew_recorded<B: LockBackend + ?Sized>(
@@ -584,11 +584,11 @@ pub fn renew_recorded<B: LockBackend + ?Sized>(
 /// As [`renew_many`].
 ///
 /// ```
-/// use redisync::ops::lock::RecordKind;
+/// use redisync::internal::lock::RecordKind;
 /// let store = redisync::MemoryBackend::new();
 /// let record = "{doc:batch-rec:a}:redisync_attempt:a1";
-/// redisync::ops::lock::acquire_recorded(&store, "doc:batch-rec:a", "c1:1", 30_000, Some(record))?;
-/// let renewed = redisync::ops::lock::renew_many_recorded(
+/// redisync::internal::lock::acquire_recorded(&store, "doc:batch-rec:a", "c1:1", 30_000, Some(record))?;
+/// let renewed = redisync::internal::lock::renew_many_recorded(
 ///     &store,
 ///     &[("doc:batch-rec:a", "c1:1", Some(record)), ("doc:batch-rec:b", "c1:1", None)],
 ///     RecordKind::Taken,
@@ -644,10 +644,10 @@ pub fn renew_many_recorded<B: LockBackend + ?Sized>(
 /// A store failure, a bad lease, or `Protocol` if a name holds another type.
 ///
 /// ```
-/// use redisync::ops::lock::Acquire;
+/// use redisync::internal::lock::Acquire;
 /// let store = redisync::MemoryBackend::new();
-/// redisync::ops::lock::acquire(&store, "doc:batch:a", "c1:1", 30_000)?;
-/// let renewed = redisync::ops::lock::renew_many(
+/// redisync::internal::lock::acquire(&store, "doc:batch:a", "c1:1", 30_000)?;
+/// let renewed = redisync::internal::lock::renew_many(
 ///     &store, &[("doc:batch:a", "c1:1"), ("doc:batch:b", "c1:1")], 30_000,
 /// )?;
 /// assert_eq!(renewed, [true, false]);
@@ -688,9 +688,9 @@ pub fn renew_many<B: LockBackend + ?Sized>(
 /// holds another type.
 ///
 /// ```
-/// use redisync::ops::lock::Release;
+/// use redisync::internal::lock::Release;
 /// let store = redisync::MemoryBackend::new();
-/// let outcome = redisync::ops::lock::release(&store, "doc:rel", "redisson_lock__channel:{doc:rel}", "c1:1", 30_000, "redisson_unlock_latch:{doc:rel}:1", 5_000)?;
+/// let outcome = redisync::internal::lock::release(&store, "doc:rel", "redisson_lock__channel:{doc:rel}", "c1:1", 30_000, "redisson_unlock_latch:{doc:rel}:1", 5_000)?;
 /// assert_eq!(outcome, Release::NotHeld);
 /// # Ok::<(), redisync::Error>(())
 /// ```
@@ -741,15 +741,15 @@ fn release_with<B: LockBackend + ?Sized>(
 /// As [`release`]; `InvalidArgument` for a bad waiter lease.
 ///
 /// ```
-/// use redisync::ops::lock::Release;
+/// use redisync::internal::lock::Release;
 /// let store = redisync::MemoryBackend::new();
-/// redisync::ops::lock::acquire(&store, "doc:to", "c1:1", 30_000)?;
-/// let outcome = redisync::ops::lock::release_to(
+/// redisync::internal::lock::acquire(&store, "doc:to", "c1:1", 30_000)?;
+/// let outcome = redisync::internal::lock::release_to(
 ///     &store, "doc:to", "redisson_lock__channel:{doc:to}", "c1:1", 30_000,
 ///     "redisson_unlock_latch:{doc:to}:r1", 5_000, "c1:2", 30_000,
 /// )?;
 /// assert_eq!(outcome, Release::Transferred);
-/// assert_eq!(redisync::ops::lock::state(&store, "doc:to", "c1:2")?.hold_count, 1);
+/// assert_eq!(redisync::internal::lock::state(&store, "doc:to", "c1:2")?.hold_count, 1);
 /// # Ok::<(), redisync::Error>(())
 /// ```
 #[allow(clippy::too_many_arguments)]
@@ -804,7 +804,7 @@ fn release_call<'a>(
 ///
 /// ```
 /// let store = redisync::MemoryBackend::new();
-/// assert!(!redisync::ops::lock::force_release(&store, "doc:force", "redisson_lock__channel:{doc:force}")?);
+/// assert!(!redisync::internal::lock::force_release(&store, "doc:force", "redisson_lock__channel:{doc:force}")?);
 /// # Ok::<(), redisync::Error>(())
 /// ```
 pub fn force_release<B: LockBackend + ?Sized>(
@@ -827,7 +827,7 @@ pub fn force_release<B: LockBackend + ?Sized>(
 /// done, or whose outcome stays unknown (the message says so).
 ///
 /// ```
-/// use redisync::ops::lock;
+/// use redisync::internal::lock;
 /// let store = redisync::MemoryBackend::new();
 /// let (channel, op) = ("redisson_lock__channel:{doc:force-rec}", "{doc:force-rec}:redisync_op:f1");
 /// lock::acquire(&store, "doc:force-rec", "c1:1", 30_000)?;
@@ -867,7 +867,7 @@ fn force_release_with<B: LockBackend + ?Sized>(
 ///
 /// ```
 /// let store = redisync::MemoryBackend::new();
-/// assert!(!redisync::ops::lock::state(&store, "doc:state", "c1:1")?.locked);
+/// assert!(!redisync::internal::lock::state(&store, "doc:state", "c1:1")?.locked);
 /// # Ok::<(), redisync::Error>(())
 /// ```
 pub fn state<B: LockBackend + ?Sized>(backend: &B, name: &str, holder: &str) -> Result<LockState> {

@@ -13,7 +13,7 @@
 //! new primitive is added here and above, never in [`crate::backend`].
 //!
 //! ```
-//! use redisync::ops::lock::{self, Acquire, Release};
+//! use redisync::internal::lock::{self, Acquire, Release};
 //!
 //! let store = redisync::MemoryBackend::new();
 //! assert_eq!(lock::acquire(&store, "doc:ops", "c1:1", 30_000)?, Acquire::Acquired);
@@ -58,7 +58,7 @@ pub mod election;
 pub mod expirable;
 pub mod fair_lock;
 pub mod handoff;
-pub mod inspect;
+pub(crate) mod inspect;
 pub mod latch;
 pub mod lock;
 pub mod once;

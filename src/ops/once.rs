@@ -22,7 +22,7 @@
 //! act until its window ends).
 //!
 //! ```
-//! use redisync::ops::{lock, once};
+//! use redisync::internal::{lock, once};
 //! let store = redisync::MemoryBackend::new();
 //! let (channel, op) = ("redisson_lock__channel:{doc:once}", "{doc:once}:redisync_op:f1");
 //! // Settled before it ran: it never will.
@@ -162,8 +162,8 @@ pub(crate) fn settled<B: LockBackend + ?Sized, T>(
 /// A store failure.
 ///
 /// ```
-/// use redisync::backend::Reply;
-/// use redisync::ops::{counter, once};
+/// use redisync::Reply;
+/// use redisync::internal::{counter, once};
 /// let store = redisync::MemoryBackend::new();
 /// let op = "{doc:settle}:redisync_op:s1";
 /// assert!(counter::set_if_absent_recorded(&store, "doc:settle", "redisson_sc:{doc:settle}", 3, "3", op)?);

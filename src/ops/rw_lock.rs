@@ -5,6 +5,7 @@
 
 use std::time::Duration;
 
+use super::inspect::RwMode;
 use super::lock::{Acquire, Release, Undo, acquire_outcome, release_outcome, undo_outcome};
 use super::{
     ROLLBACK_LATCH_MS, acquire_call, any_one, is_one, is_some, part, record_keep_ms,
@@ -19,7 +20,7 @@ use crate::{Error, Result};
 /// format; built by the library.
 ///
 /// ```
-/// let keys = redisync::ops::rw_lock::RwLockKeys {
+/// let keys = redisync::internal::rw_lock::RwLockKeys {
 ///     name: "doc",
 ///     channel: "redisson_rwlock:{doc}",
 ///     holder: "c1:7",
@@ -47,38 +48,10 @@ pub struct RwLockKeys<'a> {
     pub key_prefix: &'a str,
 }
 
-/// Which half of a read-write lock.
-///
-/// ```
-/// assert_eq!(redisync::ops::rw_lock::RwMode::Read.as_str(), "read");
-/// ```
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum RwMode {
-    /// Shared: many holders.
-    Read,
-    /// Exclusive: one holder.
-    Write,
-}
-
-impl RwMode {
-    /// The value of the hash's `mode` field.
-    ///
-    /// ```
-    /// assert_eq!(redisync::ops::rw_lock::RwMode::Write.as_str(), "write");
-    /// ```
-    pub fn as_str(self) -> &'static str {
-        match self {
-            RwMode::Read => "read",
-            RwMode::Write => "write",
-        }
-    }
-}
-
 /// A snapshot of a read-write lock, read in one round trip.
 ///
 /// ```
-/// let state = redisync::ops::rw_lock::RwLockState::default();
+/// let state = redisync::internal::rw_lock::RwLockState::default();
 /// assert!(state.mode.is_none());
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -96,7 +69,8 @@ impl RwLockState {
     /// A snapshot.
     ///
     /// ```
-    /// use redisync::ops::rw_lock::{RwLockState, RwMode};
+    /// use redisync::RwMode;
+    /// use redisync::internal::rw_lock::RwLockState;
     /// let state = RwLockState::new(Some(RwMode::Read), 1, None);
     /// assert_eq!(state.mode, Some(RwMode::Read));
     /// ```
@@ -156,15 +130,15 @@ const CALLER_READS: i64 = -3;
 /// type.
 ///
 /// ```
-/// use redisync::ops::lock::Acquire;
-/// use redisync::ops::rw_lock::RwLockKeys;
+/// use redisync::internal::lock::Acquire;
+/// use redisync::internal::rw_lock::RwLockKeys;
 /// let keys = RwLockKeys {
 ///     name: "doc:rw", channel: "redisson_rwlock:{doc:rw}", holder: "c1:1",
 ///     write_field: "c1:1:write", timeout_prefix: "{doc:rw}:c1:1:rwlock_timeout",
 ///     key_prefix: "{doc:rw}",
 /// };
 /// let store = redisync::MemoryBackend::new();
-/// assert_eq!(redisync::ops::rw_lock::read_acquire(&store, &keys, 30_000)?, Acquire::Acquired);
+/// assert_eq!(redisync::internal::rw_lock::read_acquire(&store, &keys, 30_000)?, Acquire::Acquired);
 /// # Ok::<(), redisync::Error>(())
 /// ```
 pub fn read_acquire<B: LockBackend + ?Sized>(
@@ -187,8 +161,8 @@ pub fn read_acquire<B: LockBackend + ?Sized>(
 /// already undone.
 ///
 /// ```
-/// use redisync::ops::lock::Acquire;
-/// use redisync::ops::rw_lock::RwLockKeys;
+/// use redisync::internal::lock::Acquire;
+/// use redisync::internal::rw_lock::RwLockKeys;
 /// let keys = RwLockKeys {
 ///     name: "doc:rw-rec", channel: "redisson_rwlock:{doc:rw-rec}", holder: "c1:1",
 ///     write_field: "c1:1:write", timeout_prefix: "{doc:rw-rec}:c1:1:rwlock_timeout",
@@ -196,10 +170,10 @@ pub fn read_acquire<B: LockBackend + ?Sized>(
 /// };
 /// let store = redisync::MemoryBackend::new();
 /// let attempt = "{doc:rw-rec}:redisync_attempt:a1";
-/// assert_eq!(redisync::ops::rw_lock::read_acquire_recorded(&store, &keys, 30_000, Some(attempt))?, Acquire::Acquired);
+/// assert_eq!(redisync::internal::rw_lock::read_acquire_recorded(&store, &keys, 30_000, Some(attempt))?, Acquire::Acquired);
 /// // Sent again: still one hold.
-/// redisync::ops::rw_lock::read_acquire_recorded(&store, &keys, 30_000, Some(attempt))?;
-/// assert_eq!(redisync::ops::rw_lock::state(&store, "doc:rw-rec", "c1:1")?.hold_count, 1);
+/// redisync::internal::rw_lock::read_acquire_recorded(&store, &keys, 30_000, Some(attempt))?;
+/// assert_eq!(redisync::internal::rw_lock::state(&store, "doc:rw-rec", "c1:1")?.hold_count, 1);
 /// # Ok::<(), redisync::Error>(())
 /// ```
 pub fn read_acquire_recorded<B: LockBackend + ?Sized>(
@@ -250,8 +224,8 @@ fn with_record_keep<'a, B: LockBackend + ?Sized>(
 /// A store failure; `InvalidArgument` for a bad lease.
 ///
 /// ```
-/// use redisync::ops::rw_lock::RwLockKeys;
-/// use redisync::ops::{lock::Undo, rw_lock};
+/// use redisync::internal::rw_lock::RwLockKeys;
+/// use redisync::internal::{lock::Undo, rw_lock};
 /// let keys = RwLockKeys {
 ///     name: "doc:rw-undo", channel: "redisson_rwlock:{doc:rw-undo}", holder: "c1:1",
 ///     write_field: "c1:1:write", timeout_prefix: "{doc:rw-undo}:c1:1:rwlock_timeout",
@@ -328,15 +302,15 @@ fn undo_read_sent(call: &ScriptCall<'_>, _: &Reply) -> ScriptCall<'static> {
 /// on a wrong type.
 ///
 /// ```
-/// use redisync::ops::lock::Acquire;
-/// use redisync::ops::rw_lock::RwLockKeys;
+/// use redisync::internal::lock::Acquire;
+/// use redisync::internal::rw_lock::RwLockKeys;
 /// let keys = RwLockKeys {
 ///     name: "doc:rw-w", channel: "redisson_rwlock:{doc:rw-w}", holder: "c1:1",
 ///     write_field: "c1:1:write", timeout_prefix: "{doc:rw-w}:c1:1:rwlock_timeout",
 ///     key_prefix: "{doc:rw-w}",
 /// };
 /// let store = redisync::MemoryBackend::new();
-/// assert_eq!(redisync::ops::rw_lock::write_acquire(&store, &keys, 30_000)?, Acquire::Acquired);
+/// assert_eq!(redisync::internal::rw_lock::write_acquire(&store, &keys, 30_000)?, Acquire::Acquired);
 /// # Ok::<(), redisync::Error>(())
 /// ```
 pub fn write_acquire<B: LockBackend + ?Sized>(
@@ -358,8 +332,8 @@ pub fn write_acquire<B: LockBackend + ?Sized>(
 /// attempt already undone.
 ///
 /// ```
-/// use redisync::ops::lock::Acquire;
-/// use redisync::ops::rw_lock::RwLockKeys;
+/// use redisync::internal::lock::Acquire;
+/// use redisync::internal::rw_lock::RwLockKeys;
 /// let keys = RwLockKeys {
 ///     name: "doc:rw-wrec", channel: "redisson_rwlock:{doc:rw-wrec}", holder: "c1:1",
 ///     write_field: "c1:1:write", timeout_prefix: "{doc:rw-wrec}:c1:1:rwlock_timeout",
@@ -367,10 +341,10 @@ pub fn write_acquire<B: LockBackend + ?Sized>(
 /// };
 /// let store = redisync::MemoryBackend::new();
 /// let attempt = "{doc:rw-wrec}:redisync_attempt:a1";
-/// assert_eq!(redisync::ops::rw_lock::write_acquire_recorded(&store, &keys, 30_000, Some(attempt))?, Acquire::Acquired);
+/// assert_eq!(redisync::internal::rw_lock::write_acquire_recorded(&store, &keys, 30_000, Some(attempt))?, Acquire::Acquired);
 /// // Sent again: still one hold.
-/// redisync::ops::rw_lock::write_acquire_recorded(&store, &keys, 30_000, Some(attempt))?;
-/// assert_eq!(redisync::ops::rw_lock::state(&store, "doc:rw-wrec", "c1:1:write")?.hold_count, 1);
+/// redisync::internal::rw_lock::write_acquire_recorded(&store, &keys, 30_000, Some(attempt))?;
+/// assert_eq!(redisync::internal::rw_lock::state(&store, "doc:rw-wrec", "c1:1:write")?.hold_count, 1);
 /// # Ok::<(), redisync::Error>(())
 /// ```
 pub fn write_acquire_recorded<B: LockBackend + ?Sized>(
@@ -410,8 +384,8 @@ pub fn write_acquire_recorded<B: LockBackend + ?Sized>(
 /// A store failure; `InvalidArgument` for a bad lease.
 ///
 /// ```
-/// use redisync::ops::rw_lock::RwLockKeys;
-/// use redisync::ops::{lock::Undo, rw_lock};
+/// use redisync::internal::rw_lock::RwLockKeys;
+/// use redisync::internal::{lock::Undo, rw_lock};
 /// let keys = RwLockKeys {
 ///     name: "doc:rw-wundo", channel: "redisson_rwlock:{doc:rw-wundo}", holder: "c1:1",
 ///     write_field: "c1:1:write", timeout_prefix: "{doc:rw-wundo}:c1:1:rwlock_timeout",
@@ -500,8 +474,8 @@ fn undo_write_sent(call: &ScriptCall<'_>, _: &Reply) -> ScriptCall<'static> {
 /// another type.
 ///
 /// ```
-/// use redisync::ops::lock::Release;
-/// use redisync::ops::rw_lock::RwLockKeys;
+/// use redisync::internal::lock::Release;
+/// use redisync::internal::rw_lock::RwLockKeys;
 /// let keys = RwLockKeys {
 ///     name: "doc:rw-r", channel: "redisson_rwlock:{doc:rw-r}", holder: "c1:1",
 ///     write_field: "c1:1:write", timeout_prefix: "{doc:rw-r}:c1:1:rwlock_timeout",
@@ -509,7 +483,7 @@ fn undo_write_sent(call: &ScriptCall<'_>, _: &Reply) -> ScriptCall<'static> {
 /// };
 /// let store = redisync::MemoryBackend::new();
 /// let latch = "redisson_unlock_latch:{doc:rw-r}:1";
-/// assert_eq!(redisync::ops::rw_lock::read_release(&store, &keys, latch, 5_000)?, Release::NotHeld);
+/// assert_eq!(redisync::internal::rw_lock::read_release(&store, &keys, latch, 5_000)?, Release::NotHeld);
 /// # Ok::<(), redisync::Error>(())
 /// ```
 pub fn read_release<B: LockBackend + ?Sized>(
@@ -550,8 +524,8 @@ fn read_release_call<'a>(
 /// holds another type.
 ///
 /// ```
-/// use redisync::ops::lock::Release;
-/// use redisync::ops::rw_lock::RwLockKeys;
+/// use redisync::internal::lock::Release;
+/// use redisync::internal::rw_lock::RwLockKeys;
 /// let keys = RwLockKeys {
 ///     name: "doc:rw-wr", channel: "redisson_rwlock:{doc:rw-wr}", holder: "c1:1",
 ///     write_field: "c1:1:write", timeout_prefix: "{doc:rw-wr}:c1:1:rwlock_timeout",
@@ -559,7 +533,7 @@ fn read_release_call<'a>(
 /// };
 /// let store = redisync::MemoryBackend::new();
 /// let latch = "redisson_unlock_latch:{doc:rw-wr}:1";
-/// assert_eq!(redisync::ops::rw_lock::write_release(&store, &keys, 30_000, latch, 5_000)?, Release::NotHeld);
+/// assert_eq!(redisync::internal::rw_lock::write_release(&store, &keys, 30_000, latch, 5_000)?, Release::NotHeld);
 /// # Ok::<(), redisync::Error>(())
 /// ```
 pub fn write_release<B: LockBackend + ?Sized>(
@@ -610,14 +584,14 @@ fn write_release_call<'a>(
 /// type.
 ///
 /// ```
-/// use redisync::ops::rw_lock::RwLockKeys;
+/// use redisync::internal::rw_lock::RwLockKeys;
 /// let keys = RwLockKeys {
 ///     name: "doc:rw-renew", channel: "redisson_rwlock:{doc:rw-renew}", holder: "c1:1",
 ///     write_field: "c1:1:write", timeout_prefix: "{doc:rw-renew}:c1:1:rwlock_timeout",
 ///     key_prefix: "{doc:rw-renew}",
 /// };
 /// let store = redisync::MemoryBackend::new();
-/// assert!(!redisync::ops::rw_lock::read_renew(&store, &keys, 30_000)?);
+/// assert!(!redisync::internal::rw_lock::read_renew(&store, &keys, 30_000)?);
 /// # Ok::<(), redisync::Error>(())
 /// ```
 pub fn read_renew<B: LockBackend + ?Sized>(
@@ -645,7 +619,7 @@ pub fn read_renew<B: LockBackend + ?Sized>(
 /// As [`read_renew`].
 ///
 /// ```
-/// use redisync::ops::rw_lock::RwLockKeys;
+/// use redisync::internal::rw_lock::RwLockKeys;
 /// let keys = RwLockKeys {
 ///     name: "doc:rw-renew-rec", channel: "redisson_rwlock:{doc:rw-renew-rec}", holder: "c1:1",
 ///     write_field: "c1:1:write", timeout_prefix: "{doc:rw-renew-rec}:c1:1:rwlock_timeout",
@@ -653,7 +627,7 @@ pub fn read_renew<B: LockBackend + ?Sized>(
 /// };
 /// let store = redisync::MemoryBackend::new();
 /// let record = "{doc:rw-renew-rec}:redisync_attempt:a1";
-/// assert!(!redisync::ops::rw_lock::read_renew_recorded(&store, &keys, 30_000, Some(record))?);
+/// assert!(!redisync::internal::rw_lock::read_renew_recorded(&store, &keys, 30_000, Some(record))?);
 /// # Ok::<(), redisync::Error>(())
 /// ```
 pub fn read_renew_recorded<B: LockBackend + ?Sized>(
@@ -681,7 +655,7 @@ pub fn read_renew_recorded<B: LockBackend + ?Sized>(
 /// As [`read_renew_many`].
 ///
 /// ```
-/// use redisync::ops::rw_lock::RwLockKeys;
+/// use redisync::internal::rw_lock::RwLockKeys;
 /// let keys = RwLockKeys {
 ///     name: "doc:rw-batch-rec", channel: "redisson_rwlock:{doc:rw-batch-rec}", holder: "c1:1",
 ///     write_field: "c1:1:write", timeout_prefix: "{doc:rw-batch-rec}:c1:1:rwlock_timeout",
@@ -689,7 +663,7 @@ pub fn read_renew_recorded<B: LockBackend + ?Sized>(
 /// };
 /// let store = redisync::MemoryBackend::new();
 /// let record = "{doc:rw-batch-rec}:redisync_attempt:a1";
-/// let renewed = redisync::ops::rw_lock::read_renew_many_recorded(&store, &[(keys, Some(record))], 30_000)?;
+/// let renewed = redisync::internal::rw_lock::read_renew_many_recorded(&store, &[(keys, Some(record))], 30_000)?;
 /// assert_eq!(renewed, [false]);
 /// # Ok::<(), redisync::Error>(())
 /// ```
@@ -733,14 +707,14 @@ pub fn read_renew_many_recorded<B: LockBackend + ?Sized>(
 /// A store failure, a bad lease, or `Protocol` if a name holds another type.
 ///
 /// ```
-/// use redisync::ops::rw_lock::RwLockKeys;
+/// use redisync::internal::rw_lock::RwLockKeys;
 /// let keys = RwLockKeys {
 ///     name: "doc:rw-batch", channel: "redisson_rwlock:{doc:rw-batch}", holder: "c1:1",
 ///     write_field: "c1:1:write", timeout_prefix: "{doc:rw-batch}:c1:1:rwlock_timeout",
 ///     key_prefix: "{doc:rw-batch}",
 /// };
 /// let store = redisync::MemoryBackend::new();
-/// assert_eq!(redisync::ops::rw_lock::read_renew_many(&store, &[keys], 30_000)?, [false]);
+/// assert_eq!(redisync::internal::rw_lock::read_renew_many(&store, &[keys], 30_000)?, [false]);
 /// # Ok::<(), redisync::Error>(())
 /// ```
 pub fn read_renew_many<B: LockBackend + ?Sized>(
@@ -774,14 +748,15 @@ pub fn read_renew_many<B: LockBackend + ?Sized>(
 /// A store failure, or `Protocol` if the key holds another type.
 ///
 /// ```
-/// use redisync::ops::rw_lock::{RwLockKeys, RwMode};
+/// use redisync::RwMode;
+/// use redisync::internal::rw_lock::RwLockKeys;
 /// let keys = RwLockKeys {
 ///     name: "doc:rw-force", channel: "redisson_rwlock:{doc:rw-force}", holder: "",
 ///     write_field: ":write", timeout_prefix: "{doc:rw-force}::rwlock_timeout",
 ///     key_prefix: "{doc:rw-force}",
 /// };
 /// let store = redisync::MemoryBackend::new();
-/// assert!(!redisync::ops::rw_lock::force_release(&store, &keys, RwMode::Write)?);
+/// assert!(!redisync::internal::rw_lock::force_release(&store, &keys, RwMode::Write)?);
 /// # Ok::<(), redisync::Error>(())
 /// ```
 pub fn force_release<B: LockBackend + ?Sized>(
@@ -836,15 +811,15 @@ fn force_release_with<B: LockBackend + ?Sized>(
 /// A store failure, or `Protocol` if the key holds another type.
 ///
 /// ```
-/// use redisync::ops::rw_lock::RwLockKeys;
+/// use redisync::internal::rw_lock::RwLockKeys;
 /// let keys = RwLockKeys {
 ///     name: "doc:rw-del", channel: "redisson_rwlock:{doc:rw-del}", holder: "c1:1",
 ///     write_field: "c1:1:write", timeout_prefix: "{doc:rw-del}:c1:1:rwlock_timeout",
 ///     key_prefix: "{doc:rw-del}",
 /// };
 /// let store = redisync::MemoryBackend::new();
-/// redisync::ops::rw_lock::read_acquire(&store, &keys, 30_000)?;
-/// assert!(redisync::ops::rw_lock::delete(&store, &keys)?);
+/// redisync::internal::rw_lock::read_acquire(&store, &keys, 30_000)?;
+/// assert!(redisync::internal::rw_lock::delete(&store, &keys)?);
 /// assert!(store.is_empty()); // the read hold's timeout key went too
 /// # Ok::<(), redisync::Error>(())
 /// ```
@@ -888,7 +863,7 @@ fn delete_with<B: LockBackend + ?Sized>(
 ///
 /// ```
 /// let store = redisync::MemoryBackend::new();
-/// assert!(redisync::ops::rw_lock::state(&store, "doc:rw-state", "c1:1")?.mode.is_none());
+/// assert!(redisync::internal::rw_lock::state(&store, "doc:rw-state", "c1:1")?.mode.is_none());
 /// # Ok::<(), redisync::Error>(())
 /// ```
 pub fn state<B: LockBackend + ?Sized>(backend: &B, name: &str, field: &str) -> Result<RwLockState> {

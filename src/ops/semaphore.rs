@@ -31,7 +31,7 @@ scripts! {
 ///
 /// ```
 /// let store = redisync::MemoryBackend::new();
-/// assert_eq!(redisync::ops::semaphore::add(&store, "doc:sem", "redisson_sc:{doc:sem}", 2)?, 2);
+/// assert_eq!(redisync::internal::semaphore::add(&store, "doc:sem", "redisson_sc:{doc:sem}", 2)?, 2);
 /// # Ok::<(), redisync::Error>(())
 /// ```
 pub fn add<B: LockBackend + ?Sized>(
@@ -54,7 +54,7 @@ pub fn add<B: LockBackend + ?Sized>(
 /// As [`add`].
 ///
 /// ```
-/// use redisync::ops::semaphore::{add_recorded, add};
+/// use redisync::internal::semaphore::{add_recorded, add};
 /// let store = redisync::MemoryBackend::new();
 /// let (channel, op) = ("redisson_sc:{doc:sem-rec}", "{doc:sem-rec}:redisync_op:r1");
 /// assert_eq!(add_recorded(&store, "doc:sem-rec", channel, 2, op)?, 2);
@@ -89,7 +89,7 @@ fn add_with<B: LockBackend + ?Sized>(
 /// latch's count-downs), so that every repeat finds the first's record.
 ///
 /// ```
-/// assert_eq!(redisync::ops::semaphore::RECORD_MS, 60_000);
+/// assert_eq!(redisync::internal::semaphore::RECORD_MS, 60_000);
 /// ```
 pub const RECORD_MS: i64 = 60_000;
 
@@ -151,9 +151,9 @@ fn check_permits(permits: i64) -> Result<()> {
 ///
 /// ```
 /// let store = redisync::MemoryBackend::new();
-/// redisync::ops::semaphore::add(&store, "doc:sem-take", "redisson_sc:{doc:sem-take}", 1)?;
-/// assert!(redisync::ops::semaphore::try_acquire(&store, "doc:sem-take", 1)?);
-/// assert!(!redisync::ops::semaphore::try_acquire(&store, "doc:sem-take", 1)?);
+/// redisync::internal::semaphore::add(&store, "doc:sem-take", "redisson_sc:{doc:sem-take}", 1)?;
+/// assert!(redisync::internal::semaphore::try_acquire(&store, "doc:sem-take", 1)?);
+/// assert!(!redisync::internal::semaphore::try_acquire(&store, "doc:sem-take", 1)?);
 /// # Ok::<(), redisync::Error>(())
 /// ```
 pub fn try_acquire<B: LockBackend + ?Sized>(backend: &B, name: &str, permits: i64) -> Result<bool> {
@@ -173,13 +173,13 @@ pub fn try_acquire<B: LockBackend + ?Sized>(backend: &B, name: &str, permits: i6
 /// already undone.
 ///
 /// ```
-/// use redisync::ops::semaphore::{add, try_acquire_recorded};
+/// use redisync::internal::semaphore::{add, try_acquire_recorded};
 /// let store = redisync::MemoryBackend::new();
 /// add(&store, "doc:sem-acq", "redisson_sc:{doc:sem-acq}", 2)?;
 /// let op = "{doc:sem-acq}:redisync_op:a1";
 /// assert!(try_acquire_recorded(&store, "doc:sem-acq", 1, op)?);
 /// assert!(try_acquire_recorded(&store, "doc:sem-acq", 1, op)?); // sent again: no second take
-/// assert_eq!(redisync::ops::counter::get(&store, "doc:sem-acq")?, 1);
+/// assert_eq!(redisync::internal::counter::get(&store, "doc:sem-acq")?, 1);
 /// # Ok::<(), redisync::Error>(())
 /// ```
 pub fn try_acquire_recorded<B: LockBackend + ?Sized>(
@@ -224,7 +224,7 @@ fn try_acquire_with<B: LockBackend + ?Sized>(
 /// A store failure; `InvalidArgument` for fewer than 1 permit.
 ///
 /// ```
-/// use redisync::ops::semaphore::{add, try_acquire_recorded, undo_acquire};
+/// use redisync::internal::semaphore::{add, try_acquire_recorded, undo_acquire};
 /// let store = redisync::MemoryBackend::new();
 /// let channel = "redisson_sc:{doc:sem-undo}";
 /// add(&store, "doc:sem-undo", channel, 1)?;
@@ -233,7 +233,7 @@ fn try_acquire_with<B: LockBackend + ?Sized>(
 /// assert!(undo_acquire(&store, "doc:sem-undo", channel, 1, op)?);
 /// assert!(!undo_acquire(&store, "doc:sem-undo", channel, 1, op)?); // once
 /// assert!(try_acquire_recorded(&store, "doc:sem-undo", 1, op).is_err()); // refused now
-/// assert_eq!(redisync::ops::counter::get(&store, "doc:sem-undo")?, 1);
+/// assert_eq!(redisync::internal::counter::get(&store, "doc:sem-undo")?, 1);
 /// # Ok::<(), redisync::Error>(())
 /// ```
 pub fn undo_acquire<B: LockBackend + ?Sized>(
@@ -301,8 +301,8 @@ fn undo_sent(call: &ScriptCall<'_>, _: &Reply) -> ScriptCall<'static> {
 ///
 /// ```
 /// let store = redisync::MemoryBackend::new();
-/// redisync::ops::semaphore::add(&store, "doc:sem-drain", "redisson_sc:{doc:sem-drain}", 3)?;
-/// assert_eq!(redisync::ops::semaphore::drain(&store, "doc:sem-drain")?, 3);
+/// redisync::internal::semaphore::add(&store, "doc:sem-drain", "redisson_sc:{doc:sem-drain}", 3)?;
+/// assert_eq!(redisync::internal::semaphore::drain(&store, "doc:sem-drain")?, 3);
 /// # Ok::<(), redisync::Error>(())
 /// ```
 pub fn drain<B: LockBackend + ?Sized>(backend: &B, name: &str) -> Result<i64> {
@@ -320,14 +320,14 @@ pub fn drain<B: LockBackend + ?Sized>(backend: &B, name: &str) -> Result<i64> {
 /// whose outcome stays unknown (the message says so).
 ///
 /// ```
-/// use redisync::ops::semaphore::{add, drain_recorded};
+/// use redisync::internal::semaphore::{add, drain_recorded};
 /// let (store, channel) = (redisync::MemoryBackend::new(), "redisson_sc:{doc:drain-rec}");
 /// let op = "{doc:drain-rec}:redisync_op:d1";
 /// add(&store, "doc:drain-rec", channel, 5)?;
 /// assert_eq!(drain_recorded(&store, "doc:drain-rec", op)?, 5);
 /// add(&store, "doc:drain-rec", channel, 2)?;
 /// assert_eq!(drain_recorded(&store, "doc:drain-rec", op)?, 5); // sent again: the first outcome
-/// assert_eq!(redisync::ops::counter::get(&store, "doc:drain-rec")?, 2);
+/// assert_eq!(redisync::internal::counter::get(&store, "doc:drain-rec")?, 2);
 /// # Ok::<(), redisync::Error>(())
 /// ```
 pub fn drain_recorded<B: LockBackend + ?Sized>(
@@ -349,9 +349,9 @@ pub fn drain_recorded<B: LockBackend + ?Sized>(
 ///
 /// ```
 /// let store = redisync::MemoryBackend::new();
-/// redisync::ops::semaphore::add(&store, "doc:sem-del", "redisson_sc:{doc:sem-del}", 2)?;
-/// assert!(redisync::ops::semaphore::delete(&store, "doc:sem-del")?);
-/// assert!(!redisync::ops::semaphore::delete(&store, "doc:sem-del")?);
+/// redisync::internal::semaphore::add(&store, "doc:sem-del", "redisson_sc:{doc:sem-del}", 2)?;
+/// assert!(redisync::internal::semaphore::delete(&store, "doc:sem-del")?);
+/// assert!(!redisync::internal::semaphore::delete(&store, "doc:sem-del")?);
 /// # Ok::<(), redisync::Error>(())
 /// ```
 pub fn delete<B: LockBackend + ?Sized>(backend: &B, name: &str) -> Result<bool> {
@@ -366,7 +366,7 @@ pub fn delete<B: LockBackend + ?Sized>(backend: &B, name: &str) -> Result<bool> 
 /// A store failure.
 ///
 /// ```
-/// use redisync::ops::semaphore::{add, delete_keys};
+/// use redisync::internal::semaphore::{add, delete_keys};
 /// let store = redisync::MemoryBackend::new();
 /// add(&store, "doc:exp-del", "redisson_sc:{doc:exp-del}", 2)?;
 /// assert!(delete_keys(&store, "doc:exp-del", Some("{doc:exp-del}:timeout"))?);

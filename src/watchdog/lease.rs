@@ -32,14 +32,16 @@ impl Lease {
 
     /// As [`is_lost`](Self::is_lost), with the clock reading `now`.
     pub(crate) fn is_lost_at(&self, now: Instant) -> bool {
-        self.lost.load(Ordering::SeqCst) || self.ends.lock().is_some_and(|end| now >= end)
+        // Acquire: pairs with `mark_lost`'s Release.
+        self.lost.load(Ordering::Acquire) || self.ends.lock().is_some_and(|end| now >= end)
     }
 
     /// True when the hold is not known lost and its lease still has more
     /// than `margin` to run at `at` (a lease too long to represent always
     /// has).
     pub(crate) fn holds_beyond(&self, at: Instant, margin: Duration) -> bool {
-        if self.lost.load(Ordering::SeqCst) {
+        // Acquire: pairs with `mark_lost`'s Release.
+        if self.lost.load(Ordering::Acquire) {
             return false;
         }
         match *self.ends.lock() {
@@ -54,7 +56,10 @@ impl Lease {
     }
 
     pub(crate) fn mark_lost(&self) {
-        self.lost.store(true, Ordering::SeqCst);
+        // Release: a one-way flag (never cleared); a guard that reads it
+        // (Acquire) sees what the watchdog did before finding the hold
+        // gone. The lease's end is under its own mutex, ordered apart.
+        self.lost.store(true, Ordering::Release);
     }
 
     pub(crate) fn renewed(&self, sent: Instant, length: Duration) {

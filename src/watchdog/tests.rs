@@ -117,6 +117,8 @@ impl Gate {
 
 impl LockBackend for Recording {
     fn run_script(&self, call: &ScriptCall<'_>) -> Result<Reply> {
+        // SeqCst: a test switch read across threads (any order would do;
+        // the strongest needs no argument). So for its stores below.
         if self.down.load(std::sync::atomic::Ordering::SeqCst) {
             return Err(crate::Error::backend("connection refused", true));
         }

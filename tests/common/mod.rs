@@ -37,6 +37,7 @@ pub mod history;
 pub mod keys;
 pub mod late;
 pub mod netns;
+pub mod outside;
 pub mod primitive_history;
 pub mod process;
 pub mod redisson;
@@ -45,7 +46,7 @@ pub mod timing;
 pub mod tls;
 pub mod wrap;
 
-use redisync::backend::{LockBackend, Message, PubSubConnection, Reply, ScriptCall};
+use redisync::{LockBackend, Message, PubSubConnection, Reply, ScriptCall};
 
 /// Environment variable that overrides the `redis-server` binary to use.
 pub const SERVER_BIN_ENV: &str = "REDISYNC_SERVER_BIN";
@@ -817,18 +818,35 @@ impl redis::ConnectionLike for StoreConnection {
 /// function of an `Env` and run on both backends by [`backend_tests!`].
 pub struct Env {
     pub store: Store,
+    /// With [`Store::Redis`]: the clients run on an
+    /// [`outside::OutsideStore`] (a store written against the public API
+    /// only) on that server instead of a `RedisBackend`.
+    pub outside: Option<outside::OutsideStore>,
 }
 
 impl Env {
     pub fn memory() -> Env {
         Env {
             store: Store::Memory(redisync::MemoryBackend::new()),
+            outside: None,
         }
     }
 
     pub fn redis() -> Env {
         Env {
             store: Store::Redis(TestServer::start()),
+            outside: None,
+        }
+    }
+
+    /// On a private redis-server, through an [`outside::OutsideStore`]
+    /// (late copies of every third windowed request).
+    pub fn outside() -> Env {
+        let server = TestServer::start();
+        let store = outside::OutsideStore::new(&server.url(), 3);
+        Env {
+            store: Store::Redis(server),
+            outside: Some(store),
         }
     }
 
@@ -838,6 +856,7 @@ impl Env {
     pub fn cluster() -> Env {
         Env {
             store: Store::Cluster(ClusterStore::new()),
+            outside: None,
         }
     }
 
@@ -846,6 +865,9 @@ impl Env {
     pub fn builder(&self) -> redisync::ClientBuilder {
         let builder =
             redisync::Client::builder().event_handler(Arc::new(redisync::NopEventHandler));
+        if let Some(store) = &self.outside {
+            return builder.backend(store.clone());
+        }
         match &self.store {
             Store::Memory(backend) => builder.backend(backend.clone()),
             Store::Redis(server) => builder.redis_url(server.url()),
@@ -937,9 +959,10 @@ impl Env {
 }
 
 /// One `#[test]` per behaviour and backend: `memory::<name>`,
-/// `redis::<name>` and, with the `cluster` feature, `cluster::<name>` (on
-/// the binary's shared cluster) all run `<name>(&Env)` (the caller imports
-/// `Env`).
+/// `redis::<name>`, `outside::<name>` (a redis-server through
+/// [`outside::OutsideStore`], a store written against the public API only)
+/// and, with the `cluster` feature, `cluster::<name>` (on the binary's
+/// shared cluster) all run `<name>(&Env)` (the caller imports `Env`).
 #[allow(unused_macros)]
 macro_rules! backend_tests {
     ($($name:ident),* $(,)?) => {
@@ -948,6 +971,9 @@ macro_rules! backend_tests {
         }
         mod redis {
             $( #[test] fn $name() { super::$name(&super::Env::redis()); } )*
+        }
+        mod outside {
+            $( #[test] fn $name() { super::$name(&super::Env::outside()); } )*
         }
         #[cfg(feature = "cluster")]
         mod cluster {
@@ -1089,7 +1115,7 @@ impl wrap::Hook for Counting {
         &self,
         inner: &wrap::Store,
         args: &[&str],
-    ) -> redisync::Result<Vec<redisync::backend::ServerReply>> {
+    ) -> redisync::Result<Vec<redisync::ServerReply>> {
         self.enter("server_command")?;
         inner.server_command(args)
     }

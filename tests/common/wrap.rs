@@ -31,7 +31,7 @@ use std::ops::Deref;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use redisync::backend::{
+use redisync::{
     Effect, LockBackend, Message, PubSubConnection, Reply, Resend, Script, ScriptCall, ServerReply,
 };
 

@@ -41,7 +41,7 @@
 //!   and [`MemoryBackend::dump`] (every live key with its value and TTL).
 //!
 //! ```
-//! use redisync::ops::lock::{self, Acquire, Release};
+//! use redisync::internal::lock::{self, Acquire, Release};
 //! let backend = redisync::MemoryBackend::new();
 //! let other_process = backend.clone();
 //! assert_eq!(lock::acquire(&backend, "doc:memory", "c1:1", 30_000)?, Acquire::Acquired);
@@ -100,10 +100,10 @@ mod pubsub;
 ///   (like `SET`, to provoke `WRONGTYPE`) and [`dump`](Self::dump).
 ///
 /// ```
-/// use redisync::ops::lock::Acquire;
+/// use redisync::internal::lock::Acquire;
 /// let backend = redisync::MemoryBackend::new();
 /// let shared = backend.clone();
-/// assert_eq!(redisync::ops::lock::acquire(&backend, "doc:backend", "c1:1", 30_000)?, Acquire::Acquired);
+/// assert_eq!(redisync::internal::lock::acquire(&backend, "doc:backend", "c1:1", 30_000)?, Acquire::Acquired);
 /// assert_eq!(shared.len(), 1);
 /// # Ok::<(), redisync::Error>(())
 /// ```
@@ -220,7 +220,7 @@ pub struct DumpedKey {
 /// The value of a [`DumpedKey`], by Redis type.
 ///
 /// ```
-/// use redisync::backend::DumpedValue;
+/// use redisync::DumpedValue;
 /// let backend = redisync::MemoryBackend::new();
 /// backend.set_string("k", "v");
 /// assert_eq!(backend.dump()[0].value, DumpedValue::String(b"v".to_vec()));
@@ -271,7 +271,7 @@ impl MemoryBackend {
     ///
     /// ```
     /// let backend = redisync::MemoryBackend::new();
-    /// redisync::ops::lock::acquire(&backend, "doc:len", "c1:1", 30_000)?;
+    /// redisync::internal::lock::acquire(&backend, "doc:len", "c1:1", 30_000)?;
     /// assert_eq!(backend.len(), 1);
     /// # Ok::<(), redisync::Error>(())
     /// ```
@@ -289,7 +289,7 @@ impl MemoryBackend {
     /// ```
     /// let backend = redisync::MemoryBackend::new();
     /// assert!(backend.is_empty());
-    /// redisync::ops::lock::acquire(&backend, "doc:is_empty", "c1:1", 30_000)?;
+    /// redisync::internal::lock::acquire(&backend, "doc:is_empty", "c1:1", 30_000)?;
     /// assert!(!backend.is_empty());
     /// # Ok::<(), redisync::Error>(())
     /// ```
@@ -304,7 +304,7 @@ impl MemoryBackend {
     /// opened later are unaffected.
     ///
     /// ```
-    /// use redisync::backend::LockBackend;
+    /// use redisync::LockBackend;
     /// use std::time::Duration;
     /// let backend = redisync::MemoryBackend::new();
     /// let admin = backend.clone();
@@ -328,7 +328,7 @@ impl MemoryBackend {
     /// ```
     /// let backend = redisync::MemoryBackend::new();
     /// backend.set_string("doc:string", "hello");
-    /// let err = redisync::ops::lock::acquire(&backend, "doc:string", "c1:1", 30_000).unwrap_err();
+    /// let err = redisync::internal::lock::acquire(&backend, "doc:string", "c1:1", 30_000).unwrap_err();
     /// assert!(err.is_protocol_error());
     /// assert!(err.to_string().contains("WRONGTYPE"));
     /// ```
@@ -345,9 +345,9 @@ impl MemoryBackend {
     /// atomically.
     ///
     /// ```
-    /// use redisync::backend::DumpedValue;
+    /// use redisync::DumpedValue;
     /// let backend = redisync::MemoryBackend::new();
-    /// redisync::ops::lock::acquire(&backend, "doc:dump", "c1:1", 30_000)?;
+    /// redisync::internal::lock::acquire(&backend, "doc:dump", "c1:1", 30_000)?;
     /// let keys = backend.dump();
     /// assert_eq!(keys.len(), 1);
     /// assert_eq!(keys[0].key, "doc:dump");

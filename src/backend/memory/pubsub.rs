@@ -36,7 +36,9 @@ impl Subscribers {
     pub(super) fn publish(&self, channel: &str, payload: &str) -> usize {
         let mut delivered = 0;
         for subscriber in self.connections.values() {
-            if subscriber.channels.contains(channel) && !subscriber.killed.load(Ordering::SeqCst) {
+            // Acquire: pairs with `kill_all`'s Release (the subscribers'
+            // lock orders them here too; every load of the flag is alike).
+            if subscriber.channels.contains(channel) && !subscriber.killed.load(Ordering::Acquire) {
                 // Unbounded: never blocks. Fails only if the receiver is
                 // gone, which is fire and forget like Redis.
                 if subscriber
@@ -56,7 +58,8 @@ impl Subscribers {
     pub(super) fn numsub(&self, channel: &str) -> usize {
         self.connections
             .values()
-            .filter(|s| s.channels.contains(channel) && !s.killed.load(Ordering::SeqCst))
+            // Acquire: as in `publish`.
+            .filter(|s| s.channels.contains(channel) && !s.killed.load(Ordering::Acquire))
             .count()
     }
 
@@ -70,7 +73,10 @@ impl Subscribers {
     /// flag fails the next call even if messages are still queued.
     pub(super) fn kill_all(&mut self) {
         for (_, subscriber) in self.connections.drain() {
-            subscriber.killed.store(true, Ordering::SeqCst);
+            // Release: the connection's thread reads the flag without the
+            // subscribers' lock (`next_message`), after it sees its
+            // channel's sender dropped; Acquire there pairs with this.
+            subscriber.killed.store(true, Ordering::Release);
         }
     }
 }
@@ -117,7 +123,8 @@ impl fmt::Debug for MemoryPubSub {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("MemoryPubSub")
             .field("id", &self.id)
-            .field("killed", &self.killed.load(Ordering::SeqCst))
+            // Relaxed: a snapshot for a debug print, ordered with nothing.
+            .field("killed", &self.killed.load(Ordering::Relaxed))
             .finish_non_exhaustive()
     }
 }
@@ -132,7 +139,8 @@ impl MemoryPubSub {
     fn update_channels(&self, change: impl FnOnce(&mut HashSet<String>)) -> Result<()> {
         let mut subscribers = self.subscribers.lock();
         match subscribers.connections.get_mut(&self.id) {
-            Some(subscriber) if !self.killed.load(Ordering::SeqCst) => {
+            // Acquire: pairs with `kill_all`'s Release.
+            Some(subscriber) if !self.killed.load(Ordering::Acquire) => {
                 change(&mut subscriber.channels);
                 Ok(())
             }
@@ -155,7 +163,9 @@ impl PubSubConnection for MemoryPubSub {
     }
 
     fn next_message(&mut self, timeout: Duration) -> Result<Option<Message>> {
-        if self.killed.load(Ordering::SeqCst) {
+        // Acquire: pairs with `kill_all`'s Release, so a killed connection
+        // fails even with messages still queued.
+        if self.killed.load(Ordering::Acquire) {
             return Err(Self::killed_error());
         }
         match self.receiver.recv_timeout(timeout) {

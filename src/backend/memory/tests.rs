@@ -7,6 +7,7 @@
 use std::thread;
 
 use super::*;
+use crate::RwMode;
 use crate::backend::{Effect, Message, Resend, Script};
 use crate::error::MAX_LEASE_MS;
 use crate::keys::LATCH_NEW_COUNT_MESSAGE;
@@ -14,7 +15,7 @@ use crate::ops;
 use crate::ops::expirable::ExpirableKeys;
 use crate::ops::fair_lock::FairLockKeys;
 use crate::ops::lock::{Acquire, FencedAcquire, LockState, Release};
-use crate::ops::rw_lock::{RwLockKeys, RwLockState, RwMode};
+use crate::ops::rw_lock::{RwLockKeys, RwLockState};
 
 /// The operations under the names the Rust port had, so its tests read as
 /// they did.

@@ -16,7 +16,7 @@ use crate::Result;
 /// `Debug` shows the kind only: the URLs may hold passwords.
 ///
 /// ```no_run
-/// use redisync::backend::Deployment;
+/// use redisync::Deployment;
 /// let client = redisync::Client::builder()
 ///     .deployment(Deployment::single("redis://127.0.0.1:6379/"))
 ///     .build()?;
@@ -47,7 +47,7 @@ impl Deployment {
     /// One server at `url`.
     ///
     /// ```
-    /// let deployment = redisync::backend::Deployment::single("redis://127.0.0.1:6379/");
+    /// let deployment = redisync::Deployment::single("redis://127.0.0.1:6379/");
     /// assert_eq!(format!("{deployment:?}"), "Deployment::Single");
     /// ```
     pub fn single(url: impl Into<String>) -> Self {
@@ -60,7 +60,7 @@ impl Deployment {
     ///
     /// ```
     /// # #[cfg(feature = "sentinel")] {
-    /// let deployment = redisync::backend::Deployment::sentinel("mymaster", ["redis://10.0.0.5:26379"]);
+    /// let deployment = redisync::Deployment::sentinel("mymaster", ["redis://10.0.0.5:26379"]);
     /// assert!(format!("{deployment:?}").starts_with("Deployment::Sentinel"));
     /// # }
     /// ```
@@ -77,7 +77,7 @@ impl Deployment {
     ///
     /// ```
     /// # #[cfg(feature = "cluster")] {
-    /// let deployment = redisync::backend::Deployment::cluster(["redis://10.0.0.5:7000"]);
+    /// let deployment = redisync::Deployment::cluster(["redis://10.0.0.5:7000"]);
     /// assert_eq!(format!("{deployment:?}"), "Deployment::Cluster { seeds: 1 }");
     /// # }
     /// ```
@@ -116,7 +116,7 @@ impl RedisBackend {
     /// are shorthands of.
     ///
     /// ```no_run
-    /// use redisync::backend::{Deployment, RedisOptions};
+    /// use redisync::{Deployment, RedisOptions};
     /// let backend = redisync::RedisBackend::connect(
     ///     &Deployment::single("redis://127.0.0.1:6379/"),
     ///     RedisOptions::default(),

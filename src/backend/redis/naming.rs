@@ -107,6 +107,8 @@ impl ConnectionName {
 
     /// Reports a refusal, the first time only.
     pub(crate) fn refused(&self, address: &str, reply: &str) {
+        // Relaxed: a report-once flag; the swap is atomic whatever the
+        // order, and nothing is published with it.
         if self.refusal_reported.swap(true, Ordering::Relaxed) {
             return;
         }

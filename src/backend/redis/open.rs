@@ -69,7 +69,7 @@ impl RedisBackend {
     /// connection timeout, refuses the password, or fails the TLS handshake.
     ///
     /// ```no_run
-    /// let options = redisync::backend::RedisOptions::default().pool_size(4);
+    /// let options = redisync::RedisOptions::default().pool_size(4);
     /// let backend = redisync::RedisBackend::open_with("redis://127.0.0.1:6379/", options)?;
     /// # Ok::<(), redisync::Error>(())
     /// ```
@@ -137,7 +137,7 @@ impl RedisBackend {
     /// invalid options (including unusable TLS certificates or keys).
     ///
     /// ```no_run
-    /// use redisync::backend::{RedisOptions, SentinelConfig};
+    /// use redisync::{RedisOptions, SentinelConfig};
     /// let config = SentinelConfig::new("mymaster", ["redis://10.0.0.5:26379"])
     ///     .master_password("s3cret");
     /// let backend = redisync::RedisBackend::open_sentinel_with(&config, RedisOptions::default())?;
@@ -149,7 +149,7 @@ impl RedisBackend {
     ///
     /// ```no_run
     /// # #[cfg(feature = "tls")] {
-    /// use redisync::backend::{RedisOptions, SentinelConfig};
+    /// use redisync::{RedisOptions, SentinelConfig};
     /// let config = SentinelConfig::new(
     ///     "mymaster",
     ///     ["rediss://10.0.0.5:26380", "rediss://10.0.0.6:26380", "rediss://10.0.0.7:26380"],
@@ -226,7 +226,7 @@ impl RedisBackend {
     /// invalid options (TLS options with `redis://` URLs among them).
     ///
     /// ```no_run
-    /// let options = redisync::backend::RedisOptions::default().pool_size(4);
+    /// let options = redisync::RedisOptions::default().pool_size(4);
     /// let backend = redisync::RedisBackend::open_cluster_with(["redis://10.0.0.5:7000"], options)?;
     /// # Ok::<(), redisync::Error>(())
     /// ```

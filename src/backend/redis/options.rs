@@ -12,7 +12,7 @@ use crate::{Error, Result};
 ///
 /// ```
 /// use std::time::Duration;
-/// let options = redisync::backend::RedisOptions::default()
+/// let options = redisync::RedisOptions::default()
 ///     .pool_size(8)
 ///     .connection_timeout(Duration::from_secs(2));
 /// assert_eq!(options.get_pool_size(), 8);
@@ -52,7 +52,7 @@ impl RedisOptions {
     /// The most pooled command connections. Defaults to 16; must be at least 1.
     ///
     /// ```
-    /// let options = redisync::backend::RedisOptions::default().pool_size(4);
+    /// let options = redisync::RedisOptions::default().pool_size(4);
     /// assert_eq!(options.get_pool_size(), 4);
     /// ```
     pub fn pool_size(mut self, size: u32) -> Self {
@@ -65,7 +65,7 @@ impl RedisOptions {
     ///
     /// ```
     /// # use std::time::Duration;
-    /// let options = redisync::backend::RedisOptions::default().connection_timeout(Duration::from_secs(1));
+    /// let options = redisync::RedisOptions::default().connection_timeout(Duration::from_secs(1));
     /// assert_eq!(options.get_connection_timeout(), Duration::from_secs(1));
     /// ```
     pub fn connection_timeout(mut self, timeout: Duration) -> Self {
@@ -78,7 +78,7 @@ impl RedisOptions {
     ///
     /// ```
     /// # use std::time::Duration;
-    /// let options = redisync::backend::RedisOptions::default().response_timeout(Duration::from_secs(1));
+    /// let options = redisync::RedisOptions::default().response_timeout(Duration::from_secs(1));
     /// assert_eq!(options.get_response_timeout(), Duration::from_secs(1));
     /// ```
     pub fn response_timeout(mut self, timeout: Duration) -> Self {
@@ -89,7 +89,7 @@ impl RedisOptions {
     /// The pool size.
     ///
     /// ```
-    /// assert_eq!(redisync::backend::RedisOptions::default().get_pool_size(), 16);
+    /// assert_eq!(redisync::RedisOptions::default().get_pool_size(), 16);
     /// ```
     pub fn get_pool_size(&self) -> u32 {
         self.pool_size
@@ -99,7 +99,7 @@ impl RedisOptions {
     ///
     /// ```
     /// # use std::time::Duration;
-    /// assert_eq!(redisync::backend::RedisOptions::default().get_connection_timeout(), Duration::from_secs(10));
+    /// assert_eq!(redisync::RedisOptions::default().get_connection_timeout(), Duration::from_secs(10));
     /// ```
     pub fn get_connection_timeout(&self) -> Duration {
         self.connection_timeout
@@ -109,7 +109,7 @@ impl RedisOptions {
     ///
     /// ```
     /// # use std::time::Duration;
-    /// assert_eq!(redisync::backend::RedisOptions::default().get_response_timeout(), Duration::from_secs(3));
+    /// assert_eq!(redisync::RedisOptions::default().get_response_timeout(), Duration::from_secs(3));
     /// ```
     pub fn get_response_timeout(&self) -> Duration {
         self.response_timeout
@@ -127,7 +127,7 @@ impl RedisOptions {
     ///
     /// ```no_run
     /// let ca = std::fs::read("/etc/redis/tls/ca.crt")?;
-    /// let options = redisync::backend::RedisOptions::default().tls_root_certificate(ca);
+    /// let options = redisync::RedisOptions::default().tls_root_certificate(ca);
     /// let backend = redisync::RedisBackend::open_with("rediss://redis.internal:6380/", options)?;
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
@@ -145,7 +145,7 @@ impl RedisOptions {
     /// master alike.
     ///
     /// ```no_run
-    /// let options = redisync::backend::RedisOptions::default()
+    /// let options = redisync::RedisOptions::default()
     ///     .tls_root_certificate(std::fs::read("ca.crt")?)
     ///     .tls_client_certificate(std::fs::read("client.crt")?, std::fs::read("client.key")?);
     /// let backend = redisync::RedisBackend::open_with("rediss://redis.internal:6380/", options)?;
@@ -169,7 +169,7 @@ impl RedisOptions {
     ///
     /// ```
     /// # use std::time::Duration;
-    /// use redisync::backend::{RedisOptions, ReplicaAcknowledgement};
+    /// use redisync::{RedisOptions, ReplicaAcknowledgement};
     /// let options = RedisOptions::default()
     ///     .replica_acknowledgement(ReplicaAcknowledgement::new(1, Duration::from_millis(500)));
     /// assert_eq!(options.get_replica_acknowledgement().unwrap().replicas(), 1);
@@ -182,7 +182,7 @@ impl RedisOptions {
     /// The replica acknowledgement, if set.
     ///
     /// ```
-    /// assert!(redisync::backend::RedisOptions::default().get_replica_acknowledgement().is_none());
+    /// assert!(redisync::RedisOptions::default().get_replica_acknowledgement().is_none());
     /// ```
     pub fn get_replica_acknowledgement(&self) -> Option<ReplicaAcknowledgement> {
         self.replica_ack

@@ -25,7 +25,7 @@ use crate::{Error, Result};
 ///
 /// ```
 /// use std::time::Duration;
-/// use redisync::backend::{ReplicaAcknowledgement, ReplicaShortfall};
+/// use redisync::{ReplicaAcknowledgement, ReplicaShortfall};
 /// let ack = ReplicaAcknowledgement::new(1, Duration::from_millis(500))
 ///     .on_shortfall(ReplicaShortfall::Fail);
 /// assert_eq!(ack.replicas(), 1);
@@ -40,7 +40,7 @@ pub struct ReplicaAcknowledgement {
 /// What a write that too few replicas confirmed does.
 ///
 /// ```
-/// assert_eq!(redisync::backend::ReplicaShortfall::default(), redisync::backend::ReplicaShortfall::Fail);
+/// assert_eq!(redisync::ReplicaShortfall::default(), redisync::ReplicaShortfall::Fail);
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 #[non_exhaustive]
@@ -68,7 +68,7 @@ impl ReplicaAcknowledgement {
     ///
     /// ```
     /// # use std::time::Duration;
-    /// let ack = redisync::backend::ReplicaAcknowledgement::new(2, Duration::from_secs(1));
+    /// let ack = redisync::ReplicaAcknowledgement::new(2, Duration::from_secs(1));
     /// assert_eq!(ack.timeout(), Duration::from_secs(1));
     /// ```
     pub fn new(replicas: u32, timeout: Duration) -> Self {
@@ -83,7 +83,7 @@ impl ReplicaAcknowledgement {
     ///
     /// ```
     /// # use std::time::Duration;
-    /// use redisync::backend::{ReplicaAcknowledgement, ReplicaShortfall};
+    /// use redisync::{ReplicaAcknowledgement, ReplicaShortfall};
     /// let ack = ReplicaAcknowledgement::new(1, Duration::from_secs(1)).on_shortfall(ReplicaShortfall::Keep);
     /// assert_eq!(ack.shortfall(), ReplicaShortfall::Keep);
     /// ```
@@ -96,7 +96,7 @@ impl ReplicaAcknowledgement {
     ///
     /// ```
     /// # use std::time::Duration;
-    /// assert_eq!(redisync::backend::ReplicaAcknowledgement::new(2, Duration::from_secs(1)).replicas(), 2);
+    /// assert_eq!(redisync::ReplicaAcknowledgement::new(2, Duration::from_secs(1)).replicas(), 2);
     /// ```
     pub fn replicas(&self) -> u32 {
         self.replicas
@@ -106,7 +106,7 @@ impl ReplicaAcknowledgement {
     ///
     /// ```
     /// # use std::time::Duration;
-    /// let ack = redisync::backend::ReplicaAcknowledgement::new(1, Duration::from_millis(250));
+    /// let ack = redisync::ReplicaAcknowledgement::new(1, Duration::from_millis(250));
     /// assert_eq!(ack.timeout(), Duration::from_millis(250));
     /// ```
     pub fn timeout(&self) -> Duration {
@@ -117,7 +117,7 @@ impl ReplicaAcknowledgement {
     ///
     /// ```
     /// # use std::time::Duration;
-    /// use redisync::backend::{ReplicaAcknowledgement, ReplicaShortfall};
+    /// use redisync::{ReplicaAcknowledgement, ReplicaShortfall};
     /// assert_eq!(ReplicaAcknowledgement::new(1, Duration::from_secs(1)).shortfall(), ReplicaShortfall::Fail);
     /// ```
     pub fn shortfall(&self) -> ReplicaShortfall {

@@ -70,7 +70,7 @@ const WATCH_INTERVAL: Duration = Duration::from_secs(1);
 /// `#insecure` is refused.
 ///
 /// ```
-/// let config = redisync::backend::SentinelConfig::new(
+/// let config = redisync::SentinelConfig::new(
 ///     "mymaster",
 ///     ["redis://127.0.0.1:26379", "redis://127.0.0.1:26380"],
 /// )
@@ -83,11 +83,11 @@ const WATCH_INTERVAL: Duration = Duration::from_secs(1);
 ///
 /// ```no_run
 /// # #[cfg(feature = "tls")] {
-/// let config = redisync::backend::SentinelConfig::new(
+/// let config = redisync::SentinelConfig::new(
 ///     "mymaster",
 ///     ["rediss://10.0.0.5:26380", "rediss://10.0.0.6:26380"],
 /// );
-/// let options = redisync::backend::RedisOptions::default()
+/// let options = redisync::RedisOptions::default()
 ///     .tls_root_certificate(std::fs::read("/etc/redis/tls/ca.crt")?);
 /// let backend = redisync::RedisBackend::open_sentinel_with(&config, options)?;
 /// # }
@@ -123,7 +123,7 @@ impl SentinelConfig {
     /// found through the sentinels at `sentinel_urls`.
     ///
     /// ```
-    /// let config = redisync::backend::SentinelConfig::new("mymaster", ["redis://10.0.0.5:26379"]);
+    /// let config = redisync::SentinelConfig::new("mymaster", ["redis://10.0.0.5:26379"]);
     /// assert_eq!(config.get_master_name(), "mymaster");
     /// ```
     pub fn new<I>(master_name: impl Into<String>, sentinel_urls: I) -> Self
@@ -147,7 +147,7 @@ impl SentinelConfig {
     /// that replaces it): its `requirepass`, or the ACL user's password.
     ///
     /// ```
-    /// let config = redisync::backend::SentinelConfig::new("mymaster", ["redis://127.0.0.1:26379"])
+    /// let config = redisync::SentinelConfig::new("mymaster", ["redis://127.0.0.1:26379"])
     ///     .master_password("s3cret");
     /// ```
     pub fn master_password(mut self, password: impl Into<String>) -> Self {
@@ -159,7 +159,7 @@ impl SentinelConfig {
     /// [`master_password`](Self::master_password).
     ///
     /// ```
-    /// let config = redisync::backend::SentinelConfig::new("mymaster", ["redis://127.0.0.1:26379"])
+    /// let config = redisync::SentinelConfig::new("mymaster", ["redis://127.0.0.1:26379"])
     ///     .master_username("locks")
     ///     .master_password("s3cret");
     /// ```
@@ -171,7 +171,7 @@ impl SentinelConfig {
     /// The database number on the master. Defaults to 0.
     ///
     /// ```
-    /// let config = redisync::backend::SentinelConfig::new("mymaster", ["redis://127.0.0.1:26379"])
+    /// let config = redisync::SentinelConfig::new("mymaster", ["redis://127.0.0.1:26379"])
     ///     .database(3);
     /// ```
     pub fn database(mut self, db: i64) -> Self {
@@ -182,7 +182,7 @@ impl SentinelConfig {
     /// The master's name.
     ///
     /// ```
-    /// let config = redisync::backend::SentinelConfig::new("mymaster", ["redis://127.0.0.1:26379"]);
+    /// let config = redisync::SentinelConfig::new("mymaster", ["redis://127.0.0.1:26379"]);
     /// assert_eq!(config.get_master_name(), "mymaster");
     /// ```
     pub fn get_master_name(&self) -> &str {
@@ -336,6 +336,8 @@ impl SentinelTarget {
 
     /// The current epoch; connections made under an older one are stale.
     pub(crate) fn epoch(&self) -> u64 {
+        // Acquire: pairs with `observe`'s AcqRel bump. The address itself
+        // is read under its own lock; the epoch only says "stale".
         self.epoch.load(Ordering::Acquire)
     }
 
@@ -344,6 +346,10 @@ impl SentinelTarget {
         let mut current = self.current.lock();
         if current.as_ref() != Some(address) {
             if current.is_some() {
+                // AcqRel: one bump per move, made under `current`'s lock;
+                // the epoch carries no data of its own (the address is read
+                // under that lock), so this is stronger than needed, and
+                // cheap (a failover is rare).
                 self.epoch.fetch_add(1, Ordering::AcqRel);
             }
             *current = Some(address.clone());

@@ -5,8 +5,8 @@
 
 use std::process::ExitCode;
 
-use redisync::backend::LockBackend;
-use redisync::ops::fair_lock::FairLockKeys;
+use redisync::LockBackend;
+use redisync::internal::fair_lock::FairLockKeys;
 use redisync::{Client, Inspection, ObjectKind};
 use serde_json::json;
 
@@ -174,7 +174,7 @@ fn remove_waiters(
     // had, as when a waiter gives up.
     let allowance = i64::try_from(client.fair_lock_wait_timeout().as_millis()).unwrap_or(i64::MAX);
     for waiter in waiters {
-        redisync::ops::fair_lock::cancel(backend.as_ref(), &keys, waiter, allowance)?;
+        redisync::internal::fair_lock::cancel(backend.as_ref(), &keys, waiter, allowance)?;
     }
     let after = client.inspect(name)?;
     if let Some(head) = after.queue.first()

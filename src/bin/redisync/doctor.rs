@@ -2,7 +2,7 @@
 
 use std::process::ExitCode;
 
-use redisync::backend::Reply;
+use redisync::Reply;
 use redisync::{Client, ObjectKind, Severity};
 use serde_json::json;
 

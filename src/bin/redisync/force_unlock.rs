@@ -6,7 +6,7 @@
 
 use std::process::ExitCode;
 
-use redisync::ops::rw_lock::RwMode;
+use redisync::RwMode;
 use redisync::{Client, Inspection, ObjectKind};
 use serde_json::json;
 

@@ -2,7 +2,7 @@
 
 use std::process::ExitCode;
 
-use redisync::backend::Reply;
+use redisync::Reply;
 use redisync::{Client, HoldMode, Inspection, ObjectKind};
 use serde_json::{Value, json};
 

@@ -10,7 +10,7 @@
 use std::collections::BTreeSet;
 use std::process::ExitCode;
 
-use redisync::backend::Reply;
+use redisync::Reply;
 use redisync::{Inspection, ObjectKind};
 use serde_json::json;
 

@@ -25,7 +25,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use clap::{Args, Parser, Subcommand};
 use redisync::Client;
-use redisync::backend::Deployment;
+use redisync::Deployment;
 
 /// How long a connection may take before a terminal hears about it.
 const PROGRESS_AFTER: Duration = Duration::from_secs(1);

@@ -2,7 +2,7 @@
 //! acquisition, release and queue change under NAME as it happens.
 //!
 //! Unlock messages come from the client's own kind of pub/sub connection
-//! ([`LockBackend::with_pubsub`](redisync::backend::LockBackend::with_pubsub):
+//! ([`LockBackend::with_pubsub`](redisync::LockBackend::with_pubsub):
 //! one server, the Sentinel master, or a cluster's sharded pub/sub on the
 //! name's slot master), subscribed to NAME's channels: the lock's, each
 //! queued fair-lock waiter's own (followed as the queue changes), the
@@ -15,7 +15,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
-use redisync::backend::PubSubConnection;
+use redisync::PubSubConnection;
 use redisync::{Client, Inspection, ObjectKind};
 use serde_json::json;
 
