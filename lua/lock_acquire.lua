@@ -91,7 +91,9 @@ if (free and not yielded) or redis.call('hexists', KEYS[1], ARGV[2]) == 1 then
         end
         return redis.error_reply('ERR late request: this acquire attempt was undone or released already')
     end
-    redis.call('hincrby', KEYS[1], ARGV[2], 1)
+    -- Numbers to redis.call as strings: a Lua number is formatted by
+    -- snprintf on every call.
+    redis.call('hincrby', KEYS[1], ARGV[2], '1')
     redis.call('pexpire', KEYS[1], ARGV[1])
     -- Taken free in a streak under way (a release found nobody to hand
     -- it to): one more redisync holder in a row (INCR keeps the TTL).

@@ -98,9 +98,9 @@ if count ~= '1' then
         return nil
     end
     if count > 1 then
-        redis.call('hincrby', KEYS[1], ARGV[3], -1)
+        redis.call('hincrby', KEYS[1], ARGV[3], '-1')
         redis.call('pexpire', KEYS[1], ARGV[2])
-        redis.call('set', KEYS[3], 0, 'px', ARGV[4])
+        redis.call('set', KEYS[3], '0', 'px', ARGV[4])
         return 0
     end
 end
@@ -174,9 +174,9 @@ end
 if waiter then
     local streak = KEYS[4] and next_in_streak(waiter)
     if not yielded then
-        redis.call('hset', KEYS[1], waiter, 1)
+        redis.call('hset', KEYS[1], waiter, '1')
         redis.call('pexpire', KEYS[1], ARGV[6])
-        redis.call('set', KEYS[3], 2, 'px', ARGV[4])
+        redis.call('set', KEYS[3], '2', 'px', ARGV[4])
         if KEYS[4] then
             redis.call('set', KEYS[5], streak, 'px', ARGV[7])
             redis.call('zrem', KEYS[4], waiter, ARGV[10])
@@ -234,7 +234,7 @@ if KEYS[4] and not yielded then
             -- waiter's watchdog renews it (or the waiter's fixed lease).
             -- Else count 0: reserved for the waiter, whose next attempt
             -- takes it.
-            redis.call('hset', KEYS[1], head, outright and 1 or 0)
+            redis.call('hset', KEYS[1], head, outright and '1' or '0')
             redis.call('pexpire', KEYS[1], ttl)
             -- It listens on for a while after its wait ends (the
             -- subscriber's linger, 2 s): counted among the clients that
@@ -245,7 +245,7 @@ if KEYS[4] and not yielded then
                 redis.call('zadd', KEYS[6], now_ms, client)
                 redis.call('pexpire', KEYS[6], 2 * tonumber(ARGV[2]) + 60000)
             end
-            redis.call('set', KEYS[3], 3, 'px', ARGV[4])
+            redis.call('set', KEYS[3], '3', 'px', ARGV[4])
             return 3
         end
     end
@@ -266,6 +266,7 @@ if KEYS[4] and not yielded then
     end
 end
 redis.call('publish', KEYS[2], ARGV[1])
-local outcome = yielded and 4 or 1
-redis.call('set', KEYS[3], outcome, 'px', ARGV[4])
-return outcome
+-- The outcome written as a string (a Lua number passed to redis.call is
+-- formatted by snprintf).
+redis.call('set', KEYS[3], yielded and '4' or '1', 'px', ARGV[4])
+return yielded and 4 or 1
