@@ -32,6 +32,16 @@ local function bad_bounded(value, what, low, high)
         .. string.format('%d', high))
 end
 
+-- Whether value is a duration that bad_bounded(value, what, 1, MAX_MS)
+-- accepts, told without parsing a number (each string-to-number is a
+-- strtod, about as costly to the server as a small redis.call's own work):
+-- 1 to 14 digits, no leading zero, so below 10^14 < 2^47. The hot scripts
+-- ask this first and bad_bounded only when it says false (a longer value,
+-- or a bad one: the exact verdict and its message).
+local function plain_ms(value)
+    return type(value) == 'string' and #value <= 14 and string.find(value, '^[1-9]%d*$') ~= nil
+end
+
 -- The bounds scripts pass to bad_bounded: a duration in ms (1 to 2^47)
 -- and an absolute time in ms since the epoch (0 to 2^48). Constants, not
 -- wrapper functions: each function is one more closure per call.

@@ -56,7 +56,7 @@ local function note_client(clients, holder, lease)
     end
 end
 
-local bad = bad_bounded(ARGV[1], 'lease', 1, MAX_MS)
+local bad = not plain_ms(ARGV[1]) and bad_bounded(ARGV[1], 'lease', 1, MAX_MS)
 if bad then
     return bad
 end
@@ -65,8 +65,8 @@ end
 local keep = ARGV[1]
 if ARGV[5] then
     keep = ARGV[5]
-    local ms = tonumber(keep)
-    if not (ms and ms >= 1 and ms <= MAX_MS and ms % 1 == 0) then
+    local ms = plain_ms(keep) or tonumber(keep)
+    if not (ms == true or ms and ms >= 1 and ms <= MAX_MS and ms % 1 == 0) then
         return redis.error_reply('ERR invalid record keep time: ' .. tostring(keep))
     end
 end
@@ -91,7 +91,9 @@ if (free and not yielded) or redis.call('hexists', KEYS[1], ARGV[2]) == 1 then
         end
         return redis.error_reply('ERR late request: this acquire attempt was undone or released already')
     end
-    redis.call('hincrby', KEYS[1], ARGV[2], 1)
+    -- Numbers to redis.call as strings: a Lua number is formatted by
+    -- snprintf on every call.
+    redis.call('hincrby', KEYS[1], ARGV[2], '1')
     redis.call('pexpire', KEYS[1], ARGV[1])
     -- Taken free in a streak under way (a release found nobody to hand
     -- it to): one more redisync holder in a row (INCR keeps the TTL).

@@ -57,21 +57,27 @@
 --          first outcome without releasing again (the latch, or a record,
 --          holds it for ARGV[4] ms).
 -- Checked before any write (a script error does not undo earlier writes).
-local bad = bad_bounded(ARGV[2], 'lease', 1, MAX_MS)
-    or bad_bounded(ARGV[4], 'latch timeout', 1, MAX_MS)
+local bad = (not plain_ms(ARGV[2]) and bad_bounded(ARGV[2], 'lease', 1, MAX_MS))
+    or (not plain_ms(ARGV[4]) and bad_bounded(ARGV[4], 'latch timeout', 1, MAX_MS))
     or (ARGV[5] and ARGV[5] ~= '' and bad_bounded(ARGV[6], 'lease', 1, MAX_MS))
 if bad then
     return bad
 end
 -- Inline rather than bad_bounded (a Lua call costs about 1 µs of server
 -- time, and these ride on every release, contended or not).
+-- (plain_ms and a pattern first: no number parsed for the usual values.)
 if KEYS[4] then
-    local claim, streak = tonumber(ARGV[7]), tonumber(ARGV[9])
-    if not (claim and claim >= 1 and claim <= MAX_MS and claim % 1 == 0) then
-        return redis.error_reply('ERR invalid claim window: ' .. tostring(ARGV[7]))
+    if not plain_ms(ARGV[7]) then
+        local claim = tonumber(ARGV[7])
+        if not (claim and claim >= 1 and claim <= MAX_MS and claim % 1 == 0) then
+            return redis.error_reply('ERR invalid claim window: ' .. tostring(ARGV[7]))
+        end
     end
-    if not (streak and streak >= 0 and streak % 1 == 0) then
-        return redis.error_reply('ERR invalid handoff streak: ' .. tostring(ARGV[9]))
+    if not (type(ARGV[9]) == 'string' and #ARGV[9] <= 14 and string.find(ARGV[9], '^%d+$')) then
+        local streak = tonumber(ARGV[9])
+        if not (streak and streak >= 0 and streak % 1 == 0) then
+            return redis.error_reply('ERR invalid handoff streak: ' .. tostring(ARGV[9]))
+        end
     end
 end
 local waiter = ARGV[5]
@@ -84,22 +90,26 @@ if done and string.sub(done, 1, 5) ~= 'taken' then
 end
 -- The count in one read: the last hold (the common case) then needs no
 -- HINCRBY before the DEL. (A reserved hold, count 0, is a last one too.)
-local count = tonumber(redis.call('hget', KEYS[1], ARGV[3]))
-if not count then
-    -- Not held by this holder: its hold ran out (or was forced free). A
-    -- record that still says taken is the lapsed hold's: mark it, or a
-    -- renewal of that hold still on its way would renew the holder's next
-    -- hold (a copy of this call reads 'lapsed' as nil too).
-    if done then
-        redis.call('set', KEYS[3], 'lapsed', 'px', ARGV[4])
+-- A count of '1' (the usual last hold) is not parsed.
+local count = redis.call('hget', KEYS[1], ARGV[3])
+if count ~= '1' then
+    count = tonumber(count)
+    if not count then
+        -- Not held by this holder: its hold ran out (or was forced free).
+        -- A record that still says taken is the lapsed hold's: mark it, or
+        -- a renewal of that hold still on its way would renew the holder's
+        -- next hold (a copy of this call reads 'lapsed' as nil too).
+        if done then
+            redis.call('set', KEYS[3], 'lapsed', 'px', ARGV[4])
+        end
+        return nil
     end
-    return nil
-end
-if count > 1 then
-    redis.call('hincrby', KEYS[1], ARGV[3], -1)
-    redis.call('pexpire', KEYS[1], ARGV[2])
-    redis.call('set', KEYS[3], 0, 'px', ARGV[4])
-    return 0
+    if count > 1 then
+        redis.call('hincrby', KEYS[1], ARGV[3], '-1')
+        redis.call('pexpire', KEYS[1], ARGV[2])
+        redis.call('set', KEYS[3], '0', 'px', ARGV[4])
+        return 0
+    end
 end
 redis.call('del', KEYS[1])
 -- Whether a connection other than redisync's clients listens on the lock's
@@ -171,9 +181,9 @@ end
 if waiter then
     local streak = KEYS[4] and next_in_streak(waiter)
     if not yielded then
-        redis.call('hset', KEYS[1], waiter, 1)
+        redis.call('hset', KEYS[1], waiter, '1')
         redis.call('pexpire', KEYS[1], ARGV[6])
-        redis.call('set', KEYS[3], 2, 'px', ARGV[4])
+        redis.call('set', KEYS[3], '2', 'px', ARGV[4])
         if KEYS[4] then
             redis.call('set', KEYS[5], streak, 'px', ARGV[7])
             redis.call('zrem', KEYS[4], waiter, ARGV[10])
@@ -231,7 +241,7 @@ if KEYS[4] and not yielded then
             -- waiter's watchdog renews it (or the waiter's fixed lease).
             -- Else count 0: reserved for the waiter, whose next attempt
             -- takes it.
-            redis.call('hset', KEYS[1], head, outright and 1 or 0)
+            redis.call('hset', KEYS[1], head, outright and '1' or '0')
             redis.call('pexpire', KEYS[1], ttl)
             -- It listens on for a while after its wait ends (the
             -- subscriber's linger, 2 s): counted among the clients that
@@ -242,7 +252,7 @@ if KEYS[4] and not yielded then
                 redis.call('zadd', KEYS[6], now_ms, client)
                 redis.call('pexpire', KEYS[6], 2 * tonumber(ARGV[2]) + 60000)
             end
-            redis.call('set', KEYS[3], 3, 'px', ARGV[4])
+            redis.call('set', KEYS[3], '3', 'px', ARGV[4])
             return 3
         end
     end
@@ -263,6 +273,7 @@ if KEYS[4] and not yielded then
     end
 end
 redis.call('publish', KEYS[2], ARGV[1])
-local outcome = yielded and 4 or 1
-redis.call('set', KEYS[3], outcome, 'px', ARGV[4])
-return outcome
+-- The outcome written as a string (a Lua number passed to redis.call is
+-- formatted by snprintf).
+redis.call('set', KEYS[3], yielded and '4' or '1', 'px', ARGV[4])
+return yielded and 4 or 1

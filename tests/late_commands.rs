@@ -383,3 +383,39 @@ fn redis_undo_removes_exactly_its_attempts_hold() {
     let server = TestServer::start();
     undo_is_exact(&redisync::RedisBackend::open(&server.url()).unwrap());
 }
+
+/// The window check on the server's own clock, from either side of its end:
+/// refused from its end on (within the end's own second, where it parses
+/// the numbers, and seconds later), run while the end is seconds ahead
+/// (where it compares the seconds' digits only); a window of `0`, or one
+/// that is not a number, is none. Sent raw: the window prelude before a
+/// script that says it ran.
+#[test]
+fn a_window_is_refused_from_its_end_on_by_the_servers_clock() {
+    let server = TestServer::start();
+    let mut conn = server.connection();
+    let script = redis::Script::new(&format!(
+        "{}return 'ran'",
+        include_str!("../lua/window_prelude.lua")
+    ));
+    for offset_ms in [
+        -60_000i64, -5_000, -1_500, -1_000, -999, -200, -1, 5_000, 60_000,
+    ] {
+        let (seconds, micros): (String, String) = redis::cmd("TIME").query(&mut conn).unwrap();
+        let now_ms = seconds.parse::<i64>().unwrap() * 1000 + micros.parse::<i64>().unwrap() / 1000;
+        let reply: redis::RedisResult<String> = script.arg(now_ms + offset_ms).invoke(&mut conn);
+        if offset_ms < 0 {
+            let err = reply.expect_err("a request after its window ran");
+            assert!(
+                err.to_string().contains("late request"),
+                "{offset_ms}: {err}"
+            );
+        } else {
+            assert_eq!(reply.unwrap(), "ran", "{offset_ms}");
+        }
+    }
+    for none in ["0", "", "not a time"] {
+        let reply: String = script.arg(none).invoke(&mut conn).unwrap();
+        assert_eq!(reply, "ran", "{none:?}");
+    }
+}
