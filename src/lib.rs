@@ -230,8 +230,8 @@ pub use latch::CountDownLatch;
 pub use lock::{Lock, LockGuard};
 pub use multi_lock::{MultiLock, MultiLockGuard, RedLock, RedLockGuard};
 pub use ops::inspect::{
-    BarrierState, HoldMode, Holder, HolderConnection, Inspection, ObjectKind, PermitLease,
-    QueuedWaiter, RwMode,
+    BarrierState, ElectionInspection, HoldMode, Holder, HolderConnection, Inspection, ObjectKind,
+    PermitLease, QueuedWaiter, RwMode,
 };
 pub use owned_lock::{OwnedLock, OwnedLockGuard};
 pub use permit_semaphore::{PermitExpirableSemaphore, PermitGuard, PermitId};

@@ -290,6 +290,10 @@ fn list_finds_locks_semaphores_and_latches_and_skips_auxiliary_keys() {
             .unwrap(),
         0
     );
+    let leadership = client
+        .leader_election(format!("{prefix}:election"))
+        .campaign("host-a")
+        .unwrap();
     client
         .lock("someone-else")
         .lock()
@@ -301,7 +305,13 @@ fn list_finds_locks_semaphores_and_latches_and_skips_auxiliary_keys() {
     assert!(output.status.success(), "{}", stderr(&output));
     let text = stdout(&output);
     println!("{text}");
-    assert_eq!(text.lines().count(), 1 + 6, "{text}");
+    // The election is one object (its lock, term, leader and recent terms
+    // are its keys), with its leader and term.
+    assert_eq!(text.lines().count(), 1 + 7, "{text}");
+    assert!(
+        text.contains(&format!("leader host-a, term {}", leadership.term())),
+        "{text}"
+    );
     assert!(text.starts_with("NAME"));
     assert!(
         !text.contains("redisson_") && !text.contains("rwlock_timeout"),
@@ -327,6 +337,7 @@ fn list_finds_locks_semaphores_and_latches_and_skips_auxiliary_keys() {
         .collect();
     let expected: Vec<(String, String)> = [
         (":barrier", "barrier"),
+        (":election", "election"),
         (":fenced", "fenced_lock"),
         (":latch", "counter"),
         (":lock", "lock"),
@@ -339,6 +350,7 @@ fn list_finds_locks_semaphores_and_latches_and_skips_auxiliary_keys() {
     assert_eq!(kinds, expected);
     held.unlock().unwrap();
     read.unlock().unwrap();
+    leadership.resign().unwrap();
 }
 
 #[test]

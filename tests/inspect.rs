@@ -34,6 +34,7 @@ backend_tests!(
     expirable_semaphore_with_two_leased_permits,
     latch_at_three,
     barrier_with_one_arrival_waiting,
+    election_with_a_leader_and_a_candidate,
     nothing_under_the_name,
     unrelated_types_are_unknown,
 );
@@ -414,6 +415,54 @@ fn barrier_with_one_arrival_waiting(env: &Env) {
         (state.generation, state.arrived, state.parties),
         (1, 0, None)
     );
+}
+
+fn election_with_a_leader_and_a_candidate(env: &Env) {
+    let (client, other) = (env.client(), env.client());
+    let name = unique_name("inspect:election");
+    let leadership = client
+        .leader_election(name.as_str())
+        .campaign("host-a")
+        .unwrap();
+    let (led_tx, led) = mpsc::channel::<u64>();
+    let candidate = {
+        let election = other.leader_election(name.as_str());
+        thread::spawn(move || {
+            let leadership = election.campaign("host-b").unwrap();
+            led_tx.send(leadership.term()).unwrap();
+            leadership.resign().unwrap();
+        })
+    };
+    wait_until("the candidate queued", STUCK, || {
+        inspect(&client, &name)
+            .election
+            .is_some_and(|election| election.candidates.len() == 1)
+    });
+    let found = inspect(&client, &name);
+    assert_eq!(found.kind, ObjectKind::Election);
+    let election = found.election.clone().expect("an election's state");
+    let leader = election.leader.expect("a leader");
+    assert_eq!(
+        (leader.identity.as_str(), leader.term),
+        ("host-a", leadership.term())
+    );
+    assert_eq!(election.last_term, Some(leadership.term()));
+    assert!(
+        election
+            .lease_left
+            .is_some_and(|left| left > Duration::ZERO)
+    );
+    assert!(found.to_string().contains("leader \"host-a\""), "{found}");
+    leadership.resign().unwrap();
+    let second = led.recv_timeout(STUCK).unwrap();
+    candidate.join().unwrap();
+    // Nobody leads now; the last term is still known.
+    let found = inspect(&client, &name);
+    assert_eq!(found.kind, ObjectKind::Election);
+    let election = found.election.expect("still an election");
+    assert_eq!(election.leader, None);
+    assert_eq!(election.last_term, Some(second));
+    assert!(election.candidates.is_empty());
 }
 
 fn nothing_under_the_name(env: &Env) {

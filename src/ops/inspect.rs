@@ -90,6 +90,11 @@ pub enum ObjectKind {
     /// A barrier (redisync's [`Barrier`](crate::Barrier)) that has seen an
     /// arrival: see [`Inspection::barrier`].
     Barrier,
+    /// A leader election (redisync's
+    /// [`LeaderElection`](crate::LeaderElection)) that has had a leader:
+    /// see [`Inspection::election`]. Nothing is stored under the name
+    /// itself; its keys are `{name}:redisync_*`.
+    Election,
     /// A permit-expirable semaphore (`RPermitExpirableSemaphore`) with at
     /// least one permit leased (its `{name}:timeout` leases exist).
     PermitExpirableSemaphore,
@@ -116,6 +121,7 @@ impl fmt::Display for ObjectKind {
             ObjectKind::FencedLock => f.write_str("fenced lock"),
             ObjectKind::ReadWriteLock => f.write_str("read-write lock"),
             ObjectKind::Barrier => f.write_str("barrier"),
+            ObjectKind::Election => f.write_str("election"),
             ObjectKind::PermitExpirableSemaphore => f.write_str("permit-expirable semaphore"),
             ObjectKind::Counter => f.write_str("counter (semaphore or latch)"),
             ObjectKind::Unknown { redis_type } => {
@@ -261,6 +267,31 @@ pub(crate) fn attach_connections(
     }
 }
 
+/// A leader election as [`Client::inspect`](crate::Client::inspect) reads
+/// it (see [`ObjectKind::Election`]).
+///
+/// ```
+/// # let client = redisync::Client::builder().backend(redisync::MemoryBackend::new()).build()?;
+/// let leadership = client.leader_election("doc:jobs").campaign("host-a")?;
+/// let election = client.inspect("doc:jobs")?.election.expect("an election");
+/// assert_eq!(election.leader.map(|leader| leader.term), Some(leadership.term()));
+/// assert!(election.candidates.is_empty());
+/// # Ok::<(), redisync::Error>(())
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ElectionInspection {
+    /// The leader in office (`None`: nobody leads now).
+    pub leader: Option<crate::Leader>,
+    /// The leader's lease left, as the store counts it.
+    pub lease_left: Option<Duration>,
+    /// The last term proclaimed (the leader's, or a past one's).
+    pub last_term: Option<u64>,
+    /// The candidates waiting, first in line first (the election's fair
+    /// lock's queue).
+    pub candidates: Vec<QueuedWaiter>,
+}
+
 /// One fair-lock waiter in the queue.
 ///
 /// ```
@@ -350,6 +381,8 @@ pub struct Inspection {
     pub leases: Vec<PermitLease>,
     /// A [`Barrier`](ObjectKind::Barrier)'s state.
     pub barrier: Option<BarrierState>,
+    /// An [`Election`](ObjectKind::Election)'s state.
+    pub election: Option<ElectionInspection>,
     /// This client's clock when the inspection was sent, in ms since the
     /// epoch: the `remaining_ms` fields count from it.
     pub read_at_ms: i64,
@@ -462,6 +495,25 @@ impl fmt::Display for Inspection {
                 lease.permit_id, lease.lease_end_ms, lease.remaining_ms
             )?;
         }
+        if let Some(election) = &self.election {
+            match &election.leader {
+                Some(leader) => write!(
+                    f,
+                    "\n  leader {:?}, term {}, since {}",
+                    leader.identity, leader.term, leader.since_ms
+                )?,
+                None => f.write_str("\n  no leader")?,
+            }
+            if let Some(left) = election.lease_left {
+                write!(f, ", lease {} ms left", left.as_millis())?;
+            }
+            if let Some(term) = election.last_term {
+                write!(f, "\n  last term {term}")?;
+            }
+            for (place, candidate) in election.candidates.iter().enumerate() {
+                write!(f, "\n  candidate #{} {}", place + 1, candidate.id)?;
+            }
+        }
         Ok(())
     }
 }
@@ -496,7 +548,42 @@ pub fn inspect<B: LockBackend + ?Sized>(backend: &B, name: &str) -> Result<Inspe
         .key(keys::rw_key_prefix(name));
     let read_at_ms = crate::clock::wall_clock_ms();
     let reply = run(backend, &call)?;
-    parse(name, &reply, read_at_ms)
+    let mut found = parse(name, &reply, read_at_ms)?;
+    if found.kind == ObjectKind::Absent {
+        // Nothing under the name: perhaps an election (its keys are
+        // `{name}:redisync_*`); two more reads, only for absent names.
+        let keys = super::election::ElectionKeys::new(name);
+        let state = super::election::current(backend, &keys, true)?;
+        if state.leader.is_some() || !state.recent.is_empty() {
+            let lock = parse(
+                &keys.lock,
+                &run(
+                    backend,
+                    &ScriptCall::new(&INSPECT, Resend::Harmless, Effect::Read)
+                        .key(keys.lock.as_str())
+                        .key(keys::fair_queue(&keys.lock))
+                        .key(keys::fair_timeouts(&keys.lock))
+                        .key(keys::fence_token(&keys.lock))
+                        .key(keys::expirable_leases(&keys.lock))
+                        .key(keys::rw_key_prefix(&keys.lock)),
+                )?,
+                read_at_ms,
+            )?;
+            let last_term = state.recent.last().map(|record| record.term);
+            let (leader, lease_left) = match state.leader {
+                Some((record, pttl)) => (Some(record.into()), ttl_from_pttl(pttl)),
+                None => (None, None),
+            };
+            found.kind = ObjectKind::Election;
+            found.election = Some(ElectionInspection {
+                leader,
+                lease_left,
+                last_term,
+                candidates: lock.queue,
+            });
+        }
+    }
+    Ok(found)
 }
 
 /// The script's reply as an [`Inspection`].
@@ -529,6 +616,7 @@ fn parse(name: &str, reply: &Reply, read_at_ms: i64) -> Result<Inspection> {
         counter: None,
         leases: Vec::new(),
         barrier: None,
+        election: None,
         read_at_ms,
     };
     let fair = !queue.is_empty() || !deadlines.is_empty();

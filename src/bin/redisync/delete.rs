@@ -111,6 +111,16 @@ fn delete(client: &Client, found: &Inspection) -> Result<bool, Failure> {
         // Only without arrivals waiting (they keep waiting for their
         // parties); the parties given here are not checked by a delete.
         ObjectKind::Barrier => client.barrier(name, 1).delete()?,
+        // Its keys are the leader's and the candidates': resign or stop
+        // them; a forced release of its lock is `force-unlock` on
+        // `{name}:redisync_election`.
+        ObjectKind::Election => {
+            return Err(Failure::usage(format!(
+                "{name:?} is a leader election: it is not deleted (its leader resigns, or its \
+                 lease runs out); force-unlock its lock {:?} to end the term",
+                format!("{{{name}}}:redisync_election")
+            )));
+        }
         _ => client.lock(name).delete()?,
     })
 }

@@ -70,6 +70,7 @@ pub(crate) fn kind_id(kind: &ObjectKind) -> &'static str {
         ObjectKind::FencedLock => "fenced_lock",
         ObjectKind::ReadWriteLock => "read_write_lock",
         ObjectKind::Barrier => "barrier",
+        ObjectKind::Election => "election",
         ObjectKind::PermitExpirableSemaphore => "permit_expirable_semaphore",
         ObjectKind::Counter => "counter",
         _ => "unknown",
@@ -169,6 +170,20 @@ pub(crate) fn to_json(found: &Inspection) -> Value {
             "arrived": barrier.arrived,
             "parties": barrier.parties,
         })),
+        "election": found.election.as_ref().map(|election| json!({
+            "leader": election.leader.as_ref().map(|leader| json!({
+                "identity": leader.identity,
+                "term": leader.term,
+                "since_ms": leader.since_ms,
+            })),
+            "lease_left_ms": ttl_ms(election.lease_left),
+            "last_term": election.last_term,
+            "candidates": election
+                .candidates
+                .iter()
+                .map(|candidate| candidate.id.clone())
+                .collect::<Vec<_>>(),
+        })),
         "read_at_ms": found.read_at_ms,
     })
 }
@@ -203,6 +218,25 @@ pub(crate) fn table(found: &Inspection) -> String {
                 None => "none yet".to_owned(),
             },
         );
+        return out;
+    }
+    if let Some(election) = &found.election {
+        match &election.leader {
+            Some(leader) => {
+                row("leader", leader.identity.clone());
+                row("term", leader.term.to_string());
+                row("since", format!("{} ms (store clock)", leader.since_ms));
+                row("lease left", ttl_text(election.lease_left));
+            }
+            None => row("leader", "none".to_owned()),
+        }
+        if let Some(term) = election.last_term {
+            row("last term", term.to_string());
+        }
+        row("candidates", election.candidates.len().to_string());
+        for (place, candidate) in election.candidates.iter().enumerate() {
+            row(&format!("  #{}", place + 1), candidate.id.clone());
+        }
         return out;
     }
     row("holders", found.holders.len().to_string());

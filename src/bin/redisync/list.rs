@@ -58,10 +58,10 @@ pub(crate) fn run(target: &Target, pattern: &str) -> Outcome {
     );
     for object in &found {
         let value = value(object);
-        let waiters = if object.kind == ObjectKind::FairLock {
-            object.queue.len().to_string()
-        } else {
-            "-".to_owned()
+        let waiters = match (&object.kind, &object.election) {
+            (ObjectKind::FairLock, _) => object.queue.len().to_string(),
+            (ObjectKind::Election, Some(election)) => election.candidates.len().to_string(),
+            _ => "-".to_owned(),
         };
         let line = format!(
             "{:<width$}  {:<26}  {:>7}  {:>7}  {:>10}  {value}",
@@ -91,6 +91,12 @@ fn value(object: &Inspection) -> String {
             .available_permits()
             .map(|permits| format!("permits {permits}"))
             .unwrap_or_default(),
+        ObjectKind::Election => object
+            .election
+            .as_ref()
+            .and_then(|election| election.leader.as_ref())
+            .map(|leader| format!("leader {}, term {}", leader.identity, leader.term))
+            .unwrap_or_else(|| "no leader".to_owned()),
         ObjectKind::Barrier => object
             .barrier
             .map(|b| match b.parties {
@@ -111,6 +117,11 @@ fn holders(object: &Inspection) -> String {
     match object.kind {
         ObjectKind::PermitExpirableSemaphore => object.leases.len().to_string(),
         ObjectKind::Counter | ObjectKind::Barrier => "-".to_owned(),
+        ObjectKind::Election => object
+            .election
+            .as_ref()
+            .map_or(0, |election| usize::from(election.leader.is_some()))
+            .to_string(),
         _ => object.holders.len().to_string(),
     }
 }
@@ -211,8 +222,12 @@ fn object_name(key: &str) -> Option<String> {
         "redisson_lock_token:",
     ] {
         if let Some(rest) = key.strip_prefix(prefix) {
-            return Some(unwrap_tag(rest));
+            return Some(election_name(rest).unwrap_or_else(|| unwrap_tag(rest)));
         }
+    }
+    // A leader election's keys (its lock's queue above): `{name}:redisync_*`.
+    if let Some(name) = election_name(key) {
+        return Some(name);
     }
     // `{name}:redisync_attempt:<id>`: an acquire attempt's record;
     // `{name}:redisync_op:<id>`: a counting call's record.
@@ -228,6 +243,20 @@ fn object_name(key: &str) -> Option<String> {
         return Some(unwrap_tag(rest));
     }
     Some(key.to_owned())
+}
+
+/// The election a key of it belongs to: `{name}:redisync_election` (its
+/// lock), `_term`, `_leader`, `_terms`.
+fn election_name(key: &str) -> Option<String> {
+    [
+        ":redisync_election",
+        ":redisync_term",
+        ":redisync_leader",
+        ":redisync_terms",
+    ]
+    .iter()
+    .find_map(|suffix| key.strip_suffix(suffix))
+    .map(unwrap_tag)
 }
 
 /// `{name}` to `name`; a name with its own hash tag is kept as is.
