@@ -33,6 +33,7 @@ use common::child::{
     env, env_ms, ms, parent_lines, raw_connection, spawn_ready,
 };
 use common::history::{self, Mode, Section, Write, mono_ns};
+use common::keys;
 use common::wrap::{Hook, Store, Wrapped, assert_forwards_every_method};
 use common::{TestServer, hgetall, numsub, pttl, send_signal, unique_name, wait_until};
 use redisync::internal::handoff::{self, Queue};
@@ -567,7 +568,7 @@ fn ops_hold_and_queue(
     holder: &str,
     (waiter, entry): (&str, &str),
 ) {
-    let attempt = |n: u32| format!("{{{name}}}:redisync_attempt:test-{n}");
+    let attempt = |n: u32| keys::attempt_record(name, &format!("test-{n}"));
     let held = handoff::acquire(store, name, holder, 30_000, &attempt(1), queue, false, None);
     assert_eq!(held.unwrap(), Acquire::Acquired);
     let waited = handoff::acquire(
@@ -595,10 +596,10 @@ fn ops_release(
     handoff::release(
         store,
         name,
-        &format!("redisson_lock__channel:{{{name}}}"),
+        &keys::lock_channel(name),
         holder,
         30_000,
-        &format!("redisson_unlock_latch:{{{name}}}:{latch}"),
+        &keys::unlock_latch(name, latch),
         5_000,
         None,
         queue,
@@ -843,7 +844,7 @@ fn a_waiter_that_gives_up_just_as_it_is_handed_the_lock_frees_it_at_once() {
     let parent = client_on(&server, None);
     let store = parent.backend().as_ref();
     let queue = Queue::new(&name, CLAIM_MS, 16);
-    let channel = format!("redisson_lock__channel:{{{name}}}");
+    let channel = keys::lock_channel(&name);
     let (holder, gone) = ("ops-holder:1", "ops-gone:1");
     let gone_entry = handoff::outright_entry(1, gone);
 
@@ -1111,7 +1112,7 @@ fn a_handoff_that_runs_out_before_the_waiter_returns_is_not_a_hold() {
     // A wake makes the waiter retry; that retry's reply comes 1.5 s late.
     slow.late_acquires.store(1, Ordering::SeqCst);
     redis::cmd("PUBLISH")
-        .arg(format!("redisson_lock__channel:{{{name}}}"))
+        .arg(keys::lock_channel(&name))
         .arg("0")
         .query::<()>(&mut raw)
         .unwrap();

@@ -26,6 +26,7 @@ use common::child::{
     ready_until_parent_done, spawn_fenced_holder, spawn_ready, store_data_key, store_highest_key,
     store_write, take_once_freed, until_parent_done,
 };
+use common::keys;
 use common::{TestServer, hgetall, pttl, unique_name};
 use redisync::{Client, MultiLock};
 
@@ -634,8 +635,8 @@ fn dead_fair_waiter_delays_the_queue_at_most_its_slot() {
     const SLACK: Duration = Duration::from_secs(2);
     let server = TestServer::start();
     let name = unique_name("processes:fair-dead-waiter");
-    let queue = format!("redisson_lock_queue:{{{name}}}");
-    let timeouts = format!("redisson_lock_timeout:{{{name}}}");
+    let queue = keys::fair_queue(&name);
+    let timeouts = keys::fair_timeouts(&name);
     let mut raw = server.connection();
     let parent = fair_parent(&server, WATCHDOG, WAIT);
     let lock = parent.fair_lock(name.as_str());
@@ -755,7 +756,7 @@ fn killed_fair_waiter_holds_the_queue_up_until_its_mark_runs_out_not_its_slot() 
     const SLACK: Duration = Duration::from_secs(2);
     let server = TestServer::start();
     let name = unique_name("processes:fair-killed-waiter");
-    let queue = format!("redisson_lock_queue:{{{name}}}");
+    let queue = keys::fair_queue(&name);
     let mut raw = server.connection();
     let parent = fair_parent(&server, WATCHDOG, WAIT);
     let lock = parent.fair_lock(name.as_str());
@@ -788,7 +789,7 @@ fn killed_fair_waiter_holds_the_queue_up_until_its_mark_runs_out_not_its_slot() 
     );
     // Read after the kill: the child's last attempt wrote it.
     let mark: String = redis::cmd("GET")
-        .arg(format!("{{{name}}}:redisync_fair_direct:{child_id}"))
+        .arg(keys::fair_direct(&name, &child_id))
         .query(&mut raw)
         .expect("the child's direct mark");
     let live_until: i64 = mark
@@ -866,10 +867,10 @@ fn dead_reader_frees_its_share_while_a_live_reader_keeps_the_lock() {
 
     let (mut child, child_id) =
         spawn_ready("reader", &server, &name, &[(WATCHDOG_MS_ENV, ms(WATCHDOG))]);
-    let child_key = format!("{{{name}}}:{child_id}:rwlock_timeout:1");
+    let child_key = keys::read_hold(&name, &child_id, 1);
     let reading = rw.read_lock().lock().unwrap();
     let me = parent.current_holder_id();
-    let my_key = format!("{{{name}}}:{me}:rwlock_timeout:1");
+    let my_key = keys::read_hold(&name, &me, 1);
     assert_eq!(
         hgetall(&mut raw, &name),
         HashMap::from([
@@ -965,7 +966,7 @@ fn permit_of_a_sigkilled_holder_returns_when_its_lease_ends() {
     const SLACK: Duration = Duration::from_millis(1500);
     let server = TestServer::start();
     let name = unique_name("processes:permit");
-    let leases = format!("{{{name}}}:timeout");
+    let leases = keys::permit_timeouts(&name);
     let mut raw = server.connection();
     let parent = parent_client(&server);
     let semaphore = parent.permit_expirable_semaphore(name.as_str());
@@ -1118,7 +1119,7 @@ const TOKEN_BASE: u64 = 4_000_000_000_000_000;
 /// Sets the token counter of the fenced lock `name` to [`TOKEN_BASE`].
 fn start_token_counter(raw: &mut redis::Connection, name: &str) -> u64 {
     let () = redis::cmd("SET")
-        .arg(format!("redisson_lock_token:{{{name}}}"))
+        .arg(keys::fence_counter(name))
         .arg(TOKEN_BASE)
         .query(raw)
         .unwrap();
@@ -1139,7 +1140,7 @@ fn fencing_tokens_order_holders_across_processes() {
     let name = unique_name("processes:fenced");
     let last = format!("{name}:last-token");
     let violations = format!("{name}:violations");
-    let token_key = format!("redisson_lock_token:{{{name}}}");
+    let token_key = keys::fence_counter(&name);
     let mut raw = server.connection();
     let base = start_token_counter(&mut raw, &name);
 

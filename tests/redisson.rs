@@ -31,6 +31,7 @@ use common::child::{
     child_client_with_watchdog, env, ready_until_parent_done,
 };
 use common::delay_proxy::DelayProxy;
+use common::keys;
 use common::redisson::{Actor, JavaClient, Redisson, ms_between, now_us};
 use common::{TestServer, numsub, pttl, unique_name, wait_until};
 use redisync::{Client, Lock, PermitId};
@@ -185,18 +186,14 @@ impl Sides {
     fn waiters(&self, kind: &str, name: &str) -> i64 {
         match kind {
             "fair" => {
-                let queue = format!("redisson_lock_queue:{{{name}}}");
+                let queue = keys::fair_queue(name);
                 redis::cmd("LLEN")
                     .arg(&queue)
                     .query(&mut self.store.connection(&queue))
                     .unwrap()
             }
-            "read" | "write" => self
-                .store
-                .subscribers(&format!("redisson_rwlock:{{{name}}}")),
-            _ => self
-                .store
-                .subscribers(&format!("redisson_lock__channel:{{{name}}}")),
+            "read" | "write" => self.store.subscribers(&keys::rw_channel(name)),
+            _ => self.store.subscribers(&keys::lock_channel(name)),
         }
     }
 
@@ -310,8 +307,8 @@ fn java_release_wakes_rust(sides: &Sides, kind: &str, name: &str) -> f64 {
 /// holder inside would lose an update), and count entries that found
 /// someone inside. Returns the final counter.
 fn contended_counter(sides: &Sides, kind: &str, name: &str, rounds: u64) -> u64 {
-    let counter = format!("{{{name}}}:counter");
-    let inside = format!("{{{name}}}:inside");
+    let counter = keys::suffixed(name, "counter");
+    let inside = keys::suffixed(name, "inside");
     let javas: Vec<Actor> = (0..2)
         .map(|i| sides.java.actor(&format!("incr{i}")))
         .collect();
@@ -611,7 +608,7 @@ const STREAK: u64 = 16;
 const LOOP_LIMIT: Duration = Duration::from_secs(240);
 /// The `waiters` set of redisync's cross-process queue of lock `name`.
 fn waiter_queue(name: &str) -> String {
-    format!("{{{name}}}:redisync_waiters")
+    keys::waiter_queue(name)
 }
 
 /// Members of `name`'s redisync waiter queue.
@@ -640,8 +637,8 @@ fn handoff_looper(
 ) -> thread::JoinHandle<(u64, u64)> {
     let stamps = stamps.map(Arc::clone);
     let lock = client.lock(name);
-    let counter = format!("{{{name}}}:counter");
-    let inside = format!("{{{name}}}:inside");
+    let counter = keys::suffixed(name, "counter");
+    let inside = keys::suffixed(name, "inside");
     let mut conn = sides.store.connection(&counter);
     let (acquired, stop) = (Arc::clone(acquired), Arc::clone(stop));
     thread::spawn(move || {
@@ -685,7 +682,7 @@ fn unlock_messages(
     name: &str,
     end: &str,
 ) -> (Arc<AtomicU64>, thread::JoinHandle<()>) {
-    let channel = format!("redisson_lock__channel:{{{name}}}");
+    let channel = keys::lock_channel(name);
     let mut conn = sides.store.connection(&channel);
     let count = Arc::new(AtomicU64::new(0));
     let counted = Arc::clone(&count);
@@ -740,9 +737,9 @@ fn java_turns_beside_rust_handoffs(
     clients: [Client; 3],
     across: bool,
 ) -> Vec<Turn> {
-    let counter = format!("{{{name}}}:counter");
-    let inside = format!("{{{name}}}:inside");
-    let end = format!("{{{name}}}:listener_end");
+    let counter = keys::suffixed(name, "counter");
+    let inside = keys::suffixed(name, "inside");
+    let end = keys::suffixed(name, "listener_end");
     let stop = Arc::new(AtomicBool::new(false));
     // A failing check stops the loop too, rather than leaving it running.
     let _stop_on_exit = StopOnDrop(Arc::clone(&stop));
@@ -981,8 +978,8 @@ fn streaks_beside_rust_loops(
     name: &str,
     clients: Vec<Client>,
 ) -> Streaks {
-    let counter = format!("{{{name}}}:counter");
-    let inside = format!("{{{name}}}:inside");
+    let counter = keys::suffixed(name, "counter");
+    let inside = keys::suffixed(name, "inside");
     let stop = Arc::new(AtomicBool::new(false));
     let _stop_on_exit = StopOnDrop(Arc::clone(&stop));
     let acquired = Arc::new(AtomicU64::new(0));
@@ -1637,7 +1634,7 @@ fn semaphore_permits_are_shared_never_over_granted_and_releases_wake() {
 
     b.send(&format!("acquire {name} 1"));
     wait_until("the Java acquirer subscribed", SHOW_UP, || {
-        sides.store.subscribers(&format!("redisson_sc:{{{name}}}")) >= 1
+        sides.store.subscribers(&keys::semaphore_channel(&name)) >= 1
     });
     b.assert_waiting(STILL_WAITING, "Redisson's acquire");
     let released = now_us();
@@ -1659,7 +1656,7 @@ fn semaphore_permits_are_shared_never_over_granted_and_releases_wake() {
         permits.release().unwrap();
     });
     wait_until("the Rust acquirer subscribed", SHOW_UP, || {
-        sides.store.subscribers(&format!("redisson_sc:{{{name}}}")) >= 1
+        sides.store.subscribers(&keys::semaphore_channel(&name)) >= 1
     });
     assert!(
         rx.recv_timeout(STILL_WAITING).is_err(),
@@ -1683,7 +1680,7 @@ fn semaphore_permits_are_shared_never_over_granted_and_releases_wake() {
 fn semaphore_never_over_grants_under_contention() {
     let sides = single();
     let name = unique_name("interop-sem-count");
-    let inside = format!("{{{name}}}:inside");
+    let inside = keys::suffixed(&name, "inside");
     let permits = 2;
     let rounds = 100;
     assert!(
@@ -1784,7 +1781,7 @@ fn expirable_semaphore_leases_return_and_releases_wake_across_both() {
     // Rust's release wakes a Java acquirer.
     b.send(&format!("pacquire {name} 30000"));
     wait_until("the Java acquirer subscribed", SHOW_UP, || {
-        sides.store.subscribers(&format!("redisson_sc:{{{name}}}")) >= 1
+        sides.store.subscribers(&keys::semaphore_channel(&name)) >= 1
     });
     b.assert_waiting(STILL_WAITING, "Redisson's acquire");
     let released = now_us();
@@ -1807,7 +1804,7 @@ fn expirable_semaphore_leases_return_and_releases_wake_across_both() {
         tx.send((now_us(), id)).unwrap();
     });
     wait_until("the Rust acquirer subscribed", SHOW_UP, || {
-        sides.store.subscribers(&format!("redisson_sc:{{{name}}}")) >= 1
+        sides.store.subscribers(&keys::semaphore_channel(&name)) >= 1
     });
     assert!(rx.recv_timeout(STILL_WAITING).is_err());
     let released = a.call(&format!("prelease {name} {}", rust_second.as_str()));
@@ -1845,7 +1842,7 @@ fn latch_opens_waiters_on_both_sides() {
     let latch = sides.rust.count_down_latch(name.as_str());
     let java_waiter = sides.java.actor("waiter");
     let java_counter = sides.java.actor("counter");
-    let channel = format!("redisson_countdownlatch__channel__{{{name}}}");
+    let channel = keys::latch_channel(&name);
 
     // Round 0: Rust counts down first, Java last; round 1 the reverse.
     for (round, last) in [(0, "Java"), (1, "Rust")] {
@@ -1998,10 +1995,7 @@ fn name_mapper_and_name_prefix_that_match_interoperate_and_others_do_not_collide
     assert!(lock.try_lock().unwrap().is_none());
     let waiter = RustWaiter::start(lock);
     wait_until("the Rust waiter subscribed", SHOW_UP, || {
-        numsub(
-            &mut server.connection(),
-            "redisson_lock__channel:{app1:orders}",
-        ) >= 1
+        numsub(&mut server.connection(), &keys::lock_channel("app1:orders")) >= 1
     });
     waiter.assert_waiting("redisync's lock() under the same prefix");
     let released = holder.call("unlock lock orders");

@@ -162,17 +162,11 @@ fn keys_besides_latches(conn: &mut redis::Connection) -> Vec<String> {
 /// hold's record holds its release's outcome, as that release's unlock
 /// latch).
 fn attempt_records(conn: &mut redis::Connection, name: &str, lease: Duration) -> usize {
-    let tag = if name.contains('{') {
-        name.to_owned()
-    } else {
-        format!("{{{name}}}")
-    };
-    let pattern = format!(
-        "{}:redisync_attempt:*",
-        tag.replace('[', "\\[")
-            .replace('*', "\\*")
-            .replace('?', "\\?")
-    );
+    let escaped = name
+        .replace('[', "\\[")
+        .replace('*', "\\*")
+        .replace('?', "\\?");
+    let pattern = keys::suffixed(&escaped, "redisync_attempt:*");
     let keys: Vec<String> = query(conn, &["KEYS", &pattern]);
     for key in &keys {
         assert_eq!(query::<String>(conn, &["GET", key]), "taken", "{key}");
@@ -1391,17 +1385,11 @@ fn semaphore_is_a_string_count_and_releases_publish_the_new_count() {
         // redisync's own records of the counting calls: one per acquire
         // (`1` took, `0` found too few) and per release or add (`1`), each
         // in the object's slot with a TTL of at most RECORD_MS.
-        let tag = if name.contains('{') {
-            name.to_owned()
-        } else {
-            format!("{{{name}}}")
-        };
-        let pattern = format!(
-            "{}:redisync_op:*",
-            tag.replace('[', "\\[")
-                .replace('*', "\\*")
-                .replace('?', "\\?")
-        );
+        let escaped = name
+            .replace('[', "\\[")
+            .replace('*', "\\*")
+            .replace('?', "\\?");
+        let pattern = keys::suffixed(&escaped, "redisync_op:*");
         let records: Vec<String> = query(&mut raw, &["KEYS", &pattern]);
         assert_eq!(
             records.len(),

@@ -81,3 +81,19 @@ pub fn op_record(name: &str, id: &str) -> String {
 pub fn waiter_queue(name: &str) -> String {
     suffixed(name, "redisync_waiters")
 }
+
+/// A count-down latch's channel: Redisson braces the whole name, its own
+/// hash tag included (`redisson_countdownlatch__channel__{{t}:1}`).
+pub fn latch_channel(name: &str) -> String {
+    format!("redisson_countdownlatch__channel__{{{name}}}")
+}
+
+/// A read-write lock's read hold `n` of `holder` (a string, TTL its lease).
+pub fn read_hold(name: &str, holder: &str, n: u32) -> String {
+    suffixed(name, &format!("{holder}:rwlock_timeout:{n}"))
+}
+
+/// A queued fair-lock waiter's direct-handoff mark (redisync only).
+pub fn fair_direct(name: &str, waiter: &str) -> String {
+    suffixed(name, &format!("redisync_fair_direct:{waiter}"))
+}

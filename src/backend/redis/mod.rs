@@ -6,7 +6,7 @@
 //! | `open.rs` | the constructors, one per deployment (a server, a Sentinel group, a cluster), and the pool they share |
 //! | `checkout.rs` | which pooled connection a call gets: checkout, idle validation, suspect connections |
 //! | `run.rs` | the run path: one request on a checked connection, sent again when its [`Resend`] allows |
-//! | `evalsha.rs` | `EVALSHA` written into one buffer, the script loaded on `NOSCRIPT` |
+//! | `evalsha.rs` | `EVALSHA` written into one buffer, the script loaded on `NOSCRIPT`, each script's SHA1 once |
 //! | `replication.rs` | replica acknowledgement: `WAIT` after a change, a shortfall by policy |
 //! | `pool.rs` | where connections go (a server, a Sentinel group's master, a cluster), what one is, r2d2's manager |
 //! | `connect.rs` | one connection opened within a bound |

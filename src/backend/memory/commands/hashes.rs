@@ -147,17 +147,17 @@ pub(super) fn hstrlen(store: &mut Store, args: &[&[u8]]) -> Outcome {
 /// HINCRBYFLOAT: INCRBYFLOAT's arithmetic on a field; the increment is
 /// read first, then the key's type, then the field, as Redis does.
 pub(super) fn hincrbyfloat(store: &mut Store, args: &[&[u8]]) -> Outcome {
-    let by = super::strings::parse_float(args[2]).ok_or_else(|| error(NOT_FLOAT))?;
+    let by = super::float::parse_float(args[2]).ok_or_else(|| error(NOT_FLOAT))?;
     let key = args[0];
     let fields = typed_or_insert(store, key, new_hash, as_hash)?;
     let outcome = match fields.get(args[1]) {
-        None => Ok(super::strings::Float::ZERO),
+        None => Ok(super::float::Float::ZERO),
         Some(value) => {
-            super::strings::parse_float(value).ok_or_else(|| error("ERR hash value is not a float"))
+            super::float::parse_float(value).ok_or_else(|| error("ERR hash value is not a float"))
         }
     }
     .and_then(|base| {
-        super::strings::float_sum(base, by, "HINCRBYFLOAT", "ERR value is NaN or Infinity")
+        super::float::float_sum(base, by, "HINCRBYFLOAT", "ERR value is NaN or Infinity")
     })
     .map(|sum| {
         fields.insert(args[1].to_vec(), sum.clone().into_bytes());

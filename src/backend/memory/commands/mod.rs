@@ -10,6 +10,7 @@
 //! | `keys.rs` | any key: DEL, UNLINK, EXISTS, TYPE, PTTL, TTL, PEXPIRE, EXPIRE, PEXPIREAT, EXPIREAT, PERSIST |
 //! | `server.rs` | PUBLISH, PUBSUB NUMSUB, TIME |
 //! | `strings.rs` | GET, SET (PX, NX), SETNX, GETSET, GETDEL, MGET, MSET, STRLEN, APPEND, INCR, INCRBY, DECR, DECRBY, INCRBYFLOAT |
+//! | `float.rs` | the long double arithmetic of INCRBYFLOAT and HINCRBYFLOAT |
 //! | `hashes.rs` | HGET, HMGET, HSET, HSETNX, HDEL, HEXISTS, HLEN, HSTRLEN, HKEYS, HVALS, HGETALL, HINCRBY, HINCRBYFLOAT |
 //! | `lists.rs` | LPUSH, RPUSH, LPOP, RPOP, LLEN, LINDEX, LRANGE, LREM, LSET, LTRIM |
 //! | `sets.rs` | SADD, SREM, SMEMBERS, SCARD, SISMEMBER, SMISMEMBER |
@@ -20,6 +21,7 @@
 //! is an error reply that says so, so a script that starts using a new
 //! command fails loudly instead of silently diverging from Redis.
 
+mod float;
 mod hashes;
 mod keys;
 mod lists;
