@@ -399,6 +399,11 @@ const ROLLBACK_LATCH_MS: i64 = 1_000;
 /// time between a try's send and its window's start).
 const RECORD_SLACK_MS: i64 = 5_000;
 
+/// How long a counting call's or an op's record is kept at least, in ms
+/// (see `semaphore::RECORD_MS`, its public path, and `once`): one
+/// definition for both, so neither module imports the other.
+pub const RECORD_MS: i64 = 60_000;
+
 /// How long a record (an unlock latch, an attempt record, an op record)
 /// must be kept so that it outlives the window of every copy of its
 /// request: at least `floor_ms`, and at least the longest window one call

@@ -15,7 +15,7 @@
 //!   acted, the call returns its outcome instead of the error. So an error
 //!   means the call did not act and will not.
 //!
-//! The record is kept [`RECORD_MS`](super::semaphore::RECORD_MS), or
+//! The record is kept [`RECORD_MS`](super::RECORD_MS), or
 //! longer when the store's response timeout makes a copy's window longer. The settle is retried within [`SETTLE_BUDGET`] plus one
 //! response timeout; when it cannot reach the server either, the call's
 //! error says that its outcome is unknown (it may have acted, or may still
@@ -57,7 +57,7 @@ const SETTLE_PAUSES: [Duration; 4] = [
 
 /// How long a recorded write's op record is kept on `backend`, in ms.
 pub(crate) fn keep_ms<B: LockBackend + ?Sized>(backend: &B) -> i64 {
-    record_keep_ms(backend, super::semaphore::RECORD_MS)
+    record_keep_ms(backend, super::RECORD_MS)
 }
 
 /// How a write may be resent: recorded, freely (a repeat returns the first
@@ -155,7 +155,7 @@ pub(crate) fn settled<B: LockBackend + ?Sized, T>(
 /// acted yet, marks it so that no copy of it ever will and returns `None`;
 /// if it has, returns its outcome (the reply it gave; a counting call's
 /// record, `1`, reads as a nil reply). Idempotent. The record is kept
-/// [`RECORD_MS`](super::semaphore::RECORD_MS), or longer when the
+/// [`RECORD_MS`](super::RECORD_MS), or longer when the
 /// store's response timeout makes a copy's window longer.
 ///
 /// # Errors

@@ -91,7 +91,7 @@ fn add_with<B: LockBackend + ?Sized>(
 /// ```
 /// assert_eq!(redisync::internal::semaphore::RECORD_MS, 60_000);
 /// ```
-pub const RECORD_MS: i64 = 60_000;
+pub use super::RECORD_MS;
 
 /// How long a counting call's record is kept on `backend`: [`RECORD_MS`],
 /// or, with a response timeout long enough to need it, the background

@@ -6,9 +6,13 @@
 //! transitions the real code runs (see `pubsub::wake` for the wake
 //! contract these transitions implement).
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
-use super::wake::{HANDOFF_WINDOW, LINGER};
+/// How long a channel with no waiters stays subscribed.
+pub(super) const LINGER: Duration = Duration::from_secs(2);
+
+/// How long a new local attempt defers to a woken local waiter.
+pub(crate) const HANDOFF_WINDOW: Duration = Duration::from_millis(100);
 
 /// How a message on a channel wakes that channel's waiters.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

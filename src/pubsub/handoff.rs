@@ -230,7 +230,7 @@ impl Subscriber {
     /// it while the store says it was freed for a waiter outside the queue
     /// (see `ops::handoff`): when this client freed it so within the last
     /// [`YIELD_WINDOW`] (see [`note_yield`](Self::note_yield)), and when it
-    /// waited for it lately (the channel's entry lingers [`LINGER`](super::wake::LINGER) after
+    /// waited for it lately (the channel's entry lingers [`LINGER`](super::channel::LINGER) after
     /// the last wait): a first attempt after a wait, or after a sibling's
     /// release that freed it so, its message heard before that release
     /// could note it; and a free take that goes on a streak (the store

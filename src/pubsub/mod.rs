@@ -31,12 +31,13 @@ use crate::backend::LockBackend;
 use crate::event::EventHandler;
 use crate::{Error, Result};
 
+pub(crate) use self::channel::HANDOFF_WINDOW;
 pub(crate) use self::channel::Wake;
 use self::channel::{ChannelState, WaiterState};
 use self::handoff::{Grant, Unclaimed};
 pub(crate) use self::handoff::{Handoff, MAX_HANDOFF_STREAK, Offer, Seat};
+pub(crate) use self::wake::Woken;
 use self::wake::wake_all;
-pub(crate) use self::wake::{HANDOFF_WINDOW, Woken};
 
 /// A channel's state and its registered waiters, each with a condvar of its
 /// own, so that a wake reaches the longest-parked waiter and a direct

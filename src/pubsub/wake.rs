@@ -58,12 +58,6 @@ use super::handoff::{Grant, Seat, UNCLAIMED_FOR, granted};
 use super::{Entry, Shared, State, Subscriber, Waiter};
 use crate::{Error, Result};
 
-/// How long a channel with no waiters stays subscribed.
-pub(super) const LINGER: Duration = Duration::from_secs(2);
-
-/// How long a new local attempt defers to a woken local waiter.
-pub(crate) const HANDOFF_WINDOW: Duration = Duration::from_millis(100);
-
 /// Why [`Subscription::wait_permit`] returned.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Woken {
