@@ -51,6 +51,13 @@ end
 -- A lock already gone (expired) counts as released, as in Redisson.
 local count = redis.call('hget', KEYS[1], ARGV[3])
 if not count and redis.call('exists', KEYS[1]) == 1 then
+    -- Not held by this holder: its hold ran out (or was forced free). A
+    -- record that still says taken is the lapsed hold's: mark it, or a
+    -- renewal of that hold still on its way would renew the holder's next
+    -- hold (a copy of this call reads 'lapsed' as nil too).
+    if done then
+        redis.call('set', KEYS[5], 'lapsed', 'px', ARGV[5])
+    end
     return nil
 end
 if count and tonumber(count) > 1 then

@@ -86,6 +86,13 @@ end
 -- HINCRBY before the DEL. (A reserved hold, count 0, is a last one too.)
 local count = tonumber(redis.call('hget', KEYS[1], ARGV[3]))
 if not count then
+    -- Not held by this holder: its hold ran out (or was forced free). A
+    -- record that still says taken is the lapsed hold's: mark it, or a
+    -- renewal of that hold still on its way would renew the holder's next
+    -- hold (a copy of this call reads 'lapsed' as nil too).
+    if done then
+        redis.call('set', KEYS[3], 'lapsed', 'px', ARGV[4])
+    end
     return nil
 end
 if count > 1 then

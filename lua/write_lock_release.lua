@@ -27,6 +27,13 @@ if done and done ~= 'taken' then
 end
 local mode = redis.call('hget', KEYS[1], 'mode')
 if mode ~= 'write' or redis.call('hexists', KEYS[1], ARGV[3]) == 0 then
+    -- Not held by this holder: its hold ran out (or was forced free). A
+    -- record that still says taken is the lapsed hold's: mark it, or a
+    -- renewal of that hold still on its way would renew the holder's next
+    -- hold (a copy of this call reads 'lapsed' as nil too).
+    if done then
+        redis.call('set', KEYS[3], 'lapsed', 'px', ARGV[4])
+    end
     return nil
 end
 if redis.call('hincrby', KEYS[1], ARGV[3], -1) > 0 then

@@ -407,6 +407,21 @@ impl Client {
         crate::Barrier::new(self.clone(), self.map(name), parties)
     }
 
+    /// A handle on the leader election `name` (redisync only): campaign
+    /// with an identity, lead with a term (a fencing token), resign, run a
+    /// job while leading, or observe who leads. See
+    /// [`LeaderElection`](crate::LeaderElection).
+    ///
+    /// ```
+    /// # let client = redisync::Client::builder().backend(redisync::MemoryBackend::new()).build()?;
+    /// let leadership = client.leader_election("scheduler").campaign("host-a")?;
+    /// assert!(leadership.term() > 0);
+    /// # Ok::<(), redisync::Error>(())
+    /// ```
+    pub fn leader_election(&self, name: impl Into<String>) -> crate::LeaderElection {
+        crate::LeaderElection::new(self.clone(), self.map(name))
+    }
+
     /// A snapshot of whatever lives under `name`, read in one round trip
     /// by one read-only script: its kind (lock, fair lock, fenced lock,
     /// read-write lock, permit-expirable semaphore, a counter that is a

@@ -41,6 +41,63 @@ pub(crate) fn server_offset(server_ms: i64, before_ms: i64, after_ms: i64) -> i6
     server_ms.saturating_sub(before_ms + (after_ms - before_ms) / 2)
 }
 
+/// A `TIME` reading whose round trip is at most this is trusted at its
+/// midpoint: its error (half the round trip) then stays well inside the
+/// window margin (`backend::script::WINDOW_MARGIN`, 25 ms). A longer one is
+/// trusted only when the link is that slow anyway (at most twice the best
+/// round trip seen before, see [`Reading::is_precise`]).
+pub(crate) const PRECISE_READING_MS: i64 = 20;
+
+/// One reading of a server's clock: `TIME` answered `server_ms` to a
+/// request sent at `before_ms` and answered by `after_ms` on
+/// [`monotonic_ms`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Reading {
+    pub(crate) server_ms: i64,
+    pub(crate) before_ms: i64,
+    pub(crate) after_ms: i64,
+}
+
+impl Reading {
+    /// Its round trip, in ms.
+    pub(crate) fn round_trip_ms(&self) -> i64 {
+        self.after_ms.saturating_sub(self.before_ms)
+    }
+
+    /// Whether its midpoint is trusted: its round trip is within
+    /// [`PRECISE_READING_MS`], or within twice `best_ms`, the best round
+    /// trip seen before on the same clock (a slow link, not a reading held
+    /// up by a frozen server or network).
+    pub(crate) fn is_precise(&self, best_ms: Option<i64>) -> bool {
+        let round_trip = self.round_trip_ms();
+        round_trip <= PRECISE_READING_MS
+            || best_ms.is_some_and(|best| round_trip <= best.saturating_mul(2))
+    }
+
+    /// The offset to keep from this reading, `previous` being the one
+    /// kept before (if any). A short round trip gives its midpoint. A long
+    /// one (the server frozen, the reply held by the network) cannot tell
+    /// where in it the server read its clock, and its midpoint may be up to
+    /// half of it ahead — windows would then end late, letting a copy act
+    /// after its caller was told it failed. So: the previous offset while
+    /// it is consistent with this reading (the server read its clock
+    /// between `before` and `after`), and otherwise `server − after`,
+    /// which is never ahead (windows end early at worst: a late request is
+    /// refused, never one acted on too late). The caller reads again soon
+    /// after an imprecise reading. `best_ms`: see [`Self::is_precise`].
+    pub(crate) fn offset(&self, previous: Option<i64>, best_ms: Option<i64>) -> i64 {
+        if self.is_precise(best_ms) {
+            return server_offset(self.server_ms, self.before_ms, self.after_ms);
+        }
+        let earliest = self.server_ms.saturating_sub(self.after_ms);
+        let latest = self.server_ms.saturating_sub(self.before_ms);
+        match previous {
+            Some(previous) if (earliest..=latest).contains(&previous) => previous,
+            _ => earliest,
+        }
+    }
+}
+
 /// The server's clock now, by an offset from [`server_offset`].
 pub(crate) fn server_now(offset_ms: i64) -> i64 {
     monotonic_ms().saturating_add(offset_ms)
@@ -54,6 +111,8 @@ pub(crate) fn server_now(offset_ms: i64) -> i64 {
 pub(crate) struct ServerClock {
     offset_ms: AtomicI64,
     epoch: AtomicU64,
+    /// The best round trip of a reading so far, ms ([`UNREAD`]: none).
+    best_round_trip_ms: AtomicI64,
 }
 
 /// A step of a server's clock, found by a new reading: how far it moved
@@ -71,6 +130,7 @@ impl Default for ServerClock {
         ServerClock {
             offset_ms: AtomicI64::new(UNREAD),
             epoch: AtomicU64::new(0),
+            best_round_trip_ms: AtomicI64::new(UNREAD),
         }
     }
 }
@@ -93,6 +153,23 @@ impl ServerClock {
         // Relaxed: a connection that misses a bump by a moment re-reads at
         // its next request; the bump carries no other data.
         self.epoch.load(Ordering::Relaxed)
+    }
+
+    /// The offset to keep from `reading` (see [`Reading::offset`]) against
+    /// the last one kept and the best round trip seen, and whether the
+    /// reading was coarse (read again soon). Notes its round trip.
+    pub(crate) fn offset_from(&self, reading: &Reading) -> (i64, bool) {
+        // Relaxed: a hint; a race costs at most one coarse reading more.
+        let best = self.best_round_trip_ms.load(Ordering::Relaxed);
+        let best = (best != UNREAD).then_some(best);
+        let round_trip = reading.round_trip_ms();
+        if best.is_none_or(|best| round_trip < best) {
+            self.best_round_trip_ms.store(round_trip, Ordering::Relaxed);
+        }
+        (
+            reading.offset(self.offset_ms(), best),
+            !reading.is_precise(best),
+        )
     }
 
     /// Records a new reading `offset_ms` and returns the step it shows
@@ -152,5 +229,57 @@ mod tests {
         // And forward again.
         assert_eq!(clock.observe(60_000), Some(Step { step_ms: 41_000 }));
         assert_eq!(clock.epoch(), 2);
+    }
+
+    #[test]
+    fn a_slow_link_is_read_at_the_midpoint_after_one_coarse_reading() {
+        let clock = ServerClock::default();
+        let reading = |at: i64| Reading {
+            server_ms: 50_000 + at + 100,
+            before_ms: at,
+            after_ms: at + 200,
+        };
+        // First: coarse (no round trip known), never ahead.
+        assert_eq!(clock.offset_from(&reading(0)), (50_000 - 100, true));
+        // Then the link's own round trip: the midpoint.
+        assert_eq!(clock.offset_from(&reading(1_000)), (50_000, false));
+    }
+
+    #[test]
+    fn a_reading_with_a_long_round_trip_is_never_ahead() {
+        // Precise: the midpoint.
+        let precise = Reading {
+            server_ms: 10_000,
+            before_ms: 100,
+            after_ms: 110,
+        };
+        assert!(precise.is_precise(None));
+        assert_eq!(precise.offset(Some(1), None), 10_000 - 105);
+        // A TIME whose round trip spans a 2 s freeze: the server may have
+        // read its clock anywhere in it.
+        let frozen = Reading {
+            server_ms: 10_000,
+            before_ms: 100,
+            after_ms: 2_100,
+        };
+        assert!(!frozen.is_precise(None));
+        assert!(!frozen.is_precise(Some(1)));
+        // No previous reading: `server - after`, never ahead.
+        assert_eq!(frozen.offset(None, Some(1)), 10_000 - 2_100);
+        // A previous offset consistent with it is kept.
+        assert_eq!(frozen.offset(Some(9_000), Some(1)), 9_000);
+        // One it rules out (the clock stepped) is not.
+        assert_eq!(frozen.offset(Some(9_950), Some(1)), 10_000 - 2_100);
+        assert_eq!(frozen.offset(Some(7_000), Some(1)), 10_000 - 2_100);
+        // On a link that slow anyway (its best round trip 1.5 s): the
+        // midpoint.
+        assert!(frozen.is_precise(Some(1_500)));
+        assert_eq!(frozen.offset(Some(7_000), Some(1_500)), 10_000 - 1_100);
+        // Whatever the server's true offset in the reading's bounds, the
+        // kept one is never ahead of it (the midpoint would be, by up to
+        // 1 s).
+        for true_offset in [7_900, 8_500, 9_900] {
+            assert!(frozen.offset(None, Some(1)) <= true_offset);
+        }
     }
 }

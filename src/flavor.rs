@@ -430,13 +430,17 @@ impl LockKeys {
     /// release handed it the lock just as it gave up, and it gives the
     /// lock back (to the next waiter) at once instead of leaving it
     /// stranded for the claim window, where its holder's next wait would
-    /// re-enter it past the queue.
+    /// re-enter it past the queue. `record`: the leave's op record (see
+    /// `ops::once`): when this returns a connection error, the leave may
+    /// still land until its window ends, and the caller settles `record`
+    /// before the holder waits again.
     pub(crate) fn give_up(
         &self,
         backend: &dyn LockBackend,
         holder: &Holder,
         allowance_ms: i64,
         wait: Option<u64>,
+        record: &str,
     ) -> Result<()> {
         if self.flavor != Flavor::Fair {
             return Ok(());
@@ -448,7 +452,7 @@ impl LockKeys {
             &holder.id,
             allowance_ms,
             mark.as_deref(),
-            Some(&keys::new_op_record(&self.name)),
+            Some(record),
         )?;
         if let (false, Some(_), Some((_, claim_ms))) = (queued, wait, &self.derived().fair_direct)
             && ops::lock::state(backend, &self.name, &holder.id)?.hold_count == 1

@@ -180,6 +180,7 @@ mod clock;
 mod config;
 mod counting;
 mod deadline;
+mod election;
 mod error;
 mod event;
 mod flavor;
@@ -216,6 +217,7 @@ pub use cancel::CancellationToken;
 pub use client::Client;
 pub use config::ClientBuilder;
 pub use deadline::{note_round_trip_timeout, round_trip_timeout};
+pub use election::{Leader, LeaderElection, LeaderEvent, Leadership, Observer};
 pub use error::{Error, MAX_LEASE, Result};
 pub use event::{
     ConnectionNameRefusedEvent, EventHandler, LockLostEvent, LoggingEventHandler, NopEventHandler,
@@ -252,7 +254,8 @@ pub use spin_lock::Backoff;
 #[doc(hidden)]
 pub mod internal {
     pub use crate::ops::{
-        barrier, counter, expirable, fair_lock, handoff, latch, lock, once, rw_lock, semaphore,
+        barrier, counter, election, expirable, fair_lock, handoff, latch, lock, once, rw_lock,
+        semaphore,
     };
 
     /// The inspector's read, without its types (the crate root exports

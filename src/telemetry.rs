@@ -57,6 +57,14 @@ pub(crate) fn describe() {
                 "redisync_subscriber_reconnects_total",
                 "Pub/sub connections lost and reopened"
             );
+            describe_counter!(
+                "redisync_election_terms_won_total",
+                "Leader election terms this process won"
+            );
+            describe_counter!(
+                "redisync_election_terms_lost_total",
+                "Leader election terms this process found lost before resigning"
+            );
         });
     }
 }
@@ -188,6 +196,19 @@ pub(crate) fn lease_lost() {
 pub(crate) fn subscriber_reconnected() {
     #[cfg(feature = "metrics")]
     metrics::counter!("redisync_subscriber_reconnects_total").increment(1);
+}
+
+/// This process won a leader election's term.
+pub(crate) fn election_term_won() {
+    #[cfg(feature = "metrics")]
+    metrics::counter!("redisync_election_terms_won_total").increment(1);
+}
+
+/// A leadership of this process was found lost (its lease within the
+/// margin of its end, or its hold gone) before it resigned.
+pub(crate) fn election_term_lost() {
+    #[cfg(feature = "metrics")]
+    metrics::counter!("redisync_election_terms_lost_total").increment(1);
 }
 
 #[cfg(test)]

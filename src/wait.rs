@@ -3,7 +3,7 @@
 //! a permit or the hint the failed attempt gave" and "try again", until the
 //! attempt succeeds or the wait runs out.
 //!
-//! The wake contract itself (permits, lost messages) lives in `pubsub`.
+//! The wake contract itself (permits, lost messages) lives in `pubsub::wake`.
 //! A primitive supplies only its attempt, its channel and its wake policy.
 
 use std::time::{Duration, Instant};

@@ -282,3 +282,51 @@ fn a_server_clock_stepped_back_is_found_reported_and_read_again() {
         "{report}"
     );
 }
+
+/// A reading of the server's clock whose round trip is long (here a
+/// middlebox holds a connection's `TIME` 900 ms; a server frozen
+/// mid-reading does the same) cannot tell where in that round trip the
+/// server read its clock: the estimate taken from it must never be ahead
+/// of the server's clock, or every window sent on it ends late. Before, the
+/// midpoint was taken: about 450 ms ahead here.
+#[test]
+fn a_clock_reading_with_a_long_round_trip_is_never_taken_ahead() {
+    let server = TestServer::start();
+    let proxy = DelayProxy::start(server.port());
+    let client = Client::builder()
+        .redis_url(proxy.url())
+        .pool_size(1)
+        .build()
+        .unwrap();
+    let lock = client.lock(common::unique_name("clock:long-reading"));
+    // A first, prompt reading.
+    lock.is_locked().unwrap();
+    // The connection reads the clock again before its first request 5 s
+    // (its recheck interval) after the last reading: that reading is held.
+    proxy.hold_next(b"TIME");
+    std::thread::sleep(Duration::from_millis(5_200));
+    std::thread::scope(|scope| {
+        scope.spawn(|| {
+            proxy.wait_held(Duration::from_secs(20));
+            std::thread::sleep(Duration::from_millis(900));
+            proxy.deliver();
+        });
+        lock.is_locked().unwrap();
+    });
+    let (held, _) = proxy.last_delivery();
+    assert!(held.contains("TIME"), "held something else: {held:?}");
+    let estimate = client.backend().server_now_ms().unwrap();
+    let mut direct = server.connection();
+    let (seconds, micros): (i64, i64) = redis::cmd("TIME").query(&mut direct).unwrap();
+    let server_ms = seconds * 1000 + micros / 1000;
+    assert!(
+        estimate <= server_ms + 25,
+        "the estimate runs {} ms ahead of the server's clock",
+        estimate - server_ms
+    );
+    assert!(
+        estimate >= server_ms - 1_000,
+        "the estimate runs {} ms behind the server's clock",
+        server_ms - estimate
+    );
+}

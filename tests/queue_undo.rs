@@ -244,3 +244,151 @@ fn a_waiter_queued_outright_whose_acquire_lost_its_reply_leaves_the_queue() {
 fn a_waiter_queued_with_a_lease_whose_acquire_lost_its_reply_leaves_the_queue() {
     the_gone_waiter_leaves_the_queue(false);
 }
+
+/// A store that, while `down`, fails every fair-lock cancel and every op
+/// settle as a frozen server does (a connection error, nothing run), and
+/// keeps the first cancel it failed, to be delivered late. It counts the
+/// fair acquire attempts run since it came back up.
+struct FrozenGiveUp {
+    down: AtomicBool,
+    held: Mutex<Option<ScriptCall<'static>>>,
+    attempts_since_up: std::sync::atomic::AtomicUsize,
+}
+
+impl Hook for FrozenGiveUp {
+    fn run_script(&self, inner: &Store, call: &ScriptCall<'_>) -> redisync::Result<Reply> {
+        let id = call.script().id();
+        if self.down.load(Ordering::SeqCst) {
+            if id == "fair_lock_cancel" {
+                let mut held = self.held.lock().unwrap();
+                if held.is_none() {
+                    *held = Some(call.clone().into_owned());
+                }
+            }
+            if id == "fair_lock_cancel" || id == "op_settle" {
+                return Err(redisync::Error::backend(
+                    "timed out waiting for a reply (test: a frozen server)",
+                    true,
+                ));
+            }
+        } else if id == "fair_lock_acquire" {
+            self.attempts_since_up.fetch_add(1, Ordering::SeqCst);
+        }
+        inner.run_script(call)
+    }
+}
+
+/// A fair waiter gives up while the server does not answer: its cancel
+/// (leaving the queue) and the settle of the cancel's record both fail,
+/// so the cancel may still land while its window lasts. The same thread
+/// waits again and its attempt finds it still queued (in its old place);
+/// then the held cancel lands. It must not take that new wait's place:
+/// the holder's next acquire settles the give-up first, so the late copy
+/// is refused and the waiter stays queued, and gets the lock at the
+/// release. Before, the copy removed the new wait from the queue (a FIFO
+/// break after a frozen server, seen in the fault suite).
+#[test]
+fn a_fair_give_up_that_lands_late_does_not_take_the_next_waits_place() {
+    let server = TestServer::start();
+    let name = unique_name("queue-undo:fair-give-up");
+    let timeouts = common::keys::fair_timeouts(&name);
+    let mut conn = server.connection();
+
+    let (release, release_rx) = mpsc::channel::<()>();
+    let (held_tx, held) = mpsc::channel::<()>();
+    let holder_client = client(&server);
+    let holder_lock = holder_client.fair_lock(name.as_str());
+    let holder = thread::spawn(move || {
+        let guard = holder_lock.lock().unwrap();
+        held_tx.send(()).unwrap();
+        release_rx.recv_timeout(Duration::from_secs(60)).unwrap();
+        guard.unlock().unwrap();
+    });
+    held.recv_timeout(Duration::from_secs(10)).unwrap();
+
+    let inner = client(&server);
+    let frozen = Arc::new(Wrapped::around(
+        Arc::clone(inner.backend()),
+        FrozenGiveUp {
+            down: AtomicBool::new(false),
+            held: Mutex::new(None),
+            attempts_since_up: std::sync::atomic::AtomicUsize::new(0),
+        },
+    ));
+    let w = Client::builder()
+        .shared_backend(Arc::clone(&frozen) as Arc<dyn LockBackend>)
+        .event_handler(Arc::new(NopEventHandler))
+        .build()
+        .unwrap();
+    let w_lock = w.fair_lock(name.as_str());
+
+    // The waiter: one wait that gives up while the server is "frozen",
+    // then at once another.
+    let (first_done_tx, first_done) = mpsc::channel::<String>();
+    let (got_tx, got) = mpsc::channel::<bool>();
+    let waiter_frozen = Arc::clone(&frozen);
+    let waiter = thread::spawn(move || {
+        let first = w_lock.try_lock_for(Duration::from_millis(300));
+        waiter_frozen.down.store(false, Ordering::SeqCst);
+        first_done_tx
+            .send(format!("{:?}", first.map(|guard| guard.is_some())))
+            .unwrap();
+        let second = w_lock
+            .try_lock_for(Duration::from_secs(60))
+            .unwrap()
+            .is_some();
+        got_tx.send(second).unwrap();
+    });
+    // Frozen once the waiter has queued.
+    wait_until("the waiter queued", CLEANUP, || {
+        redis::cmd("ZCARD")
+            .arg(&timeouts)
+            .query::<i64>(&mut conn)
+            .unwrap()
+            == 1
+    });
+    frozen.down.store(true, Ordering::SeqCst);
+    let first = first_done.recv_timeout(Duration::from_secs(30)).unwrap();
+    assert!(
+        first.starts_with("Err"),
+        "the give-up did not fail: {first}"
+    );
+    let late = frozen
+        .held
+        .lock()
+        .unwrap()
+        .take()
+        .expect("the failed cancel was kept");
+    // The second wait's attempt ran (it found the waiter queued).
+    wait_until("the second wait's attempt", CLEANUP, || {
+        frozen.attempts_since_up.load(Ordering::SeqCst) >= 1
+    });
+    let queued: Vec<String> = redis::cmd("ZRANGE")
+        .arg(&timeouts)
+        .arg(0)
+        .arg(-1)
+        .query(&mut conn)
+        .unwrap();
+    assert_eq!(queued.len(), 1, "{queued:?}");
+
+    // The held cancel lands now, inside a window of its own.
+    let delivered = inner.backend().run_script(&late);
+    let still: Vec<String> = redis::cmd("ZRANGE")
+        .arg(&timeouts)
+        .arg(0)
+        .arg(-1)
+        .query(&mut conn)
+        .unwrap();
+    assert_eq!(
+        still, queued,
+        "the late give-up ({delivered:?}) took the next wait's place in the queue"
+    );
+    release.send(()).unwrap();
+    assert!(
+        got.recv_timeout(Duration::from_secs(20))
+            .expect("the waiter never got the lock"),
+        "the second wait did not get the lock"
+    );
+    waiter.join().unwrap();
+    holder.join().unwrap();
+}

@@ -604,7 +604,7 @@ fn java_waiter_woken_when_rust_threads_hand_the_fair_lock_among_themselves() {
 /// time: up to 13 s). Generous for a loaded machine.
 const TURN: Duration = Duration::from_secs(10);
 /// redisync's handoffs in a row before a release frees the lock the usual
-/// way (`MAX_HANDOFF_STREAK` of src/pubsub/mod.rs).
+/// way (`MAX_HANDOFF_STREAK` of src/pubsub/handoff.rs).
 const STREAK: u64 = 16;
 /// How long a loop of redisync clients may run at most (a stuck loop fails
 /// the test rather than hanging it).

@@ -252,3 +252,151 @@ fn a_renewal_naming_a_released_attempt_renews_nothing() {
     assert!(lock::renew_recorded(&store, name, holder, 30_000, None).unwrap());
     assert!(!lock::renew_recorded(&store, name, "c1:2", 30_000, None).unwrap());
 }
+
+/// A hold that ended without its release (its lease ran out during a
+/// frozen server or a held-up renewal; here, as the scripts see it, freed
+/// by a force unlock while its record lives on), then released: the
+/// release finds nothing to release and marks the lapsed hold's record, so
+/// a renewal of that hold still on its way does not renew the same
+/// holder's next hold (reentrant, write and fair locks; the scripts on the
+/// in-memory store). Before, the record kept saying `taken` and the
+/// renewal stretched the next 2 s hold to 30 s.
+#[test]
+fn a_renewal_of_a_hold_that_lapsed_does_not_renew_the_next_hold() {
+    use redisync::internal::fair_lock::{self, FairLockKeys};
+    use redisync::internal::lock::{self, RecordKind, Release};
+    use redisync::internal::rw_lock::{self, RwLockKeys};
+    let store = redisync::MemoryBackend::new();
+    let ttl_ms = |name: &str| {
+        store
+            .dump()
+            .into_iter()
+            .find(|key| key.key == name)
+            .and_then(|key| key.pttl_ms)
+            .expect("the next hold, with a TTL")
+    };
+
+    // Reentrant.
+    let name = "lapsed-renewal:reentrant";
+    let channel = "redisson_lock__channel:{lapsed-renewal:reentrant}";
+    let (first, second) = (
+        "{lapsed-renewal:reentrant}:redisync_attempt:a1",
+        "{lapsed-renewal:reentrant}:redisync_attempt:a2",
+    );
+    assert!(
+        lock::acquire_recorded(&store, name, "c1:1", 30_000, Some(first))
+            .unwrap()
+            .is_acquired()
+    );
+    assert!(lock::force_release(&store, name, channel).unwrap());
+    let released = lock::release(&store, name, channel, "c1:1", 30_000, first, 10_000).unwrap();
+    assert_eq!(released, Release::NotHeld);
+    assert!(
+        lock::acquire_recorded(&store, name, "c1:1", 2_000, Some(second))
+            .unwrap()
+            .is_acquired()
+    );
+    let late = Some((first, RecordKind::Taken));
+    assert!(
+        !lock::renew_recorded(&store, name, "c1:1", 30_000, late).unwrap(),
+        "reentrant: the lapsed hold's renewal renewed the next hold"
+    );
+    assert!(
+        ttl_ms(name) <= 2_000,
+        "reentrant: stretched to {} ms",
+        ttl_ms(name)
+    );
+    // A copy of the release reads the same outcome.
+    let again = lock::release(&store, name, channel, "c1:1", 30_000, first, 10_000).unwrap();
+    assert_eq!(again, Release::NotHeld);
+    assert!(ttl_ms(name) > 0, "the copy released the next hold");
+
+    // Write half (renewed by the same script as the reentrant lock).
+    let keys = RwLockKeys {
+        name: "lapsed-renewal:rw",
+        channel: "redisson_rwlock:{lapsed-renewal:rw}",
+        holder: "c1:1",
+        write_field: "c1:1:write",
+        timeout_prefix: "{lapsed-renewal:rw}:c1:1:rwlock_timeout",
+        key_prefix: "{lapsed-renewal:rw}",
+    };
+    let (first, second) = (
+        "{lapsed-renewal:rw}:redisync_attempt:w1",
+        "{lapsed-renewal:rw}:redisync_attempt:w2",
+    );
+    rw_lock::write_acquire_recorded(&store, &keys, 30_000, Some(first)).unwrap();
+    assert!(rw_lock::force_release(&store, &keys, redisync::RwMode::Write).unwrap());
+    assert_eq!(
+        rw_lock::write_release(&store, &keys, 30_000, first, 10_000).unwrap(),
+        Release::NotHeld
+    );
+    rw_lock::write_acquire_recorded(&store, &keys, 2_000, Some(second)).unwrap();
+    let late = Some((first, RecordKind::Taken));
+    assert!(
+        !lock::renew_recorded(&store, keys.name, keys.write_field, 30_000, late).unwrap(),
+        "write: the lapsed hold's renewal renewed the next hold"
+    );
+    assert!(
+        ttl_ms(keys.name) <= 2_000,
+        "write: stretched to {} ms",
+        ttl_ms(keys.name)
+    );
+
+    // Fair: the lapsed hold's lock taken by another holder meanwhile.
+    let keys = FairLockKeys {
+        name: "lapsed-renewal:fair",
+        queue: "redisson_lock_queue:{lapsed-renewal:fair}",
+        timeouts: "redisson_lock_timeout:{lapsed-renewal:fair}",
+        channel_prefix: "redisson_lock__channel:{lapsed-renewal:fair}",
+    };
+    let (first, second, other) = (
+        "{lapsed-renewal:fair}:redisync_attempt:f1",
+        "{lapsed-renewal:fair}:redisync_attempt:f2",
+        "{lapsed-renewal:fair}:redisync_attempt:f3",
+    );
+    let now = || {
+        i64::try_from(
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .as_millis(),
+        )
+        .unwrap()
+    };
+    let taken = |holder: &str, lease: i64, record: &str| {
+        fair_lock::acquire_recorded(
+            &store,
+            &keys,
+            holder,
+            lease,
+            5_000,
+            now(),
+            false,
+            Some(record),
+        )
+        .unwrap()
+        .is_acquired()
+    };
+    assert!(taken("c1:1", 30_000, first));
+    assert!(fair_lock::force_release(&store, &keys, now()).unwrap());
+    assert!(taken("c2:1", 30_000, other));
+    assert_eq!(
+        fair_lock::release(&store, &keys, "c1:1", 30_000, now(), first, 10_000).unwrap(),
+        Release::NotHeld
+    );
+    assert_eq!(
+        fair_lock::release(&store, &keys, "c2:1", 30_000, now(), other, 10_000).unwrap(),
+        Release::Released
+    );
+    assert!(taken("c1:1", 2_000, second));
+    let late = Some((first, RecordKind::Taken));
+    assert!(
+        !lock::renew_recorded(&store, keys.name, "c1:1", 30_000, late).unwrap(),
+        "fair: the lapsed hold's renewal renewed the next hold"
+    );
+    assert!(
+        ttl_ms(keys.name) <= 2_000,
+        "fair: stretched to {} ms",
+        ttl_ms(keys.name)
+    );
+}

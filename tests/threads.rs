@@ -28,7 +28,7 @@ const CLIENTS: usize = 50;
 
 /// Threads allowed above the baseline once every client is gone. Zero: no
 /// client shares a thread with another (each pool has its own worker, which
-/// ends with its pool; see `src/backend/redis/mod.rs`), so nothing a client
+/// ends with its pool; see `src/backend/redis/open.rs`), so nothing a client
 /// started outlives it.
 const SLACK: usize = 0;
 

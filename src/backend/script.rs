@@ -32,9 +32,6 @@ pub struct Script {
     code: &'static str,
     windowed: bool,
     sharded: OnceLock<String>,
-    /// The `redis` crate's form of each code (plain, sharded): its SHA1,
-    /// computed once, for EVALSHA.
-    loaded: [OnceLock<redis::Script>; 2],
 }
 
 /// The window check that every writing script starts with
@@ -120,21 +117,7 @@ impl Script {
             code,
             windowed: starts_with(code, WINDOW_PRELUDE),
             sharded: OnceLock::new(),
-            loaded: [OnceLock::new(), OnceLock::new()],
         }
-    }
-
-    /// The `redis` crate's form of [`code`](Self::code) (or, `sharded`,
-    /// of [`sharded_code`](Self::sharded_code)), made once: a store runs
-    /// it by EVALSHA on every call, and a lookup here costs no lock.
-    pub(crate) fn loaded(&self, sharded: bool) -> &redis::Script {
-        self.loaded[usize::from(sharded)].get_or_init(|| {
-            redis::Script::new(if sharded {
-                self.sharded_code()
-            } else {
-                self.code
-            })
-        })
     }
 
     /// Whether it refuses itself when it arrives late: a script that

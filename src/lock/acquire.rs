@@ -317,7 +317,9 @@ impl<H: GuardHolder> Lock<H> {
             Ok(None) => {
                 // try_lock never queued; a fair waiter that gave up leaves now.
                 if enqueue {
-                    keys.give_up(backend, &holder, allowance_ms, wait_id)?;
+                    let record = crate::keys::new_op_record(&keys.name);
+                    keys.give_up(backend, &holder, allowance_ms, wait_id, &record)
+                        .inspect_err(|err| self.settle_leave_later(&holder, record, err))?;
                 }
                 leave_queue();
                 Ok(None)
@@ -333,7 +335,11 @@ impl<H: GuardHolder> Lock<H> {
                     && crate::deadline::passed();
                 // Best effort: do not leave a fair waiter queued after an error.
                 if enqueue {
-                    let _ = keys.give_up(backend, &holder, allowance_ms, wait_id);
+                    let record = crate::keys::new_op_record(&keys.name);
+                    if let Err(err) = keys.give_up(backend, &holder, allowance_ms, wait_id, &record)
+                    {
+                        self.settle_leave_later(&holder, record, &err);
+                    }
                 }
                 if !err.is_connection_error() {
                     leave_queue();
@@ -407,6 +413,24 @@ impl<H: GuardHolder> Lock<H> {
             acquired_at: Instant::now(),
             holder: by,
         })
+    }
+
+    /// A fair waiter's leave (its give-up, under the op record `record`)
+    /// failed with `err`: when its outcome is unknown, its request may
+    /// still land until its window ends, and landing after the holder
+    /// queued again it would take the new wait's place (a frozen server
+    /// runs the requests waiting in its sockets in any order). The cleanup
+    /// worker settles the record (the leave acted, or now never will); the
+    /// holder's next acquire waits for that first.
+    fn settle_leave_later(&self, holder: &Holder, record: String, err: &Error) {
+        if !err.is_connection_error() {
+            return;
+        }
+        let backend = Arc::clone(self.client.backend());
+        let keep_ms = crate::ops::once::keep_ms(backend.as_ref());
+        let task: crate::cleanup::Task =
+            Box::new(move || crate::ops::once::settle(backend.as_ref(), &record).map(|_| true));
+        self.release_later(holder, task, Instant::now(), keep_ms, false, err);
     }
 
     /// After an acquire failed with a connection error, its latest

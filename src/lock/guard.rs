@@ -142,6 +142,19 @@ impl<H: GuardHolder> LockGuard<H> {
         &self.holder
     }
 
+    /// The holder id of this hold, `<client uuid>:<thread>` (the lock
+    /// hash's field).
+    pub(crate) fn holder_id(&self) -> &str {
+        &self.renewal.holder.id
+    }
+
+    /// The hold's TTL was set to `length` by a request sent at `sent`
+    /// (that checked this holder still holds it): the lease runs from
+    /// there.
+    pub(crate) fn lease_set(&self, sent: std::time::Instant, length: std::time::Duration) {
+        self.lease.renewed(sent, length);
+    }
+
     /// The lease each acquisition and renewal sets, in ms.
     pub(crate) fn lease_ms(&self) -> i64 {
         self.lease_ms.get()

@@ -12,29 +12,23 @@
 //! | `{name}:redisync_op:<op id>` | string | the generation the arrival joined, `w` once withdrawn | [`RECORD_MS`](super::semaphore::RECORD_MS) |
 //! | channel `redisync_barrier:{name}` | pub/sub | `0` when a generation completes | |
 
-use super::{always, int, part, run, script};
+use super::{always, int, part, run, scripts};
 use crate::backend::{Effect, LockBackend, Reply, Resend, ScriptCall};
 use crate::{Error, Result};
 
-script!(
+scripts! {
     /// KEYS barrier, channel, record; ARGV parties, record ms, open
     /// message. {generation, 1 = completed}.
-    ARRIVE = "barrier_arrive", "barrier arrive", after "window_prelude", after "args_prelude"
-);
-script!(
+    ARRIVE = "barrier_arrive", "barrier arrive", writes, after "window_prelude", after "args_prelude";
     /// KEYS barrier, record; ARGV record ms. {1 withdrawn | 2 completed | 0
     /// none, generation}.
-    WITHDRAW = "barrier_withdraw", "barrier withdraw", after "window_prelude", after "args_prelude"
-);
-script!(
+    WITHDRAW = "barrier_withdraw", "barrier withdraw", writes, after "window_prelude", after "args_prelude";
     /// KEYS barrier [, record]. {generation, arrived, parties, 1 = the
     /// record's arrival still waits}; writes nothing.
-    STATE = "barrier_state", "barrier state"
-);
-script!(
+    STATE = "barrier_state", "barrier state", reads;
     /// KEYS barrier. 1 = deleted (no arrival waited).
-    DELETE = "barrier_delete", "barrier delete", after "window_prelude", after "args_prelude", after "op_record_prelude"
-);
+    DELETE = "barrier_delete", "barrier delete", writes, after "window_prelude", after "args_prelude", after "op_record_prelude";
+}
 
 /// The message that opens a generation: the latch's zero, so waiters wake
 /// as a latch's do (every one of them).

@@ -3,19 +3,17 @@
 //! (`RCountDownLatch`). Setting it once and reading it are the same for
 //! both.
 
-use super::{counter_value, is_one, run, script};
+use super::{counter_value, is_one, run, scripts};
 use crate::Result;
 use crate::backend::{Effect, LockBackend, Resend, ScriptCall};
 
-script!(
+scripts! {
     /// KEYS counter, channel[, op record]; ARGV value, message[, record
     /// ms]. 1 = set.
-    SET_IF_ABSENT = "counter_set_if_absent", "counter set", after "window_prelude", after "args_prelude", after "op_record_prelude"
-);
-script!(
+    SET_IF_ABSENT = "counter_set_if_absent", "counter set", writes, after "window_prelude", after "args_prelude", after "op_record_prelude";
     /// KEYS counter. Its value, nil when absent.
-    GET = "counter_get", "counter get"
-);
+    GET = "counter_get", "counter get", reads;
+}
 
 /// Sets counter `name` to `value` only if it is absent, and then publishes
 /// `message` on `channel`. Returns whether it was set.

@@ -6,7 +6,7 @@
 //! (the count is the same string).
 
 use super::lock::{Acquire, acquire_outcome};
-use super::{counter_value, int, run, run_as, script};
+use super::{counter_value, int, run, run_as, scripts};
 use crate::backend::{Effect, LockBackend, Reply, Resend, ScriptCall};
 use crate::error::check_time_ms;
 use crate::{Error, Result};
@@ -32,38 +32,26 @@ pub struct ExpirableKeys<'a> {
     pub channel: &'a str,
 }
 
-script!(
+scripts! {
     /// KEYS available, leases, channel; ARGV lease end ms, now ms, ids...
     /// nil = taken, else ms to wait.
-    ACQUIRE = "expirable_acquire", "expirable semaphore acquire", after "window_prelude", after "args_prelude", after "expirable_prelude"
-);
-script!(
+    ACQUIRE = "expirable_acquire", "expirable semaphore acquire", writes, after "window_prelude", after "args_prelude", after "expirable_prelude";
     /// KEYS available, leases, channel; ARGV now ms, ids... The number released.
-    RELEASE = "expirable_release", "expirable semaphore release", after "window_prelude", after "args_prelude", after "expirable_prelude"
-);
-script!(
+    RELEASE = "expirable_release", "expirable semaphore release", writes, after "window_prelude", after "args_prelude", after "expirable_prelude";
     /// KEYS available, leases, channel, record; ARGV now ms, record ms,
     /// ids... The number returned.
-    UNDO_ACQUIRE = "expirable_undo_acquire", "expirable semaphore undo acquire", after "window_prelude", after "args_prelude", after "expirable_prelude"
-);
-script!(
+    UNDO_ACQUIRE = "expirable_undo_acquire", "expirable semaphore undo acquire", writes, after "window_prelude", after "args_prelude", after "expirable_prelude";
     /// KEYS available, leases, channel; ARGV now ms. The available permits.
-    AVAILABLE = "expirable_available", "expirable semaphore available", after "args_prelude", after "expirable_prelude"
-);
-script!(
+    AVAILABLE = "expirable_available", "expirable semaphore available", reads, after "args_prelude", after "expirable_prelude";
     /// KEYS available, leases, channel; ARGV now ms. The leased permits.
-    ACQUIRED = "expirable_acquired", "expirable semaphore acquired", after "args_prelude", after "expirable_prelude"
-);
-script!(
+    ACQUIRED = "expirable_acquired", "expirable semaphore acquired", reads, after "args_prelude", after "expirable_prelude";
     /// KEYS available, leases, channel; ARGV lease end ms, now ms, ids...
     /// The number updated.
-    UPDATE_LEASE = "expirable_update_lease", "expirable semaphore update lease", after "window_prelude", after "args_prelude", after "expirable_prelude"
-);
-script!(
+    UPDATE_LEASE = "expirable_update_lease", "expirable semaphore update lease", writes, after "window_prelude", after "args_prelude", after "expirable_prelude";
     /// KEYS available, leases, channel[, op record]; ARGV total, now ms[,
     /// record ms]. The available permits.
-    SET_PERMITS = "expirable_set_permits", "expirable semaphore set permits", after "window_prelude", after "args_prelude", after "op_record_prelude", after "expirable_prelude"
-);
+    SET_PERMITS = "expirable_set_permits", "expirable semaphore set permits", writes, after "window_prelude", after "args_prelude", after "op_record_prelude", after "expirable_prelude";
+}
 
 /// The lease end recorded for a permit taken without a lease: Redisson's
 /// `nonExpirableTimeout` (922,337,203,685,477 ms, the year 31,197), so a

@@ -50,7 +50,7 @@
 use super::lock::{Acquire, Release, Undo, acquire_outcome, release_outcome, undo_outcome};
 use super::{
     ROLLBACK_LATCH_MS, acquire_call, is_one, is_some, record_keep_ms, rollback_latch, run_as,
-    script, sent_lease, undo_script_call,
+    scripts, sent_lease, undo_script_call,
 };
 use crate::Result;
 use crate::backend::{Effect, LockBackend, Reply, Resend, ScriptCall};
@@ -124,38 +124,28 @@ impl<'a> Keyed<'a> for ScriptCall<'a> {
     }
 }
 
-script!(
+scripts! {
     /// KEYS lock, queue, slots [, record [, mark]]; ARGV lease ms, holder,
     /// allowance ms, now ms, enqueue [, wait id, fresh, channel prefix,
     /// mark live ms [, record keep ms]]. nil = acquired, else ms to wait.
-    ACQUIRE = "fair_lock_acquire", "fair lock acquire", after "window_prelude", after "args_prelude", after "fair_lock_prelude"
-);
-script!(
+    ACQUIRE = "fair_lock_acquire", "fair lock acquire", writes, after "window_prelude", after "args_prelude", after "fair_lock_prelude";
     /// KEYS lock, queue, slots, channel prefix, latch (or the hold's
     /// attempt record); ARGV message, lease ms, holder, now ms, latch ms [,
     /// mark prefix, claim ms]. nil/0/1/3.
-    RELEASE = "fair_lock_release", "fair lock release", after "window_prelude", after "args_prelude", after "fair_lock_prelude"
-);
-script!(
+    RELEASE = "fair_lock_release", "fair lock release", writes, after "window_prelude", after "args_prelude", after "fair_lock_prelude";
     /// KEYS lock, queue, slots, channel prefix, attempt record; ARGV
     /// message, holder, lease ms, now ms [, 1 = forget the record]. 0 =
     /// nothing to undo, 1 = undone (still held), 2 = undone and released.
-    UNDO_ACQUIRE = "fair_lock_undo_acquire", "fair lock undo acquire", after "window_prelude", after "args_prelude", after "fair_lock_prelude", after "undo_prelude"
-);
-script!(
+    UNDO_ACQUIRE = "fair_lock_undo_acquire", "fair lock undo acquire", writes, after "window_prelude", after "args_prelude", after "fair_lock_prelude", after "undo_prelude";
     /// KEYS queue, slots [, mark]; ARGV waiter, allowance ms. 1 = was queued.
-    CANCEL = "fair_lock_cancel", "fair lock cancel", after "window_prelude", after "args_prelude", after "op_record_prelude"
-);
-script!(
+    CANCEL = "fair_lock_cancel", "fair lock cancel", writes, after "window_prelude", after "args_prelude", after "op_record_prelude";
     /// KEYS lock, queue, slots, channel prefix; ARGV message, now ms. 1 =
     /// existed.
-    FORCE_RELEASE = "fair_lock_force_release", "fair lock force release", after "window_prelude", after "args_prelude", after "op_record_prelude", after "fair_lock_prelude"
-);
-script!(
+    FORCE_RELEASE = "fair_lock_force_release", "fair lock force release", writes, after "window_prelude", after "args_prelude", after "op_record_prelude", after "fair_lock_prelude";
     /// KEYS lock, queue, slots, channel prefix; ARGV message. 1 = any
     /// existed.
-    DELETE = "fair_lock_delete", "fair lock delete", after "window_prelude", after "args_prelude", after "op_record_prelude"
-);
+    DELETE = "fair_lock_delete", "fair lock delete", writes, after "window_prelude", after "args_prelude", after "op_record_prelude";
+}
 
 /// Acquires or re-enters fair lock `keys.name` for `holder`, in queue
 /// order: granted only when the lock is free and the queue is empty or

@@ -54,17 +54,17 @@
 //! ```
 
 use super::lock::{ACQUIRE, RELEASE, acquire_outcome, release_outcome};
-use super::{always, is_some, run, script};
+use super::{always, is_some, run, scripts};
 use crate::Result;
 use crate::backend::{Effect, LockBackend, Reply, Resend, ScriptCall};
 use crate::error::check_ms;
 use crate::ops::lock::{Acquire, Release};
 
-script!(
+scripts! {
     /// KEYS queue, lock, channel[, record]; ARGV holder, message, entry[,
     /// record ms]. 1 = a reserved hold was given up.
-    LEAVE = "lock_leave_queue", "lock leave queue", after "window_prelude", after "args_prelude", after "op_record_prelude"
-);
+    LEAVE = "lock_leave_queue", "lock leave queue", writes, after "window_prelude", after "args_prelude", after "op_record_prelude";
+}
 
 /// A lock's waiter queue and how its releases hand over.
 #[derive(Debug, Clone)]

@@ -26,16 +26,16 @@ use std::collections::HashMap;
 use std::fmt;
 use std::time::Duration;
 
-use super::{part, run, script, ttl_from_pttl};
+use super::{part, run, scripts, ttl_from_pttl};
 use crate::backend::{Effect, LockBackend, Reply, Resend, ScriptCall};
 use crate::{Error, Result, keys};
 
-script!(
+scripts! {
     /// KEYS name, fair queue, fair slot deadlines, token counter, leases,
     /// read-hold key prefix. {type, PTTL, contents, queue, deadlines, token,
     /// leases}; writes nothing.
-    INSPECT = "inspect", "inspect"
-);
+    INSPECT = "inspect", "inspect", reads;
+}
 
 /// What kind of object lives under a name, as far as the stored data tells
 /// (how each is recognised: the table below), as

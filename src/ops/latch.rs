@@ -2,20 +2,18 @@
 //! string, deleted at zero, when `0` on the latch's channel wakes every
 //! waiter. Setting and reading the count are [`super::counter`]'s.
 
-use super::{always, int, is_one, run_as, script};
+use super::{always, int, is_one, run_as, scripts};
 use crate::Result;
 use crate::backend::{Effect, LockBackend, Resend, ScriptCall};
 use crate::keys::{LATCH_NEW_COUNT_MESSAGE, LATCH_ZERO_MESSAGE};
 
-script!(
+scripts! {
     /// KEYS latch, channel; ARGV zero message. The new count.
-    COUNT_DOWN = "latch_count_down", "latch count down", after "window_prelude", after "args_prelude"
-);
-script!(
+    COUNT_DOWN = "latch_count_down", "latch count down", writes, after "window_prelude", after "args_prelude";
     /// KEYS latch, channel[, op record]; ARGV new-count message[, record
     /// ms]. 1 = existed.
-    DELETE = "latch_delete", "latch delete", after "window_prelude", after "args_prelude", after "op_record_prelude"
-);
+    DELETE = "latch_delete", "latch delete", writes, after "window_prelude", after "args_prelude", after "op_record_prelude";
+}
 
 /// Counts latch `name` down by one; at zero or below deletes it, and at
 /// exactly zero publishes `0` on `channel`. Returns the new count.

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use super::{
     ROLLBACK_LATCH_MS, acquire_call, any_one, flags, int, is_one, is_some, optional_int,
-    record_keep_ms, rollback_latch, run, run_as, script, sent_lease, ttl_from_pttl,
+    record_keep_ms, rollback_latch, run, run_as, scripts, sent_lease, ttl_from_pttl,
     undo_script_call,
 };
 use crate::backend::{Effect, LockBackend, Reply, Resend, ScriptCall};
@@ -155,47 +155,33 @@ impl LockState {
     }
 }
 
-script!(
+scripts! {
     /// KEYS lock [, record [, queue, clients [, streak]]]; ARGV lease ms,
     /// holder [, retry, entry [, record keep ms]]. nil = acquired, else PTTL.
-    ACQUIRE = "lock_acquire", "lock acquire", after "window_prelude", after "args_prelude"
-);
-script!(
+    ACQUIRE = "lock_acquire", "lock acquire", writes, after "window_prelude", after "args_prelude";
     /// KEYS lock, channel, attempt record; ARGV message, holder, lease ms
     /// [, 1 = forget the record instead of marking it undone].
     /// 0 = nothing to undo, 1 = undone (still held), 2 = undone and released.
-    UNDO_ACQUIRE = "lock_undo_acquire", "lock undo acquire", after "window_prelude", after "args_prelude", after "undo_prelude"
-);
-script!(
+    UNDO_ACQUIRE = "lock_undo_acquire", "lock undo acquire", writes, after "window_prelude", after "args_prelude", after "undo_prelude";
     /// KEYS lock, token counter [, record]; ARGV lease ms, holder [, record
     /// keep ms]. {-1, token} = acquired, else {PTTL, -1}.
-    FENCED_ACQUIRE = "fenced_lock_acquire", "fenced lock acquire", after "window_prelude", after "args_prelude"
-);
-script!(
+    FENCED_ACQUIRE = "fenced_lock_acquire", "fenced lock acquire", writes, after "window_prelude", after "args_prelude";
     /// KEYS lock [, attempt record]; ARGV lease ms, holder [, record kind].
     /// 1 = renewed, 0 = not ours (or not by that attempt).
-    RENEW = "lock_renew", "lock renew", after "window_prelude", after "args_prelude", after "renew_prelude"
-);
-script!(
+    RENEW = "lock_renew", "lock renew", writes, after "window_prelude", after "args_prelude", after "renew_prelude";
     /// KEYS locks [, one attempt record per lock]; ARGV lease ms, one holder
     /// per lock [, record kind]. {1 = renewed, 0 = not ours, ...}.
-    RENEW_BATCH = "lock_renew_batch", "lock renew batch", after "window_prelude", after "args_prelude", after "renew_prelude"
-);
-script!(
+    RENEW_BATCH = "lock_renew_batch", "lock renew batch", writes, after "window_prelude", after "args_prelude", after "renew_prelude";
     /// KEYS lock, channel, latch (or the hold's attempt record); ARGV
     /// message, lease ms, holder, latch ms
     /// [, waiter, waiter lease ms]. nil = not held, 0 = still held, 1 =
     /// released, 2 = handed to the waiter.
-    RELEASE = "lock_release", "lock release", after "window_prelude", after "args_prelude"
-);
-script!(
+    RELEASE = "lock_release", "lock release", writes, after "window_prelude", after "args_prelude";
     /// KEYS lock, channel[, op record]; ARGV message[, record ms]. 1 = existed.
-    FORCE_RELEASE = "lock_force_release", "lock force release", after "window_prelude", after "args_prelude", after "op_record_prelude"
-);
-script!(
+    FORCE_RELEASE = "lock_force_release", "lock force release", writes, after "window_prelude", after "args_prelude", after "op_record_prelude";
     /// KEYS lock; ARGV holder. {exists, hold count, PTTL}.
-    STATE = "lock_state", "lock state"
-);
+    STATE = "lock_state", "lock state", reads;
+}
 
 /// Acquires lock `name` for `holder`, or re-enters it if `holder` already
 /// holds it (hold count + 1); either way the TTL becomes `lease_ms`.

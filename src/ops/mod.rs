@@ -54,6 +54,7 @@ use crate::{Error, Result};
 
 pub mod barrier;
 pub mod counter;
+pub mod election;
 pub mod expirable;
 pub mod fair_lock;
 pub mod handoff;
@@ -64,77 +65,63 @@ pub mod once;
 pub mod rw_lock;
 pub mod semaphore;
 
-/// Defines a [`Script`](crate::backend::Script) `static` from `lua/<id>.lua`,
-/// after the shared preludes it needs (`lua/<prelude>.lua`, in order).
-macro_rules! script {
-    ($(#[$doc:meta])* $static:ident = $id:literal, $operation:literal $(, after $prelude:literal)*) => {
-        $(#[$doc])*
-        pub(crate) static $static: $crate::backend::Script = $crate::backend::Script::new(
-            $id,
-            $operation,
-            concat!(
-                $(include_str!(concat!("../../lua/", $prelude, ".lua")),)*
-                include_str!(concat!("../../lua/", $id, ".lua"))
-            ),
-        );
+/// Defines each [`Script`](crate::backend::Script) `static` of a module
+/// from `lua/<id>.lua`, after the shared preludes it needs
+/// (`lua/<prelude>.lua`, in order), with whether it only `reads` (a read
+/// needs no window: see [`Script::is_windowed`]) or `writes`; and (for
+/// tests) the module's list of them, `SCRIPTS`: a script is declared
+/// once, and so listed.
+macro_rules! scripts {
+    ($($(#[$doc:meta])* $static:ident = $id:literal, $operation:literal, $access:ident $(, after $prelude:literal)*;)+) => {
+        $(
+            $(#[$doc])*
+            pub(crate) static $static: $crate::backend::Script = $crate::backend::Script::new(
+                $id,
+                $operation,
+                concat!(
+                    $(include_str!(concat!("../../lua/", $prelude, ".lua")),)*
+                    include_str!(concat!("../../lua/", $id, ".lua"))
+                ),
+            );
+        )+
+        /// This module's scripts, as declared above, each with whether it
+        /// only reads (see `ops::registered`).
+        #[cfg(test)]
+        pub(crate) static SCRIPTS: &[(&$crate::backend::Script, bool)] =
+            &[$((&$static, $crate::ops::scripts!(@reads $access))),+];
     };
+    (@reads reads) => { true };
+    (@reads writes) => { false };
 }
-pub(crate) use script;
+pub(crate) use scripts;
+
+/// Every script of every operation, with whether it only reads: each
+/// module's `SCRIPTS`, which its `scripts!` declaration makes. A module
+/// left out here fails `every_lua_file_is_one_script_with_a_distinct_id`.
+#[cfg(test)]
+pub(crate) fn registered() -> Vec<(&'static crate::backend::Script, bool)> {
+    [
+        SCRIPTS,
+        barrier::SCRIPTS,
+        counter::SCRIPTS,
+        election::SCRIPTS,
+        expirable::SCRIPTS,
+        fair_lock::SCRIPTS,
+        handoff::SCRIPTS,
+        inspect::SCRIPTS,
+        latch::SCRIPTS,
+        lock::SCRIPTS,
+        once::SCRIPTS,
+        rw_lock::SCRIPTS,
+        semaphore::SCRIPTS,
+    ]
+    .concat()
+}
 
 /// Every script of every operation (tests check them all).
 #[cfg(test)]
-pub(crate) fn all_scripts() -> [&'static crate::backend::Script; 49] {
-    [
-        &KEY_TYPES,
-        &lock::ACQUIRE,
-        &lock::FENCED_ACQUIRE,
-        &lock::UNDO_ACQUIRE,
-        &lock::RENEW,
-        &lock::RENEW_BATCH,
-        &lock::RELEASE,
-        &lock::FORCE_RELEASE,
-        &lock::STATE,
-        &handoff::LEAVE,
-        &fair_lock::ACQUIRE,
-        &fair_lock::RELEASE,
-        &fair_lock::UNDO_ACQUIRE,
-        &fair_lock::CANCEL,
-        &fair_lock::FORCE_RELEASE,
-        &fair_lock::DELETE,
-        &rw_lock::READ_ACQUIRE,
-        &rw_lock::WRITE_ACQUIRE,
-        &rw_lock::READ_RELEASE,
-        &rw_lock::WRITE_RELEASE,
-        &rw_lock::READ_UNDO_ACQUIRE,
-        &rw_lock::WRITE_UNDO_ACQUIRE,
-        &rw_lock::READ_RENEW,
-        &rw_lock::READ_RENEW_BATCH,
-        &rw_lock::FORCE_RELEASE,
-        &rw_lock::DELETE,
-        &rw_lock::STATE,
-        &counter::SET_IF_ABSENT,
-        &counter::GET,
-        &semaphore::ADD,
-        &semaphore::TRY_ACQUIRE,
-        &semaphore::UNDO_ACQUIRE,
-        &semaphore::DRAIN,
-        &semaphore::DELETE,
-        &expirable::ACQUIRE,
-        &expirable::RELEASE,
-        &expirable::UNDO_ACQUIRE,
-        &expirable::AVAILABLE,
-        &expirable::ACQUIRED,
-        &expirable::UPDATE_LEASE,
-        &expirable::SET_PERMITS,
-        &latch::COUNT_DOWN,
-        &latch::DELETE,
-        &inspect::INSPECT,
-        &barrier::ARRIVE,
-        &barrier::WITHDRAW,
-        &barrier::STATE,
-        &barrier::DELETE,
-        &once::SETTLE,
-    ]
+pub(crate) fn all_scripts() -> Vec<&'static crate::backend::Script> {
+    registered().into_iter().map(|(script, _)| script).collect()
 }
 
 /// Runs `call` on `backend` and turns a script's error reply into an
@@ -148,11 +135,11 @@ pub(crate) fn run<B: LockBackend + ?Sized>(backend: &B, call: &ScriptCall<'_>) -
     }
 }
 
-script!(
+scripts! {
     /// KEYS the keys of a call that got WRONGTYPE. {type of each}; writes
     /// nothing.
-    KEY_TYPES = "key_types", "key type lookup"
-);
+    KEY_TYPES = "key_types", "key type lookup", reads;
+}
 
 /// The error for a WRONGTYPE reply to `call`, naming its keys that exist
 /// and the Redis type each holds (looked up after the fact: Redis' reply
@@ -491,22 +478,12 @@ mod tests {
     fn every_lua_file_is_one_script_with_a_distinct_id() {
         let ids: std::collections::HashSet<_> = all_scripts().iter().map(|s| s.id()).collect();
         assert_eq!(ids.len(), all_scripts().len());
-        let preludes = [
-            "window_prelude",
-            "args_prelude",
-            "fair_lock_prelude",
-            "expirable_prelude",
-            "read_lock_prelude",
-            "write_lock_prelude",
-            "undo_prelude",
-            "op_record_prelude",
-            "renew_prelude",
-        ];
         let mut files = std::fs::read_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/lua"))
             .unwrap()
             .map(|entry| entry.unwrap().file_name().into_string().unwrap())
             .filter_map(|file| file.strip_suffix(".lua").map(str::to_owned))
-            .filter(|stem| !preludes.contains(&stem.as_str()))
+            // A prelude is code that scripts start with, not a script.
+            .filter(|stem| !stem.ends_with("_prelude"))
             .collect::<Vec<_>>();
         files.sort();
         let mut ids = ids.into_iter().map(str::to_owned).collect::<Vec<_>>();
@@ -537,24 +514,87 @@ mod tests {
 
     #[test]
     fn every_writing_script_is_windowed() {
-        let reads = [
-            "barrier_state",
-            "counter_get",
-            "expirable_available",
-            "expirable_acquired",
-            "inspect",
-            "key_types",
-            "lock_state",
-            "rw_lock_state",
+        // A script that calls none of these writes nothing. Redis'
+        // commands flagged `write`, and PUBLISH, that a script may call.
+        let writes = [
+            "set",
+            "setnx",
+            "setex",
+            "psetex",
+            "getset",
+            "getdel",
+            "getex",
+            "append",
+            "incr",
+            "incrby",
+            "incrbyfloat",
+            "decr",
+            "decrby",
+            "mset",
+            "msetnx",
+            "del",
+            "unlink",
+            "expire",
+            "pexpire",
+            "expireat",
+            "pexpireat",
+            "persist",
+            "rename",
+            "renamenx",
+            "copy",
+            "hset",
+            "hsetnx",
+            "hmset",
+            "hdel",
+            "hincrby",
+            "hincrbyfloat",
+            "lpush",
+            "rpush",
+            "lpushx",
+            "rpushx",
+            "lpop",
+            "rpop",
+            "lrem",
+            "lset",
+            "ltrim",
+            "linsert",
+            "lmove",
+            "rpoplpush",
+            "sadd",
+            "srem",
+            "spop",
+            "smove",
+            "zadd",
+            "zrem",
+            "zincrby",
+            "zpopmin",
+            "zpopmax",
+            "zremrangebyscore",
+            "zremrangebyrank",
+            "zremrangebylex",
+            "publish",
+            "spublish",
         ];
-        for script in all_scripts() {
-            assert_eq!(
-                script.is_windowed(),
-                !reads.contains(&script.id()),
-                "{}",
-                script.id()
-            );
+        let mut reads = 0;
+        for (script, declared_read) in registered() {
+            let code = script.code().to_ascii_lowercase();
+            let writing = writes.iter().any(|command| {
+                ["redis.call(", "redis.pcall("].iter().any(|call| {
+                    ["'", "\""]
+                        .iter()
+                        .any(|quote| code.contains(&format!("{call}{quote}{command}{quote}")))
+                })
+            });
+            // Declared `reads`: no window. A read may still write what is
+            // harmless late (the expirable semaphore's counts reclaim
+            // expired leases, as Redisson's do).
+            assert_eq!(script.is_windowed(), !declared_read, "{}", script.id());
+            // Declared `writes` but calls no writing command: mislabelled.
+            assert!(writing || declared_read, "{}", script.id());
+            reads += usize::from(declared_read);
         }
+        // The reads this check has to tell apart (a state, an inspection).
+        assert!(reads >= 8, "{reads}");
     }
 
     #[test]

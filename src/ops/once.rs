@@ -33,15 +33,15 @@
 
 use std::time::{Duration, Instant};
 
-use super::{record_keep_ms, run, script};
+use super::{record_keep_ms, run, scripts};
 use crate::backend::{Effect, LockBackend, Reply, Resend, ScriptCall};
 use crate::{Error, Result};
 
-script!(
+scripts! {
     /// KEYS record; ARGV keep ms. The record: `u` = settled as not done,
     /// else the call's stored outcome.
-    SETTLE = "op_settle", "op settle", after "window_prelude", after "args_prelude"
-);
+    SETTLE = "op_settle", "op settle", writes, after "window_prelude", after "args_prelude";
+}
 
 /// How long the settle of a call whose outcome is unknown is retried,
 /// beyond one response timeout (as a release's in-line retries).

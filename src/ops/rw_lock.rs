@@ -9,7 +9,7 @@ use super::inspect::RwMode;
 use super::lock::{Acquire, Release, Undo, acquire_outcome, release_outcome, undo_outcome};
 use super::{
     ROLLBACK_LATCH_MS, acquire_call, any_one, is_one, is_some, part, record_keep_ms,
-    rollback_latch, run, run_as, script, sent_lease, undo_script_call,
+    rollback_latch, run, run_as, scripts, sent_lease, undo_script_call,
 };
 use crate::backend::{Effect, LockBackend, Reply, Resend, ScriptCall};
 use crate::error::check_ms;
@@ -83,59 +83,39 @@ impl RwLockState {
     }
 }
 
-script!(
+scripts! {
     /// KEYS lock, timeout prefix [, record]; ARGV lease ms, holder, write
     /// field [, record keep ms]. nil = acquired, else PTTL.
-    READ_ACQUIRE = "read_lock_acquire", "read lock acquire", after "window_prelude", after "args_prelude"
-);
-script!(
+    READ_ACQUIRE = "read_lock_acquire", "read lock acquire", writes, after "window_prelude", after "args_prelude";
     /// KEYS lock [, record]; ARGV lease ms, write field, read field [,
     /// record keep ms]. nil = acquired, -3 = the caller reads, else PTTL.
-    WRITE_ACQUIRE = "write_lock_acquire", "write lock acquire", after "window_prelude", after "args_prelude"
-);
-script!(
+    WRITE_ACQUIRE = "write_lock_acquire", "write lock acquire", writes, after "window_prelude", after "args_prelude";
     /// KEYS lock, channel, timeout prefix, key prefix, latch (or the hold's
     /// attempt record); ARGV message, holder, latch ms. nil/0/1.
-    READ_RELEASE = "read_lock_release", "read lock release", after "window_prelude", after "args_prelude", after "read_lock_prelude"
-);
-script!(
+    READ_RELEASE = "read_lock_release", "read lock release", writes, after "window_prelude", after "args_prelude", after "read_lock_prelude";
     /// KEYS lock, channel, latch (or the hold's attempt record); ARGV
     /// message, lease ms, write field, latch ms. nil/0/1.
-    WRITE_RELEASE = "write_lock_release", "write lock release", after "window_prelude", after "args_prelude", after "write_lock_prelude"
-);
-script!(
+    WRITE_RELEASE = "write_lock_release", "write lock release", writes, after "window_prelude", after "args_prelude", after "write_lock_prelude";
     /// KEYS lock, channel, timeout prefix, key prefix, attempt record; ARGV
     /// message, holder, lease ms [, 1 = forget the record]. 0/1/2 as
     /// [`super::lock::Undo`].
-    READ_UNDO_ACQUIRE = "read_lock_undo_acquire", "read lock undo acquire", after "window_prelude", after "args_prelude", after "undo_prelude", after "read_lock_prelude"
-);
-script!(
+    READ_UNDO_ACQUIRE = "read_lock_undo_acquire", "read lock undo acquire", writes, after "window_prelude", after "args_prelude", after "undo_prelude", after "read_lock_prelude";
     /// KEYS lock, channel, attempt record; ARGV message, write field, lease
     /// ms [, 1 = forget the record]. 0/1/2 as [`super::lock::Undo`].
-    WRITE_UNDO_ACQUIRE = "write_lock_undo_acquire", "write lock undo acquire", after "window_prelude", after "args_prelude", after "undo_prelude", after "write_lock_prelude"
-);
-script!(
+    WRITE_UNDO_ACQUIRE = "write_lock_undo_acquire", "write lock undo acquire", writes, after "window_prelude", after "args_prelude", after "undo_prelude", after "write_lock_prelude";
     /// KEYS lock, timeout prefix, key prefix [, attempt record]; ARGV lease
     /// ms, holder. 1 = renewed.
-    READ_RENEW = "read_lock_renew", "read lock renew", after "window_prelude", after "args_prelude", after "renew_prelude"
-);
-script!(
+    READ_RENEW = "read_lock_renew", "read lock renew", writes, after "window_prelude", after "args_prelude", after "renew_prelude";
     /// KEYS (lock, timeout prefix) per hold [, one attempt record per hold];
     /// ARGV lease ms, one holder per hold. {1 = renewed, 0 = no read hold, ...}.
-    READ_RENEW_BATCH = "read_lock_renew_batch", "read lock renew batch", after "window_prelude", after "args_prelude", after "renew_prelude"
-);
-script!(
+    READ_RENEW_BATCH = "read_lock_renew_batch", "read lock renew batch", writes, after "window_prelude", after "args_prelude", after "renew_prelude";
     /// KEYS lock, channel; ARGV mode, message. 1 = deleted.
-    FORCE_RELEASE = "rw_lock_force_release", "read-write lock force release", after "window_prelude", after "args_prelude", after "op_record_prelude"
-);
-script!(
+    FORCE_RELEASE = "rw_lock_force_release", "read-write lock force release", writes, after "window_prelude", after "args_prelude", after "op_record_prelude";
     /// KEYS lock, channel, key prefix; ARGV message. 1 = existed.
-    DELETE = "rw_lock_delete", "read-write lock delete", after "window_prelude", after "args_prelude", after "op_record_prelude"
-);
-script!(
+    DELETE = "rw_lock_delete", "read-write lock delete", writes, after "window_prelude", after "args_prelude", after "op_record_prelude";
     /// KEYS lock; ARGV field. {mode, hold count, PTTL}.
-    STATE = "rw_lock_state", "read-write lock state"
-);
+    STATE = "rw_lock_state", "read-write lock state", reads;
+}
 
 /// The reply of a write acquire by a holder that holds the read half.
 const CALLER_READS: i64 = -3;

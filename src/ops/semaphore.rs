@@ -3,33 +3,25 @@
 //! on the semaphore's channel. Setting and reading the count are
 //! [`super::counter`]'s.
 
-use super::{always, counter_value, int, is_one, run, run_as, script};
+use super::{always, counter_value, int, is_one, run, run_as, scripts};
 use crate::backend::{Effect, LockBackend, Reply, Resend, ScriptCall};
 use crate::{Error, Result};
 
-script!(
+scripts! {
     /// KEYS semaphore, channel; ARGV delta. The new count.
-    ADD = "semaphore_add", "semaphore add", after "window_prelude", after "args_prelude"
-);
-script!(
+    ADD = "semaphore_add", "semaphore add", writes, after "window_prelude", after "args_prelude";
     /// KEYS semaphore; ARGV permits. 1 = taken.
-    TRY_ACQUIRE = "semaphore_try_acquire", "semaphore acquire", after "window_prelude", after "args_prelude"
-);
-script!(
+    TRY_ACQUIRE = "semaphore_try_acquire", "semaphore acquire", writes, after "window_prelude", after "args_prelude";
     /// KEYS semaphore, channel, record; ARGV permits, record ms [, 1 =
     /// forget the record]. 1 = given back, 0 = nothing taken.
-    UNDO_ACQUIRE = "semaphore_undo_acquire", "semaphore undo acquire", after "window_prelude", after "args_prelude", after "undo_prelude"
-);
-script!(
+    UNDO_ACQUIRE = "semaphore_undo_acquire", "semaphore undo acquire", writes, after "window_prelude", after "args_prelude", after "undo_prelude";
     /// KEYS semaphore[, op record]; ARGV [record ms]. How many were
     /// available.
-    DRAIN = "semaphore_drain", "semaphore drain", after "window_prelude", after "args_prelude", after "op_record_prelude"
-);
-script!(
+    DRAIN = "semaphore_drain", "semaphore drain", writes, after "window_prelude", after "args_prelude", after "op_record_prelude";
     /// KEYS semaphore[, leases][, op record]; ARGV [record ms]. 1 =
     /// existed.
-    DELETE = "semaphore_delete", "semaphore delete", after "window_prelude", after "args_prelude", after "op_record_prelude"
-);
+    DELETE = "semaphore_delete", "semaphore delete", writes, after "window_prelude", after "args_prelude", after "op_record_prelude";
+}
 
 /// Adds `delta` (may be negative) to semaphore `name`; when `delta` is
 /// positive, publishes the new count on `channel`. Returns the new count.

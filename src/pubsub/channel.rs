@@ -3,12 +3,12 @@
 //! clock of its own. Each method says what the caller must then do with the
 //! channel's condvar ([`Notify`]); the caller passes the time in. Keeping the
 //! logic here lets `model_tests` explore every interleaving of exactly the
-//! transitions the real code runs (see the module doc of `pubsub` for the
-//! wake contract these transitions implement).
+//! transitions the real code runs (see `pubsub::wake` for the wake
+//! contract these transitions implement).
 
 use std::time::Instant;
 
-use super::{HANDOFF_WINDOW, LINGER};
+use super::wake::{HANDOFF_WINDOW, LINGER};
 
 /// How a message on a channel wakes that channel's waiters.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

@@ -349,8 +349,8 @@ pub(crate) const SCRIPT_TIES: &[Tie] = &[
     },
     Tie {
         transition: "client: tried at most twice",
-        file: "src/backend/redis/mod.rs",
-        text: include_str!("../../src/backend/redis/mod.rs"),
+        file: "src/backend/redis/run.rs",
+        text: include_str!("../../src/backend/redis/run.rs"),
         tokens: &[("tries > 1", "a call is tried at most twice")],
     },
     Tie {
@@ -378,6 +378,10 @@ pub(crate) const SCRIPT_TIES: &[Tie] = &[
                 "server now = monotonic clock + offset (gaps 3, 4)",
             ),
             ("START.get_or_init(Instant::now)", "the monotonic clock"),
+            (
+                "_ => earliest,",
+                "a long reading's offset is never ahead (the model's offset: exact)",
+            ),
         ],
     },
     Tie {
@@ -390,8 +394,8 @@ pub(crate) const SCRIPT_TIES: &[Tie] = &[
                 "the offset read against the monotonic clock",
             ),
             (
-                "crate::clock::server_offset(server, before, after)",
-                "TIME against the midpoint of the readings",
+                "let (offset, coarse) = shared.offset_from(&reading);",
+                "TIME against the midpoint of a short reading, never ahead of the server after a long one",
             ),
         ],
     },

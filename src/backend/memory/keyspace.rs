@@ -12,6 +12,8 @@ use std::time::Instant;
 
 /// A `HashMap` with [`FxHasher`].
 pub(super) type FastMap<K, V> = HashMap<K, V, BuildHasherDefault<FxHasher>>;
+/// A set with the same hasher.
+pub(super) type FastSet<K> = std::collections::HashSet<K, BuildHasherDefault<FxHasher>>;
 
 /// The Fx hash (rustc's): a multiply and a rotate per 8 bytes, several
 /// times faster than the default SipHash on short keys, which every
@@ -71,6 +73,8 @@ pub(super) enum Value {
     List(VecDeque<Vec<u8>>),
     /// A sorted set, member → score (slot deadlines, lease ends).
     ZSet(FastMap<Vec<u8>, f64>),
+    /// A set (no script of `lua/` uses one yet: for a new primitive's).
+    Set(FastSet<Vec<u8>>),
 }
 
 impl Value {
@@ -81,6 +85,7 @@ impl Value {
             Value::Hash(fields) => fields.is_empty(),
             Value::List(items) => items.is_empty(),
             Value::ZSet(members) => members.is_empty(),
+            Value::Set(members) => members.is_empty(),
         }
     }
 }

@@ -60,7 +60,7 @@
 //! # Ok::<(), redisync::Error>(())
 //! ```
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
@@ -237,6 +237,8 @@ pub enum DumpedValue {
     List(Vec<Vec<u8>>),
     /// A sorted set, sorted by score, then member (Redis' order).
     ZSet(Vec<(Vec<u8>, f64)>),
+    /// A set, in byte order.
+    Set(BTreeSet<Vec<u8>>),
 }
 
 impl MemoryBackend {
@@ -399,6 +401,7 @@ fn dumped(value: &Value) -> DumpedValue {
             sorted.sort_by(|a, b| a.1.total_cmp(&b.1).then_with(|| a.0.cmp(&b.0)));
             DumpedValue::ZSet(sorted)
         }
+        Value::Set(members) => DumpedValue::Set(members.iter().cloned().collect()),
     }
 }
 

@@ -2231,9 +2231,9 @@ fn errors_come_back_as_error_replies_with_redis_codes() {
     );
     // A command the store lacks fails loudly.
     assert_eq!(
-        eval(&backend, "return redis.call('HGETALL', 'h')", &[], &[]),
+        eval(&backend, "return redis.call('OBJECT', 'h')", &[], &[]),
         Reply::Error(
-            "ERR unknown command 'HGETALL' (MemoryBackend implements only the commands redisync's scripts use)"
+            "ERR unknown command 'OBJECT' (MemoryBackend implements the basic key, string, hash, list, set and sorted-set commands, not this one)"
                 .to_owned()
         )
     );

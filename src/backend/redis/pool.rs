@@ -171,6 +171,10 @@ pub(super) struct Conn {
     /// When the offset was read, and in which epoch of the shared
     /// [`ServerClock`].
     pub(super) clock_read: (Instant, u64),
+    /// Whether that reading's round trip was too long to trust its
+    /// midpoint (see `clock::Reading::offset`): it is then read again
+    /// before the next request.
+    pub(super) clock_coarse: bool,
 }
 
 /// A connection reads the server's clock again before a request when its
@@ -189,16 +193,20 @@ impl Conn {
             read_timeout,
             clock_offset_ms: None,
             clock_read: (Instant::now(), 0),
+            clock_coarse: false,
         }
     }
 
     /// Whether its clock reading is due again: older than
-    /// [`CLOCK_RECHECK`], or from before the shared clock's last step.
+    /// [`CLOCK_RECHECK`], from before the shared clock's last step, or
+    /// coarse (its round trip too long to trust).
     /// Never on a cluster (each node's offset is kept by the routed
     /// connection) or a server that refused `TIME`.
     pub(super) fn clock_due(&self, shared: &ServerClock) -> bool {
         self.clock_offset_ms.is_some()
-            && (self.clock_read.0.elapsed() >= CLOCK_RECHECK || self.clock_read.1 != shared.epoch())
+            && (self.clock_coarse
+                || self.clock_read.0.elapsed() >= CLOCK_RECHECK
+                || self.clock_read.1 != shared.epoch())
     }
 
     /// Reads the server's clock again on this connection (see
@@ -213,9 +221,10 @@ impl Conn {
         #[allow(irrefutable_let_patterns)] // without the `cluster` feature
         if let Link::Single(conn) = &mut self.conn {
             let epoch = shared.epoch();
-            let offset = read_clock(conn, shared, events, server)?;
+            let (offset, coarse) = read_clock(conn, shared, events, server)?;
             self.clock_offset_ms = offset;
             self.clock_read = (Instant::now(), epoch.max(shared.epoch()));
+            self.clock_coarse = coarse;
         }
         Ok(())
     }
@@ -323,7 +332,7 @@ impl Manager {
             .max(Duration::from_millis(1));
         conn.set_read_timeout(Some(left.min(self.options.response_timeout)))?;
         let clock_epoch = self.clock.epoch();
-        let offset = read_clock(
+        let (offset, coarse) = read_clock(
             &mut conn,
             &self.clock,
             self.options.events.as_deref(),
@@ -333,43 +342,52 @@ impl Manager {
         let mut conn = Conn::new(Link::Single(conn), epoch, timeout);
         conn.clock_offset_ms = offset;
         conn.clock_read = (Instant::now(), clock_epoch.max(self.clock.epoch()));
+        conn.clock_coarse = coarse;
         Ok(conn)
     }
 }
 
-/// Reads the server's clock behind `conn` ([`clock_offset`]) into `shared`,
-/// and reports a step against the previous reading (a server clock stepped
-/// back lets a request sent before the step in its old clock run long: the
-/// one limit README states) to `events` (or the log).
+/// Reads the server's clock behind `conn` ([`clock_reading`]) into
+/// `shared`, and reports a step against the previous reading (a server
+/// clock stepped back lets a request sent before the step in its old clock
+/// run long: the one limit README states) to `events` (or the log). Also
+/// returns whether the reading was coarse (`clock::Reading::is_precise`):
+/// its offset is then never ahead of the server, and read again soon.
 fn read_clock(
     conn: &mut redis::Connection,
     shared: &ServerClock,
     events: Option<&dyn EventHandler>,
     server: &str,
-) -> RedisResult<Option<i64>> {
-    let offset = clock_offset(conn)?;
-    if let Some(step) = offset.and_then(|offset| shared.observe(offset)) {
+) -> RedisResult<(Option<i64>, bool)> {
+    let Some(reading) = clock_reading(conn)? else {
+        return Ok((None, false));
+    };
+    let (offset, coarse) = shared.offset_from(&reading);
+    if let Some(step) = shared.observe(offset) {
         let event = ServerClockStepEvent::new(server, step.step_ms);
         match events {
             Some(events) => events.on_server_clock_step(&event),
             None => LoggingEventHandler.on_server_clock_step(&event),
         }
     }
-    Ok(offset)
+    Ok((Some(offset), coarse))
 }
 
-/// How far the server's clock behind `conn` is ahead of this process's
-/// monotonic clock, in ms: `TIME` against the midpoint of the readings
-/// around it (off by at most half that round trip). `None` when the server
-/// refuses `TIME` (an ACL without it): writes then carry no window.
-fn clock_offset(conn: &mut redis::Connection) -> RedisResult<Option<i64>> {
+/// The server's clock behind `conn`, read with `TIME` between two readings
+/// of this process's monotonic clock. `None` when the server refuses
+/// `TIME` (an ACL without it): writes then carry no window.
+fn clock_reading(conn: &mut redis::Connection) -> RedisResult<Option<crate::clock::Reading>> {
     let before = crate::clock::monotonic_ms();
     let time: RedisResult<(i64, i64)> = redis::cmd("TIME").query(conn);
     let after = crate::clock::monotonic_ms();
     match time {
         Ok((seconds, micros)) => {
             let server = seconds.saturating_mul(1000).saturating_add(micros / 1000);
-            Ok(Some(crate::clock::server_offset(server, before, after)))
+            Ok(Some(crate::clock::Reading {
+                server_ms: server,
+                before_ms: before,
+                after_ms: after,
+            }))
         }
         Err(err) if err.code().is_some() => Ok(None),
         Err(err) => Err(err),

@@ -3,8 +3,13 @@
 //! <timeout>` on the same connection, so success is reported only once
 //! enough replicas hold the change, and a shortfall is handled by policy.
 
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
+use super::RedisBackend;
+use super::run::call_name;
+use crate::backend::{Effect, Reply, ScriptCall};
+use crate::event::{EventHandler, LoggingEventHandler, ReplicaShortfallEvent};
 use crate::{Error, Result};
 
 /// How many replicas must confirm each lock-changing write, how long to
@@ -157,4 +162,114 @@ pub(crate) fn shortfall_error(
         ),
         false,
     )
+}
+
+impl RedisBackend {
+    /// Runs `call` as its [`Effect`] asks: an acquisition that too few
+    /// replicas confirm is undone and retried (or kept and reported); a
+    /// change that too few confirm fails the call (or is reported).
+    pub(super) fn run_call(&self, call: &ScriptCall<'_>) -> Result<Reply> {
+        if let Effect::Acquire { undo, .. } = call.effect() {
+            return self.run_acquiring(call, undo);
+        }
+        let (reply, shortfall) = self.run_acknowledged(call)?;
+        match (shortfall, &self.options.replica_ack) {
+            (Some(acknowledged), Some(ack)) if ack.shortfall() != ReplicaShortfall::Keep => {
+                Err(shortfall_error(
+                    call.script().operation(),
+                    call_name(call),
+                    &self.address,
+                    acknowledged,
+                    ack,
+                    false,
+                ))
+            }
+            (Some(acknowledged), Some(ack)) => {
+                self.report_shortfall(call, acknowledged, ack);
+                Ok(reply)
+            }
+            _ => Ok(reply),
+        }
+    }
+
+    /// Runs an acquisition. With replica acknowledgement, an acquisition
+    /// that too few replicas confirm is given back by `undo` and retried,
+    /// or kept and reported, as the policy says.
+    fn run_acquiring(
+        &self,
+        call: &ScriptCall<'_>,
+        undo: fn(&ScriptCall<'_>, &Reply) -> ScriptCall<'static>,
+    ) -> Result<Reply> {
+        let mut attempt = 1;
+        loop {
+            let (reply, shortfall) = self.run_acknowledged(call)?;
+            let (Some(acknowledged), Some(ack)) = (shortfall, &self.options.replica_ack) else {
+                return Ok(reply);
+            };
+            if ack.shortfall() == ReplicaShortfall::Keep {
+                self.report_shortfall(call, acknowledged, ack);
+                return Ok(reply);
+            }
+            // The undo is not acknowledged itself: it only gives back.
+            let undo = undo(call, &reply);
+            self.invoke(&undo)?;
+            if attempt >= ACQUIRE_ATTEMPTS {
+                return Err(shortfall_error(
+                    call.script().operation(),
+                    call_name(call),
+                    &self.address,
+                    acknowledged,
+                    ack,
+                    true,
+                ));
+            }
+            attempt += 1;
+        }
+    }
+
+    /// Runs `call` and, if its reply reports a change and replica
+    /// acknowledgement is on, `WAIT`s on the same connection. Returns the
+    /// reply and, on a shortfall, how many replicas confirmed it.
+    fn run_acknowledged(&self, call: &ScriptCall<'_>) -> Result<(Reply, Option<u32>)> {
+        let (reply, mut conn) = self.invoke(call)?;
+        if self.unreachable.load(Ordering::Relaxed) {
+            self.unreachable.store(false, Ordering::Relaxed);
+        }
+        let Some(ack) = &self.options.replica_ack else {
+            return Ok((reply, None));
+        };
+        if matches!(reply, Reply::Error(_)) || !call.effect().changed(&reply) {
+            return Ok((reply, None));
+        }
+        let acknowledged = conn
+            .conn
+            .wait_for_replicas(ack.replicas(), ack.timeout_ms())
+            .map_err(|err| {
+                self.discard_after(&mut conn, &err);
+                self.redis_error(call.script().operation(), err, conn.read_timeout)
+            })?;
+        let acknowledged = u32::try_from(acknowledged).unwrap_or(0);
+        Ok((
+            reply,
+            (acknowledged < ack.replicas()).then_some(acknowledged),
+        ))
+    }
+
+    fn report_shortfall(
+        &self,
+        call: &ScriptCall<'_>,
+        acknowledged: u32,
+        ack: &ReplicaAcknowledgement,
+    ) {
+        let event = ReplicaShortfallEvent {
+            operation: call.script().operation(),
+            name: call_name(call).to_owned(),
+            acknowledged,
+            required: ack.replicas(),
+        };
+        match &self.options.events {
+            Some(events) => events.on_replica_shortfall(&event),
+            None => LoggingEventHandler.on_replica_shortfall(&event),
+        }
+    }
 }

@@ -102,6 +102,9 @@ pub(crate) struct RoutedConnection {
     /// refused `TIME`, its scripts carry no window), read on the first
     /// script sent to it.
     offsets: HashMap<NodeAddr, Option<i64>>,
+    /// The best round trip of a `TIME` reading from each node, ms (see
+    /// `clock::Reading::is_precise`).
+    round_trips: HashMap<NodeAddr, i64>,
     /// The read timeout now set on every node socket: a try's window is
     /// this, and a margin, from when it is sent.
     timeout: Duration,
@@ -122,6 +125,7 @@ impl RoutedConnection {
             slots: Vec::new(),
             moved: HashMap::new(),
             offsets: HashMap::new(),
+            round_trips: HashMap::new(),
             timeout,
             noscript_node: None,
         }
@@ -174,7 +178,22 @@ impl RoutedConnection {
             Ok(value) => {
                 let (seconds, micros): (i64, i64) = redis::from_redis_value(value)?;
                 let server = seconds.saturating_mul(1000).saturating_add(micros / 1000);
-                Some(crate::clock::server_offset(server, before, after))
+                let reading = crate::clock::Reading {
+                    server_ms: server,
+                    before_ms: before,
+                    after_ms: after,
+                };
+                let best = self.round_trips.get(node).copied();
+                let round_trip = reading.round_trip_ms();
+                if best.is_none_or(|best| round_trip < best) {
+                    self.round_trips.insert(node.clone(), round_trip);
+                }
+                if !reading.is_precise(best) {
+                    // Never ahead (see `Reading::offset`), and not kept:
+                    // the next request to the node reads it again.
+                    return Ok(Some(reading.offset(None, best)));
+                }
+                Some(reading.offset(None, best))
             }
             // Refused (an ACL without TIME): no window on this node.
             Err(err) if err.code().is_some() && !is_redirect_or_retry(&err) => None,
