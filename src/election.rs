@@ -365,6 +365,7 @@ fn observe_loop(
                     forward(events, &mut last_term, record);
                 }
             }
+            // Relaxed: as the outer loop's.
             while !stop.load(Ordering::Relaxed) {
                 let Some(message) = conn.next_message(OBSERVER_TICK)? else {
                     continue;
@@ -381,6 +382,7 @@ fn observe_loop(
             }
             Ok(())
         };
+        // Relaxed: as the outer loop's.
         if backend.with_pubsub(&mut session).is_err() && !stop.load(Ordering::Relaxed) {
             std::thread::sleep(OBSERVER_TICK);
         }
@@ -438,6 +440,8 @@ impl Iterator for Observer {
 
 impl Drop for Observer {
     fn drop(&mut self) {
+        // Relaxed: a flag on its own, read by the observer's thread
+        // within a tick; nothing is published with it.
         self.stop.store(true, Ordering::Relaxed);
         if let Some(thread) = self.thread.take() {
             let _ = thread.join();
