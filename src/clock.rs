@@ -164,6 +164,7 @@ impl ServerClock {
         let best = (best != UNREAD).then_some(best);
         let round_trip = reading.round_trip_ms();
         if best.is_none_or(|best| round_trip < best) {
+            // Relaxed: a hint, as the load above.
             self.best_round_trip_ms.store(round_trip, Ordering::Relaxed);
         }
         (

@@ -74,8 +74,10 @@ pub struct Leader {
     pub since_ms: i64,
 }
 
-impl From<LeaderRecord> for Leader {
-    fn from(record: LeaderRecord) -> Leader {
+// Not `From`: a public impl would name the hidden `LeaderRecord` in
+// `Leader`'s docs (one path per public item, see `redisync::internal`).
+impl Leader {
+    pub(crate) fn from_record(record: LeaderRecord) -> Leader {
         Leader {
             identity: record.identity,
             term: record.term,
@@ -248,7 +250,7 @@ impl LeaderElection {
     /// ```
     pub fn current(&self) -> Result<Option<Leader>> {
         let state = election::current(self.client.store(), &self.keys, false)?;
-        Ok(state.leader.map(|(record, _)| record.into()))
+        Ok(state.leader.map(|(record, _)| Leader::from_record(record)))
     }
 
     /// Every change of leader from now on, as it happens: the leader in
@@ -363,6 +365,7 @@ fn observe_loop(
                     forward(events, &mut last_term, record);
                 }
             }
+            // Relaxed: as the outer loop's.
             while !stop.load(Ordering::Relaxed) {
                 let Some(message) = conn.next_message(OBSERVER_TICK)? else {
                     continue;
@@ -379,6 +382,7 @@ fn observe_loop(
             }
             Ok(())
         };
+        // Relaxed: as the outer loop's.
         if backend.with_pubsub(&mut session).is_err() && !stop.load(Ordering::Relaxed) {
             std::thread::sleep(OBSERVER_TICK);
         }
@@ -391,7 +395,7 @@ fn forward(events: &mpsc::Sender<LeaderEvent>, last_term: &mut Option<u64>, reco
         return;
     }
     *last_term = Some(record.term);
-    let _ = events.send(LeaderEvent::Elected(record.into()));
+    let _ = events.send(LeaderEvent::Elected(Leader::from_record(record)));
 }
 
 /// The leader changes of one election, from [`LeaderElection::observe`]:
@@ -436,6 +440,8 @@ impl Iterator for Observer {
 
 impl Drop for Observer {
     fn drop(&mut self) {
+        // Relaxed: a flag on its own, read by the observer's thread
+        // within a tick; nothing is published with it.
         self.stop.store(true, Ordering::Relaxed);
         if let Some(thread) = self.thread.take() {
             let _ = thread.join();

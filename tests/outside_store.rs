@@ -169,3 +169,67 @@ fn late_copies_of_every_windowed_request_write_nothing() {
     taken.release().unwrap();
     assert_eq!(semaphore.available_permits().unwrap(), 3);
 }
+
+/// `Resend::Harmless` means it: with every second harmless call run twice
+/// (the first reply lost, as after a connection the server closed), two
+/// clients' contended, reentrant, renewed holds of a lock and of a
+/// read-write lock exclude each other, and all end free.
+#[test]
+fn harmless_calls_run_twice_stay_harmless() {
+    let server = TestServer::start();
+    let store = OutsideStore::new(&server.url(), 0);
+    store.resend_harmless_every(2);
+    let clients: Vec<Client> = (0..2)
+        .map(|_| {
+            Client::builder()
+                .backend(store.clone())
+                .event_handler(Arc::new(NopEventHandler))
+                .watchdog_timeout(Duration::from_secs(3))
+                .build()
+                .unwrap()
+        })
+        .collect();
+    let name = unique_name("outside:resent");
+    let inside = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let workers: Vec<_> = clients
+        .iter()
+        .flat_map(|client| [client.clone(), client.clone()])
+        .map(|client| {
+            let (name, inside) = (name.clone(), Arc::clone(&inside));
+            thread::spawn(move || {
+                let lock = client.lock(format!("{name}:lock"));
+                let rw = client.read_write_lock(format!("{name}:rw"));
+                for round in 0..10 {
+                    let outer = lock.lock().unwrap();
+                    let inner = lock.lock().unwrap();
+                    assert_eq!(inside.fetch_add(1, std::sync::atomic::Ordering::SeqCst), 0);
+                    if round == 0 {
+                        // Past a renewal (a third of the watchdog timeout).
+                        thread::sleep(Duration::from_millis(1_200));
+                    }
+                    inside.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+                    inner.unlock().unwrap();
+                    outer.unlock().unwrap();
+                    if round % 2 == 0 {
+                        rw.write_lock().lock().unwrap().unlock().unwrap();
+                    } else {
+                        rw.read_lock().lock().unwrap().unlock().unwrap();
+                    }
+                }
+            })
+        })
+        .collect();
+    for worker in workers {
+        worker.join().unwrap();
+    }
+    assert!(
+        store.resent() >= 20,
+        "only {} calls were run twice",
+        store.resent()
+    );
+    let observer = &clients[0];
+    assert!(!observer.lock(format!("{name}:lock")).is_locked().unwrap());
+    let rw = observer.read_write_lock(format!("{name}:rw"));
+    let taken = rw.write_lock().try_lock_for(PROMPT).unwrap();
+    assert!(taken.is_some(), "the read-write lock was left held");
+}

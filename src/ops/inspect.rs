@@ -571,7 +571,10 @@ pub fn inspect<B: LockBackend + ?Sized>(backend: &B, name: &str) -> Result<Inspe
             )?;
             let last_term = state.recent.last().map(|record| record.term);
             let (leader, lease_left) = match state.leader {
-                Some((record, pttl)) => (Some(record.into()), ttl_from_pttl(pttl)),
+                Some((record, pttl)) => (
+                    Some(crate::Leader::from_record(record)),
+                    ttl_from_pttl(pttl),
+                ),
                 None => (None, None),
             };
             found.kind = ObjectKind::Election;

@@ -824,6 +824,22 @@ pub struct Env {
     pub outside: Option<outside::OutsideStore>,
 }
 
+/// A behaviour run on the outside store ends with no late copy answered:
+/// each one sent by then was refused by its window.
+impl Drop for Env {
+    fn drop(&mut self) {
+        if let Some(store) = &self.outside {
+            let (_, _, answered, _) = store.late_copies().counts();
+            if !thread::panicking() {
+                assert_eq!(
+                    answered, 0,
+                    "a late copy was answered: its window did not stop it"
+                );
+            }
+        }
+    }
+}
+
 impl Env {
     pub fn memory() -> Env {
         Env {

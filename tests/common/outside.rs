@@ -11,7 +11,9 @@
 //! - a short delay before some requests;
 //! - a late copy of some windowed requests, sent again once their window
 //!   has ended (as a frozen server or a slow network would deliver them):
-//!   each must be refused with `ERR late request` ([`LateCopies`] counts).
+//!   each must be refused with `ERR late request` ([`LateCopies`] counts);
+//! - on demand, a `Resend::Harmless` call run twice, the first reply lost
+//!   ([`OutsideStore::resend_harmless_every`]).
 //!
 //! `tests/outside_store.rs` checks the store itself; `Env::outside()` runs
 //! every shared behaviour of `backend_tests!` on it.
@@ -89,6 +91,12 @@ struct Shared {
     scripts: Mutex<HashMap<usize, Arc<redis::Script>>>,
     /// Every `late_every`-th windowed request gets a late copy (0: none).
     late_every: u64,
+    /// Every `resend_every`-th `Resend::Harmless` call is run twice, the
+    /// first reply lost (0: never).
+    resend_every: AtomicU64,
+    harmless_calls: AtomicU64,
+    /// How many calls were run twice so.
+    pub resent: AtomicU64,
     windowed_calls: AtomicU64,
     late: Arc<LateCopies>,
     late_queue: Mutex<Sender<LateCopy>>,
@@ -132,6 +140,9 @@ impl OutsideStore {
                 offset_ms: Mutex::new(0),
                 scripts: Mutex::new(HashMap::new()),
                 late_every,
+                resend_every: AtomicU64::new(0),
+                harmless_calls: AtomicU64::new(0),
+                resent: AtomicU64::new(0),
                 windowed_calls: AtomicU64::new(0),
                 late,
                 late_queue: Mutex::new(queue),
@@ -144,6 +155,19 @@ impl OutsideStore {
             .expect("reading the server's TIME");
         store.shared.idle.lock().unwrap().push(conn);
         store
+    }
+
+    /// Runs every `n`-th `Resend::Harmless` call twice from now on, as a
+    /// store does when the connection closed after the server ran it (the
+    /// reply lost, the call sent again): the caller reads the second reply.
+    pub fn resend_harmless_every(&self, n: u64) {
+        self.shared.resend_every.store(n, Ordering::SeqCst);
+    }
+
+    /// How many calls were run twice (see
+    /// [`resend_harmless_every`](Self::resend_harmless_every)).
+    pub fn resent(&self) -> u64 {
+        self.shared.resent.load(Ordering::SeqCst)
     }
 
     /// What became of the late copies so far.
@@ -325,6 +349,17 @@ fn outcome_unknown(err: &redis::RedisError) -> bool {
 
 impl LockBackend for OutsideStore {
     fn run_script(&self, call: &ScriptCall<'_>) -> redisync::Result<Reply> {
+        let every = self.shared.resend_every.load(Ordering::SeqCst);
+        if every > 0 && call.resend() == Resend::Harmless {
+            let nth = self.shared.harmless_calls.fetch_add(1, Ordering::SeqCst) + 1;
+            // The first try ran; its reply is lost; the second is read.
+            if nth.is_multiple_of(every) && self.try_once(call).is_ok() {
+                self.shared.resent.fetch_add(1, Ordering::SeqCst);
+                return self.try_once(call).map_err(|err| {
+                    Error::backend_caused_by("a resent call on the outside store", err, true)
+                });
+            }
+        }
         let mut tries = 0;
         loop {
             tries += 1;

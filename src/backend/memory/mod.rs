@@ -100,11 +100,12 @@ mod pubsub;
 ///   (like `SET`, to provoke `WRONGTYPE`) and [`dump`](Self::dump).
 ///
 /// ```
-/// use redisync::internal::lock::Acquire;
 /// let backend = redisync::MemoryBackend::new();
-/// let shared = backend.clone();
-/// assert_eq!(redisync::internal::lock::acquire(&backend, "doc:backend", "c1:1", 30_000)?, Acquire::Acquired);
-/// assert_eq!(shared.len(), 1);
+/// // Two clients on clones of one store: two processes on one Redis.
+/// let one = redisync::Client::builder().backend(backend.clone()).build()?;
+/// let other = redisync::Client::builder().backend(backend).build()?;
+/// let _guard = one.lock("doc:backend").lock()?;
+/// assert!(other.lock("doc:backend").try_lock()?.is_none());
 /// # Ok::<(), redisync::Error>(())
 /// ```
 #[derive(Clone)]
@@ -271,9 +272,8 @@ impl MemoryBackend {
     ///
     /// ```
     /// let backend = redisync::MemoryBackend::new();
-    /// redisync::internal::lock::acquire(&backend, "doc:len", "c1:1", 30_000)?;
+    /// backend.set_string("doc:len", "1");
     /// assert_eq!(backend.len(), 1);
-    /// # Ok::<(), redisync::Error>(())
     /// ```
     pub fn len(&self) -> usize {
         self.inner
@@ -289,7 +289,8 @@ impl MemoryBackend {
     /// ```
     /// let backend = redisync::MemoryBackend::new();
     /// assert!(backend.is_empty());
-    /// redisync::internal::lock::acquire(&backend, "doc:is_empty", "c1:1", 30_000)?;
+    /// let client = redisync::Client::builder().backend(backend.clone()).build()?;
+    /// let _guard = client.lock("doc:is_empty").lock()?;
     /// assert!(!backend.is_empty());
     /// # Ok::<(), redisync::Error>(())
     /// ```
@@ -328,9 +329,11 @@ impl MemoryBackend {
     /// ```
     /// let backend = redisync::MemoryBackend::new();
     /// backend.set_string("doc:string", "hello");
-    /// let err = redisync::internal::lock::acquire(&backend, "doc:string", "c1:1", 30_000).unwrap_err();
+    /// let client = redisync::Client::builder().backend(backend.clone()).build()?;
+    /// let err = client.lock("doc:string").try_lock().unwrap_err();
     /// assert!(err.is_protocol_error());
     /// assert!(err.to_string().contains("WRONGTYPE"));
+    /// # Ok::<(), redisync::Error>(())
     /// ```
     pub fn set_string(&self, key: &str, value: &str) {
         let _ = self.inner.with_store(|store| {
@@ -347,12 +350,12 @@ impl MemoryBackend {
     /// ```
     /// use redisync::DumpedValue;
     /// let backend = redisync::MemoryBackend::new();
-    /// redisync::internal::lock::acquire(&backend, "doc:dump", "c1:1", 30_000)?;
-    /// let keys = backend.dump();
-    /// assert_eq!(keys.len(), 1);
+    /// let client = redisync::Client::builder().backend(backend.clone()).build()?;
+    /// let _guard = client.lock("doc:dump").lock()?;
+    /// let keys = backend.dump(); // the lock's hash, and its attempt's record
     /// assert_eq!(keys[0].key, "doc:dump");
     /// let DumpedValue::Hash(fields) = &keys[0].value else { unreachable!() };
-    /// assert_eq!(fields[&b"c1:1".to_vec()], b"1");
+    /// assert_eq!(fields[client.current_holder_id().as_bytes()], b"1");
     /// assert!(keys[0].pttl_ms.is_some_and(|ttl| ttl > 29_000));
     /// # Ok::<(), redisync::Error>(())
     /// ```

@@ -73,6 +73,9 @@ impl RedisBackend {
         if conn.last_used.elapsed() >= IDLE_VALIDATION {
             return true;
         }
+        // Relaxed: a hint on its own; a check that misses a fresh mark by a
+        // moment validates at the next idle check, and the mark carries no
+        // other data.
         match self.suspect_since.load(Ordering::Relaxed) {
             0 => false,
             since => {
@@ -86,14 +89,18 @@ impl RedisBackend {
     /// used before now is checked before its next script.
     pub(super) fn note_dead_connection(&self) {
         let now = u64::try_from(self.created.elapsed().as_nanos()).unwrap_or(u64::MAX);
+        // Relaxed: as the load in `needs_validation`.
         self.suspect_since.store(now.max(1), Ordering::Relaxed);
         // Until a call gets through again, a call without an idle pooled
         // connection asks the server directly: a refusing server fails it at
         // once instead of after the pool's whole connection timeout.
+        // Relaxed: `unreachable` is a hint on its own (at worst one call
+        // waits for the pool instead of probing, or probes once more).
         self.unreachable.store(true, Ordering::Relaxed);
     }
 
     fn checkout(&self) -> Result<r2d2::PooledConnection<Manager>> {
+        // Relaxed: a hint, as in `note_dead_connection`.
         if self.unreachable.load(Ordering::Relaxed) {
             if let Some(conn) = self.pool.try_get() {
                 return Ok(conn);
@@ -104,6 +111,7 @@ impl RedisBackend {
             let timeout = crate::deadline::cap(self.options.connection_timeout);
             self.probe(timeout)
                 .map_err(|err| self.redis_error("connecting", err, timeout))?;
+            // Relaxed: a hint, as in `note_dead_connection`.
             self.unreachable.store(false, Ordering::Relaxed);
             if crate::deadline::passed() {
                 // The probe spent the caller's wait: a connection the pool
@@ -127,6 +135,7 @@ impl RedisBackend {
         }
         let timeout = crate::deadline::cap(self.options.connection_timeout);
         self.pool.get_timeout(timeout).map_err(|err| {
+            // Relaxed: a hint, as in `note_dead_connection`.
             self.unreachable.store(true, Ordering::Relaxed);
             Error::backend_caused_by(
                 format!(

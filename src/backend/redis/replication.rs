@@ -232,6 +232,8 @@ impl RedisBackend {
     /// reply and, on a shortfall, how many replicas confirmed it.
     fn run_acknowledged(&self, call: &ScriptCall<'_>) -> Result<(Reply, Option<u32>)> {
         let (reply, mut conn) = self.invoke(call)?;
+        // Relaxed: a hint on its own (see `checkout::note_dead_connection`);
+        // loaded first so a healthy store's calls do not write the line.
         if self.unreachable.load(Ordering::Relaxed) {
             self.unreachable.store(false, Ordering::Relaxed);
         }

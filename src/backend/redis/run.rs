@@ -37,6 +37,7 @@ impl RedisBackend {
     pub(super) fn redis_error(&self, op: &str, err: RedisError, timeout: Duration) -> Error {
         let error = redis_error(&self.address, op, err, timeout);
         if error.is_connection_error() {
+            // Relaxed: a hint on its own (see `checkout::note_dead_connection`).
             self.unreachable.store(true, Ordering::Relaxed);
         }
         error
@@ -153,6 +154,7 @@ impl RedisBackend {
             };
             Ok((reply, started.elapsed()))
         })?;
+        // Relaxed: a hint, as above.
         self.unreachable.store(false, Ordering::Relaxed);
         Ok(vec![ServerReply::new(
             self.target.server_address(),
