@@ -329,6 +329,9 @@ fn a_fair_give_up_that_lands_late_does_not_take_the_next_waits_place() {
     let waiter_frozen = Arc::clone(&frozen);
     let waiter = thread::spawn(move || {
         let first = w_lock.try_lock_for(Duration::from_millis(300));
+        // Only the second wait's attempts count (the first wait's queued
+        // the waiter before the freeze; none is counted while down).
+        waiter_frozen.attempts_since_up.store(0, Ordering::SeqCst);
         waiter_frozen.down.store(false, Ordering::SeqCst);
         first_done_tx
             .send(format!("{:?}", first.map(|guard| guard.is_some())))
