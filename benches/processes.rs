@@ -1,9 +1,12 @@
-//! Many processes on one lock: N child processes × 1 thread, each looping
-//! `lock()`, a `GET` + `SET` of a counter key on a plain connection, and
-//! `unlock()`, against a private `redis-server` this bench starts itself.
+//! Many processes on one lock: N child processes × T threads, each thread
+//! looping `lock()`, a `GET` + `SET` of a counter key on a plain
+//! connection, and `unlock()`, against a private `redis-server` this bench
+//! starts itself. Three shapes by default, issue 33's W4, W3 and W2: 8
+//! processes × 1 thread, 2 × 4 and 1 × 8 (a library kind's threads share
+//! their process's one client, as a service's do).
 //!
-//! Run: `cargo bench --bench processes` (about 30 s). Six runs of 2 s
-//! each, in this order: the barging baseline (`SET NX PX`, a
+//! Run: `cargo bench --bench processes` (about 90 s). Per shape six runs
+//! of 2 s each, in this order: the barging baseline (`SET NX PX`, a
 //! compare-and-delete release and a random 0-200 ms sleep after a failed
 //! take, as rslock and redlock-rs do; no library around it), the polling
 //! peer (rs-redisson's loop: Redisson 4.7's lock script by EVALSHA, a
@@ -25,8 +28,11 @@
 //! Printed to stderr, per run: acquisitions per second (counted ones, over
 //! the run's wall time) and its ratios to the polling peer and to the
 //! barging baseline of the same round (the polling peer is what a user
-//! would pick: issue 33 asks every redisync row to reach 1.0 × it); per-process min/max of acquisition counts; the handoff to another
-//! process, median and p99, in µs and as a multiple of one PING round trip
+//! would pick: issue 33 asks every redisync row to reach 1.0 × it in W4,
+//! 1.2 × in W3 and W2); per-thread (and per-process) min/max of
+//! acquisition counts; the handoff to another process (to another thread
+//! in a one-process shape), median and p99, in µs and as a multiple of
+//! one PING round trip
 //! measured by the parent in the same run (from the previous holder's
 //! `unlock()` call to this holder's return from `lock()`, both stamped with
 //! the wall clock every process shares, holds merged in time order); the
@@ -44,7 +50,8 @@
 //! two holders at once), and no two holds may overlap in time: the bench
 //! says so loudly if either fails.
 //!
-//! Settings (environment): `REDISYNC_FLEET_PROCESSES` (default 8),
+//! Settings (environment): `REDISYNC_FLEET_SHAPES` (default
+//! `8x1,2x4,1x8`: processes x threads, comma-separated),
 //! `REDISYNC_FLEET_SECONDS` (per run, default 2), `REDISYNC_FLEET_ROUNDS`
 //! (default 1: each round runs every kind once), `REDISYNC_FLEET_KINDS`
 //! (comma-separated subset of
@@ -98,7 +105,7 @@ fn main() {
     if has("--list") {
         return;
     }
-    let processes: usize = setting("REDISYNC_FLEET_PROCESSES", 8.0) as usize;
+    let shapes = shapes();
     let duration = if test_mode {
         Duration::from_millis(300)
     } else {
@@ -117,10 +124,6 @@ fn main() {
             .collect(),
         Err(_) => Kind::ALL.to_vec(),
     };
-    assert!(
-        processes >= 2,
-        "REDISYNC_FLEET_PROCESSES must be at least 2"
-    );
 
     let pinned = pin_self();
     let server = TestServer::start();
@@ -143,7 +146,12 @@ fn main() {
         }
     );
     eprintln!(
-        "bench: {processes} processes x 1 thread, {duration:?} per run, {rounds} round(s) of {}",
+        "bench: shapes {} (processes x threads), {duration:?} per run, {rounds} round(s) of {}",
+        shapes
+            .iter()
+            .map(|(p, t)| format!("{p}x{t}"))
+            .collect::<Vec<_>>()
+            .join(", "),
         kinds
             .iter()
             .map(|k| k.name())
@@ -154,12 +162,14 @@ fn main() {
     let mut conn = server.connection();
     let mut pings = Vec::new();
     let mut runs: Vec<(usize, FleetRun)> = Vec::new();
-    for round in 0..rounds {
-        for &kind in &kinds {
-            pings.extend(ping_times(&mut conn));
-            let run = fleet::run(&server, kind, processes, duration, server_pinned);
-            report_run(&run);
-            runs.push((round, run));
+    for &(processes, threads) in &shapes {
+        for round in 0..rounds {
+            for &kind in &kinds {
+                pings.extend(ping_times(&mut conn));
+                let run = fleet::run(&server, kind, processes, threads, duration, server_pinned);
+                report_run(&run);
+                runs.push((round, run));
+            }
         }
     }
     let ping = median(&pings);
@@ -168,7 +178,37 @@ fn main() {
         pings.len(),
         us(ping)
     );
-    summary(&runs, ping, processes);
+    for &shape in &shapes {
+        let of_shape: Vec<(usize, FleetRun)> = runs
+            .iter()
+            .filter(|(_, run)| (run.processes, run.threads) == shape)
+            .cloned()
+            .collect();
+        summary(&of_shape, ping, shape);
+    }
+}
+
+/// The shapes to run, `REDISYNC_FLEET_SHAPES` (`<processes>x<threads>`,
+/// comma-separated; default issue 33's W4, W3 and W2: `8x1,2x4,1x8`).
+fn shapes() -> Vec<(usize, usize)> {
+    let list = std::env::var("REDISYNC_FLEET_SHAPES").unwrap_or_else(|_| "8x1,2x4,1x8".to_owned());
+    list.split(',')
+        .map(|shape| {
+            let parsed = shape.trim().split_once('x').and_then(|(p, t)| {
+                Some((
+                    p.trim().parse::<usize>().ok()?,
+                    t.trim().parse::<usize>().ok()?,
+                ))
+            });
+            match parsed {
+                Some((p, t)) if p >= 1 && t >= 1 && p * t >= 2 => (p, t),
+                _ => panic!(
+                    "REDISYNC_FLEET_SHAPES: {shape:?} is not <processes>x<threads> with at \
+                     least two threads in all"
+                ),
+            }
+        })
+        .collect()
 }
 
 /// A number from the environment, or `default`.
@@ -219,21 +259,27 @@ fn us(d: Duration) -> f64 {
 
 /// One run's line, and its checks, as soon as it is done.
 fn report_run(run: &FleetRun) {
-    let (handoffs, retake, overlaps) = run.handoffs();
+    let handoffs = run.handoffs();
+    let overlaps = handoffs.overlaps;
     eprintln!(
-        "\nprocesses/{}x1/{}: {:.0} acq/s, min/max {:.2} (counts {:?}), handoff to another \
-         process median {:.1} µs p99 {:.1} µs ({} handoffs), re-take {:.1} %, failed \
-         attempts/acq {:.2}, commands/acq {:.1} top-level / {:.1} all ({:.1} all but TIME; \
-         {:.2} scripts), longest lock() {:.1} ms{}",
+        "\nprocesses/{}x{}/{}: {:.0} acq/s, min/max {:.2} per thread, {:.2} per process \
+         (counts {:?}), handoff to another process median {:.1} µs p99 {:.1} µs ({} \
+         handoffs), to another thread of the same process median {:.1} µs ({}), re-take by \
+         the same thread {:.1} %, failed attempts/acq {:.2}, commands/acq {:.1} top-level / \
+         {:.1} all ({:.1} all but TIME; {:.2} scripts), longest lock() {:.1} ms{}",
         run.processes,
+        run.threads,
         run.kind.name(),
         run.per_sec(),
         run.min_max(),
+        run.process_min_max(),
         run.children.iter().map(|c| c.counted).collect::<Vec<_>>(),
-        us(median(&handoffs)),
-        us(quantile(&handoffs, 0.99)),
-        handoffs.len(),
-        retake * 100.0,
+        us(median(&handoffs.across)),
+        us(quantile(&handoffs.across, 0.99)),
+        handoffs.across.len(),
+        us(median(&handoffs.within)),
+        handoffs.within.len(),
+        handoffs.retake * 100.0,
         run.failed_per_acq(),
         run.top_level_per_acq(),
         run.all_per_acq(),
@@ -314,15 +360,15 @@ struct Row {
 
 impl Row {
     fn of(run: &FleetRun, barging: Option<f64>, polling: Option<f64>) -> Row {
-        let (handoffs, retake, _) = run.handoffs();
+        let handoffs = run.handoffs();
         Row {
             per_sec: run.per_sec(),
             vs_barging: barging.map(|b| run.per_sec() / b),
             vs_polling: polling.map(|p| run.per_sec() / p),
             min_max: run.min_max(),
-            handoff_us: us(median(&handoffs)),
-            p99_us: us(quantile(&handoffs, 0.99)),
-            retake,
+            handoff_us: us(median(handoffs.main())),
+            p99_us: us(quantile(handoffs.main(), 0.99)),
+            retake: handoffs.retake,
             failed: run.failed_per_acq(),
             top_level: run.top_level_per_acq(),
             all: run.all_per_acq(),
@@ -371,13 +417,19 @@ impl Row {
 
 /// The before/after table: one row per run, then (over several rounds)
 /// each kind's medians and its throughput range.
-fn summary(runs: &[(usize, FleetRun)], ping: Duration, processes: usize) {
+fn summary(runs: &[(usize, FleetRun)], ping: Duration, (processes, threads): (usize, usize)) {
     eprintln!(
-        "\nbench: {processes} processes x 1 thread, one lock, GET+SET inside; PING {:.1} µs",
+        "\nbench: {processes} processes x {threads} threads, one lock, GET+SET inside; PING \
+         {:.1} µs",
         us(ping)
     );
+    let to = if processes > 1 {
+        "another process"
+    } else {
+        "another thread"
+    };
     eprintln!(
-        "| run | acq/s | × polling | × barging | min/max | handoff to another process, median | \
+        "| run | acq/s | × polling | × barging | min/max per thread | handoff to {to}, median | \
          p99 | re-take | failed attempts/acq | commands/acq top-level / all |"
     );
     eprintln!("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|");

@@ -1,12 +1,12 @@
 //! The multi-process contended run: N child processes (this bench binary
-//! re-executed in the [`ROLE`] role), one thread each, loop on one lock:
+//! re-executed in the [`ROLE`] role), T threads each, loop on one lock:
 //! take it, `GET` + `SET` a counter on a plain connection, release it.
 //!
 //! Each child stamps every hold (when `lock()` returned, when it began
 //! `unlock()`) with the wall clock, which all processes on the machine
 //! share, and reports them when the run is over; the parent merges them
-//! in time order to find each handoff to another process and each
-//! same-process re-take. The server's `INFO commandstats` before and after
+//! in time order to find each handoff to another process (or thread) and
+//! each same-thread re-take. The server's `INFO commandstats` before and after
 //! gives the commands per acquisition; the children's [`Counted`] backends
 //! give the failed acquire attempts.
 
@@ -29,6 +29,9 @@ pub(crate) const ROLE: &str = "bench_fleet";
 const KIND_ENV: &str = "REDISYNC_FLEET_KIND";
 /// The counter key a child reads and writes while it holds the lock.
 const COUNTER_ENV: &str = "REDISYNC_FLEET_COUNTER";
+/// How many threads each child runs, each its own loop (and connections;
+/// a library kind's threads share the process's one client).
+const THREADS_ENV: &str = "REDISYNC_FLEET_THREADS";
 /// The parent's start line: `go <start ns> <deadline ns>` (wall clock).
 const GO: &str = "go";
 /// A child's report line, after the marker: `key=value` fields.
@@ -183,6 +186,8 @@ impl Usage {
 #[derive(Debug, Clone, Default)]
 pub(crate) struct ChildReport {
     pub(crate) pid: u32,
+    /// Which of the process's threads ran it.
+    pub(crate) thread: usize,
     /// Acquisitions that began before the deadline (each did its GET+SET).
     pub(crate) counted: u64,
     /// Every acquisition, the last one after the deadline included.
@@ -210,9 +215,10 @@ impl ChildReport {
     fn encode(&self, script_counts: &str) -> String {
         let holds: Vec<String> = self.holds.iter().map(|(a, u)| format!("{a}:{u}")).collect();
         format!(
-            "{DONE} pid={} counted={} acquisitions={} failed={} own={} publishes={} \
+            "{DONE} pid={} thread={} counted={} acquisitions={} failed={} own={} publishes={} \
              longest={} cpu={} switches={} scripts={} holds={}",
             self.pid,
+            self.thread,
             self.counted,
             self.acquisitions,
             self.failed,
@@ -247,6 +253,7 @@ impl ChildReport {
             };
             match key {
                 "pid" => report.pid = u32::try_from(num()).unwrap_or(0),
+                "thread" => report.thread = usize::try_from(num()).unwrap_or(0),
                 "counted" => report.counted = num(),
                 "acquisitions" => report.acquisitions = num(),
                 "failed" => report.failed = num(),
@@ -286,23 +293,133 @@ impl ChildReport {
     }
 }
 
+/// One thread's loop of a fleet member, its connections opened and its
+/// scripts loaded: run from `go` (start, deadline in wall-clock ns).
+type Member<'a> = Box<dyn FnOnce(u64, u64) -> ChildReport + Send + 'a>;
+
 /// The child role: connects, warms up, says it is ready, waits for the
-/// parent's `go <start> <deadline>`, loops until the deadline, reports,
-/// then waits for the parent to close stdin (or [`CHILD_MAX_LIFETIME`]).
+/// parent's `go <start> <deadline>`, runs its threads (`THREADS_ENV`, one
+/// loop each) until the deadline, reports one line per thread (the first
+/// carries the process's CPU time and the library's script counts), then
+/// waits for the parent to close stdin (or [`CHILD_MAX_LIFETIME`]).
 pub(crate) fn child_main() {
     let url = env(URL_ENV);
     let name = env(LOCK_ENV);
     let counter = env(COUNTER_ENV);
     let kind = Kind::from_name(&env(KIND_ENV));
+    let threads: usize = env(THREADS_ENV)
+        .parse()
+        .expect("child: REDISYNC_FLEET_THREADS is a number");
     let from_parent = parent_lines();
-    let mut data = raw_connection(&url);
-    // The library's client, kept (with its subscriber) until the end.
-    let _client = match kind {
+    // The library's client (with its subscriber) and its counting backend,
+    // kept until the end: the process's threads share them.
+    let library = kind.is_library().then(|| {
+        let backend = Counted::new(
+            redisync::RedisBackend::open_with(&url, redisync::RedisOptions::default())
+                .expect("child: connect"),
+        );
+        let client = redisync::Client::builder()
+            .backend(backend.clone())
+            .build()
+            .expect("child: client");
+        (client, backend)
+    });
+    let members: Vec<Member<'_>> = (0..threads)
+        .map(|thread| {
+            member(
+                kind,
+                &url,
+                &name,
+                &counter,
+                thread,
+                library.as_ref().map(|l| &l.0),
+            )
+        })
+        .collect();
+    let before = library.as_ref().map(|(_, backend)| backend.counts());
+    let (start, deadline) = ready_and_go(&from_parent);
+    let used = Usage::of(std::process::id());
+    let mut reports: Vec<ChildReport> = std::thread::scope(|scope| {
+        let running: Vec<_> = members
+            .into_iter()
+            .map(|run| {
+                scope.spawn(move || {
+                    // A thread's switches leave /proc/<pid>/task with it.
+                    let before = own_switches();
+                    let mut report = run(start, deadline);
+                    report.usage.switches = own_switches().saturating_sub(before);
+                    report
+                })
+            })
+            .collect();
+        running
+            .into_iter()
+            .map(|t| t.join().expect("child: a member thread panicked"))
+            .collect()
+    });
+    let usage = Usage::of(std::process::id()).since(used);
+    let mut scripts = String::new();
+    for (thread, report) in reports.iter_mut().enumerate() {
+        report.thread = thread;
+    }
+    if let (Some(first), Some((_, backend)), Some(before)) =
+        (reports.first_mut(), library.as_ref(), before)
+    {
+        let run = since(&backend.counts(), &before);
+        first.failed = run.failed_acquires();
+        first.publishes = run.publishes;
+        scripts = run.encode();
+    }
+    // The process's: its CPU time (exited threads' included) and the
+    // switches of the threads still there (the client's) and the members'.
+    let members: u64 = reports.iter().map(|r| r.usage.switches).sum();
+    for report in &mut reports {
+        report.usage = Usage::default();
+    }
+    if let Some(first) = reports.first_mut() {
+        first.usage = Usage {
+            cpu_ns: usage.cpu_ns,
+            switches: usage.switches + members,
+        };
+    }
+    for (thread, report) in reports.iter().enumerate() {
+        announce_line(&report.encode(if thread == 0 { &scripts } else { "" }));
+    }
+    // Every child's client stays up until all are done and the parent has
+    // read the server's counters: no teardown inside the measured window.
+    crate::common::child::until_parent_done(&from_parent);
+    drop(library);
+}
+
+/// The calling thread's voluntary and involuntary context switches so far.
+fn own_switches() -> u64 {
+    std::fs::read_to_string("/proc/thread-self/status")
+        .map(|status| {
+            status
+                .lines()
+                .filter(|l| l.contains("ctxt_switches:"))
+                .filter_map(|l| l.split_whitespace().nth(1)?.parse::<u64>().ok())
+                .sum()
+        })
+        .unwrap_or(0)
+}
+
+/// Thread `thread`'s loop of a `kind` member, connected and warmed up
+/// (scripts loaded, a pooled connection open) outside the measured run.
+fn member<'a>(
+    kind: Kind,
+    url: &str,
+    name: &'a str,
+    counter: &'a str,
+    thread: usize,
+    client: Option<&'a redisync::Client>,
+) -> Member<'a> {
+    let mut data = raw_connection(url);
+    let warm = format!("{name}:warmup:{}:{thread}", std::process::id());
+    match kind {
         Kind::Barging => {
-            let mut conn = raw_connection(&url);
+            let mut conn = raw_connection(url);
             let release = redis::Script::new(BARGING_RELEASE);
-            // Loads the release script, outside the measured run.
-            let warm = format!("{name}:warmup:{}", std::process::id());
             let _: Option<String> = redis::cmd("SET")
                 .arg(&warm)
                 .arg("w")
@@ -316,88 +433,53 @@ pub(crate) fn child_main() {
                 .arg("w")
                 .invoke(&mut conn)
                 .expect("child: warm-up release");
-            let (start, deadline) = ready_and_go(&from_parent);
-            let used = Usage::of(std::process::id());
-            let mut report = barging_loop(
-                &mut conn, &mut data, &release, &name, &counter, deadline, start,
-            );
-            report.usage = Usage::of(std::process::id()).since(used);
-            announce_line(&report.encode(""));
-            None
+            Box::new(move |start, deadline| {
+                // Unique per run and thread.
+                let token = format!("{}:{start}:{thread}", std::process::id());
+                barging_loop(
+                    &mut conn, &mut data, &release, name, counter, deadline, &token,
+                )
+            })
         }
         Kind::Polling => {
-            let mut conn = raw_connection(&url);
+            let mut conn = raw_connection(url);
             let scripts = PollingScripts {
                 lock: redis::Script::new(REDISSON_LOCK),
                 unlock: redis::Script::new(REDISSON_UNLOCK),
             };
-            // Loads both scripts, outside the measured run.
-            let warm = format!("{name}:warmup:{}", std::process::id());
             let mut latches = 0;
             assert!(
                 polling_try(&mut conn, &scripts, &warm, "w:1").is_none(),
                 "child: warm-up lock"
             );
             polling_release(&mut conn, &scripts, &warm, "w:1", &mut latches);
-            let (start, deadline) = ready_and_go(&from_parent);
-            let used = Usage::of(std::process::id());
-            let mut report = polling_loop(
-                &mut conn, &mut data, &scripts, &name, &counter, deadline, start,
-            );
-            report.usage = Usage::of(std::process::id()).since(used);
-            announce_line(&report.encode(""));
-            None
+            Box::new(move |start, deadline| {
+                // Unique per run; Redisson's `<client>:<thread>`.
+                let holder = format!("{}-{start}:{}", std::process::id(), thread + 1);
+                polling_loop(
+                    &mut conn, &mut data, &scripts, name, counter, deadline, &holder,
+                )
+            })
         }
         Kind::Ring => {
-            let mut conn = raw_connection(&url);
-            let (_start, deadline) = ready_and_go(&from_parent);
-            let used = Usage::of(std::process::id());
-            let mut report = ring_loop(&mut conn, &mut data, &name, &counter, deadline);
-            report.usage = Usage::of(std::process::id()).since(used);
-            announce_line(&report.encode(""));
-            None
+            let mut conn = raw_connection(url);
+            Box::new(move |_, deadline| ring_loop(&mut conn, &mut data, name, counter, deadline))
         }
         Kind::Lock | Kind::LockWithLease | Kind::FairLock => {
-            let backend = Counted::new(
-                redisync::RedisBackend::open_with(&url, redisync::RedisOptions::default())
-                    .expect("child: connect"),
-            );
-            let client = redisync::Client::builder()
-                .backend(backend.clone())
-                .build()
-                .expect("child: client");
-            let lock = if kind == Kind::FairLock {
-                client.fair_lock(&name)
-            } else {
-                client.lock(&name)
-            };
+            let client = client.expect("child: a library kind has a client");
             let lease = (kind == Kind::LockWithLease).then(|| Duration::from_millis(LEASE_MS));
-            // Loads the scripts and opens a pooled connection, outside the run.
-            let warm = if kind == Kind::FairLock {
-                client.fair_lock(format!("{name}:warmup:{}", std::process::id()))
+            let (lock, warm) = if kind == Kind::FairLock {
+                (client.fair_lock(name), client.fair_lock(warm))
             } else {
-                client.lock(format!("{name}:warmup:{}", std::process::id()))
+                (client.lock(name), client.lock(warm))
             };
             take(&warm, lease)
                 .expect("child: warm-up lock")
                 .unlock()
                 .expect("child: warm-up unlock");
-            let before = backend.counts();
-            let (_start, deadline) = ready_and_go(&from_parent);
-            let used = Usage::of(std::process::id());
-            let mut report = library_loop(&lock, lease, &mut data, &counter, deadline);
-            report.usage = Usage::of(std::process::id()).since(used);
-            let counts = backend.counts();
-            let run = since(&counts, &before);
-            report.failed = run.failed_acquires();
-            report.publishes = run.publishes;
-            announce_line(&report.encode(&run.encode()));
-            Some(client)
+            Box::new(move |_, deadline| library_loop(&lock, lease, &mut data, counter, deadline))
         }
-    };
-    // Every child's client stays up until all are done and the parent has
-    // read the server's counters: no teardown inside the measured window.
-    crate::common::child::until_parent_done(&from_parent);
+    }
 }
 
 /// What a [`Counted`] backend counted since `before`.
@@ -579,7 +661,7 @@ fn polling_release(
     );
 }
 
-/// The polling peer's loop; `start` makes the holder id unique per run.
+/// The polling peer's loop, as `holder`.
 fn polling_loop(
     conn: &mut redis::Connection,
     data: &mut redis::Connection,
@@ -587,9 +669,8 @@ fn polling_loop(
     name: &str,
     counter: &str,
     deadline: u64,
-    start: u64,
+    holder: &str,
 ) -> ChildReport {
-    let holder = format!("{}-{start}:1", std::process::id());
     let mut latches = 0;
     // Both closures use the connection, one after the other.
     let conn = std::cell::RefCell::new(conn);
@@ -598,17 +679,17 @@ fn polling_loop(
         counter,
         deadline,
         |report| loop {
-            if polling_try(&mut conn.borrow_mut(), scripts, name, &holder).is_none() {
+            if polling_try(&mut conn.borrow_mut(), scripts, name, holder).is_none() {
                 return Some(());
             }
             report.failed += 1;
             std::thread::sleep(POLLING_RETRY);
         },
-        |_, ()| polling_release(&mut conn.borrow_mut(), scripts, name, &holder, &mut latches),
+        |_, ()| polling_release(&mut conn.borrow_mut(), scripts, name, holder, &mut latches),
     )
 }
 
-/// The barging loop; `start` makes the token unique per run.
+/// The barging loop, with `token` as the lock's value.
 fn barging_loop(
     conn: &mut redis::Connection,
     data: &mut redis::Connection,
@@ -616,11 +697,13 @@ fn barging_loop(
     name: &str,
     counter: &str,
     deadline: u64,
-    start: u64,
+    token: &str,
 ) -> ChildReport {
-    let pid = std::process::id();
-    let token = format!("{pid}:{start}");
-    let mut rng = 0x9E37_79B9_7F4A_7C15_u64 ^ u64::from(pid).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    // FNV-1a of the token: each thread's retry delays its own.
+    let seed = token.bytes().fold(0xCBF2_9CE4_8422_2325_u64, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01B3)
+    });
+    let mut rng = 0x9E37_79B9_7F4A_7C15_u64 ^ seed.wrapping_mul(0xBF58_476D_1CE4_E5B9);
     // Both closures use the connection, one after the other.
     let conn = std::cell::RefCell::new(conn);
     hold_loop(
@@ -630,7 +713,7 @@ fn barging_loop(
         |report| loop {
             let taken: Option<String> = redis::cmd("SET")
                 .arg(name)
-                .arg(&token)
+                .arg(token)
                 .arg("NX")
                 .arg("PX")
                 .arg(30_000)
@@ -650,7 +733,7 @@ fn barging_loop(
         |_, ()| {
             let released: i64 = release
                 .key(name)
-                .arg(&token)
+                .arg(token)
                 .invoke(&mut **conn.borrow_mut())
                 .expect("child: barging release");
             assert_eq!(
@@ -707,7 +790,10 @@ fn ring_loop(
 pub(crate) struct FleetRun {
     pub(crate) kind: Kind,
     pub(crate) processes: usize,
+    /// Threads per process.
+    pub(crate) threads: usize,
     pub(crate) duration: Duration,
+    /// One report per thread of each child.
     pub(crate) children: Vec<ChildReport>,
     /// The server's calls per command kind during the run (the parent's own
     /// `INFO` taken off).
@@ -734,15 +820,19 @@ impl FleetRun {
         self.counted() as f64 / self.duration.as_secs_f64()
     }
 
-    /// Fewest / most acquisitions of one process.
+    /// Fewest / most acquisitions of one thread (of one process when each
+    /// runs one thread).
     pub(crate) fn min_max(&self) -> f64 {
-        let counts = self.children.iter().map(|c| c.counted);
-        let (min, max) = (counts.clone().min().unwrap_or(0), counts.max().unwrap_or(0));
-        if max == 0 {
-            0.0
-        } else {
-            min as f64 / max as f64
+        ratio(self.children.iter().map(|c| c.counted))
+    }
+
+    /// Fewest / most acquisitions of one process (all its threads).
+    pub(crate) fn process_min_max(&self) -> f64 {
+        let mut by_pid: std::collections::BTreeMap<u32, u64> = Default::default();
+        for c in &self.children {
+            *by_pid.entry(c.pid).or_default() += c.counted;
         }
+        ratio(by_pid.values().copied())
     }
 
     /// Per acquisition: (server CPU µs, all children's CPU µs, server
@@ -816,41 +906,45 @@ impl FleetRun {
         out
     }
 
-    /// Every counted hold, all processes, in order of acquisition:
-    /// (child index, acquired, unlock began).
-    fn merged(&self) -> Vec<(usize, u64, u64)> {
-        let mut all: Vec<(usize, u64, u64)> = self
+    /// Every counted hold, all threads of all processes, in order of
+    /// acquisition: (pid, thread, acquired, unlock began).
+    fn merged(&self) -> Vec<(u32, usize, u64, u64)> {
+        let mut all: Vec<(u32, usize, u64, u64)> = self
             .children
             .iter()
-            .enumerate()
-            .flat_map(|(i, c)| c.holds.iter().map(move |(a, u)| (i, *a, *u)))
+            .flat_map(|c| c.holds.iter().map(move |(a, u)| (c.pid, c.thread, *a, *u)))
             .collect();
-        all.sort_by_key(|h| h.1);
+        all.sort_by_key(|h| h.2);
         all
     }
 
-    /// Handoffs to another process (from the previous holder's `unlock()`
-    /// call to this holder's return from `lock()`), the share of
-    /// acquisitions by the process that made the previous one, and the
-    /// holds that began before the previous one's `unlock()` did (an
-    /// overlap: two holders at once, never expected).
-    pub(crate) fn handoffs(&self) -> (Vec<Duration>, f64, u64) {
+    /// Handoffs (from the previous holder's `unlock()` call to this
+    /// holder's return from `lock()`) to a thread of another process and to
+    /// another thread of the same process, the share of acquisitions by
+    /// the thread that made the previous one, and the holds that began
+    /// before the previous one's `unlock()` did (an overlap: two holders
+    /// at once, never expected).
+    pub(crate) fn handoffs(&self) -> Handoffs {
         let holds = self.merged();
-        let mut handoffs = Vec::new();
-        let (mut retakes, mut overlaps) = (0u64, 0u64);
+        let mut out = Handoffs::default();
+        let mut retakes = 0u64;
         for pair in holds.windows(2) {
             let (prev, next) = (pair[0], pair[1]);
-            if next.1 < prev.2 {
-                overlaps += 1;
+            if next.2 < prev.3 {
+                out.overlaps += 1;
             }
-            if next.0 == prev.0 {
-                retakes += 1;
+            let took = Duration::from_nanos(next.2.saturating_sub(prev.3));
+            if next.0 != prev.0 {
+                out.across.push(took);
+            } else if next.1 != prev.1 {
+                out.within.push(took);
             } else {
-                handoffs.push(Duration::from_nanos(next.1.saturating_sub(prev.2)));
+                retakes += 1;
             }
         }
         let pairs = holds.len().saturating_sub(1).max(1) as f64;
-        (handoffs, retakes as f64 / pairs, overlaps)
+        out.retake = retakes as f64 / pairs;
+        out
     }
 
     /// The slowest `lock()` of any process.
@@ -865,15 +959,51 @@ impl FleetRun {
     }
 }
 
+/// Fewest over most of `counts` (0 when all are 0).
+fn ratio(counts: impl Iterator<Item = u64> + Clone) -> f64 {
+    let (min, max) = (counts.clone().min().unwrap_or(0), counts.max().unwrap_or(0));
+    if max == 0 {
+        0.0
+    } else {
+        min as f64 / max as f64
+    }
+}
+
+/// A run's handoffs, from [`FleetRun::handoffs`].
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Handoffs {
+    /// To a thread of another process.
+    pub(crate) across: Vec<Duration>,
+    /// To another thread of the same process.
+    pub(crate) within: Vec<Duration>,
+    /// The share of acquisitions by the thread that made the previous one.
+    pub(crate) retake: f64,
+    /// Holds that began before the previous one's `unlock()` did.
+    pub(crate) overlaps: u64,
+}
+
+impl Handoffs {
+    /// Across processes when the run has any, else within the one process.
+    pub(crate) fn main(&self) -> &[Duration] {
+        if self.across.is_empty() {
+            &self.within
+        } else {
+            &self.across
+        }
+    }
+}
+
 /// How long the parent waits for the children after the deadline before
 /// it gives up on them (then kills them, by their own handles).
 const DRAIN_LIMIT: Duration = Duration::from_secs(60);
 
-/// Runs `processes` children on a fresh lock of `kind` for `duration`.
+/// Runs `processes` children of `threads` threads each on a fresh lock
+/// of `kind` for `duration`.
 pub(crate) fn run(
     server: &TestServer,
     kind: Kind,
     processes: usize,
+    threads: usize,
     duration: Duration,
     pin: bool,
 ) -> FleetRun {
@@ -885,6 +1015,7 @@ pub(crate) fn run(
         (LOCK_ENV, name),
         (COUNTER_ENV, counter.clone()),
         (KIND_ENV, kind.name().to_owned()),
+        (THREADS_ENV, threads.to_string()),
     ];
     let mut children: Vec<ChildProcess> = (0..processes)
         .map(|_| ChildProcess::spawn(ROLE, &envs))
@@ -913,7 +1044,7 @@ pub(crate) fn run(
     let wait = duration + Duration::from_millis(100) + DRAIN_LIMIT;
     let reports: Vec<ChildReport> = children
         .iter()
-        .map(|c| ChildReport::decode(&c.expect_line(DONE, wait)))
+        .flat_map(|c| (0..threads).map(move |_| ChildReport::decode(&c.expect_line(DONE, wait))))
         .collect();
     let after = CommandStats::read(&mut conn);
     let server_usage = Usage::of(server.pid()).since(server_before);
@@ -941,6 +1072,7 @@ pub(crate) fn run(
     FleetRun {
         kind,
         processes,
+        threads,
         duration,
         children: reports,
         // The `INFO` of the first snapshot is counted in the second.
