@@ -3827,8 +3827,6 @@ struct Candidates {
     stop: Arc<AtomicBool>,
     history: Arc<History>,
     calls: Arc<Calls>,
-    /// How many long leaderships are leading right now.
-    long_leading: Arc<AtomicUsize>,
     /// When the long leadership leading now began (0: none).
     long_since: Arc<AtomicU64>,
     threads: Vec<JoinHandle<()>>,
@@ -3842,7 +3840,6 @@ impl Candidates {
             stop: Arc::default(),
             history: Arc::default(),
             calls: Arc::default(),
-            long_leading: Arc::default(),
             long_since: Arc::default(),
             threads: Vec::new(),
         };
@@ -3871,7 +3868,6 @@ impl Candidates {
             Arc::clone(&self.history),
             Arc::clone(&self.calls),
         );
-        let long_leading = Arc::clone(&self.long_leading);
         let long_since = Arc::clone(&self.long_since);
         thread::spawn(move || {
             let identity = format!("{who}/{t}");
@@ -3905,7 +3901,6 @@ impl Candidates {
                     SHORT_TENURE
                 };
                 if long {
-                    long_leading.fetch_add(1, Ordering::SeqCst);
                     long_since.store(tenure.section.enter_ns, Ordering::SeqCst);
                 }
                 let started = Instant::now();
@@ -3917,7 +3912,6 @@ impl Candidates {
                     thread::sleep(LOOK);
                 }
                 if long {
-                    long_leading.fetch_sub(1, Ordering::SeqCst);
                     let _ = long_since.compare_exchange(
                         tenure.section.enter_ns,
                         0,
@@ -3940,13 +3934,6 @@ impl Candidates {
     /// Waits (bounded) until `n` leaderships began at or after `since`.
     fn await_terms(&self, what: &str, since: u64, n: usize, timeout: Duration) {
         wait_until(what, timeout, || self.history.entered_since(since) >= n);
-    }
-
-    /// Waits (bounded) until a long leadership is leading.
-    fn await_long_leader(&self) {
-        wait_until("a long leadership leads", Duration::from_secs(20), || {
-            self.long_leading.load(Ordering::SeqCst) > 0
-        });
     }
 
     /// Waits (bounded) until a long leadership leads that began at most
@@ -4235,7 +4222,8 @@ fn mutation_a_leader_that_ignores_its_lost_signal_is_caught() {
     };
     let mut candidates = Candidates::start(&clients, knobs, &name);
     candidates.await_terms("warm-up", 0, 3, Duration::from_secs(20));
-    candidates.await_long_leader();
+    // Early in its tenure: it leads on well past the freeze.
+    candidates.await_fresh_long_leader(Duration::from_millis(300));
     let (from, to) = freeze(&server, WATCHDOG * 3);
     candidates.await_terms("a leader after the freeze", to, 1, Duration::from_secs(20));
     candidates.stop();
