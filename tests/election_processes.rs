@@ -327,8 +327,9 @@ fn a_killed_leader_is_replaced_within_its_lease() {
     let mut children = candidates(&server, &name, &log);
     std::thread::sleep(Duration::from_millis(200));
     let killed = Instant::now();
+    let killed_ns = mono_ns();
     children[0].kill();
-    let (_, _, led_at) = next_leader(&children, 0, LEASE + STUCK);
+    let (next, _, led_at) = next_leader(&children, 0, LEASE + STUCK);
     let took = led_at.saturating_duration_since(killed);
     assert!(
         took < LEASE + PROMPT,
@@ -337,6 +338,10 @@ fn a_killed_leader_is_replaced_within_its_lease() {
     std::thread::sleep(Duration::from_millis(100));
     let parsed = check_log(&server, &log);
     assert!(parsed.iter().any(|(_, who)| who == "c0"), "{parsed:?}");
+    // The survivors' leaderships on the checker (the killed one reports
+    // none): terms grow, and one led within the lease of the kill.
+    let kill = fault("the leader killed (SIGKILL)", killed_ns, killed_ns);
+    check_leaderships(&mut children, next, &[kill], LEASE + PROMPT);
 }
 
 #[test]
