@@ -33,6 +33,13 @@
 //! the checkers (tests/common/history.rs, tests/common/primitive_history.rs)
 //! find overlaps, backwards tokens, stale writes, lost updates, over-granted
 //! permits, writers beside readers, FIFO breaks and latches opened early.
+//! An election runs beside them ([`Candidates`]): candidates of three
+//! clients campaign over and over, each leadership recorded as a
+//! `Section` with its term as the token, and
+//! tests/common/election_history.rs finds overlapping leaderships (a
+//! leader counts as ended when its lost signal fired), terms that do not
+//! increase in order of winning, and no leader within a lease after a
+//! fault.
 //! An excuse is exactly a fault's own window (a pause of the holder, data
 //! loss; a held request's from when the proxy held it to the server's
 //! answer to its delivery), never a lease wider, and it never turns the
@@ -75,7 +82,7 @@
 
 mod common;
 
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
@@ -86,6 +93,7 @@ use common::child::{
     store_data_key, store_highest_key,
 };
 use common::delay_proxy::DelayProxy;
+use common::election_history::{Tenure, check_election, led};
 use common::history::{
     self, Excuse, FencedStore, History, Mode, Section, Verdict, Write, mono_ns, ms_between,
 };
@@ -413,7 +421,9 @@ impl Calls {
 fn errors_since(calls: &[Call], ns: u64) -> Vec<Call> {
     calls
         .iter()
-        .filter(|c| c.start_ns >= ns && c.is_err() && c.op != "unlock(lost)")
+        .filter(|c| {
+            c.start_ns >= ns && c.is_err() && c.op != "unlock(lost)" && c.op != "resign(lost)"
+        })
         .cloned()
         .collect()
 }
@@ -1563,12 +1573,27 @@ fn nemesis(
     lease: Duration,
     calls: &Calls,
 ) -> (Vec<String>, Vec<Fault>) {
+    nemesis_with(server, proxy, (pattern, releasing), lease, calls, &|_| {})
+}
+
+/// [`nemesis`], calling `before(fault)` before each fault (`kill`,
+/// `freeze`, `late`, `long-freeze`, `cut`): a workload waits there until
+/// the fault will hit what it means to (a leader in its tenure).
+fn nemesis_with(
+    server: &TestServer,
+    proxy: &DelayProxy,
+    (pattern, releasing): (&str, &str),
+    lease: Duration,
+    calls: &Calls,
+    before: &dyn Fn(&str),
+) -> (Vec<String>, Vec<Fault>) {
     let mut log = Vec::new();
     let mut windows = Vec::new();
     let mut kills_confirmed = 0;
     let mut cuts = Cuts::default();
     for round in 0..rounds() {
         if fault_enabled("kill") {
+            before("kill");
             // A kill counts only if a killed connection had a request in
             // flight; up to KILL_TRIES tries, else the round has no kill.
             for attempt in 1..=KILL_TRIES {
@@ -1592,6 +1617,7 @@ fn nemesis(
             }
         }
         if fault_enabled("freeze") {
+            before("freeze");
             let (from, to) = freeze(server, Duration::from_millis(300));
             windows.push((window("a short freeze", from, to), None));
             log.push(format!(
@@ -1601,6 +1627,7 @@ fn nemesis(
             thread::sleep(Duration::from_millis(500));
         }
         if fault_enabled("late") {
+            before("late");
             let hold = Hold::For(late_hold(round));
             let late = late_delivery((server, proxy), &[pattern], hold, false)
                 .expect("no script call on the object within 20 s to hold");
@@ -1626,6 +1653,7 @@ fn nemesis(
             thread::sleep(Duration::from_millis(500));
         }
         if fault_enabled("long-freeze") {
+            before("long-freeze");
             let (from, to) = freeze(server, lease + Duration::from_secs(1));
             windows.push((window("a freeze past the lease", from, to), None));
             log.push(format!(
@@ -1635,6 +1663,7 @@ fn nemesis(
             thread::sleep(Duration::from_millis(1000));
         }
         if fault_enabled("cut") {
+            before("cut");
             // The next script call on the object, then the next one that
             // names its channel (a release, a count-down: the calls that
             // publish), each cut from its client and delivered later.
@@ -1851,6 +1880,92 @@ fn checker_catches_a_backwards_token() {
     assert_eq!(verdict.of("token went backwards").len(), 1, "{verdict:?}");
     let repeated = [sec("a", 5, 100, 190, 200), sec("b", 5, 300, 390, 400)];
     assert_eq!(history::check(&repeated, &[], &[]).violations.len(), 1);
+}
+
+#[test]
+fn election_checker_catches_an_overlap_unless_the_old_leader_knew() {
+    // Mutation: b won while a's is_lost() still said it led.
+    let terms = [sec("a", 10, 100, 190, 200), sec("b", 11, 150, 240, 250)];
+    let verdict = check_election(&terms, &[], Duration::from_millis(1));
+    assert_eq!(verdict.of("leadership overlap").len(), 1, "{verdict:?}");
+    // a's lost signal fired before b won: a counts as ended then.
+    let mut knew = terms.clone();
+    knew[0].last_ok_ns = 140;
+    knew[0].lost_ns = Some(145);
+    assert!(
+        check_election(&knew, &[], Duration::from_millis(1))
+            .violations
+            .is_empty()
+    );
+    // Lost only when it resigned is no excuse; nor is a fault window.
+    let mut late = terms;
+    late[0].lost_ns = Some(199);
+    let pause = window("a pause", 120, 130);
+    assert_eq!(
+        check_election(&late, &[pause], Duration::from_secs(1))
+            .of("leadership overlap")
+            .len(),
+        1
+    );
+}
+
+#[test]
+fn election_checker_catches_terms_not_increased_or_reused() {
+    // Mutation: the later leader fences with a lower term.
+    let backwards = [sec("a", 10, 100, 190, 200), sec("b", 9, 300, 390, 400)];
+    let verdict = check_election(&backwards, &[], Duration::from_millis(1));
+    assert_eq!(verdict.of("term not increased").len(), 1, "{verdict:?}");
+    // Mutation: two leaderships with one term.
+    let reused = [sec("a", 10, 100, 190, 200), sec("b", 10, 300, 390, 400)];
+    let verdict = check_election(&reused, &[], Duration::from_millis(1));
+    assert_eq!(verdict.of("term reused").len(), 1, "{verdict:?}");
+    assert_eq!(verdict.of("term not increased").len(), 1, "{verdict:?}");
+    // A leadership that never led (its first look said lost: a late
+    // proclamation's reply) may come back after a newer one won.
+    let mut never = [sec("b", 11, 100, 190, 200), sec("a", 10, 150, 150, 160)];
+    never[1].lost_ns = Some(151);
+    assert!(!led(&never[1]) && led(&never[0]));
+    let verdict = check_election(&never, &[], Duration::from_millis(1));
+    assert!(verdict.violations.is_empty(), "{verdict:?}");
+    // With a greater term it was proclaimed while b still said it led.
+    never[1].token = Some(12);
+    let verdict = check_election(&never, &[], Duration::from_millis(1));
+    assert_eq!(verdict.of("leadership overlap").len(), 1, "{verdict:?}");
+}
+
+#[test]
+fn election_checker_catches_no_progress_after_a_fault() {
+    let terms = [sec("a", 10, 100, 190, 200), sec("b", 11, 500, 590, 600)];
+    // The fault ended at 300; b led from 500: within 250, not within 150.
+    let fault = window("a freeze", 250, 300);
+    let verdict = check_election(
+        &terms,
+        std::slice::from_ref(&fault),
+        Duration::from_nanos(250),
+    );
+    assert!(verdict.violations.is_empty(), "{verdict:?}");
+    let verdict = check_election(
+        &terms,
+        std::slice::from_ref(&fault),
+        Duration::from_nanos(150),
+    );
+    assert_eq!(verdict.of("no progress").len(), 1, "{verdict:?}");
+    // A leader that led on across the fault's end is progress; one that
+    // never led is not.
+    let across = [sec("a", 10, 100, 310, 320)];
+    assert!(
+        check_election(&across, std::slice::from_ref(&fault), Duration::ZERO)
+            .violations
+            .is_empty()
+    );
+    let mut never = [sec("b", 11, 320, 320, 330)];
+    never[0].lost_ns = Some(321);
+    assert_eq!(
+        check_election(&never, &[fault], Duration::from_secs(1))
+            .of("no progress")
+            .len(),
+        1
+    );
 }
 
 fn hold(who: &str, enter_ns: u64, until_ns: u64) -> PermitHold {
@@ -3672,6 +3787,295 @@ fn latch_under_the_nemesis() {
     latch_under_nemesis("nemesis-latch", 3, true).0.finish();
 }
 
+/// How long a short leadership lasts (most terms).
+const SHORT_TENURE: Duration = Duration::from_millis(30);
+/// How often a leader asks `is_lost()`.
+const LOOK: Duration = Duration::from_millis(10);
+
+/// How an election workload runs.
+#[derive(Debug, Clone, Copy)]
+struct ElectionKnobs {
+    /// Candidate threads per client.
+    threads: usize,
+    /// How long every other leadership of a candidate lasts (the others
+    /// [`SHORT_TENURE`]): long enough that a leader is leading when a fault
+    /// hits, most of the time.
+    long_tenure: Duration,
+    /// MUTATION: a leader that ignores its lost signal (every look says
+    /// "leads").
+    ignore_lost: bool,
+    /// MUTATION: a leader that fences with the first term its thread ever
+    /// won, not its own.
+    stale_term: bool,
+}
+
+impl ElectionKnobs {
+    fn new(threads: usize, long_tenure: Duration) -> ElectionKnobs {
+        ElectionKnobs {
+            threads,
+            long_tenure,
+            ignore_lost: false,
+            stale_term: false,
+        }
+    }
+}
+
+/// Candidate threads campaigning in one election over and over, each
+/// leadership recorded as a [`Section`] with its term as the token
+/// (tests/common/election_history.rs), every call recorded.
+struct Candidates {
+    stop: Arc<AtomicBool>,
+    history: Arc<History>,
+    calls: Arc<Calls>,
+    /// When the long leadership leading now began (0: none).
+    long_since: Arc<AtomicU64>,
+    threads: Vec<JoinHandle<()>>,
+}
+
+impl Candidates {
+    /// Starts `knobs.threads` candidates on each of `clients`, in the
+    /// election `name`.
+    fn start(clients: &[Client], knobs: ElectionKnobs, name: &str) -> Candidates {
+        let mut candidates = Candidates {
+            stop: Arc::default(),
+            history: Arc::default(),
+            calls: Arc::default(),
+            long_since: Arc::default(),
+            threads: Vec::new(),
+        };
+        for (c, client) in clients.iter().enumerate() {
+            for t in 0..knobs.threads {
+                let thread = candidates.candidate(client, format!("c{c}"), t, knobs, name);
+                candidates.threads.push(thread);
+            }
+        }
+        candidates
+    }
+
+    /// One candidate: campaign (waiting up to [`WAIT`]), look at once and
+    /// then every [`LOOK`] while it leads its tenure, resign; again.
+    fn candidate(
+        &self,
+        client: &Client,
+        who: String,
+        t: usize,
+        knobs: ElectionKnobs,
+        name: &str,
+    ) -> JoinHandle<()> {
+        let election = client.leader_election(name);
+        let (stop, history, calls) = (
+            Arc::clone(&self.stop),
+            Arc::clone(&self.history),
+            Arc::clone(&self.calls),
+        );
+        let long_since = Arc::clone(&self.long_since);
+        thread::spawn(move || {
+            let identity = format!("{who}/{t}");
+            let mut won = 0u64;
+            let mut first_term = None;
+            while !stop.load(Ordering::SeqCst) {
+                // The lock's wait, then one proclamation (a response
+                // timeout and a retry, as an unlock's).
+                let got = calls.run("campaign", &identity, WAIT + unlock_bound(), || {
+                    election.try_campaign_for(&identity, WAIT)
+                });
+                let leadership = match got {
+                    Ok(Some(leadership)) => leadership,
+                    Ok(None) => continue,
+                    Err(_) => {
+                        thread::sleep(Duration::from_millis(20));
+                        continue;
+                    }
+                };
+                let term = if knobs.stale_term {
+                    *first_term.get_or_insert(leadership.term())
+                } else {
+                    leadership.term()
+                };
+                let mut tenure = Tenure::won(&who, t, term);
+                won += 1;
+                let long = won.is_multiple_of(2);
+                let lead_for = if long {
+                    knobs.long_tenure
+                } else {
+                    SHORT_TENURE
+                };
+                if long {
+                    long_since.store(tenure.section.enter_ns, Ordering::SeqCst);
+                }
+                let started = Instant::now();
+                // The answer is recorded before the leader acts on it.
+                while tenure.look(!knobs.ignore_lost && leadership.is_lost())
+                    && started.elapsed() < lead_for
+                    && !stop.load(Ordering::SeqCst)
+                {
+                    thread::sleep(LOOK);
+                }
+                if long {
+                    let _ = long_since.compare_exchange(
+                        tenure.section.enter_ns,
+                        0,
+                        Ordering::SeqCst,
+                        Ordering::SeqCst,
+                    );
+                }
+                let lost = tenure.is_lost();
+                history.record(tenure.end());
+                // Resigning a leadership found lost may fail ("not held"):
+                // the truth, not a failed call.
+                let op = if lost { "resign(lost)" } else { "resign" };
+                let _ = calls.run(op, &identity, unlock_bound(), || {
+                    leadership.resign().map(Some)
+                });
+            }
+        })
+    }
+
+    /// Waits (bounded) until `n` leaderships began at or after `since`.
+    fn await_terms(&self, what: &str, since: u64, n: usize, timeout: Duration) {
+        wait_until(what, timeout, || self.history.entered_since(since) >= n);
+    }
+
+    /// Waits (bounded) until a long leadership leads that began at most
+    /// `fresh` ago: a fault now hits a leader with most of its tenure left.
+    fn await_fresh_long_leader(&self, fresh: Duration) {
+        let fresh_ns = u64::try_from(fresh.as_nanos()).unwrap_or(u64::MAX);
+        wait_until(
+            "a fresh long leadership leads",
+            Duration::from_secs(20),
+            || {
+                let since = self.long_since.load(Ordering::SeqCst);
+                since > 0 && mono_ns().saturating_sub(since) < fresh_ns
+            },
+        );
+    }
+
+    /// Stops every candidate (each ends its current leadership or
+    /// campaign) and joins them.
+    fn stop(&mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+        for handle in self.threads.drain(..) {
+            handle.join().expect("a candidate thread panicked");
+        }
+    }
+}
+
+impl Drop for Candidates {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+        for handle in self.threads.drain(..) {
+            let _ = handle.join();
+        }
+    }
+}
+
+/// Prints what an election's history holds: leaderships, how many led and
+/// were lost, and per fault how long until someone led after it.
+fn summarize_election(what: &str, sections: &[Section], faults: &[Excuse]) {
+    let led_count = sections.iter().filter(|s| led(s)).count();
+    let lost = sections.iter().filter(|s| s.lost_ns.is_some()).count();
+    let terms: Vec<u64> = sections.iter().filter_map(|s| s.token).collect();
+    eprintln!(
+        "{what}: {} leaderships ({led_count} led, {lost} saw their lost signal), terms {:?} .. \
+         {:?}",
+        sections.len(),
+        terms.iter().min(),
+        terms.iter().max()
+    );
+    for fault in faults {
+        let next = sections
+            .iter()
+            .filter(|s| led(s) && s.last_ok_ns >= fault.to_ns)
+            .map(|s| s.enter_ns.max(fault.to_ns))
+            .min();
+        eprintln!(
+            "{what}: after {} ({:.0} ms): led again {:?} ms after its end",
+            fault.why,
+            ms_between(fault.from_ns, fault.to_ns),
+            next.map(|at| ms_between(fault.to_ns, at))
+        );
+    }
+}
+
+/// Candidates of three clients (two threads each) through the proxy,
+/// under the nemesis: checked for overlapping leaderships, terms that do
+/// not increase, and progress within a lease after each fault.
+fn election_under_nemesis(what: &str, knobs: ElectionKnobs) -> (Checks, Verdict) {
+    let (server, proxy, clients, _events) = nemesis_setup(3);
+    let name = unique_name(&format!("fault-suite:{what}"));
+    let mut candidates = Candidates::start(&clients, knobs, &name);
+    candidates.await_terms("warm-up", 0, 10, Duration::from_secs(20));
+    // The calls that publish on the election lock's channel: its
+    // releases (a resignation's handover).
+    // A freeze past the lease begins early in a long leadership: the
+    // leader frozen off the store must know it lost.
+    let before = |fault: &str| {
+        if fault == "long-freeze" {
+            candidates.await_fresh_long_leader(Duration::from_millis(300));
+        }
+    };
+    let (log, windows) = nemesis_with(
+        &server,
+        &proxy,
+        (&name, "redisson_lock__channel:"),
+        NEMESIS_LEASE,
+        &candidates.calls,
+        &before,
+    );
+    let over_ns = mono_ns();
+    candidates.await_terms(
+        "leaderships after the faults",
+        over_ns,
+        10,
+        Duration::from_secs(30),
+    );
+    thread::sleep(SETTLE);
+    candidates.stop();
+    let mut checks = Checks::new(what);
+    for fault in &log {
+        eprintln!("{what}: {fault}");
+    }
+    let sections = candidates.history.sections();
+    let faults: Vec<Excuse> = windows.into_iter().map(|(excuse, _)| excuse).collect();
+    summarize_election(what, &sections, &faults);
+    // The leader leading when a freeze past the lease began (early in its
+    // long tenure) saw its lost signal.
+    for fault in faults.iter().filter(|f| f.why == "a freeze past the lease") {
+        let leading: Vec<&Section> = sections
+            .iter()
+            .filter(|s| led(s) && s.enter_ns < fault.from_ns && s.exit_ns > fault.from_ns)
+            .collect();
+        checks.check(
+            !leading.is_empty() && leading.iter().all(|s| s.lost_ns.is_some()),
+            || format!("the leader frozen off the store did not see its lost signal: {leading:?}"),
+        );
+    }
+    // No excuse for safety (the lost signal is counted on the leader's
+    // clock: no fault of the store or the network makes it lie); progress
+    // within a lease (plus the machine's slack) after each fault.
+    let verdict = check_election(&sections, &faults, NEMESIS_LEASE + SLACK);
+    for text in verdict.violations.iter().take(3) {
+        eprintln!("{what}: {text}");
+    }
+    checks.clean(&verdict);
+    let calls = candidates.calls.all();
+    for call in calls.iter().filter(|c| c.is_err()).take(6) {
+        eprintln!("{what}: failed: {call}");
+    }
+    checks.bounded(&calls);
+    checks.no_errors(
+        "calls once the faults were over (+3 s)",
+        &errors_since(&calls, over_ns + 3_000_000_000),
+    );
+    (checks, verdict)
+}
+
+#[test]
+fn election_under_the_nemesis() {
+    let knobs = ElectionKnobs::new(2, NEMESIS_LEASE * 3 / 2);
+    election_under_nemesis("nemesis-election", knobs).0.finish();
+}
+
 // ---------------------------------------------------------------------------
 // 12. Mutations of the real system the checker must catch
 // ---------------------------------------------------------------------------
@@ -3799,6 +4203,70 @@ fn mutation_a_latch_that_opens_early_is_caught() {
             .iter()
             .any(|v| !v.of("latch opened early").is_empty()),
         "the checker missed a latch opened one count-down early"
+    );
+}
+
+/// MUTATION: leaders that ignore their lost signal, one of them leading
+/// across a freeze of three leases: a new leader wins while the old one
+/// still says it leads, caught by "leadership overlap".
+#[test]
+fn mutation_a_leader_that_ignores_its_lost_signal_is_caught() {
+    const WATCHDOG: Duration = Duration::from_millis(900);
+    let server = TestServer::start();
+    let name = unique_name("fault-suite:mutation-election-ignore-lost");
+    let (clients, _events) = clients(&server.url(), 2, WATCHDOG);
+    // Long enough to lead on well past the freeze.
+    let knobs = ElectionKnobs {
+        ignore_lost: true,
+        ..ElectionKnobs::new(2, WATCHDOG * 7)
+    };
+    let mut candidates = Candidates::start(&clients, knobs, &name);
+    candidates.await_terms("warm-up", 0, 3, Duration::from_secs(20));
+    // Early in its tenure: it leads on well past the freeze.
+    candidates.await_fresh_long_leader(Duration::from_millis(300));
+    let (from, to) = freeze(&server, WATCHDOG * 3);
+    candidates.await_terms("a leader after the freeze", to, 1, Duration::from_secs(20));
+    candidates.stop();
+    let sections = candidates.history.sections();
+    let fault = window("a freeze past the lease", from, to);
+    let verdict = check_election(&sections, std::slice::from_ref(&fault), WATCHDOG + SLACK);
+    summarize_election("mutation-election-ignore-lost", &sections, &[fault]);
+    eprintln!(
+        "mutation-election-ignore-lost: {} violation(s): {:?}",
+        verdict.violations.len(),
+        verdict.violations.first()
+    );
+    assert!(
+        !verdict.of("leadership overlap").is_empty(),
+        "the checker missed a leader that ignored its lost signal across a freeze: {verdict:?}"
+    );
+}
+
+/// MUTATION: leaders that fence with the first term their thread won,
+/// not their own: caught by "term not increased".
+#[test]
+fn mutation_a_leader_that_fences_with_an_old_term_is_caught() {
+    let server = TestServer::start();
+    let name = unique_name("fault-suite:mutation-election-stale-term");
+    let (clients, _events) = clients(&server.url(), 2, Duration::from_secs(5));
+    let knobs = ElectionKnobs {
+        stale_term: true,
+        ..ElectionKnobs::new(2, SHORT_TENURE)
+    };
+    let mut candidates = Candidates::start(&clients, knobs, &name);
+    candidates.await_terms("leaderships", 0, 20, Duration::from_secs(30));
+    candidates.stop();
+    let sections = candidates.history.sections();
+    let verdict = check_election(&sections, &[], Duration::ZERO);
+    eprintln!(
+        "mutation-election-stale-term: {} leaderships, {} violation(s): {:?}",
+        sections.len(),
+        verdict.violations.len(),
+        verdict.violations.first()
+    );
+    assert!(
+        !verdict.of("term not increased").is_empty(),
+        "the checker missed leaders fencing with an old term: {verdict:?}"
     );
 }
 

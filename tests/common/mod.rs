@@ -33,6 +33,7 @@ pub mod cluster;
 pub mod cluster_cases;
 pub mod commandstats;
 pub mod delay_proxy;
+pub mod election_history;
 pub mod history;
 pub mod keys;
 pub mod late;

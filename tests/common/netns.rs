@@ -171,6 +171,13 @@ impl Partition {
         vec!["ip", "netns", "exec", &self.client_ns]
     }
 
+    /// The command prefix that runs a program in the server namespace (it
+    /// reaches the server over that namespace's loopback, which
+    /// [`cut_link`](Self::cut_link) leaves alone).
+    pub fn server_prefix(&self) -> Vec<&str> {
+        vec!["ip", "netns", "exec", &self.server_ns]
+    }
+
     /// Cuts the link by DROPPING every packet: an nftables table
     /// `redisync_cut` with an `output` hook rule `drop` in both namespaces.
     /// Nothing is refused (no "no route", no reset): every send waits, TCP
@@ -180,7 +187,21 @@ impl Partition {
     ///
     /// [`heal`]: Self::heal
     pub fn cut(&self) {
-        for ns in [&self.server_ns, &self.client_ns] {
+        self.cut_where(false);
+    }
+
+    /// Like [`cut`](Self::cut), dropping only what goes out on the veth
+    /// pair (`oifname <veth> drop`): the client side is cut off, while
+    /// processes in the server namespace still reach the server.
+    pub fn cut_link(&self) {
+        self.cut_where(true);
+    }
+
+    fn cut_where(&self, link_only: bool) {
+        for (ns, veth) in [
+            (&self.server_ns, &self.server_veth),
+            (&self.client_ns, &self.client_veth),
+        ] {
             nft(ns, &["add", "table", "inet", CUT_TABLE]);
             nft(
                 ns,
@@ -193,7 +214,17 @@ impl Partition {
                     "{ type filter hook output priority 0 ; policy accept ; }",
                 ],
             );
-            nft(ns, &["add", "rule", "inet", CUT_TABLE, "out", "drop"]);
+            if link_only {
+                let veth = format!("\"{veth}\"");
+                nft(
+                    ns,
+                    &[
+                        "add", "rule", "inet", CUT_TABLE, "out", "oifname", &veth, "drop",
+                    ],
+                );
+            } else {
+                nft(ns, &["add", "rule", "inet", CUT_TABLE, "out", "drop"]);
+            }
         }
         assert!(self.is_cut(), "the drop rule is not in place after the cut");
     }
