@@ -1342,10 +1342,15 @@ fn memory_and_redis_agree_on_random_operations() {
                 .iter()
                 .map(|&seed| thread::spawn(move || check_seed(seed, ops)))
                 .collect();
-            for run in runs {
-                if let Err(panic) = run.join() {
-                    std::panic::resume_unwind(panic);
-                }
+            // Every seed's thread is joined before a failure is raised: one
+            // still running when the test process exits would leave its
+            // redis-server behind.
+            let failures: Vec<_> = runs
+                .into_iter()
+                .filter_map(|run| run.join().err())
+                .collect();
+            if let Some(panic) = failures.into_iter().next() {
+                std::panic::resume_unwind(panic);
             }
         }
     }
