@@ -46,13 +46,19 @@
 --          A hold handed to this waiter by a release has count 0 until this
 --          attempt takes it (the hold count becomes 1, the TTL the lease).
 -- Checked before any write (a script error does not undo earlier writes).
--- Notes in `clients` that the client of `holder` waited just now.
+-- Notes in `clients` that the client of `holder` waited just now. The
+-- set's TTL is set when a client joins it (not at every note: one call
+-- less on each wait); a set that outlives it while in use loses its notes
+-- at once, and a release then counts those clients as listeners outside
+-- the queue until they queue again: the lock is freed once more than
+-- needed, never less.
 local function note_client(clients, holder, lease)
     local client = string.match(holder, '^(.*):[^:]*$')
     if client then
         local now = window_now or redis.call('time')
-        redis.call('zadd', clients, now[1] * 1000 + math.floor(now[2] / 1000), client)
-        redis.call('pexpire', clients, 2 * tonumber(lease) + 60000)
+        if redis.call('zadd', clients, now[1] * 1000 + math.floor(now[2] / 1000), client) == 1 then
+            redis.call('pexpire', clients, 2 * tonumber(lease) + 60000)
+        end
     end
 end
 

@@ -37,7 +37,8 @@
 --          the queue (Redisson's) gets its turn; only if someone_else_listens()
 -- ARGV[10] with KEYS[4]: the local waiter's queue entry when it has one of
 --          the form 'd|<wait id>|<holder id>' or 'd|<wait id>+<lease
---          ms>|<holder id>' (see lua/lock_acquire.lua), or ''
+--          ms>|<holder id>' (see lua/lock_acquire.lua), or '' (queued by its
+--          holder id), or '-' when it sent no attempt, so has no entry
 -- With KEYS[4], the script runs after lua/window_prelude.lua (its
 --          window_now: the time is read once per script).
 -- Returns  nil = the holder does not hold it; 0 = one hold released, still held;
@@ -186,7 +187,9 @@ if waiter then
         redis.call('set', KEYS[3], '2', 'px', ARGV[4])
         if KEYS[4] then
             redis.call('set', KEYS[5], streak, 'px', ARGV[7])
-            redis.call('zrem', KEYS[4], waiter, ARGV[10])
+            if ARGV[10] ~= '-' then
+                redis.call('zrem', KEYS[4], waiter, ARGV[10])
+            end
         end
         return 2
     end
@@ -249,8 +252,10 @@ if KEYS[4] and not yielded then
             -- its arrival, the entry's score in µs), which covers that
             -- unless it waited long.
             if (now[1] * 1000000 + now[2]) - tonumber(popped[2]) > NOTED_FOR_US then
-                redis.call('zadd', KEYS[6], now_ms, client)
-                redis.call('pexpire', KEYS[6], 2 * tonumber(ARGV[2]) + 60000)
+                -- (The TTL set when a client joins, as in lua/lock_acquire.lua.)
+                if redis.call('zadd', KEYS[6], now_ms, client) == 1 then
+                    redis.call('pexpire', KEYS[6], 2 * tonumber(ARGV[2]) + 60000)
+                end
             end
             redis.call('set', KEYS[3], '3', 'px', ARGV[4])
             return 3

@@ -211,11 +211,14 @@ fn wait_loop<T>(
     // the subscription is not lost (see the pubsub module).
     let seen = subscriber.snapshot(waiting.channel);
     let since = Instant::now();
+    // Whether an attempt of this wait was sent (see `Seat::queued`).
+    let mut attempted = false;
     let mut hint = if let First::Park(left) = (waiting.first)() {
         left
     } else if waiting.defer_to_woken && seen.handoff_pending() {
         Some(HANDOFF_WINDOW)
     } else {
+        attempted = true;
         match attempt()? {
             Attempt::Done(value) => return Ok(Some(Done::Attempted(value))),
             Attempt::Retry(hint) => hint,
@@ -224,11 +227,15 @@ fn wait_loop<T>(
     if waiting.wait.passed() {
         return Ok(None);
     }
+    let seat = waiting.seat.map(|seat| Seat {
+        queued: attempted,
+        ..seat
+    });
     let subscription = subscriber.subscribe(
         waiting.channel,
         waiting.wake,
         seen,
-        waiting.seat,
+        seat,
         waiting.direct,
         since,
     )?;
@@ -251,6 +258,12 @@ fn wait_loop<T>(
             Woken::Retry | Woken::Reserved | Woken::TimedOut => false,
         };
         drop(parked);
+        if !attempted {
+            // Before the attempt is sent: a release of this client that
+            // hands the lock over from now on takes its queue entry out.
+            subscription.attempting();
+            attempted = true;
+        }
         let outcome = attempt();
         if woken {
             subscription.handoff_done();

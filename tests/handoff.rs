@@ -42,12 +42,46 @@ fn a_fixed_lease_waiter_of_another_client_is_handed_the_lock_outright_redis() {
     a_fixed_lease_waiter_of_another_client_is_handed_the_lock_outright(&Env::redis());
 }
 
+#[test]
+fn a_queued_sibling_handed_the_lock_leaves_the_queue_memory() {
+    a_queued_sibling_handed_the_lock_leaves_the_queue(&Env::memory());
+}
+
+#[test]
+fn a_queued_sibling_handed_the_lock_leaves_the_queue_redis() {
+    a_queued_sibling_handed_the_lock_leaves_the_queue(&Env::redis());
+}
+
 /// Deletes a key behind every client's back (a hold the store lost).
 static DELETE_KEY: redisync::Script = redisync::Script::new(
     "test_delete_key",
     "delete a key (test)",
     "return redis.call('del', KEYS[1])",
 );
+
+/// Counts a sorted set's members (the lock's waiter queue).
+static COUNT_MEMBERS: redisync::Script = redisync::Script::new(
+    "test_count_members",
+    "count a sorted set's members (test)",
+    "return redis.call('zcard', KEYS[1])",
+);
+
+/// How many entries the store's waiter queue of lock `name` holds.
+fn queued_entries(client: &Client, name: &str) -> i64 {
+    let queue = format!("{{{name}}}:redisync_waiters");
+    let call = ScriptCall::new(
+        &COUNT_MEMBERS,
+        redisync::Resend::Harmless,
+        redisync::Effect::Change(|_| true),
+    )
+    .key(&queue);
+    client
+        .backend()
+        .run_script(&call)
+        .unwrap()
+        .as_int()
+        .unwrap()
+}
 
 fn delete_behind_the_clients_back(client: &Client, key: &str) {
     let call = ScriptCall::new(
@@ -543,4 +577,47 @@ fn a_fixed_lease_waiter_of_another_client_is_handed_the_lock_outright(env: &Env)
         !holder.lock(&name).is_locked().unwrap(),
         "released in the end"
     );
+}
+
+/// A waiter whose attempt queued it in the store and that a sibling then
+/// hands the lock leaves the queue in that handoff (a waiter that parked
+/// at once sent nothing, and its handoff skips the call): a stale entry
+/// would make a later release hand the lock to a wait that ended.
+fn a_queued_sibling_handed_the_lock_leaves_the_queue(env: &Env) {
+    let (client, hooked) = hooked_client(env);
+    let name = unique_name("handoff:queued");
+    let guard = client.lock(&name).lock().unwrap();
+    let acquires_before = hooked.calls("lock_acquire");
+    let (got_tx, got_rx) = mpsc::channel();
+    let (done_tx, done_rx) = mpsc::channel::<()>();
+    let lock = client.lock(&name);
+    let waiter = thread::spawn(move || {
+        let guard = lock.lock().unwrap();
+        got_tx.send(()).unwrap();
+        // Held until the test has looked at the queue.
+        done_rx.recv_timeout(Duration::from_secs(30)).unwrap();
+        guard.unlock().unwrap();
+    });
+    // It parks at once (its sibling holds the lock), then attempts once
+    // when its subscription is confirmed: that attempt queues it.
+    wait_until("the waiter attempted once", Duration::from_secs(10), || {
+        hooked.calls("lock_acquire") > acquires_before
+    });
+    wait_until("the waiter queued", Duration::from_secs(10), || {
+        queued_entries(&client, &name) == 1
+    });
+    thread::sleep(Duration::from_millis(200));
+    guard.unlock().unwrap();
+    got_rx
+        .recv_timeout(Duration::from_secs(10))
+        .expect("handed over");
+    assert_eq!(hooked.calls("handoff"), 1, "one handoff script");
+    assert_eq!(
+        queued_entries(&client, &name),
+        0,
+        "the handoff took the waiter's entry out of the queue"
+    );
+    done_tx.send(()).unwrap();
+    waiter.join().unwrap();
+    assert!(!client.lock(&name).is_locked().unwrap());
 }

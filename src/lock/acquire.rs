@@ -299,6 +299,8 @@ impl<H: GuardHolder> Lock<H> {
                             lease_ms,
                             wait: wait_id,
                             leased,
+                            // Set by the wait as it attempts.
+                            queued: false,
                         }
                     }),
                     direct: direct.as_deref(),

@@ -176,7 +176,10 @@ impl Lock {
             .filter(|_| self.keys.hands_over() && self.client.queues_waiters())
             .map(super::names::Names::queue);
         // The offered waiter's entry in the store's queue, which it leaves.
-        let offer_entry = offer.as_ref().and_then(|offer| offer.seat.queue_entry());
+        let offer_entry = offer
+            .as_ref()
+            .filter(|offer| offer.seat.queued)
+            .map(|offer| offer.seat.queue_entry());
         loop {
             let result = match (&offer, queue) {
                 (offer, Some(queue)) => ops::handoff::release(
@@ -191,7 +194,11 @@ impl Lock {
                         (
                             offer.seat.field.as_str(),
                             offer.seat.lease_ms,
-                            offer_entry.as_deref(),
+                            match &offer_entry {
+                                None => ops::handoff::QueuePlace::Unqueued,
+                                Some(None) => ops::handoff::QueuePlace::Holder,
+                                Some(Some(entry)) => ops::handoff::QueuePlace::Entry(entry),
+                            },
                         )
                     }),
                     queue,

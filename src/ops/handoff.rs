@@ -30,7 +30,7 @@
 //! |---|---|---|---|
 //! | `{name}:redisync_waiters` | zset | holder id, or `d\|<wait id>\|<holder id>` (`d\|<wait id>+<lease ms>\|<holder id>` with a fixed lease) for a wait that may be handed the lock outright → arrival (server µs) | 2 × lease + 60 s, renewed by each failed attempt |
 //! | `{name}:redisync_handoffs` | string | redisync holders in a row less one (handoffs, and free takes after a release that found nobody to hand to), or `y` for 100 ms after a release freed the lock for a waiter outside the queue | the claim window (`y`: 100 ms) |
-//! | `{name}:redisync_clients` | zset | client id → when it last waited or was handed the lock (server ms): the redisync clients that may still listen, as a release counts them, pruned to 10 s | 2 × lease + 60 s |
+//! | `{name}:redisync_clients` | zset | client id → when it last waited or was handed the lock (server ms): the redisync clients that may still listen, as a release counts them, pruned to 10 s | 2 × lease + 60 s from when a client joins it |
 //! | `redisson_lock__channel:{name}:redisync:<client id>` | channel | `h:<server ms>:<TTL ms>:<wait id>:<holder id>` = yours (TTL: the claim window, or a fixed lease); `g:<holder id>` = reserved for you | |
 //!
 //! Redisson ignores all four: its scripts never read them, and a reserved
@@ -234,10 +234,42 @@ pub fn acquire_keeping_off<B: LockBackend + ?Sized>(
     acquire_outcome(&run(backend, &call)?, ACQUIRE.operation())
 }
 
+/// A parked waiter's place in the lock's queue, which a release that hands
+/// it the lock takes out.
+///
+/// ```
+/// use redisync::internal::handoff::QueuePlace;
+/// // A thread that parked at once (a sibling held the lock) sent no attempt.
+/// assert_ne!(QueuePlace::Unqueued, QueuePlace::Holder);
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum QueuePlace<'a> {
+    /// It sent no attempt in this wait, so it has no entry: the release
+    /// makes no call for it.
+    Unqueued,
+    /// Its attempts queue it under its holder id (a waiter the lock is
+    /// only reserved for).
+    Holder,
+    /// Its attempts queue it under this entry (see [`outright_entry`]).
+    Entry(&'a str),
+}
+
+impl<'a> QueuePlace<'a> {
+    /// The release script's argument for it: `-` for none, empty for the
+    /// holder id, or the entry.
+    fn arg(self) -> &'a str {
+        match self {
+            QueuePlace::Unqueued => "-",
+            QueuePlace::Holder => "",
+            QueuePlace::Entry(entry) => entry,
+        }
+    }
+}
+
 /// Releases one hold of `holder` on `name` behind `latch_key` (as
 /// [`lock::release`](super::lock::release)); on the last hold, hands the lock
 /// to `waiter` (a parked thread of this client: holder id, lease, and its
-/// queue entry if it was queued outright, see [`outright_entry`]) if
+/// place in the queue, see [`QueuePlace`]) if
 /// given, or else to the head of `queue` whose client listens:
 /// [`Release::Transferred`] either way, and no unlock message; or, at the
 /// end of a streak (see the module doc), to neither:
@@ -247,13 +279,13 @@ pub fn acquire_keeping_off<B: LockBackend + ?Sized>(
 /// As [`lock::release`](super::lock::release).
 ///
 /// ```
-/// use redisync::internal::handoff::{self, Queue};
+/// use redisync::internal::handoff::{self, Queue, QueuePlace};
 /// use redisync::internal::lock::Release;
 /// let store = redisync::MemoryBackend::new();
 /// let queue = Queue::new("doc:qr", 2_000, 16);
 /// handoff::acquire(&store, "doc:qr", "a:1", 30_000, "{doc:qr}:redisync_attempt:1", &queue, false, None)?;
 /// let released = handoff::release(&store, "doc:qr", "redisson_lock__channel:{doc:qr}", "a:1", 30_000,
-///     "redisson_unlock_latch:{doc:qr}:r1", 5_000, Some(("a:2", 30_000, None)), &queue)?;
+///     "redisson_unlock_latch:{doc:qr}:r1", 5_000, Some(("a:2", 30_000, QueuePlace::Unqueued)), &queue)?;
 /// assert_eq!(released, Release::Transferred);
 /// # Ok::<(), redisync::Error>(())
 /// ```
@@ -266,16 +298,16 @@ pub fn release<B: LockBackend + ?Sized>(
     lease_ms: i64,
     latch_key: &str,
     latch_ms: i64,
-    waiter: Option<(&str, i64, Option<&str>)>,
+    waiter: Option<(&str, i64, QueuePlace<'_>)>,
     queue: &Queue,
 ) -> Result<Release> {
     check_ms("lease", lease_ms)?;
     check_ms("latch timeout", latch_ms)?;
     check_ms("claim window", queue.claim_ms)?;
     let (waiter, waiter_lease_ms, waiter_entry) = match waiter {
-        Some((waiter, lease, entry)) => {
+        Some((waiter, lease, place)) => {
             check_ms("lease", lease)?;
-            (waiter, lease, entry.unwrap_or(""))
+            (waiter, lease, place.arg())
         }
         None => ("", 1, ""),
     };

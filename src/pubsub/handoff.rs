@@ -49,6 +49,11 @@ pub(crate) struct Seat {
     /// Its hold has a fixed lease (no watchdog): its queue entry carries
     /// the lease, which a release in another client gives the handed hold.
     pub(crate) leased: bool,
+    /// An attempt of this wait was sent, so it may be in the store's queue:
+    /// a release that hands it the lock takes its entry out. A waiter that
+    /// parked at once (a sibling held the lock) sent none, and its handoff
+    /// skips that call (see `Subscription::attempting`).
+    pub(crate) queued: bool,
 }
 
 impl Seat {

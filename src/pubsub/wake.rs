@@ -384,6 +384,21 @@ impl Subscription {
         }
     }
 
+    /// The waiter is about to send its first attempt: from now on it may
+    /// be in the store's queue (see `Seat::queued`). Called while it is not
+    /// parked, so no release of this client is handing it the lock.
+    pub(crate) fn attempting(&self) {
+        let mut state = self.shared.state.lock();
+        if let Some(seat) = state
+            .channels
+            .get_mut(&self.channel)
+            .and_then(|entry| entry.waiters.get_mut(&self.id))
+            .and_then(|waiter| waiter.seat.as_mut())
+        {
+            seat.queued = true;
+        }
+    }
+
     /// The woken waiter finished its retry: close the handoff window.
     pub(crate) fn handoff_done(&self) {
         let mut state = self.shared.state.lock();
