@@ -22,8 +22,9 @@
 --          {name}:redisync_waiters (see lua/lock_acquire.lua); ARGV[5] and
 --          ARGV[6] are then given, '' when there is no local waiter
 -- KEYS[5]  with KEYS[4]: the count of handoffs in a row,
---          {name}:redisync_handoffs, or 'y' for a moment after a release
---          freed the lock for the waiters outside the queue
+--          {name}:redisync_handoffs (2 x lease + 60 s from the streak's
+--          start), or 'y' for a moment after a release freed the lock for
+--          the waiters outside the queue
 -- KEYS[6]  with KEYS[4]: the clients that waited lately,
 --          {name}:redisync_clients (see lua/lock_acquire.lua)
 -- ARGV[7]  with KEYS[4]: the claim window in ms: how long a handed hold waits
@@ -166,8 +167,21 @@ end
 -- 'y'): in-process handoffs and the queue's alike, so that at most
 -- ARGV[9] redisync holders in a row (the first took it free) pass
 -- whoever else waits by. (A fresh count when nobody else listens.)
+-- Counted by INCR, one call: the count keeps the TTL set at its start,
+-- as long as the queue's (2 x lease + 60 s), not the claim window, so
+-- that a streak of holds each longer than the claim window still ends
+-- (a count that ran out between two handoffs would start over, and a
+-- waiter outside the queue would never have its turn).
 local function next_in_streak(head)
-    local streak = (tonumber(redis.call('get', KEYS[5])) or 0) + 1
+    local count_ttl = 2 * tonumber(ARGV[2]) + 60000
+    local streak = redis.pcall('incr', KEYS[5])
+    if type(streak) ~= 'number' then
+        -- Not a count ('y': a yield's mark, cut short by this handoff).
+        streak = 1
+        redis.call('set', KEYS[5], '1', 'px', count_ttl)
+    elseif streak == 1 then
+        redis.call('pexpire', KEYS[5], count_ttl)
+    end
     if streak < tonumber(ARGV[9]) then
         return streak
     end
@@ -176,17 +190,19 @@ local function next_in_streak(head)
         yielded = true
         return nil
     end
+    redis.call('set', KEYS[5], '1', 'px', count_ttl)
     return 1
 end
 
 if waiter then
-    local streak = KEYS[4] and next_in_streak(waiter)
+    if KEYS[4] then
+        next_in_streak(waiter)
+    end
     if not yielded then
         redis.call('hset', KEYS[1], waiter, '1')
         redis.call('pexpire', KEYS[1], ARGV[6])
         redis.call('set', KEYS[3], '2', 'px', ARGV[4])
         if KEYS[4] then
-            redis.call('set', KEYS[5], streak, 'px', ARGV[7])
             if ARGV[10] ~= '-' then
                 redis.call('zrem', KEYS[4], waiter, ARGV[10])
             end
@@ -216,7 +232,6 @@ if KEYS[4] and not yielded then
             redis.call('pexpire', KEYS[4], 2 * tonumber(ARGV[2]) + 60000)
             break
         end
-        redis.call('set', KEYS[5], streak, 'px', ARGV[7])
         -- 'd|<wait id>|<holder id>': handed outright, the wait named.
         local wait, field = string.match(head, '^d|([^|]*)|(.*)$')
         local outright = field ~= nil

@@ -621,3 +621,135 @@ fn a_queued_sibling_handed_the_lock_leaves_the_queue(env: &Env) {
     waiter.join().unwrap();
     assert!(!client.lock(&name).is_locked().unwrap());
 }
+
+/// A waiter outside the queue (a Redisson client, which hears only
+/// published unlocks) gets its turn after a streak of redisync holders
+/// even when each hold outlasts the claim window: the count of holders in
+/// a row must not run out between two handoffs. Three clients (one thread
+/// each, so every handoff goes through the store's queue) with a 200 ms
+/// watchdog (a 100 ms claim window) hold the lock 150 ms each; a raw
+/// connection listening on the lock's channel stands for the Redisson
+/// waiter and counts the unlocks published while all three still loop.
+#[test]
+fn a_streak_of_long_holds_still_frees_the_lock_for_a_waiter_outside_the_queue() {
+    const CLIENTS: usize = 3;
+    const ROUNDS: usize = 24;
+    let server = common::TestServer::start();
+    let name = unique_name("handoff:long-streak");
+    let channel = format!("redisson_lock__channel:{{{name}}}");
+    let mut listener = server.connection();
+    let mut listening = listener.as_pubsub();
+    listening.subscribe(&channel).unwrap();
+    listening
+        .set_read_timeout(Some(Duration::from_millis(50)))
+        .unwrap();
+    let first_done = Arc::new(Mutex::new(None::<Instant>));
+    let workers: Vec<_> = (0..CLIENTS)
+        .map(|_| {
+            let client = redisync::Client::builder()
+                .event_handler(Arc::new(NopEventHandler))
+                .redis_url(server.url())
+                .watchdog_timeout(Duration::from_millis(200))
+                .build()
+                .unwrap();
+            let lock = client.lock(&name);
+            let first_done = Arc::clone(&first_done);
+            thread::spawn(move || {
+                for _ in 0..ROUNDS {
+                    let guard = lock.lock().unwrap();
+                    thread::sleep(Duration::from_millis(150));
+                    guard.unlock().unwrap();
+                }
+                first_done.lock().unwrap().get_or_insert_with(Instant::now);
+                drop(client);
+            })
+        })
+        .collect();
+    // Unlocks published before the first worker finished: while every
+    // release found the other two queued, so each was a yield.
+    let mut published = Vec::new();
+    let started = Instant::now();
+    while workers.iter().any(|w| !w.is_finished()) && started.elapsed() < Duration::from_secs(120) {
+        if let Ok(message) = listening.get_message() {
+            let _: String = message.get_payload().unwrap();
+            published.push(Instant::now());
+        }
+    }
+    for worker in workers {
+        worker.join().unwrap();
+    }
+    let first_done = first_done.lock().unwrap().expect("a worker finished");
+    let yields = published.iter().filter(|at| **at < first_done).count();
+    // 3 x 24 = 72 holders; at most 16 in a row before a yield. The first
+    // worker finishes after about 3 x 24 less the last rounds of the
+    // others: at least 48 holders, so at least 2 yields.
+    assert!(
+        yields >= 2,
+        "{yields} unlocks published during {} acquisitions by three clients (all published: {})",
+        CLIENTS * ROUNDS,
+        published.len()
+    );
+}
+
+#[test]
+fn a_handoff_during_a_yields_mark_counts_afresh_memory() {
+    a_handoff_during_a_yields_mark_counts_afresh(&Env::memory());
+}
+
+#[test]
+fn a_handoff_during_a_yields_mark_counts_afresh_redis() {
+    a_handoff_during_a_yields_mark_counts_afresh(&Env::redis());
+}
+
+/// Sets a string key, and returns the value it had.
+static SET_KEY: redisync::Script = redisync::Script::new(
+    "test_set_key",
+    "set a string key (test)",
+    "local old = redis.call('get', KEYS[1]); redis.call('set', KEYS[1], ARGV[1]); return old",
+);
+
+fn set_key(client: &Client, key: &str, value: &str) -> Reply {
+    let call = ScriptCall::new(
+        &SET_KEY,
+        redisync::Resend::Harmless,
+        redisync::Effect::Change(|_| true),
+    )
+    .key(key)
+    .arg(value);
+    client.backend().run_script(&call).unwrap()
+}
+
+/// The count of holders in a row is an `INCR`; a handoff that finds the
+/// key holding a yield's mark (`y`) instead starts the count over rather
+/// than failing half-way (a script error does not undo earlier writes:
+/// the lock would be left deleted and nobody told).
+fn a_handoff_during_a_yields_mark_counts_afresh(env: &Env) {
+    use redisync::internal::handoff::{self, Queue, QueuePlace};
+    use redisync::internal::lock::{Acquire, Release};
+    let client = env.client();
+    let store = client.backend().as_ref();
+    let name = unique_name("handoff:mark");
+    let queue = Queue::new(&name, 2_000, 16);
+    let record = format!("{{{name}}}:redisync_attempt:1");
+    let took = handoff::acquire(store, &name, "a:1", 30_000, &record, &queue, false, None);
+    assert_eq!(took.unwrap(), Acquire::Acquired);
+    let streak_key = format!("{{{name}}}:redisync_handoffs");
+    set_key(&client, &streak_key, "y");
+    let released = handoff::release(
+        store,
+        &name,
+        &format!("redisson_lock__channel:{{{name}}}"),
+        "a:1",
+        30_000,
+        &format!("redisson_unlock_latch:{{{name}}}:r1"),
+        5_000,
+        Some(("a:2", 30_000, QueuePlace::Unqueued)),
+        &queue,
+    );
+    assert_eq!(released.unwrap(), Release::Transferred);
+    assert_eq!(
+        set_key(&client, &streak_key, "0"),
+        Reply::Bulk(b"1".to_vec()),
+        "the count started over"
+    );
+}

@@ -29,7 +29,7 @@
 //! | key / channel | type | contents | TTL |
 //! |---|---|---|---|
 //! | `{name}:redisync_waiters` | zset | holder id, or `d\|<wait id>\|<holder id>` (`d\|<wait id>+<lease ms>\|<holder id>` with a fixed lease) for a wait that may be handed the lock outright → arrival (server µs) | 2 × lease + 60 s, renewed by each failed attempt |
-//! | `{name}:redisync_handoffs` | string | redisync holders in a row less one (handoffs, and free takes after a release that found nobody to hand to), or `y` for 100 ms after a release freed the lock for a waiter outside the queue | the claim window (`y`: 100 ms) |
+//! | `{name}:redisync_handoffs` | string | redisync holders in a row less one (handoffs, and free takes after a release that found nobody to hand to), or `y` for 100 ms after a release freed the lock for a waiter outside the queue | 2 × lease + 60 s from the streak's start (`y`: 100 ms) |
 //! | `{name}:redisync_clients` | zset | client id → when it last waited or was handed the lock (server ms): the redisync clients that may still listen, as a release counts them, pruned to 10 s | 2 × lease + 60 s from when a client joins it |
 //! | `redisson_lock__channel:{name}:redisync:<client id>` | channel | `h:<server ms>:<TTL ms>:<wait id>:<holder id>` = yours (TTL: the claim window, or a fixed lease); `g:<holder id>` = reserved for you | |
 //!
