@@ -56,8 +56,11 @@ local function note_client(clients, holder, lease)
     local client = string.match(holder, '^(.*):[^:]*$')
     if client then
         local now = window_now or redis.call('time')
-        if redis.call('zadd', clients, now[1] * 1000 + math.floor(now[2] / 1000), client) == 1 then
-            redis.call('pexpire', clients, 2 * tonumber(lease) + 60000)
+        -- Server ms spelled from TIME's strings (a Lua number given to
+        -- redis.call is formatted by snprintf's %.17g, a few k
+        -- instructions of the server's each).
+        if redis.call('zadd', clients, now[1] .. string.sub('00000' .. now[2], -6, -4), client) == 1 then
+            redis.call('pexpire', clients, string.format('%d', 2 * tonumber(lease) + 60000))
         end
     end
 end
@@ -118,10 +121,11 @@ if ARGV[4] and ARGV[4] ~= '' then
 end
 local now = KEYS[3] and (window_now or redis.call('time'))
 -- NX: a waiter queued already keeps its place (and its arrival).
-if KEYS[3] and redis.call('zadd', KEYS[3], 'nx', now[1] * 1000000 + now[2], member) == 1 then
+-- (The arrival in µs and the TTL as strings, as in note_client.)
+if KEYS[3] and redis.call('zadd', KEYS[3], 'nx', now[1] .. string.sub('00000' .. now[2], -6), member) == 1 then
     -- Outlives any wait between a waiter's attempts (each failed attempt
     -- renews it); a waiter whose entry expired rejoins at its next attempt.
-    redis.call('pexpire', KEYS[3], 2 * tonumber(ARGV[1]) + 60000)
+    redis.call('pexpire', KEYS[3], string.format('%d', 2 * tonumber(ARGV[1]) + 60000))
     note_client(KEYS[4], ARGV[2], ARGV[1])
 end
 -- A busy attempt is spent: a copy of it that lands later (sent again at

@@ -248,7 +248,8 @@ if KEYS[4] and not yielded then
         end
         local client = string.match(head, '^(.*):[^:]*$')
         local now = window_now or redis.call('time')
-        local now_ms = string.format('%d', now[1] * 1000 + math.floor(now[2] / 1000))
+        -- Spelled from TIME's strings: no number parsed or formatted.
+        local now_ms = now[1] .. string.sub('00000' .. now[2], -6, -4)
         local message = 'g:' .. head
         if outright then
             message = 'h:' .. now_ms .. ':' .. ttl .. ':' .. wait .. ':' .. head
