@@ -47,12 +47,21 @@ const RELEASE_RETRY_BUDGET: Duration = Duration::from_millis(300);
 /// still counting holds this thread no longer has (see [`Lock::release`]).
 const PHANTOM_RELEASES: usize = 16;
 
-/// A fresh unlock latch key for one release of `name`.
+/// A fresh unlock latch key for one release of `name`: the request id is
+/// this process's random prefix and a counter, unique across clients and
+/// runs, with no random draw (a `getrandom` system call) per release. A
+/// hold handed over has no attempt record to serve as its latch, so under
+/// contention every release needs one.
 fn new_latch(name: &str) -> String {
+    static PREFIX: std::sync::LazyLock<String> =
+        std::sync::LazyLock::new(|| uuid::Uuid::new_v4().simple().to_string());
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    // Relaxed: only uniqueness matters; fetch_add is atomic in any order.
+    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     format!(
-        "{}:{}",
+        "{}:{}{n:x}",
         keys::unlock_latch_prefix(name),
-        uuid::Uuid::new_v4().simple()
+        PREFIX.as_str()
     )
 }
 
