@@ -61,7 +61,7 @@
 -- Checked before any write (a script error does not undo earlier writes).
 local bad = (not plain_ms(ARGV[2]) and bad_bounded(ARGV[2], 'lease', 1, MAX_MS))
     or (not plain_ms(ARGV[4]) and bad_bounded(ARGV[4], 'latch timeout', 1, MAX_MS))
-    or (ARGV[5] and ARGV[5] ~= '' and bad_bounded(ARGV[6], 'lease', 1, MAX_MS))
+    or (ARGV[5] and ARGV[5] ~= '' and not plain_ms(ARGV[6]) and bad_bounded(ARGV[6], 'lease', 1, MAX_MS))
 if bad then
     return bad
 end
@@ -172,15 +172,17 @@ end
 -- that a streak of holds each longer than the claim window still ends
 -- (a count that ran out between two handoffs would start over, and a
 -- waiter outside the queue would never have its turn).
+local function count_ttl()
+    return string.format('%d', 2 * tonumber(ARGV[2]) + 60000)
+end
 local function next_in_streak(head)
-    local count_ttl = 2 * tonumber(ARGV[2]) + 60000
     local streak = redis.pcall('incr', KEYS[5])
     if type(streak) ~= 'number' then
         -- Not a count ('y': a yield's mark, cut short by this handoff).
         streak = 1
-        redis.call('set', KEYS[5], '1', 'px', count_ttl)
+        redis.call('set', KEYS[5], '1', 'px', count_ttl())
     elseif streak == 1 then
-        redis.call('pexpire', KEYS[5], count_ttl)
+        redis.call('pexpire', KEYS[5], count_ttl())
     end
     if streak < tonumber(ARGV[9]) then
         return streak
@@ -190,7 +192,7 @@ local function next_in_streak(head)
         yielded = true
         return nil
     end
-    redis.call('set', KEYS[5], '1', 'px', count_ttl)
+    redis.call('set', KEYS[5], '1', 'px', count_ttl())
     return 1
 end
 
