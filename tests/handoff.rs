@@ -66,31 +66,35 @@ static COUNT_MEMBERS: redisync::Script = redisync::Script::new(
     "return redis.call('zcard', KEYS[1])",
 );
 
-/// How many entries the store's waiter queue of lock `name` holds.
-fn queued_entries(client: &Client, name: &str) -> i64 {
-    let queue = format!("{{{name}}}:redisync_waiters");
-    let call = ScriptCall::new(
-        &COUNT_MEMBERS,
+/// Runs a test script on `key` with `args`, behind every client's back.
+fn run_on_key(
+    client: &Client,
+    script: &'static redisync::Script,
+    key: &str,
+    args: &[&str],
+) -> Reply {
+    let mut call = ScriptCall::new(
+        script,
         redisync::Resend::Harmless,
         redisync::Effect::Change(|_| true),
     )
-    .key(&queue);
-    client
-        .backend()
-        .run_script(&call)
-        .unwrap()
+    .key(key);
+    for arg in args {
+        call = call.arg(*arg);
+    }
+    client.backend().run_script(&call).unwrap()
+}
+
+/// How many entries the store's waiter queue of lock `name` holds.
+fn queued_entries(client: &Client, name: &str) -> i64 {
+    let queue = format!("{{{name}}}:redisync_waiters");
+    run_on_key(client, &COUNT_MEMBERS, &queue, &[])
         .as_int()
         .unwrap()
 }
 
 fn delete_behind_the_clients_back(client: &Client, key: &str) {
-    let call = ScriptCall::new(
-        &DELETE_KEY,
-        redisync::Resend::Harmless,
-        redisync::Effect::Change(|_| true),
-    )
-    .key(key);
-    let deleted = client.backend().run_script(&call).unwrap();
+    let deleted = run_on_key(client, &DELETE_KEY, key, &[]);
     assert_eq!(deleted.as_int(), Some(1), "the lock's hash existed");
 }
 
@@ -709,14 +713,7 @@ static SET_KEY: redisync::Script = redisync::Script::new(
 );
 
 fn set_key(client: &Client, key: &str, value: &str) -> Reply {
-    let call = ScriptCall::new(
-        &SET_KEY,
-        redisync::Resend::Harmless,
-        redisync::Effect::Change(|_| true),
-    )
-    .key(key)
-    .arg(value);
-    client.backend().run_script(&call).unwrap()
+    run_on_key(client, &SET_KEY, key, &[value])
 }
 
 /// The count of holders in a row is an `INCR`; a handoff that finds the
