@@ -65,17 +65,22 @@ local function note_client(clients, holder, lease)
     end
 end
 
-local bad = not plain_ms(ARGV[1]) and bad_bounded(ARGV[1], 'lease', 1, MAX_MS)
-if bad then
-    return bad
-end
--- Inline rather than bad_bounded (a Lua call costs about 1 µs of server
--- time): only a lease shorter than the records must live carries it.
-local keep = ARGV[1]
-if ARGV[5] then
-    keep = ARGV[5]
-    local ms = plain_ms(keep) or tonumber(keep)
-    if not (ms == true or ms and ms >= 1 and ms <= MAX_MS and ms % 1 == 0) then
+-- The lease and the record's keep time, told good by one pattern over the
+-- two (each pattern call costs the server about as much as a small
+-- redis.call's own work; one over both costs little more than one): 1 to
+-- 14 digits each, no leading zero, so 1 to below 10^14 < 2^47. Anything
+-- else (a longer value, or a bad one) gets the exact verdicts below.
+local lease = ARGV[1]
+local keep = ARGV[5] or lease
+if not (lease and #lease <= 14 and #keep <= 14
+        and string.find(lease .. ',' .. keep, '^[1-9]%d*,[1-9]%d*$')) then
+    local bad = bad_bounded(lease, 'lease', 1, MAX_MS)
+    if bad then
+        return bad
+    end
+    -- Inline rather than bad_bounded (its message names the record).
+    local ms = tonumber(keep)
+    if not (ms and ms >= 1 and ms <= MAX_MS and ms % 1 == 0) then
         return redis.error_reply('ERR invalid record keep time: ' .. tostring(keep))
     end
 end
@@ -103,7 +108,7 @@ if (free and not yielded) or redis.call('hexists', KEYS[1], ARGV[2]) == 1 then
     -- Numbers to redis.call as strings: a Lua number is formatted by
     -- snprintf on every call.
     redis.call('hincrby', KEYS[1], ARGV[2], '1')
-    redis.call('pexpire', KEYS[1], ARGV[1])
+    redis.call('pexpire', KEYS[1], lease)
     -- Taken free in a streak under way (a release found nobody to hand
     -- it to): one more redisync holder in a row (INCR keeps the TTL).
     if free and tonumber(streak) then
@@ -111,7 +116,7 @@ if (free and not yielded) or redis.call('hexists', KEYS[1], ARGV[2]) == 1 then
     end
     if KEYS[3] and ARGV[3] == 'retry' then
         redis.call('zrem', KEYS[3], ARGV[2], ARGV[4])
-        note_client(KEYS[4], ARGV[2], ARGV[1])
+        note_client(KEYS[4], ARGV[2], lease)
     end
     return nil
 end
@@ -125,8 +130,8 @@ local now = KEYS[3] and (window_now or redis.call('time'))
 if KEYS[3] and redis.call('zadd', KEYS[3], 'nx', now[1] .. string.sub('00000' .. now[2], -6), member) == 1 then
     -- Outlives any wait between a waiter's attempts (each failed attempt
     -- renews it); a waiter whose entry expired rejoins at its next attempt.
-    redis.call('pexpire', KEYS[3], string.format('%d', 2 * tonumber(ARGV[1]) + 60000))
-    note_client(KEYS[4], ARGV[2], ARGV[1])
+    redis.call('pexpire', KEYS[3], string.format('%d', 2 * tonumber(lease) + 60000))
+    note_client(KEYS[4], ARGV[2], lease)
 end
 -- A busy attempt is spent: a copy of it that lands later (sent again at
 -- once after its connection dropped, while a middlebox held the original)

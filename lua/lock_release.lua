@@ -19,33 +19,42 @@
 --          unlock message is published (the lock was never free)
 -- ARGV[6]  with ARGV[5]: the waiter's lease in milliseconds
 -- KEYS[4]  optional (redisync only): the lock's waiter queue,
---          {name}:redisync_waiters (see lua/lock_acquire.lua); ARGV[5] and
---          ARGV[6] are then given, '' when there is no local waiter
+--          {name}:redisync_waiters (see lua/lock_acquire.lua); the ARGV
+--          after ARGV[4] are then the queue's (below), and the waiter's
+--          come last
 -- KEYS[5]  with KEYS[4]: the count of handoffs in a row,
 --          {name}:redisync_handoffs (2 x lease + 60 s from the streak's
 --          start), or 'y' for a moment after a release freed the lock for
 --          the waiters outside the queue
 -- KEYS[6]  with KEYS[4]: the clients that waited lately,
 --          {name}:redisync_clients (see lua/lock_acquire.lua)
--- ARGV[7]  with KEYS[4]: the claim window in ms: how long a handed hold waits
---          for its waiter to take it
--- ARGV[8]  with KEYS[4]: the prefix of each client's channel for this lock,
---          redisson_lock__channel:{name}:redisync: (the client id follows)
--- ARGV[9]  with KEYS[4]: how many redisync holders in a row (the first took
---          the lock free; the others were handed it, to ARGV[5] or to the
+-- With KEYS[4]:
+-- ARGV[5]  the claim window in ms: how long a handed hold waits for its
+--          waiter to take it
+-- ARGV[6]  how many redisync holders in a row (the first took the lock
+--          free; the others were handed it, to the waiter or to the
 --          queue's head, both counted) before a release frees it the usual
 --          way (unlock message) instead, so that a waiter that is not in
---          the queue (Redisson's) gets its turn; only if someone_else_listens()
--- ARGV[10] with KEYS[4]: the local waiter's queue entry when it has one of
---          the form 'd|<wait id>|<holder id>' or 'd|<wait id>+<lease
+--          the queue (Redisson's) gets its turn; only if
+--          someone_else_listens()
+-- ARGV[7]  optional: a waiter's holder id, as ARGV[5] without KEYS[4]
+-- ARGV[8]  with ARGV[7]: the waiter's lease in milliseconds
+-- ARGV[9]  with ARGV[7]: the waiter's queue entry when it has one of the
+--          form 'd|<wait id>|<holder id>' or 'd|<wait id>+<lease
 --          ms>|<holder id>' (see lua/lock_acquire.lua), or '' (queued by its
 --          holder id), or '-' when it sent no attempt, so has no entry
+--          (Optional and last: a release with no waiter to offer sends
+--          three arguments fewer; each costs the server about as much as a
+--          small redis.call's own work.)
+-- Each client's channel for this lock (the queue's head is told there) is
+--          KEYS[2] .. ':redisync:' .. its client id (not an argument: one
+--          fewer, and the same for every release of the lock).
 -- With KEYS[4], the script runs after lua/window_prelude.lua (its
 --          window_now: the time is read once per script).
 -- Returns  nil = the holder does not hold it; 0 = one hold released, still held;
 --          1 = released and the unlock message published; 2 = released and
 --          handed to the waiter; 4 = as 1, at the end of a streak, for the
---          waiters outside the queue (ARGV[5] not handed it then); 3 = handed
+--          waiters outside the queue (the waiter not handed it then); 3 = handed
 --          to the head of the queue, whose client is told on its channel: 'h:<server ms>:<claim window>:<wait
 --          id>:' .. its holder id when it holds the lock outright (a queue
 --          entry 'd|<wait id>|<holder id>'; for an entry 'd|<wait id>+<lease
@@ -59,32 +68,42 @@
 --          first outcome without releasing again (the latch, or a record,
 --          holds it for ARGV[4] ms).
 -- Checked before any write (a script error does not undo earlier writes).
-local bad = (not plain_ms(ARGV[2]) and bad_bounded(ARGV[2], 'lease', 1, MAX_MS))
-    or (not plain_ms(ARGV[4]) and bad_bounded(ARGV[4], 'latch timeout', 1, MAX_MS))
-    or (ARGV[5] and ARGV[5] ~= '' and not plain_ms(ARGV[6]) and bad_bounded(ARGV[6], 'lease', 1, MAX_MS))
-if bad then
-    return bad
-end
--- Inline rather than bad_bounded (a Lua call costs about 1 µs of server
--- time, and these ride on every release, contended or not).
--- (plain_ms and a pattern first: no number parsed for the usual values.)
+local lease, holder, latch_ms = ARGV[2], ARGV[3], ARGV[4]
+local claim_ms, limit, waiter, waiter_lease, waiter_entry = '1', '0', ARGV[5], ARGV[6], nil
 if KEYS[4] then
-    if not plain_ms(ARGV[7]) then
-        local claim = tonumber(ARGV[7])
-        if not (claim and claim >= 1 and claim <= MAX_MS and claim % 1 == 0) then
-            return redis.error_reply('ERR invalid claim window: ' .. tostring(ARGV[7]))
-        end
-    end
-    if not (type(ARGV[9]) == 'string' and #ARGV[9] <= 14 and string.find(ARGV[9], '^%d+$')) then
-        local streak = tonumber(ARGV[9])
-        if not (streak and streak >= 0 and streak % 1 == 0) then
-            return redis.error_reply('ERR invalid handoff streak: ' .. tostring(ARGV[9]))
-        end
-    end
+    claim_ms, limit, waiter, waiter_lease, waiter_entry = ARGV[5], ARGV[6], ARGV[7], ARGV[8], ARGV[9] or ''
 end
-local waiter = ARGV[5]
 if waiter == '' then
     waiter = nil
+end
+if not waiter then
+    waiter_lease = '1'
+end
+-- Every duration told good by one pattern (each pattern call costs the
+-- server about as much as a small redis.call's own work; one over all of
+-- them little more than one): 1 to 14 digits each, no leading zero, so
+-- 1 to below 10^14 < 2^47; the streak limit any count of up to 14 digits.
+-- Anything else (a longer value, or a bad one) gets the exact verdicts.
+if not (lease and latch_ms and claim_ms and limit and waiter_lease
+        and #lease <= 14 and #latch_ms <= 14 and #claim_ms <= 14 and #limit <= 14
+        and #waiter_lease <= 14
+        and string.find(lease .. ',' .. latch_ms .. ',' .. claim_ms .. ',' .. limit .. ','
+            .. waiter_lease, '^[1-9]%d*,[1-9]%d*,[1-9]%d*,%d+,[1-9]%d*$')) then
+    local bad = bad_bounded(lease, 'lease', 1, MAX_MS)
+        or bad_bounded(latch_ms, 'latch timeout', 1, MAX_MS)
+        or bad_bounded(waiter_lease, 'lease', 1, MAX_MS)
+    if bad then
+        return bad
+    end
+    -- Inline rather than bad_bounded (their messages name them).
+    local claim = tonumber(claim_ms)
+    if not (claim and claim >= 1 and claim <= MAX_MS and claim % 1 == 0) then
+        return redis.error_reply('ERR invalid claim window: ' .. tostring(claim_ms))
+    end
+    local streak = tonumber(limit)
+    if not (streak and streak >= 0 and streak % 1 == 0) then
+        return redis.error_reply('ERR invalid handoff streak: ' .. tostring(limit))
+    end
 end
 local done = redis.call('get', KEYS[3])
 if done and string.sub(done, 1, 5) ~= 'taken' then
@@ -93,7 +112,7 @@ end
 -- The count in one read: the last hold (the common case) then needs no
 -- HINCRBY before the DEL. (A reserved hold, count 0, is a last one too.)
 -- A count of '1' (the usual last hold) is not parsed.
-local count = redis.call('hget', KEYS[1], ARGV[3])
+local count = redis.call('hget', KEYS[1], holder)
 if count ~= '1' then
     count = tonumber(count)
     if not count then
@@ -102,14 +121,14 @@ if count ~= '1' then
         -- a renewal of that hold still on its way would renew the holder's
         -- next hold (a copy of this call reads 'lapsed' as nil too).
         if done then
-            redis.call('set', KEYS[3], 'lapsed', 'px', ARGV[4])
+            redis.call('set', KEYS[3], 'lapsed', 'px', latch_ms)
         end
         return nil
     end
     if count > 1 then
-        redis.call('hincrby', KEYS[1], ARGV[3], '-1')
-        redis.call('pexpire', KEYS[1], ARGV[2])
-        redis.call('set', KEYS[3], '0', 'px', ARGV[4])
+        redis.call('hincrby', KEYS[1], holder, '-1')
+        redis.call('pexpire', KEYS[1], lease)
+        redis.call('set', KEYS[3], '0', 'px', latch_ms)
         return 0
     end
 end
@@ -133,15 +152,16 @@ local YIELD_MS = 100
 local yielded = false
 local function someone_else_listens(head)
     local seen, channels = {}, {}
-    local function add(holder)
-        local client = holder
-            and string.match(string.match(holder, '^d|[^|]*|(.*)$') or holder, '^(.*):[^:]*$')
+    local client_prefix = KEYS[2] .. ':redisync:'
+    local function add(member)
+        local client = member
+            and string.match(string.match(member, '^d|[^|]*|(.*)$') or member, '^(.*):[^:]*$')
         if client and not seen[client] then
             seen[client] = true
-            channels[#channels + 1] = ARGV[8] .. client
+            channels[#channels + 1] = client_prefix .. client
         end
     end
-    add(ARGV[3])
+    add(holder)
     add(head)
     for _, member in ipairs(redis.call('zrange', KEYS[4], 0, 999)) do
         add(member)
@@ -173,7 +193,7 @@ end
 -- (a count that ran out between two handoffs would start over, and a
 -- waiter outside the queue would never have its turn).
 local function count_ttl()
-    return string.format('%d', 2 * tonumber(ARGV[2]) + 60000)
+    return string.format('%d', 2 * tonumber(lease) + 60000)
 end
 local function next_in_streak(head)
     local streak = redis.pcall('incr', KEYS[5])
@@ -184,7 +204,7 @@ local function next_in_streak(head)
     elseif streak == 1 then
         redis.call('pexpire', KEYS[5], count_ttl())
     end
-    if streak < tonumber(ARGV[9]) then
+    if streak < tonumber(limit) then
         return streak
     end
     if someone_else_listens(head) then
@@ -202,11 +222,11 @@ if waiter then
     end
     if not yielded then
         redis.call('hset', KEYS[1], waiter, '1')
-        redis.call('pexpire', KEYS[1], ARGV[6])
-        redis.call('set', KEYS[3], '2', 'px', ARGV[4])
+        redis.call('pexpire', KEYS[1], waiter_lease)
+        redis.call('set', KEYS[3], '2', 'px', latch_ms)
         if KEYS[4] then
-            if ARGV[10] ~= '-' then
-                redis.call('zrem', KEYS[4], waiter, ARGV[10])
+            if waiter_entry ~= '-' then
+                redis.call('zrem', KEYS[4], waiter, waiter_entry)
             end
         end
         return 2
@@ -231,7 +251,7 @@ if KEYS[4] and not yielded then
             -- moment ('y', see lua/lock_acquire.lua): they would win
             -- the race for it every time. The head keeps its place.
             redis.call('zadd', KEYS[4], popped[2], head)
-            redis.call('pexpire', KEYS[4], 2 * tonumber(ARGV[2]) + 60000)
+            redis.call('pexpire', KEYS[4], count_ttl())
             break
         end
         -- 'd|<wait id>|<holder id>': handed outright, the wait named.
@@ -240,12 +260,12 @@ if KEYS[4] and not yielded then
         -- The handed hold's TTL: the claim window until the waiter's
         -- watchdog renews it, or ('<wait id>+<lease ms>') the lease of a
         -- waiter without one, as its own attempt would have set.
-        local ttl = ARGV[7]
+        local ttl = claim_ms
         if outright then
             head = field
-            local id, lease = string.match(wait, '^(%d+)%+(%d+)$')
-            if id and tonumber(lease) >= 1 and tonumber(lease) <= MAX_MS then
-                wait, ttl = id, lease
+            local id, fixed = string.match(wait, '^(%d+)%+(%d+)$')
+            if id and tonumber(fixed) >= 1 and tonumber(fixed) <= MAX_MS then
+                wait, ttl = id, fixed
             end
         end
         local client = string.match(head, '^(.*):[^:]*$')
@@ -256,8 +276,8 @@ if KEYS[4] and not yielded then
         if outright then
             message = 'h:' .. now_ms .. ':' .. ttl .. ':' .. wait .. ':' .. head
         end
-        if client and head ~= ARGV[3]
-            and redis.call('publish', ARGV[8] .. client, message) > 0 then
+        if client and head ~= holder
+            and redis.call('publish', KEYS[2] .. ':redisync:' .. client, message) > 0 then
             -- Outright: one hold, the claim window as TTL until the
             -- waiter's watchdog renews it (or the waiter's fixed lease).
             -- Else count 0: reserved for the waiter, whose next attempt
@@ -272,10 +292,10 @@ if KEYS[4] and not yielded then
             if (now[1] * 1000000 + now[2]) - tonumber(popped[2]) > NOTED_FOR_US then
                 -- (The TTL set when a client joins, as in lua/lock_acquire.lua.)
                 if redis.call('zadd', KEYS[6], now_ms, client) == 1 then
-                    redis.call('pexpire', KEYS[6], 2 * tonumber(ARGV[2]) + 60000)
+                    redis.call('pexpire', KEYS[6], count_ttl())
                 end
             end
-            redis.call('set', KEYS[3], '3', 'px', ARGV[4])
+            redis.call('set', KEYS[3], '3', 'px', latch_ms)
             return 3
         end
     end
@@ -286,7 +306,7 @@ end
 -- count starts over.
 if KEYS[4] and not yielded then
     local streak = tonumber(redis.call('get', KEYS[5]))
-    if streak and streak + 1 >= tonumber(ARGV[9]) then
+    if streak and streak + 1 >= tonumber(limit) then
         if someone_else_listens(nil) then
             redis.call('set', KEYS[5], 'y', 'px', YIELD_MS)
             yielded = true
@@ -298,5 +318,5 @@ end
 redis.call('publish', KEYS[2], ARGV[1])
 -- The outcome written as a string (a Lua number passed to redis.call is
 -- formatted by snprintf).
-redis.call('set', KEYS[3], yielded and '4' or '1', 'px', ARGV[4])
+redis.call('set', KEYS[3], yielded and '4' or '1', 'px', latch_ms)
 return yielded and 4 or 1

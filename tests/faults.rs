@@ -39,6 +39,10 @@ fn sha(file: &str) -> String {
     if source.contains("op_replay(") {
         source = read("op_record_prelude.lua") + &source;
     }
+    // A count's exact checks (their own prelude) after the durations'.
+    if source.contains("count_checks()") {
+        source = read("count_prelude.lua") + &source;
+    }
     if source.contains("bad_bounded(") || source.contains("count_checks()") {
         source = read("args_prelude.lua") + &source;
     }

@@ -123,10 +123,17 @@ impl Hooked {
 
 impl Hook for Hooked {
     fn run_script(&self, inner: &Store, call: &ScriptCall<'_>) -> redisync::Result<Reply> {
-        // A release given a waiter (six arguments) is a handoff.
+        // A release given a waiter of this client is a handoff: its
+        // ARGV[5] without the queue's keys, ARGV[7] (the waiter's three
+        // last, only when there is one) with them.
+        let waiter_at = if call.keys().len() > 3 { 6 } else { 4 };
         let id = match call.script().id() {
-            // Given a waiter of this client (ARGV[5], '' when none).
-            "lock_release" if call.args().get(4).is_some_and(|a| !a.as_ref().is_empty()) => {
+            "lock_release"
+                if call
+                    .args()
+                    .get(waiter_at)
+                    .is_some_and(|a| !a.as_ref().is_empty()) =>
+            {
                 "handoff"
             }
             id => id,

@@ -603,17 +603,23 @@ fn backends_refuse_out_of_range_arguments(env: &Env) {
 // Redis only: the scripts themselves
 // ---------------------------------------------------------------------------
 
-/// The script text as RedisBackend loads it: the argument checks, the
+/// The script text as RedisBackend loads it: the argument checks (and a
+/// count's, `lua/count_prelude.lua`, for a script that takes counts), the
 /// shared prelude if any, the op record's helpers for a write that acts
 /// once (`lua/op_record_prelude.lua`), the script.
 fn script(prelude: &str, body: &str) -> ::redis::Script {
     let args = include_str!("../lua/args_prelude.lua");
+    let counts = if body.contains("count_checks()") {
+        include_str!("../lua/count_prelude.lua")
+    } else {
+        ""
+    };
     let once = if body.contains("op_replay(") {
         include_str!("../lua/op_record_prelude.lua")
     } else {
         ""
     };
-    ::redis::Script::new(&format!("{args}{prelude}{once}{body}"))
+    ::redis::Script::new(&format!("{args}{counts}{prelude}{once}{body}"))
 }
 
 const FAIR: &str = include_str!("../lua/fair_lock_prelude.lua");
@@ -915,6 +921,130 @@ fn redis_lock_scripts_refuse_before_writing() {
     common::wait_until("a 1 ms lease expired", STUCK, || {
         common::pttl(conn, "short") == -2
     });
+}
+
+/// The lock scripts as a client with a waiter queue calls them (after the
+/// window's prelude, given no window: '0'): the acquire's record keep
+/// time, and the release's every duration and its streak limit, the
+/// waiter's lease among them when the waiter's three arguments come last.
+/// Each one out of range is refused before the first write, whether the
+/// lock is free or held twice; the largest values work.
+#[test]
+fn redis_queued_lock_scripts_refuse_before_writing() {
+    let server = common::TestServer::start();
+    let mut conn = server.connection();
+    let conn = &mut conn;
+    let windowed = |body: &str| {
+        ::redis::Script::new(&format!(
+            "{}{}{body}",
+            include_str!("../lua/window_prelude.lua"),
+            include_str!("../lua/args_prelude.lua")
+        ))
+    };
+    let acquire = windowed(include_str!("../lua/lock_acquire.lua"));
+    let release = windowed(include_str!("../lua/lock_release.lua"));
+    let (l, h) = ("q", "u:1");
+    let record = "{q}:redisync_attempt:1";
+    let acquire_keys = [l, record, "{q}:redisync_waiters", "{q}:redisync_clients"];
+    let release_keys = [
+        l,
+        "redisson_lock__channel:{q}",
+        "redisson_unlock_latch:{q}:1",
+        "{q}:redisync_waiters",
+        "{q}:redisync_handoffs",
+        "{q}:redisync_clients",
+    ];
+    let bad_streaks = ["-1", "1.5", "abc", ""];
+    for held in [false, true] {
+        if held {
+            for attempt in ["{q}:redisync_attempt:h1", "{q}:redisync_attempt:h2"] {
+                let keys = [l, attempt, acquire_keys[2], acquire_keys[3]];
+                run(
+                    conn,
+                    &acquire,
+                    &keys,
+                    &["60000", h, "first", "", "65000", "0"],
+                );
+            }
+        }
+        let good = ["60000", h, "first", "", "65000", "0"];
+        assert_refused(
+            conn,
+            "lock_acquire lease",
+            &acquire,
+            &acquire_keys,
+            &variants(&good, 0, BAD_MS),
+        );
+        assert_refused(
+            conn,
+            "lock_acquire record keep",
+            &acquire,
+            &acquire_keys,
+            &variants(&good, 4, BAD_MS),
+        );
+        let good = ["0", "60000", h, "5000", "15000", "16", "0"];
+        for (index, what) in [(1, "lease"), (3, "latch"), (4, "claim window")] {
+            let what = format!("lock_release (queued) {what}");
+            assert_refused(
+                conn,
+                &what,
+                &release,
+                &release_keys,
+                &variants(&good, index, BAD_MS),
+            );
+        }
+        assert_refused(
+            conn,
+            "lock_release (queued) streak",
+            &release,
+            &release_keys,
+            &variants(&good, 5, &bad_streaks),
+        );
+        let good = [
+            "0", "60000", h, "5000", "15000", "16", "w:1", "60000", "-", "0",
+        ];
+        assert_refused(
+            conn,
+            "lock_release (queued) waiter lease",
+            &release,
+            &release_keys,
+            &variants(&good, 7, BAD_MS),
+        );
+        if !held {
+            assert!(snapshot(conn).is_empty(), "{:?}", snapshot(conn));
+        }
+    }
+    // The largest values work: held twice, one release keeps the lock
+    // with the largest lease as its TTL; the last hands it to the waiter
+    // with the largest lease.
+    let max = "140737488355328";
+    let good = [max, h, "5000", "15000", "16"];
+    let _: () = ::redis::cmd("FLUSHALL").query(conn).unwrap();
+    for attempt in ["{q}:redisync_attempt:m1", "{q}:redisync_attempt:m2"] {
+        let keys = [l, attempt, acquire_keys[2], acquire_keys[3]];
+        run(conn, &acquire, &keys, &[max, h, "first", "", max, "0"]);
+    }
+    let once = run(
+        conn,
+        &release,
+        &release_keys,
+        &["0", good[0], h, good[2], good[3], good[4], "0"],
+    );
+    assert_eq!(once, ::redis::Value::Int(0), "one hold of two released");
+    let mut keys = release_keys;
+    keys[2] = "redisson_unlock_latch:{q}:2";
+    let handed = run(
+        conn,
+        &release,
+        &keys,
+        &["0", good[0], h, good[2], max, good[4], "w:1", max, "-", "0"],
+    );
+    assert_eq!(handed, ::redis::Value::Int(2), "handed to the waiter");
+    let pttl = common::pttl(conn, l);
+    assert!(
+        pttl > (1 << 47) - 60_000 && pttl <= 1 << 47,
+        "handed hold PTTL {pttl}"
+    );
 }
 
 /// The fair-lock, semaphore and permit scripts likewise.

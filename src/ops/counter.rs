@@ -10,7 +10,7 @@ use crate::backend::{Effect, LockBackend, Resend, ScriptCall};
 scripts! {
     /// KEYS counter, channel[, op record]; ARGV value, message[, record
     /// ms]. 1 = set.
-    SET_IF_ABSENT = "counter_set_if_absent", "counter set", writes, after "window_prelude", after "args_prelude", after "op_record_prelude";
+    SET_IF_ABSENT = "counter_set_if_absent", "counter set", writes, after "window_prelude", after "args_prelude", after "count_prelude", after "op_record_prelude";
     /// KEYS counter. Its value, nil when absent.
     GET = "counter_get", "counter get", reads;
 }

@@ -50,7 +50,7 @@ scripts! {
     UPDATE_LEASE = "expirable_update_lease", "expirable semaphore update lease", writes, after "window_prelude", after "args_prelude", after "expirable_prelude";
     /// KEYS available, leases, channel[, op record]; ARGV total, now ms[,
     /// record ms]. The available permits.
-    SET_PERMITS = "expirable_set_permits", "expirable semaphore set permits", writes, after "window_prelude", after "args_prelude", after "op_record_prelude", after "expirable_prelude";
+    SET_PERMITS = "expirable_set_permits", "expirable semaphore set permits", writes, after "window_prelude", after "args_prelude", after "count_prelude", after "op_record_prelude", after "expirable_prelude";
 }
 
 /// The lease end recorded for a permit taken without a lease: Redisson's

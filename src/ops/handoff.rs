@@ -273,7 +273,9 @@ impl<'a> QueuePlace<'a> {
 /// given, or else to the head of `queue` whose client listens:
 /// [`Release::Transferred`] either way, and no unlock message; or, at the
 /// end of a streak (see the module doc), to neither:
-/// [`Release::Yielded`].
+/// [`Release::Yielded`]. `channel` is the lock's own,
+/// `redisson_lock__channel:{name}`: the head's client is told on that
+/// channel followed by `:redisync:<client id>` ([`Queue::channel`]).
 ///
 /// # Errors
 /// As [`lock::release`](super::lock::release).
@@ -304,13 +306,9 @@ pub fn release<B: LockBackend + ?Sized>(
     check_ms("lease", lease_ms)?;
     check_ms("latch timeout", latch_ms)?;
     check_ms("claim window", queue.claim_ms)?;
-    let (waiter, waiter_lease_ms, waiter_entry) = match waiter {
-        Some((waiter, lease, place)) => {
-            check_ms("lease", lease)?;
-            (waiter, lease, place.arg())
-        }
-        None => ("", 1, ""),
-    };
+    if let Some((_, lease, _)) = waiter {
+        check_ms("lease", lease)?;
+    }
     // Behind its unlock latch, a repeat returns the first outcome.
     let call = ScriptCall::new(&RELEASE, Resend::Harmless, Effect::Change(is_some))
         .key(name)
@@ -323,12 +321,14 @@ pub fn release<B: LockBackend + ?Sized>(
         .arg(lease_ms)
         .arg(holder)
         .arg(latch_ms)
-        .arg(waiter)
-        .arg(waiter_lease_ms)
         .arg(queue.claim_ms)
-        .arg(queue.channel_prefix.as_str())
-        .arg(i64::from(queue.streak))
-        .arg(waiter_entry);
+        .arg(i64::from(queue.streak));
+    // The waiter's three come last, only when there is one (each argument
+    // costs the server about as much as a small command's own work).
+    let call = match waiter {
+        Some((waiter, lease, place)) => call.arg(waiter).arg(lease).arg(place.arg()),
+        None => call,
+    };
     release_outcome(&run(backend, &call)?, RELEASE.operation())
 }
 

@@ -514,6 +514,24 @@ mod tests {
                     script.id()
                 );
             }
+            // The counts' exact checks right after the durations' (their
+            // own file: the other scripts build no closure for them).
+            let after_args = code
+                .strip_prefix(include_str!("../../lua/args_prelude.lua"))
+                .unwrap_or(code);
+            assert_eq!(
+                code.contains("local function count_checks()"),
+                after_args.starts_with(include_str!("../../lua/count_prelude.lua")),
+                "{}: count_prelude.lua right after args_prelude.lua, or not at all",
+                script.id()
+            );
+            if code.contains("count_checks()") {
+                assert!(
+                    code.contains("local function count_checks()"),
+                    "{}",
+                    script.id()
+                );
+            }
         }
     }
 

@@ -9,12 +9,12 @@ use crate::{Error, Result};
 
 scripts! {
     /// KEYS semaphore, channel; ARGV delta. The new count.
-    ADD = "semaphore_add", "semaphore add", writes, after "window_prelude", after "args_prelude";
+    ADD = "semaphore_add", "semaphore add", writes, after "window_prelude", after "args_prelude", after "count_prelude";
     /// KEYS semaphore; ARGV permits. 1 = taken.
-    TRY_ACQUIRE = "semaphore_try_acquire", "semaphore acquire", writes, after "window_prelude", after "args_prelude";
+    TRY_ACQUIRE = "semaphore_try_acquire", "semaphore acquire", writes, after "window_prelude", after "args_prelude", after "count_prelude";
     /// KEYS semaphore, channel, record; ARGV permits, record ms [, 1 =
     /// forget the record]. 1 = given back, 0 = nothing taken.
-    UNDO_ACQUIRE = "semaphore_undo_acquire", "semaphore undo acquire", writes, after "window_prelude", after "args_prelude", after "undo_prelude";
+    UNDO_ACQUIRE = "semaphore_undo_acquire", "semaphore undo acquire", writes, after "window_prelude", after "args_prelude", after "count_prelude", after "undo_prelude";
     /// KEYS semaphore[, op record]; ARGV [record ms]. How many were
     /// available.
     DRAIN = "semaphore_drain", "semaphore drain", writes, after "window_prelude", after "args_prelude", after "op_record_prelude";
