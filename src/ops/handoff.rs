@@ -278,13 +278,17 @@ impl<'a> QueuePlace<'a> {
 /// channel followed by `:redisync:<client id>` ([`Queue::channel`]).
 ///
 /// # Errors
-/// As [`lock::release`](super::lock::release).
+/// As [`lock::release`](super::lock::release); `InvalidArgument` for a
+/// `channel` that is not the lock's own.
 ///
 /// ```
 /// use redisync::internal::handoff::{self, Queue, QueuePlace};
 /// use redisync::internal::lock::Release;
 /// let store = redisync::MemoryBackend::new();
 /// let queue = Queue::new("doc:qr", 2_000, 16);
+/// let wrong = handoff::release(&store, "doc:qr", "redisson_lock__channel:{other}", "a:1", 30_000,
+///     "redisson_unlock_latch:{doc:qr}:r0", 5_000, None, &queue);
+/// assert!(wrong.unwrap_err().is_invalid_argument());
 /// handoff::acquire(&store, "doc:qr", "a:1", 30_000, "{doc:qr}:redisync_attempt:1", &queue, false, None)?;
 /// let released = handoff::release(&store, "doc:qr", "redisson_lock__channel:{doc:qr}", "a:1", 30_000,
 ///     "redisson_unlock_latch:{doc:qr}:r1", 5_000, Some(("a:2", 30_000, QueuePlace::Unqueued)), &queue)?;
@@ -308,6 +312,17 @@ pub fn release<B: LockBackend + ?Sized>(
     check_ms("claim window", queue.claim_ms)?;
     if let Some((_, lease, _)) = waiter {
         check_ms("lease", lease)?;
+    }
+    // The script tells the head's client on `channel` + `:redisync:<id>`,
+    // where the queue's clients listen: another channel would reach none.
+    if queue.channel_prefix.strip_prefix(channel) != Some(":redisync:") {
+        return Err(crate::Error::invalid(
+            "channel",
+            format!(
+                "must be the lock's own channel (the queue's clients listen on {}<client id>), got {channel:?}",
+                queue.channel_prefix
+            ),
+        ));
     }
     // Behind its unlock latch, a repeat returns the first outcome.
     let call = ScriptCall::new(&RELEASE, Resend::Harmless, Effect::Change(is_some))
