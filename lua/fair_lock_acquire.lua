@@ -4,9 +4,9 @@
 -- KEYS[2]  the queue of waiter ids, FIFO: redisson_lock_queue:{name}
 -- KEYS[3]  waiter id -> slot deadline in ms: redisson_lock_timeout:{name}
 -- KEYS[4]  optional (redisync only): this attempt's record,
---          {name}:redisync_attempt:<attempt id>, written only when the
---          attempt takes a hold: 'taken' with the lease (or ARGV[10]) as TTL
---          ('undone', by lua/fair_lock_undo_acquire.lua; once its hold was
+--          {name}:redisync_attempt:<attempt id>, with the lease (or
+--          ARGV[10]) as TTL: 'taken' when the attempt takes a hold, 'busy'
+--          when it does not ('undone', by lua/fair_lock_undo_acquire.lua; once its hold was
 --          released, the release's outcome: lua/fair_lock_release.lua keeps
 --          it there as the unlock latch). An attempt whose record is there
 --          does not act again, and writes nothing (not even the queue):
@@ -67,30 +67,45 @@ for i = 1, #fields do
         mine = true
     end
 end
-if KEYS[4] then
+-- This attempt's record, claimed by the attempt's first write and only
+-- if absent (SET NX: one call, where a read first and a write at the end
+-- were two). One there already is this attempt's own, resent or late: the
+-- attempt then writes nothing (not even the queue) and `claim` gives its
+-- reply: 'taken' while the holder still holds it = acquired, no second
+-- hold; 'busy' = busy again (a busy attempt is spent: a copy that lands
+-- later, sent again at once after its connection dropped while a
+-- middlebox held the original, must not take the lock for a caller told
+-- it was busy); anything else = refused as late. Returns true and that
+-- reply, or false. Where the outcome is not known before the first write
+-- (a free or stranded lock: evictions come first) 'busy' is claimed, and
+-- made 'taken' if the attempt takes the hold.
+local keep = ARGV[10] or ARGV[1]
+local claimed = not KEYS[4]
+local function claim(value)
+    if claimed then
+        return false
+    end
+    claimed = true
+    if redis.call('set', KEYS[4], value, 'px', keep, 'nx') then
+        return false
+    end
     local record = redis.call('get', KEYS[4])
-    if record then
-        if record == 'taken' and mine then
-            return nil
-        end
-        if record == 'busy' then
-            -- Another copy of this attempt was told busy: spent.
-            return math.max(redis.call('pttl', KEYS[1]), 1)
-        end
-        return redis.error_reply('ERR late request: this acquire attempt was undone or released already')
+    if record == 'taken' and mine then
+        return true, nil
     end
-end
--- A busy attempt is spent: a copy of it that lands later (sent again at
--- once after its connection dropped, while a middlebox held the original)
--- must not take the lock for a caller told it was busy. Returns `reply`.
-local function busy(reply)
-    if KEYS[4] then
-        redis.call('set', KEYS[4], 'busy', 'px', ARGV[10] or ARGV[1], 'nx')
+    if record == 'busy' then
+        return true, math.max(redis.call('pttl', KEYS[1]), 1)
     end
-    return reply
+    return true, redis.error_reply('ERR late request: this acquire attempt was undone or released already')
 end
 local now = tonumber(ARGV[4])
 local stranded = mine and KEYS[5] and ARGV[7] == '1'
+if stranded or free then
+    local again, reply = claim('busy')
+    if again then
+        return reply
+    end
+end
 if stranded then
     redis.call('del', KEYS[1])
     free, mine = true, false
@@ -133,7 +148,7 @@ if free then
         redis.call('hset', KEYS[1], ARGV[2], 1)
         redis.call('pexpire', KEYS[1], ARGV[1])
         if KEYS[4] then
-            redis.call('set', KEYS[4], 'taken', 'px', ARGV[10] or ARGV[1])
+            redis.call('set', KEYS[4], 'taken', 'px', keep)
         end
         if KEYS[5] and head then
             redis.call('del', KEYS[5])
@@ -146,15 +161,21 @@ if free then
 end
 -- Re-entry.
 if mine then
+    local again, reply = claim('taken')
+    if again then
+        return reply
+    end
     redis.call('hincrby', KEYS[1], ARGV[2], 1)
     redis.call('pexpire', KEYS[1], ARGV[1])
-    if KEYS[4] then
-        redis.call('set', KEYS[4], 'taken', 'px', ARGV[10] or ARGV[1])
-    end
     return nil
 end
+-- Busy (the lock held, or another waiter first): spent, queued or not.
+local again, reply = claim('busy')
+if again then
+    return reply
+end
 if ARGV[5] ~= '1' then
-    return busy(math.max(redis.call('pttl', KEYS[1]), 1))
+    return math.max(redis.call('pttl', KEYS[1]), 1)
 end
 -- Stale waiters are evicted as Redisson's acquire evicts them, at once
 -- (a live waiter that outlived its slot is then queued again at the tail,
@@ -178,21 +199,21 @@ end
 if redis.call('zadd', KEYS[3], 'nx', ttl + tonumber(ARGV[3]) + now, ARGV[2]) == 1 then
     redis.call('rpush', KEYS[2], ARGV[2])
     mark(ttl + tonumber(ARGV[3]))
-    return busy(math.max(ttl, 1))
+    return math.max(ttl, 1)
 end
 -- Already queued: wait until the slot ahead runs out.
 local queued = redis.call('zscore', KEYS[3], ARGV[2])
 mark(tonumber(queued) - now)
 local ahead = tonumber(queued) - tonumber(ARGV[3]) - now
 if ahead > 0 then
-    return busy(ahead)
+    return ahead
 end
 -- The slot ahead ran out while its owner still holds the lock: wait for
 -- the lock's TTL (-1 = none: wait for the unlock message), not 1 ms.
 local ttl = redis.call('pttl', KEYS[1])
 if ttl ~= -2 then
-    return busy(ttl)
+    return ttl
 end
 -- Free, and a live head has not taken it yet: wait for the head's slot.
 local head = redis.call('lindex', KEYS[2], 0)
-return busy(math.max(tonumber(redis.call('zscore', KEYS[3], head) or now) - now, 1))
+return math.max(tonumber(redis.call('zscore', KEYS[3], head) or now) - now, 1)

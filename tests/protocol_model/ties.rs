@@ -105,7 +105,11 @@ pub(crate) const SCRIPT_TIES: &[Tie] = &[
             ("redisync_attempt", "the attempt's record"),
             ("late request", "refused"),
             (
-                "redis.call('set', KEYS[4], 'busy', 'px', ARGV[10] or ARGV[1], 'nx')",
+                "redis.call('set', KEYS[4], value, 'px', keep, 'nx')",
+                "the record claimed by the attempt's first write",
+            ),
+            (
+                "local again, reply = claim('busy')",
                 "told busy: the attempt is spent",
             ),
             ("if record == 'busy' then", "a copy finding 'busy': busy"),
