@@ -79,13 +79,25 @@ fn session(shared: &Shared, conn: &mut dyn PubSubConnection, connected: &mut boo
     conn.subscribe(std::slice::from_ref(&shared.control_channel))?;
     *connected = true;
     let mut first = true;
+    // When the wishes were last reconciled (`None`: due now). Only on a
+    // nudge (the control channel) and once per tick, not after every lock
+    // message: the sweep visits every channel under the state's mutex,
+    // which a woken waiter wants at that very moment.
+    let mut swept_at: Option<Instant> = None;
     loop {
+        let now = Instant::now();
+        if swept_at.is_some_and(|at| now.saturating_duration_since(at) < TICK) {
+            if !dispatch(shared, conn)? {
+                swept_at = None;
+            }
+            continue;
+        }
+        swept_at = Some(now);
         let (subscribe, unsubscribe) = {
             let mut state = shared.state.lock();
             if state.shutdown {
                 return Ok(());
             }
-            let now = Instant::now();
             let mut subscribe = std::mem::take(&mut state.pending_directs);
             let mut unsubscribe = Vec::new();
             let State {
@@ -136,27 +148,38 @@ fn session(shared: &Shared, conn: &mut dyn PubSubConnection, connected: &mut boo
             shared.events.on_subscriber_connected();
         }
         conn.unsubscribe(&unsubscribe)?;
-        if let Some(message) = conn.next_message(TICK)? {
-            if message.channel == shared.control_channel {
-                continue;
-            }
-            let mut state = shared.state.lock();
-            if let Some(entry) = state.channels.get_mut(&message.channel) {
-                // A fair lock's release handed the lock outright to a
-                // waiter on its own channel (`ops::fair_lock`): no wake.
-                if message.payload.starts_with("h:") {
-                    let server_now = shared.backend.server_now_ms();
-                    entry.direct_message(&message.payload, Instant::now(), server_now);
-                    continue;
-                }
-                let notify = entry.state.deliver(&message.payload);
-                entry.notify(notify);
-            } else if let Some(channel) = state.directs.get(&message.channel).cloned()
-                && let Some(entry) = state.channels.get_mut(&channel)
-            {
-                let server_now = shared.backend.server_now_ms();
-                entry.direct_message(&message.payload, Instant::now(), server_now);
-            }
+        if !dispatch(shared, conn)? {
+            swept_at = None;
         }
     }
+}
+
+/// Waits up to a tick for one message and turns it into wakes or a direct
+/// handoff. False for a nudge (a message on the control channel): the
+/// wishes are then reconciled at once.
+fn dispatch(shared: &Shared, conn: &mut dyn PubSubConnection) -> Result<bool> {
+    let Some(message) = conn.next_message(TICK)? else {
+        return Ok(true);
+    };
+    if message.channel == shared.control_channel {
+        return Ok(false);
+    }
+    let mut state = shared.state.lock();
+    if let Some(entry) = state.channels.get_mut(&message.channel) {
+        // A fair lock's release handed the lock outright to a waiter on its
+        // own channel (`ops::fair_lock`): no wake.
+        if message.payload.starts_with("h:") {
+            let server_now = shared.backend.server_now_ms();
+            entry.direct_message(&message.payload, Instant::now(), server_now);
+            return Ok(true);
+        }
+        let notify = entry.state.deliver(&message.payload);
+        entry.notify(notify);
+    } else if let Some(channel) = state.directs.get(&message.channel).cloned()
+        && let Some(entry) = state.channels.get_mut(&channel)
+    {
+        let server_now = shared.backend.server_now_ms();
+        entry.direct_message(&message.payload, Instant::now(), server_now);
+    }
+    Ok(true)
 }
