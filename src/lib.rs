@@ -183,6 +183,7 @@ mod deadline;
 mod election;
 mod error;
 mod event;
+mod fast_map;
 mod flavor;
 mod handle;
 mod health;

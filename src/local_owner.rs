@@ -14,8 +14,8 @@
 //! lost (a restart without persistence) costs a park bounded by the lease,
 //! never a hang.
 
+use crate::fast_map::FastMap;
 use std::borrow::Borrow;
-use std::collections::HashMap;
 use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -30,7 +30,7 @@ use crate::watchdog::Lease;
 /// no allocation of its own (a client may hold 100,000 locks).
 #[derive(Debug, Default)]
 pub(crate) struct LocalOwners {
-    owners: Mutex<HashMap<ByName, Arc<Lease>>>,
+    owners: Mutex<FastMap<ByName, Arc<Lease>>>,
 }
 
 /// A hold, found in the map by its lock's name.

@@ -3,9 +3,9 @@
 //! owners), so that a release knows whether it is the holder's outermost
 //! one (the one that may hand the lock over and drain phantom holds).
 
-use std::collections::HashMap;
 use std::sync::Arc;
 
+use crate::fast_map::FastMap;
 use crate::flavor::Holder;
 
 /// A hold count's key: a holder (its id, and which half of a read-write
@@ -23,20 +23,20 @@ thread_local! {
     /// id starts with the client's uuid, so it names the client too):
     /// the hold count the store *should* have for it. Guards are `!Send`,
     /// so a thread-local count is exact.
-    static LOCAL_HOLDS: std::cell::RefCell<HashMap<HoldKey, u32>> =
-        std::cell::RefCell::new(std::collections::HashMap::new());
+    static LOCAL_HOLDS: std::cell::RefCell<FastMap<HoldKey, u32>> =
+        std::cell::RefCell::new(FastMap::default());
 }
 
 /// Live guards per holder and lock of explicit owners ([`LockOwner`]): their
 /// guards move between threads, so their counts are process-wide.
-static OWNED_HOLDS: std::sync::LazyLock<parking_lot::Mutex<HashMap<HoldKey, u32>>> =
+static OWNED_HOLDS: std::sync::LazyLock<parking_lot::Mutex<FastMap<HoldKey, u32>>> =
     std::sync::LazyLock::new(Default::default);
 
 /// Runs `f` on the hold counts of a holder kind: the explicit owners'
 /// (`explicit`), else the calling thread's. `None` during thread teardown,
 /// when the thread's map may be gone; then no count is kept and no release
 /// drains phantoms (the safe side).
-fn with_holds<R>(explicit: bool, f: impl FnOnce(&mut HashMap<HoldKey, u32>) -> R) -> Option<R> {
+fn with_holds<R>(explicit: bool, f: impl FnOnce(&mut FastMap<HoldKey, u32>) -> R) -> Option<R> {
     if explicit {
         return Some(f(&mut OWNED_HOLDS.lock()));
     }

@@ -21,7 +21,7 @@ mod model_tests;
 mod thread;
 mod wake;
 
-use std::collections::HashMap;
+use crate::fast_map::FastMap;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -45,7 +45,7 @@ use self::wake::wake_all;
 #[derive(Debug)]
 struct Entry {
     state: ChannelState,
-    waiters: HashMap<u64, Waiter>,
+    waiters: FastMap<u64, Waiter>,
     /// Orders parked waiters: the next park's number.
     next_park: u64,
     /// Direct handoffs made in a row on this channel (see `offer`).
@@ -77,16 +77,16 @@ struct Waiter {
 
 #[derive(Debug, Default)]
 struct State {
-    channels: HashMap<String, Entry>,
+    channels: FastMap<String, Entry>,
     /// Each entry's direct channel (see [`Entry::direct`]) to the entry's
     /// own.
-    directs: HashMap<String, String>,
+    directs: FastMap<String, String>,
     /// Direct channels added to an entry that was subscribed already.
     pending_directs: Vec<String>,
     /// Until when this client's attempts keep off each channel's free lock
     /// (see [`Subscriber::note_yield`]): apart from the entries, as the
     /// client that freed it need not have waited for it.
-    yields: HashMap<String, Instant>,
+    yields: FastMap<String, Instant>,
     /// Entries created so far: each new entry's message count starts in a
     /// range of its own, so a snapshot taken from an entry that lingered out
     /// never matches the count of the entry that replaced it.

@@ -47,7 +47,7 @@
 //! window; during it, a new local attempt queues instead of racing the woken
 //! waiter ([`Snapshot::handoff_pending`]).
 
-use std::collections::HashMap;
+use crate::fast_map::FastMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -130,7 +130,7 @@ impl Subscriber {
             created = true;
             Entry {
                 state: ChannelState::starting_at(wake, *entries_created << 32),
-                waiters: HashMap::new(),
+                waiters: FastMap::default(),
                 next_park: 0,
                 streak: 0,
                 direct: None,

@@ -9,7 +9,9 @@
 //! batch is sent ([`Schedule::sending`]) it is in flight: the last release
 //! of its hold then waits for its answer (see `Watchdog::stop`).
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
+
+use crate::fast_map::FastMap;
 use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -113,11 +115,11 @@ pub(super) struct Schedule {
     /// together share a batch (a lease renewed a quarter interval early still
     /// runs a full timeout from then).
     coalesce: Duration,
-    watches: HashMap<Hold, Watch>,
+    watches: FastMap<Hold, Watch>,
     /// The attempts of the live guards with a record of a watch with more
     /// than one, but the one its renewals name (reentrant holds; most
     /// watches have none here), in no order.
-    others: HashMap<Hold, Vec<AttemptId>>,
+    others: FastMap<Hold, Vec<AttemptId>>,
     queue: BTreeMap<(Instant, u64), Hold>,
     next_id: u64,
 }
@@ -130,8 +132,8 @@ impl Schedule {
             timeout,
             interval,
             coalesce: interval / 4,
-            watches: HashMap::new(),
-            others: HashMap::new(),
+            watches: FastMap::default(),
+            others: FastMap::default(),
             queue: BTreeMap::new(),
             next_id: 0,
         }

@@ -2,7 +2,7 @@
 //! written into one buffer and loaded on `NOSCRIPT`; each script's SHA1
 //! computed once per backend ([`Loaded`]).
 
-use std::collections::HashMap;
+use crate::fast_map::FastMap;
 use std::sync::Arc;
 
 use parking_lot::RwLock;
@@ -20,7 +20,7 @@ use crate::backend::{Script, ScriptCall};
 /// sharded form (a function of the code), so two scripts made apart with
 /// one code share an entry and two with the same id but other code do not.
 #[derive(Default)]
-pub(super) struct Loaded(RwLock<HashMap<(usize, usize, bool), Arc<redis::Script>>>);
+pub(super) struct Loaded(RwLock<FastMap<(usize, usize, bool), Arc<redis::Script>>>);
 
 impl Loaded {
     /// `script`'s form for EVALSHA: of its [`code`](Script::code) or,
