@@ -8,10 +8,22 @@
 
 /// `p:{name}` (or `p:name` when `name` already has a hash tag).
 pub(crate) fn prefix(p: &str, name: &str) -> String {
+    let mut key = String::with_capacity(p.len() + name.len() + 3);
+    push_prefixed(&mut key, p, name);
+    key
+}
+
+/// Appends [`prefix`]`(p, name)` to `key` (no string of its own, no
+/// formatting: for keys built on every call).
+pub(crate) fn push_prefixed(key: &mut String, p: &str, name: &str) {
+    key.push_str(p);
+    key.push(':');
     if name.contains('{') {
-        format!("{p}:{name}")
+        key.push_str(name);
     } else {
-        format!("{p}:{{{name}}}")
+        key.push('{');
+        key.push_str(name);
+        key.push('}');
     }
 }
 
@@ -23,8 +35,11 @@ pub(crate) fn lock_channel(name: &str) -> String {
 /// The key prefix of a lock's unlock latches; the release script appends
 /// `:<request id>`: `redisson_unlock_latch:{name}`.
 pub(crate) fn unlock_latch_prefix(name: &str) -> String {
-    prefix("redisson_unlock_latch", name)
+    prefix(UNLOCK_LATCH, name)
 }
+
+/// The unlock latches' key prefix before the lock's name.
+pub(crate) const UNLOCK_LATCH: &str = "redisson_unlock_latch";
 
 /// A fenced lock's token counter: `redisson_lock_token:{name}` (no expiry).
 pub(crate) fn fence_token(name: &str) -> String {
