@@ -43,7 +43,7 @@ impl AttemptId {
     pub(crate) fn key(self, name: &str) -> String {
         static PREFIX: std::sync::LazyLock<String> =
             std::sync::LazyLock::new(|| uuid::Uuid::new_v4().simple().to_string());
-        keys::acquire_attempt(name, format_args!("{}{:x}", PREFIX.as_str(), self.0.get()))
+        keys::acquire_attempt(name, PREFIX.as_str(), self.0.get())
     }
 }
 

@@ -64,19 +64,8 @@ fn new_latch(name: &str) -> String {
     keys::push_prefixed(&mut latch, keys::UNLOCK_LATCH, name);
     latch.push(':');
     latch.push_str(PREFIX.as_str());
-    push_hex(&mut latch, n);
+    keys::push_hex(&mut latch, n);
     latch
-}
-
-/// Appends `n` in lower-case hex, as `{n:x}` writes it.
-fn push_hex(out: &mut String, n: u64) {
-    // At least one digit (0 is "0"), none leading.
-    let bits = 64 - n.leading_zeros().min(60) as usize / 4 * 4;
-    for shift in (0..bits).step_by(4).rev() {
-        out.push(char::from(
-            b"0123456789abcdef"[((n >> shift) & 0xf) as usize],
-        ));
-    }
 }
 
 impl<H: GuardHolder> Lock<H> {
@@ -371,29 +360,6 @@ impl Lock {
 
 #[cfg(test)]
 mod tests {
-    use super::push_hex;
-
-    #[test]
-    fn push_hex_writes_what_format_writes() {
-        for n in [
-            0,
-            1,
-            9,
-            10,
-            15,
-            16,
-            255,
-            256,
-            0xdead_beef,
-            u64::MAX - 1,
-            u64::MAX,
-        ] {
-            let mut out = String::from("x");
-            push_hex(&mut out, n);
-            assert_eq!(out, format!("x{n:x}"));
-        }
-    }
-
     #[test]
     fn latches_are_named_under_the_lock_and_never_repeat() {
         let first = super::new_latch("jobs");

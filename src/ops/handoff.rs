@@ -473,7 +473,14 @@ fn given_up(reply: &Reply, operation: &str) -> Result<bool> {
 /// assert_eq!(redisync::internal::handoff::outright_entry(7, "c1:3"), "d|7|c1:3");
 /// ```
 pub fn outright_entry(wait: u64, holder: &str) -> String {
-    format!("d|{wait}|{holder}")
+    // Written without formatting: every wait that may be handed the lock
+    // spells one.
+    let mut entry = String::with_capacity(holder.len() + 24);
+    entry.push_str("d|");
+    crate::keys::push_unsigned(&mut entry, wait);
+    entry.push('|');
+    entry.push_str(holder);
+    entry
 }
 
 /// The queue entry of a wait with a fixed lease (no watchdog) that may be
@@ -485,5 +492,12 @@ pub fn outright_entry(wait: u64, holder: &str) -> String {
 /// assert_eq!(redisync::internal::handoff::leased_entry(7, 30_000, "c1:3"), "d|7+30000|c1:3");
 /// ```
 pub fn leased_entry(wait: u64, lease_ms: i64, holder: &str) -> String {
-    format!("d|{wait}+{lease_ms}|{holder}")
+    let mut entry = String::with_capacity(holder.len() + 40);
+    entry.push_str("d|");
+    crate::keys::push_unsigned(&mut entry, wait);
+    entry.push('+');
+    crate::keys::push_decimal(&mut entry, lease_ms);
+    entry.push('|');
+    entry.push_str(holder);
+    entry
 }
