@@ -200,6 +200,7 @@ mod permit_semaphore;
 mod pubsub;
 mod rw_lock;
 mod semaphore;
+mod spell;
 mod spin_lock;
 mod telemetry;
 mod wait;

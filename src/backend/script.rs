@@ -447,23 +447,9 @@ impl<'a> Arg<'a> for String {
 impl<'a> Arg<'a> for i64 {
     fn into_arg(self) -> Cow<'a, str> {
         // The digits, without `fmt`'s machinery (a lock's release has five
-        // numbers): one exact allocation.
-        let mut digits = [0_u8; 20];
-        let mut at = digits.len();
-        let mut rest = self.unsigned_abs();
-        loop {
-            at -= 1;
-            digits[at] = b'0' + (rest % 10) as u8;
-            rest /= 10;
-            if rest == 0 {
-                break;
-            }
-        }
-        let mut text = String::with_capacity(digits.len() - at + 1);
-        if self < 0 {
-            text.push('-');
-        }
-        text.extend(digits[at..].iter().map(|digit| char::from(*digit)));
+        // numbers): one allocation.
+        let mut text = String::with_capacity(20);
+        crate::spell::push_decimal(&mut text, self);
         Cow::Owned(text)
     }
 }

@@ -64,7 +64,7 @@ fn new_latch(name: &str) -> String {
     keys::push_prefixed(&mut latch, keys::UNLOCK_LATCH, name);
     latch.push(':');
     latch.push_str(PREFIX.as_str());
-    keys::push_hex(&mut latch, n);
+    crate::spell::push_hex(&mut latch, n);
     latch
 }
 

@@ -477,7 +477,7 @@ pub fn outright_entry(wait: u64, holder: &str) -> String {
     // spells one.
     let mut entry = String::with_capacity(holder.len() + 24);
     entry.push_str("d|");
-    crate::keys::push_unsigned(&mut entry, wait);
+    crate::spell::push_unsigned(&mut entry, wait);
     entry.push('|');
     entry.push_str(holder);
     entry
@@ -494,9 +494,9 @@ pub fn outright_entry(wait: u64, holder: &str) -> String {
 pub fn leased_entry(wait: u64, lease_ms: i64, holder: &str) -> String {
     let mut entry = String::with_capacity(holder.len() + 40);
     entry.push_str("d|");
-    crate::keys::push_unsigned(&mut entry, wait);
+    crate::spell::push_unsigned(&mut entry, wait);
     entry.push('+');
-    crate::keys::push_decimal(&mut entry, lease_ms);
+    crate::spell::push_decimal(&mut entry, lease_ms);
     entry.push('|');
     entry.push_str(holder);
     entry
