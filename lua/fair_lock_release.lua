@@ -79,9 +79,7 @@ end
 -- older redisync, counts as alive.)
 if ARGV[6] then
     for _ = 1, 4 do
-        -- Popped at once (one call where LINDEX and LPOP were two on the
-        -- usual path): pushed back below when it keeps its place.
-        local head = redis.call('lpop', KEYS[2])
+        local head = redis.call('lindex', KEYS[2], 0)
         -- The mark stays (it names a wait that has ended once it is handed
         -- the lock; the holder's next join rewrites it): one call, not two.
         local marked = head and redis.call('get', ARGV[6] .. head)
@@ -93,9 +91,6 @@ if ARGV[6] then
             end
         end
         if not wait then
-            if head then
-                redis.call('lpush', KEYS[2], head)
-            end
             break
         end
         local now = window_now or redis.call('time')
@@ -105,15 +100,16 @@ if ARGV[6] then
         if redis.call('publish', KEYS[4] .. ':' .. head, message) > 0 then
             redis.call('hset', KEYS[1], head, 1)
             redis.call('pexpire', KEYS[1], ARGV[7])
+            redis.call('lpop', KEYS[2])
             redis.call('zrem', KEYS[3], head)
             shift_slots(KEYS[3], allowance)
             redis.call('set', KEYS[5], 3, 'px', ARGV[5])
             return 3
         end
         if not live_until or now_ms <= tonumber(live_until) then
-            redis.call('lpush', KEYS[2], head)
             break
         end
+        redis.call('lpop', KEYS[2])
         redis.call('zrem', KEYS[3], head)
         redis.call('del', ARGV[6] .. head)
     end
