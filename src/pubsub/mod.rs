@@ -152,9 +152,10 @@ impl Subscriber {
     }
 
     /// Tells the thread to stop and wakes every waiter so none sleeps out
-    /// its TTL. Does not wait: the thread notices within one tick (or when
-    /// its current connection attempt ends), and a nudge or a join here could
-    /// block the dropping thread for a connection timeout while Redis is down.
+    /// its TTL. Does not wait: the thread notices within a tick and a
+    /// quarter (or when its current connection attempt ends), and a nudge or
+    /// a join here could block the dropping thread for a connection timeout
+    /// while Redis is down.
     pub(crate) fn shutdown(&self) {
         let mut state = self.shared.state.lock();
         state.shutdown = true;

@@ -86,8 +86,18 @@ fn session(shared: &Shared, conn: &mut dyn PubSubConnection, connected: &mut boo
     let mut swept_at: Option<Instant> = None;
     loop {
         let now = Instant::now();
-        if swept_at.is_some_and(|at| now.saturating_duration_since(at) < TICK) {
-            if !dispatch(shared, conn)? {
+        // What is left of the tick since the last sweep, rounded up to a
+        // quarter tick (each new read timeout is a system call): the wait
+        // for a message ends by then, so sweeps (and a shutdown's notice)
+        // stay at most a tick and a quarter apart however messages come.
+        let left = swept_at.map_or(Duration::ZERO, |at| {
+            TICK.saturating_sub(now.saturating_duration_since(at))
+        });
+        if !left.is_zero() {
+            let quarter = TICK / 4;
+            let wait =
+                quarter * u32::try_from(left.as_nanos().div_ceil(quarter.as_nanos())).unwrap_or(4);
+            if !dispatch(shared, conn, wait)? {
                 swept_at = None;
             }
             continue;
@@ -148,17 +158,17 @@ fn session(shared: &Shared, conn: &mut dyn PubSubConnection, connected: &mut boo
             shared.events.on_subscriber_connected();
         }
         conn.unsubscribe(&unsubscribe)?;
-        if !dispatch(shared, conn)? {
+        if !dispatch(shared, conn, TICK)? {
             swept_at = None;
         }
     }
 }
 
-/// Waits up to a tick for one message and turns it into wakes or a direct
-/// handoff. False for a nudge (a message on the control channel): the
-/// wishes are then reconciled at once.
-fn dispatch(shared: &Shared, conn: &mut dyn PubSubConnection) -> Result<bool> {
-    let Some(message) = conn.next_message(TICK)? else {
+/// Waits up to `timeout` for one message and turns it into wakes or a
+/// direct handoff. False for a nudge (a message on the control channel):
+/// the wishes are then reconciled at once.
+fn dispatch(shared: &Shared, conn: &mut dyn PubSubConnection, timeout: Duration) -> Result<bool> {
+    let Some(message) = conn.next_message(timeout)? else {
         return Ok(true);
     };
     if message.channel == shared.control_channel {
