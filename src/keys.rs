@@ -18,6 +18,12 @@ pub(crate) fn prefix(p: &str, name: &str) -> String {
 pub(crate) fn push_prefixed(key: &mut String, p: &str, name: &str) {
     key.push_str(p);
     key.push(':');
+    push_tagged(key, name);
+}
+
+/// Appends `name` as its keys spell it: as it is when it names its own
+/// hash tag (`{`), else wrapped in one (`{name}`), as Redisson does.
+fn push_tagged(key: &mut String, name: &str) {
     if name.contains('{') {
         key.push_str(name);
     } else {
@@ -179,13 +185,7 @@ fn tagged(name: &str, suffix: &str) -> String {
 /// release of a reentrant lock spells one.
 pub(crate) fn acquire_attempt(name: &str, id_prefix: &str, n: u64) -> String {
     let mut key = String::with_capacity(name.len() + id_prefix.len() + 36);
-    if name.contains('{') {
-        key.push_str(name);
-    } else {
-        key.push('{');
-        key.push_str(name);
-        key.push('}');
-    }
+    push_tagged(&mut key, name);
     key.push_str(":redisync_attempt:");
     key.push_str(id_prefix);
     crate::spell::push_hex(&mut key, n);
