@@ -46,14 +46,20 @@
 --          (Optional and last: a release with no waiter to offer sends
 --          three arguments fewer; each costs the server about as much as a
 --          small redis.call's own work.)
+-- ARGV[10] optional (ARGV[7] to ARGV[9] then given, '' for no waiter): how
+--          many times the hold being released was passed from thread to
+--          thread inside its client since the store last counted it (each
+--          pass a redisync holder in a row that the store did not see): the
+--          streak's count takes them in with this release's own handoff.
 -- Each client's channel for this lock (the queue's head is told there) is
 --          KEYS[2] .. ':redisync:' .. its client id (not an argument: one
 --          fewer, and the same for every release of the lock).
 -- With KEYS[4], the script runs after lua/window_prelude.lua (its
 --          window_now: the time is read once per script).
 -- Returns  nil = the holder does not hold it; 0 = one hold released, still held;
---          1 = released and the unlock message published; 2 = released and
---          handed to the waiter; 4 = as 1, at the end of a streak, for the
+--          1 = released and the unlock message published; {2, count} =
+--          released and handed to the waiter, the streak's count after it
+--          (a retry reads 2: the count is not kept); 4 = as 1, at the end of a streak, for the
 --          waiters outside the queue (the waiter not handed it then); 3 = handed
 --          to the head of the queue, whose client is told on its channel: 'h:<server ms>:<claim window>:<wait
 --          id>:' .. its holder id when it holds the lock outright (a queue
@@ -70,8 +76,10 @@
 -- Checked before any write (a script error does not undo earlier writes).
 local lease, holder, latch_ms = ARGV[2], ARGV[3], ARGV[4]
 local claim_ms, limit, waiter, waiter_lease, waiter_entry = '1', '0', ARGV[5], ARGV[6], nil
+local passes = '0'
 if KEYS[4] then
     claim_ms, limit, waiter, waiter_lease, waiter_entry = ARGV[5], ARGV[6], ARGV[7], ARGV[8], ARGV[9] or ''
+    passes = ARGV[10] or '0'
 end
 if waiter == '' then
     waiter = nil
@@ -86,9 +94,9 @@ end
 -- Anything else (a longer value, or a bad one) gets the exact verdicts.
 if not (lease and latch_ms and claim_ms and limit and waiter_lease
         and #lease <= 14 and #latch_ms <= 14 and #claim_ms <= 14 and #limit <= 14
-        and #waiter_lease <= 14
+        and #waiter_lease <= 14 and #passes <= 14
         and string.find(lease .. ',' .. latch_ms .. ',' .. claim_ms .. ',' .. limit .. ','
-            .. waiter_lease, '^[1-9]%d*,[1-9]%d*,[1-9]%d*,%d+,[1-9]%d*$')) then
+            .. waiter_lease .. ',' .. passes, '^[1-9]%d*,[1-9]%d*,[1-9]%d*,%d+,[1-9]%d*,%d+$')) then
     local bad = bad_bounded(lease, 'lease', 1, MAX_MS)
         or bad_bounded(latch_ms, 'latch timeout', 1, MAX_MS)
         or bad_bounded(waiter_lease, 'lease', 1, MAX_MS)
@@ -103,6 +111,10 @@ if not (lease and latch_ms and claim_ms and limit and waiter_lease
     local streak = tonumber(limit)
     if not (streak and streak >= 0 and streak % 1 == 0) then
         return redis.error_reply('ERR invalid handoff streak: ' .. tostring(limit))
+    end
+    local passed = tonumber(passes)
+    if not (passed and passed >= 0 and passed <= MAX_MS and passed % 1 == 0) then
+        return redis.error_reply('ERR invalid count of passes: ' .. tostring(passes))
     end
 end
 local done = redis.call('get', KEYS[3])
@@ -195,15 +207,19 @@ end
 local function count_ttl()
     return string.format('%d', 2 * tonumber(lease) + 60000)
 end
+-- This release's step of the count: its handoff, and the passes inside
+-- the client before it (taken in once, by the first handoff tried).
+local step = passes == '0' and '1' or string.format('%d', tonumber(passes) + 1)
 local function next_in_streak(head)
-    local streak = redis.pcall('incr', KEYS[5])
+    local streak = redis.pcall('incrby', KEYS[5], step)
     if type(streak) ~= 'number' then
         -- Not a count ('y': a yield's mark, cut short by this handoff).
-        streak = 1
-        redis.call('set', KEYS[5], '1', 'px', count_ttl())
-    elseif streak == 1 then
+        streak = tonumber(step)
+        redis.call('set', KEYS[5], step, 'px', count_ttl())
+    elseif streak == tonumber(step) then
         redis.call('pexpire', KEYS[5], count_ttl())
     end
+    step = '1'
     if streak < tonumber(limit) then
         return streak
     end
@@ -217,8 +233,9 @@ local function next_in_streak(head)
 end
 
 if waiter then
+    local streak
     if KEYS[4] then
-        next_in_streak(waiter)
+        streak = next_in_streak(waiter)
     end
     if not yielded then
         redis.call('hset', KEYS[1], waiter, '1')
@@ -228,6 +245,9 @@ if waiter then
             if waiter_entry ~= '-' then
                 redis.call('zrem', KEYS[4], waiter, waiter_entry)
             end
+            -- The count goes back with the handoff: the waiter may pass the
+            -- hold on inside its client up to the streak's end.
+            return {2, streak}
         end
         return 2
     end
@@ -306,6 +326,10 @@ end
 -- count starts over.
 if KEYS[4] and not yielded then
     local streak = tonumber(redis.call('get', KEYS[5]))
+    if streak and passes ~= '0' then
+        -- The passes inside the client were redisync holders in a row.
+        streak = redis.call('incrby', KEYS[5], passes)
+    end
     if streak and streak + 1 >= tonumber(limit) then
         if someone_else_listens(nil) then
             redis.call('set', KEYS[5], 'y', 'px', YIELD_MS)

@@ -8,7 +8,7 @@
 
 use std::time::{Duration, Instant};
 
-use crate::pubsub::{HANDOFF_WINDOW, Seat, Subscriber, Wake, Woken};
+use crate::pubsub::{Baton, HANDOFF_WINDOW, Seat, Subscriber, Wake, Woken};
 use crate::{CancellationToken, Error, Result};
 
 /// How long an acquire may wait.
@@ -161,16 +161,20 @@ pub(crate) enum Done<T> {
     /// A release handed it the lock, in a script sent at this instant (by a
     /// thread of this client, or by another client: then with the TTL the
     /// store gave it, shorter than the lease, until the watchdog renews it).
-    HandedOver(Instant, Option<Duration>),
+    /// And how many times it may pass the hold on inside the client.
+    HandedOver(Instant, Option<Duration>, u32),
+    /// A releasing thread of this client passed it its hold, with no call
+    /// to the store (see `Subscriber::pass`).
+    Adopted(Baton),
 }
 
 impl<T> Done<T> {
-    /// The attempt's value; `None` for a handoff, which only a waiter with
-    /// a seat receives (the primitives without one call this).
+    /// The attempt's value; `None` for a handoff or a pass, which only a
+    /// waiter with a seat receives (the primitives without one call this).
     pub(crate) fn attempted(self) -> Option<T> {
         match self {
             Done::Attempted(value) => Some(value),
-            Done::HandedOver(..) => None,
+            Done::HandedOver(..) | Done::Adopted(_) => None,
         }
     }
 }
@@ -249,7 +253,10 @@ fn wait_loop<T>(
             waiting.wait.park_until(hint, waiting.fallback),
             waiting.cancel,
         ) {
-            Woken::Granted(sent, ttl) => return Ok(Some(Done::HandedOver(sent, ttl))),
+            Woken::Granted(sent, ttl, passes) => {
+                return Ok(Some(Done::HandedOver(sent, ttl, passes)));
+            }
+            Woken::Adopted(baton) => return Ok(Some(Done::Adopted(baton))),
             Woken::Cancelled => {
                 cancelled()?;
                 false

@@ -229,9 +229,17 @@ impl<H: GuardHolder> Lock<H> {
             .filter(|_| queue.is_some())
             .map(|names| names.direct(client.id()));
         // Called once, in whichever arm acquired.
-        let acquired = |token, sent, attempt, handed_ttl| {
+        let acquired = |token, sent, attempt, handed_ttl, passes_left, by: H| {
             self.guard(
-                &holder, lease, lease_ms, sent, token, attempt, handed_ttl, by,
+                &holder,
+                lease,
+                lease_ms,
+                sent,
+                token,
+                attempt,
+                handed_ttl,
+                passes_left,
+                by,
             )
         };
         // An earlier release of this holder's hold that has not landed yet
@@ -301,6 +309,9 @@ impl<H: GuardHolder> Lock<H> {
                             leased,
                             // Set by the wait as it attempts.
                             queued: false,
+                            // Its thread's watchdog hold, where the store
+                            // counts the passes (see `cohort`).
+                            adopts: !leased && !H::EXPLICIT && queue.is_some(),
                         }
                     }),
                     direct: direct.as_deref(),
@@ -310,12 +321,13 @@ impl<H: GuardHolder> Lock<H> {
         };
         match waited {
             Ok(Some(crate::wait::Done::Attempted(token))) => {
-                acquired(token, sent.get(), attempt_key.take(), None).map(Some)
+                acquired(token, sent.get(), attempt_key.take(), None, 0, by).map(Some)
             }
             // The lease runs from the handoff script's send.
-            Ok(Some(crate::wait::Done::HandedOver(handed_at, ttl))) => {
-                acquired(None, handed_at, None, ttl).map(Some)
+            Ok(Some(crate::wait::Done::HandedOver(handed_at, ttl, passes_left))) => {
+                acquired(None, handed_at, None, ttl, passes_left, by).map(Some)
             }
+            Ok(Some(crate::wait::Done::Adopted(baton))) => self.adopt(baton, by).map(Some),
             Ok(None) => {
                 // try_lock never queued; a fair waiter that gave up leaves now.
                 if enqueue {
@@ -366,7 +378,8 @@ impl<H: GuardHolder> Lock<H> {
     /// Builds the guard of a successful acquisition, registering the hold
     /// with the watchdog when no lease was given (`handed_ttl`: the hold
     /// was handed over by another client with this TTL, which the watchdog
-    /// renews early).
+    /// renews early; `passes_left`: how many times a watchdog hold may be
+    /// passed on inside the client, see `cohort`).
     #[allow(clippy::too_many_arguments)]
     fn guard(
         &self,
@@ -377,6 +390,7 @@ impl<H: GuardHolder> Lock<H> {
         token: Option<u64>,
         attempt: Option<AttemptId>,
         handed_ttl: Option<Duration>,
+        passes_left: u32,
         by: H,
     ) -> Result<LockGuard<H>> {
         let renewal = Arc::new(Renewal {
@@ -414,6 +428,8 @@ impl<H: GuardHolder> Lock<H> {
             released: false,
             acquired_at: Instant::now(),
             holder: by,
+            passes_left: if watchdog { passes_left } else { 0 },
+            passes: 0,
         })
     }
 

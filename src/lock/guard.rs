@@ -56,6 +56,11 @@ pub struct LockGuard<H: GuardHolder = HolderIsTheThread> {
     /// Who holds it: the thread (then the guard must not move to another)
     /// or an explicit owner.
     pub(super) holder: H,
+    /// How many times the hold may still be passed to another thread of
+    /// the client with no call to the store (see `cohort`).
+    pub(super) passes_left: u32,
+    /// How many times it was, since the store last counted it.
+    pub(super) passes: u32,
 }
 
 impl<H: GuardHolder> fmt::Debug for LockGuard<H> {
@@ -268,6 +273,11 @@ impl<H: GuardHolder> LockGuard<H> {
         crate::telemetry::hold_ended(self.lock.keys.primitive(), self.acquired_at.elapsed());
         let key = holds::key(&self.renewal.holder, &self.lock.keys.name);
         let outermost = holds::hold_released(&key, H::EXPLICIT);
+        // Passed on inside the client: the store sees nothing (the watch
+        // and the local owner record go with the hold).
+        if outermost && self.pass_on() {
+            return Ok(());
+        }
         // The watch goes first: a renewal answered after the release ran
         // would find the lock gone and report a loss that is none. If its
         // renewal is in flight, this waits for it (it would renew this
@@ -297,6 +307,7 @@ impl<H: GuardHolder> LockGuard<H> {
             self.lease_ms.get(),
             outermost,
             self.attempt.map(|id| id.key(&self.lock.keys.name)),
+            self.passes,
         );
         if records {
             let client = &self.lock.client;

@@ -16,9 +16,12 @@
 //! - `release.rs`: the release path (unlock latches, attempt records,
 //!   handoffs, phantom holds, retries, background release).
 //! - `holds.rs`: the hold counts kept in this process.
+//! - `cohort.rs`: a hold passed between threads of the client with no call
+//!   to the store.
 //! - `guard.rs`: the guard.
 
 mod acquire;
+mod cohort;
 mod guard;
 mod holds;
 mod names;
@@ -487,8 +490,13 @@ impl<H: GuardHolder> Lock<H> {
     }
 
     fn holder(&self, thread: u64) -> Holder {
-        self.keys
-            .holder(holder::shared_holder_id(self.client.id(), thread))
+        let own = holder::shared_holder_id(self.client.id(), thread);
+        // A thread's field for a reentrant lock may have been swapped by a
+        // hold passed between threads (see `cohort`).
+        if H::EXPLICIT || !self.keys.hands_over() {
+            return self.keys.holder(own);
+        }
+        self.keys.holder(cohort::field_of(own, &self.keys.name))
     }
 
     /// The lock's state as this handle's holder (the calling thread, or

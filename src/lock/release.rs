@@ -68,6 +68,14 @@ fn new_latch(name: &str) -> String {
     latch
 }
 
+/// A release's outcome where the store keeps no count of holders in a row.
+fn uncounted(outcome: Release) -> ops::handoff::Counted {
+    ops::handoff::Counted {
+        outcome,
+        streak: None,
+    }
+}
+
 impl<H: GuardHolder> Lock<H> {
     /// Hands `task` to the cleanup worker, to be retried until it lands or
     /// the hold it releases would have expired on its own (`lease_ms` after
@@ -139,14 +147,18 @@ impl Lock {
     /// promoted replica kept the hold. Left alone, a thread that keeps
     /// re-taking the lock would keep them alive for ever (each re-take is a
     /// reentry that resets the lease) and starve every other holder; so
-    /// they are released too.
+    /// they are released too. `passes`: how many times the hold was passed
+    /// between threads of this client since the store last counted it
+    /// (see `cohort`), which its count of holders in a row takes in.
     pub(super) fn release(
         &self,
         holder: &Holder,
         lease_ms: i64,
         outermost: bool,
         record: Option<String>,
+        passes: u32,
     ) -> Result<()> {
+        let mut passes = passes;
         let backend = self.client.store();
         // Spelled once per thread and lock (see `names`).
         let names = super::names::of(&self.keys, self.client.claim_window_ms());
@@ -194,7 +206,7 @@ impl Lock {
             .map(|offer| offer.seat.queue_entry());
         loop {
             let result = match (&offer, queue) {
-                (offer, Some(queue)) => ops::handoff::release(
+                (offer, Some(queue)) => ops::handoff::release_counted(
                     backend,
                     &self.keys.name,
                     &wait_channel,
@@ -214,6 +226,7 @@ impl Lock {
                         )
                     }),
                     queue,
+                    passes,
                 ),
                 (Some(offer), None) => ops::lock::release_to(
                     backend,
@@ -225,10 +238,12 @@ impl Lock {
                     latch_ms,
                     &offer.seat.field,
                     offer.seat.lease_ms,
-                ),
+                )
+                .map(uncounted),
                 (None, None) => self
                     .keys
-                    .release(backend, holder, lease_ms, &latch, latch_ms),
+                    .release(backend, holder, lease_ms, &latch, latch_ms)
+                    .map(uncounted),
             };
             match result {
                 Err(err) if err.is_connection_error() => match retries.next() {
@@ -257,7 +272,10 @@ impl Lock {
                     }
                     return Err(err);
                 }
-                Ok(Release::Transferred) => {
+                Ok(ops::handoff::Counted {
+                    outcome: Release::Transferred,
+                    streak,
+                }) => {
                     if let Some(offer) = offer.take() {
                         // The waiter holds it from now: record that before
                         // this thread (about to ask again, typically) can
@@ -272,7 +290,15 @@ impl Lock {
                             holder: self.keys.holder(offer.seat.field.clone()),
                         });
                         self.client.local_owners().taken(&hold, &lease);
-                        self.settle(offer, Handoff::Granted(started));
+                        // The streak's count came back: the waiter may pass
+                        // the hold on inside the client up to its end.
+                        let passes_left = match (streak, queue) {
+                            (Some(streak), Some(queue)) => queue
+                                .streak_limit()
+                                .saturating_sub(streak.saturating_add(1)),
+                            _ => 0,
+                        };
+                        self.settle(offer, Handoff::Granted(started, passes_left));
                     } else {
                         // Handed to a waiter of the queue: this client's
                         // streak of handoffs among its own threads ends.
@@ -280,7 +306,9 @@ impl Lock {
                     }
                     return Ok(());
                 }
-                Ok(outcome) => {
+                Ok(ops::handoff::Counted { outcome, .. }) => {
+                    // Counted by the first release that landed.
+                    passes = 0;
                     // Not handed over: the waiter goes back to waiting.
                     if let Some(offer) = offer.take() {
                         self.settle(offer, Handoff::Refused);

@@ -98,6 +98,16 @@ impl Queue {
         }
     }
 
+    /// How many redisync holders in a row may have the lock before a
+    /// release frees it for the waiters outside the queue.
+    ///
+    /// ```
+    /// assert_eq!(redisync::internal::handoff::Queue::new("orders", 6_000, 16).streak_limit(), 16);
+    /// ```
+    pub fn streak_limit(&self) -> u32 {
+        self.streak
+    }
+
     /// The queue's key.
     ///
     /// ```
@@ -307,6 +317,61 @@ pub fn release<B: LockBackend + ?Sized>(
     waiter: Option<(&str, i64, QueuePlace<'_>)>,
     queue: &Queue,
 ) -> Result<Release> {
+    let released = release_counted(
+        backend, name, channel, holder, lease_ms, latch_key, latch_ms, waiter, queue, 0,
+    )?;
+    Ok(released.outcome)
+}
+
+/// What [`release_counted`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Counted {
+    /// The release's outcome.
+    pub outcome: Release,
+    /// When it handed the lock to the waiter: the count of redisync holders
+    /// in a row after it, less one (what `{name}:redisync_handoffs` holds);
+    /// `None` otherwise, and for a repeat under the same latch.
+    pub streak: Option<u32>,
+}
+
+/// [`release`], counting in the streak `passes` handoffs the store did not
+/// see: the hold was passed that many times between threads of its client
+/// since the store last counted it. A handoff to `waiter` also says the
+/// streak's count after it, so that the waiter knows how many more such
+/// passes the streak allows.
+///
+/// # Errors
+/// As [`release`].
+///
+/// ```
+/// use redisync::internal::handoff::{self, Queue, QueuePlace};
+/// use redisync::internal::lock::Release;
+/// let store = redisync::MemoryBackend::new();
+/// let queue = Queue::new("doc:qc", 2_000, 16);
+/// let channel = "redisson_lock__channel:{doc:qc}";
+/// handoff::acquire(&store, "doc:qc", "a:1", 30_000, "{doc:qc}:redisync_attempt:1", &queue, false, None)?;
+/// let handed = handoff::release_counted(&store, "doc:qc", channel, "a:1", 30_000,
+///     "redisson_unlock_latch:{doc:qc}:r1", 5_000, Some(("a:2", 30_000, QueuePlace::Unqueued)), &queue, 0)?;
+/// assert_eq!((handed.outcome, handed.streak), (Release::Transferred, Some(1)));
+/// // a:2 passed the hold to two more threads of its client, then it comes back.
+/// let again = handoff::release_counted(&store, "doc:qc", channel, "a:2", 30_000,
+///     "redisson_unlock_latch:{doc:qc}:r2", 5_000, Some(("a:1", 30_000, QueuePlace::Unqueued)), &queue, 2)?;
+/// assert_eq!(again.streak, Some(4));
+/// # Ok::<(), redisync::Error>(())
+/// ```
+#[allow(clippy::too_many_arguments)]
+pub fn release_counted<B: LockBackend + ?Sized>(
+    backend: &B,
+    name: &str,
+    channel: &str,
+    holder: &str,
+    lease_ms: i64,
+    latch_key: &str,
+    latch_ms: i64,
+    waiter: Option<(&str, i64, QueuePlace<'_>)>,
+    queue: &Queue,
+    passes: u32,
+) -> Result<Counted> {
     check_ms("lease", lease_ms)?;
     check_ms("latch timeout", latch_ms)?;
     check_ms("claim window", queue.claim_ms)?;
@@ -340,11 +405,33 @@ pub fn release<B: LockBackend + ?Sized>(
         .arg(i64::from(queue.streak));
     // The waiter's three come last, only when there is one (each argument
     // costs the server about as much as a small command's own work).
-    let call = match waiter {
-        Some((waiter, lease, place)) => call.arg(waiter).arg(lease).arg(place.arg()),
-        None => call,
+    let call = match (waiter, passes) {
+        (Some((waiter, lease, place)), 0) => call.arg(waiter).arg(lease).arg(place.arg()),
+        (None, 0) => call,
+        // The passes come last: with no waiter, its three say none.
+        (Some((waiter, lease, place)), passes) => call
+            .arg(waiter)
+            .arg(lease)
+            .arg(place.arg())
+            .arg(i64::from(passes)),
+        (None, passes) => call.arg("").arg("1").arg("").arg(i64::from(passes)),
     };
-    release_outcome(&run(backend, &call)?, RELEASE.operation())
+    let reply = run(backend, &call)?;
+    let operation = RELEASE.operation();
+    match &reply {
+        // Handed to the waiter, with the streak's count.
+        Reply::Array(items) => match items.as_slice() {
+            [Reply::Int(2), Reply::Int(streak)] => Ok(Counted {
+                outcome: Release::Transferred,
+                streak: Some(u32::try_from(*streak).unwrap_or(u32::MAX)),
+            }),
+            _ => Err(reply.unexpected(operation, "nil, 0 to 4, or {2, count}")),
+        },
+        _ => Ok(Counted {
+            outcome: release_outcome(&reply, operation)?,
+            streak: None,
+        }),
+    }
 }
 
 /// `holder` stops waiting: it leaves `queue` of lock `name`, and gives up a

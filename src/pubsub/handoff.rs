@@ -54,6 +54,21 @@ pub(crate) struct Seat {
     /// parked at once (a sibling held the lock) sent none, and its handoff
     /// skips that call (see `Subscription::attempting`).
     pub(crate) queued: bool,
+    /// Its hold would be its thread's, renewed by the watchdog: a releasing
+    /// thread of its client may pass it a hold as it is (see
+    /// [`Subscriber::pass`]).
+    pub(crate) adopts: bool,
+}
+
+/// A hold passed between two threads of one client (see
+/// [`Subscriber::pass`]): what the lock needs to take it over, opaque here.
+/// Its owner releases the hold when it is dropped untaken (its waiter gone).
+pub(crate) struct Baton(pub(crate) Box<dyn std::any::Any + Send>);
+
+impl std::fmt::Debug for Baton {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Baton")
+    }
 }
 
 impl Seat {
@@ -84,8 +99,13 @@ pub(super) enum Grant {
     Withdrawn,
     /// It holds the lock: the handoff was sent at this instant; with a
     /// TTL when the store's is not the waiter's lease (a handoff from
-    /// another client: the claim window, until its watchdog renews it).
-    Granted(Instant, Option<Duration>),
+    /// another client: the claim window, until its watchdog renews it);
+    /// and how many times it may pass the hold on inside the client (see
+    /// [`Subscriber::pass`]).
+    Granted(Instant, Option<Duration>, u32),
+    /// A releasing thread of its client passed it its hold, with no call to
+    /// the store: the hold is in the waiter's [`Baton`].
+    Adopted,
     /// The handoff's outcome is unknown (a connection error): it attempts
     /// again (a reentrant acquisition if the handoff landed, whose extra
     /// hold its outermost unlock drains).
@@ -110,8 +130,9 @@ impl Offer {
 /// How a direct handoff went.
 #[derive(Debug, Clone, Copy)]
 pub(crate) enum Handoff {
-    /// The lock is the waiter's; the handoff was sent at this instant.
-    Granted(Instant),
+    /// The lock is the waiter's; the handoff was sent at this instant, and
+    /// the waiter may pass it on inside the client this many times.
+    Granted(Instant, u32),
     /// The lock was not handed over (the releaser still holds it, or never
     /// did).
     Refused,
@@ -193,7 +214,7 @@ impl Direct {
                 if waiter.grant == Grant::Open
                     && waiter.seat.as_ref().and_then(|seat| seat.wait) == Some(wait) =>
             {
-                waiter.grant = Grant::Granted(at, Some(ttl));
+                waiter.grant = Grant::Granted(at, Some(ttl), 0);
             }
             Direct::Handed(..) | Direct::Reserved => waiter.reserved = true,
         }
@@ -207,10 +228,10 @@ impl Direct {
 /// out and the lock moved on, so it counts as a reservation: the waiter's
 /// attempt takes the hold if it is still there. A sibling's handoff (no
 /// TTL: the waiter's own lease) stands.
-pub(super) fn granted(sent: Instant, ttl: Option<Duration>) -> Woken {
+pub(super) fn granted(sent: Instant, ttl: Option<Duration>, passes: u32) -> Woken {
     match ttl {
         Some(ttl) if sent.elapsed() >= ttl / HANDED_TRUSTED_FOR => Woken::Reserved,
-        _ => Woken::Granted(sent, ttl),
+        _ => Woken::Granted(sent, ttl, passes),
     }
 }
 
@@ -284,24 +305,67 @@ impl Subscriber {
         })
     }
 
+    /// Passes the releasing thread's hold (`baton`) on the lock of
+    /// `channel` to the longest-parked waiter of this client, with no call
+    /// to the store, if that waiter can take it over as it is: its hold
+    /// would be its thread's under the watchdog (its seat `adopts`), and it
+    /// sent no attempt in this wait, so it has no entry in the store's
+    /// queue to leave. Counts in the client's streak like a handoff (the
+    /// store's count of redisync holders in a row takes the passes in at
+    /// the next release it sees: see `ops::handoff::release_counted`).
+    /// Returns the waiter's hash field, or the baton back when nobody
+    /// fits: the release then goes to the store as usual.
+    pub(crate) fn pass(&self, channel: &str, baton: Baton) -> Result<String, Baton> {
+        let mut state = self.shared.state.lock();
+        let Some(entry) = state.channels.get_mut(channel) else {
+            return Err(baton);
+        };
+        if entry.streak >= MAX_HANDOFF_STREAK {
+            return Err(baton);
+        }
+        // The longest-parked one, as `offer` chooses: the others wait their turn.
+        let Some(waiter) = entry
+            .waiters
+            .values_mut()
+            .filter(|w| w.grant == Grant::Open && w.parked.is_some() && w.seat.is_some())
+            .min_by_key(|w| w.parked)
+        else {
+            return Err(baton);
+        };
+        let Some(field) = waiter
+            .seat
+            .as_ref()
+            .filter(|seat| seat.adopts && !seat.queued)
+            .map(|seat| seat.field.clone())
+        else {
+            return Err(baton);
+        };
+        waiter.grant = Grant::Adopted;
+        waiter.baton = Some(baton);
+        waiter.parked = None;
+        waiter.cond.notify_one();
+        entry.streak = entry.streak.saturating_add(1);
+        Ok(field)
+    }
+
     /// Tells an offered waiter how its handoff went and wakes it. Returns
     /// true when the lock was handed over but the waiter had stopped
     /// waiting: the caller must then release the waiter's hold itself.
     pub(crate) fn resolve(&self, offer: Offer, outcome: Handoff) -> bool {
         let mut state = self.shared.state.lock();
         let Some(entry) = state.channels.get_mut(&offer.channel) else {
-            return matches!(outcome, Handoff::Granted(_));
+            return matches!(outcome, Handoff::Granted(..));
         };
-        if matches!(outcome, Handoff::Granted(_)) {
+        if matches!(outcome, Handoff::Granted(..)) {
             entry.streak = entry.streak.saturating_add(1);
         }
         let Some(waiter) = entry.waiters.get_mut(&offer.waiter) else {
-            return matches!(outcome, Handoff::Granted(_));
+            return matches!(outcome, Handoff::Granted(..));
         };
         let withdrawn = waiter.grant == Grant::Withdrawn;
         waiter.grant = match outcome {
             _ if withdrawn => Grant::Open,
-            Handoff::Granted(sent) => Grant::Granted(sent, None),
+            Handoff::Granted(sent, passes) => Grant::Granted(sent, None, passes),
             Handoff::Refused => Grant::Open,
             Handoff::Unknown => Grant::Unknown,
         };
@@ -309,7 +373,7 @@ impl Subscriber {
         // while it was offered (wakes skip an offered waiter).
         waiter.parked = None;
         waiter.cond.notify_one();
-        withdrawn && matches!(outcome, Handoff::Granted(_))
+        withdrawn && matches!(outcome, Handoff::Granted(..))
     }
 }
 

@@ -34,8 +34,8 @@ use crate::{Error, Result};
 pub(crate) use self::channel::HANDOFF_WINDOW;
 pub(crate) use self::channel::Wake;
 use self::channel::{ChannelState, WaiterState};
+pub(crate) use self::handoff::{Baton, Handoff, MAX_HANDOFF_STREAK, Offer, Seat};
 use self::handoff::{Grant, Unclaimed};
-pub(crate) use self::handoff::{Handoff, MAX_HANDOFF_STREAK, Offer, Seat};
 pub(crate) use self::wake::Woken;
 use self::wake::wake_all;
 
@@ -68,6 +68,8 @@ struct Waiter {
     parked: Option<u64>,
     seat: Option<Seat>,
     grant: Grant,
+    /// The hold a releasing thread passed it ([`Grant::Adopted`]).
+    baton: Option<Baton>,
     /// A release (in any client) reserved the lock for it: its next attempt
     /// takes it.
     reserved: bool,

@@ -54,19 +54,23 @@ use std::time::{Duration, Instant};
 use parking_lot::Condvar;
 
 use super::channel::{ChannelState, Notify, Snapshot, Wake};
-use super::handoff::{Grant, Seat, UNCLAIMED_FOR, granted};
+use super::handoff::{Baton, Grant, Seat, UNCLAIMED_FOR, granted};
 use super::{Entry, Shared, State, Subscriber, Waiter};
 use crate::{Error, Result};
 
 /// Why [`Subscription::wait_permit`] returned.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug)]
 pub(crate) enum Woken {
     /// It took a permit: retry.
     Permit,
     /// A release handed it the lock, in a script sent at this instant: it
     /// holds it (with a TTL of this length, when it is not the waiter's
     /// lease: see [`Grant::Granted`]).
-    Granted(Instant, Option<Duration>),
+    /// And how many times it may pass the hold on inside the client.
+    Granted(Instant, Option<Duration>, u32),
+    /// A releasing thread of this client passed it its hold (see
+    /// [`Subscriber::pass`](super::Subscriber::pass)).
+    Adopted(Baton),
     /// A handoff's outcome is unknown: retry (see [`Grant::Unknown`]).
     Retry,
     /// A release reserved the lock for it (see `ops::handoff`): its next
@@ -175,6 +179,7 @@ impl Subscriber {
                 parked: None,
                 seat,
                 grant: Grant::Open,
+                baton: None,
                 reserved: false,
                 own,
             },
@@ -301,6 +306,20 @@ impl Subscription {
         let cancelled = || cancel.is_some_and(crate::CancellationToken::is_cancelled);
         let mut state = self.shared.state.lock();
         loop {
+            // A hold passed to it is its own even at shutdown (its guard
+            // releases it): not left behind in the registration.
+            if let Some(baton) = state
+                .channels
+                .get_mut(&self.channel)
+                .and_then(|entry| entry.waiters.get_mut(&self.id))
+                .filter(|waiter| waiter.grant == Grant::Adopted)
+                .and_then(|waiter| {
+                    waiter.grant = Grant::Open;
+                    waiter.baton.take()
+                })
+            {
+                return Woken::Adopted(baton);
+            }
             if state.shutdown {
                 return Woken::TimedOut;
             }
@@ -316,9 +335,13 @@ impl Subscription {
                 return Woken::TimedOut;
             };
             match waiter.grant {
-                Grant::Granted(sent, ttl) => {
+                Grant::Granted(sent, ttl, passes) => {
                     waiter.grant = Grant::Open;
-                    return granted(sent, ttl);
+                    return granted(sent, ttl, passes);
+                }
+                Grant::Adopted => {
+                    waiter.grant = Grant::Open;
+                    return waiter.baton.take().map_or(Woken::Retry, Woken::Adopted);
                 }
                 Grant::Unknown => {
                     waiter.grant = Grant::Open;
@@ -359,9 +382,13 @@ impl Subscription {
             waiter.parked = None;
             if timed_out {
                 match waiter.grant {
-                    Grant::Granted(sent, ttl) => {
+                    Grant::Granted(sent, ttl, passes) => {
                         waiter.grant = Grant::Open;
-                        return granted(sent, ttl);
+                        return granted(sent, ttl, passes);
+                    }
+                    Grant::Adopted => {
+                        waiter.grant = Grant::Open;
+                        return waiter.baton.take().map_or(Woken::Retry, Woken::Adopted);
                     }
                     Grant::Offered => waiter.grant = Grant::Withdrawn,
                     _ => {}
@@ -411,10 +438,18 @@ impl Subscription {
 impl Drop for Subscription {
     fn drop(&mut self) {
         let mut state = self.shared.state.lock();
+        let mut baton = None;
         if let Some(entry) = state.channels.get_mut(&self.channel) {
-            entry.waiters.remove(&self.id);
+            baton = entry
+                .waiters
+                .remove(&self.id)
+                .and_then(|waiter| waiter.baton);
             entry.state.deregister(Instant::now());
         }
+        drop(state);
+        // A hold passed to it that it never took: its owner releases it,
+        // which takes the state's lock (so not under it).
+        drop(baton);
     }
 }
 
