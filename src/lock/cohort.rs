@@ -35,12 +35,14 @@ use crate::pubsub::Baton;
 use crate::watchdog::Lease;
 use crate::{Error, Result};
 
+/// Per lock name: (a thread's own holder id in one client, the field it
+/// uses for that lock instead).
+type Swapped = FastMap<Arc<str>, Vec<(Arc<str>, Arc<str>)>>;
+
 thread_local! {
-    /// This thread's hash field per lock where it is not the thread's own:
-    /// lock name → (the thread's own id in that client, the field it uses).
+    /// This thread's hash field per lock where it is not the thread's own.
     /// Empty unless a hold was passed on this thread.
-    static FIELDS: std::cell::RefCell<FastMap<Arc<str>, Vec<(Arc<str>, Arc<str>)>>> =
-        std::cell::RefCell::new(FastMap::default());
+    static FIELDS: std::cell::RefCell<Swapped> = std::cell::RefCell::new(Swapped::default());
 }
 
 /// The field the thread whose own holder id is `own` uses for lock `name`:
