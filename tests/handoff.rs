@@ -30,6 +30,7 @@ backend_tests!(
     a_hold_the_store_lost_wakes_the_sibling_that_waited_on_it,
     threads_that_skip_their_attempt_are_never_left_parked,
     holds_passed_between_threads_stay_exclusive_and_reentrant,
+    a_fixed_lease_passed_to_another_thread_restarts_for_it,
 );
 
 // Not on a Redis Cluster, where waiters are not queued in the store.
@@ -812,6 +813,52 @@ fn holds_passed_between_threads_stay_exclusive_and_reentrant(env: &Env) {
     assert!(
         outermost_released < unlocks || !counts,
         "no hold was passed inside the client: {latches} release latches for {unlocks} rounds"
+    );
+    assert!(!client.lock(&name).is_locked().unwrap());
+}
+
+/// A hold with a fixed lease passed to another thread of the client (see
+/// `lock::cohort`) runs for that thread's whole lease from the pass: the
+/// store's TTL is set to it first. Two threads take turns, each holding
+/// 1.2 s of a 3 s lease; each finds more than 2 s left when it starts
+/// (a hold passed as it was would have 1.8 s at most).
+fn a_fixed_lease_passed_to_another_thread_restarts_for_it(env: &Env) {
+    let (client, hooked) = hooked_client(env);
+    let name = unique_name("handoff:passed-lease");
+    const LEASE: Duration = Duration::from_secs(3);
+    const HOLD: Duration = Duration::from_millis(1200);
+    const ROUNDS: usize = 2;
+    let first = client.lock(&name).lock_with_lease(LEASE).unwrap();
+    let threads: Vec<_> = (0..2)
+        .map(|_| {
+            let lock = client.lock(&name);
+            thread::spawn(move || {
+                for _ in 0..ROUNDS {
+                    let guard = lock.lock_with_lease(LEASE).unwrap();
+                    let left = lock.remaining_ttl().unwrap().expect("a TTL");
+                    assert!(
+                        left > LEASE - Duration::from_secs(1),
+                        "the hold started with {left:?} of its {LEASE:?} lease"
+                    );
+                    assert!(!guard.is_lost());
+                    thread::sleep(HOLD);
+                    guard.unlock().unwrap();
+                }
+            })
+        })
+        .collect();
+    // Both parked behind this thread's hold.
+    thread::sleep(Duration::from_millis(300));
+    first.unlock().unwrap();
+    for thread in threads {
+        thread.join().unwrap();
+    }
+    let unlocks = 1 + 2 * ROUNDS;
+    let latches = hooked.release_latches.lock().unwrap().len();
+    let counts = client.backend().slot_of("redisync").is_none();
+    assert!(
+        latches < unlocks || !counts,
+        "no hold was passed inside the client: {latches} release latches for {unlocks} unlocks"
     );
     assert!(!client.lock(&name).is_locked().unwrap());
 }

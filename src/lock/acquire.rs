@@ -311,7 +311,7 @@ impl<H: GuardHolder> Lock<H> {
                             queued: false,
                             // Its thread's watchdog hold, where the store
                             // counts the passes (see `cohort`).
-                            adopts: !leased && !H::EXPLICIT && queue.is_some(),
+                            adopts: !H::EXPLICIT && queue.is_some(),
                         }
                     }),
                     direct: direct.as_deref(),
@@ -428,7 +428,7 @@ impl<H: GuardHolder> Lock<H> {
             released: false,
             acquired_at: Instant::now(),
             holder: by,
-            passes_left: if watchdog { passes_left } else { 0 },
+            passes_left,
             passes: 0,
         })
     }

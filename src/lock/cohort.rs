@@ -11,10 +11,12 @@
 //! a hold handed by a release script learns the count with it, and may be
 //! passed until the streak's end; any other hold (taken with an attempt,
 //! or handed by another client) is passed the usual way first, through the
-//! store. Only a watchdog hold of a thread goes to a waiter that would take
-//! such a hold and sent no attempt in its wait (so has no entry in the
-//! store's queue); a fixed lease must restart for its new holder, so it is
-//! handed by the script.
+//! store. A thread's hold goes to a waiter that would take a hold of the
+//! same kind (the watchdog's, or a fixed lease) and sent no attempt in its
+//! wait (so has no entry in the store's queue to leave). A fixed lease
+//! restarts for its new holder: one call sets the store's TTL to the
+//! waiter's lease before the pass (a watchdog hold needs none: its watch
+//! goes with it).
 //!
 //! The hold keeps its hash field, which names the thread that took it from
 //! the store; the two threads swap fields for this lock: the waiter holds
@@ -24,7 +26,7 @@
 //! releaser's next attempt cannot re-enter the hold it passed.
 
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use super::acquire::AttemptId;
 use super::{Lock, LockGuard, holds};
@@ -89,6 +91,8 @@ pub(super) struct PassedHold {
     renewal: Arc<Renewal>,
     lease: Arc<Lease>,
     lease_ms: i64,
+    /// Whether the watchdog renews it (else its lease is fixed).
+    watchdog: bool,
     attempt: Option<AttemptId>,
     /// How many more passes the streak allows after this one.
     passes_left: u32,
@@ -103,7 +107,11 @@ impl Drop for PassedHold {
             return;
         }
         let lock = &self.lock;
-        let waited = lock.client.watchdog().stop(&self.renewal, self.attempt);
+        let waited = if self.watchdog {
+            lock.client.watchdog().stop(&self.renewal, self.attempt)
+        } else {
+            None
+        };
         let _bound = waited.map(|since| crate::deadline::enter(lock.unlock_deadline(since)));
         let holder = &self.renewal.holder;
         lock.client
@@ -124,32 +132,62 @@ impl Drop for PassedHold {
 impl<H: GuardHolder> LockGuard<H> {
     /// Passes this (outermost, released) hold to a parked thread of the
     /// client if the streak allows and one can take it as it is; true when
-    /// passed (nothing else to do: the watchdog goes on renewing it for its
-    /// new holder).
+    /// passed (nothing else to do: a watchdog hold's watch goes with it). A
+    /// fixed lease restarts for its new holder: the store's TTL is set to
+    /// the waiter's lease first (one call, the hold's record checked, as
+    /// [`extend`](LockGuard::extend) does); if that fails, nothing is passed.
     pub(super) fn pass_on(&self) -> bool {
-        if H::EXPLICIT || !self.watchdog || self.passes_left == 0 || self.lease.is_lost() {
+        if H::EXPLICIT || self.passes_left == 0 || self.lease.is_lost() {
             return false;
         }
         let lock = &self.lock;
         let names = super::names::of(&lock.keys, lock.client.claim_window_ms());
         let channel =
             super::names::wait_channel(names.as_deref(), &lock.keys, &self.renewal.holder);
+        let subscriber = lock.client.subscriber();
+        let Some(offer) = subscriber.offer_to_adopt(&channel, !self.watchdog) else {
+            return false;
+        };
+        let (lease, lease_ms) = if self.watchdog {
+            (Arc::clone(&self.lease), self.lease_ms.get())
+        } else {
+            let sent = Instant::now();
+            let lease_ms = offer.seat.lease_ms;
+            let record = self.attempt.map(|id| id.key(&lock.keys.name));
+            match lock.keys.extend(
+                lock.client.store(),
+                &self.renewal.holder,
+                lease_ms,
+                record.as_deref(),
+            ) {
+                Ok(true) => {
+                    let length = Duration::from_millis(u64::try_from(lease_ms).unwrap_or(0));
+                    (Lease::new(sent, length), lease_ms)
+                }
+                // Lost, or unknown: released the usual way (which says so).
+                Ok(false) | Err(_) => {
+                    subscriber.resolve(offer, crate::pubsub::Handoff::Refused);
+                    return false;
+                }
+            }
+        };
         let hold = PassedHold {
             lock: lock.clone(),
             renewal: Arc::clone(&self.renewal),
-            lease: Arc::clone(&self.lease),
-            lease_ms: self.lease_ms.get(),
+            lease: Arc::clone(&lease),
+            lease_ms,
+            watchdog: self.watchdog,
             attempt: self.attempt,
             passes_left: self.passes_left - 1,
             passes: self.passes.saturating_add(1),
             taken: false,
         };
-        match lock
-            .client
-            .subscriber()
-            .pass(&channel, Baton(Box::new(hold)))
-        {
+        match subscriber.resolve_pass(offer, Baton(Box::new(hold))) {
             Ok(field) => {
+                if !self.watchdog {
+                    // Its siblings wait out the new lease, not the old.
+                    lock.client.local_owners().taken(&self.renewal, &lease);
+                }
                 // This thread asks with the waiter's field from now on.
                 let own = crate::holder::shared_holder_id(lock.client.id(), self.holder.number());
                 use_field(own, &lock.keys.name, field.into());
@@ -184,7 +222,7 @@ impl<H: GuardHolder> Lock<H> {
             renewal: Arc::clone(&hold.renewal),
             lease_ms: std::cell::Cell::new(hold.lease_ms),
             lease: Arc::clone(&hold.lease),
-            watchdog: true,
+            watchdog: hold.watchdog,
             token: None,
             attempt: hold.attempt,
             released: false,

@@ -305,47 +305,65 @@ impl Subscriber {
         })
     }
 
-    /// Passes the releasing thread's hold (`baton`) on the lock of
-    /// `channel` to the longest-parked waiter of this client, with no call
-    /// to the store, if that waiter can take it over as it is: its hold
-    /// would be its thread's under the watchdog (its seat `adopts`), and it
-    /// sent no attempt in this wait, so it has no entry in the store's
-    /// queue to leave. Counts in the client's streak like a handoff (the
-    /// store's count of redisync holders in a row takes the passes in at
-    /// the next release it sees: see `ops::handoff::release_counted`).
-    /// Returns the waiter's hash field, or the baton back when nobody
-    /// fits: the release then goes to the store as usual.
-    pub(crate) fn pass(&self, channel: &str, baton: Baton) -> Result<String, Baton> {
+    /// Chooses, as [`offer`](Self::offer) does, the longest-parked waiter
+    /// of `channel` to pass the releasing thread's hold to with no call to
+    /// the store, if that waiter can take it over as it is: it would hold
+    /// its thread's hold of the same kind (`leased`: a fixed lease, else the
+    /// watchdog's; its seat `adopts`), and it sent no attempt in this wait,
+    /// so it has no entry in the store's queue to leave. Anyone else: `None`
+    /// (the release goes to the store, which hands it the lock if it is the
+    /// one). The chosen waiter attempts nothing until
+    /// [`resolve_pass`](Self::resolve_pass) or [`resolve`](Self::resolve).
+    pub(crate) fn offer_to_adopt(&self, channel: &str, leased: bool) -> Option<Offer> {
         let mut state = self.shared.state.lock();
-        let Some(entry) = state.channels.get_mut(channel) else {
+        let entry = state.channels.get_mut(channel)?;
+        if entry.streak >= MAX_HANDOFF_STREAK {
+            return None;
+        }
+        let (id, waiter) = entry
+            .waiters
+            .iter_mut()
+            .filter(|(_, w)| w.grant == Grant::Open && w.parked.is_some() && w.seat.is_some())
+            .min_by_key(|(_, w)| w.parked)?;
+        let seat = waiter
+            .seat
+            .clone()
+            .filter(|seat| seat.adopts && !seat.queued && seat.leased == leased)?;
+        waiter.grant = Grant::Offered;
+        Some(Offer {
+            channel: channel.to_owned(),
+            waiter: *id,
+            seat,
+        })
+    }
+
+    /// Passes the offered waiter the hold in `baton` and wakes it. Counts in
+    /// the client's streak like a handoff (the store's count of redisync
+    /// holders in a row takes the passes in at the next release it sees:
+    /// see `ops::handoff::release_counted`). Returns the waiter's hash
+    /// field, or the baton back when the waiter stopped waiting meanwhile:
+    /// the releasing thread still holds it.
+    pub(crate) fn resolve_pass(&self, offer: Offer, baton: Baton) -> Result<String, Baton> {
+        let mut state = self.shared.state.lock();
+        let Some(entry) = state.channels.get_mut(&offer.channel) else {
             return Err(baton);
         };
-        if entry.streak >= MAX_HANDOFF_STREAK {
+        let Some(waiter) = entry.waiters.get_mut(&offer.waiter) else {
+            return Err(baton);
+        };
+        if waiter.grant != Grant::Offered {
+            // Withdrawn: it goes back to waiting, as after a refused handoff.
+            waiter.grant = Grant::Open;
+            waiter.parked = None;
+            waiter.cond.notify_one();
             return Err(baton);
         }
-        // The longest-parked one, as `offer` chooses: the others wait their turn.
-        let Some(waiter) = entry
-            .waiters
-            .values_mut()
-            .filter(|w| w.grant == Grant::Open && w.parked.is_some() && w.seat.is_some())
-            .min_by_key(|w| w.parked)
-        else {
-            return Err(baton);
-        };
-        let Some(field) = waiter
-            .seat
-            .as_ref()
-            .filter(|seat| seat.adopts && !seat.queued)
-            .map(|seat| seat.field.clone())
-        else {
-            return Err(baton);
-        };
         waiter.grant = Grant::Adopted;
         waiter.baton = Some(baton);
         waiter.parked = None;
         waiter.cond.notify_one();
         entry.streak = entry.streak.saturating_add(1);
-        Ok(field)
+        Ok(offer.seat.field)
     }
 
     /// Tells an offered waiter how its handoff went and wakes it. Returns
