@@ -727,7 +727,10 @@ impl Client {
     }
 
     /// The holder id of the calling thread in this client,
-    /// `<client uuid>:<thread number>`: the hash field Redis stores.
+    /// `<client uuid>:<thread number>`: the hash field Redis stores for its
+    /// holds. On a reentrant lock whose hold passed between threads of this
+    /// client with no call to Redis, the two threads swapped fields for
+    /// that lock: the thread then holds (and asks) under the other's.
     ///
     /// ```
     /// # let client = redisync::Client::builder().backend(redisync::MemoryBackend::new()).build()?;
