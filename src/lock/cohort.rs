@@ -24,6 +24,8 @@
 //! on (each thread's field for a lock is looked up in this thread's
 //! [`FIELDS`]), so no two threads of the client ever share one, and the
 //! releaser's next attempt cannot re-enter the hold it passed.
+//! `cohort_model.rs` checks that rule in every interleaving of up to three
+//! threads (and shows that a releaser keeping its field breaks it).
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};

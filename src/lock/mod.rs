@@ -17,11 +17,13 @@
 //!   handoffs, phantom holds, retries, background release).
 //! - `holds.rs`: the hold counts kept in this process.
 //! - `cohort.rs`: a hold passed between threads of the client with no call
-//!   to the store.
+//!   to the store (`cohort_model.rs`: its exhaustive interleaving check).
 //! - `guard.rs`: the guard.
 
 mod acquire;
 mod cohort;
+#[cfg(test)]
+mod cohort_model;
 mod guard;
 mod holds;
 mod names;
