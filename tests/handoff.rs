@@ -756,8 +756,9 @@ fn a_handoff_during_a_yields_mark_counts_afresh(env: &Env) {
         5_000,
         Some(("a:2", 30_000, QueuePlace::Unqueued)),
         &queue,
+        0,
     );
-    assert_eq!(released.unwrap(), Release::Transferred);
+    assert_eq!(released.unwrap().outcome, Release::Transferred);
     assert_eq!(
         set_key(&client, &streak_key, "0"),
         Reply::Bulk(b"1".to_vec()),

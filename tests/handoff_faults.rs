@@ -603,8 +603,10 @@ fn ops_release(
         5_000,
         None,
         queue,
+        0,
     )
     .unwrap()
+    .outcome
 }
 
 /// Closes the child's stdin and checks it exits cleanly by itself.

@@ -4,7 +4,7 @@
 //! is (its hash field, attempt record, lease and watchdog registration).
 //! The store sees nothing until the hold leaves the client; the release
 //! that sends it then counts the passes in the streak of redisync holders
-//! in a row (`ops::handoff::release_counted`), so a waiter outside the
+//! in a row (`ops::handoff::release`), so a waiter outside the
 //! queue (Redisson's) still has its turn after the same number of holders.
 //!
 //! A hold may be passed only as many times as the store's count allows:

@@ -337,7 +337,7 @@ fn the_model_is_tied_to_the_code() {
         ),
         (
             include_str!("../pubsub/handoff.rs"),
-            ".filter(|seat| seat.adopts && !seat.queued && seat.leased == leased)?;",
+            "seat.adopts && !seat.queued && seat.leased == leased",
             "only an unqueued waiter is offered a pass",
         ),
         (

@@ -206,7 +206,7 @@ impl Lock {
             .map(|offer| offer.seat.queue_entry());
         loop {
             let result = match (&offer, queue) {
-                (offer, Some(queue)) => ops::handoff::release_counted(
+                (offer, Some(queue)) => ops::handoff::release(
                     backend,
                     &self.keys.name,
                     &wait_channel,

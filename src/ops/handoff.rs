@@ -47,7 +47,7 @@
 //! assert_eq!(attempt("a:1", "1", false)?, Acquire::Acquired);
 //! assert!(!attempt("b:1", "2", false)?.is_acquired()); // queued
 //! let released = handoff::release(&store, "doc:q", "redisson_lock__channel:{doc:q}", "a:1", 30_000,
-//!     "redisson_unlock_latch:{doc:q}:r1", 5_000, None, &queue)?;
+//!     "redisson_unlock_latch:{doc:q}:r1", 5_000, None, &queue, 0)?.outcome;
 //! // Nobody listens on b's channel here: b counts as gone, the lock is freed.
 //! assert_eq!(released, Release::Released);
 //! # Ok::<(), redisync::Error>(())
@@ -276,6 +276,17 @@ impl<'a> QueuePlace<'a> {
     }
 }
 
+/// What [`release`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Counted {
+    /// The release's outcome.
+    pub outcome: Release,
+    /// When it handed the lock to the waiter: the count of redisync holders
+    /// in a row after it, less one (what `{name}:redisync_handoffs` holds);
+    /// `None` otherwise, and for a repeat under the same latch.
+    pub streak: Option<u32>,
+}
+
 /// Releases one hold of `holder` on `name` behind `latch_key` (as
 /// [`lock::release`](super::lock::release)); on the last hold, hands the lock
 /// to `waiter` (a parked thread of this client: holder id, lease, and its
@@ -287,6 +298,12 @@ impl<'a> QueuePlace<'a> {
 /// `redisson_lock__channel:{name}`: the head's client is told on that
 /// channel followed by `:redisync:<client id>` ([`Queue::channel`]).
 ///
+/// `passes`: handoffs the store did not see, counted in the streak with
+/// this release's own (the hold was passed that many times between threads
+/// of its client since the store last counted it). A handoff to `waiter`
+/// also says the streak's count after it, so that the waiter knows how many
+/// more such passes the streak allows.
+///
 /// # Errors
 /// As [`lock::release`](super::lock::release); `InvalidArgument` for a
 /// `channel` that is not the lock's own.
@@ -297,70 +314,21 @@ impl<'a> QueuePlace<'a> {
 /// let store = redisync::MemoryBackend::new();
 /// let queue = Queue::new("doc:qr", 2_000, 16);
 /// let wrong = handoff::release(&store, "doc:qr", "redisson_lock__channel:{other}", "a:1", 30_000,
-///     "redisson_unlock_latch:{doc:qr}:r0", 5_000, None, &queue);
+///     "redisson_unlock_latch:{doc:qr}:r0", 5_000, None, &queue, 0);
 /// assert!(wrong.unwrap_err().is_invalid_argument());
+/// let channel = "redisson_lock__channel:{doc:qr}";
 /// handoff::acquire(&store, "doc:qr", "a:1", 30_000, "{doc:qr}:redisync_attempt:1", &queue, false, None)?;
-/// let released = handoff::release(&store, "doc:qr", "redisson_lock__channel:{doc:qr}", "a:1", 30_000,
-///     "redisson_unlock_latch:{doc:qr}:r1", 5_000, Some(("a:2", 30_000, QueuePlace::Unqueued)), &queue)?;
-/// assert_eq!(released, Release::Transferred);
-/// # Ok::<(), redisync::Error>(())
-/// ```
-#[allow(clippy::too_many_arguments)]
-pub fn release<B: LockBackend + ?Sized>(
-    backend: &B,
-    name: &str,
-    channel: &str,
-    holder: &str,
-    lease_ms: i64,
-    latch_key: &str,
-    latch_ms: i64,
-    waiter: Option<(&str, i64, QueuePlace<'_>)>,
-    queue: &Queue,
-) -> Result<Release> {
-    let released = release_counted(
-        backend, name, channel, holder, lease_ms, latch_key, latch_ms, waiter, queue, 0,
-    )?;
-    Ok(released.outcome)
-}
-
-/// What [`release_counted`] did.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Counted {
-    /// The release's outcome.
-    pub outcome: Release,
-    /// When it handed the lock to the waiter: the count of redisync holders
-    /// in a row after it, less one (what `{name}:redisync_handoffs` holds);
-    /// `None` otherwise, and for a repeat under the same latch.
-    pub streak: Option<u32>,
-}
-
-/// [`release`], counting in the streak `passes` handoffs the store did not
-/// see: the hold was passed that many times between threads of its client
-/// since the store last counted it. A handoff to `waiter` also says the
-/// streak's count after it, so that the waiter knows how many more such
-/// passes the streak allows.
-///
-/// # Errors
-/// As [`release`].
-///
-/// ```
-/// use redisync::internal::handoff::{self, Queue, QueuePlace};
-/// use redisync::internal::lock::Release;
-/// let store = redisync::MemoryBackend::new();
-/// let queue = Queue::new("doc:qc", 2_000, 16);
-/// let channel = "redisson_lock__channel:{doc:qc}";
-/// handoff::acquire(&store, "doc:qc", "a:1", 30_000, "{doc:qc}:redisync_attempt:1", &queue, false, None)?;
-/// let handed = handoff::release_counted(&store, "doc:qc", channel, "a:1", 30_000,
-///     "redisson_unlock_latch:{doc:qc}:r1", 5_000, Some(("a:2", 30_000, QueuePlace::Unqueued)), &queue, 0)?;
+/// let handed = handoff::release(&store, "doc:qr", channel, "a:1", 30_000,
+///     "redisson_unlock_latch:{doc:qr}:r1", 5_000, Some(("a:2", 30_000, QueuePlace::Unqueued)), &queue, 0)?;
 /// assert_eq!((handed.outcome, handed.streak), (Release::Transferred, Some(1)));
 /// // a:2 passed the hold to two more threads of its client, then it comes back.
-/// let again = handoff::release_counted(&store, "doc:qc", channel, "a:2", 30_000,
-///     "redisson_unlock_latch:{doc:qc}:r2", 5_000, Some(("a:1", 30_000, QueuePlace::Unqueued)), &queue, 2)?;
+/// let again = handoff::release(&store, "doc:qr", channel, "a:2", 30_000,
+///     "redisson_unlock_latch:{doc:qr}:r2", 5_000, Some(("a:1", 30_000, QueuePlace::Unqueued)), &queue, 2)?;
 /// assert_eq!(again.streak, Some(4));
 /// # Ok::<(), redisync::Error>(())
 /// ```
 #[allow(clippy::too_many_arguments)]
-pub fn release_counted<B: LockBackend + ?Sized>(
+pub fn release<B: LockBackend + ?Sized>(
     backend: &B,
     name: &str,
     channel: &str,

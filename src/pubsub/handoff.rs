@@ -285,6 +285,11 @@ impl Subscriber {
     /// way, so other clients' waiters get their turn). The chosen waiter
     /// attempts nothing until [`resolve`](Self::resolve) says how it went.
     pub(crate) fn offer(&self, channel: &str) -> Option<Offer> {
+        self.offer_if(channel, |_| true)
+    }
+
+    /// [`offer`](Self::offer), if the chosen waiter's seat `fits`.
+    fn offer_if(&self, channel: &str, fits: impl Fn(&Seat) -> bool) -> Option<Offer> {
         let mut state = self.shared.state.lock();
         let entry = state.channels.get_mut(channel)?;
         if entry.streak >= MAX_HANDOFF_STREAK {
@@ -296,7 +301,7 @@ impl Subscriber {
             .filter(|(_, w)| w.grant == Grant::Open && w.parked.is_some())
             .filter(|(_, w)| w.seat.is_some())
             .min_by_key(|(_, w)| w.parked)?;
-        let seat = waiter.seat.clone()?;
+        let seat = waiter.seat.clone().filter(|seat| fits(seat))?;
         waiter.grant = Grant::Offered;
         Some(Offer {
             channel: channel.to_owned(),
@@ -315,32 +320,15 @@ impl Subscriber {
     /// one). The chosen waiter attempts nothing until
     /// [`resolve_pass`](Self::resolve_pass) or [`resolve`](Self::resolve).
     pub(crate) fn offer_to_adopt(&self, channel: &str, leased: bool) -> Option<Offer> {
-        let mut state = self.shared.state.lock();
-        let entry = state.channels.get_mut(channel)?;
-        if entry.streak >= MAX_HANDOFF_STREAK {
-            return None;
-        }
-        let (id, waiter) = entry
-            .waiters
-            .iter_mut()
-            .filter(|(_, w)| w.grant == Grant::Open && w.parked.is_some() && w.seat.is_some())
-            .min_by_key(|(_, w)| w.parked)?;
-        let seat = waiter
-            .seat
-            .clone()
-            .filter(|seat| seat.adopts && !seat.queued && seat.leased == leased)?;
-        waiter.grant = Grant::Offered;
-        Some(Offer {
-            channel: channel.to_owned(),
-            waiter: *id,
-            seat,
+        self.offer_if(channel, |seat| {
+            seat.adopts && !seat.queued && seat.leased == leased
         })
     }
 
     /// Passes the offered waiter the hold in `baton` and wakes it. Counts in
     /// the client's streak like a handoff (the store's count of redisync
     /// holders in a row takes the passes in at the next release it sees:
-    /// see `ops::handoff::release_counted`). Returns the waiter's hash
+    /// see `ops::handoff::release`). Returns the waiter's hash
     /// field, or the baton back when the waiter stopped waiting meanwhile:
     /// the releasing thread still holds it.
     pub(crate) fn resolve_pass(&self, offer: Offer, baton: Baton) -> Result<String, Baton> {
