@@ -1010,6 +1010,28 @@ fn redis_queued_lock_scripts_refuse_before_writing() {
             &release_keys,
             &variants(&good, 7, BAD_MS),
         );
+        // The passes inside the client since the store's last count, with
+        // a waiter and without one.
+        let bad_passes = [
+            "-1",
+            "1.5",
+            "abc",
+            "",
+            "140737488355329",
+            "99999999999999999999999",
+        ];
+        for waiter in ["w:1", ""] {
+            let good = [
+                "0", "60000", h, "5000", "15000", "16", waiter, "60000", "-", "3", "0",
+            ];
+            assert_refused(
+                conn,
+                "lock_release (queued) passes",
+                &release,
+                &release_keys,
+                &variants(&good, 9, &bad_passes),
+            );
+        }
         if !held {
             assert!(snapshot(conn).is_empty(), "{:?}", snapshot(conn));
         }
@@ -1039,7 +1061,12 @@ fn redis_queued_lock_scripts_refuse_before_writing() {
         &keys,
         &["0", good[0], h, good[2], max, good[4], "w:1", max, "-", "0"],
     );
-    assert_eq!(handed, ::redis::Value::Int(2), "handed to the waiter");
+    // Handed to the waiter, with the streak's count after it.
+    assert_eq!(
+        handed,
+        ::redis::Value::Array(vec![::redis::Value::Int(2), ::redis::Value::Int(1)]),
+        "handed to the waiter"
+    );
     let pttl = common::pttl(conn, l);
     assert!(
         pttl > (1 << 47) - 60_000 && pttl <= 1 << 47,
