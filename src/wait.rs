@@ -164,7 +164,7 @@ pub(crate) enum Done<T> {
     /// And how many times it may pass the hold on inside the client.
     HandedOver(Instant, Option<Duration>, u32),
     /// A releasing thread of this client passed it its hold, with no call
-    /// to the store (see `Subscriber::pass`).
+    /// to the store (see `Subscriber::resolve_pass`).
     Adopted(Baton),
 }
 

@@ -210,7 +210,14 @@ impl<H: GuardHolder> Lock<H> {
     /// (see [`LockGuard::pass_on`]).
     pub(super) fn adopt(&self, baton: Baton, by: H) -> Result<LockGuard<H>> {
         let Ok(mut hold) = baton.0.downcast::<PassedHold>() else {
-            return Err(Error::backend("a passed hold of another kind", false));
+            return Err(Error::backend(
+                format!(
+                    "lock {:?}: the hold another thread passed to this one is not a lock's \
+                     (an internal error; nothing was taken)",
+                    self.keys.name
+                ),
+                false,
+            ));
         };
         hold.taken = true;
         let name = &self.keys.name;

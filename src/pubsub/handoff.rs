@@ -56,12 +56,12 @@ pub(crate) struct Seat {
     pub(crate) queued: bool,
     /// Its hold would be its thread's, renewed by the watchdog: a releasing
     /// thread of its client may pass it a hold as it is (see
-    /// [`Subscriber::pass`]).
+    /// [`Subscriber::offer_to_adopt`]).
     pub(crate) adopts: bool,
 }
 
 /// A hold passed between two threads of one client (see
-/// [`Subscriber::pass`]): what the lock needs to take it over, opaque here.
+/// [`Subscriber::offer_to_adopt`]): what the lock needs to take it over, opaque here.
 /// Its owner releases the hold when it is dropped untaken (its waiter gone).
 pub(crate) struct Baton(pub(crate) Box<dyn std::any::Any + Send>);
 
@@ -101,7 +101,7 @@ pub(super) enum Grant {
     /// TTL when the store's is not the waiter's lease (a handoff from
     /// another client: the claim window, until its watchdog renews it);
     /// and how many times it may pass the hold on inside the client (see
-    /// [`Subscriber::pass`]).
+    /// [`Subscriber::offer_to_adopt`]).
     Granted(Instant, Option<Duration>, u32),
     /// A releasing thread of its client passed it its hold, with no call to
     /// the store: the hold is in the waiter's [`Baton`].

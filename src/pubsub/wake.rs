@@ -69,7 +69,7 @@ pub(crate) enum Woken {
     /// And how many times it may pass the hold on inside the client.
     Granted(Instant, Option<Duration>, u32),
     /// A releasing thread of this client passed it its hold (see
-    /// [`Subscriber::pass`](super::Subscriber::pass)).
+    /// [`Subscriber::resolve_pass`](super::Subscriber::resolve_pass)).
     Adopted(Baton),
     /// A handoff's outcome is unknown: retry (see [`Grant::Unknown`]).
     Retry,
@@ -306,23 +306,7 @@ impl Subscription {
         let cancelled = || cancel.is_some_and(crate::CancellationToken::is_cancelled);
         let mut state = self.shared.state.lock();
         loop {
-            // A hold passed to it is its own even at shutdown (its guard
-            // releases it): not left behind in the registration.
-            if let Some(baton) = state
-                .channels
-                .get_mut(&self.channel)
-                .and_then(|entry| entry.waiters.get_mut(&self.id))
-                .filter(|waiter| waiter.grant == Grant::Adopted)
-                .and_then(|waiter| {
-                    waiter.grant = Grant::Open;
-                    waiter.baton.take()
-                })
-            {
-                return Woken::Adopted(baton);
-            }
-            if state.shutdown {
-                return Woken::TimedOut;
-            }
+            let shutdown = state.shutdown;
             let Some(entry) = state.channels.get_mut(&self.channel) else {
                 return Woken::TimedOut;
             };
@@ -334,15 +318,21 @@ impl Subscription {
             let Some(waiter) = waiters.get_mut(&self.id) else {
                 return Woken::TimedOut;
             };
+            // A hold passed to it is its own even at shutdown (its guard
+            // releases it): not left behind in the registration.
+            if waiter.grant == Grant::Adopted {
+                return adopted(waiter);
+            }
+            if shutdown {
+                return Woken::TimedOut;
+            }
             match waiter.grant {
                 Grant::Granted(sent, ttl, passes) => {
                     waiter.grant = Grant::Open;
                     return granted(sent, ttl, passes);
                 }
-                Grant::Adopted => {
-                    waiter.grant = Grant::Open;
-                    return waiter.baton.take().map_or(Woken::Retry, Woken::Adopted);
-                }
+                // Taken above.
+                Grant::Adopted => return adopted(waiter),
                 Grant::Unknown => {
                     waiter.grant = Grant::Open;
                     return Woken::Retry;
@@ -386,10 +376,7 @@ impl Subscription {
                         waiter.grant = Grant::Open;
                         return granted(sent, ttl, passes);
                     }
-                    Grant::Adopted => {
-                        waiter.grant = Grant::Open;
-                        return waiter.baton.take().map_or(Woken::Retry, Woken::Adopted);
-                    }
+                    Grant::Adopted => return adopted(waiter),
                     Grant::Offered => waiter.grant = Grant::Withdrawn,
                     _ => {}
                 }
@@ -451,6 +438,12 @@ impl Drop for Subscription {
         // which takes the state's lock (so not under it).
         drop(baton);
     }
+}
+
+/// A waiter passed a hold takes it (its baton); with none there, it retries.
+fn adopted(waiter: &mut Waiter) -> Woken {
+    waiter.grant = Grant::Open;
+    waiter.baton.take().map_or(Woken::Retry, Woken::Adopted)
 }
 
 /// Waits on `cond` until notified or `until`; true when `until` has passed.
