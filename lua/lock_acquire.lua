@@ -44,7 +44,9 @@
 -- Returns  nil when acquired (hold count + 1, TTL reset to the lease);
 --          otherwise the lock's remaining TTL in ms (PTTL; -1 = no expiry).
 --          A hold handed to this waiter by a release has count 0 until this
---          attempt takes it (the hold count becomes 1, the TTL the lease).
+--          attempt takes it (the hold count becomes 1, the TTL the lease);
+--          one handed to this wait outright (count 1, its entry gone from
+--          the queue) is taken as it is (the TTL the lease).
 -- Checked before any write (a script error does not undo earlier writes).
 -- Notes in `clients` that the client of `holder` waited just now. The
 -- set's TTL is set when a client joins it (not at every note: one call
@@ -105,9 +107,21 @@ if (free and not yielded) or redis.call('hexists', KEYS[1], ARGV[2]) == 1 then
         end
         return redis.error_reply('ERR late request: this acquire attempt was undone or released already')
     end
-    -- Numbers to redis.call as strings: a Lua number is formatted by
-    -- snprintf on every call.
-    redis.call('hincrby', KEYS[1], ARGV[2], '1')
+    -- A retry of a wait queued to be handed the lock outright, finding its
+    -- holder in the hash and its entry gone from the queue: a release
+    -- handed this wait the lock (one hold) while the retry was on its way,
+    -- or its handoff message came too late to trust. That hold is this
+    -- attempt's as it is: counted again, the waiter's one guard would
+    -- leave a hold behind. (Any other hold of this holder id is a
+    -- re-entry: a holder that has the lock never waits for it.)
+    local handed = not free and ARGV[3] == 'retry' and KEYS[3]
+        and string.sub(ARGV[4], 1, 2) == 'd|'
+        and not redis.call('zscore', KEYS[3], ARGV[4])
+    if not handed then
+        -- Numbers to redis.call as strings: a Lua number is formatted by
+        -- snprintf on every call.
+        redis.call('hincrby', KEYS[1], ARGV[2], '1')
+    end
     redis.call('pexpire', KEYS[1], lease)
     -- Taken free in a streak under way (a release found nobody to hand
     -- it to): one more redisync holder in a row (INCR keeps the TTL).

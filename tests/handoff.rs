@@ -31,6 +31,7 @@ backend_tests!(
     threads_that_skip_their_attempt_are_never_left_parked,
     holds_passed_between_threads_stay_exclusive_and_reentrant,
     a_fixed_lease_passed_to_another_thread_restarts_for_it,
+    a_holder_re_enters_while_a_woken_waiter_retries,
 );
 
 // Not on a Redis Cluster, where waiters are not queued in the store.
@@ -111,6 +112,8 @@ struct Hooked {
     release_latches: Mutex<std::collections::HashSet<String>>,
     delay_handoff: Mutex<Duration>,
     lose_handoff_replies: AtomicU64,
+    /// A delay before the next `lock_acquire` only (then cleared).
+    delay_next_acquire: Mutex<Option<Duration>>,
 }
 
 impl Hooked {
@@ -148,6 +151,12 @@ impl Hook for Hooked {
                 .lock()
                 .unwrap()
                 .insert(latch.as_ref().to_owned());
+        }
+        if id == "lock_acquire" {
+            let delay = self.delay_next_acquire.lock().unwrap().take();
+            if let Some(delay) = delay {
+                thread::sleep(delay);
+            }
         }
         if id == "handoff" {
             let delay = *self.delay_handoff.lock().unwrap();
@@ -861,5 +870,41 @@ fn a_fixed_lease_passed_to_another_thread_restarts_for_it(env: &Env) {
         latches < unlocks || !counts,
         "no hold was passed inside the client: {latches} release latches for {unlocks} unlocks"
     );
+    assert!(!client.lock(&name).is_locked().unwrap());
+}
+
+/// A woken waiter's retry makes a new attempt of its client defer to it
+/// (`Waiting::defer_to_woken`), but never the holder's own re-entry: that
+/// cannot take anything from the waiter. The waiter's retry is held back
+/// while the holder's `try_lock` runs, which must re-enter at once.
+fn a_holder_re_enters_while_a_woken_waiter_retries(env: &Env) {
+    let (client, hooked) = hooked_client(env);
+    let name = unique_name("handoff:reenter");
+    let (guard, rx, handle) = hold_with_a_parked_waiter(&client, &hooked, &name, None, true);
+    let acquires = hooked.calls("lock_acquire");
+    *hooked.delay_next_acquire.lock().unwrap() = Some(Duration::from_secs(2));
+    // An unlock message with nothing released: it wakes the waiter, whose
+    // retry is then held back in the store.
+    client
+        .backend()
+        .publish(&format!("redisson_lock__channel:{{{name}}}"), "0")
+        .unwrap();
+    wait_until("the woken waiter retried", Duration::from_secs(10), || {
+        hooked.calls("lock_acquire") > acquires
+    });
+    let lock = client.lock(&name);
+    let again = lock.try_lock().unwrap();
+    assert!(
+        again.is_some(),
+        "the holder re-entered while a woken waiter's retry was on its way"
+    );
+    assert_eq!(lock.hold_count().unwrap(), 2);
+    drop(again);
+    guard.unlock().unwrap();
+    let (id, _) = rx
+        .recv_timeout(Duration::from_secs(20))
+        .expect("the waiter is served once the holder is done");
+    handle.join().unwrap();
+    assert!(id.is_some());
     assert!(!client.lock(&name).is_locked().unwrap());
 }

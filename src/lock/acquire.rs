@@ -284,7 +284,10 @@ impl<H: GuardHolder> Lock<H> {
                     wake: Wake::Lock,
                     wait,
                     fallback: client.park_fallback(),
-                    defer_to_woken: keys.defers_to_woken_waiter(),
+                    // A thread re-entering its own hold defers to nobody:
+                    // a woken waiter's retry cannot take it meanwhile.
+                    defer_to_woken: keys.defers_to_woken_waiter()
+                        && !holds::held(&holds::key(&holder, &keys.name), H::EXPLICIT),
                     primitive: keys.primitive(),
                     // Another thread of this client holds it: the attempt
                     // would fail.

@@ -184,12 +184,15 @@ impl<H: GuardHolder> LockGuard<H> {
             passes: self.passes.saturating_add(1),
             taken: false,
         };
+        if !self.watchdog {
+            // Its siblings wait out the new lease, not the old. Before the
+            // pass: once passed, the hold may move on (and its record with
+            // it) before this thread would write. (Not passed after all:
+            // the usual release drops the record.)
+            lock.client.local_owners().taken(&self.renewal, &lease);
+        }
         match subscriber.resolve_pass(offer, Baton(Box::new(hold))) {
             Ok(field) => {
-                if !self.watchdog {
-                    // Its siblings wait out the new lease, not the old.
-                    lock.client.local_owners().taken(&self.renewal, &lease);
-                }
                 // This thread asks with the waiter's field from now on.
                 let own = crate::holder::shared_holder_id(lock.client.id(), self.holder.number());
                 use_field(own, &lock.keys.name, field.into());
