@@ -62,6 +62,8 @@ pub(crate) mod inspect;
 pub mod latch;
 pub mod lock;
 pub mod once;
+#[cfg(test)]
+mod queue_model;
 pub mod rw_lock;
 pub mod semaphore;
 
