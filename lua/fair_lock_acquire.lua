@@ -36,7 +36,12 @@
 --          guard of this lock: a hold the lock gives that holder was handed
 --          to an earlier wait of it that ended just then (its give-back
 --          lost), and is given back, the head told to try, instead of being
---          re-entered past the queue; 0 otherwise
+--          re-entered past the queue; 2 = a later attempt of the wait: a
+--          hold the lock gives that holder while it is out of the queue was
+--          handed to this wait outright (one hold) while the attempt was on
+--          its way, or its message came too late to trust, and is taken as
+--          it is (counted again, the waiter's one guard would leave a hold
+--          behind); 0 otherwise
 -- ARGV[8]  with KEYS[5]: the channel prefix, redisson_lock__channel:{name}
 -- ARGV[9]  with KEYS[5]: how long a mark this attempt writes counts the
 --          waiter as alive without a refresh, in ms (several of its retry
@@ -159,13 +164,15 @@ if free then
         redis.call('publish', ARGV[8] .. ':' .. head, '0')
     end
 end
--- Re-entry.
+-- Re-entry, or (a retry, out of the queue) the hold handed to this wait.
 if mine then
     local again, reply = claim('taken')
     if again then
         return reply
     end
-    redis.call('hincrby', KEYS[1], ARGV[2], 1)
+    if not (KEYS[5] and ARGV[7] == '2' and not redis.call('zscore', KEYS[3], ARGV[2])) then
+        redis.call('hincrby', KEYS[1], ARGV[2], 1)
+    end
     redis.call('pexpire', KEYS[1], ARGV[1])
     return nil
 end

@@ -281,9 +281,8 @@ impl LockKeys {
     /// One acquire attempt, with the fencing token of a fenced lock's
     /// success (`allowance_ms` is a fair waiter's queue slot, `enqueue`
     /// whether a fair attempt may join the queue, `wait` the id of a fair
-    /// wait a release may hand the lock outright, `fresh` whether a hold
-    /// the store gives a fair holder is one no guard of it has: given back,
-    /// see `ops::fair_lock`), recording the attempt
+    /// wait a release may hand the lock outright, `attempt` which attempt
+    /// of that wait: see `ops::fair_lock::WaitAttempt`), recording the attempt
     /// under `attempt_key` when it takes a hold, so that the undo of an
     /// attempt whose outcome is unknown removes exactly its hold.
     #[allow(clippy::too_many_arguments)]
@@ -296,7 +295,7 @@ impl LockKeys {
         enqueue: bool,
         attempt_key: &str,
         wait: Option<u64>,
-        fresh: bool,
+        attempt: ops::fair_lock::WaitAttempt,
     ) -> Result<(Acquire, Option<u64>)> {
         let acquire = match self.flavor {
             Flavor::Reentrant => ops::lock::acquire_recorded(
@@ -335,7 +334,7 @@ impl LockKeys {
                     .map(|key| ops::fair_lock::Marked {
                         key,
                         wait,
-                        fresh,
+                        attempt,
                         live_ms: self.mark_live_ms(),
                     }),
             ),

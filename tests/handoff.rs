@@ -32,6 +32,7 @@ backend_tests!(
     holds_passed_between_threads_stay_exclusive_and_reentrant,
     a_fixed_lease_passed_to_another_thread_restarts_for_it,
     a_holder_re_enters_while_a_woken_waiter_retries,
+    a_fair_waiter_whose_retry_lands_after_its_handoff_holds_once,
 );
 
 // Not on a Redis Cluster, where waiters are not queued in the store.
@@ -152,7 +153,7 @@ impl Hook for Hooked {
                 .unwrap()
                 .insert(latch.as_ref().to_owned());
         }
-        if id == "lock_acquire" {
+        if id == "lock_acquire" || id == "fair_lock_acquire" {
             let delay = self.delay_next_acquire.lock().unwrap().take();
             if let Some(delay) = delay {
                 thread::sleep(delay);
@@ -907,4 +908,49 @@ fn a_holder_re_enters_while_a_woken_waiter_retries(env: &Env) {
     handle.join().unwrap();
     assert!(id.is_some());
     assert!(!client.lock(&name).is_locked().unwrap());
+}
+
+/// A fair waiter's retry (woken here by a message on its channel) that
+/// reaches the store just after a release handed its wait the lock
+/// outright takes that hold as it is: counted again, the waiter's one
+/// unlock would leave the lock held until its lease ran out.
+fn a_fair_waiter_whose_retry_lands_after_its_handoff_holds_once(env: &Env) {
+    let (client, hooked) = hooked_client(env);
+    let name = unique_name("handoff:fair-retry");
+    let guard = client.fair_lock(&name).lock().unwrap();
+    let acquires_before = hooked.calls("fair_lock_acquire");
+    let (id_tx, id_rx) = mpsc::channel();
+    let (tx, rx) = mpsc::channel();
+    let waiter = client.fair_lock(&name);
+    let handle = thread::spawn(move || {
+        id_tx.send(waiter.client().current_holder_id()).unwrap();
+        let guard = waiter.lock().unwrap();
+        let count = waiter.hold_count().unwrap();
+        guard.unlock().unwrap();
+        tx.send(count).unwrap();
+    });
+    let waiter_id = id_rx.recv_timeout(Duration::from_secs(10)).unwrap();
+    wait_until("the waiter queued", Duration::from_secs(10), || {
+        hooked.calls("fair_lock_acquire") > acquires_before
+    });
+    thread::sleep(Duration::from_millis(200));
+    let acquires = hooked.calls("fair_lock_acquire");
+    *hooked.delay_next_acquire.lock().unwrap() = Some(Duration::from_secs(2));
+    client
+        .backend()
+        .publish(
+            &format!("redisson_lock__channel:{{{name}}}:{waiter_id}"),
+            "0",
+        )
+        .unwrap();
+    wait_until("the woken waiter retried", Duration::from_secs(10), || {
+        hooked.calls("fair_lock_acquire") > acquires
+    });
+    guard.unlock().unwrap();
+    let count = rx
+        .recv_timeout(Duration::from_secs(20))
+        .expect("the waiter is handed the lock");
+    handle.join().unwrap();
+    assert_eq!(count, 1, "the waiter holds the lock once");
+    assert!(!client.fair_lock(&name).is_locked().unwrap());
 }

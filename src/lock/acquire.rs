@@ -12,6 +12,7 @@ use super::{Lock, LockGuard, holds};
 use crate::flavor::{Holder, Renewal};
 use crate::holder::GuardHolder;
 use crate::local_owner::Sibling;
+use crate::ops::fair_lock::WaitAttempt;
 use crate::ops::lock::Acquire;
 use crate::pubsub::Wake;
 use crate::wait::{Attempt, First, Wait};
@@ -190,10 +191,15 @@ impl<H: GuardHolder> Lock<H> {
                     // A fair wait's first attempt, by a thread with no guard
                     // of this lock: a hold the store gives its holder was
                     // handed to an earlier wait, and is given back rather
-                    // than re-entered past the queue (see `ops::fair_lock`).
-                    wait_id.is_some()
-                        && !retry
-                        && !holds::held(&holds::key(&holder, &keys.name), H::EXPLICIT),
+                    // than re-entered past the queue; its retry: one handed
+                    // to this wait, taken as it is (see `ops::fair_lock`).
+                    match wait_id {
+                        Some(_) if retry => WaitAttempt::Retry,
+                        Some(_) if !holds::held(&holds::key(&holder, &keys.name), H::EXPLICIT) => {
+                            WaitAttempt::Fresh
+                        }
+                        _ => WaitAttempt::Other,
+                    },
                 ),
             };
             attempts.set(attempts.get().saturating_add(1));

@@ -92,6 +92,34 @@ pub(crate) struct Direct<'a> {
     pub(crate) claim_ms: i64,
 }
 
+/// Which attempt of a wait with direct handoffs an attempt is (the acquire
+/// script's ARGV[7]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum WaitAttempt {
+    /// Any other: the holder may hold the lock already (a re-entry).
+    Other,
+    /// The first attempt of a wait whose holder has no guard of the lock:
+    /// a hold the store gives that holder was handed to an earlier wait of
+    /// it that ended just then (and whose give-back was lost), so it is
+    /// given back (the head, if another, told to try), not re-entered past
+    /// the queue.
+    Fresh,
+    /// A later attempt of the wait: a hold the store gives its holder while
+    /// the holder is out of the queue was handed to this wait outright
+    /// while the attempt was on its way, and is taken as it is (one hold).
+    Retry,
+}
+
+impl WaitAttempt {
+    fn arg(self) -> i64 {
+        match self {
+            WaitAttempt::Other => 0,
+            WaitAttempt::Fresh => 1,
+            WaitAttempt::Retry => 2,
+        }
+    }
+}
+
 /// A waiter's direct mark as its acquire attempt writes it (see the
 /// module doc).
 #[derive(Debug, Clone, Copy)]
@@ -101,8 +129,8 @@ pub(crate) struct Marked<'a> {
     /// The wait a release may hand the lock to (none: the mark is deleted,
     /// the waiter is told to try).
     pub(crate) wait: Option<u64>,
-    /// The first attempt of a wait whose holder has no guard of the lock.
-    pub(crate) fresh: bool,
+    /// Which attempt of its wait this is.
+    pub(crate) attempt: WaitAttempt,
     /// How long the mark counts its waiter as alive without a refresh, in
     /// ms: a release passes over an unheard head only once this has run
     /// out.
@@ -250,11 +278,8 @@ pub fn acquire_recorded<B: LockBackend + ?Sized>(
 /// the server time until which it counts as alive (`marked.live_ms` from
 /// now), so that a release may hand it the lock outright (no wait id: the
 /// mark is deleted, it is told to try); taking the lock deletes the mark.
-/// `marked.fresh`: the first attempt of a wait whose holder has no guard of
-/// this lock: a hold the store gives that holder was handed to an earlier
-/// wait of it that ended just then (and whose give-back was lost), so it is
-/// given back (the head, if another, told to try), not re-entered past the
-/// queue. Without `marked`, exactly [`acquire_recorded`].
+/// `marked.attempt`: which attempt of its wait (see [`WaitAttempt`]).
+/// Without `marked`, exactly [`acquire_recorded`].
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn acquire_marked<B: LockBackend + ?Sized>(
     backend: &B,
@@ -313,7 +338,7 @@ fn acquire_with<B: LockBackend + ?Sized>(
     let call = match (marked, keep_ms) {
         (Some(marked), _) => call
             .arg(marked.wait.map(|wait| wait.to_string()).unwrap_or_default())
-            .arg(i64::from(marked.fresh))
+            .arg(marked.attempt.arg())
             .arg(keys.channel_prefix)
             .arg(marked.live_ms),
         // ARGV[6] to ARGV[9] (the mark's) come before the record's keep

@@ -33,7 +33,10 @@
 //! holds nothing and waits for nothing has no hold in the store (else its
 //! release never comes, and the lock stays taken until its lease runs
 //! out). The rule before the fix (a retry counts a hold on top of the one
-//! handed to its wait) is shown to fail them.
+//! handed to its wait) is shown to fail them. The fair lock's waiters
+//! (`lua/fair_lock_acquire.lua`, `lua/fair_lock_release.lua`: a FIFO queue
+//! and a direct mark per waiter) are handed the lock outright the same way
+//! and their retries follow the same rule.
 
 use std::collections::HashSet;
 
@@ -301,6 +304,11 @@ fn the_model_is_tied_to_the_code() {
             include_str!("../../lua/lock_acquire.lua"),
             "and not redis.call('zscore', KEYS[3], ARGV[4])",
             "a retry whose entry is gone takes the handed hold as it is",
+        ),
+        (
+            include_str!("../../lua/fair_lock_acquire.lua"),
+            "ARGV[7] == '2' and not redis.call('zscore', KEYS[3], ARGV[2])",
+            "the fair lock's retry takes the hold handed to its wait by the same rule",
         ),
         (
             include_str!("../../lua/lock_acquire.lua"),
