@@ -113,7 +113,10 @@ if (free and not yielded) or redis.call('hexists', KEYS[1], ARGV[2]) == 1 then
     -- or its handoff message came too late to trust. That hold is this
     -- attempt's as it is: counted again, the waiter's one guard would
     -- leave a hold behind. (Any other hold of this holder id is a
-    -- re-entry: a holder that has the lock never waits for it.)
+    -- re-entry: a holder that has the lock never waits for it. The one
+    -- exception: two threads sharing an explicit holder id, one waiting
+    -- while the queue key expired under it, 2 x lease + 60 s without a
+    -- join, and the other taking the lock meanwhile.)
     local handed = not free and ARGV[3] == 'retry' and KEYS[3]
         and string.sub(ARGV[4], 1, 2) == 'd|'
         and not redis.call('zscore', KEYS[3], ARGV[4])
