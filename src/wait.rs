@@ -263,6 +263,16 @@ fn wait_loop<T>(
             }
             Woken::Permit => true,
             Woken::Retry | Woken::Reserved | Woken::TimedOut => false,
+            // No attempt while this client's release may be handing it
+            // the lock (an attempt could take the handed hold, which the
+            // releaser gives back: see `Woken::Withdrawn`).
+            Woken::Withdrawn => {
+                drop(parked);
+                if waiting.wait.passed() {
+                    return Ok(None);
+                }
+                continue;
+            }
         };
         drop(parked);
         if !attempted {

@@ -78,6 +78,11 @@ pub(crate) enum Woken {
     Reserved,
     /// Its park ended without either (the deadline, or shutdown).
     TimedOut,
+    /// Its park ended while a releasing thread of this client was handing
+    /// it the lock (the offer is withdrawn; the releaser gives back what it
+    /// handed): it sends no attempt until that is resolved, or the attempt
+    /// could take the handed hold that the releaser then gives back.
+    Withdrawn,
     /// Its cancellation token was cancelled (an offer it had is withdrawn).
     Cancelled,
 }
@@ -377,7 +382,11 @@ impl Subscription {
                         return granted(sent, ttl, passes);
                     }
                     Grant::Adopted => return adopted(waiter),
-                    Grant::Offered => waiter.grant = Grant::Withdrawn,
+                    // Withdrawn before and still not resolved: the same.
+                    Grant::Offered | Grant::Withdrawn => {
+                        waiter.grant = Grant::Withdrawn;
+                        return Woken::Withdrawn;
+                    }
                     _ => {}
                 }
                 return Woken::TimedOut;
