@@ -33,6 +33,7 @@ backend_tests!(
     a_fixed_lease_passed_to_another_thread_restarts_for_it,
     a_holder_re_enters_while_a_woken_waiter_retries,
     a_fair_waiter_whose_retry_lands_after_its_handoff_holds_once,
+    a_waiter_whose_wait_ends_while_handed_the_lock_sends_no_attempt,
 );
 
 // Not on a Redis Cluster, where waiters are not queued in the store.
@@ -113,6 +114,8 @@ struct Hooked {
     release_latches: Mutex<std::collections::HashSet<String>>,
     delay_handoff: Mutex<Duration>,
     lose_handoff_replies: AtomicU64,
+    /// A delay after a handoff script ran, before its reply is returned.
+    delay_handoff_reply: Mutex<Duration>,
     /// A delay before the next `lock_acquire` only (then cleared).
     delay_next_acquire: Mutex<Option<Duration>>,
 }
@@ -163,6 +166,8 @@ impl Hook for Hooked {
             let delay = *self.delay_handoff.lock().unwrap();
             thread::sleep(delay);
             let reply = inner.run_script(call)?;
+            let delay = *self.delay_handoff_reply.lock().unwrap();
+            thread::sleep(delay);
             let lost = self
                 .lose_handoff_replies
                 .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
@@ -953,4 +958,31 @@ fn a_fair_waiter_whose_retry_lands_after_its_handoff_holds_once(env: &Env) {
     handle.join().unwrap();
     assert_eq!(count, 1, "the waiter holds the lock once");
     assert!(!client.fair_lock(&name).is_locked().unwrap());
+}
+
+/// A waiter whose wait ends while a thread of its client is handing it the
+/// lock (the script landed, its reply is slow) withdraws and sends no
+/// attempt until the handoff resolves: such an attempt would take the
+/// handed hold (its queue entry gone), which the releaser then gives back,
+/// leaving the waiter a guard with no hold behind it.
+fn a_waiter_whose_wait_ends_while_handed_the_lock_sends_no_attempt(env: &Env) {
+    let (client, hooked) = hooked_client(env);
+    let name = unique_name("handoff:withdrawn-late");
+    let wait = Duration::from_millis(1_500);
+    let (guard, rx, handle) = hold_with_a_parked_waiter(&client, &hooked, &name, Some(wait), false);
+    // The handoff lands at once; its reply outlasts the waiter's wait.
+    *hooked.delay_handoff_reply.lock().unwrap() = Duration::from_secs(3);
+    guard.unlock().unwrap();
+    let (id, _) = rx
+        .recv_timeout(Duration::from_secs(10))
+        .expect("the waiter returned");
+    // (A waiter that got a guard unlocks it in its thread: with no hold
+    // behind it, that unlock fails and the join below says so.)
+    handle.join().expect("the waiter's thread");
+    assert!(id.is_none(), "the waiter acquired after its wait ended");
+    assert!(
+        !client.lock(&name).is_locked().unwrap(),
+        "a hold was left behind"
+    );
+    assert_eq!(hooked.calls("handoff"), 1);
 }
