@@ -155,6 +155,9 @@ impl<H: GuardHolder> Lock<H> {
         let attempts = std::cell::Cell::new(0_u32);
         // How many attempts of this wait the store answered.
         let answered = std::cell::Cell::new(0_u32);
+        // Whether this thread holds the lock already (a re-entry): looked up
+        // once, as a wait cannot change it.
+        let re_entry = holds::held(&holds::key(&holder, &keys.name), H::EXPLICIT);
         let attempt = || {
             sent.set(Instant::now());
             crate::deadline::take_timeout_cut();
@@ -195,9 +198,7 @@ impl<H: GuardHolder> Lock<H> {
                     // to this wait, taken as it is (see `ops::fair_lock`).
                     match wait_id {
                         Some(_) if retry => WaitAttempt::Retry,
-                        Some(_) if !holds::held(&holds::key(&holder, &keys.name), H::EXPLICIT) => {
-                            WaitAttempt::Fresh
-                        }
+                        Some(_) if !re_entry => WaitAttempt::Fresh,
                         _ => WaitAttempt::Other,
                     },
                 ),
@@ -292,8 +293,7 @@ impl<H: GuardHolder> Lock<H> {
                     fallback: client.park_fallback(),
                     // A thread re-entering its own hold defers to nobody:
                     // a woken waiter's retry cannot take it meanwhile.
-                    defer_to_woken: keys.defers_to_woken_waiter()
-                        && !holds::held(&holds::key(&holder, &keys.name), H::EXPLICIT),
+                    defer_to_woken: keys.defers_to_woken_waiter() && !re_entry,
                     primitive: keys.primitive(),
                     // Another thread of this client holds it: the attempt
                     // would fail.
