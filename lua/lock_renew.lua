@@ -15,6 +15,13 @@
 -- ARGV[3]  with KEYS[2]: how the record says taken, as the kind's acquire
 --          reads it: 'taken' or 'n', read alike (lua/renew_prelude.lua):
 --          every kind's record begins with 'taken' while its hold lives.
+--          Without KEYS[2] and with ARGV[4]: '-'.
+-- ARGV[4]  optional (redisync only): 'raise' = never shorten: the TTL is
+--          set only when the lease is longer than what is left (a hold
+--          passed between threads of one client, restarted for its new
+--          holder by the releasing thread after the pass: two such calls
+--          for successive holders may land in either order, and the later
+--          holder's lease must not be cut by the earlier one's).
 -- Returns  1 when renewed; 0 when the holder no longer holds it (or no
 --          longer holds it by that attempt).
 -- Checked before any write (a script error does not undo earlier writes).
@@ -25,6 +32,10 @@ end
 if KEYS[2] and ARGV[3] ~= 'taken' and ARGV[3] ~= 'n' then
     return redis.error_reply('ERR invalid record kind: ' .. tostring(ARGV[3])
         .. " (expected 'taken' or 'n')")
+end
+if ARGV[4] and ARGV[4] ~= 'raise' then
+    return redis.error_reply('ERR invalid renew mode: ' .. tostring(ARGV[4])
+        .. " (expected 'raise' or none)")
 end
 if redis.call('hexists', KEYS[1], ARGV[2]) == 0 then
     return 0
@@ -38,6 +49,9 @@ if KEYS[2] then
     if redis.call('pttl', KEYS[2]) < tonumber(ARGV[1]) then
         redis.call('pexpire', KEYS[2], ARGV[1])
     end
+end
+if ARGV[4] and redis.call('pttl', KEYS[1]) >= tonumber(ARGV[1]) then
+    return 1
 end
 redis.call('pexpire', KEYS[1], ARGV[1])
 return 1

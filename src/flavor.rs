@@ -546,6 +546,27 @@ impl LockKeys {
         }
     }
 
+    /// As [`extend`](Self::extend), but never shortening the lease the
+    /// store has (see [`ops::lock::raise_recorded`]): how a releasing thread
+    /// restarts a fixed lease for the thread it passed the hold to. Only the
+    /// kinds whose lease is the hash's TTL pass holds; a read hold's lease
+    /// is its own keys, and it is extended as usual.
+    pub(crate) fn raise(
+        &self,
+        backend: &dyn LockBackend,
+        holder: &Holder,
+        lease_ms: i64,
+        record: Option<&str>,
+    ) -> Result<bool> {
+        match self.flavor {
+            Flavor::Reentrant | Flavor::Fenced | Flavor::Fair | Flavor::Write => {
+                let record = record.map(|record| (record, self.record_kind()));
+                ops::lock::raise_recorded(backend, &self.name, holder.field(), lease_ms, record)
+            }
+            Flavor::Read => self.extend(backend, holder, lease_ms, record),
+        }
+    }
+
     /// How this kind's acquire records say a hold is taken.
     fn record_kind(&self) -> RecordKind {
         // Every kind's record begins with `taken` while its hold lives.

@@ -31,6 +31,7 @@ backend_tests!(
     threads_that_skip_their_attempt_are_never_left_parked,
     holds_passed_between_threads_stay_exclusive_and_reentrant,
     a_fixed_lease_passed_to_another_thread_restarts_for_it,
+    a_late_restart_of_a_passed_lease_never_shortens_a_later_holders,
     a_holder_re_enters_while_a_woken_waiter_retries,
     a_fair_waiter_whose_retry_lands_after_its_handoff_holds_once,
     a_waiter_whose_wait_ends_while_handed_the_lock_sends_no_attempt,
@@ -118,6 +119,8 @@ struct Hooked {
     delay_handoff_reply: Mutex<Duration>,
     /// A delay before the next `lock_acquire` only (then cleared).
     delay_next_acquire: Mutex<Option<Duration>>,
+    /// A delay before the next `lock_renew` only (then cleared).
+    delay_next_renew: Mutex<Option<Duration>>,
 }
 
 impl Hooked {
@@ -158,6 +161,12 @@ impl Hook for Hooked {
         }
         if id == "lock_acquire" || id == "fair_lock_acquire" {
             let delay = self.delay_next_acquire.lock().unwrap().take();
+            if let Some(delay) = delay {
+                thread::sleep(delay);
+            }
+        }
+        if id == "lock_renew" {
+            let delay = self.delay_next_renew.lock().unwrap().take();
             if let Some(delay) = delay {
                 thread::sleep(delay);
             }
@@ -851,11 +860,13 @@ fn a_fixed_lease_passed_to_another_thread_restarts_for_it(env: &Env) {
             thread::spawn(move || {
                 for _ in 0..ROUNDS {
                     let guard = lock.lock_with_lease(LEASE).unwrap();
-                    let left = lock.remaining_ttl().unwrap().expect("a TTL");
-                    assert!(
-                        left > LEASE - Duration::from_secs(1),
-                        "the hold started with {left:?} of its {LEASE:?} lease"
-                    );
+                    // A passed hold's lease restarts once the releasing
+                    // thread's call lands (it may not have yet): well before
+                    // the old lease's rest (at least 1.8 s) runs out.
+                    wait_until("the lease restarted", Duration::from_secs(1), || {
+                        let left = lock.remaining_ttl().unwrap().expect("a TTL");
+                        left > LEASE - Duration::from_secs(1)
+                    });
                     assert!(!guard.is_lost());
                     thread::sleep(HOLD);
                     guard.unlock().unwrap();
@@ -876,6 +887,67 @@ fn a_fixed_lease_passed_to_another_thread_restarts_for_it(env: &Env) {
         latches < unlocks || !counts,
         "no hold was passed inside the client: {latches} release latches for {unlocks} unlocks"
     );
+    assert!(!client.lock(&name).is_locked().unwrap());
+}
+
+/// A fixed lease passed to another thread restarts after the pass, by the
+/// releasing thread's call, which never shortens the store's TTL: a hold
+/// passed on twice has two such calls in flight, and the first landing
+/// last (a short lease) must not cut the second's (a long one). Here A1
+/// passes to A2 (lease 1 s; its restart held back in the store), A2 at
+/// once to A3 (lease 20 s), and A2's late restart lands while A3 holds.
+fn a_late_restart_of_a_passed_lease_never_shortens_a_later_holders(env: &Env) {
+    const SHORT: Duration = Duration::from_secs(1);
+    const LONG: Duration = Duration::from_secs(20);
+    let (client, hooked) = hooked_client(env);
+    let name = unique_name("handoff:late-restart");
+    let first = client.lock(&name).lock_with_lease(LONG).unwrap();
+    // Each waiter parks behind `first` (its sibling), in this order: the
+    // longest parked is offered first.
+    let waiter = |lease: Duration, held: Option<mpsc::Sender<()>>, go: Option<mpsc::Receiver<()>>| {
+        let lock = client.lock(&name);
+        let handle = thread::spawn(move || {
+            let guard = lock.lock_with_lease(lease).unwrap();
+            if let (Some(held), Some(go)) = (held, go) {
+                held.send(()).unwrap();
+                go.recv().unwrap();
+                assert!(!guard.is_lost(), "A3 holds on its restarted lease");
+            }
+            guard.unlock().unwrap();
+        });
+        thread::sleep(Duration::from_millis(500));
+        handle
+    };
+    // A1 (handed the lock by `first`'s release, through the store).
+    let a1 = waiter(LONG, None, None);
+    let a2 = waiter(SHORT, None, None);
+    let (held_tx, held_rx) = mpsc::channel();
+    let (go_tx, go_rx) = mpsc::channel();
+    let a3 = waiter(LONG, Some(held_tx), Some(go_rx));
+    *hooked.delay_next_renew.lock().unwrap() = Some(Duration::from_millis(1500));
+    first.unlock().unwrap();
+    held_rx
+        .recv_timeout(Duration::from_secs(20))
+        .expect("A3 holds the lock");
+    // A1's unlock returns once its restart for A2 (the held-back one) has
+    // landed, after A2's restart for A3.
+    a1.join().unwrap();
+    a2.join().unwrap();
+    // (Not on a Redis Cluster, which keeps no count of holders in a row,
+    // so its holds are never passed inside the client.)
+    let counts = client.backend().slot_of("redisync").is_none();
+    let restarts = hooked.calls("lock_renew");
+    assert!(
+        restarts >= 2 || !counts,
+        "both passes restarted a lease ({restarts} restarts): the holds were not passed"
+    );
+    let left = client.lock(&name).remaining_ttl().unwrap().expect("a TTL");
+    assert!(
+        left > LONG - Duration::from_secs(10),
+        "A2's late restart cut A3's {LONG:?} lease to {left:?}"
+    );
+    go_tx.send(()).unwrap();
+    a3.join().unwrap();
     assert!(!client.lock(&name).is_locked().unwrap());
 }
 

@@ -576,6 +576,46 @@ pub fn renew_recorded<B: LockBackend + ?Sized>(
     run_as(backend, &call, super::flag)
 }
 
+/// As [`renew_recorded`], but never shortening: the TTL of `name` becomes
+/// `lease_ms` only if that is longer than what is left of it (`true` either
+/// way while the holder holds it). A hold passed between threads of one
+/// client is restarted for its new holder this way, after the pass: two
+/// such calls for successive holders may land in either order, and the
+/// later holder's lease must not be cut by the earlier one's.
+///
+/// # Errors
+/// As [`renew`].
+///
+/// ```
+/// let store = redisync::MemoryBackend::new();
+/// redisync::internal::lock::acquire(&store, "doc:raise", "c1:1", 30_000)?;
+/// assert!(redisync::internal::lock::raise_recorded(&store, "doc:raise", "c1:1", 1_000, None)?);
+/// let ttl = redisync::internal::lock::state(&store, "doc:raise", "c1:1")?.ttl;
+/// assert!(ttl > Some(std::time::Duration::from_secs(20)), "not shortened");
+/// assert!(redisync::internal::lock::raise_recorded(&store, "doc:raise", "c1:1", 60_000, None)?);
+/// let ttl = redisync::internal::lock::state(&store, "doc:raise", "c1:1")?.ttl;
+/// assert!(ttl > Some(std::time::Duration::from_secs(50)), "raised");
+/// # Ok::<(), redisync::Error>(())
+/// ```
+pub fn raise_recorded<B: LockBackend + ?Sized>(
+    backend: &B,
+    name: &str,
+    holder: &str,
+    lease_ms: i64,
+    record: Option<(&str, RecordKind)>,
+) -> Result<bool> {
+    check_ms("lease", lease_ms)?;
+    let mut call = ScriptCall::new(&RENEW, Resend::Harmless, Effect::Change(is_one))
+        .key(name)
+        .arg(lease_ms)
+        .arg(holder);
+    call = match record {
+        Some((record, kind)) => call.key(record).arg(kind.arg()),
+        None => call.arg("-"),
+    };
+    run_as(backend, &call.arg("raise"), super::flag)
+}
+
 /// As [`renew_many`], each hold with the record of the acquire attempt that
 /// took it (`None`: the holder check alone), all of one `kind`: as
 /// [`renew_recorded`] for each. One round trip; none when `holds` is empty.

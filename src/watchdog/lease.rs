@@ -25,6 +25,14 @@ impl Lease {
         })
     }
 
+    /// A lease that ends at `ends` (`None`: unknown, too far away).
+    pub(crate) fn until(ends: Option<Instant>) -> Arc<Lease> {
+        Arc::new(Lease {
+            lost: AtomicBool::new(false),
+            ends: Mutex::new(ends),
+        })
+    }
+
     /// True once the lock was found gone or the lease's end has passed.
     pub(crate) fn is_lost(&self) -> bool {
         self.is_lost_at(Instant::now())
@@ -64,6 +72,21 @@ impl Lease {
 
     pub(crate) fn renewed(&self, sent: Instant, length: Duration) {
         *self.ends.lock() = sent.checked_add(length);
+    }
+
+    /// The store raised the lease (a call that never shortens it) to end
+    /// `length` after `sent`, if that is later: applied only while the end
+    /// is still `expected` (what it was when the raise was sent). A change
+    /// made meanwhile (the holder's own `extend`, which may shorten)
+    /// may have landed after the raise, so it is the one to keep.
+    pub(crate) fn raised_from(&self, expected: Option<Instant>, sent: Instant, length: Duration) {
+        let mut ends = self.ends.lock();
+        if *ends != expected {
+            return;
+        }
+        if let (Some(old), Some(new)) = (expected, sent.checked_add(length)) {
+            *ends = Some(old.max(new));
+        }
     }
 
     /// A change of the lease whose outcome is unknown (its reply was lost):
