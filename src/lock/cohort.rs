@@ -14,10 +14,10 @@
 //! store. A thread's hold goes to a waiter that would take a hold of the
 //! same kind (the watchdog's, or a fixed lease) and sent no attempt in its
 //! wait (so has no entry in the store's queue to leave). A fixed lease
-//! restarts for its new holder: after the pass, the releasing thread raises
-//! the store's TTL to the waiter's lease with a call that never shortens it,
-//! and the new holder holds on the rest of the old lease until that lands
-//! (a watchdog hold needs none: its watch goes with it).
+//! restarts for its new holder: it holds on the rest of the old lease, and
+//! if it outlives most of that, the watchdog raises the store's TTL to the
+//! new holder's lease with a call that never shortens it (a watchdog hold
+//! needs none: its watch goes with it).
 //!
 //! The hold keeps its hash field, which names the thread that took it from
 //! the store; the two threads swap fields for this lock: the waiter holds
@@ -41,9 +41,9 @@ use crate::watchdog::Lease;
 use crate::{Error, Result};
 
 /// How much a fixed lease must have left to be passed to another thread:
-/// its new holder holds on the rest of it until the releasing thread's
-/// restart lands (one round trip).
-const RESTART_MARGIN: Duration = Duration::from_millis(100);
+/// its new holder holds on the rest of it until the watchdog's restart,
+/// sent a third of the rest before its end, lands (one round trip).
+const RESTART_MARGIN: Duration = Duration::from_millis(300);
 
 /// Per lock name: (a thread's own holder id in one client, the field it
 /// uses for that lock instead).
@@ -118,6 +118,7 @@ impl Drop for PassedHold {
         let waited = if self.watchdog {
             lock.client.watchdog().stop(&self.renewal, self.attempt)
         } else {
+            lock.client.watchdog().cancel_restart(&self.renewal);
             None
         };
         let _bound = waited.map(|since| crate::deadline::enter(lock.unlock_deadline(since)));
@@ -141,8 +142,8 @@ impl<H: GuardHolder> LockGuard<H> {
     /// Passes this (outermost, released) hold to a parked thread of the
     /// client if the streak allows and one can take it as it is; true when
     /// passed (nothing else to do: a watchdog hold's watch goes with it). A
-    /// fixed lease restarts for its new holder after the pass, off its
-    /// critical path (see [`raise_after_pass`](Self::raise_after_pass)).
+    /// fixed lease restarts for its new holder off the pass's path, and only
+    /// if the hold outlives most of the old lease (see `watchdog::restart`).
     pub(super) fn pass_on(&self) -> bool {
         if H::EXPLICIT || self.passes_left == 0 || self.lease.is_lost() {
             return false;
@@ -160,19 +161,27 @@ impl<H: GuardHolder> LockGuard<H> {
         let Some(offer) = subscriber.offer_to_adopt(&channel, !self.watchdog) else {
             return false;
         };
-        // A fixed lease restarts for its new holder after the pass (see
-        // `raise_after_pass`): until then the new holder's lease ends where
-        // this one's does, and covers the longer of the two for its release.
-        let (lease, lease_ms, restart) = if self.watchdog {
-            (Arc::clone(&self.lease), self.lease_ms.get(), None)
+        // A fixed lease restarts for its new holder without delaying the
+        // pass: it holds on the rest of this lease, which the store's TTL
+        // covers, and the watchdog raises the TTL if the hold outlives most
+        // of it (see `watchdog::restart`). Its release covers the longer of
+        // the two leases.
+        let (lease, lease_ms) = if self.watchdog {
+            (Arc::clone(&self.lease), self.lease_ms.get())
         } else {
-            let ends = self.lease.ends();
-            let lease_ms = offer.seat.lease_ms;
-            (
-                Lease::until(ends),
-                self.lease_ms.get().max(lease_ms),
-                Some((ends, lease_ms)),
-            )
+            let lease = Lease::until(self.lease.ends());
+            let restart = lock.client.watchdog().restart_later(
+                &self.renewal,
+                self.attempt,
+                &lease,
+                offer.seat.lease_ms,
+            );
+            if restart.is_err() {
+                // No scheduler thread: released the usual way.
+                subscriber.resolve(offer, crate::pubsub::Handoff::Refused);
+                return false;
+            }
+            (lease, self.lease_ms.get().max(offer.seat.lease_ms))
         };
         let hold = PassedHold {
             lock: lock.clone(),
@@ -197,43 +206,18 @@ impl<H: GuardHolder> LockGuard<H> {
                 // This thread asks with the waiter's field from now on.
                 let own = crate::holder::shared_holder_id(lock.client.id(), self.holder.number());
                 use_field(own, &lock.keys.name, field.into());
-                if let Some((ends, lease_ms)) = restart {
-                    self.raise_after_pass(&lease, ends, lease_ms);
-                }
                 true
             }
             Err(baton) => {
                 if let Ok(mut hold) = baton.0.downcast::<PassedHold>() {
                     hold.taken = true;
                 }
+                if !self.watchdog {
+                    // Not passed: this thread releases it (no restart).
+                    lock.client.watchdog().cancel_restart(&self.renewal);
+                }
                 false
             }
-        }
-    }
-
-    /// Restarts the fixed lease of the hold this thread just passed: the
-    /// store's TTL is raised to the new holder's `lease_ms` (one call, the
-    /// hold's record checked, as [`extend`](LockGuard::extend) does), and
-    /// the new holder's `lease` (which ended at `ends`, this hold's end,
-    /// until now) with it once the store confirms. The call never shortens
-    /// the TTL: the new holder may already have passed the hold on, and the
-    /// next restart may land first. Until it lands, and if it fails, the
-    /// new holder holds on the rest of this lease, which the store keeps.
-    fn raise_after_pass(&self, lease: &Lease, ends: Option<Instant>, lease_ms: i64) {
-        let lock = &self.lock;
-        let record = self.attempt.map(|id| id.key(&lock.keys.name));
-        let sent = Instant::now();
-        let raised = lock.keys.raise(
-            lock.client.store(),
-            &self.renewal.holder,
-            lease_ms,
-            record.as_deref(),
-        );
-        // Not raised (the hold is gone, or the reply was lost): the lease
-        // still ends where it did, which the store's TTL covers.
-        if let Ok(true) = raised {
-            let length = Duration::from_millis(u64::try_from(lease_ms).unwrap_or(0));
-            lease.raised_from(ends, sent, length);
         }
     }
 }

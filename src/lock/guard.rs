@@ -222,6 +222,10 @@ impl<H: GuardHolder> LockGuard<H> {
             ));
         }
         let backend = self.lock.client.store();
+        if self.passes > 0 {
+            // Passed to this thread: the new lease replaces its restart.
+            self.lock.client.watchdog().cancel_restart(&self.renewal);
+        }
         let sent = Instant::now();
         // Its attempt's record: a copy of this call landing after the
         // release renews nothing (not the holder's next hold).
@@ -294,6 +298,10 @@ impl<H: GuardHolder> LockGuard<H> {
                 .watchdog()
                 .stop(&self.renewal, self.attempt)
         } else {
+            if outermost && self.passes > 0 {
+                // Passed to this thread: its lease's restart is not needed.
+                self.lock.client.watchdog().cancel_restart(&self.renewal);
+            }
             None
         };
         let _bound = waited.map(|since| crate::deadline::enter(self.lock.unlock_deadline(since)));

@@ -53,6 +53,7 @@
 
 mod batch;
 mod lease;
+mod restart;
 mod schedule;
 #[cfg(test)]
 mod tests;
@@ -63,7 +64,8 @@ use std::time::{Duration, Instant};
 use parking_lot::{Condvar, Mutex};
 
 pub(crate) use self::lease::Lease;
-use self::schedule::{Answer, Outcome, Schedule};
+use self::restart::Restarts;
+use self::schedule::{Answer, Hold, Outcome, Schedule};
 use crate::backend::LockBackend;
 use crate::event::{EventHandler, LockLostEvent, RenewFailedEvent};
 use crate::flavor::Renewal;
@@ -103,6 +105,7 @@ pub(crate) struct Settings {
 
 struct State {
     schedule: Schedule,
+    restarts: Restarts,
     /// The batch on its way (its number, and when it was sent by the
     /// system clock), if any: one at a time, sent by the scheduler.
     sending: Option<(u64, Instant)>,
@@ -169,6 +172,7 @@ impl Watchdog {
                 clock,
                 state: Mutex::new(State {
                     schedule: Schedule::new(settings.timeout),
+                    restarts: Restarts::default(),
                     sending: None,
                     batches: 0,
                     late: None,
@@ -208,6 +212,14 @@ impl Watchdog {
         attempt: Option<AttemptId>,
     ) -> crate::Result<Arc<Lease>> {
         let mut state = self.shared.state.lock();
+        self.start_thread(&mut state)?;
+        let (lease, due) = state.schedule.start_within(renewal, sent, ttl, attempt);
+        self.wake_for(&state, due);
+        Ok(lease)
+    }
+
+    /// Starts the scheduler thread if it is not running yet.
+    fn start_thread(&self, state: &mut State) -> crate::Result<()> {
         if !state.started {
             let shared = Arc::clone(&self.shared);
             std::thread::Builder::new()
@@ -218,15 +230,52 @@ impl Watchdog {
                 })?;
             state.started = true;
         }
-        let (lease, due) = state.schedule.start_within(renewal, sent, ttl, attempt);
-        // Only if the scheduler sleeps past this watch's first renewal (it
-        // never does once it has slept a full interval) must it be woken.
+        Ok(())
+    }
+
+    /// Wakes the scheduler if it sleeps past `due` (it never does once it
+    /// has slept a full interval).
+    fn wake_for(&self, state: &State, due: Option<Instant>) {
         if let (Some(sleeping), Some(due)) = (state.sleeping_until, due)
             && sleeping > due
         {
             self.shared.wake.notify_one();
         }
-        Ok(lease)
+    }
+
+    /// Restarts the fixed lease `lease` of `renewal`'s hold, just passed to
+    /// another thread of this client, to run `lease_ms` from now: if the
+    /// hold outlives a third of the rest of its lease, one call (that never
+    /// shortens the TTL, naming `attempt`'s record) raises the store's TTL,
+    /// and `lease` with it (see `restart.rs`). Replaces the hold's earlier
+    /// restart, if any.
+    ///
+    /// # Errors
+    /// As [`start`](Self::start).
+    pub(crate) fn restart_later(
+        &self,
+        renewal: &Arc<Renewal>,
+        attempt: Option<AttemptId>,
+        lease: &Arc<Lease>,
+        lease_ms: i64,
+    ) -> crate::Result<()> {
+        let now = self.shared.clock.now();
+        let Some(until) = now.checked_add(restart::length(lease_ms)) else {
+            return Ok(());
+        };
+        let mut state = self.shared.state.lock();
+        self.start_thread(&mut state)?;
+        let hold = Hold(Arc::clone(renewal));
+        let due = state.restarts.add(hold, attempt, lease, until, now);
+        self.wake_for(&state, due);
+        Ok(())
+    }
+
+    /// Cancels the pending restart of `renewal`'s hold (released, or its
+    /// pass undone), if any. Cheap: no call to the store, no wait.
+    pub(crate) fn cancel_restart(&self, renewal: &Arc<Renewal>) {
+        let hold = Hold(Arc::clone(renewal));
+        self.shared.state.lock().restarts.cancel(&hold);
     }
 
     /// Forgets one watchdog hold, taken by `attempt`; the last one cancels
@@ -283,6 +332,7 @@ impl Watchdog {
         let mut state = self.shared.state.lock();
         state.shutdown = true;
         state.schedule.clear();
+        state.restarts.clear();
         self.shared.wake.notify_all();
     }
 
@@ -307,7 +357,11 @@ fn run(shared: &Shared) {
                 }
                 let now = shared.clock.now();
                 let cap = now.checked_add(state.schedule.interval());
-                let until = match (state.schedule.next_due(), cap) {
+                let next_due = match (state.schedule.next_due(), state.restarts.next_due()) {
+                    (Some(a), Some(b)) => Some(a.min(b)),
+                    (a, b) => a.or(b),
+                };
+                let until = match (next_due, cap) {
                     (Some(due), _) if due <= now => break,
                     (Some(due), Some(cap)) => due.min(cap),
                     (due, cap) => due.or(cap).unwrap_or(now),
@@ -318,6 +372,69 @@ fn run(shared: &Shared) {
             }
         }
         renew_due(shared);
+        restart_due(shared);
+    }
+}
+
+/// Sends the restarts that are due, one at a time (they are rare: a hold
+/// passed between threads that outlives most of its old lease).
+fn restart_due(shared: &Shared) {
+    let backend = shared.backend.as_ref();
+    loop {
+        let Some((hold, restart)) = shared
+            .state
+            .lock()
+            .restarts
+            .take_due(shared.clock.now())
+        else {
+            return;
+        };
+        let renewal = &hold.0;
+        let sent = shared.clock.now();
+        let lease_ms = restart::lease_ms_until(restart.until, sent);
+        let record = restart.attempt.map(|id| id.key(renewal.name()));
+        let deadline = backend
+            .response_timeout()
+            .and_then(|timeout| Instant::now().checked_add(timeout));
+        let result = crate::deadline::within(deadline, || {
+            renewal
+                .keys
+                .raise(backend, &renewal.holder, lease_ms, record.as_deref())
+        });
+        let outcome = {
+            let mut state = shared.state.lock();
+            if !state.restarts.answered(&hold, restart.id) {
+                // Released or passed on meanwhile: not its holder's news.
+                continue;
+            }
+            match result {
+                Ok(true) => {
+                    let length = restart::length(lease_ms);
+                    restart
+                        .lease
+                        .raised_from(Some(restart.expected), sent, length);
+                    (Outcome::Renewed, None)
+                }
+                Ok(false) => {
+                    restart.lease.mark_lost();
+                    (Outcome::NotHeld, None)
+                }
+                Err(error) => {
+                    let now = shared.clock.now();
+                    let at = now.checked_add(schedule::RETRY);
+                    let retried = at.and_then(|at| state.restarts.retry(hold.clone(), restart, at));
+                    if retried.is_some() {
+                        (Outcome::Retry, Some(error))
+                    } else {
+                        // Its lease runs out before a retry could land.
+                        (Outcome::RanOut, Some(error))
+                    }
+                }
+            }
+        };
+        if outcome.0 != Outcome::Gone {
+            report(shared, renewal.name(), outcome.0, outcome.1);
+        }
     }
 }
 
