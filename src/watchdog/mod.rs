@@ -343,6 +343,12 @@ impl Watchdog {
     fn renew_due(&self) -> usize {
         renew_due(&self.shared)
     }
+
+    /// One pass of the scheduler's restarts at the clock's time.
+    #[cfg(test)]
+    fn restart_due(&self) {
+        restart_due(&self.shared);
+    }
 }
 
 /// The scheduler thread: sleep until the earliest due renewal (at most one
@@ -381,11 +387,7 @@ fn run(shared: &Shared) {
 fn restart_due(shared: &Shared) {
     let backend = shared.backend.as_ref();
     loop {
-        let Some((hold, restart)) = shared
-            .state
-            .lock()
-            .restarts
-            .take_due(shared.clock.now())
+        let Some((hold, restart)) = shared.state.lock().restarts.take_due(shared.clock.now())
         else {
             return;
         };

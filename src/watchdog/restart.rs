@@ -177,11 +177,18 @@ mod tests {
         let until = now + Duration::from_secs(10);
         let due = restarts.add(hold("a"), None, &lease, until, now);
         assert_eq!(due, Some(now + Duration::from_secs(2)));
-        assert!(restarts.take_due(now + Duration::from_millis(1999)).is_none());
+        assert!(
+            restarts
+                .take_due(now + Duration::from_millis(1999))
+                .is_none()
+        );
         let (h, taken) = restarts.take_due(now + Duration::from_secs(2)).unwrap();
         assert_eq!(taken.until, until);
         assert_eq!(restarts.next_due(), None);
-        assert!(restarts.answered(&h, taken.id), "nothing released it meanwhile");
+        assert!(
+            restarts.answered(&h, taken.id),
+            "nothing released it meanwhile"
+        );
     }
 
     #[test]
@@ -207,7 +214,13 @@ mod tests {
         let later = now + Duration::from_secs(1);
         assert!(
             restarts
-                .add(hold("b"), None, &lease, until + Duration::from_secs(1), later)
+                .add(
+                    hold("b"),
+                    None,
+                    &lease,
+                    until + Duration::from_secs(1),
+                    later
+                )
                 .is_some()
         );
         let (h, taken) = restarts.take_due(now + Duration::from_secs(3)).unwrap();
@@ -228,7 +241,7 @@ mod tests {
         restarts.add(hold("a"), None, &lease, until, now);
         let (h, restart) = restarts.take_due(now + Duration::from_secs(2)).unwrap();
         assert_eq!(
-            restarts.retry(h.clone(), restart, now + Duration::from_secs(3)),
+            restarts.retry(h, restart, now + Duration::from_secs(3)),
             None,
             "too late: the lease has ended"
         );

@@ -673,3 +673,115 @@ fn a_renewal_whose_guard_is_released_on_its_way_is_sent_again_for_another() {
     );
     f.release_recorded(&renewal, inner);
 }
+
+/// Takes `name` (reentrant) in the store for `c:1` with a lease of
+/// `lease`, as a fixed-lease hold passed to another thread would have.
+fn fixed_hold(f: &Fixture, name: &str, lease: Duration) -> Arc<Renewal> {
+    let keys = Arc::new(LockKeys::new(Flavor::Reentrant, name.to_owned()));
+    let holder = keys.holder("c:1".to_owned());
+    let renewal = Arc::new(Renewal { keys, holder });
+    let ms = i64::try_from(lease.as_millis()).unwrap();
+    let acquired = crate::ops::lock::acquire(&f.backend.inner, name, renewal.field(), ms).unwrap();
+    assert!(acquired.is_acquired());
+    renewal
+}
+
+/// The store's TTL of `name` (its real clock, unlike the hand clock).
+fn ttl(f: &Fixture, name: &str) -> Duration {
+    crate::ops::lock::state(&f.backend.inner, name, "c:1")
+        .unwrap()
+        .ttl
+        .unwrap()
+}
+
+/// A fixed lease passed to another thread (3 s left, the new holder asked
+/// for 10 s) restarts a third of the rest before it runs out, and not
+/// before: one raise, after which the lease ends 10 s after the pass.
+#[test]
+fn a_passed_fixed_lease_restarts_a_third_of_the_rest_before_it_runs_out() {
+    let f = Fixture::new(100, None);
+    let renewal = fixed_hold(&f, "wd:restart", Duration::from_secs(3));
+    let lease = super::Lease::new(f.t0, Duration::from_secs(3));
+    f.backend.taken();
+    f.watchdog
+        .restart_later(&renewal, None, &lease, 10_000)
+        .unwrap();
+    f.at(Duration::from_millis(1999));
+    f.watchdog.restart_due();
+    assert!(f.backend.taken().is_empty(), "restarted before it was due");
+    assert!(ttl(&f, "wd:restart") <= Duration::from_secs(3));
+
+    f.at(Duration::from_secs(2));
+    f.watchdog.restart_due();
+    assert_eq!(f.backend.taken(), [("lock_renew", 1)]);
+    assert_eq!(lease.ends(), Some(f.t0 + Duration::from_secs(10)));
+    assert!(
+        ttl(&f, "wd:restart") > Duration::from_secs(7),
+        "raised to 8 s"
+    );
+    f.at(Duration::from_secs(9));
+    f.watchdog.restart_due();
+    assert!(f.backend.taken().is_empty(), "restarted once");
+    assert!(f.events.lost.lock().is_empty());
+}
+
+/// A restart cancelled by the hold's release is never sent.
+#[test]
+fn a_released_holds_restart_is_never_sent() {
+    let f = Fixture::new(100, None);
+    let renewal = fixed_hold(&f, "wd:restart:released", Duration::from_secs(3));
+    let lease = super::Lease::new(f.t0, Duration::from_secs(3));
+    f.backend.taken();
+    f.watchdog
+        .restart_later(&renewal, None, &lease, 10_000)
+        .unwrap();
+    f.watchdog.cancel_restart(&renewal);
+    f.at(Duration::from_secs(2));
+    f.watchdog.restart_due();
+    assert!(f.backend.taken().is_empty());
+    assert_eq!(lease.ends(), Some(f.t0 + Duration::from_secs(3)));
+}
+
+/// A restart that finds the hold gone marks the lease lost and reports it;
+/// one that fails is retried, and reported lost once no retry could land
+/// before the rest runs out.
+#[test]
+fn a_restart_that_finds_the_hold_gone_or_cannot_land_reports_it_lost() {
+    let f = Fixture::new(100, None);
+    let keys = Arc::new(LockKeys::new(
+        Flavor::Reentrant,
+        "wd:restart:gone".to_owned(),
+    ));
+    let holder = keys.holder("c:1".to_owned());
+    let gone = Arc::new(Renewal { keys, holder });
+    let lease = super::Lease::new(f.t0, Duration::from_secs(3));
+    f.watchdog
+        .restart_later(&gone, None, &lease, 10_000)
+        .unwrap();
+    f.at(Duration::from_secs(2));
+    f.watchdog.restart_due();
+    assert!(lease.is_lost_at(f.t0 + Duration::from_secs(2)));
+    assert!(f.events.lost.lock().contains_key("wd:restart:gone"));
+
+    // Passed at 2 s with 3 s left: due at 4 s, retried at 4.5 s, and a
+    // retry at 5 s would come as the rest runs out.
+    let renewal = fixed_hold(&f, "wd:restart:down", Duration::from_secs(30));
+    let lease = super::Lease::new(f.clock.now(), Duration::from_secs(3));
+    f.watchdog
+        .restart_later(&renewal, None, &lease, 10_000)
+        .unwrap();
+    f.backend
+        .down
+        .store(true, std::sync::atomic::Ordering::SeqCst);
+    f.at(Duration::from_secs(4));
+    f.watchdog.restart_due();
+    assert_eq!(f.events.failed.lock().len(), 1, "retried");
+    assert!(!f.events.lost.lock().contains_key("wd:restart:down"));
+    f.at(Duration::from_secs(4) + RETRY - Duration::from_millis(1));
+    f.watchdog.restart_due();
+    assert_eq!(f.events.failed.lock().len(), 1, "not retried before RETRY");
+    f.at(Duration::from_secs(4) + RETRY);
+    f.watchdog.restart_due();
+    let lost = f.events.lost.lock();
+    assert!(lost["wd:restart:down"].contains("before the lease ran out"));
+}
