@@ -54,6 +54,8 @@
 mod batch;
 mod lease;
 mod restart;
+#[cfg(test)]
+mod restart_model;
 mod schedule;
 #[cfg(test)]
 mod tests;
