@@ -17,11 +17,11 @@
 --          every kind's record begins with 'taken' while its hold lives.
 --          Without KEYS[2] and with ARGV[4]: '-'.
 -- ARGV[4]  optional (redisync only): 'raise' = never shorten: the TTL is
---          set only when the lease is longer than what is left (a hold
---          passed between threads of one client, restarted for its new
---          holder by the releasing thread after the pass: two such calls
---          for successive holders may land in either order, and the later
---          holder's lease must not be cut by the earlier one's).
+--          set only when the lease is longer than what is left (a fixed
+--          lease passed between threads of one client, restarted for its
+--          new holder by the watchdog after the pass: a copy of an earlier
+--          holder's call may land after a later holder's, and must not cut
+--          the later holder's lease).
 -- Returns  1 when renewed; 0 when the holder no longer holds it (or no
 --          longer holds it by that attempt).
 -- Checked before any write (a script error does not undo earlier writes).

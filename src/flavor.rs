@@ -534,23 +534,15 @@ impl LockKeys {
         lease_ms: i64,
         record: Option<&str>,
     ) -> Result<bool> {
-        match self.flavor {
-            Flavor::Reentrant | Flavor::Fenced | Flavor::Fair | Flavor::Write => {
-                let kind = self.record_kind();
-                let record = record.map(|record| (record, kind));
-                ops::lock::renew_recorded(backend, &self.name, holder.field(), lease_ms, record)
-            }
-            Flavor::Read => {
-                ops::rw_lock::read_renew_recorded(backend, &self.rw(holder), lease_ms, record)
-            }
-        }
+        self.renew(backend, holder, lease_ms, record, false)
     }
 
     /// As [`extend`](Self::extend), but never shortening the lease the
-    /// store has (see [`ops::lock::raise_recorded`]): how a releasing thread
-    /// restarts a fixed lease for the thread it passed the hold to. Only the
-    /// kinds whose lease is the hash's TTL pass holds; a read hold's lease
-    /// is its own keys, and it is extended as usual.
+    /// store has (see [`ops::lock::raise_recorded`]): how the watchdog
+    /// restarts a fixed lease passed to another thread of the client (see
+    /// `watchdog::restart`). Only the kinds whose lease is the hash's TTL
+    /// pass holds; a read hold's lease is its own keys, and it is extended
+    /// as usual.
     pub(crate) fn raise(
         &self,
         backend: &dyn LockBackend,
@@ -558,12 +550,31 @@ impl LockKeys {
         lease_ms: i64,
         record: Option<&str>,
     ) -> Result<bool> {
+        self.renew(backend, holder, lease_ms, record, true)
+    }
+
+    /// [`extend`](Self::extend), or with `raise` [`raise`](Self::raise).
+    fn renew(
+        &self,
+        backend: &dyn LockBackend,
+        holder: &Holder,
+        lease_ms: i64,
+        record: Option<&str>,
+        raise: bool,
+    ) -> Result<bool> {
         match self.flavor {
             Flavor::Reentrant | Flavor::Fenced | Flavor::Fair | Flavor::Write => {
                 let record = record.map(|record| (record, self.record_kind()));
-                ops::lock::raise_recorded(backend, &self.name, holder.field(), lease_ms, record)
+                let field = holder.field();
+                if raise {
+                    ops::lock::raise_recorded(backend, &self.name, field, lease_ms, record)
+                } else {
+                    ops::lock::renew_recorded(backend, &self.name, field, lease_ms, record)
+                }
             }
-            Flavor::Read => self.extend(backend, holder, lease_ms, record),
+            Flavor::Read => {
+                ops::rw_lock::read_renew_recorded(backend, &self.rw(holder), lease_ms, record)
+            }
         }
     }
 

@@ -565,23 +565,15 @@ pub fn renew_recorded<B: LockBackend + ?Sized>(
     lease_ms: i64,
     record: Option<(&str, RecordKind)>,
 ) -> Result<bool> {
-    check_ms("lease", lease_ms)?;
-    let mut call = ScriptCall::new(&RENEW, Resend::Harmless, Effect::Change(is_one))
-        .key(name)
-        .arg(lease_ms)
-        .arg(holder);
-    if let Some((record, kind)) = record {
-        call = call.key(record).arg(kind.arg());
-    }
-    run_as(backend, &call, super::flag)
+    renew_with(backend, name, holder, lease_ms, record, false)
 }
 
 /// As [`renew_recorded`], but never shortening: the TTL of `name` becomes
 /// `lease_ms` only if that is longer than what is left of it (`true` either
-/// way while the holder holds it). A hold passed between threads of one
-/// client is restarted for its new holder this way, after the pass: two
-/// such calls for successive holders may land in either order, and the
-/// later holder's lease must not be cut by the earlier one's.
+/// way while the holder holds it). A fixed lease passed between threads of
+/// one client is restarted for its new holder this way, after the pass: a
+/// copy of an earlier holder's call may land after a later holder's, and
+/// must not cut the later holder's lease.
 ///
 /// # Errors
 /// As [`renew`].
@@ -604,16 +596,33 @@ pub fn raise_recorded<B: LockBackend + ?Sized>(
     lease_ms: i64,
     record: Option<(&str, RecordKind)>,
 ) -> Result<bool> {
+    renew_with(backend, name, holder, lease_ms, record, true)
+}
+
+/// [`renew_recorded`], or with `raise` [`raise_recorded`].
+fn renew_with<B: LockBackend + ?Sized>(
+    backend: &B,
+    name: &str,
+    holder: &str,
+    lease_ms: i64,
+    record: Option<(&str, RecordKind)>,
+    raise: bool,
+) -> Result<bool> {
     check_ms("lease", lease_ms)?;
     let mut call = ScriptCall::new(&RENEW, Resend::Harmless, Effect::Change(is_one))
         .key(name)
         .arg(lease_ms)
         .arg(holder);
-    call = match record {
-        Some((record, kind)) => call.key(record).arg(kind.arg()),
-        None => call.arg("-"),
-    };
-    run_as(backend, &call.arg("raise"), super::flag)
+    match record {
+        Some((record, kind)) => call = call.key(record).arg(kind.arg()),
+        // `ARGV[3]` stands for the missing record's kind.
+        None if raise => call = call.arg("-"),
+        None => {}
+    }
+    if raise {
+        call = call.arg("raise");
+    }
+    run_as(backend, &call, super::flag)
 }
 
 /// As [`renew_many`], each hold with the record of the acquire attempt that

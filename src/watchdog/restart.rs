@@ -169,12 +169,18 @@ mod tests {
         Hold(Arc::new(Renewal { keys, holder }))
     }
 
+    /// A hold passed at `now` with `rest` seconds of its lease left, to a
+    /// holder that asked for 10 s: the restarts, its lease, and the end
+    /// the restart aims at.
+    fn passed(now: Instant, rest: u64) -> (Restarts, Arc<Lease>, Instant) {
+        let lease = Lease::new(now, Duration::from_secs(rest));
+        (Restarts::default(), lease, now + Duration::from_secs(10))
+    }
+
     #[test]
     fn a_restart_is_due_a_third_of_the_rest_before_it_runs_out() {
         let now = Instant::now();
-        let lease = Lease::new(now, Duration::from_secs(3));
-        let mut restarts = Restarts::default();
-        let until = now + Duration::from_secs(10);
+        let (mut restarts, lease, until) = passed(now, 3);
         let due = restarts.add(hold("a"), None, &lease, until, now);
         assert_eq!(due, Some(now + Duration::from_secs(2)));
         assert!(
@@ -194,9 +200,7 @@ mod tests {
     #[test]
     fn no_restart_when_the_rest_covers_the_new_lease() {
         let now = Instant::now();
-        let lease = Lease::new(now, Duration::from_secs(30));
-        let mut restarts = Restarts::default();
-        let until = now + Duration::from_secs(10);
+        let (mut restarts, lease, until) = passed(now, 30);
         assert_eq!(restarts.add(hold("a"), None, &lease, until, now), None);
         assert_eq!(restarts.next_due(), None);
     }
@@ -204,9 +208,7 @@ mod tests {
     #[test]
     fn a_released_or_passed_hold_cancels_its_restart() {
         let now = Instant::now();
-        let lease = Lease::new(now, Duration::from_secs(3));
-        let mut restarts = Restarts::default();
-        let until = now + Duration::from_secs(10);
+        let (mut restarts, lease, until) = passed(now, 3);
         restarts.add(hold("a"), None, &lease, until, now);
         restarts.add(hold("b"), None, &lease, until, now);
         restarts.cancel(&hold("a"));
@@ -235,9 +237,7 @@ mod tests {
     #[test]
     fn a_failed_restart_is_retried_only_before_the_lease_ends() {
         let now = Instant::now();
-        let lease = Lease::new(now, Duration::from_secs(3));
-        let mut restarts = Restarts::default();
-        let until = now + Duration::from_secs(10);
+        let (mut restarts, lease, until) = passed(now, 3);
         restarts.add(hold("a"), None, &lease, until, now);
         let (h, restart) = restarts.take_due(now + Duration::from_secs(2)).unwrap();
         assert_eq!(

@@ -686,6 +686,19 @@ fn fixed_hold(f: &Fixture, name: &str, lease: Duration) -> Arc<Renewal> {
     renewal
 }
 
+/// A hold of `name` with 3 s of its fixed lease left, passed at the clock's
+/// time to a thread that asked for 10 s: its restart registered, the
+/// scripts recorded so far forgotten.
+fn passed_to_another_thread(f: &Fixture, name: &str) -> (Arc<Renewal>, Arc<super::Lease>) {
+    let renewal = fixed_hold(f, name, Duration::from_secs(3));
+    let lease = super::Lease::new(f.clock.now(), Duration::from_secs(3));
+    f.backend.taken();
+    f.watchdog
+        .restart_later(&renewal, None, &lease, 10_000)
+        .unwrap();
+    (renewal, lease)
+}
+
 /// The store's TTL of `name` (its real clock, unlike the hand clock).
 fn ttl(f: &Fixture, name: &str) -> Duration {
     crate::ops::lock::state(&f.backend.inner, name, "c:1")
@@ -700,12 +713,7 @@ fn ttl(f: &Fixture, name: &str) -> Duration {
 #[test]
 fn a_passed_fixed_lease_restarts_a_third_of_the_rest_before_it_runs_out() {
     let f = Fixture::new(100, None);
-    let renewal = fixed_hold(&f, "wd:restart", Duration::from_secs(3));
-    let lease = super::Lease::new(f.t0, Duration::from_secs(3));
-    f.backend.taken();
-    f.watchdog
-        .restart_later(&renewal, None, &lease, 10_000)
-        .unwrap();
+    let (_renewal, lease) = passed_to_another_thread(&f, "wd:restart");
     f.at(Duration::from_millis(1999));
     f.watchdog.restart_due();
     assert!(f.backend.taken().is_empty(), "restarted before it was due");
@@ -729,12 +737,7 @@ fn a_passed_fixed_lease_restarts_a_third_of_the_rest_before_it_runs_out() {
 #[test]
 fn a_released_holds_restart_is_never_sent() {
     let f = Fixture::new(100, None);
-    let renewal = fixed_hold(&f, "wd:restart:released", Duration::from_secs(3));
-    let lease = super::Lease::new(f.t0, Duration::from_secs(3));
-    f.backend.taken();
-    f.watchdog
-        .restart_later(&renewal, None, &lease, 10_000)
-        .unwrap();
+    let (renewal, lease) = passed_to_another_thread(&f, "wd:restart:released");
     f.watchdog.cancel_restart(&renewal);
     f.at(Duration::from_secs(2));
     f.watchdog.restart_due();
