@@ -277,13 +277,13 @@ impl<H: GuardHolder> LockGuard<H> {
         crate::telemetry::hold_ended(self.lock.keys.primitive(), self.acquired_at.elapsed());
         let key = holds::key(&self.renewal.holder, &self.lock.keys.name);
         let outermost = holds::hold_released(&key, H::EXPLICIT);
-        // One bound over a fixed lease's restart for the thread it is
-        // passed to and, if that fails, the release after it.
+        // A fixed lease that may be passed: one bound over the release
+        // that follows if it is not (the waiter withdrew meanwhile).
         let _unlock_bound = (outermost && !self.watchdog && self.passes_left > 0)
             .then(|| crate::deadline::enter(self.lock.unlock_deadline(Instant::now())));
-        // Passed on inside the client: the store sees nothing, or (a fixed
-        // lease) only its new TTL; the watch and the local owner record go
-        // with the hold.
+        // Passed on inside the client: the store sees nothing (a fixed
+        // lease's restart comes later from the watchdog, if at all); the
+        // watch and the local owner record go with the hold.
         if outermost && self.pass_on() {
             return Ok(());
         }
