@@ -253,7 +253,8 @@ impl Watchdog {
     /// restart, if any.
     ///
     /// # Errors
-    /// As [`start`](Self::start).
+    /// As [`start`](Self::start); or the new lease's end is too far away
+    /// to represent (the caller then does not pass the hold).
     pub(crate) fn restart_later(
         &self,
         renewal: &Arc<Renewal>,
@@ -263,7 +264,14 @@ impl Watchdog {
     ) -> crate::Result<()> {
         let now = self.shared.clock.now();
         let Some(until) = now.checked_add(restart::length(lease_ms)) else {
-            return Ok(());
+            // Its end cannot be told: the hold goes through the store.
+            return Err(crate::Error::backend(
+                format!(
+                    "lock {:?}: a lease of {lease_ms} ms ends too far away to restart for                      another thread (the hold is released through the store instead)",
+                    renewal.name()
+                ),
+                false,
+            ));
         };
         let mut state = self.shared.state.lock();
         self.start_thread(&mut state)?;
