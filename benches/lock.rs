@@ -200,6 +200,13 @@ fn main() {
         "floor/redisson_pair",
         Box::new(move || redisson_floor.pair()),
     ));
+    // The same two scripts with only what exactly-once adds to them: what
+    // the guarantees alone cost (issue 33).
+    let mut guarded_floor = GuardedRedissonFloor::new(&env.server);
+    extra_cases.push((
+        "floor/redisson_guarded_pair",
+        Box::new(move || guarded_floor.pair()),
+    ));
     #[cfg(feature = "cluster")]
     {
         let name = unique_name("bench:own:cluster");

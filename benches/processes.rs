@@ -5,7 +5,7 @@
 //! processes × 1 thread, 2 × 4 and 1 × 8 (a library kind's threads share
 //! their process's one client, as a service's do).
 //!
-//! Run: `cargo bench --bench processes` (about 90 s). Per shape six runs
+//! Run: `cargo bench --bench processes` (about 100 s). Per shape seven runs
 //! of 2 s each, in this order: the barging baseline (`SET NX PX`, a
 //! compare-and-delete release and a random 0-200 ms sleep after a failed
 //! take, as rslock and redlock-rs do; no library around it), the polling
@@ -16,7 +16,11 @@
 //! (`lock_with_lease(30 s)`), the fair lock (`client.fair_lock(name)`)
 //! and a token ring (no lock: a one-element list passed on by `LPUSH` to
 //! the longest `BLPOP` waiter), the floor of any handoff between
-//! processes on the machine. Each child is this binary re-executed with
+//! processes on the machine, and the bare queue lock (one script takes the
+//! lock or queues the caller, a queued waiter blocks in `BLPOP` on its own
+//! list, the release script hands the lock to the queue's head and wakes
+//! it with `LPUSH`: no window, no record, no Redisson channel), the floor
+//! of any fair lock that hands over between processes. Each child is this binary re-executed with
 //! `REDISYNC_CHILD_ROLE=bench_fleet`; it connects, warms up on another lock
 //! name (scripts loaded, a pooled connection open), says it is ready, and
 //! starts at a wall-clock instant the parent sends to all; it stops at the
@@ -55,7 +59,7 @@
 //! `REDISYNC_FLEET_SECONDS` (per run, default 2), `REDISYNC_FLEET_ROUNDS`
 //! (default 1: each round runs every kind once), `REDISYNC_FLEET_KINDS`
 //! (comma-separated subset of
-//! `barging,polling,lock,lock_with_lease,fair_lock,ring`). Pinning as in
+//! `barging,polling,lock,lock_with_lease,fair_lock,ring,bare_queue`). Pinning as in
 //! `benches/lock.rs`: the bench pins itself to CPU 0 with `taskset` before
 //! it starts anything, then starts redis-server and pins it by its PID; the
 //! children inherit the mask and are pinned again by their PIDs.

@@ -75,16 +75,25 @@ pub(crate) enum Kind {
     /// machine (one command hands over, one wake-up delivers it, FIFO by
     /// the server): no lease, no fault handling, no second client kind.
     Ring,
+    /// The barest fair lock that hands over between processes, the floor
+    /// of any such lock on this machine (issue 33): one script takes the
+    /// lock (`SET NX PX`) or queues the caller (`RPUSH`), a queued waiter
+    /// blocks in `BLPOP` on its own list, and the release script pops the
+    /// queue's head, makes it the holder and wakes it with `LPUSH`. No
+    /// window, no record, no Redisson channel, no streak, no fault
+    /// handling: what the ring costs plus the lock itself.
+    BareQueue,
 }
 
 impl Kind {
-    pub(crate) const ALL: [Kind; 6] = [
+    pub(crate) const ALL: [Kind; 7] = [
         Kind::Barging,
         Kind::Polling,
         Kind::Lock,
         Kind::LockWithLease,
         Kind::FairLock,
         Kind::Ring,
+        Kind::BareQueue,
     ];
 
     pub(crate) fn name(self) -> &'static str {
@@ -95,6 +104,7 @@ impl Kind {
             Kind::LockWithLease => "lock_with_lease",
             Kind::FairLock => "fair_lock",
             Kind::Ring => "ring",
+            Kind::BareQueue => "bare_queue",
         }
     }
 
@@ -465,6 +475,19 @@ fn member<'a>(
             let mut conn = raw_connection(url);
             Box::new(move |_, deadline| ring_loop(&mut conn, &mut data, name, counter, deadline))
         }
+        Kind::BareQueue => {
+            let mut conn = raw_connection(url);
+            let scripts = BareQueueScripts {
+                join: redis::Script::new(BARE_QUEUE_JOIN),
+                release: redis::Script::new(BARE_QUEUE_RELEASE),
+            };
+            Box::new(move |start, deadline| {
+                let holder = format!("{}-{start}:{}", std::process::id(), thread + 1);
+                bare_queue_loop(
+                    &mut conn, &mut data, &scripts, name, counter, deadline, &holder,
+                )
+            })
+        }
         Kind::Lock | Kind::LockWithLease | Kind::FairLock => {
             let client = client.expect("child: a library kind has a client");
             let lease = (kind == Kind::LockWithLease).then(|| Duration::from_millis(LEASE_MS));
@@ -779,6 +802,91 @@ fn ring_loop(
                 .arg(&token)
                 .query(&mut **conn.borrow_mut())
                 .expect("child: LPUSH");
+        },
+    )
+}
+
+/// The bare queue lock's take: the lock (`KEYS[1]`, a string naming its
+/// holder, TTL the lease) if free, else the caller queued (`KEYS[2]`).
+/// 1 = taken, 0 = queued.
+const BARE_QUEUE_JOIN: &str = "\
+if redis.call('set', KEYS[1], ARGV[1], 'nx', 'px', ARGV[2]) then return 1 end \
+redis.call('rpush', KEYS[2], ARGV[1]) \
+return 0";
+
+/// The bare queue lock's release: the queue's head made the holder and
+/// woken on its own list (`ARGV[2]` .. its id), or the lock deleted.
+const BARE_QUEUE_RELEASE: &str = "\
+local head = redis.call('lpop', KEYS[2]) \
+if head then \
+redis.call('set', KEYS[1], head, 'px', ARGV[1]) \
+redis.call('lpush', ARGV[2] .. head, '1') \
+return 1 \
+end \
+redis.call('del', KEYS[1]) \
+return 0";
+
+/// The bare queue lock's two scripts, loaded.
+struct BareQueueScripts {
+    join: redis::Script,
+    release: redis::Script,
+}
+
+/// The bare queue lock's loop, as `holder`: join (take or queue), and
+/// when queued, `BLPOP` on its own list until a release hands it over.
+fn bare_queue_loop(
+    conn: &mut redis::Connection,
+    data: &mut redis::Connection,
+    scripts: &BareQueueScripts,
+    name: &str,
+    counter: &str,
+    deadline: u64,
+    holder: &str,
+) -> ChildReport {
+    let queue = format!("{name}:queue");
+    let wake_prefix = format!("{name}:wake:");
+    let wake = format!("{wake_prefix}{holder}");
+    // Both closures use the connection, one after the other.
+    let conn = std::cell::RefCell::new(conn);
+    hold_loop(
+        data,
+        counter,
+        deadline,
+        |report| {
+            let taken: i64 = scripts
+                .join
+                .key(name)
+                .key(&queue)
+                .arg(holder)
+                .arg(LEASE_MS)
+                .invoke(&mut **conn.borrow_mut())
+                .expect("child: bare queue join");
+            if taken == 1 {
+                return Some(());
+            }
+            report.failed += 1;
+            // Every holder releases within a few ms of the deadline, so
+            // every queued waiter is handed the lock; the timeout only
+            // bounds a broken run.
+            let left = deadline.saturating_sub(wall_ns()) / 1_000_000_000 + 5;
+            let woken: Option<(String, String)> = redis::cmd("BLPOP")
+                .arg(&wake)
+                .arg(left)
+                .query(&mut **conn.borrow_mut())
+                .expect("child: BLPOP");
+            report.own_commands += 1;
+            woken.map(|_| ())
+        },
+        |_, ()| {
+            // (EVALSHA is a kind only clients send: counted by the server.)
+            let _: i64 = scripts
+                .release
+                .key(name)
+                .key(&queue)
+                .arg(LEASE_MS)
+                .arg(&wake_prefix)
+                .invoke(&mut **conn.borrow_mut())
+                .expect("child: bare queue release");
         },
     )
 }

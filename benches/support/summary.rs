@@ -208,6 +208,9 @@ pub(crate) fn own_measurements(
     let (ping, pair) = (s[0], s[1]);
     let (redis_wd, redis_lease, mem_wd, mem_lease) = (s[2], s[3], s[4], s[5]);
     let redisson_i = names.iter().position(|n| *n == "floor/redisson_pair");
+    let guarded_i = names
+        .iter()
+        .position(|n| *n == "floor/redisson_guarded_pair");
 
     // Handoff.
     #[derive(Clone, Copy)]
@@ -364,6 +367,17 @@ pub(crate) fn own_measurements(
             ),
         );
     }
+    let guarded = guarded_i.map(|i| s[i]);
+    if let (Some(i), Some(guarded), Some(redisson)) = (guarded_i, guarded, redisson) {
+        line(
+            names[i],
+            guarded,
+            format!(
+                "  = {:.2} × Redisson's scripts (the same with only exactly-once's window and record)",
+                ratio(guarded.median, redisson.median)
+            ),
+        );
+    }
     for (i, st) in [(2, redis_wd), (3, redis_lease)] {
         let vs_redisson = redisson.map_or(String::new(), |r| {
             format!(
@@ -371,11 +385,14 @@ pub(crate) fn own_measurements(
                 ratio(st.median, r.median)
             )
         });
+        let vs_guarded = guarded.map_or(String::new(), |g| {
+            format!(", {:.2} × their guarded pair", ratio(st.median, g.median))
+        });
         line(
             names[i],
             st,
             format!(
-                "  = {:.2} × floor pair{vs_redisson}",
+                "  = {:.2} × floor pair{vs_redisson}{vs_guarded}",
                 ratio(st.median, pair.median)
             ),
         );
