@@ -202,7 +202,7 @@ fn main() {
     ));
     // The same two scripts with only what exactly-once adds to them: what
     // the guarantees alone cost (issue 33).
-    let mut guarded_floor = GuardedRedissonFloor::new(&env.server);
+    let mut guarded_floor = RedissonFloor::guarded(&env.server);
     extra_cases.push((
         "floor/redisson_guarded_pair",
         Box::new(move || guarded_floor.pair()),

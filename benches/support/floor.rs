@@ -130,10 +130,19 @@ use super::redisson_scripts::{REDISSON_LOCK, REDISSON_UNLOCK};
 /// scripts sent raw by EVALSHA on one plain connection, a fresh unlock
 /// latch per release as Redisson's `unlock()` makes one. No windows, no
 /// records, no waiter queue: what a Redisson client costs the server.
+///
+/// Guarded ([`RedissonFloor::guarded`], `floor/redisson_guarded_pair`):
+/// the same two scripts with only what exactly-once adds to an uncontended
+/// pair. Each starts with the library's own window check
+/// (`lua/window_prelude.lua`, one `TIME`); the acquire writes a fresh
+/// attempt record (`SET NX PX`) before it takes the lock, and the release
+/// takes that record as its latch (it says `taken` until the release
+/// writes its outcome over it). No queue, no streak, no argument checks.
 pub(crate) struct RedissonFloor {
     conn: redis::Connection,
     lock: redis::Script,
     unlock: redis::Script,
+    guarded: bool,
     name: String,
     channel: String,
     holder: String,
@@ -143,11 +152,42 @@ pub(crate) struct RedissonFloor {
 
 impl RedissonFloor {
     pub(crate) fn new(server: &TestServer) -> RedissonFloor {
+        RedissonFloor::open(server, false)
+    }
+
+    pub(crate) fn guarded(server: &TestServer) -> RedissonFloor {
+        RedissonFloor::open(server, true)
+    }
+
+    fn open(server: &TestServer, guarded: bool) -> RedissonFloor {
         let name = unique_name("bench:redisson_floor");
+        let (lock, unlock) = if guarded {
+            let window = include_str!("../../lua/window_prelude.lua");
+            let record = "redis.call('hincrby', KEYS[1], ARGV[2], 1); ";
+            let lock = REDISSON_LOCK.replacen(
+                record,
+                &format!(
+                    "if not redis.call('set', KEYS[2], 'taken', 'px', ARGV[3], 'nx') then \
+                     return redis.error_reply('ERR the attempt record is there already'); end; {record}"
+                ),
+                1,
+            );
+            let latch = "if val ~= false then";
+            let unlock =
+                REDISSON_UNLOCK.replacen(latch, "if val ~= false and val ~= 'taken' then", 1);
+            assert!(
+                lock != REDISSON_LOCK && unlock != REDISSON_UNLOCK,
+                "the guarded floor's scripts are Redisson's with a record: Redisson's changed"
+            );
+            (format!("{window}{lock}"), format!("{window}{unlock}"))
+        } else {
+            (REDISSON_LOCK.to_owned(), REDISSON_UNLOCK.to_owned())
+        };
         RedissonFloor {
             conn: server.connection(),
-            lock: redis::Script::new(REDISSON_LOCK),
-            unlock: redis::Script::new(REDISSON_UNLOCK),
+            lock: redis::Script::new(&lock),
+            unlock: redis::Script::new(&unlock),
+            guarded,
             channel: format!("redisson_lock__channel:{{{name}}}"),
             latch_prefix: format!("redisson_unlock_latch:{{{name}}}"),
             holder: format!("{}:1", uuid::Uuid::new_v4()),
@@ -156,142 +196,37 @@ impl RedissonFloor {
         }
     }
 
-    /// `tryLockInnerAsync` + `unlockInnerAsync`, two EVALSHA round trips.
+    /// `tryLockInnerAsync` + `unlockInnerAsync`, two EVALSHA round trips
+    /// (guarded: the acquire's record is the release's latch, and both
+    /// have a window ending a few seconds from now, this machine's clock
+    /// being the server's).
     pub(crate) fn pair(&mut self) {
-        let acquired: Option<i64> = self
-            .lock
-            .key(&self.name)
-            .arg(LEASE_MS)
-            .arg(&self.holder)
-            .invoke(&mut self.conn)
-            .unwrap();
-        assert_eq!(acquired, None, "Redisson floor lock found the lock held");
         self.releases += 1;
         let latch = format!("{}:{}", self.latch_prefix, self.releases);
-        let released: Option<i64> = self
-            .unlock
-            .key(&self.name)
+        let mut lock = self.lock.key(&self.name);
+        let mut unlock = self.unlock.key(&self.name);
+        unlock
             .key(&self.channel)
             .key(&latch)
             .arg("0")
             .arg(LEASE_MS)
             .arg(&self.holder)
             .arg("publish")
-            .arg(LATCH_MS)
-            .invoke(&mut self.conn)
-            .unwrap();
-        assert_eq!(released, Some(1), "Redisson floor unlock did not release");
-        black_box(released);
-    }
-}
-
-// ------------------------------------------------ guarded redisson floor --
-
-/// Redisson's lock script with what exactly-once adds to an uncontended
-/// acquire and nothing else (`floor/redisson_guarded_pair`, issue 33): run
-/// after `lua/window_prelude.lua` (the window's `TIME`), it writes the
-/// attempt's record (`KEYS[2]`, `SET NX PX ARGV[3]`) before it takes the
-/// lock. No queue, no streak, no argument checks, no busy record.
-const GUARDED_LOCK: &str = "\
-if ((redis.call('exists', KEYS[1]) == 0) or (redis.call('hexists', KEYS[1], ARGV[2]) == 1)) then \
-if not redis.call('set', KEYS[2], 'taken', 'px', ARGV[3], 'nx') then \
-return redis.error_reply('ERR the attempt record is there already'); \
-end; \
-redis.call('hincrby', KEYS[1], ARGV[2], 1); \
-redis.call('pexpire', KEYS[1], ARGV[1]); \
-return nil; \
-end; \
-return redis.call('pttl', KEYS[1]);";
-
-/// Redisson's unlock script with what exactly-once adds to a release, run
-/// after `lua/window_prelude.lua`: its latch is the acquire's record
-/// (`KEYS[3]`), which still says `taken` until the release writes its
-/// outcome there.
-const GUARDED_UNLOCK: &str = "\
-local val = redis.call('get', KEYS[3]); \
-if val ~= false and val ~= 'taken' then return tonumber(val); end; \
-if (redis.call('hexists', KEYS[1], ARGV[3]) == 0) then return nil; end; \
-local counter = redis.call('hincrby', KEYS[1], ARGV[3], -1); \
-if (counter > 0) then \
-redis.call('pexpire', KEYS[1], ARGV[2]); \
-redis.call('set', KEYS[3], 0, 'px', ARGV[5]); \
-return 0; \
-else \
-redis.call('del', KEYS[1]); \
-redis.call(ARGV[4], KEYS[2], ARGV[1]); \
-redis.call('set', KEYS[3], 1, 'px', ARGV[5]); \
-return 1; \
-end;";
-
-/// Redisson's two scripts with only what exactly-once needs on an
-/// uncontended pair (issue 33): each checks its window first (the
-/// library's own `lua/window_prelude.lua`, one `TIME`), the acquire writes
-/// a fresh attempt record (`SET NX PX`) and the release writes its outcome
-/// over it as its latch. What is left between this and the library's pair
-/// is the rest: the waiter queue, the streak that gives Redisson its turn,
-/// the argument checks, the client.
-pub(crate) struct GuardedRedissonFloor {
-    conn: redis::Connection,
-    lock: redis::Script,
-    unlock: redis::Script,
-    name: String,
-    channel: String,
-    holder: String,
-    record_prefix: String,
-    attempts: u64,
-}
-
-impl GuardedRedissonFloor {
-    pub(crate) fn new(server: &TestServer) -> GuardedRedissonFloor {
-        let name = unique_name("bench:guarded_floor");
-        let window = include_str!("../../lua/window_prelude.lua");
-        GuardedRedissonFloor {
-            conn: server.connection(),
-            lock: redis::Script::new(&format!("{window}{GUARDED_LOCK}")),
-            unlock: redis::Script::new(&format!("{window}{GUARDED_UNLOCK}")),
-            channel: format!("redisson_lock__channel:{{{name}}}"),
-            record_prefix: format!("{{{name}}}:redisync_attempt"),
-            holder: format!("{}:1", uuid::Uuid::new_v4()),
-            name,
-            attempts: 0,
+            .arg(LATCH_MS);
+        lock.arg(LEASE_MS).arg(&self.holder);
+        if self.guarded {
+            let window_end = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .as_millis()
+                + 5_000;
+            lock.key(&latch).arg(LATCH_MS).arg(window_end.to_string());
+            unlock.arg(window_end.to_string());
         }
-    }
-
-    /// The two scripts, each with a window ending a few seconds from now
-    /// (this machine's clock is the server's).
-    pub(crate) fn pair(&mut self) {
-        let window_end = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap()
-            .as_millis()
-            + 5_000;
-        self.attempts += 1;
-        let record = format!("{}:{}", self.record_prefix, self.attempts);
-        let acquired: Option<i64> = self
-            .lock
-            .key(&self.name)
-            .key(&record)
-            .arg(LEASE_MS)
-            .arg(&self.holder)
-            .arg(LATCH_MS)
-            .arg(window_end.to_string())
-            .invoke(&mut self.conn)
-            .unwrap();
-        assert_eq!(acquired, None, "guarded floor lock found the lock held");
-        let released: Option<i64> = self
-            .unlock
-            .key(&self.name)
-            .key(&self.channel)
-            .key(&record)
-            .arg("0")
-            .arg(LEASE_MS)
-            .arg(&self.holder)
-            .arg("publish")
-            .arg(LATCH_MS)
-            .arg(window_end.to_string())
-            .invoke(&mut self.conn)
-            .unwrap();
-        assert_eq!(released, Some(1), "guarded floor unlock did not release");
+        let acquired: Option<i64> = lock.invoke(&mut self.conn).unwrap();
+        assert_eq!(acquired, None, "Redisson floor lock found the lock held");
+        let released: Option<i64> = unlock.invoke(&mut self.conn).unwrap();
+        assert_eq!(released, Some(1), "Redisson floor unlock did not release");
         black_box(released);
     }
 }

@@ -13,7 +13,7 @@ pub(crate) fn floor_group(c: &mut Criterion, env: &Env) {
     group.bench_function("evalsha_pair", |b| b.iter(|| floor.pair()));
     let mut redisson = RedissonFloor::new(&env.server);
     group.bench_function("redisson_pair", |b| b.iter(|| redisson.pair()));
-    let mut guarded = GuardedRedissonFloor::new(&env.server);
+    let mut guarded = RedissonFloor::guarded(&env.server);
     group.bench_function("redisson_guarded_pair", |b| b.iter(|| guarded.pair()));
     group.finish();
 }
