@@ -20,8 +20,8 @@
 //! lock or queues the caller, a queued waiter blocks in `BLPOP` on its own
 //! list, the release script hands the lock to the queue's head and wakes
 //! it with `LPUSH`: no window, no record, no Redisson channel), the floor
-//! of any fair lock that hands over between processes. Each child is this binary re-executed with
-//! `REDISYNC_CHILD_ROLE=bench_fleet`; it connects, warms up on another lock
+//! of any fair lock that hands over between processes. Each child is this
+//! binary re-executed with `REDISYNC_CHILD_ROLE=bench_fleet`; it connects, warms up on another lock
 //! name (scripts loaded, a pooled connection open), says it is ready, and
 //! starts at a wall-clock instant the parent sends to all; it stops at the
 //! deadline (its last acquisition after the deadline is released without

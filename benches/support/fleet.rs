@@ -815,7 +815,11 @@ redis.call('rpush', KEYS[2], ARGV[1]) \
 return 0";
 
 /// The bare queue lock's release: the queue's head made the holder and
-/// woken on its own list (`ARGV[2]` .. its id), or the lock deleted.
+/// woken on its own list (`ARGV[2]` .. its id: a key the script names
+/// itself, which a standalone server allows and a cluster would not), or
+/// the lock deleted. It trusts its caller to hold the lock: the floor has
+/// no fault handling, and the run's counter and overlap checks would say
+/// so if two held it at once.
 const BARE_QUEUE_RELEASE: &str = "\
 local head = redis.call('lpop', KEYS[2]) \
 if head then \

@@ -142,7 +142,10 @@ pub(crate) struct RedissonFloor {
     conn: redis::Connection,
     lock: redis::Script,
     unlock: redis::Script,
-    guarded: bool,
+    /// Guarded: the server's clock at a moment of this process's
+    /// monotonic clock, the windows' origin (as the library's, never
+    /// this machine's wall clock); `None`: no windows.
+    server_clock: Option<(std::time::Instant, u128)>,
     name: String,
     channel: String,
     holder: String,
@@ -183,11 +186,16 @@ impl RedissonFloor {
         } else {
             (REDISSON_LOCK.to_owned(), REDISSON_UNLOCK.to_owned())
         };
+        let mut conn = server.connection();
+        let server_clock = guarded.then(|| {
+            let (seconds, micros): (u128, u128) = redis::cmd("TIME").query(&mut conn).unwrap();
+            (std::time::Instant::now(), seconds * 1000 + micros / 1000)
+        });
         RedissonFloor {
-            conn: server.connection(),
+            conn,
             lock: redis::Script::new(&lock),
             unlock: redis::Script::new(&unlock),
-            guarded,
+            server_clock,
             channel: format!("redisson_lock__channel:{{{name}}}"),
             latch_prefix: format!("redisson_unlock_latch:{{{name}}}"),
             holder: format!("{}:1", uuid::Uuid::new_v4()),
@@ -198,8 +206,7 @@ impl RedissonFloor {
 
     /// `tryLockInnerAsync` + `unlockInnerAsync`, two EVALSHA round trips
     /// (guarded: the acquire's record is the release's latch, and both
-    /// have a window ending a few seconds from now, this machine's clock
-    /// being the server's).
+    /// have a window ending 5 s from now by the server's clock).
     pub(crate) fn pair(&mut self) {
         self.releases += 1;
         let latch = format!("{}:{}", self.latch_prefix, self.releases);
@@ -214,14 +221,10 @@ impl RedissonFloor {
             .arg("publish")
             .arg(LATCH_MS);
         lock.arg(LEASE_MS).arg(&self.holder);
-        if self.guarded {
-            let window_end = std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .unwrap()
-                .as_millis()
-                + 5_000;
-            lock.key(&latch).arg(LATCH_MS).arg(window_end.to_string());
-            unlock.arg(window_end.to_string());
+        if let Some((at, server_ms)) = self.server_clock {
+            let window_end = (server_ms + at.elapsed().as_millis() + 5_000).to_string();
+            lock.key(&latch).arg(LATCH_MS).arg(&window_end);
+            unlock.arg(&window_end);
         }
         let acquired: Option<i64> = lock.invoke(&mut self.conn).unwrap();
         assert_eq!(acquired, None, "Redisson floor lock found the lock held");
