@@ -177,7 +177,8 @@ impl<H: GuardHolder> LockGuard<H> {
                 offer.seat.lease_ms,
             );
             if restart.is_err() {
-                // No scheduler thread: released the usual way.
+                // No scheduler thread, or a lease end it cannot tell:
+                // released the usual way.
                 subscriber.resolve(offer, crate::pubsub::Handoff::Refused);
                 return false;
             }

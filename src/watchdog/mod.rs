@@ -267,7 +267,8 @@ impl Watchdog {
             // Its end cannot be told: the hold goes through the store.
             return Err(crate::Error::backend(
                 format!(
-                    "lock {:?}: a lease of {lease_ms} ms ends too far away to restart for                      another thread (the hold is released through the store instead)",
+                    "lock {:?}: a lease of {lease_ms} ms ends too far away to restart for \
+                     another thread (the hold is released through the store instead)",
                     renewal.name()
                 ),
                 false,
